@@ -1,0 +1,87 @@
+// swift-tools-version:6.0
+// AppHost: the iOS background-execution model for Linux processes.
+import PackageDescription
+
+let package = Package(
+    name: "AppHost",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "apphost", targets: ["apphost"]),
+        .library(name: "AppKitLess", targets: ["AppKitLess"]),
+        .library(name: "Host", targets: ["Host"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+    ],
+    targets: [
+        // Mechanism: one small C file, prefixed aph_, returning 0 or an errno.
+        .target(
+            name: "CAppHostSys",
+            linkerSettings: [.linkedLibrary("seccomp")]
+        ),
+        // What host and app both need: IPC messages, frames, manifest model, codes.
+        .target(name: "AppHostProtocol"),
+        // OS wrappers: spawn, pidfd, reaper thread, /proc readers, file locks.
+        .target(
+            name: "AppHostSystem",
+            dependencies: [
+                "CAppHostSys",
+                "AppHostProtocol",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // The host daemon: registry, lifecycle, supervisor, storage, control server.
+        .target(
+            name: "Host",
+            dependencies: [
+                "AppHostProtocol",
+                "AppHostSystem",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // The SDK apps link. Nothing of the host here but the protocol.
+        .target(name: "AppKitLess", dependencies: ["AppHostProtocol"]),
+        // The CLI.
+        .executableTarget(
+            name: "apphost",
+            dependencies: [
+                "Host",
+                "AppHostProtocol",
+                "AppHostSystem",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // Sample apps (manifests in manifests/).
+        .executableTarget(name: "PlainApp", dependencies: ["AppKitLess"], path: "Samples/PlainApp"),
+        .executableTarget(name: "TaskHolderApp", dependencies: ["AppKitLess"], path: "Samples/TaskHolderApp"),
+        .executableTarget(name: "ProbeApp", dependencies: ["AppKitLess"], path: "Samples/ProbeApp"),
+        // Tests a sandboxed child runs to report what the sandbox allows.
+        .executableTarget(name: "aph-sandbox-check", dependencies: ["CAppHostSys"], path: "Samples/SandboxCheck"),
+        // Benchmarks: figures and ratios against a baseline in the same run.
+        .executableTarget(
+            name: "apphost-bench",
+            dependencies: [
+                "Host", "AppHostSystem", "AppHostProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/apphost-bench"
+        ),
+        .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol"]),
+        .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol"]),
+        .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

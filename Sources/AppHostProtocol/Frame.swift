@@ -1,0 +1,146 @@
+/// Length-prefixed frames: a 4-byte big-endian payload length, then the payload
+/// (one JSON-encoded message). Used on the app IPC socket and on the control socket.
+public enum Frame {
+    /// Bytes in the length prefix.
+    public static let headerSize = 4
+    /// The largest payload either side accepts. A peer that announces more is broken
+    /// or hostile; the receiver drops the connection.
+    public static let maximumPayload = 1 << 20
+
+    /// Encodes one message as a frame.
+    public static func encode<M: Encodable>(_ message: M) throws -> [UInt8] {
+        let payload = try [UInt8](WireJSON.encoder().encode(message))
+        guard payload.count <= maximumPayload else {
+            throw FrameError.oversized(length: payload.count, maximum: maximumPayload)
+        }
+        let n = UInt32(payload.count)
+        var out: [UInt8] = [UInt8(n >> 24), UInt8((n >> 16) & 0xff), UInt8((n >> 8) & 0xff), UInt8(n & 0xff)]
+        out.reserveCapacity(headerSize + payload.count)
+        out.append(contentsOf: payload)
+        return out
+    }
+
+    /// Decodes the payload of one frame into a message.
+    public static func decode<M: Decodable>(_ type: M.Type, from payload: [UInt8]) throws(FrameError) -> M {
+        do {
+            return try WireJSON.decoder().decode(M.self, from: Data(payload))
+        } catch {
+            throw FrameError.malformed(reason: "\(error)".prefix(300).description)
+        }
+    }
+}
+
+import Foundation
+
+/// Why a byte stream is not a valid sequence of frames.
+public enum FrameError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The length prefix announces more than ``Frame/maximumPayload`` bytes.
+    case oversized(length: Int, maximum: Int)
+    /// The payload is not a message of the expected type.
+    case malformed(reason: String)
+    /// The stream ended in the middle of a frame.
+    case truncated(buffered: Int)
+
+    public var description: String {
+        switch self {
+        case .oversized(let length, let maximum): "frame of \(length) bytes exceeds the maximum of \(maximum)"
+        case .malformed(let reason): "malformed message: \(reason)"
+        case .truncated(let buffered): "stream ended inside a frame (\(buffered) bytes buffered)"
+        }
+    }
+}
+
+/// Splits a byte stream into frame payloads. Pure: no sockets, fed byte by byte or in chunks.
+public struct FrameDecoder: Sendable {
+    private var buffer: [UInt8] = []
+    private var start = 0
+    /// The maximum payload this decoder accepts.
+    public let maximumPayload: Int
+
+    /// Creates a decoder that rejects payloads above `maximumPayload` bytes.
+    public init(maximumPayload: Int = Frame.maximumPayload) {
+        self.maximumPayload = maximumPayload
+    }
+
+    /// Bytes received but not yet returned as a frame.
+    public var bufferedCount: Int { buffer.count - start }
+
+    /// Appends received bytes.
+    public mutating func append<C: Collection>(_ bytes: C) where C.Element == UInt8 {
+        if start > 0 && start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+        } else if start > 4096 && start * 2 > buffer.count {
+            buffer.removeFirst(start)
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// Returns the next complete payload, nil if more bytes are needed, or throws if the
+    /// stream is invalid (the connection should then be closed).
+    public mutating func next() throws(FrameError) -> [UInt8]? {
+        let available = buffer.count - start
+        guard available >= Frame.headerSize else { return nil }
+        let length = Int(buffer[start]) << 24 | Int(buffer[start + 1]) << 16
+            | Int(buffer[start + 2]) << 8 | Int(buffer[start + 3])
+        guard length <= maximumPayload else {
+            throw .oversized(length: length, maximum: maximumPayload)
+        }
+        guard available >= Frame.headerSize + length else { return nil }
+        let from = start + Frame.headerSize
+        let payload = Array(buffer[from..<(from + length)])
+        start = from + length
+        return payload
+    }
+
+    /// Call at end of stream: throws if a partial frame is left.
+    public func finish() throws(FrameError) {
+        if bufferedCount > 0 { throw .truncated(buffered: bufferedCount) }
+    }
+}
+
+/// The JSON coders used on every AppHost wire and file: ISO 8601 dates with
+/// fractional seconds, sorted keys so output is stable.
+public enum WireJSON {
+    /// An encoder for wire messages and JSON files.
+    public static func encoder(pretty: Bool = false) -> JSONEncoder {
+        let e = JSONEncoder()
+        e.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        e.dateEncodingStrategy = .custom { date, encoder in
+            var c = encoder.singleValueContainer()
+            try c.encode(Timestamp.format(date))
+        }
+        e.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return e
+    }
+
+    /// A decoder matching ``encoder(pretty:)``.
+    public static func decoder() -> JSONDecoder {
+        let d = JSONDecoder()
+        d.dateDecodingStrategy = .custom { decoder in
+            let c = try decoder.singleValueContainer()
+            let s = try c.decode(String.self)
+            guard let date = Timestamp.parse(s) else {
+                throw DecodingError.dataCorruptedError(in: c, debugDescription: "not an ISO 8601 date: \(s)")
+            }
+            return date
+        }
+        d.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return d
+    }
+}
+
+/// ISO 8601 timestamps with millisecond precision, in UTC.
+public enum Timestamp {
+    /// Formats a date as `2026-11-21T21:35:06.123Z`.
+    public static func format(_ date: Date) -> String {
+        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+    }
+
+    /// Parses what ``format(_:)`` writes (fractional seconds optional).
+    public static func parse(_ s: String) -> Date? {
+        if let d = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(s) { return d }
+        return try? Date.ISO8601FormatStyle().parse(s)
+    }
+}

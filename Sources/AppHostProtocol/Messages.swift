@@ -1,0 +1,103 @@
+import Foundation
+
+/// The version both sides announce in the handshake. The host refuses an app
+/// that speaks another version.
+public enum IPCProtocol {
+    /// Current wire version.
+    public static let version = 1
+    /// The descriptor on which an app finds its IPC socket.
+    public static let descriptor: Int32 = 3
+    /// The environment variable that names that descriptor (set by the host).
+    public static let descriptorEnvironmentKey = "APPHOST_IPC_FD"
+    /// The environment variable holding the app's bundle identifier.
+    public static let bundleIdentifierEnvironmentKey = "APPHOST_BUNDLE_ID"
+}
+
+/// The iOS application states.
+public enum AppState: String, Codable, Sendable, CaseIterable {
+    case notRunning, inactive, active, background, suspended
+}
+
+/// Why an app was launched; passed to `didFinishLaunching(options:)`.
+public enum LaunchReason: String, Codable, Sendable {
+    /// The user launched it (CLI `launch`, `run`, `foreground`).
+    case user
+    /// Launched straight into the background (`launch --background`).
+    case background
+}
+
+/// Options handed to `didFinishLaunching`.
+public struct LaunchOptions: Codable, Sendable, Equatable {
+    /// Why the app is being launched.
+    public var reason: LaunchReason
+    /// Arguments given after `--` on `apphost launch`.
+    public var arguments: [String]
+
+    public init(reason: LaunchReason, arguments: [String] = []) {
+        self.reason = reason
+        self.arguments = arguments
+    }
+}
+
+/// The delegate callbacks the host asks an app to run, in iOS order.
+public enum LifecycleCallback: Codable, Sendable, Equatable {
+    case didFinishLaunching(options: LaunchOptions)
+    case willResignActive
+    case didEnterBackground
+    case willEnterForeground
+    case didBecomeActive
+    case willTerminate
+
+    /// The delegate method's name, for events and logs.
+    public var name: String {
+        switch self {
+        case .didFinishLaunching: "didFinishLaunching"
+        case .willResignActive: "willResignActive"
+        case .didEnterBackground: "didEnterBackground"
+        case .willEnterForeground: "willEnterForeground"
+        case .didBecomeActive: "didBecomeActive"
+        case .willTerminate: "willTerminate"
+        }
+    }
+}
+
+/// A question an app asks the host and waits for.
+public enum AppRequest: Codable, Sendable, Equatable {
+    /// How long the app may still run in the background.
+    case backgroundTimeRemaining
+}
+
+/// The host's answer to an ``AppRequest``.
+public enum HostReply: Codable, Sendable, Equatable {
+    /// Seconds left; `Double.greatestFiniteMagnitude` in the foreground (iOS's DBL_MAX).
+    case backgroundTimeRemaining(seconds: Double)
+    /// The request could not be answered.
+    case failed(reason: String)
+}
+
+/// App → host.
+public enum AppMessage: Codable, Sendable, Equatable {
+    /// First message on the socket.
+    case hello(version: Int, pid: Int32)
+    /// The delegate method for callback `seq` has returned.
+    case callbackReturned(seq: UInt64)
+    /// `beginBackgroundTask(name:expirationHandler:)`; ids are chosen by the app, unique per process.
+    case beginBackgroundTask(id: Int, name: String?)
+    /// `endBackgroundTask(_:)`.
+    case endBackgroundTask(id: Int)
+    /// A request the app waits on; answered by ``HostMessage/reply(id:reply:)``.
+    case request(id: UInt64, request: AppRequest)
+}
+
+/// Host → app.
+public enum HostMessage: Codable, Sendable, Equatable {
+    /// Answer to `hello`: the handshake succeeded.
+    case welcome(version: Int, bundleIdentifier: String)
+    /// Run a delegate callback with the application now in `state`; answer with
+    /// ``AppMessage/callbackReturned(seq:)`` once it returns.
+    case callback(seq: UInt64, callback: LifecycleCallback, state: AppState)
+    /// Answer to ``AppMessage/request(id:request:)``.
+    case reply(id: UInt64, reply: HostReply)
+    /// The handshake failed; the app should exit.
+    case rejected(reason: String)
+}
