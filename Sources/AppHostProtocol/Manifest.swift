@@ -38,6 +38,7 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// The file this manifest was read from.
     public var sourcePath: String
 
+    /// Creates a manifest; everything but the identity keys and the source path has an empty default.
     public init(bundleIdentifier: String, executable: String, name: String, displayName: String? = nil,
                 backgroundModes: [BackgroundMode] = [], bgTaskIdentifiers: [String] = [],
                 exitsOnSuspend: Bool = false, externalAccessoryProtocols: [String] = [], sourcePath: String) {

@@ -1,0 +1,136 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An entitlements file (`Name.entitlements`): a property list whose top-level keys
+/// are the entitlements the app claims.
+public struct Entitlements: Sendable, Equatable {
+    /// The file's absolute path.
+    public var path: String
+    /// Every top-level key, sorted (e.g. `aps-environment`, `com.apple.developer.siri`).
+    public var keys: [String]
+    /// The file's bytes, so values can be re-read (see ``propertyList()``).
+    public var data: Data
+
+    /// Reads an entitlements file, XML or binary.
+    public static func read(path: String) throws(ManifestError) -> Entitlements {
+        let loaded = try PropertyListFile.load(path: path, display: path)
+        return Entitlements(path: ManifestReader.absolutePath(path), keys: loaded.dictionary.keys.sorted(), data: loaded.data)
+    }
+
+    /// The file's whole top-level dictionary.
+    public func propertyList() -> [String: Any] {
+        PropertyListFile.dictionary(from: data)
+    }
+}
+
+/// An app ready to launch: its manifest, the executable to run and its entitlements.
+public struct AppBundle: Sendable, Equatable {
+    /// The absolute path of the `.app` folder, or nil for a manifest outside one.
+    public var bundlePath: String?
+    /// The manifest, build settings expanded.
+    public var manifest: Manifest
+    /// The absolute path of the executable named by `CFBundleExecutable`.
+    public var executablePath: String
+    /// The entitlements file's top-level keys, sorted; empty if the bundle has none.
+    public var entitlementKeys: [String]
+    /// The absolute path of the entitlements file, if the bundle has one.
+    public var entitlementsPath: String?
+}
+
+/// Loads app bundles: a folder `Name.app/` holding `Info.plist`, optionally
+/// `Name.entitlements`, and the executable named by `CFBundleExecutable`.
+public enum AppBundleLoader {
+    /// Loads the bundle at `path`: a `.app` folder (or any folder holding `Info.plist`), or a
+    /// manifest file of any name, whose folder then plays the bundle folder's part.
+    ///
+    /// The executable named by `CFBundleExecutable` (after expansion) is looked for, in order:
+    /// 1. in the bundle folder (or the manifest's folder): `<folder>/<CFBundleExecutable>`;
+    /// 2. in each of `productDirectories`, in the order given (see
+    ///    ``defaultProductDirectories(forBundleAt:extra:)``).
+    ///
+    /// The first regular file the current user may execute wins. An absolute
+    /// `CFBundleExecutable` is used as is. The entitlements file is `<folder>/<Name>.entitlements`,
+    /// where `Name` is the bundle name (see ``ManifestReader/defaultBundleName(forManifestAt:)``).
+    public static func load(path: String, settings: [String: String] = [:], productDirectories: [String] = [])
+        throws(ManifestError) -> AppBundle
+    {
+        let plistPath = ManifestReader.manifestPath(for: path)
+        let folder = (plistPath as NSString).deletingLastPathComponent
+        let bundleName = ManifestReader.defaultBundleName(forManifestAt: plistPath)
+        let manifest = try ManifestReader.read(path: plistPath, settings: settings, bundleName: bundleName)
+        let executablePath = try findExecutable(manifest.executable, in: [folder.isEmpty ? "." : folder] + productDirectories,
+                                                manifestFile: plistPath)
+
+        let entitlementsFile = (folder as NSString).appendingPathComponent(bundleName + ".entitlements")
+        var entitlements: Entitlements?
+        if FileManager.default.fileExists(atPath: entitlementsFile) {
+            entitlements = try Entitlements.read(path: entitlementsFile)
+        }
+        let absoluteFolder = ManifestReader.absolutePath(folder)
+        return AppBundle(
+            bundlePath: (absoluteFolder as NSString).pathExtension == "app" ? absoluteFolder : nil,
+            manifest: manifest,
+            executablePath: executablePath,
+            entitlementKeys: entitlements?.keys ?? [],
+            entitlementsPath: entitlements?.path
+        )
+    }
+
+    /// The folders to search for executables built from source: `extra` (the caller passes
+    /// `$APPHOST_PRODUCTS_DIR` if set and the folder holding the running `apphost`), then
+    /// `.build/debug` and `.build/release` of the nearest folder at or above the bundle that
+    /// holds a `Package.swift`, those two only if they exist. Duplicates are dropped.
+    public static func defaultProductDirectories(forBundleAt path: String, extra: [String]) -> [String] {
+        var result: [String] = []
+        for dir in extra where !result.contains(dir) { result.append(dir) }
+        guard let root = packageRoot(above: ManifestReader.absolutePath(path)) else { return result }
+        for configuration in ["debug", "release"] {
+            let dir = (root as NSString).appendingPathComponent(".build/" + configuration)
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), isDirectory.boolValue,
+               !result.contains(dir) {
+                result.append(dir)
+            }
+        }
+        return result
+    }
+
+    /// The nearest folder at or above `path` holding a `Package.swift`.
+    static func packageRoot(above path: String) -> String? {
+        var dir = path
+        while true {
+            if FileManager.default.fileExists(atPath: (dir as NSString).appendingPathComponent("Package.swift")) {
+                return dir
+            }
+            let parent = (dir as NSString).deletingLastPathComponent
+            if parent == dir || parent.isEmpty { return nil }
+            dir = parent
+        }
+    }
+
+    private static func findExecutable(_ name: String, in directories: [String], manifestFile: String)
+        throws(ManifestError) -> String
+    {
+        let candidates = name.hasPrefix("/") ? [name] : directories.map { ($0 as NSString).appendingPathComponent(name) }
+        var notExecutable: [String] = []
+        for candidate in candidates {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                continue
+            }
+            if access(candidate, X_OK) == 0 { return ManifestReader.absolutePath(candidate) }
+            notExecutable.append(candidate)
+        }
+        let looked = name.hasPrefix("/") ? "" : " (looked in: \(directories.joined(separator: ", ")))"
+        let hint = notExecutable.isEmpty ? "" : "; \(notExecutable.joined(separator: ", ")) exists but is not executable (chmod +x)"
+        throw ManifestError(.executableNotFound, file: manifestFile, key: ManifestReader.executableKey, value: name,
+                            detail: "executable \"\(name)\" not found\(looked)\(hint)")
+    }
+}

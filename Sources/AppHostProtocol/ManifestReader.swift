@@ -1,0 +1,296 @@
+import Foundation
+
+/// An Info.plist as written: the keys AppHost reads, type-checked, with build-setting
+/// references left unexpanded and no key required. Every other key is kept in ``data``.
+public struct RawManifest: Sendable, Equatable {
+    /// The file, as the caller named it (used in error messages).
+    public var displayPath: String
+    /// The file's absolute path.
+    public var sourcePath: String
+    /// How the file was encoded.
+    public var format: PropertyListFileFormat
+    /// `CFBundleIdentifier` as written, if present.
+    public var rawBundleIdentifier: String?
+    /// `CFBundleExecutable` as written, if present.
+    public var rawExecutable: String?
+    /// `CFBundleName` as written, if present.
+    public var rawName: String?
+    /// `CFBundleDisplayName` as written, if present.
+    public var rawDisplayName: String?
+    /// `UIBackgroundModes`, validated, in file order (empty if absent).
+    public var backgroundModes: [BackgroundMode]
+    /// Whether the file has a `UIBackgroundModes` key at all.
+    public var declaresBackgroundModes: Bool
+    /// `BGTaskSchedulerPermittedIdentifiers` as written, in file order (empty if absent).
+    public var rawBGTaskIdentifiers: [String]
+    /// `UIApplicationExitsOnSuspend`, if present.
+    public var exitsOnSuspend: Bool?
+    /// `UISupportedExternalAccessoryProtocols` as written (empty if absent).
+    public var rawExternalAccessoryProtocols: [String]
+    /// Every top-level key in the file, sorted, including those AppHost ignores.
+    public var keys: [String]
+    /// The file's bytes, so the whole dictionary can be re-read (see ``propertyList()``).
+    public var data: Data
+
+    /// The file's whole top-level dictionary, unknown keys included.
+    public func propertyList() -> [String: Any] {
+        PropertyListFile.dictionary(from: data)
+    }
+}
+
+/// Reads app manifests (Info.plist files, XML or binary) with Foundation's property list
+/// support, expands Xcode build-setting references and validates what AppHost relies on.
+///
+/// Build settings come from the caller (`apphost --setting KEY=VALUE`) on top of defaults
+/// derived from the bundle name: `TARGET_NAME` is the bundle name, `PRODUCT_NAME` defaults
+/// to `$(TARGET_NAME)` and `EXECUTABLE_NAME` to `$(PRODUCT_NAME)`, as in Xcode.
+/// An unresolved reference is an error in `CFBundleIdentifier`, `CFBundleExecutable` and each
+/// `BGTaskSchedulerPermittedIdentifiers` entry; elsewhere it is left as written.
+public enum ManifestReader {
+    /// `CFBundleIdentifier`.
+    public static let bundleIdentifierKey = "CFBundleIdentifier"
+    /// `CFBundleExecutable`.
+    public static let executableKey = "CFBundleExecutable"
+    /// `CFBundleName`.
+    public static let nameKey = "CFBundleName"
+    /// `CFBundleDisplayName`.
+    public static let displayNameKey = "CFBundleDisplayName"
+    /// `UIBackgroundModes`.
+    public static let backgroundModesKey = "UIBackgroundModes"
+    /// `BGTaskSchedulerPermittedIdentifiers`.
+    public static let bgTaskIdentifiersKey = "BGTaskSchedulerPermittedIdentifiers"
+    /// `UIApplicationExitsOnSuspend`.
+    public static let exitsOnSuspendKey = "UIApplicationExitsOnSuspend"
+    /// `UISupportedExternalAccessoryProtocols`.
+    public static let externalAccessoryProtocolsKey = "UISupportedExternalAccessoryProtocols"
+
+    /// Reads and validates a manifest. `path` is an Info.plist (or a plist of any name) or a
+    /// folder holding `Info.plist`, such as `Foo.app`. `bundleName` defaults to
+    /// ``defaultBundleName(forManifestAt:)``.
+    public static func read(path: String, settings: [String: String] = [:], bundleName: String? = nil)
+        throws(ManifestError) -> Manifest
+    {
+        let plistPath = manifestPath(for: path)
+        let raw = try readRaw(path: plistPath)
+        return try resolve(raw, settings: settings, bundleName: bundleName ?? defaultBundleName(forManifestAt: plistPath))
+    }
+
+    /// Reads a manifest as written: types and background modes are checked, build settings
+    /// are not expanded and no key is required. `path` is as in ``read(path:settings:bundleName:)``.
+    public static func readRaw(path: String) throws(ManifestError) -> RawManifest {
+        let display = manifestPath(for: path)
+        let loaded = try PropertyListFile.load(path: display, display: display)
+        let fields = Fields(dictionary: loaded.dictionary, file: display)
+        let bundleIdentifier = try fields.string(bundleIdentifierKey)
+        let executable = try fields.string(executableKey)
+        let modes = try fields.backgroundModes()
+        return RawManifest(
+            displayPath: display,
+            sourcePath: absolutePath(display),
+            format: loaded.format,
+            rawBundleIdentifier: bundleIdentifier,
+            rawExecutable: executable,
+            rawName: try fields.string(nameKey),
+            rawDisplayName: try fields.string(displayNameKey),
+            backgroundModes: modes ?? [],
+            declaresBackgroundModes: modes != nil,
+            rawBGTaskIdentifiers: try fields.strings(bgTaskIdentifiersKey) ?? [],
+            exitsOnSuspend: try fields.bool(exitsOnSuspendKey),
+            rawExternalAccessoryProtocols: try fields.strings(externalAccessoryProtocolsKey) ?? [],
+            keys: loaded.dictionary.keys.sorted(),
+            data: loaded.data
+        )
+    }
+
+    /// Expands and checks a raw manifest: identity keys present, references in required keys
+    /// resolved, the bundle identifier well formed.
+    public static func resolve(_ raw: RawManifest, settings: [String: String] = [:], bundleName: String)
+        throws(ManifestError) -> Manifest
+    {
+        let file = raw.displayPath
+        let expander = BuildSettingExpander(settings: defaultSettings(bundleName: bundleName).merging(settings) { $1 })
+
+        func required(_ key: String, _ value: String?, index: Int? = nil) throws(ManifestError) -> String {
+            guard let value else {
+                throw ManifestError(.missingKey, file: file, key: key, detail: "required key is missing")
+            }
+            let expansion = expander.expand(value)
+            if let first = expansion.unresolved.first {
+                throw unresolvedError(first, file: file, key: key, index: index)
+            }
+            return expansion.value
+        }
+
+        let bundleIdentifier = try required(bundleIdentifierKey, raw.rawBundleIdentifier)
+        try checkBundleIdentifier(bundleIdentifier, file: file)
+        let executable = try required(executableKey, raw.rawExecutable)
+        if executable.isEmpty {
+            throw ManifestError(.invalidValue, file: file, key: executableKey, detail: "is empty (name the app's executable)")
+        }
+        var bgTaskIdentifiers: [String] = []
+        for (i, id) in raw.rawBGTaskIdentifiers.enumerated() {
+            bgTaskIdentifiers.append(try required(bgTaskIdentifiersKey, id, index: i))
+        }
+        let name = raw.rawName.map { expander.expand($0).value } ?? ""
+        return Manifest(
+            bundleIdentifier: bundleIdentifier,
+            executable: executable,
+            name: name.isEmpty ? bundleName : name,
+            displayName: raw.rawDisplayName.map { expander.expand($0).value },
+            backgroundModes: raw.backgroundModes,
+            bgTaskIdentifiers: bgTaskIdentifiers,
+            exitsOnSuspend: raw.exitsOnSuspend ?? false,
+            externalAccessoryProtocols: raw.rawExternalAccessoryProtocols.map { expander.expand($0).value },
+            sourcePath: raw.sourcePath
+        )
+    }
+
+    /// The settings every manifest can use: `TARGET_NAME` = `bundleName`,
+    /// `PRODUCT_NAME` = `$(TARGET_NAME)`, `EXECUTABLE_NAME` = `$(PRODUCT_NAME)`.
+    public static func defaultSettings(bundleName: String) -> [String: String] {
+        ["TARGET_NAME": bundleName, "PRODUCT_NAME": "$(TARGET_NAME)", "EXECUTABLE_NAME": "$(PRODUCT_NAME)"]
+    }
+
+    /// The bundle name of a manifest: `Foo` for `Foo.app/Info.plist`; the folder's name for an
+    /// `Info.plist` outside a `.app`; otherwise the file's name without its extension and
+    /// without an Xcode-style `-Info` suffix (`Foo-Info.plist` → `Foo`).
+    public static func defaultBundleName(forManifestAt path: String) -> String {
+        let plist = manifestPath(for: path) as NSString
+        let folder = plist.deletingLastPathComponent as NSString
+        let folderName = (absolutePath(folder as String) as NSString).lastPathComponent
+        if folder.pathExtension == "app" || plist.lastPathComponent == "Info.plist" {
+            return (folderName as NSString).deletingPathExtension
+        }
+        let stem = (plist.lastPathComponent as NSString).deletingPathExtension
+        return stem.hasSuffix("-Info") && stem.count > 5 ? String(stem.dropLast(5)) : stem
+    }
+
+    /// `path` itself for a file, `path/Info.plist` for a folder.
+    static func manifestPath(for path: String) -> String {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            return (path as NSString).appendingPathComponent("Info.plist")
+        }
+        return path
+    }
+
+    /// `path` made absolute against the current directory, with `.` and `..` removed.
+    static func absolutePath(_ path: String) -> String {
+        let absolute = path.hasPrefix("/") ? path
+            : (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(path)
+        return (absolute as NSString).standardizingPath
+    }
+
+    private static func unresolvedError(_ u: BuildSettingExpander.Unresolved, file: String, key: String, index: Int?)
+        -> ManifestError
+    {
+        switch u.problem {
+        case .undefined:
+            return ManifestError(.unresolvedBuildSetting, file: file, key: key, index: index, value: u.name,
+                                 detail: "unresolved build setting \(u.reference) (pass --setting \(u.name)=...)")
+        case .unknownOperator(let op):
+            let known = (BuildSettingExpander.operators.keys.sorted() + ["default=VALUE"]).joined(separator: ", ")
+            return ManifestError(.unknownBuildSettingOperator, file: file, key: key, index: index, value: op,
+                                 detail: "unknown build setting operator \"\(op)\" in \(u.reference) (known: \(known))")
+        }
+    }
+
+    /// A bundle identifier names the app's container folder, so it must be a plain
+    /// reverse-DNS string: `A-Z a-z 0-9 - .`, not starting or ending with a dot, no `..`.
+    private static func checkBundleIdentifier(_ id: String, file: String) throws(ManifestError) {
+        let allowed = id.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
+        guard !id.isEmpty, allowed, !id.hasPrefix("."), !id.hasSuffix("."), !id.contains("..") else {
+            throw ManifestError(.invalidValue, file: file, key: bundleIdentifierKey, value: id,
+                                detail: "invalid bundle identifier \"\(id)\" (use reverse-DNS form with only A-Z, a-z, 0-9, '-' and '.', e.g. com.example.App)")
+        }
+    }
+}
+
+/// Typed access to the top-level dictionary, throwing errors that name the key and index.
+private struct Fields {
+    let dictionary: [String: Any]
+    let file: String
+
+    func string(_ key: String) throws(ManifestError) -> String? {
+        guard let value = dictionary[key] else { return nil }
+        guard let s = value as? String else { throw wrongType(key, nil, "a string", value) }
+        return s
+    }
+
+    func strings(_ key: String) throws(ManifestError) -> [String]? {
+        guard let value = dictionary[key] else { return nil }
+        guard let array = value as? [Any] else { throw wrongType(key, nil, "an array of strings", value) }
+        var out: [String] = []
+        for (i, element) in array.enumerated() {
+            guard let s = element as? String else { throw wrongType(key, i, "a string", element) }
+            out.append(s)
+        }
+        return out
+    }
+
+    /// `<true/>`/`<false/>`, or the strings `YES`/`NO`/`true`/`false` (any case).
+    func bool(_ key: String) throws(ManifestError) -> Bool? {
+        guard let value = dictionary[key] else { return nil }
+        if let b = PropertyListFile.bool(value) { return b }
+        if let s = value as? String {
+            switch s.lowercased() {
+            case "yes", "true": return true
+            case "no", "false": return false
+            default: break
+            }
+        }
+        throw wrongType(key, nil, "a boolean (<true/> or <false/>)", value)
+    }
+
+    func backgroundModes() throws(ManifestError) -> [BackgroundMode]? {
+        let key = ManifestReader.backgroundModesKey
+        guard let strings = try strings(key) else { return nil }
+        var modes: [BackgroundMode] = []
+        for (i, s) in strings.enumerated() {
+            guard let mode = BackgroundMode(rawValue: s) else {
+                let hint = BackgroundMode.suggestion(for: s).map { "did you mean \"\($0.rawValue)\"?" }
+                    ?? "known modes: " + BackgroundMode.allCases.map(\.rawValue).joined(separator: ", ")
+                throw ManifestError(.unknownBackgroundMode, file: file, key: key, index: i, value: s,
+                                    detail: "unknown mode \"\(s)\" (\(hint))")
+            }
+            modes.append(mode)
+        }
+        return modes
+    }
+
+    private func wrongType(_ key: String, _ index: Int?, _ expected: String, _ value: Any) -> ManifestError {
+        ManifestError(.wrongType, file: file, key: key, index: index,
+                      detail: "expected \(expected), found \(PropertyListFile.typeName(value))")
+    }
+}
+
+extension BackgroundMode {
+    /// The documented mode closest to a misspelling, if one is close enough to be a likely
+    /// typo (an edit distance of at most 2, or a third of the word's length).
+    public static func suggestion(for text: String) -> BackgroundMode? {
+        let word = Array(text.lowercased())
+        let scored = allCases.map { ($0, editDistance(word, Array($0.rawValue))) }
+        guard let best = scored.min(by: { $0.1 < $1.1 }) else { return nil }
+        return best.1 <= max(2, word.count / 3) ? best.0 : nil
+    }
+
+    /// Optimal-string-alignment distance: insertions, deletions, substitutions and
+    /// adjacent transpositions each cost 1 (so "audoi" is 1 from "audio").
+    static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+        if a.isEmpty { return b.count }
+        if b.isEmpty { return a.count }
+        var d = Array(repeating: Array(repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { d[i][0] = i }
+        for j in 0...b.count { d[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                d[i][j] = Swift.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    d[i][j] = Swift.min(d[i][j], d[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return d[a.count][b.count]
+    }
+}
