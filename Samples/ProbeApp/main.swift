@@ -1,1 +1,133 @@
-print("placeholder")
+// ProbeApp: a scripted fixture for host tests. It does at each callback what its
+// arguments say (see Script.swift or `ProbeApp --help`), so a test can make an
+// app hold tasks, block, crash or break the protocol exactly when it wants.
+import AppKitLess
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Prints a line to stdout and flushes (stdout is a log file).
+func say(_ line: String) {
+    print(line)
+    fflush(nil)
+}
+
+/// A task id filled in after `beginBackgroundTask` returns.
+@MainActor final class TaskRef {
+    var id = BackgroundTaskIdentifier.invalid
+}
+
+/// Runs the script's actions at each callback.
+final class ProbeDelegate: ApplicationDelegate {
+    let script: Script
+    /// Task ids by name, latest last (ended ones included, for double-end probes).
+    private var tasks: [String: [BackgroundTaskIdentifier]] = [:]
+    /// Tasks still open, by id.
+    private var open: Set<BackgroundTaskIdentifier> = []
+
+    init(script: Script) {
+        self.script = script
+    }
+
+    func didFinishLaunching(_ application: Application, options: LaunchOptions) -> Bool {
+        run(.launch, "didFinishLaunching", application)
+        return true
+    }
+    func willResignActive(_ application: Application) { run(.resign, "willResignActive", application) }
+    func didEnterBackground(_ application: Application) { run(.background, "didEnterBackground", application) }
+    func willEnterForeground(_ application: Application) { run(.foreground, "willEnterForeground", application) }
+    func didBecomeActive(_ application: Application) { run(.active, "didBecomeActive", application) }
+    func willTerminate(_ application: Application) { run(.terminate, "willTerminate", application) }
+
+    private func run(_ trigger: Trigger, _ callback: String, _ application: Application) {
+        say("[ProbeApp] \(callback) state=\(application.applicationState)")
+        for action in script.actions[trigger] ?? [] {
+            perform(action, application)
+        }
+    }
+
+    private func perform(_ action: Action, _ application: Application) {
+        switch action {
+        case .print(let text):
+            say(text)
+        case .holdTask(let name, let seconds):
+            let id = begin(name, application)
+            if seconds > 0 {
+                DispatchQueue.main.asyncAfter(deadline: .now() + seconds) { [self] in
+                    MainActor.assumeIsolated { end(name, id, application) }
+                }
+            }
+        case .beginTask(let name):
+            begin(name, application)
+        case .endTask(let name):
+            guard let id = tasks[name]?.last else {
+                FileHandle.standardError.write(Data("ProbeApp: end-task: no task named \(name) was begun\n".utf8))
+                return
+            }
+            end(name, id, application)
+        case .block(let seconds):
+            say("[ProbeApp] blocking the main thread for \(seconds)s")
+            Thread.sleep(forTimeInterval: seconds)
+            say("[ProbeApp] unblocked")
+        case .exit(let code):
+            say("[ProbeApp] exiting with status \(code)")
+            exit(code)
+        case .crash:
+            say("[ProbeApp] crashing")
+            fatalError("ProbeApp: crash requested by the script")
+        case .garbage:
+            say("[ProbeApp] writing garbage to the IPC socket")
+            let payload = Array("this is not JSON".utf8)
+            writeRaw([0, 0, 0, UInt8(payload.count)] + payload)
+        case .oversized:
+            say("[ProbeApp] writing an oversized frame header to the IPC socket")
+            let length: UInt32 = 100 << 20
+            writeRaw([UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff)])
+        case .timeRemaining:
+            say("[ProbeApp] backgroundTimeRemaining=\(application.backgroundTimeRemaining)")
+        }
+    }
+
+    @discardableResult
+    private func begin(_ name: String, _ application: Application) -> BackgroundTaskIdentifier {
+        let ref = TaskRef()  // the handler needs the id, which exists only after begin returns
+        let id = application.beginBackgroundTask(withName: name) { [self] in
+            say("[ProbeApp] task \(name) id=\(ref.id) expired")
+            if !script.ignoreExpiration { end(name, ref.id, application) }
+        }
+        ref.id = id
+        tasks[name, default: []].append(id)
+        open.insert(id)
+        say("[ProbeApp] began task \(name) id=\(id)")
+        return id
+    }
+
+    private func end(_ name: String, _ id: BackgroundTaskIdentifier, _ application: Application) {
+        // Print first: once the last task ends the host may suspend us at once.
+        say("[ProbeApp] ending task \(name) id=\(id)\(open.remove(id) == nil ? " (already ended)" : "")")
+        application.endBackgroundTask(id)
+    }
+
+    /// Writes bytes straight to the IPC descriptor, bypassing the SDK's framing.
+    private func writeRaw(_ bytes: [UInt8]) {
+        let fd = ProcessInfo.processInfo.environment["APPHOST_IPC_FD"].flatMap { Int32($0) } ?? 3
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { return }
+        }
+    }
+}
+
+switch Result(catching: { () throws(ScriptError) in try Script.parse(Array(CommandLine.arguments.dropFirst())) }) {
+case .success(.help):
+    print(Script.usage)
+    exit(0)
+case .success(.run(let script)):
+    ApplicationMain(delegate: ProbeDelegate(script: script))
+case .failure(let error):
+    FileHandle.standardError.write(Data("ProbeApp: \(error)\nRun ProbeApp --help for the grammar.\n".utf8))
+    exit(64)
+}

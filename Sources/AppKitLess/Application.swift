@@ -1,0 +1,261 @@
+import AppHostProtocol
+import Dispatch
+import Foundation
+import Synchronization
+
+/// The running app, like `UIApplication`: its state, its identity, and background
+/// tasks. One instance per process, ``Application/shared``, created by
+/// ``ApplicationMain(delegate:)``.
+///
+/// The main run loop is the main dispatch queue (driven on the main thread by
+/// `RunLoop.main`). To run work later on it, use
+/// `DispatchQueue.main.asyncAfter(deadline:execute:)`, a `Timer` scheduled on
+/// `RunLoop.main`, or a `Task { @MainActor in ... }`; all run on the main thread
+/// between delegate callbacks. While the app is suspended (SIGSTOP) nothing runs;
+/// deadlines that passed meanwhile fire on resume.
+@MainActor
+public final class Application {
+    /// The app's state as the app sees it, like `UIApplication.State`. The host's
+    /// `suspended` and `notRunning` states are never observed by running code.
+    public enum State: Int, Sendable, CustomStringConvertible {
+        /// In the foreground and receiving events.
+        case active = 0
+        /// In the foreground but not receiving events (launching, or being interrupted).
+        case inactive = 1
+        /// In the background, running only while it holds a background task or mode activity.
+        case background = 2
+
+        /// Maps the host's state to the app's view of it.
+        init(_ state: AppState) {
+            switch state {
+            case .active: self = .active
+            case .inactive: self = .inactive
+            // The app never runs code while suspended or not running; a host that
+            // says so anyway (e.g. willTerminate while suspended) means "not in front".
+            case .background, .suspended, .notRunning: self = .background
+            }
+        }
+
+        /// `active`, `inactive` or `background`.
+        public var description: String {
+            switch self {
+            case .active: "active"
+            case .inactive: "inactive"
+            case .background: "background"
+            }
+        }
+    }
+
+    private nonisolated static let current = Mutex<Application?>(nil)
+
+    /// The running app. Available from any thread once ``ApplicationMain(delegate:)``
+    /// has connected to the host (so from `didFinishLaunching` on).
+    public nonisolated static var shared: Application {
+        guard let app = current.withLock({ $0 }) else {
+            preconditionFailure("Application.shared is used before ApplicationMain(delegate:) connected to the host")
+        }
+        return app
+    }
+
+    /// Makes `app` the one ``shared`` returns.
+    nonisolated static func install(_ app: Application) {
+        current.withLock { $0 = app }
+    }
+
+    /// The state given with the most recent delegate callback (`.inactive` before the first).
+    public private(set) var applicationState: State = .inactive
+
+    /// The bundle identifier the host launched this app as (`CFBundleIdentifier`).
+    public nonisolated let bundleIdentifier: String
+
+    /// The options of `didFinishLaunching`; nil until that callback runs.
+    public private(set) var launchOptions: LaunchOptions?
+
+    /// The delegate; kept for the life of the process.
+    let delegate: any ApplicationDelegate
+    /// The socket to the host.
+    nonisolated let connection: Connection
+    /// Process-level effects (exit, stderr), replaced in tests.
+    nonisolated let effects: ProcessEffects
+    /// Background tasks begun and not yet ended.
+    private nonisolated let tasks = Mutex(BackgroundTaskTable())
+    /// Set by whoever first decides the process ends (willTerminate or a lost host),
+    /// so two threads never race to `exit` with different statuses.
+    private nonisolated let ending = Mutex(false)
+
+    /// Creates the application over an already-welcomed connection.
+    init(bundleIdentifier: String, delegate: any ApplicationDelegate, connection: Connection, effects: ProcessEffects = .live) {
+        self.bundleIdentifier = bundleIdentifier
+        self.delegate = delegate
+        self.connection = connection
+        self.effects = effects
+    }
+
+    // MARK: Background tasks
+
+    /// Asks to keep running in the background until ``endBackgroundTask(_:)``, like
+    /// `UIApplication.beginBackgroundTask(withName:expirationHandler:)`. Callable from
+    /// any thread. The host grants a limited time (see ``backgroundTimeRemaining``);
+    /// shortly before it runs out, `handler` runs on the main queue and must end the
+    /// task, or the app is killed.
+    /// - Returns: A new identifier (1, 2, 3, ...), never ``BackgroundTaskIdentifier/invalid``.
+    @discardableResult
+    public nonisolated func beginBackgroundTask(
+        withName name: String? = nil,
+        expirationHandler handler: (@MainActor @Sendable () -> Void)? = nil
+    ) -> BackgroundTaskIdentifier {
+        let id = tasks.withLock { $0.begin(name: name, expirationHandler: handler) }
+        do {
+            try connection.send(.beginBackgroundTask(id: id, name: name))
+        } catch {
+            connectionFailed(error)
+        }
+        return BackgroundTaskIdentifier(rawValue: id)
+    }
+
+    /// Ends a background task, like `UIApplication.endBackgroundTask(_:)`. Callable from
+    /// any thread. Ending an unknown or already-ended task logs an error to stderr
+    /// (as iOS does) and is otherwise harmless.
+    public nonisolated func endBackgroundTask(_ identifier: BackgroundTaskIdentifier) {
+        let id = identifier.rawValue
+        let known = tasks.withLock { $0.end(id) } != nil
+        if !known {
+            effects.log("Can't end BackgroundTask: no background task exists with identifier \(id) (0x\(String(id, radix: 16))), or it may have already been ended.")
+        }
+        // The invalid id names no task, so the host has nothing to hear; any other
+        // id is reported, even a stale one, so the host sees the app's misuse too.
+        guard identifier != .invalid else { return }
+        do {
+            try connection.send(.endBackgroundTask(id: id))
+        } catch {
+            connectionFailed(error)
+        }
+    }
+
+    /// Seconds the app may still run in the background before its tasks expire, like
+    /// `UIApplication.backgroundTimeRemaining`; `Double.greatestFiniteMagnitude` while
+    /// in the foreground. Asks the host and blocks until it answers; callable from any
+    /// thread, including the main queue inside a delegate callback.
+    public nonisolated var backgroundTimeRemaining: TimeInterval {
+        do {
+            switch try connection.request(.backgroundTimeRemaining) {
+            case .backgroundTimeRemaining(let seconds):
+                return seconds
+            case .failed(let reason):
+                effects.log("backgroundTimeRemaining: the host could not answer: \(reason)")
+                return 0
+            }
+        } catch {
+            connectionFailed(error)
+            return 0
+        }
+    }
+
+    /// Runs the expiration handler of open task `id`, if it has one (on the main queue).
+    func expireBackgroundTask(_ id: BackgroundTaskIdentifier) {
+        tasks.withLock { $0.expirationHandler(of: id.rawValue) }?()
+    }
+
+    // MARK: Callbacks
+
+    /// Runs one callback from the host: updates the state, calls the delegate,
+    /// acknowledges, and for `willTerminate` exits with status 0.
+    func perform(seq: UInt64, callback: LifecycleCallback, state: AppState) {
+        applicationState = State(state)
+        switch callback {
+        case .didFinishLaunching(let options):
+            launchOptions = options
+            _ = delegate.didFinishLaunching(self, options: options)
+        case .willResignActive:
+            delegate.willResignActive(self)
+        case .didEnterBackground:
+            delegate.didEnterBackground(self)
+        case .willEnterForeground:
+            delegate.willEnterForeground(self)
+        case .didBecomeActive:
+            delegate.didBecomeActive(self)
+        case .willTerminate:
+            delegate.willTerminate(self)
+        }
+        if case .willTerminate = callback {
+            // Claim the exit before acknowledging: the host closes the socket once it
+            // has the acknowledgement, and the reader must not then exit with 1.
+            guard claimExit() else { return }
+            try? connection.send(.callbackReturned(seq: seq))
+            effects.exit(0)
+            return
+        }
+        do {
+            try connection.send(.callbackReturned(seq: seq))
+        } catch {
+            connectionFailed(error)
+        }
+    }
+
+    /// Starts the reader thread; each callback is run on the main queue in arrival order.
+    nonisolated func startReceivingCallbacks() {
+        connection.startReader(
+            deliver: { seq, callback, state in
+                DispatchQueue.main.async {
+                    MainActor.assumeIsolated {
+                        self.perform(seq: seq, callback: callback, state: state)
+                    }
+                }
+            },
+            onFailure: { error in
+                self.connectionFailed(error)
+            }
+        )
+    }
+
+    /// The host is gone or broke the protocol: say so on stderr and exit.
+    nonisolated func connectionFailed(_ error: ConnectionError) {
+        guard claimExit() else { return }
+        effects.log("\(error); exiting")
+        effects.exit(1)
+    }
+
+    /// True for the first caller only: that caller ends the process.
+    private nonisolated func claimExit() -> Bool {
+        ending.withLock { ending in
+            defer { ending = true }
+            return !ending
+        }
+    }
+}
+
+/// What the SDK does to the process itself; tests replace it to observe instead.
+struct ProcessEffects: Sendable {
+    /// Ends the process (`exit(3)` in an app).
+    var exit: @Sendable (Int32) -> Void
+    /// Writes one diagnostic line (stderr in an app).
+    var log: @Sendable (String) -> Void
+
+    /// The real process: `exit` and stderr lines prefixed with the program name.
+    static let live = ProcessEffects(
+        exit: { code in Foundation.exit(code) },
+        log: { line in writeStandardError("\(programName): \(line)") }
+    )
+}
+
+/// The executable's name, for diagnostics.
+let programName: String = {
+    let name = CommandLine.arguments.first.map { ($0 as NSString).lastPathComponent } ?? ""
+    return name.isEmpty ? "AppKitLess" : name
+}()
+
+/// Writes `line` and a newline to stderr with one unbuffered write.
+func writeStandardError(_ line: String) {
+    let bytes = Array((line + "\n").utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }
+        if n > 0 {
+            offset += n
+        } else if n < 0 && errno == EINTR {
+            continue
+        } else {
+            return
+        }
+    }
+}

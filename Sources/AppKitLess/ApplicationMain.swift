@@ -1,0 +1,68 @@
+import AppHostProtocol
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Runs an AppHost app, like `UIApplicationMain`: connects to the host on the IPC
+/// descriptor it was given, completes the handshake, then runs the main run loop,
+/// calling `delegate` as the host moves the app through its states. Never returns;
+/// the process exits after `willTerminate`, or when the host goes away.
+///
+/// Call it from `main.swift`:
+/// ```swift
+/// import AppKitLess
+/// final class AppDelegate: ApplicationDelegate {}
+/// ApplicationMain(delegate: AppDelegate())
+/// ```
+/// Started outside a host (no `APPHOST_IPC_FD`, or no socket there), it prints how
+/// to start it and exits with status 64.
+@MainActor
+public func ApplicationMain(delegate: some ApplicationDelegate) -> Never {
+    let environment = ProcessInfo.processInfo.environment
+    guard let value = environment[IPCProtocol.descriptorEnvironmentKey],
+          let descriptor = Int32(value), isStreamSocket(descriptor)
+    else {
+        writeStandardError("\(programName): this program is an AppHost app; start it with `apphost launch` or `apphost run`")
+        exit(64)
+    }
+    // Keep the host's socket out of anything the app itself spawns.
+    _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+
+    let connection = Connection(descriptor: descriptor)
+    let bundleIdentifier: String
+    do {
+        bundleIdentifier = try connection.handshake(pid: getpid())
+    } catch {
+        writeStandardError("\(programName): \(error)")
+        exit(1)
+    }
+
+    let application = Application(bundleIdentifier: bundleIdentifier, delegate: delegate, connection: connection)
+    Application.install(application)
+    application.startReceivingCallbacks()
+
+    // The main run loop: drains the main dispatch queue on the main thread, so
+    // callbacks, DispatchQueue.main work, main-actor tasks and Timers all run there.
+    // (dispatchMain() would park the main thread and drain the queue elsewhere.)
+    while true {
+        RunLoop.main.run()
+    }
+}
+
+/// True if `descriptor` is an open stream socket.
+private func isStreamSocket(_ descriptor: Int32) -> Bool {
+    var type: Int32 = 0
+    var length = socklen_t(MemoryLayout<Int32>.size)
+    guard getsockopt(descriptor, SOL_SOCKET, SO_TYPE, &type, &length) == 0 else { return false }
+    #if os(Linux)
+    return type == Int32(SOCK_STREAM.rawValue)
+    #else
+    return type == SOCK_STREAM
+    #endif
+}

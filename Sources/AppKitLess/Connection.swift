@@ -1,0 +1,263 @@
+import AppHostProtocol
+import Dispatch
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why the connection to the host cannot go on. Every case ends the app: without
+/// its host an AppHost app has nobody to run callbacks for.
+enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The host closed the socket (it exited or dropped the app).
+    case closed
+    /// The host sent bytes that are not a valid frame or message.
+    case frame(FrameError)
+    /// A system call on the socket failed.
+    case system(call: String, errno: Int32)
+    /// The host refused the handshake or dropped the app with a reason.
+    case rejected(reason: String)
+    /// The host speaks another protocol version.
+    case versionMismatch(host: Int, app: Int)
+    /// The host sent a valid message at a moment the protocol does not allow it.
+    case unexpected(String)
+
+    var description: String {
+        switch self {
+        case .closed: "the host closed the connection"
+        case .frame(let error): "the host sent an invalid frame: \(error)"
+        case .system(let call, let errno): "\(call) on the host socket failed: \(String(cString: strerror(errno))) (errno \(errno))"
+        case .rejected(let reason): "the host rejected this app: \(reason)"
+        case .versionMismatch(let host, let app): "the host speaks protocol version \(host), this app speaks \(app)"
+        case .unexpected(let what): "protocol violation by the host: \(what)"
+        }
+    }
+}
+
+/// The app's end of the IPC socket: framed writes from any thread, one reader.
+///
+/// Owns no thread itself: `handshake` and `receive` block the caller, and
+/// ``startReader(deliver:onFailure:)`` starts the one thread that reads after the
+/// handshake. Requests (`request(_:)`) block their caller until the reader hands
+/// them their reply, so they work on the main queue while a callback runs.
+final class Connection: Sendable {
+    /// The socket descriptor (fd 3 in an app; one end of a socketpair in tests).
+    let descriptor: Int32
+    /// Serializes writes so frames from different threads never interleave.
+    private let writeLock = Mutex(())
+    /// Frame reassembly; only one reader at a time (handshake, then the reader thread).
+    private let decoder = Mutex(FrameDecoder())
+    /// Requests waiting for their reply.
+    private let requests = Mutex(RequestTable())
+
+    /// Wraps an open, connected stream socket. The connection does not close it.
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    // MARK: Writing
+
+    /// Encodes `message` as one frame and writes it whole.
+    func send(_ message: AppMessage) throws(ConnectionError) {
+        let bytes: [UInt8]
+        do {
+            bytes = try Frame.encode(message)
+        } catch let error as FrameError {
+            throw .frame(error)
+        } catch {
+            // AppMessage always encodes; only a frame size limit could fail above.
+            throw .unexpected("could not encode \(message): \(error)")
+        }
+        try writeAll(bytes)
+    }
+
+    /// Writes `bytes` completely under the write lock, retrying partial writes and EINTR.
+    /// Uses MSG_NOSIGNAL so a vanished host is an error, not a SIGPIPE.
+    func writeAll(_ bytes: [UInt8]) throws(ConnectionError) {
+        try writeLock.withLock { _ throws(ConnectionError) in
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeBytes { buffer in
+                    sendWithoutSIGPIPE(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                }
+                if n >= 0 {
+                    offset += n
+                } else if errno == EINTR {
+                    continue
+                } else if errno == EPIPE || errno == ECONNRESET {
+                    throw .closed
+                } else {
+                    throw .system(call: "send", errno: errno)
+                }
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    /// Blocks until one whole message arrives. Call from one thread at a time.
+    func receive() throws(ConnectionError) -> HostMessage {
+        try decoder.withLock { decoder throws(ConnectionError) -> HostMessage in
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            while true {
+                let payload: [UInt8]?
+                do throws(FrameError) { payload = try decoder.next() } catch { throw .frame(error) }
+                if let payload {
+                    do throws(FrameError) { return try Frame.decode(HostMessage.self, from: payload) } catch { throw .frame(error) }
+                }
+                let n = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if n > 0 {
+                    decoder.append(chunk[0..<n])
+                } else if n == 0 {
+                    do throws(FrameError) { try decoder.finish() } catch { throw .frame(error) }
+                    throw .closed
+                } else if errno == EINTR {
+                    continue
+                } else if errno == ECONNRESET {
+                    throw .closed
+                } else {
+                    throw .system(call: "read", errno: errno)
+                }
+            }
+        }
+    }
+
+    // MARK: Handshake
+
+    /// Sends `hello` and waits for the host's answer; returns the bundle identifier
+    /// the host welcomed the app as.
+    func handshake(pid: Int32) throws(ConnectionError) -> String {
+        try send(.hello(version: IPCProtocol.version, pid: pid))
+        switch try receive() {
+        case .welcome(let version, let bundleIdentifier):
+            guard version == IPCProtocol.version else {
+                throw .versionMismatch(host: version, app: IPCProtocol.version)
+            }
+            return bundleIdentifier
+        case .rejected(let reason):
+            throw .rejected(reason: reason)
+        case let other:
+            throw .unexpected("expected welcome or rejected, got \(other)")
+        }
+    }
+
+    // MARK: Requests
+
+    /// Sends `request` and blocks until the reader thread delivers its reply.
+    /// Safe on any thread, including the main queue during a delegate callback.
+    func request(_ request: AppRequest) throws(ConnectionError) -> HostReply {
+        let waiter = ReplyWaiter()
+        let id = try requests.withLock { table throws(ConnectionError) -> UInt64 in
+            if let failure = table.failure { throw failure }
+            table.lastID += 1
+            table.waiters[table.lastID] = waiter
+            return table.lastID
+        }
+        do {
+            try send(.request(id: id, request: request))
+        } catch {
+            _ = requests.withLock { $0.waiters.removeValue(forKey: id) }
+            throw error
+        }
+        return try waiter.wait()
+    }
+
+    /// Hands a reply to its waiter; false if no request with that id is waiting.
+    private func resolve(id: UInt64, with reply: HostReply) -> Bool {
+        guard let waiter = requests.withLock({ $0.waiters.removeValue(forKey: id) }) else { return false }
+        waiter.resume(with: .success(reply))
+        return true
+    }
+
+    /// Fails every waiting request and every later one with `error`.
+    private func failRequests(with error: ConnectionError) {
+        let waiters = requests.withLock { table in
+            table.failure = table.failure ?? error
+            defer { table.waiters = [:] }
+            return Array(table.waiters.values)
+        }
+        for waiter in waiters { waiter.resume(with: .failure(error)) }
+    }
+
+    // MARK: Reader
+
+    /// Reads messages until the connection fails: replies go to their waiters,
+    /// callbacks to `deliver` in arrival order. Returns why it stopped.
+    func readLoop(deliver: (_ seq: UInt64, _ callback: LifecycleCallback, _ state: AppState) -> Void) -> ConnectionError {
+        let failure: ConnectionError
+        loop: while true {
+            let message: HostMessage
+            do { message = try receive() } catch { failure = error; break loop }
+            switch message {
+            case .callback(let seq, let callback, let state):
+                deliver(seq, callback, state)
+            case .reply(let id, let reply):
+                if !resolve(id: id, with: reply) {
+                    failure = .unexpected("reply to request \(id), which is not waiting")
+                    break loop
+                }
+            case .rejected(let reason):
+                failure = .rejected(reason: reason)
+                break loop
+            case .welcome:
+                failure = .unexpected("a second welcome")
+                break loop
+            }
+        }
+        failRequests(with: failure)
+        return failure
+    }
+
+    /// Starts the reader thread: runs ``readLoop(deliver:)``, then `onFailure` once.
+    func startReader(
+        deliver: @escaping @Sendable (_ seq: UInt64, _ callback: LifecycleCallback, _ state: AppState) -> Void,
+        onFailure: @escaping @Sendable (ConnectionError) -> Void
+    ) {
+        let thread = Thread { [self] in
+            onFailure(readLoop(deliver: deliver))
+        }
+        thread.name = "AppKitLess.reader"
+        thread.start()
+    }
+}
+
+/// `send(2)` that reports a closed peer as EPIPE instead of raising SIGPIPE.
+private func sendWithoutSIGPIPE(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
+    #if os(Linux)
+    return send(fd, bytes, count, Int32(MSG_NOSIGNAL))
+    #else
+    return send(fd, bytes, count, 0)
+    #endif
+}
+
+/// Requests in flight, keyed by id.
+private struct RequestTable {
+    var lastID: UInt64 = 0
+    var waiters: [UInt64: ReplyWaiter] = [:]
+    /// Set once the reader stopped; later requests fail at once.
+    var failure: ConnectionError?
+}
+
+/// One blocked requester: a semaphore and the result the reader leaves for it.
+private final class ReplyWaiter: Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+    private let result = Mutex<Result<HostReply, ConnectionError>?>(nil)
+
+    func resume(with result: Result<HostReply, ConnectionError>) {
+        self.result.withLock { $0 = result }
+        semaphore.signal()
+    }
+
+    func wait() throws(ConnectionError) -> HostReply {
+        semaphore.wait()
+        guard let result = result.withLock({ $0 }) else {
+            throw .unexpected("request woken without a reply")
+        }
+        return try result.get()
+    }
+}

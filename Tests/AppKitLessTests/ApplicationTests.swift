@@ -1,0 +1,238 @@
+import AppHostProtocol
+@testable import AppKitLess
+import Dispatch
+import Foundation
+import Testing
+
+/// Marks the main queue so a delegate can tell it runs there.
+private let mainQueueKey: DispatchSpecificKey<Bool> = {
+    let key = DispatchSpecificKey<Bool>()
+    DispatchQueue.main.setSpecific(key: key, value: true)
+    return key
+}()
+
+/// Records each callback as "<name> state=<state>", notes whether it ran on the
+/// main queue, and runs an optional hook per callback.
+@MainActor
+private final class RecordingDelegate: ApplicationDelegate {
+    var calls: [String] = []
+    var offMainQueue: [String] = []
+    var hooks: [String: @MainActor (Application) -> Void] = [:]
+
+    private func record(_ name: String, _ application: Application) {
+        calls.append("\(name) state=\(application.applicationState)")
+        if DispatchQueue.getSpecific(key: mainQueueKey) != true { offMainQueue.append(name) }
+        hooks[name]?(application)
+    }
+
+    func didFinishLaunching(_ application: Application, options: LaunchOptions) -> Bool {
+        record("didFinishLaunching", application)
+        return true
+    }
+    func willResignActive(_ application: Application) { record("willResignActive", application) }
+    func didEnterBackground(_ application: Application) { record("didEnterBackground", application) }
+    func willEnterForeground(_ application: Application) { record("willEnterForeground", application) }
+    func didBecomeActive(_ application: Application) { record("didBecomeActive", application) }
+    func willTerminate(_ application: Application) { record("willTerminate", application) }
+}
+
+/// An application over a socketpair whose host end the test drives.
+private struct Fixture {
+    let host: TestHost
+    let recorder = RecordedEffects()
+    let delegate: RecordingDelegate
+    let application: Application
+
+    init(hooks: [String: @MainActor (Application) -> Void] = [:]) async throws {
+        host = try TestHost()
+        _ = mainQueueKey
+        let connection = Connection(descriptor: host.appDescriptor)
+        let effects = recorder.effects
+        (delegate, application) = await MainActor.run {
+            let delegate = RecordingDelegate()
+            delegate.hooks = hooks
+            return (delegate, Application(bundleIdentifier: "com.example.test", delegate: delegate, connection: connection, effects: effects))
+        }
+        application.startReceivingCallbacks()
+    }
+
+    /// Ends the host side; the reader thread then stops. (The app's descriptor is
+    /// left open: the reader may still be returning from its last read.)
+    func tearDown() {
+        host.closeHostEnd()
+    }
+}
+
+@Suite("Application", .serialized, .timeLimit(.minutes(1)))
+struct ApplicationTests {
+    @Test("callbacks run on the main queue in order, with the host's state, and are acknowledged in order")
+    func callbacksInOrder() async throws {
+        let fixture = try await Fixture()
+        defer { fixture.tearDown() }
+        let options = LaunchOptions(reason: .user, arguments: ["--hold", "5"])
+        let script: [(LifecycleCallback, AppState)] = [
+            (.didFinishLaunching(options: options), .inactive),
+            (.didBecomeActive, .active),
+            (.willResignActive, .inactive),
+            (.didEnterBackground, .background),
+            (.willEnterForeground, .inactive),
+            (.didBecomeActive, .active),
+        ]
+        for (index, (callback, state)) in script.enumerated() {
+            try fixture.host.send(.callback(seq: UInt64(index + 1), callback: callback, state: state))
+        }
+        for index in script.indices {
+            #expect(try fixture.host.receive() == .callbackReturned(seq: UInt64(index + 1)))
+        }
+
+        let delegate = fixture.delegate, app = fixture.application
+        let (calls, offMain, launchOptions, state) = await MainActor.run {
+            (delegate.calls, delegate.offMainQueue, app.launchOptions, app.applicationState)
+        }
+        #expect(calls == [
+            "didFinishLaunching state=inactive",
+            "didBecomeActive state=active",
+            "willResignActive state=inactive",
+            "didEnterBackground state=background",
+            "willEnterForeground state=inactive",
+            "didBecomeActive state=active",
+        ])
+        #expect(offMain.isEmpty)
+        #expect(launchOptions == options)
+        #expect(state == .active)
+        #expect(fixture.application.bundleIdentifier == "com.example.test")
+    }
+
+    @Test("willTerminate is acknowledged, then the process exits with status 0")
+    func willTerminate() async throws {
+        let fixture = try await Fixture()
+        defer { fixture.tearDown() }
+        try fixture.host.send(.callback(seq: 7, callback: .willTerminate, state: .background))
+
+        #expect(try fixture.host.receive() == .callbackReturned(seq: 7))
+        #expect(await fixture.recorder.firstExit() == 0)
+        let delegate = fixture.delegate
+        #expect(await MainActor.run { delegate.calls } == ["willTerminate state=background"])
+    }
+
+    @Test("a task begun in didEnterBackground is announced before the callback returns; ends are sent, bad ends logged")
+    func backgroundTasks() async throws {
+        let fixture = try await Fixture(hooks: [
+            "didEnterBackground": { app in _ = app.beginBackgroundTask(withName: "upload") },
+        ])
+        defer { fixture.tearDown() }
+        let host = fixture.host, app = fixture.application
+        try host.send(.callback(seq: 1, callback: .didEnterBackground, state: .background))
+
+        #expect(try host.receive() == .beginBackgroundTask(id: 1, name: "upload"))
+        #expect(try host.receive() == .callbackReturned(seq: 1))
+
+        // From a thread other than main, as UIKit allows.
+        try await onThread { app.endBackgroundTask(BackgroundTaskIdentifier(rawValue: 1)) }
+        #expect(try host.receive() == .endBackgroundTask(id: 1))
+        #expect(fixture.recorder.log.isEmpty)
+
+        // Ending it again is logged like iOS does and still reported to the host.
+        app.endBackgroundTask(BackgroundTaskIdentifier(rawValue: 1))
+        #expect(try host.receive() == .endBackgroundTask(id: 1))
+        // The invalid id is logged but names nothing, so nothing is sent: the next
+        // message the host sees is the next begin.
+        app.endBackgroundTask(.invalid)
+        #expect(app.beginBackgroundTask() == BackgroundTaskIdentifier(rawValue: 2))
+        #expect(try host.receive() == .beginBackgroundTask(id: 2, name: nil))
+
+        let log = fixture.recorder.log
+        #expect(log.count == 2)
+        #expect(log.first?.hasPrefix("Can't end BackgroundTask: no background task exists with identifier 1 (0x1)") == true)
+        #expect(log.last?.contains("identifier 0 (0x0)") == true)
+    }
+
+    @Test("backgroundTimeRemaining works on the main queue inside a callback")
+    func timeRemainingInsideCallback() async throws {
+        let seen = TimeBox()
+        let fixture = try await Fixture(hooks: [
+            "didBecomeActive": { app in seen.value = app.backgroundTimeRemaining },
+            "didEnterBackground": { app in seen.value = app.backgroundTimeRemaining },
+        ])
+        defer { fixture.tearDown() }
+        let host = fixture.host
+
+        try host.send(.callback(seq: 1, callback: .didBecomeActive, state: .active))
+        #expect(try host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
+        try host.send(.reply(id: 1, reply: .backgroundTimeRemaining(seconds: .greatestFiniteMagnitude)))
+        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(await MainActor.run { seen.value } == .greatestFiniteMagnitude)
+
+        try host.send(.callback(seq: 2, callback: .didEnterBackground, state: .background))
+        #expect(try host.receive() == .request(id: 2, request: .backgroundTimeRemaining))
+        try host.send(.reply(id: 2, reply: .backgroundTimeRemaining(seconds: 29.75)))
+        #expect(try host.receive() == .callbackReturned(seq: 2))
+        #expect(await MainActor.run { seen.value } == 29.75)
+    }
+
+    @Test("the host going away ends the process with status 1 and a message")
+    func hostGone() async throws {
+        let fixture = try await Fixture()
+        fixture.host.closeHostEnd()
+
+        #expect(await fixture.recorder.firstExit() == 1)
+        #expect(fixture.recorder.log == ["the host closed the connection; exiting"])
+    }
+
+    @Test("a malformed frame from the host ends the process with status 1 and a message")
+    func malformedFromHost() async throws {
+        let fixture = try await Fixture()
+        defer { fixture.tearDown() }
+        try fixture.host.sendRaw([0, 0, 0, 3] + Array("{{{".utf8))
+
+        #expect(await fixture.recorder.firstExit() == 1)
+        #expect(fixture.recorder.log.first?.hasPrefix("the host sent an invalid frame: malformed message") == true)
+    }
+
+    @Test("an expiration handler runs on the main queue while its task is open, and not after it ends")
+    func expiration() async throws {
+        let fixture = try await Fixture()
+        defer { fixture.tearDown() }
+        let app = fixture.application
+        let count = CountBox()
+        let id = app.beginBackgroundTask(withName: "sync") { count.value += 1 }
+        #expect(try fixture.host.receive() == .beginBackgroundTask(id: 1, name: "sync"))
+
+        await MainActor.run { app.expireBackgroundTask(id) }
+        #expect(await MainActor.run { count.value } == 1)
+        app.endBackgroundTask(id)
+        await MainActor.run { app.expireBackgroundTask(id) }
+        #expect(await MainActor.run { count.value } == 1)
+    }
+
+    @Test("the host's states map to the app's three", arguments: [
+        (AppState.active, Application.State.active),
+        (.inactive, .inactive),
+        (.background, .background),
+        (.suspended, .background),
+        (.notRunning, .background),
+    ])
+    func stateMapping(_ host: AppState, _ app: Application.State) {
+        #expect(Application.State(host) == app)
+    }
+
+    @Test("Application.State raw values and names match UIKit's")
+    func stateNames() {
+        #expect(Application.State.allCasesForTest.map(\.rawValue) == [0, 1, 2])
+        #expect(Application.State.allCasesForTest.map(\.description) == ["active", "inactive", "background"])
+    }
+}
+
+extension Application.State {
+    fileprivate static let allCasesForTest: [Application.State] = [.active, .inactive, .background]
+}
+
+/// A value a main-actor hook writes and the test reads.
+@MainActor private final class TimeBox {
+    var value: Double?
+}
+
+/// A counter a main-actor handler bumps.
+@MainActor private final class CountBox {
+    var value = 0
+}

@@ -1,0 +1,105 @@
+import AppHostProtocol
+@testable import AppKitLess
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The host's end of a socketpair, driven by a test: writes host messages and
+/// reads app messages with the real frame codec. Reads block (with a 30 s
+/// receive timeout as a safety net, so a bug fails the test instead of hanging it).
+final class TestHost {
+    let descriptor: Int32
+    /// The app's end, for the `Connection` under test.
+    let appDescriptor: Int32
+    private var decoder = FrameDecoder()
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    init() throws {
+        var fds: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else {
+            throw Failure(description: "socketpair: errno \(errno)")
+        }
+        descriptor = fds[0]
+        appDescriptor = fds[1]
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Writes one host message as a frame.
+    func send(_ message: HostMessage) throws {
+        try sendRaw(Frame.encode(message))
+    }
+
+    /// Writes bytes as they are.
+    func sendRaw(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            guard n > 0 else { throw Failure(description: "write: errno \(errno)") }
+            offset += n
+        }
+    }
+
+    /// Blocks until one whole app message arrives.
+    func receive() throws -> AppMessage {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let payload = try decoder.next() {
+                return try Frame.decode(AppMessage.self, from: payload)
+            }
+            let n = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            guard n > 0 else { throw Failure(description: n == 0 ? "app closed the socket" : "read: errno \(errno)") }
+            decoder.append(chunk[0..<n])
+        }
+    }
+
+    /// Closes the host's end: the app sees end of stream.
+    func closeHostEnd() {
+        close(descriptor)
+    }
+
+    /// Closes the app's end; call only once no reader thread uses it.
+    func closeAppEnd() {
+        close(appDescriptor)
+    }
+}
+
+/// Runs `body` on a new thread (not the cooperative pool) and returns its result,
+/// for calls that block by design.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+/// Process effects that record instead of exiting.
+final class RecordedEffects: Sendable {
+    private let exits: AsyncStream<Int32>
+    private let exitContinuation: AsyncStream<Int32>.Continuation
+    private let lines = Mutex<[String]>([])
+
+    init() {
+        (exits, exitContinuation) = AsyncStream.makeStream()
+    }
+
+    /// Effects for the SDK that land here.
+    var effects: ProcessEffects {
+        ProcessEffects(exit: { self.exitContinuation.yield($0) }, log: { line in self.lines.withLock { $0.append(line) } })
+    }
+
+    /// Lines logged so far.
+    var log: [String] { lines.withLock { $0 } }
+
+    /// Waits for the first exit the code under test asks for. Call once per recorder.
+    func firstExit() async -> Int32? {
+        for await code in exits { return code }
+        return nil
+    }
+}
