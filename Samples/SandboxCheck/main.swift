@@ -1,1 +1,217 @@
-print("placeholder")
+// aph-sandbox-check: reports what the sandbox around it allows.
+//
+// Tests spawn it through aph_spawn with the baseline seccomp filter and read
+// its stdout, one fact per line:
+//
+//   pid <n> / sid <n> / cwd <path> / fd3 socket|other|closed / fds 0 1 2 3
+//   nonewprivs <n> / seccomp <n> / sigblk <hex> / sigign <hex> / thread ok|failed <errno>
+//   syscall <name> <errno> <ERRNAME>     (errno 0: the call succeeded)
+//   done
+//
+// With `--pdeathsig` it instead checks PR_SET_PDEATHSIG: a short-lived thread
+// spawns `/bin/sleep 30` through aph_spawn (death signal SIGKILL) and exits;
+// the kernel must then kill the grandchild, and it prints
+//   pdeathsig <pid> signaled <n>    (or: pdeathsig <pid> exited <code>)
+// This is why AppHostSystem spawns from one long-lived thread.
+//
+// Every probe uses arguments that fail harmlessly even without the filter and
+// as root (bad magic, bad flags, nonexistent paths, NULL pointers), so running
+// it unsandboxed changes nothing; under the filter each must report EPERM
+// (clone3: ENOSYS).
+import CAppHostSys
+#if canImport(Glibc)
+import Glibc
+#endif
+
+func report(_ line: String) { print(line) }
+
+func errnoName(_ e: Int32) -> String {
+    switch e {
+    case 0: return "OK"
+    case EPERM: return "EPERM"
+    case ENOENT: return "ENOENT"
+    case ESRCH: return "ESRCH"
+    case EBADF: return "EBADF"
+    case EFAULT: return "EFAULT"
+    case EINVAL: return "EINVAL"
+    case ENOSYS: return "ENOSYS"
+    case ENOEXEC: return "ENOEXEC"
+    case EOPNOTSUPP: return "EOPNOTSUPP"
+    case EACCES: return "EACCES"
+    case EBUSY: return "EBUSY"
+    case ENOTDIR: return "ENOTDIR"
+    default: return "E\(e)"
+    }
+}
+
+// C strings that live for the whole run.
+func cString(_ s: String) -> Int { Int(bitPattern: strdup(s)) }
+let missingSource = cString("/nonexistent-aph-sandbox-check/source")
+let missingTarget = cString("/nonexistent-aph-sandbox-check/target")
+let missingSwap = cString("/nonexistent-aph-sandbox-check/swapfile")
+let noneType = cString("none")
+let emptyString = cString("")
+let noSuchModule = cString("aph_no_such_module")
+
+let CLONE_NEWUSER_FLAG = 0x1000_0000
+let CLONE_FS_FLAG = 0x0000_0200
+
+// (label, syscall name, arguments)
+let probes: [(String, String, [Int])] = [
+    ("ptrace", "ptrace", [16 /* PTRACE_ATTACH */, 0x7fff_ffff /* no such pid */]),
+    ("mount", "mount", [missingSource, missingTarget, noneType, 4096 /* MS_BIND */, 0]),
+    ("umount2", "umount2", [missingTarget, 0]),
+    ("unshare", "unshare", [0x1 /* not a valid unshare flag */]),
+    ("setns", "setns", [-1, 0]),
+    ("bpf", "bpf", [0xffff /* no such command */, 0, 0]),
+    ("perf_event_open", "perf_event_open", [0 /* NULL attr */, 0, -1, -1, 0]),
+    ("kexec_load", "kexec_load", [0, 0, 0, 0x8000 /* invalid flag */]),
+    ("kexec_file_load", "kexec_file_load", [-1, -1, 0, 0, 0x4000_0000 /* invalid flag */]),
+    ("init_module", "init_module", [0, 0 /* empty image */, 0]),
+    ("finit_module", "finit_module", [-1, emptyString, 0]),
+    ("delete_module", "delete_module", [noSuchModule, Int(O_NONBLOCK)]),
+    ("reboot", "reboot", [0, 0, 0, 0 /* bad magic */]),
+    ("keyctl", "keyctl", [0xffff /* no such operation */, 0, 0, 0, 0]),
+    ("add_key", "add_key", [0 /* NULL type */, 0, 0, 0, 0]),
+    ("request_key", "request_key", [0 /* NULL type */, 0, 0, 0]),
+    ("process_vm_readv", "process_vm_readv", [0x7fff_ffff, 0, 0, 0, 0, 1 /* bad flags */]),
+    ("process_vm_writev", "process_vm_writev", [0x7fff_ffff, 0, 0, 0, 0, 1 /* bad flags */]),
+    ("pivot_root", "pivot_root", [missingSource, missingTarget]),
+    ("swapon", "swapon", [missingSwap, 0]),
+    ("swapoff", "swapoff", [missingSwap]),
+    // CLONE_NEWUSER|CLONE_FS is rejected by the kernel, so no child is made.
+    ("clone-newuser", "clone", [CLONE_NEWUSER_FLAG | CLONE_FS_FLAG, 0, 0, 0, 0]),
+    ("clone3", "clone3", [0 /* NULL args */, 0]),
+]
+
+// MARK: - PDEATHSIG mode
+
+nonisolated(unsafe) var grandchildPID: pid_t = -1
+nonisolated(unsafe) var grandchildError: Int32 = 0
+
+nonisolated func spawnSleeperAndExit(_: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    let argv: [UnsafeMutablePointer<CChar>?] = [strdup("sleep"), strdup("30"), nil]
+    let envp: [UnsafeMutablePointer<CChar>?] = [nil]
+    var settings = aph_spawn_settings()
+    var result = aph_spawn_result()
+    let rc = "/bin/sleep".withCString { path in
+        argv.withUnsafeBufferPointer { argvBuffer in
+            envp.withUnsafeBufferPointer { envpBuffer in
+                settings.path = path
+                settings.argv = argvBuffer.baseAddress
+                settings.envp = envpBuffer.baseAddress
+                settings.stdin_fd = -1
+                settings.stdout_fd = -1
+                settings.stderr_fd = -1
+                settings.ipc_fd = -1
+                settings.death_signal = SIGKILL
+                return aph_spawn(&settings, &result)
+            }
+        }
+    }
+    grandchildError = rc
+    grandchildPID = result.pid
+    if result.pidfd >= 0 { close(result.pidfd) }
+    return nil // the thread exits: PDEATHSIG fires
+}
+
+if CommandLine.arguments.contains("--pdeathsig") {
+    var spawner = pthread_t()
+    guard pthread_create(&spawner, nil, spawnSleeperAndExit, nil) == 0 else {
+        print("pdeathsig pthread_create failed")
+        exit(1)
+    }
+    pthread_join(spawner, nil)
+    guard grandchildError == 0, grandchildPID > 0 else {
+        print("pdeathsig spawn failed \(errnoName(grandchildError))")
+        exit(1)
+    }
+    var status: Int32 = 0
+    while waitpid(grandchildPID, &status, 0) < 0 && errno == EINTR {}
+    if status & 0x7f == 0 {
+        print("pdeathsig \(grandchildPID) exited \((status >> 8) & 0xff)")
+    } else {
+        print("pdeathsig \(grandchildPID) signaled \(status & 0x7f)")
+    }
+    exit(0)
+}
+
+// MARK: - Sandbox report
+
+// Identity and environment.
+report("pid \(getpid())")
+report("sid \(getsid(0))")
+if let cwd = getcwd(nil, 0) {
+    report("cwd \(String(cString: cwd))")
+    free(cwd)
+} else {
+    report("cwd ? \(errnoName(errno))")
+}
+
+var fd3Stat = stat()
+if fstat(3, &fd3Stat) != 0 {
+    report("fd3 closed")
+} else {
+    report((fd3Stat.st_mode & S_IFMT) == S_IFSOCK ? "fd3 socket" : "fd3 other")
+}
+
+// Open descriptors, without the one used for listing.
+if let dir = opendir("/proc/self/fd") {
+    let listing = dirfd(dir)
+    var fds: [Int32] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafePointer(to: entry.pointee.d_name) {
+            $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+        }
+        if let fd = Int32(name), fd != listing { fds.append(fd) }
+    }
+    closedir(dir)
+    report("fds " + fds.sorted().map(String.init).joined(separator: " "))
+} else {
+    report("fds ? \(errnoName(errno))")
+}
+
+// /proc/self/status fields.
+if let file = fopen("/proc/self/status", "r") {
+    var buffer = [CChar](repeating: 0, count: 512)
+    while fgets(&buffer, Int32(buffer.count), file) != nil {
+        let line = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        let parts = line.split(separator: ":", maxSplits: 1)
+        guard parts.count == 2 else { continue }
+        let value = parts[1].filter { !$0.isWhitespace }
+        switch parts[0] {
+        case "NoNewPrivs": report("nonewprivs \(value)")
+        case "Seccomp": report("seccomp \(value)")
+        case "SigBlk": report("sigblk \(value)")
+        case "SigIgn": report("sigign \(value)")
+        default: break
+        }
+    }
+    fclose(file)
+}
+
+// Threads must still work under the filter (glibc falls back from clone3).
+nonisolated func emptyThreadBody(_: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? { nil }
+var thread = pthread_t()
+let threadRC = pthread_create(&thread, nil, emptyThreadBody, nil)
+if threadRC == 0 {
+    pthread_join(thread, nil)
+    report("thread ok")
+} else {
+    report("thread failed \(errnoName(threadRC))")
+}
+
+// The syscall probes.
+for (label, name, arguments) in probes {
+    var number: Int32 = 0
+    guard aph_seccomp_resolve(name, &number) == 0 else {
+        report("syscall \(label) unknown")
+        continue
+    }
+    let a = arguments + Array(repeating: 0, count: 6 - arguments.count)
+    var result = 0
+    let e = aph_syscall6(Int(number), a[0], a[1], a[2], a[3], a[4], a[5], &result)
+    report("syscall \(label) \(e) \(errnoName(e))")
+}
+
+report("done")

@@ -1,4 +1,225 @@
+// aph_sys.h — the C shim under AppHostSystem.
+//
+// Every function is prefixed `aph_`, returns 0 or an errno value, and takes one
+// settings struct where it has many inputs. Variadic functions (prctl, syscall)
+// and function-like macros (SCMP_ACT_ERRNO, W*) stay in C; Swift sees plain
+// functions and structs.
 #ifndef APH_SYS_H
 #define APH_SYS_H
-int aph_placeholder(void);
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+// MARK: - Seccomp (compiled in the parent, loaded by the child)
+
+/// A compiled classic-BPF seccomp program: `length` instructions of 8 bytes
+/// (`struct sock_filter`) at `instructions`. Owned by whoever called
+/// `aph_seccomp_compile`; free it with `aph_bpf_program_free`.
+struct aph_bpf_program {
+    void *instructions;
+    unsigned short length;
+};
+
+/// What `aph_seccomp_compile` puts in the filter. The default action is
+/// "allow"; denied calls fail with `deny_errno` (EPERM when 0).
+struct aph_seccomp_settings {
+    /// Deny the baseline list (`aph_seccomp_baseline_names`).
+    int include_baseline;
+    /// Deny clone3 with ENOSYS (glibc then falls back to clone) and clone with
+    /// any CLONE_NEW* flag with `deny_errno`. Threads and fork keep working.
+    int deny_namespace_clone;
+    /// More syscall numbers to deny (resolve names with `aph_seccomp_resolve`).
+    const int *extra_denied;
+    size_t extra_denied_count;
+    /// errno returned by denied calls; 0 means EPERM.
+    int deny_errno;
+};
+
+/// The names of the syscalls the baseline denies; `*count_out` gets the count.
+const char *const *aph_seccomp_baseline_names(size_t *count_out);
+
+/// Resolves a syscall name for the native architecture. ENOENT if unknown.
+int aph_seccomp_resolve(const char *name, int *number_out);
+
+/// Builds the filter with libseccomp and exports it to BPF (through a memfd).
+/// Call in the parent; the child only loads the result.
+int aph_seccomp_compile(const struct aph_seccomp_settings *settings,
+                        struct aph_bpf_program *program_out);
+
+/// Frees a program from `aph_seccomp_compile` (NULL-safe, idempotent).
+void aph_bpf_program_free(struct aph_bpf_program *program);
+
+// MARK: - Spawn
+
+/// The descriptor number the IPC socket gets in the child.
+#define APH_IPC_FD 3
+
+/// Which step failed (`aph_spawn_result.step`). PARENT_* happen in the caller,
+/// the others in the child before execve.
+#define APH_STEP_NONE 0
+#define APH_STEP_INVALID 1          // bad settings (NULL path/argv)
+#define APH_STEP_PIPE 2             // parent: creating the error pipe
+#define APH_STEP_CLONE 3            // parent: clone3 / clone
+#define APH_STEP_PIDFD_OPEN 4       // parent: pidfd_open after the clone fallback
+#define APH_STEP_REPORT 5           // parent: reading the error pipe
+#define APH_STEP_SIGNALS 6          // child: resetting signal mask
+#define APH_STEP_SETSID 7           // child: setsid
+#define APH_STEP_DEATH_SIGNAL 8     // child: PR_SET_PDEATHSIG
+#define APH_STEP_PARENT_EXITED 9    // child: parent died before PDEATHSIG was set
+#define APH_STEP_NO_NEW_PRIVS 10    // child: PR_SET_NO_NEW_PRIVS
+#define APH_STEP_DEV_NULL 11        // child: opening /dev/null
+#define APH_STEP_DUP 12             // child: installing fd `detail` (0..3)
+#define APH_STEP_CLOSE_FDS 13       // child: closing other descriptors
+#define APH_STEP_CHDIR 14           // child: chdir(working_directory)
+#define APH_STEP_RLIMIT 15          // child: setrlimit(rlimits[detail])
+#define APH_STEP_SECCOMP 16         // child: loading the seccomp program
+#define APH_STEP_EXEC 17            // child: execve(path)
+
+/// One resource limit to set in the child (`RLIMIT_*`, soft, hard;
+/// UINT64_MAX means infinity).
+struct aph_rlimit {
+    int resource;
+    uint64_t soft;
+    uint64_t hard;
+};
+
+/// Everything `aph_spawn` needs. Strings and arrays are prepared by the caller
+/// and only read.
+struct aph_spawn_settings {
+    /// Executable for execve (used as given; no PATH search).
+    const char *path;
+    /// NULL-terminated argv (argv[0] included).
+    char *const *argv;
+    /// NULL-terminated environment ("KEY=VALUE").
+    char *const *envp;
+    /// chdir target in the child; NULL keeps the caller's.
+    const char *working_directory;
+    /// Parent descriptors for the child's 0, 1, 2; -1 means /dev/null.
+    int stdin_fd;
+    int stdout_fd;
+    int stderr_fd;
+    /// Parent descriptor installed as APH_IPC_FD (3) in the child; -1: none.
+    int ipc_fd;
+    /// Resource limits set in the child (may be NULL when count is 0).
+    const struct aph_rlimit *rlimits;
+    size_t rlimit_count;
+    /// Seccomp program loaded last before execve; NULL for none.
+    const struct aph_bpf_program *seccomp;
+    /// PR_SET_PDEATHSIG signal (e.g. SIGKILL); 0 for none. It fires when the
+    /// *thread* that calls aph_spawn exits: call it from a long-lived thread.
+    int death_signal;
+};
+
+/// What `aph_spawn` reports. On success pid/pidfd are set; on failure step
+/// says which step failed and detail which fd/rlimit index (when relevant).
+struct aph_spawn_result {
+    pid_t pid;
+    int pidfd;
+    int step;
+    int detail;
+};
+
+/// Spawns a child: clone3(CLONE_PIDFD) (fallback: clone + pidfd_open); in the
+/// child resets signals, setsid, PDEATHSIG, NO_NEW_PRIVS, installs 0-3, closes
+/// every other descriptor, chdir, rlimits, seccomp, execve. Returns 0, or the
+/// errno of the failed step (`result->step`). A child that failed before
+/// execve has already been reaped when this returns.
+int aph_spawn(const struct aph_spawn_settings *settings,
+              struct aph_spawn_result *result);
+
+// MARK: - pidfd and wait
+
+/// pidfd_open(pid, 0).
+int aph_pidfd_open(pid_t pid, int *pidfd_out);
+
+/// pidfd_send_signal(pidfd, sig, NULL, 0). ESRCH once the child has exited.
+int aph_pidfd_send_signal(int pidfd, int sig);
+
+/// Options for the waitid wrappers.
+#define APH_WNOHANG 0x00000001
+#define APH_WSTOPPED 0x00000002
+#define APH_WEXITED 0x00000004
+#define APH_WCONTINUED 0x00000008
+#define APH_WNOWAIT 0x01000000
+
+/// `aph_wait_result.code` values (the siginfo si_code for SIGCHLD).
+#define APH_CLD_EXITED 1
+#define APH_CLD_KILLED 2
+#define APH_CLD_DUMPED 3
+#define APH_CLD_TRAPPED 4
+#define APH_CLD_STOPPED 5
+#define APH_CLD_CONTINUED 6
+
+/// One waitid report. pid is 0 when WNOHANG found nothing.
+struct aph_wait_result {
+    pid_t pid;
+    int code;   // APH_CLD_*
+    int status; // exit code or signal number
+};
+
+/// waitid(P_PIDFD, pidfd, ..., options); retries EINTR.
+int aph_waitid_pidfd(int pidfd, int options, struct aph_wait_result *out);
+
+/// waitid(P_ALL, 0, ..., options); retries EINTR.
+int aph_waitid_all(int options, struct aph_wait_result *out);
+
+// MARK: - epoll and eventfd
+
+/// epoll_create1(EPOLL_CLOEXEC).
+int aph_epoll_create(int *epfd_out);
+
+/// Watches `fd` for readability (level-triggered); `key` comes back from wait.
+int aph_epoll_add(int epfd, int fd, uint64_t key);
+
+/// Stops watching `fd`.
+int aph_epoll_remove(int epfd, int fd);
+
+/// Blocks until at least one watched fd is ready; writes up to `capacity`
+/// keys. EINTR is returned as 0 with `*count_out` = 0.
+int aph_epoll_wait(int epfd, uint64_t *keys, int capacity, int *count_out);
+
+/// eventfd(0, EFD_CLOEXEC [| EFD_NONBLOCK]).
+int aph_eventfd_create(int nonblocking, int *fd_out);
+
+/// Adds 1 to the eventfd counter.
+int aph_eventfd_signal(int fd);
+
+/// Reads (and so resets) the counter. Blocks on a blocking eventfd; on a
+/// nonblocking one returns 0 whether or not anything was pending.
+int aph_eventfd_drain(int fd);
+
+// MARK: - Descriptors
+
+/// socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC).
+int aph_socketpair(int *fd0_out, int *fd1_out);
+
+/// pipe2(O_CLOEXEC).
+int aph_pipe(int *read_fd_out, int *write_fd_out);
+
+/// flock(fd, LOCK_EX | LOCK_NB); EWOULDBLOCK when another holder has it.
+int aph_flock_exclusive_nonblocking(int fd);
+
+/// flock(fd, LOCK_UN): releases the lock even if a forked child still shares
+/// the open file description for a moment (before its close_range/exec).
+int aph_flock_unlock(int fd);
+
+/// Names the calling thread (truncated to 15 bytes), as shown in /proc and gdb.
+int aph_set_thread_name(const char *name);
+
+// MARK: - Raw syscall (for probes)
+
+/// syscall(number, a0..a5); the return value goes to `*result_out` (may be
+/// NULL). Returns 0 or the errno.
+int aph_syscall6(long number, long a0, long a1, long a2, long a3, long a4,
+                 long a5, long *result_out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif // APH_SYS_H

@@ -1,0 +1,93 @@
+import CAppHostSys
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Which syscalls the child's seccomp filter denies. The filter allows
+/// everything else; denied calls fail with EPERM (clone3 with ENOSYS, so
+/// glibc falls back to clone, whose namespace flags are then filtered).
+public struct SeccompPolicy: Sendable, Hashable {
+    /// Whether a filter is loaded at all.
+    public var isEnabled: Bool
+    /// Deny `SeccompPolicy.baselineDeniedSyscalls`.
+    public var deniesBaseline: Bool
+    /// Deny creating namespaces through clone/clone3 (unshare and setns are
+    /// in the baseline).
+    public var deniesNamespaceCreation: Bool
+    /// More syscalls to deny, by name (e.g. a plugin's rules).
+    public var extraDenied: [String]
+
+    /// Creates a policy.
+    public init(isEnabled: Bool = true, deniesBaseline: Bool = true,
+                deniesNamespaceCreation: Bool = true, extraDenied: [String] = []) {
+        self.isEnabled = isEnabled
+        self.deniesBaseline = deniesBaseline
+        self.deniesNamespaceCreation = deniesNamespaceCreation
+        self.extraDenied = extraDenied
+    }
+
+    /// No filter.
+    public static let none = SeccompPolicy(isEnabled: false, deniesBaseline: false,
+                                           deniesNamespaceCreation: false)
+    /// The baseline filter.
+    public static let baseline = SeccompPolicy()
+
+    /// The baseline filter plus more denied syscalls (by name).
+    public static func baseline(extraDenied: [String]) -> SeccompPolicy {
+        SeccompPolicy(extraDenied: extraDenied)
+    }
+
+    /// The syscalls the baseline denies with EPERM.
+    public static var baselineDeniedSyscalls: [String] {
+        var count = 0
+        guard let names = aph_seccomp_baseline_names(&count) else { return [] }
+        return (0..<count).compactMap { names[$0].map { String(cString: $0) } }
+    }
+}
+
+/// A seccomp policy compiled to classic BPF in the host, ready for a child to
+/// load with one prctl (no libseccomp, no allocation after fork).
+public struct SeccompProgram: Sendable, Hashable {
+    /// The raw `struct sock_filter` array (8 bytes per instruction).
+    public let bytes: [UInt8]
+
+    /// The number of BPF instructions.
+    public var instructionCount: Int { bytes.count / 8 }
+
+    /// Compiles `policy`; nil when the policy is `.none` (disabled).
+    public static func compile(_ policy: SeccompPolicy) throws(SpawnError) -> SeccompProgram? {
+        guard policy.isEnabled else { return nil }
+        var numbers: [Int32] = []
+        for name in policy.extraDenied {
+            var number: Int32 = 0
+            let rc = aph_seccomp_resolve(name, &number)
+            guard rc == 0 else {
+                throw SpawnError(code: .seccompCompile,
+                                 detail: "unknown syscall \"\(name)\" in extraDenied")
+            }
+            numbers.append(number)
+        }
+        var program = aph_bpf_program()
+        let rc = numbers.withUnsafeBufferPointer { buffer in
+            var settings = aph_seccomp_settings(
+                include_baseline: policy.deniesBaseline ? 1 : 0,
+                deny_namespace_clone: policy.deniesNamespaceCreation ? 1 : 0,
+                extra_denied: buffer.baseAddress,
+                extra_denied_count: buffer.count,
+                deny_errno: EPERM)
+            return aph_seccomp_compile(&settings, &program)
+        }
+        guard rc == 0 else {
+            throw SpawnError(code: .seccompCompile, errno: Errno(rawValue: rc))
+        }
+        defer { aph_bpf_program_free(&program) }
+        let count = Int(program.length) * 8
+        guard let instructions = program.instructions else {
+            throw SpawnError(code: .seccompCompile, errno: .invalidArgument, detail: "empty program")
+        }
+        let bytes = Array(UnsafeRawBufferPointer(start: instructions, count: count))
+        return SeccompProgram(bytes: bytes)
+    }
+}

@@ -1,0 +1,135 @@
+import CAppHostSys
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Everything needed to start one sandboxed child.
+///
+/// Descriptors are borrowed: the spawn duplicates them into the child and the
+/// caller keeps (and later closes) its own copies.
+public struct SpawnSettings: Sendable {
+    /// Absolute path of the executable (no PATH search).
+    public var executablePath: String
+    /// The child's argv, argv[0] included.
+    public var arguments: [String]
+    /// The child's complete environment (nothing is inherited).
+    public var environment: [String: String]
+    /// Directory the child starts in; nil keeps the host's.
+    public var workingDirectory: String?
+    /// The child's stdin; nil means /dev/null.
+    public var standardInput: FileDescriptor?
+    /// The child's stdout; nil means /dev/null.
+    public var standardOutput: FileDescriptor?
+    /// The child's stderr; nil means /dev/null.
+    public var standardError: FileDescriptor?
+    /// Installed as descriptor 3 in the child (e.g. one end of `makeSocketPair()`); nil leaves 3 closed.
+    public var ipcDescriptor: FileDescriptor?
+    /// Resource limits applied in the child before execve.
+    public var resourceLimits: [ResourceLimit]
+    /// The seccomp filter loaded last before execve.
+    public var seccomp: SeccompPolicy
+    /// Signal the child gets when the spawning thread (the reaper's, which
+    /// lives as long as the host) dies; nil for none. Default SIGKILL.
+    public var deathSignal: Int32?
+
+    /// The descriptor number the IPC descriptor gets in the child.
+    public static let childIPCDescriptor: Int32 = APH_IPC_FD
+
+    /// Creates settings; `arguments` defaults to `[executablePath]`.
+    public init(
+        executablePath: String,
+        arguments: [String]? = nil,
+        environment: [String: String] = [:],
+        workingDirectory: String? = nil,
+        ipcDescriptor: FileDescriptor? = nil,
+        standardInput: FileDescriptor? = nil,
+        standardOutput: FileDescriptor? = nil,
+        standardError: FileDescriptor? = nil,
+        resourceLimits: [ResourceLimit] = [],
+        seccomp: SeccompPolicy = .baseline,
+        deathSignal: Int32? = SIGKILL
+    ) {
+        self.executablePath = executablePath
+        self.arguments = arguments ?? [executablePath]
+        self.environment = environment
+        self.workingDirectory = workingDirectory
+        self.standardInput = standardInput
+        self.standardOutput = standardOutput
+        self.standardError = standardError
+        self.ipcDescriptor = ipcDescriptor
+        self.resourceLimits = resourceLimits
+        self.seccomp = seccomp
+        self.deathSignal = deathSignal
+    }
+}
+
+/// One `setrlimit` applied in the child.
+public struct ResourceLimit: Sendable, Hashable, CustomStringConvertible {
+    /// Which resource (`RLIMIT_*`).
+    public struct Resource: Sendable, Hashable, CustomStringConvertible {
+        /// The `RLIMIT_*` number.
+        public let rawValue: Int32
+        /// Creates a resource from its `RLIMIT_*` number.
+        public init(rawValue: Int32) { self.rawValue = rawValue }
+
+        /// RLIMIT_CPU: CPU seconds.
+        public static let cpuTime = Resource(rawValue: Int32(RLIMIT_CPU.rawValue))
+        /// RLIMIT_FSIZE: largest file the process may write, in bytes.
+        public static let fileSize = Resource(rawValue: Int32(RLIMIT_FSIZE.rawValue))
+        /// RLIMIT_DATA: data segment size in bytes.
+        public static let dataSize = Resource(rawValue: Int32(RLIMIT_DATA.rawValue))
+        /// RLIMIT_STACK: main thread stack in bytes.
+        public static let stackSize = Resource(rawValue: Int32(RLIMIT_STACK.rawValue))
+        /// RLIMIT_CORE: core file size in bytes (0 disables core dumps).
+        public static let coreFileSize = Resource(rawValue: Int32(RLIMIT_CORE.rawValue))
+        /// RLIMIT_NPROC: processes/threads of the real user.
+        public static let processes = Resource(rawValue: Int32(__RLIMIT_NPROC.rawValue))
+        /// RLIMIT_NOFILE: one more than the highest descriptor number.
+        public static let openFiles = Resource(rawValue: Int32(RLIMIT_NOFILE.rawValue))
+        /// RLIMIT_MEMLOCK: locked memory in bytes.
+        public static let lockedMemory = Resource(rawValue: Int32(__RLIMIT_MEMLOCK.rawValue))
+        /// RLIMIT_AS: address space in bytes.
+        public static let addressSpace = Resource(rawValue: Int32(RLIMIT_AS.rawValue))
+
+        /// The `RLIMIT_*` name.
+        public var description: String {
+            switch self {
+            case .cpuTime: "RLIMIT_CPU"
+            case .fileSize: "RLIMIT_FSIZE"
+            case .dataSize: "RLIMIT_DATA"
+            case .stackSize: "RLIMIT_STACK"
+            case .coreFileSize: "RLIMIT_CORE"
+            case .processes: "RLIMIT_NPROC"
+            case .openFiles: "RLIMIT_NOFILE"
+            case .lockedMemory: "RLIMIT_MEMLOCK"
+            case .addressSpace: "RLIMIT_AS"
+            default: "RLIMIT(\(rawValue))"
+            }
+        }
+    }
+
+    /// The value meaning "no limit" (RLIM_INFINITY).
+    public static let unlimited = UInt64.max
+
+    /// The resource limited.
+    public var resource: Resource
+    /// The soft limit (what the kernel enforces).
+    public var soft: UInt64
+    /// The hard limit (ceiling for raising the soft one).
+    public var hard: UInt64
+
+    /// Creates a limit; `hard` defaults to `soft`.
+    public init(_ resource: Resource, soft: UInt64, hard: UInt64? = nil) {
+        self.resource = resource
+        self.soft = soft
+        self.hard = hard ?? soft
+    }
+
+    /// "RLIMIT_NOFILE=64/64".
+    public var description: String {
+        func show(_ v: UInt64) -> String { v == Self.unlimited ? "unlimited" : String(v) }
+        return "\(resource)=\(show(soft))/\(show(hard))"
+    }
+}
