@@ -1,0 +1,167 @@
+import AppHostProtocol
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Splits an inbound byte stream into frame payloads (see ``Frame``). Invalid
+/// streams fire an error, which closes the connection.
+final class FrameSplitter: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = [UInt8]
+    private var decoder = FrameDecoder()
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        decoder.append(buffer.readableBytesView)
+        do {
+            while let payload = try decoder.next() {
+                context.fireChannelRead(wrapInboundOut(payload))
+            }
+        } catch {
+            context.fireErrorCaught(error)
+            context.close(promise: nil)
+        }
+    }
+}
+
+/// The control socket: one request per connection, answered with one response
+/// (or a stream of events), framed like the app IPC.
+public struct ControlServer: Sendable {
+    private typealias Connection = NIOAsyncChannel<[UInt8], ByteBuffer>
+    private let server: NIOAsyncChannel<Connection, Never>
+    private let supervisor: Supervisor
+    private let logger: Logger
+
+    /// Binds `path` (an existing socket file is replaced: the caller holds the state dir lock).
+    public static func bind(path: String, group: any EventLoopGroup, supervisor: Supervisor, logger: Logger) async throws -> ControlServer {
+        guard path.utf8.count < 108 else {
+            throw ControlError(.badRequest, "control socket path is too long for a Unix socket (\(path.utf8.count) bytes, limit 107): use a shorter --state-dir")
+        }
+        let server = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 128)
+            .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(FrameSplitter())
+                    return try Connection(wrappingChannelSynchronously: channel)
+                }
+            }
+        return ControlServer(server: server, supervisor: supervisor, logger: logger)
+    }
+
+    /// Serves connections until ``close()``.
+    public func serve() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            try await server.executeThenClose { inbound in
+                for try await connection in inbound {
+                    group.addTask {
+                        do {
+                            try await handle(connection)
+                        } catch {
+                            logger.debug("control connection ended: \(error)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops accepting connections; ``serve()`` then returns once open ones end.
+    public func close() {
+        server.channel.close(promise: nil)
+    }
+
+    private func handle(_ connection: Connection) async throws {
+        try await connection.executeThenClose { inbound, outbound in
+            var iterator = inbound.makeAsyncIterator()
+            guard let payload = try await iterator.next() else { return }
+            let request: ControlRequest
+            do {
+                request = try Frame.decode(ControlRequest.self, from: payload)
+            } catch {
+                try await write(.error(ControlError(.badRequest, "unreadable request: \(error)")), to: outbound)
+                return
+            }
+            if case .events(let follow, let app) = request {
+                try await streamEvents(follow: follow, app: app, channel: connection.channel, outbound: outbound)
+                return
+            }
+            let response = await respond(to: request)
+            try await write(response, to: outbound)
+        }
+    }
+
+    private func write(_ response: ControlResponse, to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+        try await outbound.write(ByteBuffer(bytes: try Frame.encode(response)))
+    }
+
+    private func streamEvents(follow: Bool, app: String?, channel: any Channel,
+                              outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+        let (past, live, id) = await supervisor.subscribe(bundleIdentifier: app)
+        defer { Task { await supervisor.unsubscribe(id) } }
+        for event in past {
+            try await write(.event(event), to: outbound)
+        }
+        guard follow else {
+            try await write(.end, to: outbound)
+            return
+        }
+        // Stream until the host stops or the client hangs up (NIO closes the
+        // channel when the client's side reaches end of file).
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await event in live {
+                    try await write(.event(event), to: outbound)
+                }
+                try await write(.end, to: outbound)
+            }
+            group.addTask {
+                try await channel.closeFuture.get()
+            }
+            try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func respond(to request: ControlRequest) async -> ControlResponse {
+        do throws(ControlError) {
+            switch request {
+            case .ping(let version):
+                guard version == ControlSocket.version else {
+                    return .error(ControlError(.badRequest, "the daemon speaks control version \(ControlSocket.version), this client \(version): use the apphost binary the daemon was started with"))
+                }
+                return .pong(pid: getpid(), stateDirectory: supervisor.configuration.stateDirectory)
+            case .install(let path, let settings):
+                return .installed(try await supervisor.install(path: path, settings: settings))
+            case .uninstall(let id):
+                try await supervisor.uninstall(id)
+                return .ok(message: "uninstalled \(id)")
+            case .list:
+                return .apps(await supervisor.list())
+            case .launch(let id, let background, let arguments):
+                let pid = try await supervisor.launch(id, background: background, arguments: arguments)
+                return .launched(bundleIdentifier: id, pid: pid)
+            case .foreground(let id):
+                try await supervisor.foreground(id)
+                return .ok(message: "\(id) is coming to the foreground")
+            case .background(let id):
+                try await supervisor.background(id)
+                return .ok(message: "\(id) is going home")
+            case .terminate(let id):
+                try await supervisor.terminate(id)
+                return .ok(message: "terminated \(id)")
+            case .status(let id):
+                return .status(try await supervisor.status(id))
+            case .reports(let id):
+                return .reports(try await supervisor.reports(id))
+            case .shutdown:
+                await supervisor.requestShutdown()
+                return .ok(message: "shutting down")
+            case .events:
+                return .error(ControlError(.badRequest, "events are streamed"))
+            }
+        } catch {
+            return .error(error)
+        }
+    }
+}

@@ -1,0 +1,77 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// Why a host could not start.
+public struct HostStartError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// The host daemon as a service: takes the state directory's lock, opens the
+/// database, serves the control socket, runs the supervisor, and on graceful
+/// shutdown (SIGTERM, SIGINT, or a control `shutdown`) terminates every app
+/// before it returns.
+public struct HostService: Service {
+    public let configuration: HostConfiguration
+    private let logger: Logger
+    private let onStart: @Sendable (Supervisor) async -> Void
+
+    /// `onStart` runs once the control socket is up (e.g. `apphost run` installs and launches its apps).
+    public init(configuration: HostConfiguration, logger: Logger,
+                onStart: @escaping @Sendable (Supervisor) async -> Void = { _ in }) {
+        self.configuration = configuration
+        self.logger = logger
+        self.onStart = onStart
+    }
+
+    public func run() async throws {
+        try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
+        let lock: FileLock
+        do {
+            lock = try FileLock.acquire(path: configuration.lockPath)
+        } catch {
+            throw HostStartError(description: "another host is already running on \(configuration.stateDirectory) (\(error)); stop it with `apphost shutdown --state-dir \(configuration.stateDirectory)` or use another --state-dir")
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        do {
+            let supervisor = try Supervisor(configuration: configuration, group: group, logger: logger)
+            let server = try await ControlServer.bind(path: configuration.controlSocketPath, group: group,
+                                                      supervisor: supervisor, logger: logger)
+            logger.info("host listening on \(configuration.controlSocketPath)")
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { await supervisor.run() }
+                tasks.addTask { try await server.serve() }
+                tasks.addTask { await onStart(supervisor) }
+                await withTaskGroup(of: Void.self) { waiters in
+                    waiters.addTask { try? await gracefulShutdown() }
+                    waiters.addTask {
+                        await withTaskCancellationHandler {
+                            await supervisor.waitForShutdownRequest()
+                        } onCancel: {
+                            Task { await supervisor.requestShutdown() }
+                        }
+                    }
+                    await waiters.next()
+                    waiters.cancelAll()
+                }
+                logger.info("shutting down")
+                await supervisor.shutdown()
+                server.close()
+                await supervisor.finish()
+                try await tasks.waitForAll()
+            }
+        } catch {
+            try? await group.shutdownGracefully()
+            unlink(configuration.controlSocketPath)
+            withExtendedLifetime(lock) {}
+            throw error
+        }
+        try? await group.shutdownGracefully()
+        unlink(configuration.controlSocketPath)
+        withExtendedLifetime(lock) {}
+    }
+}

@@ -1,0 +1,145 @@
+import AppHostProtocol
+import Foundation
+import GRDB
+
+/// The host's durable state in `apphost.sqlite` (WAL): installed apps, state
+/// history and termination reports. Every write is committed before the caller
+/// acknowledges anything to a client.
+public final class Store: Sendable {
+    private let pool: DatabasePool
+
+    /// Opens (creating and migrating) the database at `path`.
+    public init(path: String) throws {
+        var config = Configuration()
+        config.label = "apphost"
+        config.busyMode = .timeout(5)
+        pool = try DatabasePool(path: path, configuration: config)
+        try Self.migrator.migrate(pool)
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.create(table: "app") { t in
+                t.primaryKey("bundleIdentifier", .text)
+                t.column("bundlePath", .text).notNull()
+                t.column("executablePath", .text).notNull()
+                t.column("settings", .text).notNull()
+                t.column("manifest", .text).notNull()
+                t.column("installedAt", .double).notNull()
+            }
+            try db.create(table: "transition") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("time", .double).notNull()
+                t.column("bundleIdentifier", .text).notNull().indexed()
+                t.column("pid", .integer)
+                t.column("fromState", .text).notNull()
+                t.column("toState", .text).notNull()
+                t.column("cause", .text).notNull()
+            }
+            try db.create(table: "report") { t in
+                t.primaryKey("id", .text)
+                t.column("bundleIdentifier", .text).notNull().indexed()
+                t.column("time", .double).notNull()
+                t.column("json", .text).notNull()
+            }
+        }
+        return m
+    }
+
+    /// An installed app plus the build settings it was installed with.
+    public struct AppRow: Sendable {
+        public var app: InstalledApp
+        public var settings: [String: String]
+    }
+
+    /// Inserts or replaces an installed app.
+    public func saveApp(_ app: InstalledApp, settings: [String: String]) throws {
+        let manifest = try String(decoding: WireJSON.encoder().encode(app.manifest), as: UTF8.self)
+        let settingsJSON = try String(decoding: WireJSON.encoder().encode(settings), as: UTF8.self)
+        try pool.write { db in
+            try db.execute(
+                sql: """
+                INSERT OR REPLACE INTO app (bundleIdentifier, bundlePath, executablePath, settings, manifest, installedAt)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """,
+                arguments: [app.bundleIdentifier, app.bundlePath, app.executablePath, settingsJSON, manifest,
+                            app.installedAt.timeIntervalSince1970])
+        }
+    }
+
+    /// Removes an installed app. Returns whether it existed.
+    @discardableResult
+    public func deleteApp(_ bundleIdentifier: String) throws -> Bool {
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM app WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
+            return db.changesCount > 0
+        }
+    }
+
+    /// Every installed app, by bundle identifier.
+    public func apps() throws -> [AppRow] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM app ORDER BY bundleIdentifier").map { row in
+                let manifestText: String = row["manifest"]
+                let settingsText: String = row["settings"]
+                let manifest = try WireJSON.decoder().decode(Manifest.self, from: Data(manifestText.utf8))
+                let settings = try WireJSON.decoder().decode([String: String].self, from: Data(settingsText.utf8))
+                let app = InstalledApp(
+                    bundleIdentifier: row["bundleIdentifier"], name: manifest.name,
+                    bundlePath: row["bundlePath"], executablePath: row["executablePath"],
+                    backgroundModes: manifest.backgroundModes,
+                    installedAt: Date(timeIntervalSince1970: row["installedAt"]), manifest: manifest)
+                return AppRow(app: app, settings: settings)
+            }
+        }
+    }
+
+    /// Appends one state transition.
+    public func recordTransition(bundleIdentifier: String, pid: Int32?, from: AppState, to: AppState,
+                                 cause: String, time: Date) throws {
+        try pool.write { db in
+            try db.execute(
+                sql: "INSERT INTO transition (time, bundleIdentifier, pid, fromState, toState, cause) VALUES (?, ?, ?, ?, ?, ?)",
+                arguments: [time.timeIntervalSince1970, bundleIdentifier, pid.map { Int($0) }, from.rawValue, to.rawValue, cause])
+        }
+    }
+
+    /// The last `limit` states of an app, oldest first.
+    public func recentStates(bundleIdentifier: String, limit: Int = 8) throws -> [StateRecord] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT time, toState, cause FROM transition WHERE bundleIdentifier = ?
+                ORDER BY id DESC LIMIT ?
+                """, arguments: [bundleIdentifier, limit]).reversed().map { row in
+                StateRecord(state: AppState(rawValue: row["toState"]) ?? .notRunning,
+                            time: Date(timeIntervalSince1970: row["time"]), cause: row["cause"])
+            }
+        }
+    }
+
+    /// Stores a termination report.
+    public func saveReport(_ report: TerminationReport) throws {
+        let json = try String(decoding: WireJSON.encoder().encode(report), as: UTF8.self)
+        try pool.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO report (id, bundleIdentifier, time, json) VALUES (?, ?, ?, ?)",
+                           arguments: [report.id, report.bundleIdentifier, report.time.timeIntervalSince1970, json])
+        }
+    }
+
+    /// Termination reports, oldest first, optionally for one app.
+    public func reports(bundleIdentifier: String?) throws -> [TerminationReport] {
+        try pool.read { db in
+            let rows: [Row]
+            if let id = bundleIdentifier {
+                rows = try Row.fetchAll(db, sql: "SELECT json FROM report WHERE bundleIdentifier = ? ORDER BY time, id", arguments: [id])
+            } else {
+                rows = try Row.fetchAll(db, sql: "SELECT json FROM report ORDER BY time, id")
+            }
+            return try rows.map { row in
+                let text: String = row["json"]
+                return try WireJSON.decoder().decode(TerminationReport.self, from: Data(text.utf8))
+            }
+        }
+    }
+}

@@ -1,0 +1,678 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import SystemPackage
+
+/// Settings of one host.
+public struct HostConfiguration: Sendable {
+    /// The state directory (database, containers, reports, events, control socket).
+    public var stateDirectory: String
+    /// How long an app may take to exit after `willTerminate` before it is killed.
+    public var terminationGracePeriod: Duration = .seconds(5)
+    /// Extra directories searched for app executables (before the package's build products).
+    public var productDirectories: [String] = []
+    /// The seccomp policy applied to apps.
+    public var seccomp: SeccompPolicy = .baseline
+
+    public init(stateDirectory: String) {
+        self.stateDirectory = stateDirectory
+    }
+
+    var databasePath: String { stateDirectory + "/apphost.sqlite" }
+    var eventsPath: String { stateDirectory + "/events.jsonl" }
+    var reportsDirectory: String { stateDirectory + "/reports" }
+    var containersDirectory: String { stateDirectory + "/containers" }
+    var logsDirectory: String { stateDirectory + "/logs" }
+    /// The control socket's path.
+    public var controlSocketPath: String { stateDirectory + "/" + ControlSocket.fileName }
+    var lockPath: String { stateDirectory + "/apphost.lock" }
+}
+
+/// The host's brain: installed apps, one ``Lifecycle`` per app, and the effects.
+///
+/// Requests from the control socket arrive as actor calls. Everything an app or the
+/// kernel says arrives on one ordered input stream consumed by ``run()``, so the
+/// handling of one input is a synchronous step of the actor and never interleaves.
+public actor Supervisor {
+    /// Inputs from app connections, the reaper and timers.
+    enum Input: Sendable {
+        case spawned(app: String, instance: UInt64, child: ChildProcess)
+        case spawnFailed(app: String, instance: UInt64, error: String)
+        case connected(app: String, instance: UInt64, channel: any Channel)
+        case message(app: String, instance: UInt64, AppMessage)
+        case violation(app: String, instance: UInt64, String)
+        case child(app: String, instance: UInt64, ChildEvent)
+        case graceExpired(app: String, instance: UInt64)
+    }
+
+    /// A running (or starting) app.
+    struct Runtime {
+        var machine: Lifecycle
+        let instance: UInt64
+        var child: ChildProcess?
+        var channel: (any Channel)?
+        var pid: Int32?
+        var seq: UInt64 = 0
+        var pending: [UInt64: LifecycleCallback] = [:]
+        var since: Date
+        var graceTask: Task<Void, Never>?
+        var exitStatus: ExitStatus?
+        var launchWaiters: [CheckedContinuation<Int32, any Error>] = []
+        var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    public let configuration: HostConfiguration
+    private let store: Store
+    private let events: EventLog
+    private let group: any EventLoopGroup
+    private let logger: Logger
+    private let clock: any Clock<Duration>
+    private let now: @Sendable () -> Date
+
+    private var apps: [String: Store.AppRow] = [:]
+    private var runtimes: [String: Runtime] = [:]
+    private var lastStateChange: [String: Date] = [:]
+    private var nextInstance: UInt64 = 0
+    private var shuttingDown = false
+    private var shutdownRequests: [CheckedContinuation<Void, Never>] = []
+    private var shutdownRequested = false
+    private var stateWaiters: [String: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
+
+    private let inputs: AsyncStream<Input>
+    private let input: AsyncStream<Input>.Continuation
+
+    /// Opens the state directory's database and event log. The caller holds the state dir lock.
+    public init(configuration: HostConfiguration, group: any EventLoopGroup, logger: Logger,
+                clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }) throws {
+        self.configuration = configuration
+        let fm = FileManager.default
+        for dir in [configuration.stateDirectory, configuration.reportsDirectory,
+                    configuration.containersDirectory, configuration.logsDirectory] {
+            try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        }
+        store = try Store(path: configuration.databasePath)
+        events = EventLog(path: configuration.eventsPath)
+        self.group = group
+        self.logger = logger
+        self.clock = clock
+        self.now = now
+        (inputs, input) = AsyncStream<Input>.makeStream()
+        for row in try store.apps() {
+            apps[row.app.bundleIdentifier] = row
+        }
+        events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed)", time: now())
+    }
+
+    // MARK: - Running
+
+    /// Consumes inputs until ``finish()``; call once.
+    public func run() async {
+        for await item in inputs {
+            handle(item)
+        }
+    }
+
+    /// Ends ``run()`` and every event subscription.
+    public func finish() {
+        events.append(.hostStopped, cause: "host stopped", time: now())
+        input.finish()
+        events.close()
+    }
+
+    /// Suspends until someone asks the host to shut down over the control socket.
+    public func waitForShutdownRequest() async {
+        if shutdownRequested { return }
+        await withCheckedContinuation { shutdownRequests.append($0) }
+    }
+
+    /// Asks the host to shut down (control `shutdown`).
+    public func requestShutdown() {
+        shutdownRequested = true
+        for c in shutdownRequests { c.resume() }
+        shutdownRequests.removeAll()
+    }
+
+    /// Terminates every app (willTerminate, then SIGKILL after the grace period) and
+    /// waits until none is left.
+    public func shutdown() async {
+        shuttingDown = true
+        let running = runtimes.filter { $0.value.machine.isRunning }.map(\.key).sorted()
+        events.append(.hostStopping, cause: "shutting down, terminating \(running.count) app(s)", time: now())
+        for id in running {
+            feed(id, .terminate(.shutdown))
+        }
+        for id in running {
+            await waitForExit(id)
+        }
+    }
+
+    private func waitForExit(_ id: String) async {
+        guard let rt = runtimes[id], rt.machine.isRunning else { return }
+        await withCheckedContinuation { c in runtimes[id]?.exitWaiters.append(c) }
+    }
+
+    // MARK: - Control API
+
+    /// Installs or updates the app at `path`. The app keeps running if it runs.
+    public func install(path: String, settings: [String: String]) throws(ControlError) -> InstalledApp {
+        let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
+        let bundle: AppBundle
+        do {
+            let dirs = AppBundleLoader.defaultProductDirectories(forBundleAt: absolute, extra: configuration.productDirectories)
+            bundle = try AppBundleLoader.load(path: absolute, settings: settings, productDirectories: dirs)
+        } catch {
+            throw ControlError(.invalidManifest, "\(error)")
+        }
+        let app = InstalledApp(
+            bundleIdentifier: bundle.manifest.bundleIdentifier, name: bundle.manifest.name,
+            bundlePath: bundle.bundlePath ?? absolute, executablePath: bundle.executablePath,
+            backgroundModes: bundle.manifest.backgroundModes, installedAt: now(), manifest: bundle.manifest)
+        do {
+            try store.saveApp(app, settings: settings)
+        } catch {
+            throw ControlError(.internalError, "could not record the installation: \(error)")
+        }
+        apps[app.bundleIdentifier] = Store.AppRow(app: app, settings: settings)
+        events.append(.installed, app: app.bundleIdentifier, cause: "installed from \(app.bundlePath)", time: now())
+        return app
+    }
+
+    /// Uninstalls an app, terminating it first.
+    public func uninstall(_ id: String) async throws(ControlError) {
+        _ = try installed(id)
+        if runtimes[id]?.machine.isRunning == true {
+            feed(id, .terminate(.uninstall))
+            await waitForExit(id)
+        }
+        do { try store.deleteApp(id) } catch { throw ControlError(.internalError, "\(error)") }
+        apps.removeValue(forKey: id)
+        runtimes.removeValue(forKey: id)
+        events.append(.uninstalled, app: id, cause: "uninstalled", time: now())
+    }
+
+    /// Installed apps.
+    public func list() -> [InstalledApp] {
+        apps.values.map(\.app).sorted { $0.bundleIdentifier < $1.bundleIdentifier }
+    }
+
+    /// Launches an app and returns its pid once `didFinishLaunching` has returned.
+    /// Launching a running app brings it to the foreground (unless `background`).
+    public func launch(_ id: String, background: Bool, arguments: [String]) async throws(ControlError) -> Int32 {
+        let row = try installed(id)
+        if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
+        if let rt = runtimes[id], rt.machine.isRunning {
+            if !background { try foreground(id) }
+            guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
+            return pid
+        }
+        if !background { sendOthersHome(except: id) }
+        nextInstance += 1
+        let machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend)
+        let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments)
+        runtimes[id] = Runtime(machine: machine, instance: nextInstance, since: now())
+        feed(id, .launch(options, placement: background ? .background : .foreground))
+        do {
+            return try await withCheckedThrowingContinuation { c in
+                runtimes[id]?.launchWaiters.append(c)
+            }
+        } catch let error as ControlError {
+            throw error
+        } catch {
+            throw ControlError(.internalError, "\(error)")
+        }
+    }
+
+    /// Makes `id` the active app, sending the previously active app home.
+    public func foreground(_ id: String) throws(ControlError) {
+        _ = try installed(id)
+        guard let rt = runtimes[id], rt.machine.isRunning else {
+            throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
+        }
+        sendOthersHome(except: id)
+        feed(id, .foreground)
+    }
+
+    /// Home button for `id`.
+    public func background(_ id: String) throws(ControlError) {
+        _ = try installed(id)
+        guard let rt = runtimes[id], rt.machine.isRunning else {
+            throw ControlError(.notRunning, "\(id) is not running")
+        }
+        feed(id, .home)
+    }
+
+    /// Terminates `id` (as a swipe in the app switcher) and waits until it is gone.
+    public func terminate(_ id: String) async throws(ControlError) {
+        _ = try installed(id)
+        guard let rt = runtimes[id], rt.machine.isRunning else {
+            throw ControlError(.notRunning, "\(id) is not running")
+        }
+        feed(id, .terminate(.user))
+        await waitForExit(id)
+    }
+
+    /// Status of one app or all installed apps.
+    public func status(_ id: String?) throws(ControlError) -> [AppStatus] {
+        let ids: [String]
+        if let id {
+            _ = try installed(id)
+            ids = [id]
+        } else {
+            ids = apps.keys.sorted()
+        }
+        return ids.map { id in
+            let rt = runtimes[id]
+            let state = rt?.machine.state ?? .notRunning
+            let since = lastStateChange[id] ?? apps[id]?.app.installedAt ?? now()
+            let tasks = rt?.machine.tasks.sorted { $0.key < $1.key }.map { $0.value ?? "#\($0.key)" } ?? []
+            return AppStatus(bundleIdentifier: id, state: state, pid: state == .notRunning ? nil : rt?.pid,
+                             since: since, backgroundTasks: tasks,
+                             isFrontmost: state == .active || (state == .inactive && rt?.machine.placement == .foreground))
+        }
+    }
+
+    /// Past events plus a live stream; call ``unsubscribe(_:)`` when done.
+    public func subscribe(bundleIdentifier: String?) -> (past: [HostEvent], live: AsyncStream<HostEvent>, id: UInt64) {
+        events.subscribe(filter: bundleIdentifier)
+    }
+
+    /// Suspends until `id` is in `state` (returns at once if it already is).
+    public func waitUntil(_ id: String, is state: AppState) async {
+        let current = runtimes[id]?.machine.state ?? .notRunning
+        if current == state { return }
+        await withCheckedContinuation { stateWaiters[id, default: []].append((state, $0)) }
+    }
+
+    /// The pid of a running app.
+    public func pid(of id: String) -> Int32? {
+        guard let rt = runtimes[id], rt.machine.isRunning else { return nil }
+        return rt.pid
+    }
+
+    /// Ends a subscription.
+    public func unsubscribe(_ id: UInt64) {
+        events.unsubscribe(id)
+    }
+
+    /// Termination reports, oldest first.
+    public func reports(_ id: String?) throws(ControlError) -> [TerminationReport] {
+        if let id, apps[id] == nil {
+            // Reports of an uninstalled app are still readable.
+            let r = (try? store.reports(bundleIdentifier: id)) ?? []
+            if r.isEmpty { throw unknownBundle(id) }
+            return r
+        }
+        do { return try store.reports(bundleIdentifier: id) } catch { throw ControlError(.internalError, "\(error)") }
+    }
+
+    private func installed(_ id: String) throws(ControlError) -> Store.AppRow {
+        guard let row = apps[id] else { throw unknownBundle(id) }
+        return row
+    }
+
+    private func unknownBundle(_ id: String) -> ControlError {
+        let known = apps.keys.sorted()
+        let hint = known.isEmpty ? "no apps are installed; install one with `apphost install <App.app>`"
+            : "installed: \(known.joined(separator: ", "))"
+        return ControlError(.unknownBundle, "unknown bundle id \"\(id)\" (\(hint))")
+    }
+
+    private func sendOthersHome(except id: String) {
+        for (other, rt) in runtimes where other != id && rt.machine.isRunning && rt.machine.placement == .foreground {
+            feed(other, .home)
+        }
+    }
+
+    // MARK: - Inputs
+
+    private func handle(_ item: Input) {
+        switch item {
+        case .spawned(let id, let instance, let child):
+            guard var rt = runtimes[id], rt.instance == instance else {
+                try? child.signal(SIGKILL)
+                return
+            }
+            rt.child = child
+            rt.pid = child.pid
+            runtimes[id] = rt
+            events.append(.spawned, app: id, pid: child.pid, cause: "spawned \(apps[id]?.app.executablePath ?? "")", time: now())
+            feed(id, .spawned(pid: child.pid))
+
+        case .spawnFailed(let id, let instance, let error):
+            guard let rt = runtimes[id], rt.instance == instance else { return }
+            events.append(.warning, app: id, cause: "launch failed: \(error)", time: now())
+            runtimes[id]?.exitStatus = nil
+            finishLaunchWaiters(id, .failure(ControlError(.spawnFailed, "\(id): could not launch: \(error)")))
+            feed(id, .exited(description: "could not be spawned: \(error)", clean: false))
+
+        case .connected(let id, let instance, let channel):
+            guard runtimes[id]?.instance == instance, runtimes[id]?.machine.isRunning == true else {
+                channel.close(promise: nil)
+                return
+            }
+            runtimes[id]?.channel = channel
+
+        case .message(let id, let instance, let message):
+            guard runtimes[id]?.instance == instance else { return }
+            handleMessage(id, message)
+
+        case .violation(let id, let instance, let reason):
+            guard runtimes[id]?.instance == instance else { return }
+            events.append(.warning, app: id, pid: runtimes[id]?.pid, cause: "IPC protocol violation: \(reason)", time: now())
+            feed(id, .protocolViolation(reason))
+
+        case .child(let id, let instance, let event):
+            guard runtimes[id]?.instance == instance else { return }
+            switch event {
+            case .stopped:
+                feed(id, .stopConfirmed)
+            case .continued:
+                feed(id, .continueConfirmed)
+            case .exited(let status):
+                runtimes[id]?.exitStatus = status
+                events.append(.exited, app: id, pid: runtimes[id]?.pid, cause: status.description, time: now())
+                let clean: Bool
+                if case .exited(code: 0) = status { clean = true } else { clean = false }
+                feed(id, .exited(description: status.description, clean: clean))
+            }
+
+        case .graceExpired(let id, let instance):
+            guard runtimes[id]?.instance == instance else { return }
+            feed(id, .graceExpired)
+        }
+    }
+
+    private func handleMessage(_ id: String, _ message: AppMessage) {
+        guard let rt = runtimes[id] else { return }
+        switch message {
+        case .hello(let version, _):
+            guard version == IPCProtocol.version else {
+                send(id, .rejected(reason: "AppHost speaks IPC version \(IPCProtocol.version), the app speaks \(version); rebuild it against this AppKitLess"))
+                feed(id, .protocolViolation("IPC version \(version) is not supported"))
+                return
+            }
+            guard !rt.machine.connected else {
+                feed(id, .protocolViolation("second hello"))
+                return
+            }
+            send(id, .welcome(version: IPCProtocol.version, bundleIdentifier: id))
+            feed(id, .handshake)
+        case _ where !rt.machine.connected:
+            feed(id, .protocolViolation("message before hello"))
+        case .callbackReturned(let seq):
+            guard let callback = runtimes[id]?.pending.removeValue(forKey: seq) else {
+                feed(id, .protocolViolation("callbackReturned for unknown callback \(seq)"))
+                return
+            }
+            events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", time: now())
+            feed(id, .callbackReturned(callback))
+        case .beginBackgroundTask(let taskID, let name):
+            events.append(.backgroundTask, app: id, pid: rt.pid,
+                          cause: "beginBackgroundTask \(name.map { "\"\($0)\"" } ?? "") id \(taskID)", time: now())
+            feed(id, .taskBegan(id: taskID, name: name))
+        case .endBackgroundTask(let taskID):
+            events.append(.backgroundTask, app: id, pid: rt.pid, cause: "endBackgroundTask id \(taskID)", time: now())
+            feed(id, .taskEnded(id: taskID))
+        case .request(let requestID, .backgroundTimeRemaining):
+            // Budgets arrive with the background-time work; until then time is unlimited in every state.
+            send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: Double.greatestFiniteMagnitude)))
+        }
+    }
+
+    // MARK: - Effects
+
+    /// Feeds one event to an app's machine and performs the effects.
+    private func feed(_ id: String, _ event: Lifecycle.Event) {
+        guard var rt = runtimes[id] else { return }
+        let effects = rt.machine.handle(event)
+        runtimes[id] = rt
+        for effect in effects {
+            perform(id, effect)
+        }
+        guard let after = runtimes[id] else { return }
+        rt = after
+        // Launch finished (or failed): answer `launch`.
+        if rt.machine.launched || !rt.machine.isRunning, !rt.launchWaiters.isEmpty {
+            if let pid = rt.pid, rt.machine.isRunning {
+                finishLaunchWaiters(id, .success(pid))
+            } else {
+                let reason = rt.exitStatus.map { "it \($0.description) during launch" } ?? "it did not start"
+                finishLaunchWaiters(id, .failure(ControlError(.spawnFailed, "\(id) could not be launched: \(reason); see `apphost reports \(id)`")))
+            }
+        }
+        if !rt.machine.isRunning {
+            let waiters = rt.exitWaiters
+            runtimes[id]?.exitWaiters.removeAll()
+            for w in waiters { w.resume() }
+        }
+    }
+
+    private func finishLaunchWaiters(_ id: String, _ result: Result<Int32, ControlError>) {
+        let waiters = runtimes[id]?.launchWaiters ?? []
+        runtimes[id]?.launchWaiters.removeAll()
+        for w in waiters { w.resume(with: result.mapError { $0 as any Error }) }
+    }
+
+    private func perform(_ id: String, _ effect: Lifecycle.Effect) {
+        switch effect {
+        case .spawn(let options):
+            spawn(id, options: options)
+        case .send(let callback, let state):
+            guard var rt = runtimes[id] else { return }
+            rt.seq += 1
+            rt.pending[rt.seq] = callback
+            runtimes[id] = rt
+            send(id, .callback(seq: rt.seq, callback: callback, state: state))
+        case .signal(let sig, let reason):
+            guard let child = runtimes[id]?.child else { return }
+            let number: Int32 = switch sig {
+            case .stop: SIGSTOP
+            case .cont: SIGCONT
+            case .kill: SIGKILL
+            }
+            do {
+                try child.signal(number)
+                events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", time: now())
+            } catch {
+                // ESRCH: already gone; its exit is on its way.
+                logger.debug("signal \(sig.rawValue) to \(id) failed: \(error)")
+            }
+        case .transition(let from, let to, let cause):
+            let time = now()
+            lastStateChange[id] = time
+            runtimes[id]?.since = time
+            let pid = runtimes[id]?.pid
+            do {
+                try store.recordTransition(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time)
+            } catch {
+                logger.error("could not record transition of \(id): \(error)")
+            }
+            events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
+            if let waiters = stateWaiters[id], waiters.contains(where: { $0.state == to }) {
+                stateWaiters[id] = waiters.filter { $0.state != to }
+                for w in waiters where w.state == to { w.continuation.resume() }
+            }
+        case .startGraceTimer:
+            guard let instance = runtimes[id]?.instance else { return }
+            let grace = configuration.terminationGracePeriod
+            let clock = self.clock
+            let input = self.input
+            runtimes[id]?.graceTask?.cancel()
+            runtimes[id]?.graceTask = Task {
+                do {
+                    try await clock.sleep(for: grace)
+                    input.yield(.graceExpired(app: id, instance: instance))
+                } catch {}
+            }
+        case .cancelGraceTimer:
+            runtimes[id]?.graceTask?.cancel()
+            runtimes[id]?.graceTask = nil
+        case .report(let record):
+            writeReport(id, record)
+        case .log(let message):
+            events.append(.warning, app: id, pid: runtimes[id]?.pid, cause: message, time: now())
+        }
+    }
+
+    private func send(_ id: String, _ message: HostMessage) {
+        guard let channel = runtimes[id]?.channel else {
+            logger.warning("no connection to \(id); dropped \(message)")
+            return
+        }
+        do {
+            let bytes = try Frame.encode(message)
+            channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+        } catch {
+            logger.error("could not encode \(message): \(error)")
+        }
+    }
+
+    private func writeReport(_ id: String, _ record: Lifecycle.TerminationRecord) {
+        guard let rt = runtimes[id] else { return }
+        let time = now()
+        let status = rt.exitStatus
+        var signal: Int32?
+        var exitCode: Int32?
+        var exceptionType = "EXIT"
+        switch status {
+        case .signaled(let s, _)?:
+            signal = s
+            exceptionType = "EXC_CRASH (\(signalName(s)))"
+        case .exited(let code)?:
+            exitCode = code
+            exceptionType = code == 0 ? "EXIT" : "EXIT (code \(code))"
+        case nil:
+            exceptionType = "SPAWN_FAILED"
+        }
+        let reportID = "\(id)-\(Int(time.timeIntervalSince1970 * 1000))-\(rt.pid ?? 0)"
+        let history = (try? store.recentStates(bundleIdentifier: id)) ?? []
+        let report = TerminationReport(
+            id: reportID, bundleIdentifier: id, pid: rt.pid ?? 0, time: time, exceptionType: exceptionType,
+            exitStatus: exitCode, signal: signal, signalName: signal.map(signalName),
+            terminationNamespace: record.namespace, terminationCode: record.code?.hex,
+            reason: record.reason, lastStates: history)
+        do {
+            try store.saveReport(report)
+            let data = try WireJSON.encoder(pretty: true).encode(report)
+            try data.write(to: URL(fileURLWithPath: configuration.reportsDirectory + "/\(reportID).json"))
+        } catch {
+            logger.error("could not write the termination report of \(id): \(error)")
+        }
+        events.append(.report, app: id, pid: rt.pid, cause: "termination report \(reportID): \(record.reason)", time: time)
+    }
+
+    // MARK: - Spawning
+
+    private func spawn(_ id: String, options: LaunchOptions) {
+        guard let row = apps[id], let instance = runtimes[id]?.instance else { return }
+        let config = configuration
+        let input = self.input
+        let group = self.group
+        let container = config.containersDirectory + "/" + id
+        Task {
+            do {
+                let fm = FileManager.default
+                for sub in ["Documents", "Library", "tmp"] {
+                    try fm.createDirectory(atPath: container + "/" + sub, withIntermediateDirectories: true)
+                }
+                let (hostEnd, appEnd) = try makeSocketPair()
+                let log = try FileDescriptor.open(
+                    FilePath(config.logsDirectory + "/\(id).log"), .writeOnly,
+                    options: [.append, .create, .closeOnExec], permissions: [.ownerReadWrite, .groupRead])
+                let settings = SpawnSettings(
+                    executablePath: row.app.executablePath,
+                    arguments: [row.app.executablePath] + options.arguments,
+                    environment: [
+                        "HOME": container,
+                        "TMPDIR": container + "/tmp",
+                        "PATH": "/usr/local/bin:/usr/bin:/bin",
+                        "LANG": "C.UTF-8",
+                        IPCProtocol.descriptorEnvironmentKey: String(IPCProtocol.descriptor),
+                        IPCProtocol.bundleIdentifierEnvironmentKey: id,
+                    ],
+                    workingDirectory: container,
+                    ipcDescriptor: appEnd,
+                    standardOutput: log,
+                    standardError: log,
+                    seccomp: config.seccomp)
+                let child: ChildProcess
+                let childEvents: AsyncStream<ChildEvent>
+                do {
+                    (child, childEvents) = try await ProcessReaper.shared.spawn(settings)
+                } catch {
+                    try? appEnd.close()
+                    try? hostEnd.close()
+                    try? log.close()
+                    throw error
+                }
+                try? appEnd.close()
+                try? log.close()
+                input.yield(.spawned(app: id, instance: instance, child: child))
+                do {
+                    let channel = try await ClientBootstrap(group: group)
+                        .channelOption(.autoRead, value: false)
+                        .channelInitializer { channel in
+                            channel.eventLoop.makeCompletedFuture {
+                                try channel.pipeline.syncOperations.addHandler(
+                                    AppConnectionHandler(app: id, instance: instance, input: input))
+                            }
+                        }
+                        .withConnectedSocket(hostEnd.rawValue)
+                        .get()
+                    input.yield(.connected(app: id, instance: instance, channel: channel))
+                    try await channel.setOption(.autoRead, value: true).get()
+                } catch {
+                    input.yield(.violation(app: id, instance: instance, "could not attach the IPC socket: \(error)"))
+                }
+                for await event in childEvents {
+                    input.yield(.child(app: id, instance: instance, event))
+                }
+            } catch {
+                input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
+            }
+        }
+    }
+}
+
+/// Reads frames from one app's IPC socket and forwards decoded messages, in order,
+/// to the supervisor's input stream. A malformed or oversized frame reports a
+/// violation (the supervisor then kills the app) and nothing more is read.
+final class AppConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let app: String
+    private let instance: UInt64
+    private let input: AsyncStream<Supervisor.Input>.Continuation
+    private var decoder = FrameDecoder()
+    private var broken = false
+
+    init(app: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation) {
+        self.app = app
+        self.instance = instance
+        self.input = input
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !broken else { return }
+        let buffer = unwrapInboundIn(data)
+        decoder.append(buffer.readableBytesView)
+        do {
+            while let payload = try decoder.next() {
+                let message = try Frame.decode(AppMessage.self, from: payload)
+                input.yield(.message(app: app, instance: instance, message))
+            }
+        } catch {
+            // Stop reading; the supervisor kills the app, and its death closes the
+            // socket. Closing first would let the app exit on EOF before the kill.
+            broken = true
+            input.yield(.violation(app: app, instance: instance, "\(error)"))
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

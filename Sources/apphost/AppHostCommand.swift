@@ -1,0 +1,282 @@
+import AppHostProtocol
+import AppHostSystem
+import ArgumentParser
+import Foundation
+import Host
+import Logging
+import ServiceLifecycle
+
+@main
+struct AppHostCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apphost",
+        abstract: "Run Linux apps under the iOS background-execution model.",
+        discussion: """
+            A host daemon launches each app (an App.app folder with an Info.plist) as a
+            sandboxed child process, moves it through the iOS states (notRunning, inactive,
+            active, background, suspended) and suspends it with SIGSTOP as soon as it has no
+            reason to run. Drive it as `xcrun simctl` drives a simulator.
+
+            Quick start:
+              apphost run manifests/Plain.app manifests/TaskHolder.app   # host + apps, Ctrl-C stops
+              apphost daemon &                                           # or a host alone ...
+              apphost install manifests/Plain.app                        # ... driven by verbs
+              apphost launch com.example.plain
+              apphost background com.example.plain                       # home button
+              apphost status
+            """,
+        subcommands: [
+            Run.self, Daemon.self, Install.self, Uninstall.self, List.self, Launch.self,
+            Foreground.self, Background.self, Terminate.self, Status.self, Events.self,
+            Reports.self, ManifestCommand.self, Shutdown.self, Demo.self,
+        ]
+    )
+}
+
+// MARK: - Shared options
+
+/// `--state-dir`, with `APPHOST_STATE_DIR` and `$XDG_STATE_HOME/apphost` as fallbacks.
+struct StateOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp(
+        "The host's state directory (database, containers, reports, control socket).",
+        discussion: "Default: $APPHOST_STATE_DIR, else $XDG_STATE_HOME/apphost, else ~/.local/state/apphost.",
+        valueName: "dir"))
+    var stateDir: String?
+
+    var resolved: String {
+        let env = ProcessInfo.processInfo.environment
+        if let dir = stateDir { return absolute(dir) }
+        if let dir = env["APPHOST_STATE_DIR"], !dir.isEmpty { return absolute(dir) }
+        if let xdg = env["XDG_STATE_HOME"], !xdg.isEmpty { return absolute(xdg) + "/apphost" }
+        let home = env["HOME"] ?? NSHomeDirectory()
+        return home + "/.local/state/apphost"
+    }
+
+    var client: ControlClient { ControlClient(stateDirectory: resolved) }
+}
+
+/// `--setting KEY=VALUE` for build-setting references in manifests.
+struct SettingOptions: ParsableArguments {
+    @Option(name: .customLong("setting"), help: ArgumentHelp(
+        "Value for an Xcode build-setting reference in the manifest, e.g. PRODUCT_BUNDLE_IDENTIFIER=com.example.app (repeatable).",
+        valueName: "KEY=VALUE"))
+    var settings: [String] = []
+
+    func validate() throws {
+        for s in settings where !s.contains("=") || s.hasPrefix("=") {
+            throw ValidationError("--setting expects KEY=VALUE, got \"\(s)\"")
+        }
+    }
+
+    var dictionary: [String: String] {
+        var out: [String: String] = [:]
+        for s in settings {
+            let parts = s.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            out[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+        }
+        return out
+    }
+}
+
+struct JSONOption: ParsableArguments {
+    @Flag(name: .long, help: "Print JSON instead of text.")
+    var json = false
+}
+
+/// Host options shared by `run` and `daemon`.
+struct HostOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Seconds an app may take to exit after willTerminate before it is killed.", valueName: "seconds"))
+    var gracePeriod: Double = 5
+
+    @Option(name: .long, help: ArgumentHelp("Extra directory to search for app executables (repeatable; also $APPHOST_PRODUCTS_DIR).", valueName: "dir"))
+    var productsDir: [String] = []
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .info
+
+    func validate() throws {
+        guard gracePeriod >= 0, gracePeriod.isFinite else { throw ValidationError("--grace-period must be a non-negative number of seconds") }
+    }
+
+    func configuration(stateDirectory: String) -> HostConfiguration {
+        var config = HostConfiguration(stateDirectory: stateDirectory)
+        config.terminationGracePeriod = .milliseconds(Int64(gracePeriod * 1000))
+        config.productDirectories = productDirectories
+        return config
+    }
+
+    var productDirectories: [String] {
+        var dirs = productsDir.map(absolute)
+        if let env = ProcessInfo.processInfo.environment["APPHOST_PRODUCTS_DIR"], !env.isEmpty {
+            dirs.append(absolute(env))
+        }
+        // The folder holding this apphost binary: sample apps are built beside it.
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            dirs.append((exe as NSString).deletingLastPathComponent)
+        }
+        return dirs
+    }
+
+    func logger(_ label: String) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = logLevel
+        return logger
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+func absolute(_ path: String) -> String {
+    URL(fileURLWithPath: path).standardizedFileURL.path
+}
+
+func printJSON<T: Encodable>(_ value: T) throws {
+    let data = try WireJSON.encoder(pretty: true).encode(value)
+    print(String(decoding: data, as: UTF8.self))
+}
+
+/// Runs `body` and turns errors into `apphost: message` with the right exit code.
+func reportingErrors(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as CLIError {
+        FileHandle.standardError.write(Data("apphost: \(error.description)\n".utf8))
+        throw ExitCode(error.exitCode)
+    } catch let error as ControlError {
+        FileHandle.standardError.write(Data("apphost: \(error.message)\n".utf8))
+        throw ExitCode(error.code == .unknownBundle ? 2 : 1)
+    }
+}
+
+extension ControlResponse {
+    /// Throws the daemon's error, if that is what this is.
+    func checked() throws -> ControlResponse {
+        if case .error(let e) = self { throw e }
+        return self
+    }
+}
+
+func unexpected(_ r: ControlResponse) -> CLIError {
+    CLIError(description: "unexpected answer from the daemon: \(r)")
+}
+
+// MARK: - Host
+
+extension AppHostCommand {
+    struct Daemon: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run the host alone; other verbs talk to it over the control socket in the state directory.",
+            discussion: "Stops gracefully on SIGTERM or Ctrl-C (SIGINT) or `apphost shutdown`: every app gets willTerminate, then is killed after the grace period.")
+
+        @OptionGroup var state: StateOptions
+        @OptionGroup var host: HostOptions
+
+        func run() async throws {
+            let dir = state.resolved
+            let logger = host.logger("apphost.daemon")
+            let config = host.configuration(stateDirectory: dir)
+            let service = HostService(configuration: config, logger: logger) { _ in
+                // Readiness on stdout, once the control socket accepts: scripts wait for this line.
+                print("apphost: daemon ready on \(config.controlSocketPath) (pid \(getpid()))")
+                fflush(nil)
+            }
+            try await runHost(service, logger: logger)
+        }
+    }
+
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Start a host in the foreground with these apps launched; stream its events.",
+            discussion: """
+                Installs and launches each bundle in order (each launch brings that app to the
+                foreground, so earlier ones go home and are suspended), then prints every event
+                until Ctrl-C or SIGTERM, when all apps get willTerminate and the host exits.
+                Other verbs (`apphost background <id>`, ...) work against it meanwhile.
+                """)
+
+        @Argument(help: ArgumentHelp("App bundles (Name.app folders) or Info.plist files.", valueName: "bundle"))
+        var bundles: [String]
+
+        @Flag(name: .long, help: "Launch the apps in the background instead.")
+        var background = false
+
+        @OptionGroup var settings: SettingOptions
+        @OptionGroup var state: StateOptions
+        @OptionGroup var host: HostOptions
+
+        func run() async throws {
+            let dir = state.resolved
+            let config = host.configuration(stateDirectory: dir)
+            // Check every bundle before starting anything.
+            for path in bundles {
+                let abs = absolute(path)
+                do {
+                    _ = try AppBundleLoader.load(
+                        path: abs, settings: settings.dictionary,
+                        productDirectories: AppBundleLoader.defaultProductDirectories(forBundleAt: abs, extra: config.productDirectories))
+                } catch {
+                    FileHandle.standardError.write(Data("apphost: \(error)\n".utf8))
+                    throw ExitCode(65)
+                }
+            }
+            let logger = host.logger("apphost.run")
+            let bundles = self.bundles.map(absolute)
+            let settings = self.settings.dictionary
+            let background = self.background
+            let service = HostService(configuration: config, logger: logger) { supervisor in
+                let (_, live, _) = await supervisor.subscribe(bundleIdentifier: nil)
+                let printer = Task {
+                    for await event in live {
+                        print(EventFormatter.line(event))
+                        fflush(nil)
+                    }
+                }
+                for path in bundles {
+                    do {
+                        let app = try await supervisor.install(path: path, settings: settings)
+                        _ = try await supervisor.launch(app.bundleIdentifier, background: background, arguments: [])
+                    } catch {
+                        logger.error("\(error)")
+                    }
+                }
+                await printer.value
+            }
+            print("apphost: host on \(dir); Ctrl-C to stop. Other terminals: apphost status --state-dir \(dir)")
+            try await runHost(service, logger: logger)
+        }
+    }
+
+    struct Shutdown: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Ask the daemon to terminate every app and exit.")
+        @OptionGroup var state: StateOptions
+
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.shutdown).checked()
+                guard case .ok(let message) = r else { throw unexpected(r) }
+                print(message)
+            }
+        }
+    }
+}
+
+/// Runs a host service under a ServiceGroup that turns SIGTERM/SIGINT into a graceful shutdown.
+func runHost(_ service: HostService, logger: Logger) async throws {
+    let group = ServiceGroup(configuration: .init(
+        services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup,
+                         failureTerminationBehavior: .gracefullyShutdownGroup)],
+        gracefulShutdownSignals: [.sigterm, .sigint],
+        logger: logger))
+    do {
+        try await group.run()
+    } catch let error as HostStartError {
+        FileHandle.standardError.write(Data("apphost: \(error.description)\n".utf8))
+        throw ExitCode(75)
+    } catch let error as ServiceGroupError {
+        FileHandle.standardError.write(Data("apphost: \(error)\n".utf8))
+        throw ExitCode(1)
+    } catch {
+        FileHandle.standardError.write(Data("apphost: \(error)\n".utf8))
+        throw ExitCode(1)
+    }
+}

@@ -1,0 +1,97 @@
+import AppHostProtocol
+import Foundation
+import SystemPackage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What went wrong talking to the daemon, phrased for the user.
+struct CLIError: Error, CustomStringConvertible {
+    var description: String
+    var exitCode: Int32 = 1
+}
+
+/// A blocking client for the control socket: one request per connection.
+struct ControlClient {
+    let stateDirectory: String
+    var socketPath: String { stateDirectory + "/" + ControlSocket.fileName }
+
+    /// Connects, or explains how to start a daemon.
+    func connect() throws -> FileDescriptor {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw CLIError(description: "socket: \(Errno(rawValue: errno))") }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let path = Array(socketPath.utf8)
+        guard path.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+            close(fd)
+            throw CLIError(description: "state directory path is too long for a Unix socket: \(stateDirectory)")
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: path)
+            raw[path.count] = 0
+        }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if rc != 0 {
+            let err = errno
+            close(fd)
+            if err == ENOENT || err == ECONNREFUSED {
+                throw CLIError(description: """
+                    no AppHost daemon is running on \(stateDirectory)
+                      start one with:  apphost daemon --state-dir \(stateDirectory)
+                      or run apps in the foreground with:  apphost run <App.app>...
+                    """, exitCode: 69)
+            }
+            throw CLIError(description: "cannot connect to \(socketPath): \(Errno(rawValue: err))", exitCode: 69)
+        }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// Sends one request and returns the single response.
+    func request(_ request: ControlRequest) throws -> ControlResponse {
+        let fd = try connect()
+        defer { try? fd.close() }
+        try send(request, on: fd)
+        var decoder = FrameDecoder()
+        guard let response = try next(ControlResponse.self, from: fd, decoder: &decoder) else {
+            throw CLIError(description: "the daemon closed the connection without answering (see its log)")
+        }
+        return response
+    }
+
+    /// Sends one request and calls `body` for each streamed response until `.end` or hangup.
+    func stream(_ request: ControlRequest, _ body: (ControlResponse) throws -> Void) throws {
+        let fd = try connect()
+        defer { try? fd.close() }
+        try send(request, on: fd)
+        var decoder = FrameDecoder()
+        while let response = try next(ControlResponse.self, from: fd, decoder: &decoder) {
+            if case .end = response { return }
+            try body(response)
+        }
+    }
+
+    private func send(_ request: ControlRequest, on fd: FileDescriptor) throws {
+        let bytes = try Frame.encode(request)
+        _ = try fd.writeAll(bytes)
+    }
+
+    private func next<M: Decodable>(_ type: M.Type, from fd: FileDescriptor, decoder: inout FrameDecoder) throws -> M? {
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            if let payload = try decoder.next() {
+                return try Frame.decode(M.self, from: payload)
+            }
+            let n = try chunk.withUnsafeMutableBytes { try fd.read(into: $0, retryOnInterrupt: true) }
+            if n == 0 {
+                try decoder.finish()
+                return nil
+            }
+            decoder.append(chunk[0..<n])
+        }
+    }
+}

@@ -1,0 +1,258 @@
+import AppHostProtocol
+import ArgumentParser
+import Foundation
+import Host
+
+extension AppHostCommand {
+    struct Install: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Install an app bundle (or update it) on the running host.",
+            discussion: "The executable is resolved from the bundle, then --products-dir / $APPHOST_PRODUCTS_DIR of the daemon, then the folder of the apphost binary, then the package's .build/debug and .build/release above the bundle.")
+        @Argument(help: ArgumentHelp("An App.app folder or an Info.plist file.", valueName: "bundle"))
+        var bundle: String
+        @OptionGroup var settings: SettingOptions
+        @OptionGroup var state: StateOptions
+        @OptionGroup var output: JSONOption
+
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.install(path: absolute(bundle), settings: settings.dictionary)).checked()
+                guard case .installed(let app) = r else { throw unexpected(r) }
+                if output.json { try printJSON(app) } else {
+                    print("installed \(app.bundleIdentifier) (\(app.executablePath))")
+                }
+            }
+        }
+    }
+
+    struct Uninstall: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Uninstall an app (terminating it first).")
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
+        @OptionGroup var state: StateOptions
+
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.uninstall(bundleIdentifier: bundleIdentifier)).checked()
+                guard case .ok(let m) = r else { throw unexpected(r) }
+                print(m)
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List installed apps.")
+        @OptionGroup var state: StateOptions
+        @OptionGroup var output: JSONOption
+
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.list).checked()
+                guard case .apps(let apps) = r else { throw unexpected(r) }
+                if output.json { return try printJSON(apps) }
+                if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
+                let rows = apps.map { [$0.bundleIdentifier, $0.name, $0.backgroundModes.map(\.rawValue).joined(separator: ","), $0.bundlePath] }
+                print(table(["BUNDLE ID", "NAME", "MODES", "BUNDLE"], rows))
+            }
+        }
+    }
+
+    struct Launch: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Launch an installed app (prints `bundle-id: pid` once didFinishLaunching has returned).",
+            discussion: "Arguments after `--` are passed to the app (argv and launch options). Launching a running app brings it to the foreground.")
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
+        @Flag(name: .long, help: "Launch into the background (notRunning → background) instead of the foreground.")
+        var background = false
+        @Argument(parsing: .postTerminator, help: ArgumentHelp("Arguments for the app.", valueName: "args"))
+        var arguments: [String] = []
+        @OptionGroup var state: StateOptions
+
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.launch(bundleIdentifier: bundleIdentifier, background: background, arguments: arguments)).checked()
+                guard case .launched(let id, let pid) = r else { throw unexpected(r) }
+                print("\(id): \(pid)")
+            }
+        }
+    }
+
+    struct Foreground: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Make an app the active app; the previously active app goes home.")
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
+        @OptionGroup var state: StateOptions
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.foreground(bundleIdentifier: bundleIdentifier)).checked()
+                guard case .ok(let m) = r else { throw unexpected(r) }
+                print(m)
+            }
+        }
+    }
+
+    struct Background: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Press the home button for an app: willResignActive, didEnterBackground, then suspension once it has no assertion.")
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
+        @OptionGroup var state: StateOptions
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.background(bundleIdentifier: bundleIdentifier)).checked()
+                guard case .ok(let m) = r else { throw unexpected(r) }
+                print(m)
+            }
+        }
+    }
+
+    struct Terminate: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Terminate an app, as a swipe in the app switcher (a suspended app is killed without a callback).")
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
+        @OptionGroup var state: StateOptions
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.terminate(bundleIdentifier: bundleIdentifier)).checked()
+                guard case .ok(let m) = r else { throw unexpected(r) }
+                print(m)
+            }
+        }
+    }
+
+    struct Status: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show the state of one app or of every installed app.")
+        @Argument(help: ArgumentHelp("Bundle identifier (all apps if omitted).", valueName: "bundle-id")) var bundleIdentifier: String?
+        @OptionGroup var state: StateOptions
+        @OptionGroup var output: JSONOption
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.status(bundleIdentifier: bundleIdentifier)).checked()
+                guard case .status(let apps) = r else { throw unexpected(r) }
+                if output.json { return try printJSON(apps) }
+                if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
+                let rows = apps.map { s in
+                    [s.bundleIdentifier, s.state.rawValue + (s.isFrontmost ? " *" : ""), s.pid.map(String.init) ?? "-",
+                     Timestamp.format(s.since), s.backgroundTasks.joined(separator: ",")]
+                }
+                print(table(["BUNDLE ID", "STATE", "PID", "SINCE", "TASKS"], rows))
+            }
+        }
+    }
+
+    struct Events: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the host's events (transitions with time, app, from, to and cause).")
+        @Argument(help: ArgumentHelp("Only this app's events.", valueName: "bundle-id")) var bundleIdentifier: String?
+        @Flag(name: [.short, .long], help: "Keep printing new events as they happen (Ctrl-C to stop).")
+        var follow = false
+        @OptionGroup var state: StateOptions
+        @OptionGroup var output: JSONOption
+        func run() throws {
+            try reportingErrors {
+                    try state.client.stream(.events(follow: follow, bundleIdentifier: bundleIdentifier)) { r in
+                    guard case .event(let e) = try r.checked() else { throw unexpected(r) }
+                    if output.json {
+                        print(String(decoding: try WireJSON.encoder().encode(e), as: UTF8.self))
+                    } else {
+                        print(EventFormatter.line(e))
+                    }
+                    fflush(nil)
+                }
+            }
+        }
+    }
+
+    struct Reports: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show termination reports (oldest first).")
+        @Argument(help: ArgumentHelp("Only this app's reports.", valueName: "bundle-id")) var bundleIdentifier: String?
+        @OptionGroup var state: StateOptions
+        @OptionGroup var output: JSONOption
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.reports(bundleIdentifier: bundleIdentifier)).checked()
+                guard case .reports(let reports) = r else { throw unexpected(r) }
+                if output.json { return try printJSON(reports) }
+                if reports.isEmpty { return print("no termination reports") }
+                for report in reports {
+                    print(ReportFormatter.text(report))
+                }
+            }
+        }
+    }
+
+    struct ManifestCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "manifest", abstract: "Inspect manifests.", subcommands: [Show.self])
+
+        struct Show: ParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Print a parsed manifest (needs no daemon).")
+            @Argument(help: ArgumentHelp("An App.app folder or an Info.plist file.", valueName: "path")) var path: String
+            @OptionGroup var settings: SettingOptions
+            @OptionGroup var output: JSONOption
+
+            func run() throws {
+                var file = absolute(path)
+                var isDir: ObjCBool = false
+                if FileManager.default.fileExists(atPath: file, isDirectory: &isDir), isDir.boolValue {
+                    file += "/Info.plist"
+                }
+                let manifest: Manifest
+                do {
+                    manifest = try ManifestReader.read(path: file, settings: settings.dictionary)
+                } catch {
+                    FileHandle.standardError.write(Data("apphost: \(error)\n".utf8))
+                    throw ExitCode(65)
+                }
+                if output.json { return try printJSON(manifest) }
+                var lines = [
+                    ("file", manifest.sourcePath),
+                    ("bundle id", manifest.bundleIdentifier),
+                    ("executable", manifest.executable),
+                    ("name", manifest.name),
+                ]
+                if let d = manifest.displayName { lines.append(("display name", d)) }
+                lines.append(("background modes", manifest.backgroundModes.isEmpty ? "-" : manifest.backgroundModes.map(\.rawValue).joined(separator: ", ")))
+                lines.append(("BGTask identifiers", manifest.bgTaskIdentifiers.isEmpty ? "-" : manifest.bgTaskIdentifiers.joined(separator: ", ")))
+                lines.append(("exits on suspend", manifest.exitsOnSuspend ? "yes" : "no"))
+                if !manifest.externalAccessoryProtocols.isEmpty {
+                    lines.append(("accessory protocols", manifest.externalAccessoryProtocols.joined(separator: ", ")))
+                }
+                let width = lines.map(\.0.count).max() ?? 0
+                for (k, v) in lines {
+                    print(k.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + v)
+                }
+            }
+        }
+    }
+}
+
+/// A plain text table with padded columns.
+func table(_ header: [String], _ rows: [[String]]) -> String {
+    let all = [header] + rows
+    let widths = header.indices.map { i in all.map { $0[i].count }.max() ?? 0 }
+    return all.map { row in
+        row.enumerated().map { i, cell in
+            i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+        }.joined(separator: "  ")
+    }.joined(separator: "\n")
+}
+
+/// Renders a report like the header of an iOS crash report.
+enum ReportFormatter {
+    static func text(_ r: TerminationReport) -> String {
+        var lines = [
+            "Report:             \(r.id)",
+            "Identifier:         \(r.bundleIdentifier)",
+            "PID:                \(r.pid)",
+            "Date/Time:          \(Timestamp.format(r.time))",
+            "Exception Type:     \(r.exceptionType)",
+        ]
+        if let code = r.exitStatus { lines.append("Exit Status:        \(code)") }
+        if let ns = r.terminationNamespace {
+            lines.append("Termination Reason: Namespace \(ns)\(r.terminationCode.map { ", Code \($0)" } ?? "")")
+        }
+        lines.append("Reason:             \(r.reason)")
+        if !r.lastStates.isEmpty {
+            lines.append("Last states:")
+            for s in r.lastStates {
+                lines.append("  \(Timestamp.format(s.time))  \(s.state.rawValue)  (\(s.cause))")
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

@@ -1,0 +1,206 @@
+import AppHostProtocol
+import Testing
+@testable import Host
+
+/// The lifecycle table, without processes.
+@Suite("Lifecycle")
+struct LifecycleTests {
+    typealias Effect = Lifecycle.Effect
+
+    /// A machine launched in the foreground and active.
+    func activeMachine(exitsOnSuspend: Bool = false) -> Lifecycle {
+        var m = Lifecycle(exitsOnSuspend: exitsOnSuspend)
+        _ = m.handle(.launch(LaunchOptions(reason: .user), placement: .foreground))
+        _ = m.handle(.spawned(pid: 42))
+        _ = m.handle(.handshake)
+        _ = m.handle(.callbackReturned(.didFinishLaunching(options: LaunchOptions(reason: .user))))
+        return m
+    }
+
+    func sends(_ fx: [Effect]) -> [String] {
+        fx.compactMap { if case .send(let cb, _) = $0 { cb.name } else { nil } }
+    }
+
+    func transitions(_ fx: [Effect]) -> [String] {
+        fx.compactMap { if case .transition(let f, let t, _) = $0 { "\(f.rawValue)→\(t.rawValue)" } else { nil } }
+    }
+
+    @Test func launchGoesInactiveThenActiveWithCallbacksInOrder() {
+        var m = Lifecycle()
+        let options = LaunchOptions(reason: .user, arguments: ["-x"])
+        var fx = m.handle(.launch(options, placement: .foreground))
+        #expect(fx.first == .spawn(options))
+        #expect(transitions(fx) == ["notRunning→inactive"])
+        fx = m.handle(.handshake)
+        #expect(fx == [.send(.didFinishLaunching(options: options), state: .inactive)])
+        fx = m.handle(.callbackReturned(.didFinishLaunching(options: options)))
+        #expect(transitions(fx) == ["inactive→active"])
+        #expect(sends(fx) == ["didBecomeActive"])
+        #expect(m.state == .active)
+    }
+
+    @Test func homeWithoutAssertionSuspendsAfterDidEnterBackgroundReturns() {
+        var m = activeMachine()
+        var fx = m.handle(.home)
+        #expect(sends(fx) == ["willResignActive", "didEnterBackground"])
+        #expect(transitions(fx) == ["active→inactive", "inactive→background"])
+        #expect(!fx.contains(.signal(.stop, reason: "no assertion left")), "must wait for didEnterBackground to return")
+        fx = m.handle(.callbackReturned(.willResignActive))
+        #expect(fx.isEmpty)
+        fx = m.handle(.callbackReturned(.didEnterBackground))
+        #expect(fx == [.signal(.stop, reason: "no assertion left")])
+        #expect(m.state == .background, "suspended only once the kernel confirms the stop")
+        fx = m.handle(.stopConfirmed)
+        #expect(transitions(fx) == ["background→suspended"])
+    }
+
+    @Test func backgroundTaskDefersSuspensionUntilEnded() {
+        var m = activeMachine()
+        _ = m.handle(.home)
+        _ = m.handle(.taskBegan(id: 1, name: "upload"))
+        var fx = m.handle(.callbackReturned(.didEnterBackground))
+        #expect(fx.isEmpty)
+        _ = m.handle(.taskBegan(id: 2, name: nil))
+        fx = m.handle(.taskEnded(id: 1))
+        #expect(fx.isEmpty, "task 2 still held")
+        fx = m.handle(.taskEnded(id: 2))
+        #expect(fx == [.signal(.stop, reason: "no assertion left")])
+    }
+
+    @Test func taskBegunInForegroundDoesNotBlockActiveApp() {
+        var m = activeMachine()
+        let fx = m.handle(.taskBegan(id: 7, name: "sync"))
+        #expect(fx.isEmpty)
+        #expect(m.state == .active)
+        #expect(m.hasAssertion)
+    }
+
+    @Test func endingUnknownTaskIsLoggedNotFatal() {
+        var m = activeMachine()
+        let fx = m.handle(.taskEnded(id: 99))
+        #expect(fx.count == 1)
+        if case .log(let text)? = fx.first { #expect(text.contains("99")) } else { Issue.record("expected a log") }
+        #expect(m.state == .active)
+    }
+
+    @Test func foregroundFromSuspendedSendsSIGCONTThenCallbacks() {
+        var m = activeMachine()
+        _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.didEnterBackground))
+        _ = m.handle(.stopConfirmed)
+        let fx = m.handle(.foreground)
+        #expect(fx.first == .signal(.cont, reason: "resume"))
+        #expect(sends(fx) == ["willEnterForeground", "didBecomeActive"])
+        #expect(transitions(fx) == ["suspended→background", "background→inactive", "inactive→active"])
+    }
+
+    @Test func foregroundBeforeStopConfirmedContinuesTheApp() {
+        var m = activeMachine()
+        _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.didEnterBackground))
+        let fx = m.handle(.foreground)
+        #expect(fx.first == .signal(.cont, reason: "brought to the foreground before the stop was confirmed"))
+        #expect(m.state == .active)
+        #expect(m.handle(.stopConfirmed).isEmpty, "a late stop report does not suspend an active app")
+        #expect(m.state == .active)
+    }
+
+    @Test func exitsOnSuspendTerminatesInsteadOfSuspending() {
+        var m = activeMachine(exitsOnSuspend: true)
+        _ = m.handle(.home)
+        let fx = m.handle(.callbackReturned(.didEnterBackground))
+        #expect(sends(fx) == ["willTerminate"])
+        #expect(fx.contains(.startGraceTimer))
+        #expect(!fx.contains { if case .signal(.stop, _) = $0 { true } else { false } })
+        let exit = m.handle(.exited(description: "exited with code 0", clean: true))
+        #expect(!exit.contains { if case .report = $0 { true } else { false } }, "a requested exit is not a crash")
+        #expect(m.state == .notRunning)
+    }
+
+    @Test func backgroundLaunchSkipsForegroundCallbacksAndSuspends() {
+        var m = Lifecycle()
+        let options = LaunchOptions(reason: .background)
+        var fx = m.handle(.launch(options, placement: .background))
+        #expect(transitions(fx) == ["notRunning→background"])
+        _ = m.handle(.handshake)
+        fx = m.handle(.callbackReturned(.didFinishLaunching(options: options)))
+        #expect(sends(fx).isEmpty)
+        #expect(fx == [.signal(.stop, reason: "no assertion left")])
+    }
+
+    @Test func crashIsReported() {
+        var m = activeMachine()
+        let fx = m.handle(.exited(description: "killed by SIGSEGV", clean: false))
+        #expect(fx.contains(.report(.init(namespace: nil, code: nil, reason: "killed by SIGSEGV"))))
+        #expect(transitions(fx) == ["active→notRunning"])
+    }
+
+    @Test func crashDuringLaunchSaysSo() {
+        var m = Lifecycle()
+        _ = m.handle(.launch(LaunchOptions(reason: .user), placement: .foreground))
+        _ = m.handle(.handshake)
+        let fx = m.handle(.exited(description: "killed by SIGABRT", clean: false))
+        #expect(fx.contains(.report(.init(namespace: nil, code: nil, reason: "killed by SIGABRT during launch"))))
+    }
+
+    @Test func userTerminateOfRunningAppSendsWillTerminateThenKillsAfterGrace() {
+        var m = activeMachine()
+        var fx = m.handle(.terminate(.user))
+        #expect(sends(fx) == ["willTerminate"])
+        #expect(fx.contains(.startGraceTimer))
+        fx = m.handle(.graceExpired)
+        #expect(fx == [.signal(.kill, reason: "grace period after willTerminate ran out")])
+        fx = m.handle(.exited(description: "killed by SIGKILL", clean: false))
+        #expect(fx.contains { if case .report = $0 { true } else { false } })
+    }
+
+    @Test func userTerminateOfSuspendedAppKillsWithoutCallbackOrReport() {
+        var m = activeMachine()
+        _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.didEnterBackground))
+        _ = m.handle(.stopConfirmed)
+        var fx = m.handle(.terminate(.user))
+        #expect(fx == [.signal(.kill, reason: "terminated while suspended")])
+        fx = m.handle(.exited(description: "killed by SIGKILL", clean: false))
+        #expect(!fx.contains { if case .report = $0 { true } else { false } })
+        #expect(m.state == .notRunning)
+    }
+
+    @Test func shutdownResumesSuspendedAppToDeliverWillTerminate() {
+        var m = activeMachine()
+        _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.didEnterBackground))
+        _ = m.handle(.stopConfirmed)
+        let fx = m.handle(.terminate(.shutdown))
+        #expect(fx.first == .signal(.cont, reason: "resume to deliver willTerminate"))
+        #expect(sends(fx) == ["willTerminate"])
+    }
+
+    @Test func protocolViolationKillsWithReport() {
+        var m = activeMachine()
+        var fx = m.handle(.protocolViolation("frame of 100000000 bytes exceeds the maximum of 1048576"))
+        #expect(fx.count == 1)
+        if case .signal(.kill, _)? = fx.first {} else { Issue.record("expected SIGKILL, got \(fx)") }
+        fx = m.handle(.exited(description: "killed by SIGKILL", clean: false))
+        let report = fx.compactMap { if case .report(let r) = $0 { r } else { nil } }.first
+        #expect(report?.namespace == "APPHOST")
+        #expect(report?.reason.contains("exceeds the maximum") == true)
+    }
+
+    @Test func secondHandshakeIsAViolation() {
+        var m = activeMachine()
+        let fx = m.handle(.handshake)
+        #expect(fx.contains { if case .signal(.kill, _) = $0 { true } else { false } })
+    }
+
+    @Test func homeDuringLaunchGoesToBackgroundOnceLaunched() {
+        var m = Lifecycle()
+        let options = LaunchOptions(reason: .user)
+        _ = m.handle(.launch(options, placement: .foreground))
+        _ = m.handle(.handshake)
+        #expect(m.handle(.home).isEmpty)
+        let fx = m.handle(.callbackReturned(.didFinishLaunching(options: options)))
+        #expect(transitions(fx) == ["inactive→background"])
+        #expect(sends(fx) == ["didEnterBackground"])
+    }
+}

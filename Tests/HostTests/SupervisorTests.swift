@@ -1,0 +1,272 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Testing
+@testable import Host
+
+/// The host with real processes: sample and probe apps spawned through the sandbox.
+@Suite("Supervisor", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+struct SupervisorTests {
+    @Test func homeSuspendsWithSIGSTOPAndForegroundResumes() async throws {
+        let host = try TestHost()
+        do {
+            let id = try await host.installProbe("com.test.home")
+            let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+            await host.supervisor.waitUntil(id, is: .active)
+            #expect(kernelState(pid) != "T")
+
+            try await host.supervisor.background(id)
+            await host.supervisor.waitUntil(id, is: .suspended)
+            #expect(kernelState(pid) == "T", "suspended must be a real stop in /proc")
+
+            try await host.supervisor.foreground(id)
+            await host.supervisor.waitUntil(id, is: .active)
+            #expect(kernelState(pid) != "T")
+
+            let transitions = await host.events(id).filter { $0.kind == .transition }.map { "\($0.from!.rawValue)→\($0.to!.rawValue)" }
+            #expect(transitions == [
+                "notRunning→inactive", "inactive→active",
+                "active→inactive", "inactive→background", "background→suspended",
+                "suspended→background", "background→inactive", "inactive→active",
+            ])
+            let status = try await host.supervisor.status(id)
+            #expect(status.first?.state == .active)
+            #expect(status.first?.pid == pid)
+        }
+        await host.stop()
+    }
+
+    @Test func callbacksRunInIOSOrder() async throws {
+        let host = try TestHost()
+        let id = try await host.installProbe("com.test.order")
+        _ = try await host.supervisor.launch(id, background: false, arguments: [])
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .suspended)
+        try await host.supervisor.foreground(id)
+        // A callback's return is reported after its transition: wait for the sixth.
+        let counter = Counter()
+        _ = await host.waitForEvent(id) { e in e.kind == .callback && counter.increment() == 6 }
+        #expect(await host.callbacks(id) == [
+            "didFinishLaunching", "didBecomeActive", "willResignActive", "didEnterBackground",
+            "willEnterForeground", "didBecomeActive",
+        ])
+        await host.stop()
+    }
+
+    @Test func heldBackgroundTaskKeepsAppRunningUntilEnded() async throws {
+        let host = try TestHost()
+        let id = try await host.installProbe("com.test.task")
+        // Begin "upload" when going home; end it when told to below (no timing involved).
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "begin-task:upload", "--on", "foreground", "end-task:upload"])
+        try await host.supervisor.background(id)
+        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+        #expect(try await host.supervisor.status(id).first?.state == .background)
+        #expect(try await host.supervisor.status(id).first?.backgroundTasks == ["upload"])
+        #expect(kernelState(pid) != "T", "an app holding a task is not stopped")
+        await host.stop()
+    }
+
+    @Test func endingTheTaskLetsSuspensionHappen() async throws {
+        let host = try TestHost()
+        let id = try await host.installProbe("com.test.taskend")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "hold-task:sync:1"])
+        try await host.supervisor.background(id)
+        _ = await host.waitForEvent(id) { $0.kind == .backgroundTask && $0.cause.contains("beginBackgroundTask") }
+        await host.supervisor.waitUntil(id, is: .suspended)
+        let events = await host.events(id)
+        let ended = try #require(events.firstIndex { $0.kind == .backgroundTask && $0.cause.contains("endBackgroundTask") })
+        let suspended = try #require(events.firstIndex { $0.kind == .transition && $0.to == .suspended })
+        #expect(ended < suspended)
+        #expect(kernelState(pid) == "T")
+        await host.stop()
+    }
+
+    @Test func onlyOneAppIsActive() async throws {
+        let host = try TestHost()
+        let a = try await host.installProbe("com.test.one.a")
+        let b = try await host.installProbe("com.test.one.b")
+        _ = try await host.supervisor.launch(a, background: false, arguments: [])
+        await host.supervisor.waitUntil(a, is: .active)
+        _ = try await host.supervisor.launch(b, background: false, arguments: [])
+        await host.supervisor.waitUntil(a, is: .suspended)
+        await host.supervisor.waitUntil(b, is: .active)
+        try await host.supervisor.foreground(a)
+        await host.supervisor.waitUntil(b, is: .suspended)
+        await host.supervisor.waitUntil(a, is: .active)
+        let active = try await host.supervisor.status(nil).filter { $0.state == .active }
+        #expect(active.map(\.bundleIdentifier) == [a])
+        await host.stop()
+    }
+
+    @Test func backgroundLaunchGoesStraightToBackgroundThenSuspends() async throws {
+        let host = try TestHost()
+        let id = try await host.installProbe("com.test.bglaunch")
+        let pid = try await host.supervisor.launch(id, background: true, arguments: [])
+        await host.supervisor.waitUntil(id, is: .suspended)
+        #expect(kernelState(pid) == "T")
+        let transitions = await host.events(id).filter { $0.kind == .transition }.map { $0.to!.rawValue }
+        #expect(transitions == ["background", "suspended"])
+        #expect(await host.callbacks(id) == ["didFinishLaunching"])
+        await host.stop()
+    }
+
+    @Test func exitsOnSuspendTerminatesInsteadOfSuspending() async throws {
+        let host = try TestHost()
+        let id = try await host.installProbe("com.test.exits", extra: ["UIApplicationExitsOnSuspend": true])
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .notRunning)
+        #expect(!processExists(pid))
+        #expect(await host.callbacks(id).last == "willTerminate")
+        #expect(try await host.supervisor.reports(id).isEmpty)
+        await host.stop()
+    }
+
+    @Test func userTerminateDeliversWillTerminateAndReapsTheProcess() async throws {
+        let host = try TestHost()
+        let id = try await host.installProbe("com.test.term")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+        try await host.supervisor.terminate(id)
+        #expect(try await host.supervisor.status(id).first?.state == .notRunning)
+        #expect(try await host.supervisor.status(id).first?.pid == nil)
+        #expect(!processExists(pid))
+        #expect(await host.callbacks(id).last == "willTerminate")
+        #expect(try await host.supervisor.reports(id).isEmpty, "a requested, clean exit is not a crash")
+        await host.stop()
+    }
+
+    @Test func appThatIgnoresWillTerminateIsKilledAfterGrace() async throws {
+        let host = try TestHost(grace: .milliseconds(300))
+        let id = try await host.installProbe("com.test.stubborn")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "terminate", "block:3600"])
+        try await host.supervisor.terminate(id)
+        #expect(!processExists(pid))
+        let report = try #require(try await host.supervisor.reports(id).last)
+        #expect(report.signalName == "SIGKILL")
+        #expect(report.reason.contains("grace period"))
+        await host.stop()
+    }
+
+    @Test func crashDuringLaunchIsReportedAndLaunchFails() async throws {
+        let host = try TestHost()
+        let id = try await host.installProbe("com.test.crash")
+        await #expect(throws: ControlError.self) {
+            _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "crash"])
+        }
+        #expect(try await host.supervisor.status(id).first?.state == .notRunning)
+        let report = try #require(try await host.supervisor.reports(id).last)
+        #expect(report.signal != nil)
+        #expect(report.reason.contains("during launch"))
+        #expect(report.lastStates.map(\.state).contains(.inactive))
+        // The report is also a JSON file under reports/.
+        let files = try FileManager.default.contentsOfDirectory(atPath: host.dir.path + "/reports")
+        #expect(files.contains("\(report.id).json"))
+        await host.stop()
+    }
+
+    @Test func exitWithCodeIsReported() async throws {
+        let host = try TestHost()
+        let id = try await host.installProbe("com.test.exit3")
+        _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "exit:3"])
+        await host.supervisor.waitUntil(id, is: .notRunning)
+        let report = try #require(try await host.supervisor.reports(id).last)
+        #expect(report.exitStatus == 3)
+        #expect(report.bundleIdentifier == id)
+        await host.stop()
+    }
+
+    @Test(arguments: ["garbage", "oversized"])
+    func misbehavingAppIsKilledAndOthersAreUnaffected(action: String) async throws {
+        let host = try TestHost()
+        let good = try await host.installProbe("com.test.good.\(action)")
+        let bad = try await host.installProbe("com.test.bad.\(action)")
+        let goodPid = try await host.supervisor.launch(good, background: false, arguments: [])
+        let badPid = try await host.supervisor.launch(bad, background: false, arguments: ["--on", "active", action])
+        await host.supervisor.waitUntil(bad, is: .notRunning)
+        #expect(!processExists(badPid))
+        let report = try #require(try await host.supervisor.reports(bad).last)
+        #expect(report.terminationNamespace == "APPHOST")
+        #expect(report.reason.contains("IPC protocol violation"))
+        #expect(report.signalName == "SIGKILL")
+        // The other app still works: foreground it (it went home when bad launched).
+        try await host.supervisor.foreground(good)
+        await host.supervisor.waitUntil(good, is: .active)
+        #expect(processExists(goodPid))
+        #expect(await host.supervisor.pid(of: good) == goodPid)
+        await host.stop()
+    }
+
+    @Test func unknownBundleIdSaysWhatIsInstalled() async throws {
+        let host = try TestHost()
+        try await host.installProbe("com.test.known")
+        do {
+            _ = try await host.supervisor.launch("com.test.nope", background: false, arguments: [])
+            Issue.record("launch of an unknown id succeeded")
+        } catch {
+            #expect(error.code == .unknownBundle)
+            #expect(error.message.contains("com.test.nope"))
+            #expect(error.message.contains("com.test.known"))
+        }
+        await #expect(throws: ControlError.self) { try await host.supervisor.terminate("com.test.nope") }
+        await host.stop()
+    }
+
+    @Test func missingExecutableIsRefusedAtInstall() async throws {
+        let host = try TestHost()
+        let path = try makeProbeBundle(in: host.dir.path, id: "com.test.noexe", executable: "NoSuchApp")
+        do {
+            _ = try await host.supervisor.install(path: path, settings: [:])
+            Issue.record("install succeeded")
+        } catch {
+            #expect(error.code == .invalidManifest)
+            #expect(error.message.contains("NoSuchApp"))
+        }
+        #expect(await host.supervisor.list().isEmpty)
+        await host.stop()
+    }
+
+    @Test func restartedHostListsWhatWasInstalled() async throws {
+        let first = try TestHost()
+        try await first.installProbe("com.test.persist")
+        let pid = try await first.supervisor.launch("com.test.persist", background: false, arguments: [])
+        await first.stop(removing: false)
+        #expect(!processExists(pid), "shutdown leaves nothing running")
+
+        let second = try TestHost(reopening: first.dir)
+        let ids = await second.supervisor.list().map(\.bundleIdentifier)
+        #expect(ids == ["com.test.persist"])
+        // History survived too.
+        let store = try Store(path: first.dir.path + "/apphost.sqlite")
+        let states = try store.recentStates(bundleIdentifier: "com.test.persist", limit: 50).map(\.state)
+        #expect(states.first == .inactive)
+        #expect(states.last == .notRunning)
+        await second.stop()
+    }
+
+    @Test func sampleAppsFromManifestsFolderLaunch() async throws {
+        let host = try TestHost()
+        let plain = try await host.supervisor.install(path: packageRoot + "/manifests/Plain.app", settings: [:])
+        #expect(plain.bundleIdentifier == "com.example.plain")
+        #expect(plain.executablePath.hasSuffix("/PlainApp"))
+        let holder = try await host.supervisor.install(path: packageRoot + "/manifests/TaskHolder.app", settings: [:])
+        _ = try await host.supervisor.launch(plain.bundleIdentifier, background: false, arguments: [])
+        _ = try await host.supervisor.launch(holder.bundleIdentifier, background: false, arguments: ["--hold", "1"])
+        await host.supervisor.waitUntil(plain.bundleIdentifier, is: .suspended)
+        try await host.supervisor.background(holder.bundleIdentifier)
+        _ = await host.waitForEvent(holder.bundleIdentifier) { $0.kind == .backgroundTask && $0.cause.contains("upload") }
+        await host.supervisor.waitUntil(holder.bundleIdentifier, is: .suspended)
+        await host.stop()
+    }
+
+    @Test func shutdownTerminatesSuspendedAppsWithWillTerminate() async throws {
+        let host = try TestHost()
+        let id = try await host.installProbe("com.test.shutdown")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .suspended)
+        await host.supervisor.shutdown()
+        #expect(!processExists(pid))
+        #expect(await host.callbacks(id).last == "willTerminate")
+        await host.stop()
+    }
+}
