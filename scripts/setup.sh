@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the system packages AppHost needs when they are missing (Debian/Ubuntu).
+set -euo pipefail
+need=()
+for pkg in libseccomp-dev libsqlite3-dev pkg-config; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "apphost setup: installing ${need[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+command -v swift >/dev/null || { echo "apphost setup: the Swift toolchain (6.0 or later) must be on PATH" >&2; exit 1; }
