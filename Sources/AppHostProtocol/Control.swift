@@ -1,0 +1,152 @@
+import Foundation
+
+/// The control socket's file name inside the state directory.
+public enum ControlSocket {
+    /// `control.sock`.
+    public static let fileName = "control.sock"
+    /// Version announced by clients; the daemon refuses others.
+    public static let version = 1
+}
+
+/// A request from the CLI to the daemon, one per connection (``events`` may stream).
+public enum ControlRequest: Codable, Sendable, Equatable {
+    /// Liveness check; answered with ``ControlResponse/pong(pid:stateDirectory:)``.
+    case ping(version: Int)
+    /// Install (or update) the bundle at `path`; `settings` expand build-setting references.
+    case install(path: String, settings: [String: String])
+    /// Remove an installed app (terminating it first if it runs).
+    case uninstall(bundleIdentifier: String)
+    /// The installed apps.
+    case list
+    /// Launch an installed app.
+    case launch(bundleIdentifier: String, background: Bool, arguments: [String])
+    /// Make an app the active app; the previously active app goes home.
+    case foreground(bundleIdentifier: String)
+    /// Home button for this app.
+    case background(bundleIdentifier: String)
+    /// Terminate an app, as a swipe in the app switcher.
+    case terminate(bundleIdentifier: String)
+    /// Status of one app or of all installed apps.
+    case status(bundleIdentifier: String?)
+    /// Past events; with `follow`, new ones as they happen until the client hangs up.
+    case events(follow: Bool, bundleIdentifier: String?)
+    /// Termination reports, newest last.
+    case reports(bundleIdentifier: String?)
+    /// Ask the daemon to shut down gracefully.
+    case shutdown
+}
+
+/// The daemon's answer.
+public enum ControlResponse: Codable, Sendable, Equatable {
+    case pong(pid: Int32, stateDirectory: String)
+    case ok(message: String)
+    case installed(InstalledApp)
+    case apps([InstalledApp])
+    case launched(bundleIdentifier: String, pid: Int32)
+    case status([AppStatus])
+    case event(HostEvent)
+    case reports([TerminationReport])
+    /// Sent after the last ``event(_:)`` of a non-following ``ControlRequest/events(follow:bundleIdentifier:)``.
+    case end
+    case error(ControlError)
+}
+
+/// A request the daemon could not carry out, with what to do about it.
+public struct ControlError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+    /// Machine-readable kinds, room to add more.
+    public enum Code: String, Codable, Sendable {
+        case unknownBundle, invalidManifest, notRunning, alreadyRunning, spawnFailed, badRequest, internalError, shuttingDown
+    }
+    public var code: Code
+    public var message: String
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+    public var description: String { message }
+}
+
+/// An installed app as the daemon knows it.
+public struct InstalledApp: Codable, Sendable, Equatable {
+    public var bundleIdentifier: String
+    public var name: String
+    public var bundlePath: String
+    public var executablePath: String
+    public var backgroundModes: [BackgroundMode]
+    public var installedAt: Date
+    public var manifest: Manifest
+
+    public init(bundleIdentifier: String, name: String, bundlePath: String, executablePath: String,
+                backgroundModes: [BackgroundMode], installedAt: Date, manifest: Manifest) {
+        self.bundleIdentifier = bundleIdentifier
+        self.name = name
+        self.bundlePath = bundlePath
+        self.executablePath = executablePath
+        self.backgroundModes = backgroundModes
+        self.installedAt = installedAt
+        self.manifest = manifest
+    }
+}
+
+/// One app's current state (`apphost status --json` prints an array of these).
+public struct AppStatus: Codable, Sendable, Equatable {
+    public var bundleIdentifier: String
+    public var state: AppState
+    public var pid: Int32?
+    public var since: Date
+    /// Background tasks the app holds (by name, `nil` names shown as `#id`).
+    public var backgroundTasks: [String]
+    /// Whether this is the one active (foreground) app.
+    public var isFrontmost: Bool
+
+    public init(bundleIdentifier: String, state: AppState, pid: Int32?, since: Date, backgroundTasks: [String], isFrontmost: Bool) {
+        self.bundleIdentifier = bundleIdentifier
+        self.state = state
+        self.pid = pid
+        self.since = since
+        self.backgroundTasks = backgroundTasks
+        self.isFrontmost = isFrontmost
+    }
+
+    // `pid` is written as null when absent (the JSON contract says "pid (or null)").
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(bundleIdentifier, forKey: .bundleIdentifier)
+        try c.encode(state, forKey: .state)
+        try c.encode(pid, forKey: .pid)
+        try c.encode(since, forKey: .since)
+        try c.encode(backgroundTasks, forKey: .backgroundTasks)
+        try c.encode(isFrontmost, forKey: .isFrontmost)
+    }
+}
+
+/// What happened in the host. Transitions carry `from`, `to` and `cause`.
+public struct HostEvent: Codable, Sendable, Equatable {
+    /// Kinds of events.
+    public enum Kind: String, Codable, Sendable {
+        case hostStarted, hostStopping, hostStopped
+        case installed, uninstalled
+        case spawned, transition, callback, backgroundTask, signal, exited, report, warning
+    }
+    /// Increasing number, unique within one events.jsonl.
+    public var seq: UInt64
+    public var time: Date
+    public var kind: Kind
+    public var bundleIdentifier: String?
+    public var pid: Int32?
+    public var from: AppState?
+    public var to: AppState?
+    public var cause: String
+
+    public init(seq: UInt64, time: Date, kind: Kind, bundleIdentifier: String? = nil, pid: Int32? = nil,
+                from: AppState? = nil, to: AppState? = nil, cause: String) {
+        self.seq = seq
+        self.time = time
+        self.kind = kind
+        self.bundleIdentifier = bundleIdentifier
+        self.pid = pid
+        self.from = from
+        self.to = to
+        self.cause = cause
+    }
+}
