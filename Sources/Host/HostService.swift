@@ -31,10 +31,14 @@ public struct HostService: Service {
     public func run() async throws {
         try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
         let lock: FileLock
+        let dir = configuration.stateDirectory
         do {
             lock = try FileLock.acquire(path: configuration.lockPath)
+        } catch .held(_, let pid) {
+            let who = pid.map { "(pid \($0)) " } ?? ""
+            throw HostStartError(description: "another host \(who)is already running on \(dir); stop it with `apphost shutdown --state-dir \(dir)` or use another --state-dir")
         } catch {
-            throw HostStartError(description: "another host is already running on \(configuration.stateDirectory) (\(error)); stop it with `apphost shutdown --state-dir \(configuration.stateDirectory)` or use another --state-dir")
+            throw HostStartError(description: "cannot lock the state directory: \(error)")
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {

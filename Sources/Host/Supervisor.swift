@@ -190,7 +190,9 @@ public actor Supervisor {
         do { try store.deleteApp(id) } catch { throw ControlError(.internalError, "\(error)") }
         apps.removeValue(forKey: id)
         runtimes.removeValue(forKey: id)
-        events.append(.uninstalled, app: id, cause: "uninstalled", time: now())
+        // As on iOS, the app's data goes with it. Reports and history stay.
+        try? FileManager.default.removeItem(atPath: configuration.containersDirectory + "/" + id)
+        events.append(.uninstalled, app: id, cause: "uninstalled (container removed)", time: now())
     }
 
     /// Installed apps.
