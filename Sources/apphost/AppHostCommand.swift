@@ -53,6 +53,15 @@ struct StateOptions: ParsableArguments {
     }
 
     var client: ControlClient { ControlClient(stateDirectory: resolved) }
+
+    /// Sends a request answered with `.ok(message)` and prints the message.
+    func perform(_ request: ControlRequest) throws {
+        try reportingErrors {
+            let r = try client.request(request).checked()
+            guard case .ok(let message) = r else { throw unexpected(r) }
+            print(message)
+        }
+    }
 }
 
 /// `--setting KEY=VALUE` for build-setting references in manifests.
@@ -250,13 +259,7 @@ extension AppHostCommand {
         static let configuration = CommandConfiguration(abstract: "Ask the daemon to terminate every app and exit.")
         @OptionGroup var state: StateOptions
 
-        func run() throws {
-            try reportingErrors {
-                let r = try state.client.request(.shutdown).checked()
-                guard case .ok(let message) = r else { throw unexpected(r) }
-                print(message)
-            }
-        }
+        func run() throws { try state.perform(.shutdown) }
     }
 }
 

@@ -30,13 +30,7 @@ extension AppHostCommand {
         @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
         @OptionGroup var state: StateOptions
 
-        func run() throws {
-            try reportingErrors {
-                let r = try state.client.request(.uninstall(bundleIdentifier: bundleIdentifier)).checked()
-                guard case .ok(let m) = r else { throw unexpected(r) }
-                print(m)
-            }
-        }
+        func run() throws { try state.perform(.uninstall(bundleIdentifier: bundleIdentifier)) }
     }
 
     struct List: ParsableCommand {
@@ -80,39 +74,21 @@ extension AppHostCommand {
         static let configuration = CommandConfiguration(abstract: "Make an app the active app; the previously active app goes home.")
         @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
         @OptionGroup var state: StateOptions
-        func run() throws {
-            try reportingErrors {
-                let r = try state.client.request(.foreground(bundleIdentifier: bundleIdentifier)).checked()
-                guard case .ok(let m) = r else { throw unexpected(r) }
-                print(m)
-            }
-        }
+        func run() throws { try state.perform(.foreground(bundleIdentifier: bundleIdentifier)) }
     }
 
     struct Background: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Press the home button for an app: willResignActive, didEnterBackground, then suspension once it has no assertion.")
         @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
         @OptionGroup var state: StateOptions
-        func run() throws {
-            try reportingErrors {
-                let r = try state.client.request(.background(bundleIdentifier: bundleIdentifier)).checked()
-                guard case .ok(let m) = r else { throw unexpected(r) }
-                print(m)
-            }
-        }
+        func run() throws { try state.perform(.background(bundleIdentifier: bundleIdentifier)) }
     }
 
     struct Terminate: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Terminate an app, as a swipe in the app switcher (a suspended app is killed without a callback).")
         @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
         @OptionGroup var state: StateOptions
-        func run() throws {
-            try reportingErrors {
-                let r = try state.client.request(.terminate(bundleIdentifier: bundleIdentifier)).checked()
-                guard case .ok(let m) = r else { throw unexpected(r) }
-                print(m)
-            }
-        }
+        func run() throws { try state.perform(.terminate(bundleIdentifier: bundleIdentifier)) }
     }
 
     struct Status: ParsableCommand {
