@@ -51,7 +51,9 @@ struct DemoScript {
     let plain = "com.example.plain"
     let holder = "com.example.taskholder"
 
-    func say(_ text: String) { line("\n\u{1B}[1m== \(text)\u{1B}[0m") }
+    func say(_ text: String) {
+        line(isatty(1) == 1 ? "\n\u{1B}[1m== \(text)\u{1B}[0m" : "\n== \(text)")
+    }
 
     /// Prints and flushes (the demo is often piped).
     func line(_ text: String) {

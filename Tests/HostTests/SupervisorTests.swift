@@ -225,6 +225,31 @@ struct SupervisorTests {
         await host.stop()
     }
 
+    @Test func executableRemovedAfterInstallFailsLaunchWithReport() async throws {
+        let host = try TestHost()
+        let path = try makeProbeBundle(in: host.dir.path, id: "com.test.gone", executable: "GoneApp")
+        try FileManager.default.copyItem(atPath: productsDirectory + "/ProbeApp", toPath: path + "/GoneApp")
+        let app = try await host.supervisor.install(path: path, settings: [:])
+        #expect(app.executablePath == path + "/GoneApp", "the bundle's own executable comes first")
+        try FileManager.default.removeItem(atPath: path + "/GoneApp")
+        do {
+            _ = try await host.supervisor.launch(app.bundleIdentifier, background: false, arguments: [])
+            Issue.record("launch succeeded without an executable")
+        } catch {
+            #expect(error.code == .spawnFailed)
+            #expect(error.message.contains("execve"))
+            #expect(error.message.contains("ENOENT"))
+        }
+        #expect(try await host.supervisor.status(app.bundleIdentifier).first?.state == .notRunning)
+        let report = try #require(try await host.supervisor.reports(app.bundleIdentifier).last)
+        #expect(report.exceptionType == "SPAWN_FAILED")
+        // The host is fine: another app still launches.
+        let other = try await host.installProbe("com.test.after")
+        _ = try await host.supervisor.launch(other, background: false, arguments: [])
+        await host.supervisor.waitUntil(other, is: .active)
+        await host.stop()
+    }
+
     @Test func restartedHostListsWhatWasInstalled() async throws {
         let first = try TestHost()
         try await first.installProbe("com.test.persist")
