@@ -18,8 +18,8 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     case uninstall(bundleIdentifier: String)
     /// The installed apps.
     case list
-    /// Launch an installed app.
-    case launch(bundleIdentifier: String, background: Bool, arguments: [String])
+    /// Launch an installed app; with `terminateRunning` a running one is terminated first.
+    case launch(bundleIdentifier: String, background: Bool, arguments: [String], terminateRunning: Bool = false)
     /// Make an app the active app; the previously active app goes home.
     case foreground(bundleIdentifier: String)
     /// Home button for this app.
@@ -42,7 +42,8 @@ public enum ControlResponse: Codable, Sendable, Equatable {
     case ok(message: String)
     case installed(InstalledApp)
     case apps([InstalledApp])
-    case launched(bundleIdentifier: String, pid: Int32)
+    /// `wasRunning`: the app was already running, so it kept its process (and arguments).
+    case launched(bundleIdentifier: String, pid: Int32, wasRunning: Bool)
     case status([AppStatus])
     case event(HostEvent)
     case reports([TerminationReport])

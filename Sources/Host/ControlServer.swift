@@ -97,6 +97,10 @@ public struct ControlServer: Sendable {
 
     private func streamEvents(follow: Bool, app: String?, channel: any Channel,
                               outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+        if let app, !(await supervisor.isKnown(app)) {
+            try await write(.error(ControlError(.unknownBundle, "unknown bundle id \"\(app)\" (no such app installed, and no events recorded for it)")), to: outbound)
+            return
+        }
         let (past, live, id) = await supervisor.subscribe(bundleIdentifier: app)
         defer { Task { await supervisor.unsubscribe(id) } }
         for event in past {
@@ -138,9 +142,12 @@ public struct ControlServer: Sendable {
                 return .ok(message: "uninstalled \(id)")
             case .list:
                 return .apps(await supervisor.list())
-            case .launch(let id, let background, let arguments):
-                let pid = try await supervisor.launch(id, background: background, arguments: arguments)
-                return .launched(bundleIdentifier: id, pid: pid)
+            case .launch(let id, let background, let arguments, let terminateRunning):
+                let runningPID = await supervisor.pid(of: id)
+                let wasRunning = !terminateRunning && runningPID != nil
+                let pid = try await supervisor.launch(id, background: background, arguments: arguments,
+                                                      terminateRunning: terminateRunning)
+                return .launched(bundleIdentifier: id, pid: pid, wasRunning: wasRunning)
             case .foreground(let id):
                 try await supervisor.foreground(id)
                 return .ok(message: "\(id) is coming to the foreground")
@@ -155,8 +162,11 @@ public struct ControlServer: Sendable {
             case .reports(let id):
                 return .reports(try await supervisor.reports(id))
             case .shutdown:
+                // Answer once the daemon has terminated its apps and released the
+                // state directory, so a new daemon can start right after (systemctl stop).
                 await supervisor.requestShutdown()
-                return .ok(message: "shutting down")
+                await supervisor.waitUntilStopped()
+                return .ok(message: "stopped the host on \(supervisor.configuration.stateDirectory)")
             case .events:
                 return .error(ControlError(.badRequest, "events are streamed"))
             }

@@ -66,6 +66,10 @@ public struct HostService: Service {
                 await supervisor.shutdown()
                 server.close()
                 await supervisor.finish()
+                // Release the state directory before answering a waiting `apphost shutdown`.
+                unlink(configuration.controlSocketPath)
+                lock.release()
+                await supervisor.markStopped()
                 try await tasks.waitForAll()
             }
         } catch {

@@ -253,13 +253,13 @@ public struct Lifecycle: Sendable, Equatable {
             break
         case (_, .exited(let description, let clean)):
             fx.append(.cancelGraceTimer)
+            var report: TerminationRecord?
             if let record = pendingRecord {
-                fx.append(.report(record))
+                report = record
             } else if terminating == nil || !(clean || killSent) {
                 // Exited or crashed on its own (or crashed while terminating).
                 let what = launched ? "" : " during launch"
-                fx.append(.report(TerminationRecord(namespace: nil, code: nil,
-                                                    reason: "\(description)\(what)")))
+                report = TerminationRecord(namespace: nil, code: nil, reason: "\(description)\(what)")
             }
             let cause: String
             switch terminating {
@@ -270,6 +270,8 @@ public struct Lifecycle: Sendable, Equatable {
             case nil: cause = description
             }
             fx += move(to: .notRunning, cause: pendingRecord.map { "killed: \($0.reason)" } ?? cause)
+            // After the transition, so the report's history ends with notRunning.
+            if let report { fx.append(.report(report)) }
             reset()
 
         case (_, .callbackReturned):

@@ -60,6 +60,8 @@ public actor Supervisor {
         var since: Date
         var graceTask: Task<Void, Never>?
         var exitStatus: ExitStatus?
+        /// This run's transitions, oldest first (for termination reports).
+        var history: [StateRecord] = []
         var launchWaiters: [CheckedContinuation<Int32, any Error>] = []
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
     }
@@ -79,6 +81,8 @@ public actor Supervisor {
     private var shuttingDown = false
     private var shutdownRequests: [CheckedContinuation<Void, Never>] = []
     private var shutdownRequested = false
+    private var stopped = false
+    private var stoppedWaiters: [CheckedContinuation<Void, Never>] = []
     private var stateWaiters: [String: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
 
     private let inputs: AsyncStream<Input>
@@ -126,6 +130,19 @@ public actor Supervisor {
     public func waitForShutdownRequest() async {
         if shutdownRequested { return }
         await withCheckedContinuation { shutdownRequests.append($0) }
+    }
+
+    /// Suspends until the host has stopped: apps terminated, state directory released.
+    public func waitUntilStopped() async {
+        if stopped { return }
+        await withCheckedContinuation { stoppedWaiters.append($0) }
+    }
+
+    /// Called by the service once the state directory is released.
+    public func markStopped() {
+        stopped = true
+        for c in stoppedWaiters { c.resume() }
+        stoppedWaiters.removeAll()
     }
 
     /// Asks the host to shut down (control `shutdown`).
@@ -202,9 +219,17 @@ public actor Supervisor {
 
     /// Launches an app and returns its pid once `didFinishLaunching` has returned.
     /// Launching a running app brings it to the foreground (unless `background`).
-    public func launch(_ id: String, background: Bool, arguments: [String]) async throws(ControlError) -> Int32 {
+    /// With `terminateRunning`, a running app is terminated first (simctl's
+    /// `--terminate-running-process`); otherwise it is brought to the foreground
+    /// (unless `background`) and keeps its process and arguments.
+    public func launch(_ id: String, background: Bool, arguments: [String],
+                       terminateRunning: Bool = false) async throws(ControlError) -> Int32 {
         let row = try installed(id)
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
+        if terminateRunning, runtimes[id]?.machine.isRunning == true {
+            feed(id, .terminate(.user))
+            await waitForExit(id)
+        }
         if let rt = runtimes[id], rt.machine.isRunning {
             if !background { try foreground(id) }
             guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
@@ -286,6 +311,11 @@ public actor Supervisor {
         let current = runtimes[id]?.machine.state ?? .notRunning
         if current == state { return }
         await withCheckedContinuation { stateWaiters[id, default: []].append((state, $0)) }
+    }
+
+    /// Whether `id` is installed or has left events or reports behind.
+    public func isKnown(_ id: String) -> Bool {
+        apps[id] != nil || lastStateChange[id] != nil || !((try? store.reports(bundleIdentifier: id)) ?? []).isEmpty
     }
 
     /// The pid of a running app.
@@ -441,7 +471,7 @@ public actor Supervisor {
             if let pid = rt.pid, rt.machine.isRunning {
                 finishLaunchWaiters(id, .success(pid))
             } else {
-                let reason = rt.exitStatus.map { "it \($0.description) during launch" } ?? "it did not start"
+                let reason = rt.exitStatus.map { "it ended during launch (\($0.description))" } ?? "it did not start"
                 finishLaunchWaiters(id, .failure(ControlError(.spawnFailed, "\(id) could not be launched: \(reason); see `apphost reports \(id)`")))
             }
         }
@@ -486,6 +516,7 @@ public actor Supervisor {
             let time = now()
             lastStateChange[id] = time
             runtimes[id]?.since = time
+            runtimes[id]?.history.append(StateRecord(state: to, time: time, cause: cause))
             let pid = runtimes[id]?.pid
             do {
                 try store.recordTransition(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time)
@@ -550,7 +581,7 @@ public actor Supervisor {
             exceptionType = "SPAWN_FAILED"
         }
         let reportID = "\(id)-\(Int(time.timeIntervalSince1970 * 1000))-\(rt.pid ?? 0)"
-        let history = (try? store.recentStates(bundleIdentifier: id)) ?? []
+        let history = Array(rt.history.suffix(16))
         let report = TerminationReport(
             id: reportID, bundleIdentifier: id, pid: rt.pid ?? 0, time: time, exceptionType: exceptionType,
             exitStatus: exitCode, signal: signal, signalName: signal.map(signalName),

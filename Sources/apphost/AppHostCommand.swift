@@ -153,7 +153,11 @@ func reportingErrors(_ body: () throws -> Void) throws {
         throw ExitCode(error.exitCode)
     } catch let error as ControlError {
         FileHandle.standardError.write(Data("apphost: \(error.message)\n".utf8))
-        throw ExitCode(error.code == .unknownBundle ? 2 : 1)
+        switch error.code {
+        case .unknownBundle: throw ExitCode(2)
+        case .invalidManifest: throw ExitCode(65)  // EX_DATAERR, as `manifest show` and `run`
+        default: throw ExitCode(1)
+        }
     }
 }
 
@@ -233,6 +237,9 @@ extension AppHostCommand {
             let settings = self.settings.dictionary
             let background = self.background
             let service = HostService(configuration: config, logger: logger) { supervisor in
+                // Announced only once the state directory is ours and the socket accepts.
+                print("apphost: host on \(dir); Ctrl-C to stop. Other terminals: apphost status --state-dir \(dir)")
+                fflush(nil)
                 let (_, live, _) = await supervisor.subscribe(bundleIdentifier: nil)
                 let printer = Task {
                     for await event in live {
@@ -250,7 +257,6 @@ extension AppHostCommand {
                 }
                 await printer.value
             }
-            print("apphost: host on \(dir); Ctrl-C to stop. Other terminals: apphost status --state-dir \(dir)")
             try await runHost(service, logger: logger)
         }
     }

@@ -57,14 +57,21 @@ extension AppHostCommand {
         @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
         @Flag(name: .long, help: "Launch into the background (notRunning → background) instead of the foreground.")
         var background = false
+        @Flag(name: .long, help: "Terminate the app first if it is running (otherwise a running app is only brought to the foreground and keeps its arguments).")
+        var terminateRunningProcess = false
         @Argument(parsing: .postTerminator, help: ArgumentHelp("Arguments for the app.", valueName: "args"))
         var arguments: [String] = []
         @OptionGroup var state: StateOptions
 
         func run() throws {
             try reportingErrors {
-                let r = try state.client.request(.launch(bundleIdentifier: bundleIdentifier, background: background, arguments: arguments)).checked()
-                guard case .launched(let id, let pid) = r else { throw unexpected(r) }
+                let r = try state.client.request(.launch(bundleIdentifier: bundleIdentifier, background: background,
+                                                         arguments: arguments, terminateRunning: terminateRunningProcess)).checked()
+                guard case .launched(let id, let pid, let wasRunning) = r else { throw unexpected(r) }
+                if wasRunning {
+                    let note = arguments.isEmpty ? "" : "; arguments ignored (use --terminate-running-process to relaunch with them)"
+                    FileHandle.standardError.write(Data("apphost: \(id) was already running\(note)\n".utf8))
+                }
                 print("\(id): \(pid)")
             }
         }

@@ -167,11 +167,16 @@ struct SupervisorTests {
     @Test func exitWithCodeIsReported() async throws {
         let host = try TestHost()
         let id = try await host.installProbe("com.test.exit3")
-        _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "exit:3"])
+        // An earlier, clean run: its states must not leak into the report.
+        _ = try await host.supervisor.launch(id, background: false, arguments: [])
+        try await host.supervisor.terminate(id)
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "exit:3"])
         await host.supervisor.waitUntil(id, is: .notRunning)
         let report = try #require(try await host.supervisor.reports(id).last)
         #expect(report.exitStatus == 3)
         #expect(report.bundleIdentifier == id)
+        #expect(report.pid == pid)
+        #expect(report.lastStates.map(\.state) == [.inactive, .active, .notRunning], "this run only, ending with notRunning")
         await host.stop()
     }
 

@@ -1,0 +1,350 @@
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Helpers for driving the `apphost` binary as a user does: real processes, real
+// pipes, real signals. Nothing here sleeps: waits are on pipe lines (read by
+// dedicated threads) and on process exits (Process.terminationHandler), bridged
+// to async code with continuations.
+
+/// The CLI under test, built beside the test bundle.
+let apphostPath = productsDirectory + "/apphost"
+
+/// Whether the CLI and the probe app are built (both are needed by `CLITests`).
+let cliBuilt = FileManager.default.isExecutableFile(atPath: apphostPath) && probeBuilt
+
+/// Serialises `Process.run()` of every `CLIProcess`. Foundation's `Process` on Linux
+/// closes the descriptors it saw open when it spawns, and creates a socketpair of
+/// its own without CLOEXEC: two concurrent spawns could hand one child's pipe or
+/// exit-notification socket to the other child (a daemon, say), and then the first
+/// child's EOF or exit would not be seen until that daemon exits.
+private let spawnLock = NSLock()
+
+/// How a process ended.
+struct CLIExit: Sendable, Equatable, CustomStringConvertible {
+    var status: Int32
+    /// True when `status` is the number of the signal that killed it.
+    var signaled: Bool
+    var description: String { signaled ? "killed by signal \(status)" : "exit status \(status)" }
+    static func exited(_ status: Int32) -> CLIExit { CLIExit(status: status, signaled: false) }
+}
+
+/// The shared, locked state of one `CLIProcess` (what its reader threads and its
+/// termination handler fill in, and who waits for what).
+private final class CLIProcessState: Sendable {
+    struct LineWaiter {
+        var from: Int
+        var predicate: @Sendable (String) -> Bool
+        var continuation: CheckedContinuation<(index: Int, line: String)?, Never>
+    }
+
+    struct State {
+        var lines: [String] = []
+        var partial: [UInt8] = []
+        var stdout: [UInt8] = []
+        var stderr: [UInt8] = []
+        var stdoutEOF = false
+        var stderrEOF = false
+        var exit: CLIExit?
+        var lineWaiters: [UInt64: LineWaiter] = [:]
+        var doneWaiters: [CheckedContinuation<CLIExit, Never>] = []
+        var nextWaiter: UInt64 = 0
+        var cancelledWaiters: Set<UInt64> = []
+
+        var done: Bool { stdoutEOF && stderrEOF && exit != nil }
+
+        /// Removes and returns the resumptions due now (run them outside the lock).
+        mutating func due() -> [() -> Void] {
+            var out: [() -> Void] = []
+            for (id, waiter) in lineWaiters {
+                if let hit = firstLine(from: waiter.from, waiter.predicate) {
+                    lineWaiters[id] = nil
+                    out.append { waiter.continuation.resume(returning: hit) }
+                } else if stdoutEOF {
+                    lineWaiters[id] = nil
+                    out.append { waiter.continuation.resume(returning: nil) }
+                }
+            }
+            if done, let exit {
+                let waiters = doneWaiters
+                doneWaiters = []
+                out += waiters.map { c in { c.resume(returning: exit) } }
+            }
+            return out
+        }
+
+        func firstLine(from: Int, _ predicate: (String) -> Bool) -> (index: Int, line: String)? {
+            guard from < lines.count else { return nil }
+            for i in from..<lines.count where predicate(lines[i]) { return (i, lines[i]) }
+            return nil
+        }
+    }
+
+    let state = Mutex(State())
+
+    func update(_ body: (inout State) -> Void) {
+        let resumptions = state.withLock { s -> [() -> Void] in
+            body(&s)
+            return s.due()
+        }
+        for r in resumptions { r() }
+    }
+
+    func received(_ bytes: ArraySlice<UInt8>, stdout: Bool) {
+        update { s in
+            guard stdout else { s.stderr += bytes; return }
+            s.stdout += bytes
+            s.partial += bytes
+            while let newline = s.partial.firstIndex(of: 0x0a) {
+                s.lines.append(String(decoding: s.partial[..<newline], as: UTF8.self))
+                s.partial.removeSubrange(...newline)
+            }
+        }
+    }
+
+    func endOfFile(stdout: Bool) {
+        update { s in
+            if stdout {
+                if !s.partial.isEmpty {
+                    s.lines.append(String(decoding: s.partial, as: UTF8.self))
+                    s.partial = []
+                }
+                s.stdoutEOF = true
+            } else {
+                s.stderrEOF = true
+            }
+        }
+    }
+}
+
+/// One run of the `apphost` binary with its stdout and stderr read as they come.
+/// Stdout is split into lines that tests can wait for; the exit is awaited
+/// without blocking Swift's cooperative pool.
+final class CLIProcess: Sendable {
+    let arguments: [String]
+    let pid: Int32
+    private let process: Process
+    private let shared: CLIProcessState
+
+    /// Starts `apphost arguments...` (stdin is /dev/null; `APPHOST_STATE_DIR`,
+    /// `XDG_STATE_HOME` and `APPHOST_PRODUCTS_DIR` are removed from its environment
+    /// so that only the command line decides, unless `environment` sets them).
+    init(_ arguments: [String], environment overrides: [String: String] = [:]) throws {
+        self.arguments = arguments
+        let shared = CLIProcessState()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: apphostPath)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["APPHOST_STATE_DIR"] = nil
+        environment["XDG_STATE_HOME"] = nil
+        environment["APPHOST_PRODUCTS_DIR"] = nil
+        environment.merge(overrides) { $1 }
+        process.environment = environment
+        process.standardInput = FileHandle.nullDevice
+        process.terminationHandler = { p in
+            let exit = CLIExit(status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal)
+            shared.update { $0.exit = exit }
+        }
+        spawnLock.lock()
+        defer { spawnLock.unlock() }
+        let out = Pipe()
+        let err = Pipe()
+        for handle in [out.fileHandleForReading, out.fileHandleForWriting, err.fileHandleForReading, err.fileHandleForWriting] {
+            _ = fcntl(handle.fileDescriptor, F_SETFD, FD_CLOEXEC)
+        }
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        self.process = process
+        self.shared = shared
+        self.pid = process.processIdentifier
+        Self.pump(out.fileHandleForReading, stdout: true, into: shared)
+        Self.pump(err.fileHandleForReading, stdout: false, into: shared)
+    }
+
+    /// Reads a pipe to its end on a thread of its own (blocking reads stay off
+    /// the cooperative pool).
+    private static func pump(_ handle: FileHandle, stdout: Bool, into shared: CLIProcessState) {
+        let thread = Thread {
+            let fd = handle.fileDescriptor
+            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                shared.received(buffer[0..<n], stdout: stdout)
+            }
+            shared.endOfFile(stdout: stdout)
+            try? handle.close()
+        }
+        thread.name = "cli-pipe-\(stdout ? "out" : "err")"
+        thread.start()
+    }
+
+    /// Stdout so far.
+    var stdout: String { shared.state.withLock { String(decoding: $0.stdout, as: UTF8.self) } }
+    /// Stderr so far.
+    var stderr: String { shared.state.withLock { String(decoding: $0.stderr, as: UTF8.self) } }
+    /// Complete stdout lines so far.
+    var lines: [String] { shared.state.withLock { $0.lines } }
+    /// How it ended, if it has (and its pipes are drained).
+    var exit: CLIExit? { shared.state.withLock { $0.done ? $0.exit : nil } }
+
+    /// The first stdout line at index `from` or later that matches, waiting for it
+    /// if needed; nil if stdout ends (or the task is cancelled) first.
+    func line(from: Int = 0, where predicate: @escaping @Sendable (String) -> Bool) async -> (index: Int, line: String)? {
+        let id = shared.state.withLock { s -> UInt64 in s.nextWaiter += 1; return s.nextWaiter }
+        let shared = self.shared
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<(index: Int, line: String)?, Never>) in
+                shared.update { s in
+                    if Task.isCancelled || s.cancelledWaiters.contains(id) {
+                        c.resume(returning: nil)
+                    } else {
+                        s.lineWaiters[id] = .init(from: from, predicate: predicate, continuation: c)
+                    }
+                }
+            }
+        } onCancel: {
+            let waiter = shared.state.withLock { s in
+                s.cancelledWaiters.insert(id)
+                return s.lineWaiters.removeValue(forKey: id)
+            }
+            waiter?.continuation.resume(returning: nil)
+        }
+    }
+
+    /// The first stdout line containing `text` (from index `from` on).
+    func line(containing text: String, from: Int = 0) async -> (index: Int, line: String)? {
+        await line(from: from) { $0.contains(text) }
+    }
+
+    /// Waits until the process has exited and both pipes reached end of file.
+    /// Not cancellable on purpose: cleanup must reap.
+    @discardableResult
+    func waitForExit() async -> CLIExit {
+        await withCheckedContinuation { (c: CheckedContinuation<CLIExit, Never>) in
+            shared.update { $0.doneWaiters.append(c) }
+        }
+    }
+
+    /// Sends `signal` unless the process has already been reaped (its pid may be reused).
+    func send(_ signal: Int32) {
+        shared.state.withLock { s in
+            if s.exit == nil { _ = kill(pid, signal) }
+        }
+    }
+
+    /// SIGTERM (SIGKILL if the test was cancelled, e.g. by its time limit), then waits.
+    @discardableResult
+    func stop() async -> CLIExit {
+        send(Task.isCancelled ? SIGKILL : SIGTERM)
+        return await waitForExit()
+    }
+}
+
+/// Runs `apphost args...` to completion: exit status, stdout, stderr. A process
+/// killed by a signal reports 128 + the signal number, as a shell would.
+func apphost(_ args: [String], environment: [String: String] = [:]) async -> (status: Int32, stdout: String, stderr: String) {
+    let process: CLIProcess
+    do {
+        process = try CLIProcess(args, environment: environment)
+    } catch {
+        Issue.record("could not start \(apphostPath): \(error)")
+        return (-1, "", "")
+    }
+    let exit = await process.waitForExit()
+    return (exit.signaled ? 128 + exit.status : exit.status, process.stdout, process.stderr)
+}
+
+/// A test's state directory plus every process the test started through it;
+/// `close()` reaps them all and removes the directory.
+final class CLISession: Sendable {
+    let dir: TempDir
+    var stateDir: String { dir.path }
+    private let processes = Mutex<[CLIProcess]>([])
+
+    init(_ label: String) throws {
+        dir = try TempDir(label)
+    }
+
+    /// `args` with `--state-dir DIR` after the verb (before any `--`).
+    func withStateDir(_ args: [String]) -> [String] {
+        guard let verb = args.first else { return ["--state-dir", stateDir] }
+        return [verb, "--state-dir", stateDir] + args.dropFirst()
+    }
+
+    /// Starts `apphost args...` (with this session's state dir) and tracks it.
+    func start(_ args: [String]) throws -> CLIProcess {
+        let p = try CLIProcess(withStateDir(args))
+        processes.withLock { $0.append(p) }
+        return p
+    }
+
+    /// Runs `apphost args...` with this session's state dir to completion.
+    func run(_ args: String...) async -> (status: Int32, stdout: String, stderr: String) {
+        await apphost(withStateDir(args))
+    }
+
+    /// Starts `apphost daemon` on this state dir and waits for its ready line.
+    func startDaemon(_ extra: [String] = []) async throws -> CLIProcess {
+        let daemon = try start(["daemon"] + extra)
+        guard let ready = await daemon.line(where: { $0.hasPrefix("apphost: daemon ready on") }) else {
+            let exit = await daemon.waitForExit()
+            throw CLITestFailure("the daemon never said it was ready (\(exit)); stderr:\n\(daemon.stderr)")
+        }
+        #expect(ready.line.contains(stateDir + "/control.sock"), "ready line: \(ready.line)")
+        return daemon
+    }
+
+    /// Stops every process still running (in start order: daemons first, so
+    /// followers see their streams end), waits for all of them, removes the dir.
+    func close() async {
+        let all = processes.withLock { $0 }
+        for p in all { await p.stop() }
+        dir.remove()
+    }
+}
+
+/// Runs `body` with a fresh session, always reaping its processes and removing
+/// its directory.
+func withCLISession(_ label: String, _ body: (CLISession) async throws -> Void) async throws {
+    let session = try CLISession(label)
+    do {
+        try await body(session)
+    } catch {
+        await session.close()
+        throw error
+    }
+    await session.close()
+}
+
+/// A failure with a readable message.
+struct CLITestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Parses JSON text (an array or object) for assertions.
+func parseJSON(_ text: String) throws -> Any {
+    try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
+}
+
+/// The pid in `launch`'s `id: pid` line.
+func launchedPID(_ stdout: String, id: String) -> Int32? {
+    let line = stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    guard line.hasPrefix(id + ": ") else { return nil }
+    return Int32(line.dropFirst(id.count + 2))
+}
+
+/// The pid in an event line, `…  com.example.app[1234]  …`.
+func eventPID(_ line: String, id: String) -> Int32? {
+    guard let start = line.range(of: id + "[") else { return nil }
+    let digits = line[start.upperBound...].prefix { $0.isNumber }
+    return Int32(digits)
+}
