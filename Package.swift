@@ -75,6 +75,8 @@ let package = Package(
             dependencies: [
                 "Host", "AppHostSystem", "AppHostProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/apphost-bench"
         ),

@@ -1,0 +1,191 @@
+import ArgumentParser
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `apphost-bench` (see BENCHMARKS.md): measured figures, each with a baseline from the same run and the ratio.
+@main
+struct AppHostBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apphost-bench",
+        abstract: "Benchmarks of AppHost, each against a baseline measured in the same run.",
+        discussion: """
+            launch: host launch vs a bare posix_spawn of the same binary. \
+            suspend: home button → state T and foreground → active, vs raw SIGSTOP/SIGCONT + waitid. \
+            idle: an `apphost daemon` with N suspended apps vs the same daemon with none. \
+            all: the three in one run (the default). Build with -c release for representative figures.
+            """,
+        subcommands: [All.self, LaunchCommand.self, SuspendCommand.self, IdleCommand.self, RawSignalsCommand.self],
+        defaultSubcommand: All.self)
+}
+
+struct CommonOptions: ParsableArguments {
+    @Option(help: "Measured iterations of launch and suspend/resume.")
+    var iterations = 50
+
+    @Option(help: "Iterations run first and discarded.")
+    var warmup = 3
+
+    @Option(help: "Sample app binary in the products folder.")
+    var app = "PlainApp"
+
+    @Flag(help: "Print JSON instead of tables.")
+    var json = false
+
+    func validate() throws {
+        guard iterations > 0 else { throw ValidationError("--iterations must be positive") }
+        guard warmup >= 0 else { throw ValidationError("--warmup must not be negative") }
+    }
+}
+
+struct IdleOptions: ParsableArguments {
+    @Option(help: "Apps launched and suspended for the idle benchmark.")
+    var apps = 200
+
+    @Option(help: "Seconds of each idle window (with no app, then with all apps suspended).")
+    var idleSeconds = 10.0
+
+    func validate() throws {
+        guard apps > 0 else { throw ValidationError("--apps must be positive") }
+        guard idleSeconds >= 2 else { throw ValidationError("--idle-seconds must be at least 2") }
+    }
+}
+
+/// The machine the figures come from.
+struct Machine: Codable, Sendable {
+    var cpus: Int
+    var kernel: String
+    var cpuModel: String
+    var memoryMiB: Int
+
+    static func current() -> Machine {
+        var u = utsname()
+        uname(&u)
+        let release = withUnsafeBytes(of: &u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let cpuinfo = readProcText("/proc/cpuinfo") ?? ""
+        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+            .map { $0.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "?" } ?? "?"
+        let mem = (readProcText("/proc/meminfo") ?? "").split(separator: "\n").first { $0.hasPrefix("MemTotal") }
+            .flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        return Machine(cpus: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), kernel: release, cpuModel: model, memoryMiB: mem / 1024)
+    }
+}
+
+/// Everything one run measured.
+struct Report: Codable, Sendable {
+    var machine = Machine.current()
+    var build = buildConfiguration
+    var command = CommandLine.arguments.joined(separator: " ")
+    var sections: [Section] = []
+    var idle: IdleReport?
+
+    func emit(json: Bool) throws {
+        if json {
+            let e = JSONEncoder()
+            e.outputFormatting = [.prettyPrinted, .sortedKeys]
+            e.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+            print(String(decoding: try e.encode(self), as: UTF8.self))
+            return
+        }
+        print("apphost-bench (\(build) build): \(machine.cpus) CPUs (\(machine.cpuModel)), \(machine.memoryMiB) MiB, kernel \(machine.kernel)")
+        for s in sections { printTable(title: s.title, rows: s.rows, notes: s.notes) }
+        if let idle { printIdle(idle) }
+    }
+}
+
+func printIdle(_ r: IdleReport) {
+    func mib(_ kib: Int) -> String { String(format: "%.1f MiB", Double(kib) / 1024) }
+    func window(_ w: IdleWindow) -> String {
+        String(format: "RSS %@, CPU %.0f ms, wake-ups %llu (after the first second: %llu, %.2f/s), %d threads",
+               mib(w.rssKiB), w.cpuMilliseconds, w.wakeups, w.wakeupsAfterFirstSecond,
+               Double(w.wakeupsAfterFirstSecond) / Swift.max(0.001, w.seconds - 1), w.threads)
+    }
+    print("")
+    print("Idle (apphost daemon, separate process; \(r.loaded.apps) × \(r.executable) launched and sent home; \(String(format: "%.1f", r.loaded.seconds)) s windows)")
+    print("  baseline, same daemon, no app:     " + window(r.baseline))
+    print("  \(r.loaded.apps) apps suspended:              " + window(r.loaded))
+    print("  RSS ratio \(formatRatio(r.rssRatio)) of the no-app baseline; +\(mib(r.loaded.rssKiB - r.baseline.rssKiB)) for \(r.loaded.apps) apps"
+          + String(format: " (%.1f KiB per app)", Double(r.loaded.rssKiB - r.baseline.rssKiB) / Double(r.loaded.apps)))
+    print("  target RSS ≤ 64 MiB: \(r.rssTargetMet ? "met" : "NOT met") (\(mib(r.loaded.rssKiB)))")
+    print("  target no periodic wake-ups: \(r.wakeupTargetMet ? "met" : "NOT met") (\(r.loaded.wakeupsAfterFirstSecond) context switches after the first second)")
+    if !r.loaded.threadsThatWoke.isEmpty {
+        print("  threads that woke with apps: " + r.loaded.threadsThatWoke.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+    }
+    if !r.baseline.threadsThatWoke.isEmpty {
+        print("  threads that woke without apps: " + r.baseline.threadsThatWoke.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+    }
+    print("  apps suspended per status: \(r.appsSuspendedPerStatus)/\(r.loaded.apps); in state T before the window \(r.appsInStateTBefore), after \(r.appsInStateTAfter)")
+    print("  apps' own context switches during the window: \(r.appWakeupsDuringWindow); host events during the window: \(r.eventsDuringWindow)")
+    print("  context: apps' total RSS \(mib(r.appsTotalRSSKiB)) (\(String(format: "%.1f", Double(r.appsTotalRSSKiB) / 1024 / Double(r.loaded.apps))) MiB each, shared pages counted in each); "
+          + "total PSS \(mib(r.appsTotalPSSKiB)) (\(String(format: "%.1f", Double(r.appsTotalPSSKiB) / 1024 / Double(r.loaded.apps))) MiB each)")
+    print(String(format: "  context: install+launch+home of all apps %.1f s; shutdown (willTerminate to all) %.2f s, daemon exit status %d, app processes left %d",
+                 r.setupSeconds, r.shutdownSeconds, r.daemonExitStatus, r.appsLeftAfterShutdown))
+    print("  CPU time has clock-tick resolution (\(r.clockTicksPerSecond) Hz: \(1000 / max(1, r.clockTicksPerSecond)) ms).")
+    printTable(title: r.requests.title, rows: r.requests.rows, notes: r.requests.notes)
+}
+
+extension AppHostBench {
+    struct All: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "all", abstract: "launch, suspend and idle in one run.")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var idle: IdleOptions
+
+        func run() async throws {
+            var report = Report()
+            progress("launch: \(common.iterations) iterations")
+            report.sections += try await LaunchBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
+            report.sections.append(try MicroCosts(iterations: common.iterations).run())
+            report.sections += try await SuspendBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
+            report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app).run()
+            try report.emit(json: common.json)
+        }
+    }
+
+    struct LaunchCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "launch", abstract: "Launch vs bare posix_spawn → hello.")
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            var report = Report()
+            report.sections = try await LaunchBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
+            try report.emit(json: common.json)
+        }
+    }
+
+    struct SuspendCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "suspend", abstract: "Suspend/resume vs raw SIGSTOP/SIGCONT + waitid.")
+        @OptionGroup var common: CommonOptions
+
+        func run() async throws {
+            var report = Report()
+            report.sections = try await SuspendBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
+            report.sections.append(try MicroCosts(iterations: common.iterations).run())
+            try report.emit(json: common.json)
+        }
+    }
+
+    struct IdleCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "idle", abstract: "A daemon with N suspended apps, idle.")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var idle: IdleOptions
+
+        func run() async throws {
+            var report = Report()
+            report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app).run()
+            try report.emit(json: common.json)
+        }
+    }
+
+    /// The raw baselines of `suspend`, in a process with no reaper thread; prints JSON.
+    struct RawSignalsCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "raw-signals", shouldDisplay: false)
+        @OptionGroup var common: CommonOptions
+
+        func run() throws {
+            let samples = try RawSignals.measure(iterations: common.iterations, warmup: common.warmup, executable: common.app)
+            print(String(decoding: try JSONEncoder().encode(samples), as: UTF8.self))
+        }
+    }
+}

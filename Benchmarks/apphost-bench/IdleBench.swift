@@ -1,0 +1,425 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One idle window of the daemon.
+struct IdleWindow: Codable, Sendable {
+    var apps: Int
+    var seconds: Double
+    /// VmRSS at the end of the window.
+    var rssKiB: Int
+    /// utime+stime over the window (clock-tick resolution).
+    var cpuMilliseconds: Double
+    /// Voluntary + nonvoluntary context switches of all threads over the window.
+    var wakeups: UInt64
+    /// Those after the first second (what is left is periodic).
+    var wakeupsAfterFirstSecond: UInt64
+    var threads: Int
+    /// Threads that woke, as "name[tid]" → switches.
+    var threadsThatWoke: [String: UInt64]
+    /// Threads that ended during the window (their switches are lost).
+    var threadsEnded: Int
+}
+
+/// Everything the idle benchmark found.
+struct IdleReport: Codable, Sendable {
+    var executable: String
+    var clockTicksPerSecond: Int
+    var baseline: IdleWindow
+    var loaded: IdleWindow
+    var rssRatio: Double
+    var rssTargetMiB = 64.0
+    var rssTargetMet: Bool
+    var wakeupTargetMet: Bool
+    var setupSeconds: Double
+    var appsSuspendedPerStatus: Int
+    var appsInStateTBefore: Int
+    var appsInStateTAfter: Int
+    var appsTotalRSSKiB: Int
+    /// Proportional set size (shared pages divided among their users), from smaps_rollup.
+    var appsTotalPSSKiB: Int
+    var appWakeupsDuringWindow: UInt64
+    var eventsDuringWindow: Int
+    var shutdownSeconds: Double
+    var daemonExitStatus: Int32
+    var appsLeftAfterShutdown: Int
+    /// Control request round trips, with no app (baseline) and with all apps.
+    var requests: Section
+}
+
+/// Benchmark 3: a daemon (a separate `apphost daemon` process) with many suspended apps, idle.
+struct IdleBench {
+    let apps: Int
+    let idleSeconds: Double
+    let executable: String
+
+    func run() async throws -> IdleReport {
+        try await onThread("idle-bench") { try runBlocking() }
+    }
+
+    private func runBlocking() throws -> IdleReport {
+        let apphost = productsDirectory + "/apphost"
+        guard FileManager.default.isExecutableFile(atPath: apphost) else { throw BenchError("\(apphost) is missing") }
+        let state = try TempDir("st")
+        let bundles = try TempDir("bn")
+        defer {
+            state.remove()
+            bundles.remove()
+        }
+        let socketPath = state.path + "/" + ControlSocket.fileName
+        let ticksPerSecond = Int(sysconf(Int32(_SC_CLK_TCK)))
+
+        let daemon = try Daemon.start(apphost: apphost, stateDirectory: state.path)
+        var daemonReaped = false
+        var appPIDs: [(pid: Int32, start: UInt64)] = []
+        defer {
+            // On any failure: stop the daemon (its apps die with it: PR_SET_PDEATHSIG), then reap it.
+            if !daemonReaped {
+                _ = kill(daemon.pid, SIGTERM)
+                reap(daemon.pid)
+            }
+            for app in appPIDs where (try? ProcStat.read(pid: app.pid).startTicks) == app.start {
+                _ = kill(app.pid, SIGKILL)
+            }
+        }
+        progress("idle: daemon pid \(daemon.pid) ready; \(idleSeconds) s idle with no app (baseline)")
+
+        // Baseline: the same daemon with no app.
+        _ = try controlRequest(socketPath, .ping(version: ControlSocket.version))
+        let baseline = try measureWindow(daemon.pid, apps: 0, ticksPerSecond: ticksPerSecond)
+        let ids = (1...apps).map { "com.bench.idle.\($0)" }
+        let requestsBefore = try timeRequests(socketPath, app: ids[0])
+
+        // Follow the event stream from the start, counting apps that reach suspended.
+        let follower = try EventFollower(socketPath: socketPath, expecting: Set(ids))
+
+        progress("idle: installing, launching and sending home \(apps) apps")
+        let clock = ContinuousClock()
+        let setupStart = clock.now
+        for (n, id) in ids.enumerated() {
+            let path = try makeBundle(in: bundles.path, name: "app-\(n + 1)", id: id, executable: executable)
+            _ = try controlRequest(socketPath, .install(path: path, settings: [:]))
+            guard case .launched(_, let pid, _) = try controlRequest(socketPath, .launch(bundleIdentifier: id, background: false, arguments: [])) else {
+                throw BenchError("launch \(id): unexpected answer")
+            }
+            appPIDs.append((pid, (try? ProcStat.read(pid: pid).startTicks) ?? 0))
+            _ = try controlRequest(socketPath, .background(bundleIdentifier: id))
+        }
+        guard follower.waitAllSuspended(timeout: 300) else {
+            throw BenchError("not all \(apps) apps reached suspended within 300 s (\(follower.suspendedCount) did)")
+        }
+        let setupSeconds = Double((clock.now - setupStart).nanoseconds) / 1e9
+        progress(String(format: "idle: all %d suspended after %.1f s; %.0f s idle (measured)", apps, setupSeconds, idleSeconds))
+
+        // Final check through status (after the event stream said so), and the kernel's view.
+        guard case .status(let statuses) = try controlRequest(socketPath, .status(bundleIdentifier: nil)) else {
+            throw BenchError("status: unexpected answer")
+        }
+        let suspendedPerStatus = statuses.filter { ids.contains($0.bundleIdentifier) && $0.state == .suspended }.count
+        let inTBefore = appPIDs.filter { (try? ProcStat.read(pid: $0.pid).state) == "T" }.count
+        let appSwitchesBefore = appPIDs.map { threadSwitches($0.pid).values.reduce(0) { $0 + $1.switches } }.reduce(0, +)
+
+        follower.startCounting()
+        let loaded = try measureWindow(daemon.pid, apps: apps, ticksPerSecond: ticksPerSecond)
+        let eventsDuringWindow = follower.stopCounting()
+
+        let inTAfter = appPIDs.filter { (try? ProcStat.read(pid: $0.pid).state) == "T" }.count
+        let appSwitchesAfter = appPIDs.map { threadSwitches($0.pid).values.reduce(0) { $0 + $1.switches } }.reduce(0, +)
+        let appsRSS = appPIDs.map { rssKiB($0.pid) ?? 0 }.reduce(0, +)
+        let appsPSS = appPIDs.map { pssKiB($0.pid) ?? 0 }.reduce(0, +)
+        let requestsAfter = try timeRequests(socketPath, app: ids[0])
+        var requestRows: [Row] = []
+        for (name, before) in requestsBefore {
+            let base = Row("\(name), no app", before)
+            requestRows.append(base)
+            requestRows.append(Row("\(name), \(apps) apps", requestsAfter.first { $0.0 == name }!.1, against: base))
+        }
+
+        // Shut down: every app gets willTerminate (a suspended one is continued first).
+        progress("idle: shutting the daemon down")
+        let shutdownStart = clock.now
+        _ = try controlRequest(socketPath, .shutdown)
+        let status = reap(daemon.pid)
+        daemonReaped = true
+        let shutdownSeconds = Double((clock.now - shutdownStart).nanoseconds) / 1e9
+        follower.join()
+        daemon.join()
+        let left = appPIDs.filter { app in
+            guard let info = try? ProcStat.read(pid: app.pid) else { return false }
+            return info.startTicks == app.start
+        }.count
+
+        return IdleReport(
+            executable: executable, clockTicksPerSecond: ticksPerSecond,
+            baseline: baseline, loaded: loaded,
+            rssRatio: Double(loaded.rssKiB) / Double(baseline.rssKiB),
+            rssTargetMet: Double(loaded.rssKiB) / 1024 <= 64,
+            wakeupTargetMet: loaded.wakeupsAfterFirstSecond == 0,
+            setupSeconds: setupSeconds,
+            appsSuspendedPerStatus: suspendedPerStatus,
+            appsInStateTBefore: inTBefore, appsInStateTAfter: inTAfter,
+            appsTotalRSSKiB: appsRSS,
+            appsTotalPSSKiB: appsPSS,
+            appWakeupsDuringWindow: appSwitchesAfter &- appSwitchesBefore,
+            eventsDuringWindow: eventsDuringWindow,
+            shutdownSeconds: shutdownSeconds,
+            daemonExitStatus: status,
+            appsLeftAfterShutdown: left,
+            requests: Section(
+                title: "Control requests to the daemon (round trip until it closed the connection; outside the idle windows)",
+                rows: requestRows,
+                notes: ["events for one app still makes the daemon read and decode all of events.jsonl (EventLog.subscribe)."]))
+    }
+
+    /// Times ping, status and a one-app events listing (non-following), 20 of each.
+    private func timeRequests(_ socketPath: String, app: String) throws -> [(String, Samples)] {
+        let clock = ContinuousClock()
+        let requests: [(String, ControlRequest)] = [
+            ("ping", .ping(version: ControlSocket.version)),
+            ("status (all apps)", .status(bundleIdentifier: nil)),
+            ("events of one app (not following)", .events(follow: false, bundleIdentifier: app)),
+        ]
+        var out: [(String, Samples)] = []
+        for (name, request) in requests {
+            var s = Samples()
+            for i in 0..<22 {
+                let t0 = clock.now
+                var c = try ControlConnection(socketPath: socketPath)
+                try c.send(request)
+                _ = try c.reader.drainToEnd(ControlResponse.self)
+                c.close()
+                if i >= 2 { s.add(clock.now - t0) }
+            }
+            out.append((name, s))
+        }
+        return out
+    }
+
+    /// Samples the daemon at the start, after one second and at the end of the window.
+    /// Waiting here is the measurement itself, not a stand-in for synchronisation.
+    private func measureWindow(_ pid: pid_t, apps: Int, ticksPerSecond: Int) throws -> IdleWindow {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let t0 = threadSwitches(pid)
+        let cpu0 = try ProcStat.read(pid: pid)
+        Thread.sleep(until: start + .seconds(1))
+        let t1 = threadSwitches(pid)
+        Thread.sleep(until: start + .milliseconds(Int64(idleSeconds * 1000)))
+        let t2 = threadSwitches(pid)
+        let cpu1 = try ProcStat.read(pid: pid)
+        let elapsed = Double((clock.now - start).nanoseconds) / 1e9
+
+        func delta(_ a: [Int32: ThreadSwitches], _ b: [Int32: ThreadSwitches]) -> (UInt64, [String: UInt64]) {
+            var total: UInt64 = 0
+            var woke: [String: UInt64] = [:]
+            for (tid, after) in b {
+                let d = after.switches &- (a[tid]?.switches ?? 0)
+                if d > 0 {
+                    total += d
+                    woke["\(after.name)[\(tid)]"] = d
+                }
+            }
+            return (total, woke)
+        }
+        let (all, woke) = delta(t0, t2)
+        let (late, _) = delta(t1, t2)
+        let ticks = (cpu1.userTicks + cpu1.systemTicks) &- (cpu0.userTicks + cpu0.systemTicks)
+        return IdleWindow(
+            apps: apps, seconds: elapsed, rssKiB: rssKiB(pid) ?? 0,
+            cpuMilliseconds: Double(ticks) * 1000 / Double(ticksPerSecond),
+            wakeups: all, wakeupsAfterFirstSecond: late, threads: t2.count, threadsThatWoke: woke,
+            threadsEnded: t0.keys.filter { t2[$0] == nil }.count)
+    }
+}
+
+extension Thread {
+    /// Sleeps until `deadline` on the continuous clock.
+    static func sleep(until deadline: ContinuousClock.Instant) {
+        let left = deadline - ContinuousClock.now
+        if left > .zero { Thread.sleep(forTimeInterval: Double(left.nanoseconds) / 1e9) }
+    }
+}
+
+// MARK: - /proc
+
+struct ThreadSwitches {
+    var name: String
+    var switches: UInt64
+}
+
+/// Reads a small /proc file (their size is reported as 0, so read to the end).
+func readProcText(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { _ = close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { break }
+        bytes.append(contentsOf: chunk[0..<n])
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// voluntary + nonvoluntary context switches of every thread of `pid`, by tid.
+func threadSwitches(_ pid: pid_t) -> [Int32: ThreadSwitches] {
+    var out: [Int32: ThreadSwitches] = [:]
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    for name in tasks {
+        guard let tid = Int32(name), let text = readProcText("/proc/\(pid)/task/\(tid)/status") else { continue }
+        let info = ProcStatus.parse(text)
+        let v = UInt64(info["voluntary_ctxt_switches"] ?? "") ?? 0
+        let nv = UInt64(info["nonvoluntary_ctxt_switches"] ?? "") ?? 0
+        out[tid] = ThreadSwitches(name: info["Name"] ?? "?", switches: v + nv)
+    }
+    return out
+}
+
+/// VmRSS in KiB.
+func rssKiB(_ pid: pid_t) -> Int? {
+    guard let text = readProcText("/proc/\(pid)/status") else { return nil }
+    let value = ProcStatus.parse(text)["VmRSS"] ?? ""
+    return Int(value.split(separator: " ").first ?? "")
+}
+
+/// Pss in KiB, from /proc/PID/smaps_rollup.
+func pssKiB(_ pid: pid_t) -> Int? {
+    guard let text = readProcText("/proc/\(pid)/smaps_rollup") else { return nil }
+    guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("Pss:") }) else { return nil }
+    return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+}
+
+// MARK: - The daemon process
+
+/// `apphost daemon --state-dir DIR`, its stdout and stderr read by a thread of ours.
+final class Daemon: Sendable {
+    let pid: pid_t
+    private let output = Mutex<String>("")
+    private let done = DispatchSemaphore(value: 0)
+
+    private init(pid: pid_t) { self.pid = pid }
+
+    /// Starts the daemon and returns once it printed "apphost: daemon ready".
+    static func start(apphost: String, stateDirectory: String) throws -> Daemon {
+        let pipe = try makePipe()
+        let fds: [Int32] = [pipe.read.rawValue, pipe.write.rawValue]
+        let pid: pid_t
+        do {
+            pid = try posixSpawn(path: apphost, argv: CStringList([apphost, "daemon", "--state-dir", stateDirectory]),
+                                 envp: nil, output: fds[1])
+        } catch {
+            _ = close(fds[0]); _ = close(fds[1])
+            throw error
+        }
+        _ = close(fds[1])
+        let daemon = Daemon(pid: pid)
+        let ready = DispatchSemaphore(value: 0)
+        let readFD = fds[0]
+        let thread = Thread {
+            var pending = ""
+            var signalled = false
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(readFD, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                let text = String(decoding: chunk[0..<n], as: UTF8.self)
+                daemon.output.withLock { $0 += text }
+                pending += text
+                while let nl = pending.firstIndex(of: "\n") {
+                    let line = pending[..<nl]
+                    if !signalled && line.hasPrefix("apphost: daemon ready") {
+                        signalled = true
+                        ready.signal()
+                    }
+                    pending = String(pending[pending.index(after: nl)...])
+                }
+            }
+            _ = close(readFD)
+            if !signalled { ready.signal() } // ended without the line: start() reports it
+            daemon.done.signal()
+        }
+        thread.name = "daemon-output"
+        thread.start()
+        ready.wait()
+        guard daemon.output.withLock({ $0.contains("apphost: daemon ready") }) else {
+            reap(pid)
+            throw BenchError("apphost daemon exited before it was ready:\n\(daemon.output.withLock { $0 })")
+        }
+        return daemon
+    }
+
+    /// Waits until its output pipe closed.
+    func join() { done.wait() }
+}
+
+// MARK: - Event stream
+
+/// Follows the daemon's events (`events --follow`) on a thread, tracking each app's last state.
+final class EventFollower: Sendable {
+    private struct State {
+        var states: [String: AppState] = [:]
+        var suspended = 0
+        var signalled = false
+        var counting = false
+        var counted = 0
+    }
+    private let expected: Set<String>
+    private let state = Mutex(State())
+    private let allSuspended = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(socketPath: String, expecting ids: Set<String>) throws {
+        expected = ids
+        let opened = try ControlConnection(socketPath: socketPath)
+        try opened.send(.events(follow: true, bundleIdentifier: nil))
+        let thread = Thread { [self] in
+            var connection = opened
+            while let response = try? connection.next() {
+                guard case .event(let e) = response else { break }
+                record(e)
+            }
+            connection.close()
+            finished.signal()
+        }
+        thread.name = "event-follower"
+        thread.start()
+    }
+
+    private func record(_ e: HostEvent) {
+        let signal = state.withLock { s -> Bool in
+            if s.counting { s.counted += 1 }
+            guard e.kind == .transition, let id = e.bundleIdentifier, expected.contains(id), let to = e.to else { return false }
+            let before = s.states[id]
+            s.states[id] = to
+            if before == .suspended && to != .suspended { s.suspended -= 1 }
+            if before != .suspended && to == .suspended { s.suspended += 1 }
+            if s.suspended == expected.count && !s.signalled {
+                s.signalled = true
+                return true
+            }
+            return false
+        }
+        if signal { allSuspended.signal() }
+    }
+
+    var suspendedCount: Int { state.withLock { $0.suspended } }
+
+    /// Waits until every expected app's last transition was to suspended.
+    func waitAllSuspended(timeout seconds: Double) -> Bool {
+        allSuspended.wait(timeout: .now() + seconds) == .success
+    }
+
+    func startCounting() { state.withLock { $0.counting = true; $0.counted = 0 } }
+    func stopCounting() -> Int { state.withLock { $0.counting = false; return $0.counted } }
+
+    /// Waits until the daemon ended the stream (it does when it stops).
+    func join() { finished.wait() }
+}

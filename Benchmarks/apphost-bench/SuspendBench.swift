@@ -1,0 +1,127 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Host
+
+/// Benchmark 2: home button → suspended (state T confirmed), and foreground → active,
+/// against raw SIGSTOP/SIGCONT + waitid on the same binary.
+struct SuspendBench {
+    let iterations: Int
+    let warmup: Int
+    let executable: String
+
+    /// Baseline and host alternate in chunks of this many iterations, so both see the same machine.
+    static let chunk = 10
+
+    func run() async throws -> [Section] {
+        progress("suspend: raw baselines (helper process) and host, alternating in chunks of \(Self.chunk)")
+        var raw = RawSignalSamples()
+        let clock = ContinuousClock()
+        let host = try InProcessHost(label: "suspend")
+        let id = "com.bench.suspend"
+        var failure: (any Error)?
+        var suspendCaller = Samples(), noAssertionToT = Samples(), returnToStop = Samples(), stopToT = Samples()
+        var resumeCaller = Samples(), resumeToCont = Samples(), resumeToActiveEvent = Samples(), resumeToReturned = Samples()
+        var notStopped = 0, stillStopped = 0
+        var threads = 0
+        do {
+            try await host.install(id: id, executable: executable)
+            let (_, live, subscription) = await host.supervisor.subscribe(bundleIdentifier: id)
+            var events = live.makeAsyncIterator()
+            func next(_ what: String, _ predicate: (HostEvent) -> Bool) async throws -> HostEvent {
+                while let e = await events.next() {
+                    if predicate(e) { return e }
+                }
+                throw BenchError("event stream ended before \(what)")
+            }
+            let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+            _ = try await next("didBecomeActive returned") { $0.isReturn(of: "didBecomeActive") }
+            threads = (try? ProcStat.read(pid: pid).threadCount) ?? 0
+
+            for i in 0..<(warmup + iterations) {
+                let measured = i >= warmup
+                if measured && (i - warmup) % Self.chunk == 0 {
+                    // The next chunk of raw baselines, in a helper process (see RawSignals for why not here).
+                    let n = Swift.min(Self.chunk, iterations - (i - warmup))
+                    raw.append(try await RawSignals.runHelper(iterations: n, warmup: warmup, executable: executable))
+                }
+                // Home button → suspended (the kernel has reported the stop).
+                let t0 = clock.now
+                try await host.supervisor.background(id)
+                await host.supervisor.waitUntil(id, is: .suspended)
+                let t1 = clock.now
+                let returned = try await next("didEnterBackground returned") { $0.isReturn(of: "didEnterBackground") }
+                let stop = try await next("SIGSTOP") { $0.kind == .signal && $0.cause.hasPrefix("SIGSTOP") }
+                let suspended = try await next("suspended") { $0.isTransition(to: .suspended) }
+                if (try? ProcStat.read(pid: pid).state) != "T" { notStopped += 1 }
+
+                // Foreground → active; then until the app has run didBecomeActive.
+                let called = Date()
+                let t2 = clock.now
+                try await host.supervisor.foreground(id)
+                await host.supervisor.waitUntil(id, is: .active)
+                let t3 = clock.now
+                let cont = try await next("SIGCONT") { $0.kind == .signal && $0.cause.hasPrefix("SIGCONT") }
+                let active = try await next("active") { $0.isTransition(to: .active) }
+                let back = try await next("didBecomeActive returned") { $0.isReturn(of: "didBecomeActive") }
+                if (try? ProcStat.read(pid: pid).state) == "T" { stillStopped += 1 }
+
+                if measured {
+                    suspendCaller.add(t1 - t0)
+                    noAssertionToT.add(nanoseconds(from: returned.time, to: suspended.time))
+                    returnToStop.add(nanoseconds(from: returned.time, to: stop.time))
+                    stopToT.add(nanoseconds(from: stop.time, to: suspended.time))
+                    resumeCaller.add(t3 - t2)
+                    resumeToCont.add(nanoseconds(from: called, to: cont.time))
+                    resumeToActiveEvent.add(nanoseconds(from: called, to: active.time))
+                    resumeToReturned.add(nanoseconds(from: called, to: back.time))
+                }
+            }
+            await host.supervisor.unsubscribe(subscription)
+        } catch {
+            failure = error
+        }
+        await host.stop()
+        if let failure { throw failure }
+
+        let rawStop = Row("raw SIGSTOP + waitid(WSTOPPED), same binary", raw.stopApp)
+        let rawCont = Row("raw SIGCONT + waitid(WCONTINUED), same binary", raw.continueApp)
+        let protoSuspend = Row("bare: willResignActive+didEnterBackground returned, SIGSTOP+waitid", raw.protocolSuspend,
+                               against: rawStop, note: "the same work as the host's home button, with no host")
+        let protoResume = Row("bare: SIGCONT, willEnterForeground+didBecomeActive returned", raw.protocolResume,
+                              against: rawCont, note: "the same work as the host's foreground, with no host")
+        let suspend = Section(
+            title: "Suspend (\(executable), \(threads) threads; \(iterations) iterations after \(warmup) warm-up, \(buildConfiguration) build)",
+            rows: [
+                rawStop,
+                Row("raw SIGSTOP + waitid(WSTOPPED), /bin/sleep", raw.stopSleep, against: rawStop, note: "one thread (the app has \(raw.appThreads))"),
+                protoSuspend,
+                Row("host: didEnterBackground returned → suspended (T)", noAssertionToT, against: rawStop, target: 2.0,
+                    note: "\"no assertion left\" → stop confirmed; from the host's event timestamps"),
+                Row("  of which: returned → SIGSTOP sent", returnToStop, against: rawStop),
+                Row("  of which: SIGSTOP sent → stop confirmed, suspended", stopToT, against: rawStop),
+                Row("host: background() → waitUntil(.suspended)", suspendCaller, against: rawStop,
+                    note: "whole home button: 2 callbacks round trips + stop"),
+                Row("host: background() → waitUntil(.suspended)", suspendCaller, against: protoSuspend),
+            ],
+            notes: ["kernel check after each suspend: \(notStopped == 0 ? "state T every time" : "\(notStopped) time(s) NOT in state T")"])
+        let resume = Section(
+            title: "Resume (same app and run)",
+            rows: [
+                rawCont,
+                Row("raw SIGCONT + waitid(WCONTINUED), /bin/sleep", raw.continueSleep, against: rawCont),
+                protoResume,
+                Row("host: foreground() → SIGCONT sent", resumeToCont, against: rawCont,
+                    note: "the host does not record the kernel's continue confirmation; this is the nearest event"),
+                Row("host: foreground() → waitUntil(.active)", resumeCaller, against: rawCont, target: 2.0,
+                    note: "the host enters active without waiting for the kernel or the callbacks"),
+                Row("host: foreground() → suspended…active recorded", resumeToActiveEvent, against: rawCont),
+                Row("host: foreground() → didBecomeActive returned", resumeToReturned, against: protoResume,
+                    note: "the app has run again: proof it was continued"),
+            ],
+            notes: ["kernel check after each resume: \(stillStopped == 0 ? "never in state T" : "\(stillStopped) time(s) still in state T")",
+                    "raw baselines ran in a helper process (the host's reaper thread waits in waitid(P_ALL) and would steal their reports),",
+                    "alternating with the host in chunks of \(Self.chunk) iterations; each helper run has its own \(warmup) warm-up iterations."])
+        return [suspend, resume]
+    }
+}
