@@ -10,13 +10,22 @@ final class EventLog {
     private var subscribers: [UInt64: (filter: String?, continuation: AsyncStream<HostEvent>.Continuation)] = [:]
     private var nextSubscriber: UInt64 = 0
     private let encoder = WireJSON.encoder()
+    /// The newest events in memory, so `events` does not re-read the file.
+    private var recent: [HostEvent] = []
+    /// Whether `recent` holds every event of the file (else older ones are read from it).
+    private var recentIsComplete = true
+    /// How many events are kept in memory.
+    static let memoryLimit = 20_000
 
     init(path: String) {
         self.path = path
         if !FileManager.default.fileExists(atPath: path) {
             _ = FileManager.default.createFile(atPath: path, contents: nil)
         }
-        lastSeq = Self.read(path: path).last?.seq ?? 0
+        let existing = Self.read(path: path)
+        lastSeq = existing.last?.seq ?? 0
+        recent = Array(existing.suffix(Self.memoryLimit))
+        recentIsComplete = existing.count <= Self.memoryLimit
         handle = FileHandle(forWritingAtPath: path)
         _ = try? handle?.seekToEnd()
     }
@@ -32,6 +41,11 @@ final class EventLog {
             // The throwing API: the old `write(_:)` traps on I/O errors.
             try? handle?.write(contentsOf: data + Data([0x0a]))
         }
+        recent.append(event)
+        if recent.count > Self.memoryLimit + Self.memoryLimit / 4 {
+            recent.removeFirst(recent.count - Self.memoryLimit)
+            recentIsComplete = false
+        }
         for (_, sub) in subscribers where sub.filter == nil || sub.filter == app {
             sub.continuation.yield(event)
         }
@@ -41,7 +55,8 @@ final class EventLog {
     /// Events recorded so far (from the file) and, atomically with that read, a
     /// stream of every later event. The stream ends when `cancel` is called or the log closes.
     func subscribe(filter: String?) -> (past: [HostEvent], live: AsyncStream<HostEvent>, id: UInt64) {
-        let past = Self.read(path: path).filter { filter == nil || $0.bundleIdentifier == filter }
+        let all = recentIsComplete ? recent : Self.read(path: path)
+        let past = all.filter { filter == nil || $0.bundleIdentifier == filter }
         let (stream, continuation) = AsyncStream<HostEvent>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         nextSubscriber += 1
         subscribers[nextSubscriber] = (filter, continuation)

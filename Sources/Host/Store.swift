@@ -95,14 +95,45 @@ public final class Store: Sendable {
         }
     }
 
-    /// Appends one state transition.
-    public func recordTransition(bundleIdentifier: String, pid: Int32?, from: AppState, to: AppState,
-                                 cause: String, time: Date) throws {
-        try pool.write { db in
-            try db.execute(
-                sql: "INSERT INTO transition (time, bundleIdentifier, pid, fromState, toState, cause) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [time.timeIntervalSince1970, bundleIdentifier, pid.map { Int($0) }, from.rawValue, to.rawValue, cause])
+    /// One row of state history.
+    public struct TransitionRow: Sendable {
+        public var bundleIdentifier: String
+        public var pid: Int32?
+        public var from: AppState
+        public var to: AppState
+        public var cause: String
+        public var time: Date
+
+        public init(bundleIdentifier: String, pid: Int32?, from: AppState, to: AppState, cause: String, time: Date) {
+            self.bundleIdentifier = bundleIdentifier
+            self.pid = pid
+            self.from = from
+            self.to = to
+            self.cause = cause
+            self.time = time
         }
+    }
+
+    /// Appends state transitions in one transaction, on GRDB's writer queue: the
+    /// caller (the supervisor's actor) does not wait for the disk. History is not
+    /// acknowledged to anyone; ``flush()`` waits for it when it must be on disk.
+    public func recordTransitions(_ rows: [TransitionRow], onError: @escaping @Sendable (any Error) -> Void) {
+        guard !rows.isEmpty else { return }
+        pool.asyncWrite { db in
+            for r in rows {
+                try db.execute(
+                    sql: "INSERT INTO transition (time, bundleIdentifier, pid, fromState, toState, cause) VALUES (?, ?, ?, ?, ?, ?)",
+                    arguments: [r.time.timeIntervalSince1970, r.bundleIdentifier, r.pid.map { Int($0) },
+                                r.from.rawValue, r.to.rawValue, r.cause])
+            }
+        } completion: { _, result in
+            if case .failure(let error) = result { onError(error) }
+        }
+    }
+
+    /// Waits until every write scheduled so far is committed.
+    public func flush() throws {
+        try pool.barrierWriteWithoutTransaction { _ in }
     }
 
     /// The last `limit` states of an app, oldest first.

@@ -44,6 +44,10 @@ public actor Supervisor {
         case connected(app: String, instance: UInt64, channel: any Channel)
         case message(app: String, instance: UInt64, AppMessage)
         case violation(app: String, instance: UInt64, String)
+        /// The app's end of the socket closed (everything it sent has been read).
+        case disconnected(app: String, instance: UInt64)
+        /// An exited app's socket did not reach EOF in time (a child of the app may hold it).
+        case drainExpired(app: String, instance: UInt64)
         case child(app: String, instance: UInt64, ChildEvent)
         case graceExpired(app: String, instance: UInt64)
     }
@@ -60,6 +64,11 @@ public actor Supervisor {
         var since: Date
         var graceTask: Task<Void, Never>?
         var exitStatus: ExitStatus?
+        /// The IPC connection is attached and has not reached EOF.
+        var channelOpen = false
+        /// An exit that waits for the connection to drain, so messages the app sent
+        /// before dying are handled before its exit.
+        var pendingExit: ExitStatus?
         /// This run's transitions, oldest first (for termination reports).
         var history: [StateRecord] = []
         var launchWaiters: [CheckedContinuation<Int32, any Error>] = []
@@ -83,6 +92,10 @@ public actor Supervisor {
     private var shutdownRequested = false
     private var stopped = false
     private var stoppedWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Transitions of the current step, written in one transaction at its end.
+    private var pendingTransitions: [Store.TransitionRow] = []
+    /// Child events that arrived before their `.spawned` (replayed after it).
+    private var earlyChildEvents: [UInt64: [ChildEvent]] = [:]
     private var stateWaiters: [String: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
 
     private let inputs: AsyncStream<Input>
@@ -121,6 +134,8 @@ public actor Supervisor {
 
     /// Ends ``run()`` and every event subscription.
     public func finish() {
+        flushTransitions()
+        do { try store.flush() } catch { logger.error("could not flush the database: \(error)") }
         events.append(.hostStopped, cause: "host stopped", time: now())
         input.finish()
         events.close()
@@ -363,6 +378,7 @@ public actor Supervisor {
     private func handle(_ item: Input) {
         switch item {
         case .spawned(let id, let instance, let child):
+            let early = earlyChildEvents.removeValue(forKey: instance) ?? []
             guard var rt = runtimes[id], rt.instance == instance else {
                 try? child.signal(SIGKILL)
                 return
@@ -372,6 +388,9 @@ public actor Supervisor {
             runtimes[id] = rt
             events.append(.spawned, app: id, pid: child.pid, cause: "spawned \(apps[id]?.app.executablePath ?? "")", time: now())
             feed(id, .spawned(pid: child.pid))
+            for event in early {
+                handle(.child(app: id, instance: instance, event))
+            }
 
         case .spawnFailed(let id, let instance, let error):
             guard let rt = runtimes[id], rt.instance == instance else { return }
@@ -386,6 +405,7 @@ public actor Supervisor {
                 return
             }
             runtimes[id]?.channel = channel
+            runtimes[id]?.channelOpen = true
 
         case .message(let id, let instance, let message):
             guard runtimes[id]?.instance == instance else { return }
@@ -398,23 +418,56 @@ public actor Supervisor {
 
         case .child(let id, let instance, let event):
             guard runtimes[id]?.instance == instance else { return }
+            guard runtimes[id]?.child != nil else {
+                // Reported by the reaper before the spawn call returned: keep for `.spawned`.
+                earlyChildEvents[instance, default: []].append(event)
+                return
+            }
             switch event {
             case .stopped:
                 feed(id, .stopConfirmed)
             case .continued:
+                events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)", time: now())
                 feed(id, .continueConfirmed)
             case .exited(let status):
-                runtimes[id]?.exitStatus = status
-                events.append(.exited, app: id, pid: runtimes[id]?.pid, cause: status.description, time: now())
-                let clean: Bool
-                if case .exited(code: 0) = status { clean = true } else { clean = false }
-                feed(id, .exited(description: status.description, clean: clean))
+                if runtimes[id]?.channelOpen == true {
+                    runtimes[id]?.pendingExit = status
+                    let input = self.input
+                    Task {
+                        try? await Task.sleep(for: .seconds(1))
+                        input.yield(.drainExpired(app: id, instance: instance))
+                    }
+                } else {
+                    processExit(id, status)
+                }
             }
+
+        case .disconnected(let id, let instance):
+            guard runtimes[id]?.instance == instance else { return }
+            runtimes[id]?.channelOpen = false
+            if let status = runtimes[id]?.pendingExit {
+                processExit(id, status)
+            }
+
+        case .drainExpired(let id, let instance):
+            guard runtimes[id]?.instance == instance, let status = runtimes[id]?.pendingExit else { return }
+            runtimes[id]?.channelOpen = false
+            runtimes[id]?.channel?.close(promise: nil)
+            processExit(id, status)
 
         case .graceExpired(let id, let instance):
             guard runtimes[id]?.instance == instance else { return }
             feed(id, .graceExpired)
         }
+    }
+
+    private func processExit(_ id: String, _ status: ExitStatus) {
+        runtimes[id]?.pendingExit = nil
+        runtimes[id]?.exitStatus = status
+        events.append(.exited, app: id, pid: runtimes[id]?.pid, cause: status.description, time: now())
+        let clean: Bool
+        if case .exited(code: 0) = status { clean = true } else { clean = false }
+        feed(id, .exited(description: status.description, clean: clean))
     }
 
     private func handleMessage(_ id: String, _ message: AppMessage) {
@@ -458,6 +511,7 @@ public actor Supervisor {
 
     /// Feeds one event to an app's machine and performs the effects.
     private func feed(_ id: String, _ event: Lifecycle.Event) {
+        defer { flushTransitions() }
         guard var rt = runtimes[id] else { return }
         let effects = rt.machine.handle(event)
         runtimes[id] = rt
@@ -480,6 +534,15 @@ public actor Supervisor {
             runtimes[id]?.exitWaiters.removeAll()
             for w in waiters { w.resume() }
         }
+    }
+
+    private func flushTransitions() {
+        guard !pendingTransitions.isEmpty else { return }
+        let logger = self.logger
+        store.recordTransitions(pendingTransitions) { error in
+            logger.error("could not record state transitions: \(error)")
+        }
+        pendingTransitions.removeAll()
     }
 
     private func finishLaunchWaiters(_ id: String, _ result: Result<Int32, ControlError>) {
@@ -518,11 +581,7 @@ public actor Supervisor {
             runtimes[id]?.since = time
             runtimes[id]?.history.append(StateRecord(state: to, time: time, cause: cause))
             let pid = runtimes[id]?.pid
-            do {
-                try store.recordTransition(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time)
-            } catch {
-                logger.error("could not record transition of \(id): \(error)")
-            }
+            pendingTransitions.append(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time))
             events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
             if let waiters = stateWaiters[id], waiters.contains(where: { $0.state == to }) {
                 stateWaiters[id] = waiters.filter { $0.state != to }
@@ -632,9 +691,12 @@ public actor Supervisor {
                     standardError: log,
                     seccomp: config.seccomp)
                 let child: ChildProcess
-                let childEvents: AsyncStream<ChildEvent>
                 do {
-                    (child, childEvents) = try await ProcessReaper.shared.spawn(settings)
+                    // Events go straight to the input stream (one hop); any that beat
+                    // `.spawned` there are held by the supervisor until it arrives.
+                    child = try await ProcessReaper.shared.spawn(settings) { event in
+                        input.yield(.child(app: id, instance: instance, event))
+                    }
                 } catch {
                     try? appEnd.close()
                     try? hostEnd.close()
@@ -659,9 +721,6 @@ public actor Supervisor {
                     try await channel.setOption(.autoRead, value: true).get()
                 } catch {
                     input.yield(.violation(app: id, instance: instance, "could not attach the IPC socket: \(error)"))
-                }
-                for await event in childEvents {
-                    input.yield(.child(app: id, instance: instance, event))
                 }
             } catch {
                 input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
@@ -703,6 +762,11 @@ final class AppConnectionHandler: ChannelInboundHandler {
             broken = true
             input.yield(.violation(app: app, instance: instance, "\(error)"))
         }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        input.yield(.disconnected(app: app, instance: instance))
+        context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
