@@ -1,6 +1,7 @@
 // ProbeApp: a scripted fixture for host tests. It does at each callback what its
 // arguments say (see Script.swift or `ProbeApp --help`), so a test can make an
-// app hold tasks, block, crash or break the protocol exactly when it wants.
+// app hold tasks, misbehave at expiration, block or hang its main thread, hold
+// file locks, crash or break the protocol exactly when it wants.
 import AppKitLess
 import Foundation
 
@@ -14,9 +15,36 @@ func say(_ line: String) {
     fflush(nil)
 }
 
+/// Writes a diagnostic line to stderr (also the app's log).
+func complain(_ line: String) {
+    FileHandle.standardError.write(Data("ProbeApp: \(line)\n".utf8))
+}
+
+/// Blocks the calling (main) thread for good, asleep: `pause()` returns only when a
+/// signal handler ran, so it is called again.
+func blockForever() -> Never {
+    while true {
+        pause()
+    }
+}
+
+/// `strerror` and the number, for failure lines.
+func describeErrno(_ code: Int32) -> String {
+    "\(String(cString: strerror(code))) (errno \(code))"
+}
+
 /// A task id filled in after `beginBackgroundTask` returns.
 @MainActor final class TaskRef {
     var id = BackgroundTaskIdentifier.invalid
+}
+
+/// A lock the probe holds: how it was taken and the descriptor that keeps it.
+struct HeldLock {
+    enum Kind: String {
+        case flock, posix
+    }
+    var kind: Kind
+    var descriptor: Int32
 }
 
 /// Runs the script's actions at each callback.
@@ -26,6 +54,8 @@ final class ProbeDelegate: ApplicationDelegate {
     private var tasks: [String: [BackgroundTaskIdentifier]] = [:]
     /// Tasks still open, by id.
     private var open: Set<BackgroundTaskIdentifier> = []
+    /// Locks held, by PATH as written on the command line.
+    private var locks: [String: [HeldLock]] = [:]
 
     init(script: Script) {
         self.script = script
@@ -56,14 +86,26 @@ final class ProbeDelegate: ApplicationDelegate {
             let id = begin(name, application)
             if seconds > 0 {
                 DispatchQueue.main.asyncAfter(deadline: .now() + seconds) { [self] in
-                    MainActor.assumeIsolated { end(name, id, application) }
+                    MainActor.assumeIsolated {
+                        // Its expiration handler may have ended it already; a
+                        // well-behaved app does not end a task twice.
+                        if open.contains(id) {
+                            end(name, id, application)
+                        } else {
+                            say("[ProbeApp] task \(name) id=\(id) already ended; not ending it again")
+                        }
+                    }
                 }
+            }
+        case .holdTasks(let count, let prefix):
+            for index in 1...count {
+                begin("\(prefix)\(index)", application)
             }
         case .beginTask(let name):
             begin(name, application)
         case .endTask(let name):
             guard let id = tasks[name]?.last else {
-                FileHandle.standardError.write(Data("ProbeApp: end-task: no task named \(name) was begun\n".utf8))
+                complain("end-task: no task named \(name) was begun")
                 return
             }
             end(name, id, application)
@@ -71,6 +113,21 @@ final class ProbeDelegate: ApplicationDelegate {
             say("[ProbeApp] blocking the main thread for \(seconds)s")
             Thread.sleep(forTimeInterval: seconds)
             say("[ProbeApp] unblocked")
+        case .blockForever:
+            say("[ProbeApp] blocking the main thread forever")
+            blockForever()
+        case .hang:
+            say("[ProbeApp] the main thread will hang once this callback returns")
+            DispatchQueue.main.async {
+                say("[ProbeApp] hanging the main thread forever")
+                blockForever()
+            }
+        case .lock(let path):
+            takeLock(.flock, on: path)
+        case .posixLock(let path):
+            takeLock(.posix, on: path)
+        case .unlock(let path):
+            releaseLocks(on: path)
         case .exit(let code):
             say("[ProbeApp] exiting with status \(code)")
             exit(code)
@@ -95,7 +152,11 @@ final class ProbeDelegate: ApplicationDelegate {
         let ref = TaskRef()  // the handler needs the id, which exists only after begin returns
         let id = application.beginBackgroundTask(withName: name) { [self] in
             say("[ProbeApp] task \(name) id=\(ref.id) expired")
-            if !script.ignoreExpiration { end(name, ref.id, application) }
+            if script.ignoreExpiration {
+                say("[ProbeApp] ignoring the expiration of task \(name) id=\(ref.id) (--ignore-expiration)")
+            } else {
+                end(name, ref.id, application)
+            }
         }
         ref.id = id
         tasks[name, default: []].append(id)
@@ -108,6 +169,59 @@ final class ProbeDelegate: ApplicationDelegate {
         // Print first: once the last task ends the host may suspend us at once.
         say("[ProbeApp] ending task \(name) id=\(id)\(open.remove(id) == nil ? " (already ended)" : "")")
         application.endBackgroundTask(id)
+    }
+
+    /// Opens (creating) `path` and locks it without waiting; on success the
+    /// descriptor stays open so the lock is held until `unlock:` or exit.
+    private func takeLock(_ kind: HeldLock.Kind, on path: String) {
+        let action = kind == .flock ? "lock" : "posix-lock"
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            complain("\(action): cannot open \(path): \(describeErrno(errno))")
+            return
+        }
+        let result: Int32
+        switch kind {
+        case .flock:
+            result = flock(fd, LOCK_EX | LOCK_NB)
+        case .posix:
+            var region = Glibc.flock()
+            region.l_type = Int16(F_WRLCK)
+            region.l_whence = Int16(SEEK_SET)
+            region.l_start = 0
+            region.l_len = 0  // to the end of the file, however long it grows
+            result = fcntl(fd, F_SETLK, &region)
+        }
+        guard result == 0 else {
+            let code = errno
+            close(fd)
+            complain("\(action): cannot lock \(path): \(describeErrno(code))")
+            return
+        }
+        locks[path, default: []].append(HeldLock(kind: kind, descriptor: fd))
+        say("[ProbeApp] locked \(path) (\(kind.rawValue), fd \(fd))")
+    }
+
+    /// Releases and closes every lock taken on `path`.
+    private func releaseLocks(on path: String) {
+        guard let held = locks.removeValue(forKey: path), !held.isEmpty else {
+            complain("unlock: no lock held on \(path)")
+            return
+        }
+        for lock in held {
+            switch lock.kind {
+            case .flock:
+                _ = flock(lock.descriptor, LOCK_UN)
+            case .posix:
+                var region = Glibc.flock()
+                region.l_type = Int16(F_UNLCK)
+                region.l_whence = Int16(SEEK_SET)
+                _ = fcntl(lock.descriptor, F_SETLK, &region)
+            }
+            // Closing any descriptor of the file drops this process's POSIX locks on it anyway.
+            close(lock.descriptor)
+        }
+        say("[ProbeApp] unlocked \(path) (\(held.map { "\($0.kind.rawValue), fd \($0.descriptor)" }.joined(separator: "; ")))")
     }
 
     /// Writes bytes straight to the IPC descriptor, bypassing the SDK's framing.

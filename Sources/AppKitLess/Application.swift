@@ -13,6 +13,12 @@ import Synchronization
 /// `RunLoop.main`, or a `Task { @MainActor in ... }`; all run on the main thread
 /// between delegate callbacks. While the app is suspended (SIGSTOP) nothing runs;
 /// deadlines that passed meanwhile fire on resume.
+///
+/// The host's hang watchdog sends heartbeats that are answered on this run loop
+/// too, between other work: a main thread kept busy or blocked (in a delegate
+/// method, an expiration handler or any main-queue block) leaves them unanswered,
+/// and an app that stays unresponsive too long is killed, as on iOS. Do slow work
+/// on another queue.
 @MainActor
 public final class Application {
     /// The app's state as the app sees it, like `UIApplication.State`. The host's
@@ -97,7 +103,9 @@ public final class Application {
     /// `UIApplication.beginBackgroundTask(withName:expirationHandler:)`. Callable from
     /// any thread. The host grants a limited time (see ``backgroundTimeRemaining``);
     /// shortly before it runs out, `handler` runs on the main queue and must end the
-    /// task, or the app is killed.
+    /// task, or the app is killed. The host hears that the handler ran only after it
+    /// returns, so an `endBackgroundTask` called inside it reaches the host first.
+    /// A task ended before its expiration gets no handler call.
     /// - Returns: A new identifier (1, 2, 3, ...), never ``BackgroundTaskIdentifier/invalid``.
     @discardableResult
     public nonisolated func beginBackgroundTask(
@@ -152,14 +160,24 @@ public final class Application {
     }
 
     /// Runs the expiration handler of open task `id`, if it has one (on the main queue).
-    func expireBackgroundTask(_ id: BackgroundTaskIdentifier) {
-        tasks.withLock { $0.expirationHandler(of: id.rawValue) }?()
+    /// The handler is called outside the table's lock, so it may end (or begin) tasks.
+    /// - Returns: false if `id` names no open task (never begun, or already ended);
+    ///   nothing runs then.
+    @discardableResult
+    func expireBackgroundTask(_ id: BackgroundTaskIdentifier) -> Bool {
+        guard let entry = tasks.withLock({ $0.entry(of: id.rawValue) }) else { return false }
+        entry.expirationHandler?()
+        return true
     }
 
     // MARK: Callbacks
 
-    /// Runs one callback from the host: updates the state, calls the delegate,
-    /// acknowledges, and for `willTerminate` exits with status 0.
+    /// Runs one callback from the host: updates the state, calls the delegate (or,
+    /// for an expiration, the task's handler; for a heartbeat, nothing), acknowledges
+    /// once that has returned, and for `willTerminate` exits with status 0.
+    ///
+    /// Everything the delegate or handler sends (task ends, requests) is written
+    /// before the acknowledgement, on the same ordered socket, so the host sees it first.
     func perform(seq: UInt64, callback: LifecycleCallback, state: AppState) {
         applicationState = State(state)
         switch callback {
@@ -176,6 +194,14 @@ public final class Application {
             delegate.didBecomeActive(self)
         case .willTerminate:
             delegate.willTerminate(self)
+        case .backgroundTaskExpiration(let taskID):
+            if !expireBackgroundTask(BackgroundTaskIdentifier(rawValue: taskID)) {
+                effects.log("Expiration of BackgroundTask \(taskID) (0x\(String(taskID, radix: 16))): no background task exists with that identifier, or it has already been ended; no handler to run.")
+            }
+        case .heartbeat:
+            // The watchdog only wants to know the main run loop turns: being here is
+            // the answer. Nothing is logged (heartbeats come every second or so).
+            break
         }
         if case .willTerminate = callback {
             // Claim the exit before acknowledging: the host closes the socket once it

@@ -41,8 +41,8 @@ struct BackgroundTaskTable {
         open.removeValue(forKey: id)
     }
 
-    /// The expiration handler of open task `id`, if any.
-    func expirationHandler(of id: Int) -> (@MainActor @Sendable () -> Void)? {
-        open[id]?.expirationHandler
+    /// The entry of open task `id`; nil if it was never begun or already ended.
+    func entry(of id: Int) -> Entry? {
+        open[id]
     }
 }

@@ -198,11 +198,155 @@ struct ApplicationTests {
         let id = app.beginBackgroundTask(withName: "sync") { count.value += 1 }
         #expect(try fixture.host.receive() == .beginBackgroundTask(id: 1, name: "sync"))
 
-        await MainActor.run { app.expireBackgroundTask(id) }
+        #expect(await MainActor.run { app.expireBackgroundTask(id) })
         #expect(await MainActor.run { count.value } == 1)
         app.endBackgroundTask(id)
-        await MainActor.run { app.expireBackgroundTask(id) }
+        #expect(await MainActor.run { app.expireBackgroundTask(id) } == false)
         #expect(await MainActor.run { count.value } == 1)
+    }
+
+    @Test("an expiration callback runs the task's handler on the main queue, and what the handler sends precedes the acknowledgement")
+    func expirationCallback() async throws {
+        let fixture = try await Fixture()
+        defer { fixture.tearDown() }
+        let host = fixture.host, app = fixture.application
+        let seen = HandlerRecord()
+        await MainActor.run {
+            let ref = TaskIDBox()
+            ref.id = app.beginBackgroundTask(withName: "upload") {
+                seen.runs += 1
+                seen.onMainQueue = DispatchQueue.getSpecific(key: mainQueueKey) == true
+                seen.state = app.applicationState
+                // Blocks the handler until the host answers: the acknowledgement must wait too.
+                seen.remaining = app.backgroundTimeRemaining
+                app.endBackgroundTask(ref.id)
+                // The handler's last act, so the acknowledgement must come after it.
+                _ = app.beginBackgroundTask(withName: "last-word")
+            }
+        }
+        #expect(try host.receive() == .beginBackgroundTask(id: 1, name: "upload"))
+
+        try host.send(.callback(seq: 1, callback: .backgroundTaskExpiration(taskID: 1), state: .background))
+        #expect(try host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
+        try host.send(.reply(id: 1, reply: .backgroundTimeRemaining(seconds: 4.5)))
+        #expect(try host.receive() == .endBackgroundTask(id: 1))
+        #expect(try host.receive() == .beginBackgroundTask(id: 2, name: "last-word"))
+        #expect(try host.receive() == .callbackReturned(seq: 1))
+
+        let delegate = fixture.delegate
+        let (runs, onMain, state, remaining, calls) = await MainActor.run {
+            (seen.runs, seen.onMainQueue, seen.state, seen.remaining, delegate.calls)
+        }
+        #expect(runs == 1)
+        #expect(onMain)
+        #expect(state == .background)
+        #expect(remaining == 4.5)
+        #expect(calls.isEmpty, "an expiration calls no delegate method")
+        #expect(fixture.recorder.log.isEmpty)
+
+        // The handler ended its task, so a second expiration of it runs nothing.
+        try host.send(.callback(seq: 2, callback: .backgroundTaskExpiration(taskID: 1), state: .background))
+        #expect(try host.receive() == .callbackReturned(seq: 2))
+        #expect(await MainActor.run { seen.runs } == 1)
+        #expect(fixture.recorder.log.count == 1)
+    }
+
+    @Test("an expiration of an ended or unknown task runs nothing, is logged, and is still acknowledged")
+    func expirationOfEndedOrUnknownTask() async throws {
+        let fixture = try await Fixture()
+        defer { fixture.tearDown() }
+        let host = fixture.host, app = fixture.application
+        let count = CountBox()
+        let ended = await MainActor.run { app.beginBackgroundTask(withName: "done") { count.value += 1 } }
+        #expect(try host.receive() == .beginBackgroundTask(id: 1, name: "done"))
+        app.endBackgroundTask(ended)
+        #expect(try host.receive() == .endBackgroundTask(id: 1))
+        // An open task without a handler: nothing to run, nothing to log.
+        let quiet = app.beginBackgroundTask(withName: "quiet")
+        #expect(try host.receive() == .beginBackgroundTask(id: 2, name: "quiet"))
+
+        try host.send(.callback(seq: 1, callback: .backgroundTaskExpiration(taskID: ended.rawValue), state: .background))
+        #expect(try host.receive() == .callbackReturned(seq: 1))
+        try host.send(.callback(seq: 2, callback: .backgroundTaskExpiration(taskID: 42), state: .inactive))
+        #expect(try host.receive() == .callbackReturned(seq: 2))
+        try host.send(.callback(seq: 3, callback: .backgroundTaskExpiration(taskID: quiet.rawValue), state: .background))
+        #expect(try host.receive() == .callbackReturned(seq: 3))
+
+        let delegate = fixture.delegate
+        let (runs, calls, state) = await MainActor.run { (count.value, delegate.calls, app.applicationState) }
+        #expect(runs == 0)
+        #expect(calls.isEmpty)
+        #expect(state == .background)
+        let log = fixture.recorder.log
+        #expect(log.count == 2, "\(log)")
+        #expect(log.first?.hasPrefix("Expiration of BackgroundTask 1 (0x1): no background task exists") == true)
+        #expect(log.last?.hasPrefix("Expiration of BackgroundTask 42 (0x2a): no background task exists") == true)
+    }
+
+    @Test("a heartbeat is acknowledged in order with callbacks, calls no delegate method and logs nothing")
+    func heartbeat() async throws {
+        let fixture = try await Fixture()
+        defer { fixture.tearDown() }
+        let host = fixture.host, app = fixture.application
+
+        try host.send(.callback(seq: 1, callback: .heartbeat, state: .active))
+        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(await MainActor.run { app.applicationState } == .active)
+
+        try host.send(.callback(seq: 2, callback: .willResignActive, state: .inactive))
+        try host.send(.callback(seq: 3, callback: .heartbeat, state: .inactive))
+        try host.send(.callback(seq: 4, callback: .heartbeat, state: .inactive))
+        for seq in UInt64(2)...4 {
+            #expect(try host.receive() == .callbackReturned(seq: seq))
+        }
+
+        let delegate = fixture.delegate
+        let (calls, offMain, state) = await MainActor.run { (delegate.calls, delegate.offMainQueue, app.applicationState) }
+        #expect(calls == ["willResignActive state=inactive"])
+        #expect(offMain.isEmpty)
+        #expect(state == .inactive)
+        #expect(fixture.recorder.log.isEmpty)
+    }
+
+    @Test("a main thread blocked in a callback leaves a heartbeat unanswered until the callback returns")
+    func heartbeatWaitsForBlockedMainThread() async throws {
+        let gate = DispatchSemaphore(value: 0)
+        let fixture = try await Fixture(hooks: [
+            "didEnterBackground": { app in
+                _ = app.beginBackgroundTask(withName: "in-callback")
+                gate.wait()
+            },
+        ])
+        // Whatever happens, never leave the main thread blocked for the next test.
+        defer { gate.signal(); fixture.tearDown() }
+        let host = fixture.host, app = fixture.application
+
+        try host.send(.callback(seq: 1, callback: .didEnterBackground, state: .background))
+        #expect(try host.receive() == .beginBackgroundTask(id: 1, name: "in-callback"))
+
+        // A helper thread waits on a request whose reply follows the heartbeat: the
+        // reader hands the heartbeat on before it resolves the reply, so once the
+        // helper runs on, the heartbeat has reached the app. The helper then says so
+        // on the socket and only then lets the callback return.
+        async let released: Double = onThread {
+            let remaining = app.backgroundTimeRemaining
+            _ = app.beginBackgroundTask(withName: "released")
+            gate.signal()
+            return remaining
+        }
+        #expect(try host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
+        try host.sendRaw(
+            Frame.encode(HostMessage.callback(seq: 2, callback: .heartbeat, state: .background))
+                + Frame.encode(HostMessage.reply(id: 1, reply: .backgroundTimeRemaining(seconds: 9)))
+        )
+
+        #expect(try host.receive() == .beginBackgroundTask(id: 2, name: "released"))
+        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try host.receive() == .callbackReturned(seq: 2))
+        #expect(try await released == 9)
+        let delegate = fixture.delegate
+        #expect(await MainActor.run { delegate.calls } == ["didEnterBackground state=background"])
+        #expect(fixture.recorder.log.isEmpty)
     }
 
     @Test("the host's states map to the app's three", arguments: [
@@ -235,4 +379,17 @@ extension Application.State {
 /// A counter a main-actor handler bumps.
 @MainActor private final class CountBox {
     var value = 0
+}
+
+/// A task id known only after `beginBackgroundTask` returns, for its own handler.
+@MainActor private final class TaskIDBox {
+    var id = BackgroundTaskIdentifier.invalid
+}
+
+/// What an expiration handler saw.
+@MainActor private final class HandlerRecord {
+    var runs = 0
+    var onMainQueue = false
+    var state: Application.State?
+    var remaining: Double?
 }
