@@ -34,6 +34,12 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     case reports(bundleIdentifier: String?)
     /// Ask the daemon to shut down gracefully.
     case shutdown
+    /// Virtual clock: move time forward, firing every deadline inside, in order.
+    case clockAdvance(seconds: Double)
+    /// The host clock's reading.
+    case clockNow
+    /// The budget table in force.
+    case profile
 }
 
 /// The daemon's answer.
@@ -49,6 +55,10 @@ public enum ControlResponse: Codable, Sendable, Equatable {
     case reports([TerminationReport])
     /// Sent after the last ``event(_:)`` of a non-following ``ControlRequest/events(follow:bundleIdentifier:)``.
     case end
+    /// Clock mode (`real`/`virtual`), host time in seconds since the host started, and that time as a date.
+    case clock(mode: String, seconds: Double, date: Date)
+    /// The budgets in force.
+    case profile(BudgetProfile)
     case error(ControlError)
 }
 

@@ -47,6 +47,12 @@ public enum LifecycleCallback: Codable, Sendable, Equatable {
     case willEnterForeground
     case didBecomeActive
     case willTerminate
+    /// The background time is about to run out: run the expiration handler of task
+    /// `taskID` (if it is still open), on the main thread, then return.
+    case backgroundTaskExpiration(taskID: Int)
+    /// The host's watchdog heartbeat: AppKitLess answers it on the main run loop
+    /// (no delegate method), so a blocked main thread leaves it unanswered.
+    case heartbeat
 
     /// The delegate method's name, for events and logs.
     public var name: String {
@@ -57,6 +63,8 @@ public enum LifecycleCallback: Codable, Sendable, Equatable {
         case .willEnterForeground: "willEnterForeground"
         case .didBecomeActive: "didBecomeActive"
         case .willTerminate: "willTerminate"
+        case .backgroundTaskExpiration(let id): "expirationHandler(task \(id))"
+        case .heartbeat: "heartbeat"
         }
     }
 }

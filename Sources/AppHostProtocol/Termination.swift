@@ -21,6 +21,61 @@ public enum TerminationCode: UInt32, Codable, Sendable, CaseIterable {
 
     /// `0x8badf00d` style.
     public var hex: String { "0x" + String(rawValue, radix: 16) }
+
+    /// What the code means (iOS's sense), one line.
+    public var meaning: String {
+        switch self {
+        case .watchdog: "watchdog: the app took too long (launch, didEnterBackground, an unanswered main run loop, or background time used up)"
+        case .deadlock: "held a file lock outside its container while being suspended"
+        case .badCall: "a VoIP push was not reported as an incoming call"
+        case .userForceQuit: "the user terminated an app that did not respond to willTerminate"
+        case .backgroundTaskTimeout: "a background task did not complete in time"
+        case .backgroundURLSessionTimeout: "background URL session events were not completed in time"
+        case .backgroundFetchTimeout: "a background fetch did not call its completion in time"
+        case .coolOff: "thermal event"
+        }
+    }
+
+    /// What the app's developer should do about it.
+    public var advice: String {
+        switch self {
+        case .watchdog: "return from delegate callbacks quickly, keep the main thread free, and end background tasks (at the latest in their expiration handlers)"
+        case .deadlock: "release shared file and database locks before the app is suspended, or hold a background task until they are released"
+        case .badCall: "report every VoIP push as a call before the push delegate returns"
+        case .userForceQuit: "return from willTerminate promptly"
+        case .backgroundTaskTimeout: "end background tasks before their time runs out"
+        case .backgroundURLSessionTimeout: "call the stored completion handler after urlSessionDidFinishEvents"
+        case .backgroundFetchTimeout: "call the fetch completion handler within the fetch budget"
+        case .coolOff: "reduce work under thermal pressure"
+        }
+    }
+}
+
+/// A background task held when an app was killed.
+public struct HeldTaskRecord: Codable, Sendable, Equatable {
+    public var id: Int
+    public var name: String?
+    /// Seconds since `beginBackgroundTask`.
+    public var age: Double
+    public init(id: Int, name: String?, age: Double) {
+        self.id = id
+        self.name = name
+        self.age = age
+    }
+}
+
+/// The budget a kill enforced.
+public struct BudgetRecord: Codable, Sendable, Equatable {
+    /// Budget key (`backgroundTask`, `launch`, ...).
+    public var name: String
+    public var seconds: Double
+    /// The profile it came from.
+    public var profile: String
+    public init(name: String, seconds: Double, profile: String) {
+        self.name = name
+        self.seconds = seconds
+        self.profile = profile
+    }
 }
 
 /// One entry of an app's recent state history.
@@ -56,12 +111,19 @@ public struct TerminationReport: Codable, Sendable, Equatable {
     public var terminationCode: String?
     /// Human-readable reason.
     public var reason: String
+    /// What the code means and what to do, when the host killed the app for a rule.
+    public var explanation: String?
+    /// Background tasks held at the time, with their ages.
+    public var backgroundTasks: [HeldTaskRecord]
+    /// The budget in force for the rule that was broken.
+    public var budget: BudgetRecord?
     /// The app's last states, oldest first.
     public var lastStates: [StateRecord]
 
     public init(id: String, bundleIdentifier: String, pid: Int32, time: Date, exceptionType: String,
                 exitStatus: Int32?, signal: Int32?, signalName: String?, terminationNamespace: String?,
-                terminationCode: String?, reason: String, lastStates: [StateRecord]) {
+                terminationCode: String?, reason: String, explanation: String? = nil,
+                backgroundTasks: [HeldTaskRecord] = [], budget: BudgetRecord? = nil, lastStates: [StateRecord]) {
         self.id = id
         self.bundleIdentifier = bundleIdentifier
         self.pid = pid
@@ -73,6 +135,9 @@ public struct TerminationReport: Codable, Sendable, Equatable {
         self.terminationNamespace = terminationNamespace
         self.terminationCode = terminationCode
         self.reason = reason
+        self.explanation = explanation
+        self.backgroundTasks = backgroundTasks
+        self.budget = budget
         self.lastStates = lastStates
     }
 }

@@ -127,6 +127,12 @@ public struct ControlServer: Sendable {
         }
     }
 
+    private func clockResponse() async -> ControlResponse {
+        let r = await supervisor.clockReading()
+        let seconds = Double(r.now.components.seconds) + Double(r.now.components.attoseconds) / 1e18
+        return .clock(mode: r.mode.rawValue, seconds: seconds, date: r.date)
+    }
+
     private func respond(to request: ControlRequest) async -> ControlResponse {
         do throws(ControlError) {
             switch request {
@@ -169,6 +175,16 @@ public struct ControlServer: Sendable {
                 return .ok(message: "stopped the host on \(supervisor.configuration.stateDirectory)")
             case .events:
                 return .error(ControlError(.badRequest, "events are streamed"))
+            case .clockAdvance(let seconds):
+                guard seconds.isFinite, seconds >= 0 else {
+                    return .error(ControlError(.badRequest, "time only moves forward"))
+                }
+                _ = try await supervisor.advanceClock(by: .milliseconds(Int64((seconds * 1000).rounded())))
+                return await clockResponse()
+            case .clockNow:
+                return await clockResponse()
+            case .profile:
+                return .profile(supervisor.configuration.profile)
             }
         } catch {
             return .error(error)

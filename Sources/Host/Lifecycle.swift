@@ -42,12 +42,32 @@ public struct Lifecycle: Sendable, Equatable {
         case stopConfirmed
         case continueConfirmed
         case terminate(TerminationCause)
-        /// The grace period after `willTerminate` ran out.
-        case graceExpired
+        /// A timer started by ``Effect/startTimer(_:after:)`` ran out.
+        case timerFired(Timer)
+        /// About to be suspended while holding a file lock outside its container.
+        case lockHeldAtSuspension(String)
         /// The app broke the IPC protocol (garbage, oversized frame, bad handshake).
         case protocolViolation(String)
         /// The process is gone.
         case exited(description: String, clean: Bool)
+    }
+
+    /// The deadlines the machine asks for. One of each kind at a time per app.
+    public enum Timer: String, Sendable, Equatable, CaseIterable {
+        /// After willTerminate: kill if still running.
+        case grace
+        /// didFinishLaunching must return.
+        case launch
+        /// didEnterBackground must return.
+        case backgroundCallback
+        /// Run the expiration handlers.
+        case expirationWarning
+        /// Background time is up.
+        case backgroundBudget
+        /// Send the next heartbeat to an active app.
+        case heartbeat
+        /// The outstanding heartbeat must be answered.
+        case hang
     }
 
     /// Signals the supervisor may send.
@@ -59,8 +79,8 @@ public struct Lifecycle: Sendable, Equatable {
         case send(LifecycleCallback, state: AppState)
         case signal(Signal, reason: String)
         case transition(from: AppState, to: AppState, cause: String)
-        case startGraceTimer
-        case cancelGraceTimer
+        case startTimer(Timer, after: Duration)
+        case cancelTimer(Timer)
         /// Write a termination report for the exit that follows / just happened.
         case report(TerminationRecord)
         case log(String)
@@ -71,14 +91,33 @@ public struct Lifecycle: Sendable, Equatable {
         public var namespace: String?
         public var code: TerminationCode?
         public var reason: String
+        public var tasks: [HeldTaskRecord] = []
+        public var budget: BudgetRecord? = nil
+    }
+
+    /// A background task the app holds.
+    public struct HeldTask: Sendable, Equatable {
+        public var name: String?
+        /// When it was begun (host clock).
+        public var began: Duration
     }
 
     /// Current state.
     public private(set) var state: AppState = .notRunning
     /// Where the app is headed.
     public private(set) var placement: Placement = .foreground
-    /// Background tasks held, id → name.
-    public private(set) var tasks: [Int: String?] = [:]
+    /// Background tasks held, by id.
+    public private(set) var tasks: [Int: HeldTask] = [:]
+    /// When the app last entered the background (host clock); nil in the foreground.
+    public private(set) var backgroundSince: Duration?
+    /// The expiration handlers of this background period have been asked to run.
+    public private(set) var expirationSent = false
+    /// A heartbeat is out, unanswered.
+    public private(set) var heartbeatOutstanding = false
+    /// The budgets in force.
+    public let profile: BudgetProfile
+    /// How long an app may take to exit after willTerminate.
+    public let grace: Duration
     /// `didFinishLaunching` has returned.
     public private(set) var launched = false
     /// The process completed its handshake.
@@ -95,11 +134,33 @@ public struct Lifecycle: Sendable, Equatable {
     public let exitsOnSuspend: Bool
 
     private var launchOptions = LaunchOptions(reason: .user)
+    private var now: Duration = .zero
     /// The host sent SIGKILL itself, so a SIGKILL exit is expected.
-    private var killSent = false
+    public private(set) var killSent = false
 
-    public init(exitsOnSuspend: Bool = false) {
+    public init(exitsOnSuspend: Bool = false, profile: BudgetProfile = .default, grace: Duration = .seconds(5)) {
         self.exitsOnSuspend = exitsOnSuspend
+        self.profile = profile
+        self.grace = grace
+    }
+
+    /// `backgroundTimeRemaining` at `now`: DBL_MAX in the foreground (as iOS), the rest
+    /// of the background budget in the background, 0 once it is used up.
+    public func timeRemaining(at now: Duration) -> Double {
+        switch state {
+        case .active, .inactive, .notRunning: return Double.greatestFiniteMagnitude
+        case .background, .suspended:
+            guard let since = backgroundSince else { return Double.greatestFiniteMagnitude }
+            return max(0, profile.backgroundTask - seconds(now - since))
+        }
+    }
+
+    private func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    private func budget(_ key: String) -> Duration {
+        .milliseconds(Int64(((profile[key] ?? 0) * 1000).rounded()))
     }
 
     /// Whether the app holds an assertion that keeps it running in the background.
@@ -108,8 +169,9 @@ public struct Lifecycle: Sendable, Equatable {
     /// Whether a process exists (or is being spawned).
     public var isRunning: Bool { state != .notRunning }
 
-    /// Feed one event; returns the effects to perform, in order.
-    public mutating func handle(_ event: Event) -> [Effect] {
+    /// Feed one event at host time `now`; returns the effects to perform, in order.
+    public mutating func handle(_ event: Event, at now: Duration = .zero) -> [Effect] {
+        self.now = now
         var fx: [Effect] = []
         switch (state, event) {
 
@@ -119,8 +181,10 @@ public struct Lifecycle: Sendable, Equatable {
             self.placement = placement
             launchOptions = options
             fx.append(.spawn(options))
+            fx.append(.startTimer(.launch, after: budget("launch")))
             fx += move(to: placement == .foreground ? .inactive : .background,
                        cause: placement == .foreground ? "launch" : "launch in background")
+            if placement == .background { fx += startBackgroundBudget() }
         case (_, .launch):
             fx.append(.log("already running"))
 
@@ -135,16 +199,24 @@ public struct Lifecycle: Sendable, Equatable {
 
         case (_, .callbackReturned(.didFinishLaunching)):
             launched = true
+            fx.append(.cancelTimer(.launch))
             if terminating != nil { break }
             switch placement {
             case .foreground:
-                fx += move(to: .active, cause: "didFinishLaunching returned")
-                fx.append(.send(.didBecomeActive, state: .active))
+                if state == .background {
+                    // Background launch brought to the foreground while launching.
+                    fx += enterForeground(cause: "foreground")
+                } else {
+                    fx += move(to: .active, cause: "didFinishLaunching returned")
+                    fx.append(.send(.didBecomeActive, state: .active))
+                    fx += startHeartbeat()
+                }
             case .background:
                 if state == .inactive {
                     // Sent home while launching.
                     fx += move(to: .background, cause: "home button during launch")
-                    fx.append(.send(.didEnterBackground, state: .background))
+                    fx += startBackgroundBudget()
+                    fx += sendDidEnterBackground()
                 } else {
                     // A background launch has no didEnterBackground: it is already there.
                     backgroundCallbackReturned = true
@@ -161,15 +233,21 @@ public struct Lifecycle: Sendable, Equatable {
             placement = .background
             if launched {
                 fx += move(to: .background, cause: "home button")
-                backgroundCallbackReturned = false
-                fx.append(.send(.didEnterBackground, state: .background))
+                fx += startBackgroundBudget()
+                fx += sendDidEnterBackground()
             }
         case (.background, .home), (.suspended, .home):
             break
 
         case (.background, .callbackReturned(.didEnterBackground)):
             backgroundCallbackReturned = true
+            fx.append(.cancelTimer(.backgroundCallback))
             fx += suspendIfIdle()
+
+        case (_, .callbackReturned(.heartbeat)):
+            heartbeatOutstanding = false
+            fx.append(.cancelTimer(.hang))
+            if state == .active { fx.append(.startTimer(.heartbeat, after: budget("heartbeatInterval"))) }
 
         // MARK: foreground
         case (.active, .foreground):
@@ -197,7 +275,11 @@ public struct Lifecycle: Sendable, Equatable {
             if tasks[id] != nil {
                 fx.append(.log("background task \(id) begun twice"))
             }
-            tasks[id] = name
+            tasks[id] = HeldTask(name: name, began: now)
+            if expirationSent, state == .background {
+                // Begun after the handlers ran: its time is already up, so its handler runs now.
+                fx.append(.send(.backgroundTaskExpiration(taskID: id), state: .background))
+            }
         case (_, .taskEnded(let id)):
             if tasks.removeValue(forKey: id) == nil {
                 fx.append(.log("endBackgroundTask(\(id)): no such task (ignored)"))
@@ -231,17 +313,62 @@ public struct Lifecycle: Sendable, Equatable {
             }
             if connected && launched {
                 fx.append(.send(.willTerminate, state: state == .suspended ? .background : state))
-                fx.append(.startGraceTimer)
+                fx.append(.startTimer(.grace, after: grace))
             } else {
                 fx.append(kill("terminated during launch"))
             }
 
-        case (_, .graceExpired) where terminating != nil && state != .notRunning:
+        case (_, .timerFired(.grace)) where terminating != nil && state != .notRunning:
+            let user = terminating == .user
             pendingRecord = pendingRecord ?? TerminationRecord(
-                namespace: "FRONTBOARD", code: nil,
-                reason: "did not exit within the grace period after willTerminate")
+                namespace: "FRONTBOARD", code: user ? .userForceQuit : nil,
+                reason: "did not exit within \(DurationText.format(seconds(grace))) after willTerminate"
+                    + (user ? " (the user terminated an unresponsive app)" : ""),
+                tasks: heldTasks())
             fx.append(kill("grace period after willTerminate ran out"))
-        case (_, .graceExpired):
+
+        case (_, .timerFired(.launch)) where !launched && terminating == nil && state != .notRunning:
+            fx += watchdog(reason: "didFinishLaunching did not return within the launch budget of \(fmt("launch"))",
+                           budget: "launch", namespace: "FRONTBOARD")
+
+        case (.background, .timerFired(.backgroundCallback)) where !backgroundCallbackReturned && terminating == nil:
+            fx += watchdog(reason: "didEnterBackground did not return within \(fmt("didEnterBackground"))",
+                           budget: "didEnterBackground", namespace: "FRONTBOARD")
+
+        case (.background, .timerFired(.expirationWarning)) where terminating == nil:
+            expirationSent = true
+            for id in tasks.keys.sorted() {
+                fx.append(.send(.backgroundTaskExpiration(taskID: id), state: .background))
+            }
+
+        case (.background, .timerFired(.backgroundBudget)) where terminating == nil && hasAssertion:
+            let names = tasks.sorted { $0.key < $1.key }.map { id, t in
+                "\(t.name.map { "\"\($0)\"" } ?? "#\(id)") (held \(DurationText.format(seconds(now - t.began))))"
+            }
+            fx += watchdog(reason: "background time of \(fmt("backgroundTask")) used up while holding background task\(names.count == 1 ? "" : "s") \(names.joined(separator: ", "))",
+                           budget: "backgroundTask", namespace: "RUNNINGBOARD")
+
+        case (.active, .timerFired(.heartbeat)) where !heartbeatOutstanding && terminating == nil:
+            heartbeatOutstanding = true
+            fx.append(.send(.heartbeat, state: .active))
+            fx.append(.startTimer(.hang, after: budget("foregroundHang")))
+
+        case (.active, .timerFired(.hang)) where heartbeatOutstanding && terminating == nil:
+            fx += watchdog(reason: "main run loop unresponsive for \(fmt("foregroundHang")) while active (heartbeat unanswered)",
+                           budget: "foregroundHang", namespace: "FRONTBOARD")
+
+        case (_, .timerFired):
+            // A timer whose condition no longer holds (state moved on).
+            break
+
+        case (.background, .lockHeldAtSuspension(let what)) where stopPending:
+            stopPending = false
+            pendingRecord = TerminationRecord(
+                namespace: "RUNNINGBOARD", code: .deadlock,
+                reason: "held a file lock outside its container while being suspended: \(what)", tasks: heldTasks())
+            terminating = .user
+            fx.append(kill("file lock held at suspension"))
+        case (_, .lockHeldAtSuspension):
             break
 
         case (.notRunning, .protocolViolation):
@@ -252,7 +379,7 @@ public struct Lifecycle: Sendable, Equatable {
         case (.notRunning, .exited):
             break
         case (_, .exited(let description, let clean)):
-            fx.append(.cancelGraceTimer)
+            for t in Timer.allCases { fx.append(.cancelTimer(t)) }
             var report: TerminationRecord?
             if let record = pendingRecord {
                 report = record
@@ -294,20 +421,70 @@ public struct Lifecycle: Sendable, Equatable {
     }
 
     private mutating func goHome(cause: String) -> [Effect] {
-        var fx = move(to: .inactive, cause: cause)
+        var fx = stopHeartbeat()
+        fx += move(to: .inactive, cause: cause)
         fx.append(.send(.willResignActive, state: .inactive))
         fx += move(to: .background, cause: cause)
-        backgroundCallbackReturned = false
-        fx.append(.send(.didEnterBackground, state: .background))
+        fx += startBackgroundBudget()
+        fx += sendDidEnterBackground()
         return fx
     }
 
+    private mutating func sendDidEnterBackground() -> [Effect] {
+        backgroundCallbackReturned = false
+        return [.send(.didEnterBackground, state: .background),
+                .startTimer(.backgroundCallback, after: budget("didEnterBackground"))]
+    }
+
     private mutating func enterForeground(cause: String) -> [Effect] {
-        var fx = move(to: .inactive, cause: cause)
+        var fx: [Effect] = [.cancelTimer(.expirationWarning), .cancelTimer(.backgroundBudget), .cancelTimer(.backgroundCallback)]
+        backgroundSince = nil
+        expirationSent = false
+        fx += move(to: .inactive, cause: cause)
         fx.append(.send(.willEnterForeground, state: .inactive))
         fx += move(to: .active, cause: cause)
         fx.append(.send(.didBecomeActive, state: .active))
+        fx += startHeartbeat()
         return fx
+    }
+
+    /// The background budget runs from entering the background; tasks begun in the
+    /// foreground start consuming it only now.
+    private mutating func startBackgroundBudget() -> [Effect] {
+        backgroundSince = now
+        expirationSent = false
+        let total = budget("backgroundTask")
+        let lead = budget("expirationWarning")
+        return [.startTimer(.expirationWarning, after: total > lead ? total - lead : .zero),
+                .startTimer(.backgroundBudget, after: total)]
+    }
+
+    private mutating func startHeartbeat() -> [Effect] {
+        heartbeatOutstanding = false
+        return [.startTimer(.heartbeat, after: budget("heartbeatInterval"))]
+    }
+
+    private mutating func stopHeartbeat() -> [Effect] {
+        heartbeatOutstanding = false
+        return [.cancelTimer(.heartbeat), .cancelTimer(.hang)]
+    }
+
+    private func fmt(_ key: String) -> String {
+        DurationText.format(profile[key] ?? 0)
+    }
+
+    private func heldTasks() -> [HeldTaskRecord] {
+        tasks.sorted { $0.key < $1.key }.map { HeldTaskRecord(id: $0.key, name: $0.value.name, age: seconds(now - $0.value.began)) }
+    }
+
+    /// Kill for a watchdog rule: SIGKILL, 0x8badf00d, a report naming the budget.
+    private mutating func watchdog(reason: String, budget key: String, namespace: String) -> [Effect] {
+        pendingRecord = TerminationRecord(
+            namespace: namespace, code: .watchdog, reason: reason, tasks: heldTasks(),
+            budget: BudgetRecord(name: key, seconds: profile[key] ?? 0, profile: profile.name))
+        terminating = .user
+        stopPending = false
+        return [kill("watchdog: \(reason)")]
     }
 
     /// In the background with nothing to do: suspend (or exit, for ExitsOnSuspend apps).
@@ -316,7 +493,7 @@ public struct Lifecycle: Sendable, Equatable {
               !hasAssertion, !stopPending, terminating == nil, placement == .background else { return [] }
         if exitsOnSuspend {
             terminating = .exitsOnSuspend
-            return [.send(.willTerminate, state: .background), .startGraceTimer]
+            return [.send(.willTerminate, state: .background), .startTimer(.grace, after: grace)]
         }
         stopPending = true
         return [.signal(.stop, reason: "no assertion left")]
@@ -335,6 +512,9 @@ public struct Lifecycle: Sendable, Equatable {
 
     private mutating func reset() {
         tasks = [:]
+        backgroundSince = nil
+        expirationSent = false
+        heartbeatOutstanding = false
         launched = false
         connected = false
         backgroundCallbackReturned = false

@@ -16,6 +16,13 @@ public struct HostConfiguration: Sendable {
     public var productDirectories: [String] = []
     /// The seccomp policy applied to apps.
     public var seccomp: SeccompPolicy = .baseline
+    /// Real time, or virtual time moved only by ``Supervisor/advanceClock(by:)``.
+    public var clock: ClockMode = .real
+    /// The budgets in force.
+    public var profile: BudgetProfile = .default
+    /// With the virtual clock: how long (real time) `advance` waits for apps to answer
+    /// what a deadline sent them before it fires the next one.
+    public var settleTimeout: Duration = .seconds(2)
 
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
@@ -29,6 +36,14 @@ public struct HostConfiguration: Sendable {
     /// The control socket's path.
     public var controlSocketPath: String { stateDirectory + "/" + ControlSocket.fileName }
     var lockPath: String { stateDirectory + "/apphost.lock" }
+}
+
+/// Where host time comes from.
+public enum ClockMode: String, Sendable, Codable, CaseIterable {
+    /// The machine's monotonic clock.
+    case real
+    /// Time moves only when told (`apphost clock advance`).
+    case virtual
 }
 
 /// The host's brain: installed apps, one ``Lifecycle`` per app, and the effects.
@@ -49,7 +64,10 @@ public actor Supervisor {
         /// An exited app's socket did not reach EOF in time (a child of the app may hold it).
         case drainExpired(app: String, instance: UInt64)
         case child(app: String, instance: UInt64, ChildEvent)
-        case graceExpired(app: String, instance: UInt64)
+        /// The real-clock timer ran out: fire what is due.
+        case deadlinesDue
+        /// A file lock outside the container was found when about to suspend.
+        case lockHeld(app: String, instance: UInt64, String)
     }
 
     /// A running (or starting) app.
@@ -62,7 +80,6 @@ public actor Supervisor {
         var seq: UInt64 = 0
         var pending: [UInt64: LifecycleCallback] = [:]
         var since: Date
-        var graceTask: Task<Void, Never>?
         var exitStatus: ExitStatus?
         /// The IPC connection is attached and has not reached EOF.
         var channelOpen = false
@@ -80,8 +97,27 @@ public actor Supervisor {
     private let events: EventLog
     private let group: any EventLoopGroup
     private let logger: Logger
-    private let clock: any Clock<Duration>
-    private let now: @Sendable () -> Date
+    private let realClock = ContinuousClock()
+    private let realStart: ContinuousClock.Instant
+    private let startDate: Date
+    private var virtualNow: Duration = .zero
+
+    /// Deadlines by (app, instance, timer): when they fall due on the host clock.
+    private struct DeadlineKey: Hashable {
+        var app: String
+        var instance: UInt64
+        var timer: Lifecycle.Timer
+    }
+    private var deadlines: [DeadlineKey: Duration] = [:]
+    private var timerTask: Task<Void, Never>?
+    private var armedFor: Duration?
+    /// How late real-clock deadlines fired (for the precision benchmark).
+    private var lateness: [Duration] = []
+    /// Virtual advance in progress: callbacks sent during the current step.
+    private var advancing = false
+    private var stepCallbacks: Set<String> = []
+    private var settleWaiter: CheckedContinuation<Void, Never>?
+    private var settleToken: UInt64 = 0
 
     private var apps: [String: Store.AppRow] = [:]
     private var runtimes: [String: Runtime] = [:]
@@ -102,8 +138,7 @@ public actor Supervisor {
     private let input: AsyncStream<Input>.Continuation
 
     /// Opens the state directory's database and event log. The caller holds the state dir lock.
-    public init(configuration: HostConfiguration, group: any EventLoopGroup, logger: Logger,
-                clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }) throws {
+    public init(configuration: HostConfiguration, group: any EventLoopGroup, logger: Logger) throws {
         self.configuration = configuration
         let fm = FileManager.default
         for dir in [configuration.stateDirectory, configuration.reportsDirectory,
@@ -114,13 +149,151 @@ public actor Supervisor {
         events = EventLog(path: configuration.eventsPath)
         self.group = group
         self.logger = logger
-        self.clock = clock
-        self.now = now
+        realStart = realClock.now
+        startDate = Date()
         (inputs, input) = AsyncStream<Input>.makeStream()
         for row in try store.apps() {
             apps[row.app.bundleIdentifier] = row
         }
-        events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed)", time: now())
+        events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
+    }
+
+    // MARK: - Clock
+
+    /// Host time since the host started: real monotonic, or virtual.
+    public func hostNow() -> Duration {
+        configuration.clock == .real ? realStart.duration(to: realClock.now) : virtualNow
+    }
+
+    /// Host time as a date (virtual dates start at the host's start date).
+    private func now() -> Date {
+        let d = hostNow()
+        return startDate.addingTimeInterval(Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
+    }
+
+    /// The clock's mode, host time and date.
+    public func clockReading() -> (mode: ClockMode, now: Duration, date: Date) {
+        (configuration.clock, hostNow(), now())
+    }
+
+    /// How late real-clock deadlines fired so far (and clears the record).
+    public func takeDeadlineLateness() -> [Duration] {
+        defer { lateness.removeAll() }
+        return lateness
+    }
+
+    /// Virtual clock only: moves time forward by `duration`, firing every deadline
+    /// that falls inside, in order. Before each next deadline the apps get up to
+    /// `settleTimeout` of real time to answer what the last one sent them (callback
+    /// returns, stop confirmations), so their replies land at the right virtual time.
+    public func advanceClock(by duration: Duration) async throws(ControlError) -> Duration {
+        guard configuration.clock == .virtual else {
+            throw ControlError(.badRequest, "the host runs on the real clock; start it with `--clock virtual` to move time by hand")
+        }
+        guard duration >= .zero else { throw ControlError(.badRequest, "time only moves forward") }
+        guard !advancing else { throw ControlError(.badRequest, "the clock is already being advanced") }
+        advancing = true
+        defer { advancing = false }
+        let target = virtualNow + duration
+        await settle()
+        while let (key, due) = earliestDeadline(), due <= target {
+            virtualNow = max(virtualNow, due)
+            deadlines.removeValue(forKey: key)
+            fire(key)
+            await settle()
+        }
+        virtualNow = target
+        await settle()
+        return virtualNow
+    }
+
+    private func earliestDeadline() -> (DeadlineKey, Duration)? {
+        var best: (DeadlineKey, Duration)?
+        for (k, v) in deadlines where best == nil || v < best!.1 || (v == best!.1 && k.app < best!.0.app) {
+            best = (k, v)
+        }
+        return best
+    }
+
+    private func fire(_ key: DeadlineKey) {
+        guard runtimes[key.app]?.instance == key.instance else { return }
+        feed(key.app, .timerFired(key.timer))
+    }
+
+    private func startTimer(_ id: String, _ timer: Lifecycle.Timer, after: Duration) {
+        guard let instance = runtimes[id]?.instance else { return }
+        deadlines[DeadlineKey(app: id, instance: instance, timer: timer)] = hostNow() + after
+        rearm()
+    }
+
+    private func cancelTimer(_ id: String, _ timer: Lifecycle.Timer) {
+        guard let instance = runtimes[id]?.instance else { return }
+        deadlines.removeValue(forKey: DeadlineKey(app: id, instance: instance, timer: timer))
+    }
+
+    /// Real clock: one sleeping task, armed for the earliest deadline.
+    private func rearm() {
+        guard configuration.clock == .real else { return }
+        let earliest = deadlines.values.min()
+        guard earliest != armedFor else { return }
+        timerTask?.cancel()
+        armedFor = earliest
+        guard let earliest else { return }
+        let deadline = realStart.advanced(by: earliest)
+        let input = self.input
+        timerTask = Task {
+            do {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                input.yield(.deadlinesDue)
+            } catch {}
+        }
+    }
+
+    private func fireDue() {
+        armedFor = nil
+        let t = hostNow()
+        while let (key, due) = earliestDeadline(), due <= t {
+            deadlines.removeValue(forKey: key)
+            lateness.append(hostNow() - due)
+            fire(key)
+        }
+        rearm()
+    }
+
+    /// Waits until the apps have answered what this step sent them, or the settle timeout.
+    private func settle() async {
+        defer { stepCallbacks.removeAll() }
+        guard !isSettled() else { return }
+        settleToken += 1
+        let token = settleToken
+        let timeout = configuration.settleTimeout
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.settleTimedOut(token)
+        }
+        await withCheckedContinuation { settleWaiter = $0 }
+        timer.cancel()
+    }
+
+    private func settleTimedOut(_ token: UInt64) {
+        guard token == settleToken, let w = settleWaiter else { return }
+        settleWaiter = nil
+        w.resume()
+    }
+
+    private func isSettled() -> Bool {
+        if !stepCallbacks.isEmpty { return false }
+        // Also wait for stops to be confirmed and killed apps to be reaped, so that
+        // after `advance` the states a test reads are the final ones.
+        return !runtimes.values.contains {
+            $0.machine.stopPending || $0.pendingExit != nil || ($0.machine.killSent && $0.machine.isRunning && $0.child != nil)
+        }
+    }
+
+    private func checkSettled() {
+        guard let w = settleWaiter, isSettled() else { return }
+        settleWaiter = nil
+        w.resume()
     }
 
     // MARK: - Running
@@ -129,6 +302,7 @@ public actor Supervisor {
     public func run() async {
         for await item in inputs {
             handle(item)
+            if settleWaiter != nil { checkSettled() }
         }
     }
 
@@ -252,7 +426,8 @@ public actor Supervisor {
         }
         if !background { sendOthersHome(except: id) }
         nextInstance += 1
-        let machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend)
+        let machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
+                                grace: configuration.terminationGracePeriod)
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments)
         runtimes[id] = Runtime(machine: machine, instance: nextInstance, since: now())
         feed(id, .launch(options, placement: background ? .background : .foreground))
@@ -309,7 +484,7 @@ public actor Supervisor {
             let rt = runtimes[id]
             let state = rt?.machine.state ?? .notRunning
             let since = lastStateChange[id] ?? apps[id]?.app.installedAt ?? now()
-            let tasks = rt?.machine.tasks.sorted { $0.key < $1.key }.map { $0.value ?? "#\($0.key)" } ?? []
+            let tasks = rt?.machine.tasks.sorted { $0.key < $1.key }.map { $0.value.name ?? "#\($0.key)" } ?? []
             return AppStatus(bundleIdentifier: id, state: state, pid: state == .notRunning ? nil : rt?.pid,
                              since: since, backgroundTasks: tasks,
                              isFrontmost: state == .active || (state == .inactive && rt?.machine.placement == .foreground))
@@ -388,6 +563,10 @@ public actor Supervisor {
             runtimes[id] = rt
             events.append(.spawned, app: id, pid: child.pid, cause: "spawned \(apps[id]?.app.executablePath ?? "")", time: now())
             feed(id, .spawned(pid: child.pid))
+            if runtimes[id]?.machine.killSent == true {
+                // Killed (a watchdog, a terminate) before the process existed.
+                try? child.signal(SIGKILL)
+            }
             for event in early {
                 handle(.child(app: id, instance: instance, event))
             }
@@ -455,14 +634,20 @@ public actor Supervisor {
             runtimes[id]?.channel?.close(promise: nil)
             processExit(id, status)
 
-        case .graceExpired(let id, let instance):
+        case .deadlinesDue:
+            fireDue()
+
+        case .lockHeld(let id, let instance, let what):
             guard runtimes[id]?.instance == instance else { return }
-            feed(id, .graceExpired)
+            feed(id, .lockHeldAtSuspension(what))
         }
     }
 
     private func processExit(_ id: String, _ status: ExitStatus) {
         runtimes[id]?.pendingExit = nil
+        if let instance = runtimes[id]?.instance {
+            stepCallbacks = stepCallbacks.filter { !$0.hasPrefix("\(id)#\(instance)#") }
+        }
         runtimes[id]?.exitStatus = status
         events.append(.exited, app: id, pid: runtimes[id]?.pid, cause: status.description, time: now())
         let clean: Bool
@@ -492,7 +677,10 @@ public actor Supervisor {
                 feed(id, .protocolViolation("callbackReturned for unknown callback \(seq)"))
                 return
             }
-            events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", time: now())
+            stepCallbacks.remove("\(id)#\(rt.instance)#\(seq)")
+            if callback != .heartbeat {
+                events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", time: now())
+            }
             feed(id, .callbackReturned(callback))
         case .beginBackgroundTask(let taskID, let name):
             events.append(.backgroundTask, app: id, pid: rt.pid,
@@ -502,8 +690,7 @@ public actor Supervisor {
             events.append(.backgroundTask, app: id, pid: rt.pid, cause: "endBackgroundTask id \(taskID)", time: now())
             feed(id, .taskEnded(id: taskID))
         case .request(let requestID, .backgroundTimeRemaining):
-            // Budgets arrive with the background-time work; until then time is unlimited in every state.
-            send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: Double.greatestFiniteMagnitude)))
+            send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: rt.machine.timeRemaining(at: hostNow()))))
         }
     }
 
@@ -513,7 +700,7 @@ public actor Supervisor {
     private func feed(_ id: String, _ event: Lifecycle.Event) {
         defer { flushTransitions() }
         guard var rt = runtimes[id] else { return }
-        let effects = rt.machine.handle(event)
+        let effects = rt.machine.handle(event, at: hostNow())
         runtimes[id] = rt
         for effect in effects {
             perform(id, effect)
@@ -560,9 +747,16 @@ public actor Supervisor {
             rt.seq += 1
             rt.pending[rt.seq] = callback
             runtimes[id] = rt
+            if advancing { stepCallbacks.insert("\(id)#\(rt.instance)#\(rt.seq)") }
             send(id, .callback(seq: rt.seq, callback: callback, state: state))
         case .signal(let sig, let reason):
             guard let child = runtimes[id]?.child else { return }
+            if sig == .stop, let what = lockOutsideContainer(id), let instance = runtimes[id]?.instance {
+                // iOS kills an app suspended with a shared file lock (0xdead10cc) rather
+                // than let it deadlock the others: no SIGSTOP, the machine kills it.
+                input.yield(.lockHeld(app: id, instance: instance, what))
+                return
+            }
             let number: Int32 = switch sig {
             case .stop: SIGSTOP
             case .cont: SIGCONT
@@ -587,26 +781,28 @@ public actor Supervisor {
                 stateWaiters[id] = waiters.filter { $0.state != to }
                 for w in waiters where w.state == to { w.continuation.resume() }
             }
-        case .startGraceTimer:
-            guard let instance = runtimes[id]?.instance else { return }
-            let grace = configuration.terminationGracePeriod
-            let clock = self.clock
-            let input = self.input
-            runtimes[id]?.graceTask?.cancel()
-            runtimes[id]?.graceTask = Task {
-                do {
-                    try await clock.sleep(for: grace)
-                    input.yield(.graceExpired(app: id, instance: instance))
-                } catch {}
-            }
-        case .cancelGraceTimer:
-            runtimes[id]?.graceTask?.cancel()
-            runtimes[id]?.graceTask = nil
+        case .startTimer(let timer, let after):
+            startTimer(id, timer, after: after)
+        case .cancelTimer(let timer):
+            cancelTimer(id, timer)
         case .report(let record):
             writeReport(id, record)
         case .log(let message):
             events.append(.warning, app: id, pid: runtimes[id]?.pid, cause: message, time: now())
         }
+    }
+
+    /// A file lock the app holds outside its container (from /proc/locks), described.
+    private func lockOutsideContainer(_ id: String) -> String? {
+        guard let pid = runtimes[id]?.pid, let locks = try? ProcLocks.held(by: pid) else { return nil }
+        let container = configuration.containersDirectory + "/" + id + "/"
+        for lock in locks {
+            let path = lock.path ?? "inode \(lock.inode) on device \(lock.device)"
+            if !path.hasPrefix(container) {
+                return "\(lock.kind.rawValue) \(lock.exclusive ? "write" : "read") lock on \(path)"
+            }
+        }
+        return nil
     }
 
     private func send(_ id: String, _ message: HostMessage) {
@@ -645,7 +841,9 @@ public actor Supervisor {
             id: reportID, bundleIdentifier: id, pid: rt.pid ?? 0, time: time, exceptionType: exceptionType,
             exitStatus: exitCode, signal: signal, signalName: signal.map(signalName),
             terminationNamespace: record.namespace, terminationCode: record.code?.hex,
-            reason: record.reason, lastStates: history)
+            reason: record.reason,
+            explanation: record.code.map { "\($0.meaning). What to do: \($0.advice)." },
+            backgroundTasks: record.tasks, budget: record.budget, lastStates: history)
         do {
             try store.saveReport(report)
             let data = try WireJSON.encoder(pretty: true).encode(report)

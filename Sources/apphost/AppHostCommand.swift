@@ -28,7 +28,7 @@ struct AppHostCommand: AsyncParsableCommand {
         subcommands: [
             Run.self, Daemon.self, Install.self, Uninstall.self, List.self, Launch.self,
             Foreground.self, Background.self, Terminate.self, Status.self, Events.self,
-            Reports.self, ManifestCommand.self, Shutdown.self, Demo.self,
+            Reports.self, ManifestCommand.self, Shutdown.self, ClockCommand.self, ProfileCommand.self, Demo.self,
         ]
     )
 }
@@ -103,14 +103,41 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
+    @Option(name: .long, help: ArgumentHelp("real, or virtual: time moves only with `apphost clock advance` (policy tests).", valueName: "mode"))
+    var clock: ClockMode = .real
+
+    @Option(name: .long, help: ArgumentHelp("Budget profile: ios6 (600 s background tasks), ios7 (180 s), ios13 (30 s, default). `apphost profile show` prints the table.", valueName: "name"))
+    var profile: String?
+
+    @Option(name: .long, help: ArgumentHelp("JSON config file: {\"profile\": \"ios7\", \"budgets\": {\"backgroundTask\": \"45s\"}}.", valueName: "file"))
+    var config: String?
+
+    @Option(name: .long, help: ArgumentHelp("Virtual clock: real seconds `clock advance` waits for apps to answer before the next deadline.", valueName: "seconds"))
+    var settleTimeout: Double = 2
+
     func validate() throws {
         guard gracePeriod >= 0, gracePeriod.isFinite else { throw ValidationError("--grace-period must be a non-negative number of seconds") }
+        guard settleTimeout > 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a positive number of seconds") }
+        _ = try budgets()
+    }
+
+    /// The profile in force: --profile, else the config file's, else ios13; config overrides on top.
+    func budgets() throws -> BudgetProfile {
+        do {
+            let file = try config.map { try HostConfigFile.load(path: absolute($0)) }
+            return try HostConfigFile.resolve(profile: profile, file: file)
+        } catch let error as BudgetError {
+            throw ValidationError(error.message)
+        }
     }
 
     func configuration(stateDirectory: String) -> HostConfiguration {
         var config = HostConfiguration(stateDirectory: stateDirectory)
         config.terminationGracePeriod = .milliseconds(Int64(gracePeriod * 1000))
         config.productDirectories = productDirectories
+        config.clock = clock
+        config.profile = (try? budgets()) ?? .default
+        config.settleTimeout = .milliseconds(Int64(settleTimeout * 1000))
         return config
     }
 
@@ -134,6 +161,7 @@ struct HostOptions: ParsableArguments {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+extension ClockMode: ExpressibleByArgument {}
 
 func absolute(_ path: String) -> String {
     URL(fileURLWithPath: path).standardizedFileURL.path

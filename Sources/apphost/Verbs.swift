@@ -230,6 +230,14 @@ enum ReportFormatter {
             lines.append("Termination Reason: Namespace \(ns)\(r.terminationCode.map { ", Code \($0)" } ?? "")")
         }
         lines.append("Reason:             \(r.reason)")
+        if let e = r.explanation { lines.append("Explanation:        \(e)") }
+        if let b = r.budget { lines.append("Budget:             \(b.name) \(DurationText.format(b.seconds)) (profile \(b.profile))") }
+        if !r.backgroundTasks.isEmpty {
+            lines.append("Background tasks:")
+            for t in r.backgroundTasks {
+                lines.append("  #\(t.id) \(t.name.map { "\"\($0)\"" } ?? "(unnamed)") held \(DurationText.format(t.age))")
+            }
+        }
         if !r.lastStates.isEmpty {
             lines.append("Last states:")
             for s in r.lastStates {

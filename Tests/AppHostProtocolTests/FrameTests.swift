@@ -112,3 +112,69 @@ struct WireJSONTests {
         #expect(back == s)
     }
 }
+
+@Suite("TerminationCode")
+struct TerminationCodeTests {
+    @Test func hexAndTableAreDocumentedInREADME() throws {
+        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("README.md")
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        for code in TerminationCode.allCases {
+            #expect(text.contains(code.hex), "README's code table lacks \(code.hex)")
+            #expect(!code.meaning.isEmpty && !code.advice.isEmpty)
+        }
+        #expect(TerminationCode.watchdog.hex == "0x8badf00d")
+        #expect(TerminationCode.deadlock.hex == "0xdead10cc")
+    }
+}
+
+@Suite("Budgets")
+struct BudgetTests {
+    @Test func namedProfilesCarryTheDocumentedBackgroundBudgets() {
+        #expect(BudgetProfile.named("ios6")?.backgroundTask == 600)
+        #expect(BudgetProfile.named("ios7")?.backgroundTask == 180)
+        #expect(BudgetProfile.named("ios13")?.backgroundTask == 30)
+        #expect(BudgetProfile.default == .ios13)
+        let p = BudgetProfile.ios13
+        #expect([p.fetch, p.silentPush, p.didEnterBackground, p.launch, p.foregroundHang] == [30, 30, 5, 20, 10])
+        for key in BudgetProfile.keys { #expect(BudgetProfile.notes[key] != nil, "\(key) has no source note") }
+    }
+
+    @Test func durationsParse() throws {
+        #expect(try DurationText.seconds("31s") == 31)
+        #expect(try DurationText.seconds("10m") == 600)
+        #expect(try DurationText.seconds("1h") == 3600)
+        #expect(try DurationText.seconds("1h30m") == 5400)
+        #expect(try DurationText.seconds("250ms") == 0.25)
+        #expect(try DurationText.seconds("1.5s") == 1.5)
+        #expect(try DurationText.seconds("42") == 42)
+        #expect(throws: BudgetError.self) { try DurationText.seconds("soon") }
+        #expect(throws: BudgetError.self) { try DurationText.seconds("5y") }
+        #expect(throws: BudgetError.self) { try DurationText.seconds("-3s") }
+        #expect(DurationText.format(31) == "31s")
+        #expect(DurationText.format(5400) == "1h30m")
+        #expect(DurationText.format(0.25) == "250ms")
+    }
+
+    @Test func configFileOverridesSingleValuesAndProfileFlagWins() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("budget-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("config.json")
+        try Data(#"{"profile": "ios7", "budgets": {"backgroundTask": "45s", "launch": 10}}"#.utf8).write(to: file)
+        let config = try HostConfigFile.load(path: file.path)
+        let p = try HostConfigFile.resolve(profile: nil, file: config)
+        #expect(p.backgroundTask == 45)
+        #expect(p.launch == 10)
+        #expect(p.fetch == 30)
+        #expect(p.name == "ios7+config")
+        let flag = try HostConfigFile.resolve(profile: "ios6", file: config)
+        #expect(flag.backgroundTask == 45, "overrides apply on top of the chosen profile")
+        #expect(flag.name == "ios6+config")
+        try Data(#"{"budgets": {"backgroundTsk": 3}}"#.utf8).write(to: file)
+        #expect(throws: BudgetError.self) { try HostConfigFile.load(path: file.path) }
+        #expect(throws: BudgetError.self) { try HostConfigFile.resolve(profile: "ios99", file: nil) }
+        try Data(#"{"budgets": {"expirationWarning": 60}}"#.utf8).write(to: file)
+        #expect(throws: BudgetError.self) { try HostConfigFile.resolve(profile: nil, file: try HostConfigFile.load(path: file.path)) }
+    }
+}

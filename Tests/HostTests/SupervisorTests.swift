@@ -143,7 +143,9 @@ struct SupervisorTests {
         #expect(!processExists(pid))
         let report = try #require(try await host.supervisor.reports(id).last)
         #expect(report.signalName == "SIGKILL")
-        #expect(report.reason.contains("grace period"))
+        #expect(report.terminationCode == "0xdeadfa11", "user terminate of an unresponsive app")
+        #expect(report.terminationNamespace == "FRONTBOARD")
+        #expect(report.reason.contains("after willTerminate"))
         await host.stop()
     }
 

@@ -56,11 +56,15 @@ final class TestHost: Sendable {
     let group: MultiThreadedEventLoopGroup
     let loop: Task<Void, Never>
 
-    init(label: String = "h", grace: Duration = .seconds(5)) throws {
+    init(label: String = "h", grace: Duration = .seconds(5), clock: ClockMode = .real,
+         profile: BudgetProfile = .default, settle: Duration = .seconds(2)) throws {
         dir = try TempDir(label)
         var config = HostConfiguration(stateDirectory: dir.path)
         config.productDirectories = [productsDirectory]
         config.terminationGracePeriod = grace
+        config.clock = clock
+        config.profile = profile
+        config.settleTimeout = settle
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var logger = Logger(label: "test")
         logger.logLevel = .warning

@@ -1,0 +1,244 @@
+import Foundation
+
+/// The time budgets the host enforces, as one table of named profiles.
+///
+/// Values are seconds. Where IOS-MODEL.md marks a value UNCONFIRMED, the profile
+/// says so in ``BudgetProfile/notes`` and `apphost profile show` prints it.
+public struct BudgetProfile: Codable, Sendable, Equatable {
+    /// Profile name (`ios6`, `ios7`, `ios13`, or `custom` after overrides).
+    public var name: String
+    /// Background time for `beginBackgroundTask`, counted from entering the background.
+    public var backgroundTask: Double
+    /// `performFetch` completion budget.
+    public var fetch: Double
+    /// Silent push handler budget.
+    public var silentPush: Double
+    /// `didEnterBackground` must return within this.
+    public var didEnterBackground: Double
+    /// `didFinishLaunching` must return within this.
+    public var launch: Double
+    /// An active app must answer a heartbeat within this.
+    public var foregroundHang: Double
+    /// How long before the background budget ends the expiration handlers run.
+    public var expirationWarning: Double
+    /// How often an active app is sent a heartbeat.
+    public var heartbeatInterval: Double
+
+    /// Every budget key, in table order.
+    public static let keys = ["backgroundTask", "fetch", "silentPush", "didEnterBackground", "launch",
+                              "foregroundHang", "expirationWarning", "heartbeatInterval"]
+
+    public init(name: String, backgroundTask: Double, fetch: Double = 30, silentPush: Double = 30,
+                didEnterBackground: Double = 5, launch: Double = 20, foregroundHang: Double = 10,
+                expirationWarning: Double = 5, heartbeatInterval: Double = 5) {
+        self.name = name
+        self.backgroundTask = backgroundTask
+        self.fetch = fetch
+        self.silentPush = silentPush
+        self.didEnterBackground = didEnterBackground
+        self.launch = launch
+        self.foregroundHang = foregroundHang
+        self.expirationWarning = expirationWarning
+        self.heartbeatInterval = heartbeatInterval
+    }
+
+    /// iOS 6 and earlier: about 600 s of background time.
+    public static let ios6 = BudgetProfile(name: "ios6", backgroundTask: 600)
+    /// iOS 7 to 12: 180 s.
+    public static let ios7 = BudgetProfile(name: "ios7", backgroundTask: 180)
+    /// iOS 13 and later: about 30 s (the default).
+    public static let ios13 = BudgetProfile(name: "ios13", backgroundTask: 30)
+
+    /// The named profiles.
+    public static let all: [BudgetProfile] = [.ios6, .ios7, .ios13]
+    /// The default profile.
+    public static let `default` = ios13
+
+    /// A named profile, or nil.
+    public static func named(_ name: String) -> BudgetProfile? {
+        all.first { $0.name == name }
+    }
+
+    /// A value by key.
+    public subscript(key: String) -> Double? {
+        get {
+            switch key {
+            case "backgroundTask": backgroundTask
+            case "fetch": fetch
+            case "silentPush": silentPush
+            case "didEnterBackground": didEnterBackground
+            case "launch": launch
+            case "foregroundHang": foregroundHang
+            case "expirationWarning": expirationWarning
+            case "heartbeatInterval": heartbeatInterval
+            default: nil
+            }
+        }
+        set {
+            guard let v = newValue else { return }
+            switch key {
+            case "backgroundTask": backgroundTask = v
+            case "fetch": fetch = v
+            case "silentPush": silentPush = v
+            case "didEnterBackground": didEnterBackground = v
+            case "launch": launch = v
+            case "foregroundHang": foregroundHang = v
+            case "expirationWarning": expirationWarning = v
+            case "heartbeatInterval": heartbeatInterval = v
+            default: break
+            }
+        }
+    }
+
+    /// Where each value comes from (IOS-MODEL.md); UNCONFIRMED ones are profile settings by design.
+    public static let notes: [String: String] = [
+        "backgroundTask": "beginBackgroundTask: ~600 s iOS ≤ 6, 180 s iOS 7–12, ~30 s iOS 13+ (DTS logs)",
+        "fetch": "performFetch: up to 30 s (Apple doc)",
+        "silentPush": "30 s widely cited — UNCONFIRMED",
+        "didEnterBackground": "\"has five seconds to perform any tasks and return\" (Apple doc)",
+        "launch": "~20 s commonly said — UNCONFIRMED (\"not formally documented\")",
+        "foregroundHang": "scene-update watchdog 10 s seen in crash logs",
+        "expirationWarning": "handlers run \"shortly before\" expiry — lead time UNCONFIRMED",
+        "heartbeatInterval": "AppHost's own: how often an active app's main run loop is probed",
+    ]
+
+    /// Checks every value is a finite, positive number of seconds and the warning fits the budget.
+    public func validate() throws(BudgetError) {
+        for key in Self.keys {
+            guard let v = self[key], v.isFinite, v > 0 else {
+                throw BudgetError(message: "budget \(key) must be a positive number of seconds, got \(self[key].map { "\($0)" } ?? "nothing")")
+            }
+        }
+        guard expirationWarning < backgroundTask else {
+            throw BudgetError(message: "expirationWarning (\(expirationWarning) s) must be shorter than backgroundTask (\(backgroundTask) s)")
+        }
+    }
+}
+
+/// A bad profile, config file or duration.
+public struct BudgetError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// The host configuration file (JSON): a profile and single overrides.
+///
+/// ```json
+/// { "profile": "ios7", "budgets": { "backgroundTask": "45s", "launch": 10 } }
+/// ```
+public struct HostConfigFile: Sendable, Equatable {
+    public var profile: String?
+    public var budgets: [String: Double]
+
+    /// Reads and checks a config file; errors name the file and key.
+    public static func load(path: String) throws(BudgetError) -> HostConfigFile {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw BudgetError(message: "\(path): cannot read the config file")
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: data), let dict = object as? [String: Any] else {
+            throw BudgetError(message: "\(path): not a JSON object")
+        }
+        var file = HostConfigFile(profile: nil, budgets: [:])
+        for (key, value) in dict {
+            switch key {
+            case "profile":
+                guard let name = value as? String else { throw BudgetError(message: "\(path): profile: expected a name") }
+                file.profile = name
+            case "budgets":
+                guard let budgets = value as? [String: Any] else { throw BudgetError(message: "\(path): budgets: expected an object") }
+                for (name, raw) in budgets {
+                    guard BudgetProfile.keys.contains(name) else {
+                        throw BudgetError(message: "\(path): budgets.\(name): unknown budget (known: \(BudgetProfile.keys.joined(separator: ", ")))")
+                    }
+                    if let n = raw as? Double {
+                        file.budgets[name] = n
+                    } else if let s = raw as? String {
+                        do {
+                            file.budgets[name] = try DurationText.seconds(s)
+                        } catch {
+                            throw BudgetError(message: "\(path): budgets.\(name): \(error.message)")
+                        }
+                    } else {
+                        throw BudgetError(message: "\(path): budgets.\(name): expected seconds or a duration like \"45s\"")
+                    }
+                }
+            default:
+                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets)")
+            }
+        }
+        return file
+    }
+
+    /// The profile in force: `--profile` beats the file's profile; file overrides apply on top.
+    public static func resolve(profile: String?, file: HostConfigFile?) throws(BudgetError) -> BudgetProfile {
+        let name = profile ?? file?.profile ?? BudgetProfile.default.name
+        guard var p = BudgetProfile.named(name) else {
+            throw BudgetError(message: "unknown profile \"\(name)\" (known: \(BudgetProfile.all.map(\.name).joined(separator: ", ")))")
+        }
+        if let overrides = file?.budgets, !overrides.isEmpty {
+            for (k, v) in overrides { p[k] = v }
+            p.name = "\(name)+config"
+        }
+        try p.validate()
+        return p
+    }
+}
+
+/// Durations written as `31s`, `10m`, `1h`, `250ms`, `1.5s`, `1h30m` or bare seconds.
+public enum DurationText {
+    /// Parses to seconds.
+    public static func seconds(_ text: String) throws(BudgetError) -> Double {
+        let s = text.trimmingCharacters(in: .whitespaces)
+        if let bare = Double(s), bare.isFinite, bare >= 0 { return bare }
+        var total = 0.0
+        var number = ""
+        var unit = ""
+        var parts: [(Double, String)] = []
+        func flush() throws(BudgetError) {
+            guard let n = Double(number), n.isFinite, n >= 0, !unit.isEmpty else {
+                throw BudgetError(message: "not a duration: \"\(text)\" (examples: 31s, 10m, 1h, 250ms, 1h30m)")
+            }
+            parts.append((n, unit))
+            number = ""
+            unit = ""
+        }
+        for ch in s {
+            if ch.isNumber || ch == "." {
+                if !unit.isEmpty { try flush() }
+                number.append(ch)
+            } else if ch.isLetter {
+                unit.append(ch)
+            } else {
+                throw BudgetError(message: "not a duration: \"\(text)\" (examples: 31s, 10m, 1h, 250ms, 1h30m)")
+            }
+        }
+        try flush()
+        for (n, u) in parts {
+            switch u {
+            case "ms": total += n / 1000
+            case "s": total += n
+            case "m", "min": total += n * 60
+            case "h": total += n * 3600
+            case "d": total += n * 86400
+            default: throw BudgetError(message: "unknown unit \"\(u)\" in \"\(text)\" (use ms, s, m, h or d)")
+            }
+        }
+        return total
+    }
+
+    /// `31s`, `2m30s`, `1h`, `250ms`.
+    public static func format(_ seconds: Double) -> String {
+        if seconds < 1 { return "\(Int((seconds * 1000).rounded()))ms" }
+        if seconds < 60 {
+            let r = (seconds * 1000).rounded() / 1000
+            return r == r.rounded() ? "\(Int(r))s" : "\(r)s"
+        }
+        var rest = Int(seconds.rounded())
+        var out = ""
+        if rest >= 3600 { out += "\(rest / 3600)h"; rest %= 3600 }
+        if rest >= 60 { out += "\(rest / 60)m"; rest %= 60 }
+        if rest > 0 { out += "\(rest)s" }
+        return out
+    }
+}

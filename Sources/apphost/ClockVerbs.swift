@@ -1,0 +1,100 @@
+import AppHostProtocol
+import ArgumentParser
+import Foundation
+import Host
+
+extension AppHostCommand {
+    struct ClockCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "clock",
+            abstract: "Read or move the host clock (moving it needs a daemon started with --clock virtual).",
+            subcommands: [Advance.self, Now.self])
+
+        struct Advance: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Move virtual time forward, firing every deadline that falls inside, in order, before returning.",
+                discussion: "Examples: `apphost clock advance 31s`, `10m`, `1h`, `250ms`, `1h30m`.")
+            @Argument(help: ArgumentHelp("How far: 31s, 10m, 1h, 250ms, 1h30m.", valueName: "duration")) var duration: String
+            @OptionGroup var state: StateOptions
+            @OptionGroup var output: JSONOption
+
+            func validate() throws {
+                do { _ = try DurationText.seconds(duration) } catch { throw ValidationError(error.message) }
+            }
+
+            func run() throws {
+                try reportingErrors {
+                    let seconds = (try? DurationText.seconds(duration)) ?? 0
+                    try printClock(state.client.request(.clockAdvance(seconds: seconds)).checked(), json: output.json)
+                }
+            }
+        }
+
+        struct Now: ParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Print the host clock: mode, time since the host started, and as a date.")
+            @OptionGroup var state: StateOptions
+            @OptionGroup var output: JSONOption
+            func run() throws {
+                try reportingErrors {
+                    try printClock(state.client.request(.clockNow).checked(), json: output.json)
+                }
+            }
+        }
+    }
+
+    struct ProfileCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "profile", abstract: "Show budget profiles.", subcommands: [Show.self])
+
+        struct Show: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Print the budget table in force: the daemon's if one runs, else the one --profile/--config would give.")
+            @Option(name: .long, help: ArgumentHelp("Profile to show when no daemon runs (ios6, ios7, ios13).", valueName: "name")) var profile: String?
+            @Option(name: .long, help: ArgumentHelp("Config file to apply when no daemon runs.", valueName: "file")) var config: String?
+            @Flag(name: .long, help: "Show every named profile side by side.") var all = false
+            @OptionGroup var state: StateOptions
+            @OptionGroup var output: JSONOption
+
+            func run() throws {
+                if all { return try printProfiles(BudgetProfile.all, source: "named profiles") }
+                var inForce: BudgetProfile
+                var source: String
+                if profile == nil, config == nil,
+                   let r = try? state.client.request(.profile), case .profile(let p) = r {
+                    inForce = p
+                    source = "in force on the daemon at \(state.resolved)"
+                } else {
+                    do {
+                        let file = try config.map { try HostConfigFile.load(path: absolute($0)) }
+                        inForce = try HostConfigFile.resolve(profile: profile, file: file)
+                    } catch let e as BudgetError {
+                        FileHandle.standardError.write(Data("apphost: \(e.message)\n".utf8))
+                        throw ExitCode(65)
+                    }
+                    source = "no daemon answering; what --profile/--config give"
+                }
+                if output.json { return try printJSON(inForce) }
+                try printProfiles([inForce], source: source)
+            }
+
+            func printProfiles(_ profiles: [BudgetProfile], source: String) throws {
+                if output.json { return try printJSON(profiles) }
+                print("budgets (\(source)), seconds:")
+                let header = ["BUDGET"] + profiles.map(\.name) + ["SOURCE"]
+                let rows = BudgetProfile.keys.map { key in
+                    [key] + profiles.map { DurationText.format($0[key] ?? 0) } + [BudgetProfile.notes[key] ?? ""]
+                }
+                print(table(header, rows))
+            }
+        }
+    }
+}
+
+func printClock(_ r: ControlResponse, json: Bool) throws {
+    guard case .clock(let mode, let seconds, let date) = r else { throw unexpected(r) }
+    if json {
+        struct Reading: Encodable { var mode: String; var seconds: Double; var date: Date }
+        return try printJSON(Reading(mode: mode, seconds: seconds, date: date))
+    }
+    print("\(mode) clock: +\(DurationText.format(seconds)) (\(Timestamp.format(date)))")
+}

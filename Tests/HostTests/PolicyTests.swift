@@ -1,0 +1,193 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Testing
+@testable import Host
+
+/// Every time rule of the iOS model, with real app processes, on the virtual clock:
+/// a 30-second rule is checked in milliseconds.
+@Suite("Policy (virtual clock)", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+struct PolicyTests {
+    func virtualHost(_ profile: BudgetProfile = .default, settle: Duration = .seconds(2)) throws -> TestHost {
+        try TestHost(label: "v", clock: .virtual, profile: profile, settle: settle)
+    }
+
+    func advance(_ host: TestHost, _ seconds: Int) async throws {
+        _ = try await host.supervisor.advanceClock(by: .seconds(seconds))
+    }
+
+    func state(_ host: TestHost, _ id: String) async throws -> AppState? {
+        try await host.supervisor.status(id).first?.state
+    }
+
+    @Test func taskHeldPastTheBudgetIsKilledWith8badf00dNamingTasks() async throws {
+        let host = try virtualHost()
+        let id = try await host.installProbe("com.policy.overrun")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [
+            "--ignore-expiration", "--on", "background", "begin-task:upload", "--on", "background", "begin-task:sync",
+        ])
+        try await host.supervisor.background(id)
+        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+
+        try await advance(host, 29)
+        #expect(try await state(host, id) == .background, "still inside the budget")
+        #expect(processExists(pid))
+        let handlers = await host.callbacks(id).filter { $0.hasPrefix("expirationHandler") }
+        #expect(handlers == ["expirationHandler(task 1)", "expirationHandler(task 2)"], "handlers run before the budget ends")
+
+        try await advance(host, 1)
+        #expect(try await state(host, id) == .notRunning)
+        #expect(!processExists(pid))
+        let report = try #require(try await host.supervisor.reports(id).last)
+        #expect(report.exceptionType == "EXC_CRASH (SIGKILL)")
+        #expect(report.terminationCode == "0x8badf00d")
+        #expect(report.terminationNamespace == "RUNNINGBOARD")
+        #expect(report.reason.contains("\"upload\"") && report.reason.contains("\"sync\""))
+        #expect(report.backgroundTasks.map(\.name) == ["upload", "sync"])
+        #expect(report.backgroundTasks.allSatisfy { $0.age == 30 })
+        #expect(report.budget == BudgetRecord(name: "backgroundTask", seconds: 30, profile: "ios13"))
+        #expect(report.explanation?.contains("What to do") == true)
+        #expect(report.lastStates.last?.state == .notRunning)
+        await host.stop()
+    }
+
+    @Test func tasksEndedInTheirHandlersAreSuspendedNotKilled() async throws {
+        let host = try virtualHost()
+        let id = try await host.installProbe("com.policy.polite")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "begin-task:upload"])
+        try await host.supervisor.background(id)
+        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+        try await advance(host, 25)
+        // The handler (run at budget - 5 s) ended the task: suspended, stop confirmed.
+        #expect(try await state(host, id) == .suspended)
+        #expect(kernelState(pid) == "T")
+        try await advance(host, 60)
+        #expect(try await state(host, id) == .suspended)
+        #expect(try await host.supervisor.reports(id).isEmpty)
+        await host.stop()
+    }
+
+    @Test func foregroundAppHoldingTasksIsNotLimitedAndTheBudgetStartsAtHome() async throws {
+        let host = try virtualHost()
+        let id = try await host.installProbe("com.policy.fg")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--ignore-expiration", "--on", "active", "begin-task:early"])
+        _ = await host.waitForEvent(id) { $0.kind == .backgroundTask }
+        try await advance(host, 600)
+        #expect(try await state(host, id) == .active, "a foreground app holding a task is not limited")
+        try await host.supervisor.background(id)
+        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+        try await advance(host, 29)
+        #expect(try await state(host, id) == .background, "the budget runs from entering the background")
+        try await advance(host, 1)
+        #expect(!processExists(pid))
+        let report = try #require(try await host.supervisor.reports(id).last)
+        #expect(report.backgroundTasks.first?.age == 630, "the task's age counts from beginBackgroundTask")
+        await host.stop()
+    }
+
+    @Test(arguments: [("ios6", 600), ("ios7", 180), ("ios13", 30)])
+    func profilesSetTheBackgroundBudget(profile: String, seconds: Int) async throws {
+        let host = try virtualHost(try #require(BudgetProfile.named(profile)))
+        let id = try await host.installProbe("com.policy.\(profile)")
+        _ = try await host.supervisor.launch(id, background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:t"])
+        try await host.supervisor.background(id)
+        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+        try await advance(host, seconds - 1)
+        #expect(try await state(host, id) == .background)
+        try await advance(host, 1)
+        #expect(try await state(host, id) == .notRunning)
+        #expect(try await host.supervisor.reports(id).last?.budget?.seconds == Double(seconds))
+        await host.stop()
+    }
+
+    @Test func launchWatchdogKillsAnAppStuckInDidFinishLaunching() async throws {
+        let host = try virtualHost()
+        let id = try await host.installProbe("com.policy.slowlaunch")
+        let launching = Task { try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "block:forever"]) }
+        _ = await host.waitForEvent(id) { $0.kind == .spawned }
+        try await advance(host, 19)
+        #expect(try await state(host, id) == .inactive)
+        try await advance(host, 1)
+        await #expect(throws: ControlError.self) { _ = try await launching.value }
+        let report = try #require(try await host.supervisor.reports(id).last)
+        #expect(report.terminationCode == "0x8badf00d")
+        #expect(report.budget?.name == "launch")
+        #expect(report.reason.contains("didFinishLaunching"))
+        await host.stop()
+    }
+
+    @Test func didEnterBackgroundMustReturnWithinItsBudget() async throws {
+        let host = try virtualHost()
+        let id = try await host.installProbe("com.policy.slowbg")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "block:forever"])
+        try await host.supervisor.background(id)
+        try await advance(host, 4)
+        #expect(processExists(pid))
+        try await advance(host, 1)
+        #expect(!processExists(pid))
+        let report = try #require(try await host.supervisor.reports(id).last)
+        #expect(report.terminationCode == "0x8badf00d")
+        #expect(report.budget == BudgetRecord(name: "didEnterBackground", seconds: 5, profile: "ios13"))
+        await host.stop()
+    }
+
+    @Test func hungForegroundAppIsKilledAndAHealthyOneIsNot() async throws {
+        let host = try virtualHost(settle: .milliseconds(300))
+        let hung = try await host.installProbe("com.policy.hung")
+        let healthy = try await host.installProbe("com.policy.healthy")
+        let healthyPID = try await host.supervisor.launch(healthy, background: false, arguments: [])
+        // An hour of heartbeats answered on the main run loop.
+        try await advance(host, 3600)
+        #expect(try await state(host, healthy) == .active)
+        #expect(processExists(healthyPID))
+
+        let hungPID = try await host.supervisor.launch(hung, background: false, arguments: ["--on", "active", "hang"])
+        // The probe hangs right after didBecomeActive returns: anything sent later is never answered.
+        _ = await host.waitForEvent(hung) { $0.kind == .callback && $0.cause == "didBecomeActive returned" }
+        try await advance(host, 14)
+        #expect(processExists(hungPID), "heartbeat sent at +5 s; the hang budget runs until +15 s")
+        try await advance(host, 1)
+        let trail = await host.events(hung).map { EventFormatter.line($0) }.joined(separator: "\n")
+        #expect(!processExists(hungPID), "events: \(trail)")
+        let report = try #require(try await host.supervisor.reports(hung).last)
+        #expect(report.terminationCode == "0x8badf00d")
+        #expect(report.budget?.name == "foregroundHang")
+        #expect(report.reason.contains("heartbeat"))
+        #expect(try await host.supervisor.reports(healthy).isEmpty)
+        await host.stop()
+    }
+
+    @Test(arguments: ["lock", "posix-lock"])
+    func lockOutsideTheContainerAtSuspensionIsKilledWithDead10cc(kind: String) async throws {
+        let host = try virtualHost()
+        let shared = host.dir.path + "/shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        let id = try await host.installProbe("com.policy.lock.\(kind)")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "\(kind):\(shared)/db"])
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .notRunning)
+        #expect(!processExists(pid))
+        let report = try #require(try await host.supervisor.reports(id).last)
+        #expect(report.terminationCode == "0xdead10cc")
+        #expect(report.reason.contains("\(shared)/db"))
+        await host.stop()
+    }
+
+    @Test func lockInsideTheOwnContainerDoesNotPreventSuspension() async throws {
+        let host = try virtualHost()
+        let id = try await host.installProbe("com.policy.ownlock")
+        // Relative to the working directory, which is the app's container.
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "lock:Documents/db"])
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .suspended)
+        #expect(kernelState(pid) == "T")
+        #expect(try await host.supervisor.reports(id).isEmpty)
+        await host.stop()
+    }
+
+    @Test func advancingTheRealClockIsRefused() async throws {
+        let host = try TestHost()
+        await #expect(throws: ControlError.self) { _ = try await host.supervisor.advanceClock(by: .seconds(1)) }
+        await host.stop()
+    }
+}
