@@ -109,6 +109,8 @@ public struct TerminationReport: Codable, Sendable, Equatable {
     public var terminationNamespace: String?
     /// iOS termination code in hex (`0x8badf00d`), when the host killed it for a rule.
     public var terminationCode: String?
+    /// As an iOS crash report prints it: `Namespace RUNNINGBOARD, Code 0x8badf00d`.
+    public var terminationReason: String?
     /// Human-readable reason.
     public var reason: String
     /// What the code means and what to do, when the host killed the app for a rule.
@@ -134,6 +136,7 @@ public struct TerminationReport: Codable, Sendable, Equatable {
         self.signalName = signalName
         self.terminationNamespace = terminationNamespace
         self.terminationCode = terminationCode
+        self.terminationReason = terminationNamespace.map { ns in "Namespace \(ns)" + (terminationCode.map { ", Code \($0)" } ?? "") }
         self.reason = reason
         self.explanation = explanation
         self.backgroundTasks = backgroundTasks

@@ -213,4 +213,99 @@ struct LifecycleTests {
         #expect(transitions(fx) == ["inactive→background"])
         #expect(sends(fx) == ["didEnterBackground"])
     }
+
+    // MARK: - Time
+
+    func backgrounded(at t: Duration, tasks: [(Int, String)]) -> Lifecycle {
+        var m = activeMachine()
+        for (id, name) in tasks { _ = m.handle(.taskBegan(id: id, name: name), at: .zero) }
+        _ = m.handle(.home, at: t)
+        _ = m.handle(.callbackReturned(.didEnterBackground), at: t)
+        return m
+    }
+
+    @Test func goingHomeStartsTheBudgetAndItsWarning() {
+        var m = activeMachine()
+        let fx = m.handle(.home, at: .seconds(100))
+        #expect(fx.contains(.startTimer(.expirationWarning, after: .seconds(25))))
+        #expect(fx.contains(.startTimer(.backgroundBudget, after: .seconds(30))))
+        #expect(fx.contains(.startTimer(.backgroundCallback, after: .seconds(5))))
+        #expect(fx.contains(.cancelTimer(.heartbeat)))
+        #expect(m.timeRemaining(at: .seconds(110)) == 20)
+        #expect(m.timeRemaining(at: .seconds(200)) == 0)
+    }
+
+    @Test func foregroundTimeRemainingIsDBLMAX() {
+        let m = activeMachine()
+        #expect(m.timeRemaining(at: .seconds(1000)) == Double.greatestFiniteMagnitude)
+    }
+
+    @Test func warningRunsEveryHeldTasksHandlerAndLateTasksAtOnce() {
+        var m = backgrounded(at: .zero, tasks: [(1, "a"), (2, "b")])
+        var fx = m.handle(.timerFired(.expirationWarning), at: .seconds(25))
+        #expect(sends(fx) == ["expirationHandler(task 1)", "expirationHandler(task 2)"])
+        fx = m.handle(.taskBegan(id: 3, name: "late"), at: .seconds(26))
+        #expect(sends(fx) == ["expirationHandler(task 3)"], "a task begun after the warning expires at once")
+    }
+
+    @Test func budgetEndKillsOnlyAnAppStillHoldingTasks() {
+        var holding = backgrounded(at: .seconds(10), tasks: [(1, "upload")])
+        var fx = holding.handle(.timerFired(.backgroundBudget), at: .seconds(40))
+        #expect(fx.contains { if case .signal(.kill, _) = $0 { true } else { false } })
+        fx = holding.handle(.exited(description: "SIGKILL", clean: false), at: .seconds(40))
+        let record = fx.compactMap { if case .report(let r) = $0 { r } else { nil } }.first
+        #expect(record?.code == .watchdog)
+        #expect(record?.namespace == "RUNNINGBOARD")
+        #expect(record?.tasks == [HeldTaskRecord(id: 1, name: "upload", age: 40)])
+        #expect(record?.budget == BudgetRecord(name: "backgroundTask", seconds: 30, profile: "ios13"))
+
+        var idle = backgrounded(at: .zero, tasks: [])
+        _ = idle.handle(.stopConfirmed)
+        #expect(acts(idle.handle(.timerFired(.backgroundBudget), at: .seconds(30))).isEmpty)
+    }
+
+    @Test func launchAndDidEnterBackgroundWatchdogs() {
+        var m = Lifecycle()
+        _ = m.handle(.launch(LaunchOptions(reason: .user), placement: .foreground))
+        _ = m.handle(.handshake)
+        var fx = m.handle(.timerFired(.launch), at: .seconds(20))
+        #expect(fx.contains { if case .signal(.kill, _) = $0 { true } else { false } })
+        #expect(m.pendingRecord?.budget?.name == "launch")
+
+        var b = activeMachine()
+        _ = b.handle(.home)
+        fx = b.handle(.timerFired(.backgroundCallback), at: .seconds(5))
+        #expect(b.pendingRecord?.code == .watchdog)
+        #expect(b.pendingRecord?.budget?.name == "didEnterBackground")
+
+        var ok = activeMachine()
+        _ = ok.handle(.home)
+        _ = ok.handle(.callbackReturned(.didEnterBackground))
+        #expect(ok.handle(.timerFired(.backgroundCallback)).filter { if case .signal(.kill, _) = $0 { true } else { false } }.isEmpty,
+                "a late timer after the return does nothing")
+    }
+
+    @Test func heartbeatThenHangOnlyWhileUnanswered() {
+        var m = activeMachine()
+        var fx = m.handle(.timerFired(.heartbeat), at: .seconds(5))
+        #expect(sends(fx) == ["heartbeat"])
+        #expect(fx.contains(.startTimer(.hang, after: .seconds(10))))
+        fx = m.handle(.callbackReturned(.heartbeat), at: .seconds(5))
+        #expect(fx.contains(.cancelTimer(.hang)))
+        #expect(fx.contains(.startTimer(.heartbeat, after: .seconds(5))))
+        _ = m.handle(.timerFired(.heartbeat), at: .seconds(10))
+        fx = m.handle(.timerFired(.hang), at: .seconds(20))
+        #expect(m.pendingRecord?.budget?.name == "foregroundHang")
+    }
+
+    @Test func lockAtSuspensionKillsWithDead10ccInsteadOfStopping() {
+        var m = activeMachine()
+        _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.didEnterBackground))
+        #expect(m.stopPending)
+        let fx = m.handle(.lockHeldAtSuspension("FLOCK write lock on /shared/db"))
+        #expect(acts(fx).count == 1)
+        #expect(m.pendingRecord?.code == .deadlock)
+    }
 }
+
