@@ -2,6 +2,7 @@ import AppHostProtocol
 @testable import AppKitLess
 import Dispatch
 import Foundation
+import Synchronization
 import Testing
 
 /// Marks the main queue so a delegate can tell it runs there.
@@ -327,13 +328,16 @@ struct ApplicationTests {
         // A helper thread waits on a request whose reply follows the heartbeat: the
         // reader hands the heartbeat on before it resolves the reply, so once the
         // helper runs on, the heartbeat has reached the app. The helper then says so
-        // on the socket and only then lets the callback return.
-        async let released: Double = onThread {
+        // on the socket and only then lets the callback return. (A plain thread, not
+        // `async let`: this task blocks in reads below and must not wait for the
+        // cooperative pool, which other suites' blocking reads may hold.)
+        let released = Mutex<Double?>(nil)
+        Thread {
             let remaining = app.backgroundTimeRemaining
+            released.withLock { $0 = remaining }
             _ = app.beginBackgroundTask(withName: "released")
             gate.signal()
-            return remaining
-        }
+        }.start()
         #expect(try host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
         try host.sendRaw(
             Frame.encode(HostMessage.callback(seq: 2, callback: .heartbeat, state: .background))
@@ -343,7 +347,7 @@ struct ApplicationTests {
         #expect(try host.receive() == .beginBackgroundTask(id: 2, name: "released"))
         #expect(try host.receive() == .callbackReturned(seq: 1))
         #expect(try host.receive() == .callbackReturned(seq: 2))
-        #expect(try await released == 9)
+        #expect(released.withLock { $0 } == 9)
         let delegate = fixture.delegate
         #expect(await MainActor.run { delegate.calls } == ["didEnterBackground state=background"])
         #expect(fixture.recorder.log.isEmpty)

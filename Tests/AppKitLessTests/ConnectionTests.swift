@@ -125,19 +125,19 @@ struct ConnectionTests {
         let connection = Connection(descriptor: host.appDescriptor)
         let events = ReaderEvents(connection)
 
-        async let first = onThread { try connection.request(.backgroundTimeRemaining) }
+        let first = StartedThread { try connection.request(.backgroundTimeRemaining) }
         #expect(try host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
         // A callback arriving while the requester waits goes to the consumer, not to the requester.
         try host.send(.callback(seq: 1, callback: .didEnterBackground, state: .background))
         var iterator = events.callbacks.makeAsyncIterator()
         #expect(await iterator.next() == .callback(seq: 1, callback: .didEnterBackground, state: .background))
         try host.send(.reply(id: 1, reply: .backgroundTimeRemaining(seconds: 29.5)))
-        #expect(try await first == .backgroundTimeRemaining(seconds: 29.5))
+        #expect(try await first.value == .backgroundTimeRemaining(seconds: 29.5))
 
-        async let second = onThread { try connection.request(.backgroundTimeRemaining) }
+        let second = StartedThread { try connection.request(.backgroundTimeRemaining) }
         #expect(try host.receive() == .request(id: 2, request: .backgroundTimeRemaining))
         try host.send(.reply(id: 2, reply: .failed(reason: "not now")))
-        #expect(try await second == .failed(reason: "not now"))
+        #expect(try await second.value == .failed(reason: "not now"))
 
         host.closeHostEnd()
         #expect(await events.stopped() == .closed)
@@ -150,11 +150,11 @@ struct ConnectionTests {
         let connection = Connection(descriptor: host.appDescriptor)
         let events = ReaderEvents(connection)
 
-        async let waiting = onThread { Result { () throws(ConnectionError) in try connection.request(.backgroundTimeRemaining) } }
+        let waiting = StartedThread { Result { () throws(ConnectionError) in try connection.request(.backgroundTimeRemaining) } }
         #expect(try host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
         host.closeHostEnd()
 
-        #expect(try await waiting == .failure(.closed))
+        #expect(try await waiting.value == .failure(.closed))
         #expect(await events.stopped() == .closed)
         #expect(throws: ConnectionError.closed) { try connection.request(.backgroundTimeRemaining) }
         host.closeAppEnd()
@@ -223,15 +223,10 @@ struct ConnectionTests {
         // A long name makes frames large enough that partial writes and lock contention happen.
         let name = String(repeating: "x", count: 2000)
 
-        async let writers: Void = withThrowingTaskGroup(of: Void.self) { group in
-            for t in 0..<threads {
-                group.addTask {
-                    try await onThread {
-                        for i in 0..<perThread { try connection.send(.beginBackgroundTask(id: t * perThread + i, name: name)) }
-                    }
-                }
+        let writers = (0..<threads).map { t in
+            StartedThread {
+                for i in 0..<perThread { try connection.send(.beginBackgroundTask(id: t * perThread + i, name: name)) }
             }
-            try await group.waitForAll()
         }
         var seen = Set<Int>()
         for _ in 0..<(threads * perThread) {
@@ -241,7 +236,7 @@ struct ConnectionTests {
             }
             seen.insert(id)
         }
-        try await writers
+        for w in writers { try await w.value }
         #expect(seen.count == threads * perThread)
     }
 }

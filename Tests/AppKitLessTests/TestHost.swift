@@ -79,6 +79,41 @@ func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thr
     }
 }
 
+/// A thread started at once (synchronously, needing no cooperative-pool thread)
+/// whose result is awaited later. Tests that then block in socket reads on the
+/// pool cannot starve it: on a 2-core machine the pool has two threads, and a
+/// child task (`async let`) that must first get one to start its thread can wait
+/// forever while other suites' blocking reads hold both.
+final class StartedThread<T: Sendable>: Sendable {
+    private let state = Mutex<(result: Result<T, any Error>?, waiter: CheckedContinuation<T, any Error>?)>((nil, nil))
+
+    init(_ body: @escaping @Sendable () throws -> T) {
+        Thread { self.finish(Result { try body() }) }.start()
+    }
+
+    private func finish(_ result: Result<T, any Error>) {
+        let waiter = state.withLock { s -> CheckedContinuation<T, any Error>? in
+            s.result = result
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume(with: result)
+    }
+
+    /// The body's result, once it has returned.
+    var value: T {
+        get async throws {
+            try await withCheckedThrowingContinuation { c in
+                let done = state.withLock { s -> Result<T, any Error>? in
+                    if s.result == nil { s.waiter = c }
+                    return s.result
+                }
+                if let done { c.resume(with: done) }
+            }
+        }
+    }
+}
+
 /// Process effects that record instead of exiting.
 final class RecordedEffects: Sendable {
     private let exits: AsyncStream<Int32>
