@@ -113,7 +113,10 @@ public actor Supervisor {
     private var armedFor: Duration?
     /// How late real-clock deadlines fired (for the precision benchmark).
     private var lateness: [Duration] = []
-    /// Virtual advance in progress: callbacks sent during the current step.
+    /// Virtual clock: callbacks sent and not yet returned nor waited for. An advance
+    /// first waits for them (bounded), so it never fires a watchdog on a callback
+    /// the app simply has not had the real time to run; each callback is waited
+    /// for at most once, so a hung app costs one settle timeout, not one per step.
     private var advancing = false
     private var stepCallbacks: Set<String> = []
     private var settleWaiter: CheckedContinuation<Void, Never>?
@@ -747,7 +750,7 @@ public actor Supervisor {
             rt.seq += 1
             rt.pending[rt.seq] = callback
             runtimes[id] = rt
-            if advancing { stepCallbacks.insert("\(id)#\(rt.instance)#\(rt.seq)") }
+            if configuration.clock == .virtual { stepCallbacks.insert("\(id)#\(rt.instance)#\(rt.seq)") }
             send(id, .callback(seq: rt.seq, callback: callback, state: state))
         case .signal(let sig, let reason):
             guard let child = runtimes[id]?.child else { return }

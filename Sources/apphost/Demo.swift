@@ -7,12 +7,14 @@ import Host
 extension AppHostCommand {
     struct Demo: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show a host at work: two sample apps, foreground, home button, SIGSTOP, resume.",
+            abstract: "Show a host at work: two sample apps, foreground, home button, SIGSTOP, resume; then a watchdog on the virtual clock.",
             discussion: """
-                Starts a host on a fresh state directory, installs manifests/Plain.app and
+                Act 1 starts a host on a fresh state directory, installs manifests/Plain.app and
                 manifests/TaskHolder.app, and walks through the lifecycle while every event
-                streams to the terminal. Each step prints the CLI verb that does the same
-                against a daemon. Every wait is on a real event, never a fixed delay.
+                streams to the terminal. Act 2 starts a host on the virtual clock, lets the probe
+                hold a background task past its 30 s budget, advances the clock and prints the
+                0x8badf00d report. Each step prints the CLI verb that does the same against a
+                daemon. Every wait is on a real event, never a fixed delay.
                 """)
 
         @Option(name: .long, help: ArgumentHelp("Folder holding the sample manifests.", valueName: "dir"))
@@ -37,7 +39,14 @@ extension AppHostCommand {
                 await DemoScript(supervisor: s, manifests: manifestsDir, stateDirectory: dir, hold: hold).run()
             }
             try await runHost(service, logger: logger)
-            print("\nstate directory kept for a look: \(dir) (events.jsonl, apphost.sqlite, logs/, containers/)")
+
+            var virtual = host.configuration(stateDirectory: dir + "-virtual")
+            virtual.clock = .virtual
+            let policy = HostService(configuration: virtual, logger: logger) { s in
+                await PolicyDemo(supervisor: s, manifests: manifestsDir).run()
+            }
+            try await runHost(policy, logger: logger)
+            print("\nstate directories kept for a look: \(dir), \(dir)-virtual (events.jsonl, apphost.sqlite, reports/, logs/)")
         }
     }
 }
@@ -110,6 +119,54 @@ struct DemoScript {
             await supervisor.waitUntil(plain, is: .suspended)
 
             say("$ apphost shutdown   (every app gets willTerminate, then the host exits)")
+        } catch {
+            line("demo failed: \(error)")
+        }
+        await supervisor.requestShutdown()
+        await printer.value
+    }
+}
+
+/// Act 2: a 30-second rule checked in milliseconds on the virtual clock.
+struct PolicyDemo {
+    let supervisor: Supervisor
+    let manifests: String
+    let probe = "com.example.probe"
+
+    func line(_ text: String) {
+        print(text)
+        fflush(nil)
+    }
+
+    func say(_ text: String) {
+        line(isatty(1) == 1 ? "\n\u{1B}[1m== \(text)\u{1B}[0m" : "\n== \(text)")
+    }
+
+    func run() async {
+        let (_, live, _) = await supervisor.subscribe(bundleIdentifier: nil)
+        let printer = Task {
+            for await event in live where event.kind != .callback && event.kind != .installed {
+                line("   " + EventFormatter.line(event))
+            }
+        }
+        do {
+            say("act 2: a host on the virtual clock (apphost daemon --clock virtual)")
+            _ = try await supervisor.install(path: manifests + "/Probe.app", settings: [:])
+            say("$ apphost launch \(probe) -- --ignore-expiration --on background begin-task:upload")
+            _ = try await supervisor.launch(probe, background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:upload"])
+            say("$ apphost background \(probe)   (it begins \"upload\" and will ignore its expiration handler)")
+            try await supervisor.background(probe)
+            await supervisor.waitUntil(probe, is: .background)
+            let wall = ContinuousClock()
+            let start = wall.now
+            say("$ apphost clock advance 31s   (the iOS 13 budget is 30 s; handlers run at 25 s)")
+            _ = try await supervisor.advanceClock(by: .seconds(31))
+            let took = start.duration(to: wall.now)
+            line("   31 s of host time took \(took.formatted(.units(allowed: [.milliseconds], width: .abbreviated))) of wall time")
+            say("$ apphost reports \(probe)")
+            if let report = try await supervisor.reports(probe).last {
+                line(ReportFormatter.text(report).split(separator: "\n").map { "   " + $0 }.joined(separator: "\n"))
+            }
         } catch {
             line("demo failed: \(error)")
         }

@@ -102,7 +102,8 @@ struct PolicyTests {
     }
 
     @Test func launchWatchdogKillsAnAppStuckInDidFinishLaunching() async throws {
-        let host = try virtualHost()
+        // The first advance waits (once) for the unanswered didFinishLaunching: keep that short.
+        let host = try virtualHost(settle: .milliseconds(300))
         let id = try await host.installProbe("com.policy.slowlaunch")
         let launching = Task { try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "block:forever"]) }
         _ = await host.waitForEvent(id) { $0.kind == .spawned }
@@ -118,7 +119,7 @@ struct PolicyTests {
     }
 
     @Test func didEnterBackgroundMustReturnWithinItsBudget() async throws {
-        let host = try virtualHost()
+        let host = try virtualHost(settle: .milliseconds(300))
         let id = try await host.installProbe("com.policy.slowbg")
         let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "block:forever"])
         try await host.supervisor.background(id)
@@ -182,6 +183,21 @@ struct PolicyTests {
         await host.supervisor.waitUntil(id, is: .suspended)
         #expect(kernelState(pid) == "T")
         #expect(try await host.supervisor.reports(id).isEmpty)
+        await host.stop()
+    }
+
+    @Test func advanceRightAfterHomeWaitsForTheCallbacksAlreadySent() async throws {
+        // No wait for didEnterBackground here: the advance itself must let the app run it
+        // (in real time) before firing anything, or its 5 s watchdog would fire at +5 s.
+        let host = try virtualHost()
+        let id = try await host.installProbe("com.policy.eager")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:upload"])
+        try await host.supervisor.background(id)
+        try await advance(host, 29)
+        #expect(processExists(pid))
+        #expect(try await host.supervisor.reports(id).isEmpty)
+        try await advance(host, 2)
+        #expect(try await host.supervisor.reports(id).last?.budget?.name == "backgroundTask")
         await host.stop()
     }
 
