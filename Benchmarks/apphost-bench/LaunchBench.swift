@@ -87,7 +87,7 @@ struct LaunchBench {
                     }
                 }
 
-                // (c, d) the host's spawn mechanism alone: ProcessReaper (clone3, pidfd, close_range,
+                // (c, d) the host's spawn mechanism alone: ProcessReaper (vfork-style clone, pidfd, close_range,
                 //        rlimits, optional seccomp) → hello. No container, no log file, no IPC handshake.
                 for policy in [SeccompPolicy.none, .baseline] {
                     let r = try await reaperRun(path: path, environment: environment, home: home.path,
@@ -174,7 +174,7 @@ struct LaunchBench {
                 base,
                 protoBase,
                 Row("ProcessReaper.spawn, seccomp .none → hello", reaperNone, against: base,
-                    note: "the host's spawn mechanism alone (clone3+pidfd, fork without CLONE_VM)"),
+                    note: "the host's spawn mechanism alone (CLONE_VM|CLONE_VFORK clone + pidfd)"),
                 Row("ProcessReaper.spawn, seccomp .baseline → hello", reaperSeccomp, against: base,
                     note: "as above plus the host's default seccomp filter"),
                 reaperProto,

@@ -1,8 +1,10 @@
 // aph_sys.c — see include/aph_sys.h.
 //
-// Rule for everything under "child": after clone the child runs only
-// async-signal-safe libc wrappers around single syscalls (no malloc, no
-// libseccomp, no locks) and leaves through execve or _exit.
+// Rule for everything under "child": the child is cloned vfork-style
+// (CLONE_VM|CLONE_VFORK, as glibc's posix_spawn): it runs on its own stack in
+// the parent's memory while the parent thread sleeps, makes only raw syscalls
+// (no libc wrapper, no malloc, no libseccomp, no locks, no errno) and leaves
+// through execve or exit_group.
 #define _GNU_SOURCE 1
 
 #include "aph_sys.h"
@@ -37,9 +39,6 @@
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
-#ifndef SYS_clone3
-#define SYS_clone3 435
-#endif
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
@@ -49,20 +48,6 @@
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
-
-// The kernel's struct clone_args (CLONE_ARGS_SIZE_VER0 = 64 bytes). Declared
-// here because glibc 2.36 does not export it and <linux/sched.h> clashes with
-// <sched.h>.
-struct aph_clone_args {
-    uint64_t flags;
-    uint64_t pidfd;
-    uint64_t child_tid;
-    uint64_t parent_tid;
-    uint64_t exit_signal;
-    uint64_t stack;
-    uint64_t stack_size;
-    uint64_t tls;
-};
 
 // MARK: - Seccomp
 
@@ -206,6 +191,73 @@ int aph_seccomp_compile(const struct aph_seccomp_settings *s,
     return 0;
 }
 
+// MARK: - Raw syscalls (child side)
+
+// The child shares the parent's memory (CLONE_VM) and so the parent thread's
+// TLS: glibc's wrappers would write the parent's errno and, for cancellation
+// points, read its cancellation state. The child therefore calls the kernel
+// directly; these return the result or -errno and touch no libc state.
+
+// For the functions the child runs: sanitizer instrumentation would update
+// the parent thread's runtime state (shared memory and TLS) from the child.
+#if defined(__has_attribute)
+#if __has_attribute(no_sanitize)
+#define APH_CHILD_CODE __attribute__((no_sanitize("address", "thread", "undefined")))
+#endif
+#endif
+#ifndef APH_CHILD_CODE
+#define APH_CHILD_CODE
+#endif
+
+#if defined(__x86_64__)
+APH_CHILD_CODE
+static inline long aph_raw6(long n, long a0, long a1, long a2, long a3, long a4, long a5) {
+    register long r10 __asm__("r10") = a3;
+    register long r8 __asm__("r8") = a4;
+    register long r9 __asm__("r9") = a5;
+    long ret;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(n), "D"(a0), "S"(a1), "d"(a2), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+#elif defined(__aarch64__)
+APH_CHILD_CODE
+static inline long aph_raw6(long n, long a0, long a1, long a2, long a3, long a4, long a5) {
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a0;
+    register long x1 __asm__("x1") = a1;
+    register long x2 __asm__("x2") = a2;
+    register long x3 __asm__("x3") = a3;
+    register long x4 __asm__("x4") = a4;
+    register long x5 __asm__("x5") = a5;
+    __asm__ volatile("svc #0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                     : "memory", "cc");
+    return x0;
+}
+#else
+// Elsewhere through glibc's syscall(): it writes the (suspended) parent
+// thread's errno on failure, which nothing reads.
+APH_CHILD_CODE
+static long aph_raw6(long n, long a0, long a1, long a2, long a3, long a4, long a5) {
+    long ret = syscall(n, a0, a1, a2, a3, a4, a5);
+    return ret == -1 ? -(long)errno : ret;
+}
+#endif
+
+#define APH_RAW0(n) aph_raw6((n), 0, 0, 0, 0, 0, 0)
+#define APH_RAW1(n, a) aph_raw6((n), (long)(a), 0, 0, 0, 0, 0)
+#define APH_RAW2(n, a, b) aph_raw6((n), (long)(a), (long)(b), 0, 0, 0, 0)
+#define APH_RAW3(n, a, b, c) aph_raw6((n), (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define APH_RAW4(n, a, b, c, d) aph_raw6((n), (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+#define APH_RAW5(n, a, b, c, d, e) aph_raw6((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
+
+// The kernel's signal set for rt_sigaction / rt_sigprocmask (64 signals).
+#define APH_KERNEL_SIGSET_SIZE 8
+
 // MARK: - Spawn: child side
 
 struct aph_child_report {
@@ -214,14 +266,32 @@ struct aph_child_report {
     int32_t detail;
 };
 
+// What the child routine reads. Lives in aph_spawn's frame, which stays put
+// while the parent thread is suspended (CLONE_VFORK).
+struct aph_child_args {
+    const struct aph_spawn_settings *s;
+    const struct sock_fprog *filter;
+    int report_fd;      // write end of the error pipe (CLOEXEC)
+    int report_read_fd; // the parent's read end
+    pid_t parent;
+};
+
 __attribute__((noreturn))
+APH_CHILD_CODE
+static void aph_child_exit(int code) {
+    for (;;) (void)APH_RAW1(SYS_exit_group, code);
+}
+
+// `error` is a positive errno value.
+__attribute__((noreturn))
+APH_CHILD_CODE
 static void aph_child_fail(int report_fd, int step, int error, int detail) {
     struct aph_child_report report = { step, error, detail };
-    ssize_t n;
+    long n;
     do {
-        n = write(report_fd, &report, sizeof(report));
-    } while (n < 0 && errno == EINTR);
-    _exit(127);
+        n = APH_RAW3(SYS_write, report_fd, &report, sizeof(report));
+    } while (n == -EINTR);
+    aph_child_exit(127);
 }
 
 // The layout getdents64 writes.
@@ -233,30 +303,36 @@ struct aph_dirent64 {
     char d_name[];
 };
 
+// The kernel's struct rlimit64 (prlimit64); ~0 is infinity.
+struct aph_rlimit64 {
+    uint64_t cur;
+    uint64_t max;
+};
+
 // Closes every descriptor >= first except `keep`, without close_range.
+// Returns 0 or a positive errno.
+APH_CHILD_CODE
 static int aph_close_fallback(int first, int keep) {
-    int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    long dfd = APH_RAW4(SYS_openat, AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (dfd < 0) {
         // No /proc: close by number up to the soft limit (capped).
-        struct rlimit rl;
+        struct aph_rlimit64 rl;
         long max = 65536;
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-            (long)rl.rlim_cur < max) {
-            max = (long)rl.rlim_cur;
+        if (APH_RAW4(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) == 0 && rl.cur < (uint64_t)max) {
+            max = (long)rl.cur;
         }
         for (long fd = first; fd < max; fd++) {
-            if (fd != keep) (void)close((int)fd);
+            if (fd != keep) (void)APH_RAW1(SYS_close, fd);
         }
         return 0;
     }
     char buffer[4096] __attribute__((aligned(8)));
     for (;;) {
-        long n = syscall(SYS_getdents64, dfd, buffer, sizeof(buffer));
+        long n = APH_RAW3(SYS_getdents64, dfd, buffer, sizeof(buffer));
+        if (n == -EINTR) continue;
         if (n < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            (void)close(dfd);
-            return e;
+            (void)APH_RAW1(SYS_close, dfd);
+            return (int)-n;
         }
         if (n == 0) break;
         for (long offset = 0; offset < n;) {
@@ -266,20 +342,21 @@ static int aph_close_fallback(int first, int keep) {
             if (*p < '0' || *p > '9') continue;
             long fd = 0;
             for (; *p >= '0' && *p <= '9'; p++) fd = fd * 10 + (*p - '0');
-            if (fd >= first && fd != keep && fd != dfd) (void)close((int)fd);
+            if (fd >= first && fd != keep && fd != dfd) (void)APH_RAW1(SYS_close, fd);
         }
     }
-    (void)close(dfd);
+    (void)APH_RAW1(SYS_close, dfd);
     return 0;
 }
 
 // Closes every descriptor >= first except `keep` (keep >= first).
+APH_CHILD_CODE
 static int aph_close_from(int first, int keep) {
     if (keep > first &&
-        syscall(SYS_close_range, (unsigned int)first, (unsigned int)(keep - 1), 0U) != 0) {
+        APH_RAW3(SYS_close_range, (unsigned int)first, (unsigned int)(keep - 1), 0U) != 0) {
         return aph_close_fallback(first, keep);
     }
-    if (syscall(SYS_close_range, (unsigned int)(keep + 1), ~0U, 0U) != 0) {
+    if (APH_RAW3(SYS_close_range, (unsigned int)(keep + 1), ~0U, 0U) != 0) {
         return aph_close_fallback(first, keep);
     }
     return 0;
@@ -293,46 +370,54 @@ struct aph_kernel_sigaction {
     uint64_t mask;
 };
 
+// Runs on its own stack in the parent's memory, with every signal blocked,
+// until execve or exit_group: nothing here may return into the parent's
+// frames, take a lock, allocate, or go through a libc wrapper (see aph_raw6).
 __attribute__((noreturn))
-static void aph_child(const struct aph_spawn_settings *s,
-                      const struct sock_fprog *filter,
-                      int report_fd, pid_t parent) {
-    // 1. Signals: default dispositions, empty mask. The raw syscall also
-    //    resets glibc's internal signals 32 and 33, which its sigaction()
-    //    refuses and which an ignored disposition would carry across execve.
-    //    (SIGKILL/SIGSTOP cannot change.)
-    struct aph_kernel_sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.handler = SIG_DFL;
+APH_CHILD_CODE
+static void aph_child(const struct aph_child_args *a) {
+    const struct aph_spawn_settings *s = a->s;
+    const int report_fd = a->report_fd;
+    long rc;
+
+    (void)APH_RAW1(SYS_close, a->report_read_fd);
+
+    // 1. Signals: default dispositions, then an empty mask. The handler
+    //    table is a copy of the parent's (no CLONE_SIGHAND), and a handler of
+    //    the parent must never run here, on shared memory: reset first, and
+    //    only then unblock. This also resets glibc's internal signals 32 and
+    //    33, which its sigaction() refuses and which an ignored disposition
+    //    would carry across execve. (SIGKILL/SIGSTOP cannot change.)
+    struct aph_kernel_sigaction sa = { SIG_DFL, 0, NULL, 0 };
     for (int sig = 1; sig < NSIG; sig++) {
         if (sig == SIGKILL || sig == SIGSTOP) continue;
-        (void)syscall(SYS_rt_sigaction, sig, &sa, NULL, sizeof(sa.mask));
+        (void)APH_RAW4(SYS_rt_sigaction, sig, &sa, NULL, APH_KERNEL_SIGSET_SIZE);
     }
-    sigset_t empty;
-    sigemptyset(&empty);
-    if (sigprocmask(SIG_SETMASK, &empty, NULL) != 0) {
-        aph_child_fail(report_fd, APH_STEP_SIGNALS, errno, 0);
-    }
+    uint64_t empty = 0;
+    rc = APH_RAW4(SYS_rt_sigprocmask, SIG_SETMASK, &empty, NULL, APH_KERNEL_SIGSET_SIZE);
+    if (rc < 0) aph_child_fail(report_fd, APH_STEP_SIGNALS, (int)-rc, 0);
 
     // 2. A new session (and process group).
-    if (setsid() < 0) aph_child_fail(report_fd, APH_STEP_SETSID, errno, 0);
+    rc = APH_RAW0(SYS_setsid);
+    if (rc < 0) aph_child_fail(report_fd, APH_STEP_SETSID, (int)-rc, 0);
 
     // 3. Die with the parent (thread). If the parent already died, PDEATHSIG
     //    will never fire: stop here.
     if (s->death_signal > 0) {
-        if (prctl(PR_SET_PDEATHSIG, (unsigned long)s->death_signal, 0UL, 0UL, 0UL) != 0) {
-            aph_child_fail(report_fd, APH_STEP_DEATH_SIGNAL, errno, 0);
+        rc = APH_RAW5(SYS_prctl, PR_SET_PDEATHSIG, (unsigned long)s->death_signal, 0UL, 0UL, 0UL);
+        if (rc < 0) aph_child_fail(report_fd, APH_STEP_DEATH_SIGNAL, (int)-rc, 0);
+        if (APH_RAW0(SYS_getppid) != a->parent) {
+            aph_child_fail(report_fd, APH_STEP_PARENT_EXITED, ESRCH, 0);
         }
-        if (getppid() != parent) aph_child_fail(report_fd, APH_STEP_PARENT_EXITED, ESRCH, 0);
     }
 
     // 4. No privilege gain through execve (also required for seccomp).
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1UL, 0UL, 0UL, 0UL) != 0) {
-        aph_child_fail(report_fd, APH_STEP_NO_NEW_PRIVS, errno, 0);
-    }
+    rc = APH_RAW5(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1UL, 0UL, 0UL, 0UL);
+    if (rc < 0) aph_child_fail(report_fd, APH_STEP_NO_NEW_PRIVS, (int)-rc, 0);
 
     // 5. Descriptors. Copy every source above 3 first so installing one can
     //    not clobber another; the copies are CLOEXEC and go away below.
+    //    (The child has its own descriptor table: no CLONE_FILES.)
     int sources[4] = { s->stdin_fd, s->stdout_fd, s->stderr_fd, s->ipc_fd };
     int high[4] = { -1, -1, -1, -1 };
     int dev_null = -1;
@@ -341,55 +426,70 @@ static void aph_child(const struct aph_spawn_settings *s,
         if (source < 0) {
             if (target == APH_IPC_FD) continue;
             if (dev_null < 0) {
-                int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-                if (fd < 0) aph_child_fail(report_fd, APH_STEP_DEV_NULL, errno, target);
-                dev_null = fcntl(fd, F_DUPFD_CLOEXEC, 4);
-                if (dev_null < 0) aph_child_fail(report_fd, APH_STEP_DEV_NULL, errno, target);
-                if (fd != dev_null) (void)close(fd);
+                long fd = APH_RAW4(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC, 0);
+                if (fd < 0) aph_child_fail(report_fd, APH_STEP_DEV_NULL, (int)-fd, target);
+                rc = APH_RAW3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 4);
+                if (rc < 0) aph_child_fail(report_fd, APH_STEP_DEV_NULL, (int)-rc, target);
+                dev_null = (int)rc;
+                if (fd != dev_null) (void)APH_RAW1(SYS_close, fd);
             }
             high[target] = dev_null;
         } else {
-            high[target] = fcntl(source, F_DUPFD_CLOEXEC, 4);
-            if (high[target] < 0) aph_child_fail(report_fd, APH_STEP_DUP, errno, target);
+            rc = APH_RAW3(SYS_fcntl, source, F_DUPFD_CLOEXEC, 4);
+            if (rc < 0) aph_child_fail(report_fd, APH_STEP_DUP, (int)-rc, target);
+            high[target] = (int)rc;
         }
     }
     for (int target = 0; target < 4; target++) {
         if (high[target] < 0) continue;
-        if (dup2(high[target], target) < 0) aph_child_fail(report_fd, APH_STEP_DUP, errno, target);
+        // dup3 (no dup2 on every architecture); high[target] >= 4 > target.
+        rc = APH_RAW3(SYS_dup3, high[target], target, 0);
+        if (rc < 0) aph_child_fail(report_fd, APH_STEP_DUP, (int)-rc, target);
     }
     // Without an IPC descriptor fd 3 is closed too.
     int first_closed = sources[APH_IPC_FD] >= 0 ? APH_IPC_FD + 1 : APH_IPC_FD;
     int e = aph_close_from(first_closed, report_fd);
     if (e != 0) aph_child_fail(report_fd, APH_STEP_CLOSE_FDS, e, 0);
 
-    // 6. Working directory.
-    if (s->working_directory != NULL && chdir(s->working_directory) != 0) {
-        aph_child_fail(report_fd, APH_STEP_CHDIR, errno, 0);
+    // 6. Working directory (the child has its own: no CLONE_FS).
+    if (s->working_directory != NULL) {
+        rc = APH_RAW1(SYS_chdir, s->working_directory);
+        if (rc < 0) aph_child_fail(report_fd, APH_STEP_CHDIR, (int)-rc, 0);
     }
 
-    // 7. Resource limits.
+    // 7. Resource limits (prlimit64 on ourselves, as glibc's setrlimit does;
+    //    UINT64_MAX is RLIM64_INFINITY).
     for (size_t i = 0; i < s->rlimit_count; i++) {
-        struct rlimit rl;
-        rl.rlim_cur = s->rlimits[i].soft == UINT64_MAX ? RLIM_INFINITY : (rlim_t)s->rlimits[i].soft;
-        rl.rlim_max = s->rlimits[i].hard == UINT64_MAX ? RLIM_INFINITY : (rlim_t)s->rlimits[i].hard;
-        if (setrlimit((__rlimit_resource_t)s->rlimits[i].resource, &rl) != 0) {
-            aph_child_fail(report_fd, APH_STEP_RLIMIT, errno, (int)i);
-        }
+        struct aph_rlimit64 rl = { s->rlimits[i].soft, s->rlimits[i].hard };
+        rc = APH_RAW4(SYS_prlimit64, 0, s->rlimits[i].resource, &rl, NULL);
+        if (rc < 0) aph_child_fail(report_fd, APH_STEP_RLIMIT, (int)-rc, (int)i);
     }
 
     // 8. Seccomp last: everything above may use any syscall.
-    if (filter != NULL &&
-        prctl(PR_SET_SECCOMP, (unsigned long)SECCOMP_MODE_FILTER, (unsigned long)filter, 0UL, 0UL) != 0) {
-        aph_child_fail(report_fd, APH_STEP_SECCOMP, errno, 0);
+    if (a->filter != NULL) {
+        rc = APH_RAW5(SYS_prctl, PR_SET_SECCOMP, (unsigned long)SECCOMP_MODE_FILTER,
+                      a->filter, 0UL, 0UL);
+        if (rc < 0) aph_child_fail(report_fd, APH_STEP_SECCOMP, (int)-rc, 0);
     }
 
-    execve(s->path, s->argv, s->envp);
-    aph_child_fail(report_fd, APH_STEP_EXEC, errno, 0);
+    rc = APH_RAW3(SYS_execve, s->path, s->argv, s->envp);
+    aph_child_fail(report_fd, APH_STEP_EXEC, (int)-rc, 0);
+}
+
+// Entry point for glibc's clone(): runs on the child stack, never returns.
+APH_CHILD_CODE
+static int aph_child_entry(void *arg) {
+    aph_child((const struct aph_child_args *)arg);
 }
 
 // MARK: - Spawn: parent side
 
-// Moves *fd to a number >= 4 (keeps CLOEXEC) so the child's dup2 onto 0..3
+// Size of the child's stack (plus one guard page below it). The child's
+// deepest frame is aph_close_fallback's 4 KiB getdents buffer; only the pages
+// it touches are ever backed.
+#define APH_CHILD_STACK_SIZE (128 * 1024)
+
+// Moves *fd to a number >= 4 (keeps CLOEXEC) so the child's dup3 onto 0..3
 // never hits it.
 static int aph_move_high(int *fd) {
     if (*fd >= 4) return 0;
@@ -443,34 +543,64 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
         return e;
     }
 
-    pid_t parent = getpid();
-    // No signal handler of ours may run in the child between clone and the
-    // reset of dispositions: block everything around the clone.
-    sigset_t all, old;
-    sigfillset(&all);
-    (void)pthread_sigmask(SIG_SETMASK, &all, &old);
+    // The child's stack, with a guard page below it (stacks grow down on
+    // every architecture Swift targets on Linux).
+    long page_size = sysconf(_SC_PAGESIZE);
+    size_t page = page_size > 0 ? (size_t)page_size : 4096;
+    size_t stack_size = (APH_CHILD_STACK_SIZE + page - 1) / page * page;
+    size_t map_size = stack_size + page;
+    char *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (map == MAP_FAILED || mprotect(map, page, PROT_NONE) != 0) {
+        int map_errno = errno;
+        if (map != MAP_FAILED) (void)munmap(map, map_size);
+        (void)close(report[0]);
+        (void)close(report[1]);
+        r->step = APH_STEP_CLONE;
+        return map_errno;
+    }
+    char *stack_top = map + map_size;
 
+    struct aph_child_args child_args = {
+        .s = s,
+        .filter = filter_ptr,
+        .report_fd = report[1],
+        .report_read_fd = report[0],
+        .parent = getpid(),
+    };
+
+    // No handler of ours may run in the child, on our memory, before it has
+    // reset the dispositions: block everything around the clone, glibc's
+    // internal signals too (pthread_sigmask would leave those open), as
+    // glibc's posix_spawn does.
+    uint64_t all = ~(uint64_t)0, old = 0;
+    (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, APH_KERNEL_SIGSET_SIZE, 0, 0);
+
+    // vfork-style: the child shares our memory (no page-table copy) and this
+    // thread sleeps until the child has exec'd or exited. The pidfd comes
+    // back through parent_tid (clone(2) with CLONE_PIDFD, Linux 5.2).
     int pidfd = -1;
-    struct aph_clone_args args;
-    memset(&args, 0, sizeof(args));
-    args.flags = CLONE_PIDFD;
-    args.pidfd = (uint64_t)(uintptr_t)&pidfd;
-    args.exit_signal = SIGCHLD;
-    long pid = syscall(SYS_clone3, &args, sizeof(args));
     int used_fallback = 0;
-    if (pid < 0 && (errno == ENOSYS || errno == EPERM || errno == E2BIG || errno == EINVAL)) {
-        // Old kernel or a seccomp profile without clone3: plain clone, then
+    int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+    pid_t pid = clone(aph_child_entry, stack_top, flags | CLONE_PIDFD, &child_args,
+                      &pidfd, NULL, NULL);
+    int clone_errno = pid < 0 ? errno : 0;
+    if (pid < 0 && (clone_errno == ENOSYS || clone_errno == EPERM || clone_errno == EINVAL)) {
+        // A seccomp profile that refuses CLONE_PIDFD: clone without it, then
         // pidfd_open (the child cannot be reaped before that: we are its
         // only waiter).
         used_fallback = 1;
-        pid = syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+        pidfd = -1;
+        pid = clone(aph_child_entry, stack_top, flags, &child_args, NULL, NULL, NULL);
+        clone_errno = pid < 0 ? errno : 0;
+    } else if (pid > 0 && pidfd < 0) {
+        // A kernel before 5.2 ignores the flag (then pidfd_open, 5.3, fails
+        // too, and we refuse a child we cannot track).
+        used_fallback = 1;
     }
-    if (pid == 0) {
-        (void)close(report[0]);
-        aph_child(s, filter_ptr, report[1], parent);
-    }
-    int clone_errno = errno;
-    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, APH_KERNEL_SIGSET_SIZE, 0, 0);
+    // The child has exec'd or exited: nothing runs on its stack any more.
+    (void)munmap(map, map_size);
     (void)close(report[1]);
     if (pid < 0) {
         (void)close(report[0]);
@@ -479,13 +609,13 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
     }
 
     if (used_fallback) {
-        long fd = syscall(SYS_pidfd_open, (pid_t)pid, 0U);
+        long fd = syscall(SYS_pidfd_open, pid, 0U);
         if (fd < 0) {
             int open_errno = errno;
             // Without a pidfd we cannot track it: kill and reap by pid.
-            (void)kill((pid_t)pid, SIGKILL);
+            (void)kill(pid, SIGKILL);
             int status;
-            while (waitpid((pid_t)pid, &status, 0) < 0 && errno == EINTR) {}
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
             (void)close(report[0]);
             r->step = APH_STEP_PIDFD_OPEN;
             return open_errno;
@@ -493,6 +623,8 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
         pidfd = (int)fd;
     }
 
+    // CLONE_VFORK: the child has exec'd (past the point of no return) or
+    // exited by now; the read waits at most for exec's close-on-exec step.
     // EOF: execve succeeded (the CLOEXEC write end closed). A report: the
     // child failed and exited.
     struct aph_child_report child_report;
@@ -514,7 +646,7 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
     }
     (void)close(report[0]);
     if (got == 0) {
-        r->pid = (pid_t)pid;
+        r->pid = pid;
         r->pidfd = pidfd;
         return 0;
     }

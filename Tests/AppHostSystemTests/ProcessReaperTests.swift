@@ -202,8 +202,9 @@ struct ProcessReaperTests {
 struct DeathSignalTests {
     /// The sandbox checker spawns a grandchild from a thread that then exits;
     /// PR_SET_PDEATHSIG must kill the grandchild. Inside the baseline filter
-    /// clone3 fails with ENOSYS, so this also covers aph_spawn's clone +
-    /// pidfd_open fallback.
+    /// (aph_spawn clones with CLONE_VM|CLONE_VFORK|CLONE_PIDFD through glibc's
+    /// clone(), which the filter allows; its clone + pidfd_open fallback, for
+    /// kernels or filters that refuse CLONE_PIDFD, is not exercised here.)
     @Test func grandchildDiesWithTheSpawningThread() async throws {
         guard let checker = sandboxCheckPath() else { return }
         let result = try await runToExit(SpawnSettings(

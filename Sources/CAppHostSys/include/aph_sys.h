@@ -64,7 +64,7 @@ void aph_bpf_program_free(struct aph_bpf_program *program);
 #define APH_STEP_NONE 0
 #define APH_STEP_INVALID 1          // bad settings (NULL path/argv)
 #define APH_STEP_PIPE 2             // parent: creating the error pipe
-#define APH_STEP_CLONE 3            // parent: clone3 / clone
+#define APH_STEP_CLONE 3            // parent: clone, or mapping its stack
 #define APH_STEP_PIDFD_OPEN 4       // parent: pidfd_open after the clone fallback
 #define APH_STEP_REPORT 5           // parent: reading the error pipe
 #define APH_STEP_SIGNALS 6          // child: resetting signal mask
@@ -124,11 +124,16 @@ struct aph_spawn_result {
     int detail;
 };
 
-/// Spawns a child: clone3(CLONE_PIDFD) (fallback: clone + pidfd_open); in the
-/// child resets signals, setsid, PDEATHSIG, NO_NEW_PRIVS, installs 0-3, closes
-/// every other descriptor, chdir, rlimits, seccomp, execve. Returns 0, or the
-/// errno of the failed step (`result->step`). A child that failed before
-/// execve has already been reaped when this returns.
+/// Spawns a child vfork-style, as glibc's posix_spawn does: clone(CLONE_VM |
+/// CLONE_VFORK | CLONE_PIDFD) on a dedicated mmap'ed stack with every signal
+/// blocked (fallback when CLONE_PIDFD is refused: clone without it +
+/// pidfd_open). The child shares the caller's memory, so no page tables are
+/// copied, and the calling thread is suspended until the child has exec'd or
+/// exited. In the child, with raw syscalls only: resets signals, setsid,
+/// PDEATHSIG, NO_NEW_PRIVS, installs 0-3, closes every other descriptor,
+/// chdir, rlimits, seccomp, execve. Returns 0, or the errno of the failed step
+/// (`result->step`). A child that failed before execve has already been
+/// reaped when this returns.
 int aph_spawn(const struct aph_spawn_settings *settings,
               struct aph_spawn_result *result);
 
