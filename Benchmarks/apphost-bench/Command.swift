@@ -15,9 +15,12 @@ struct AppHostBench: AsyncParsableCommand {
             launch: host launch vs a bare posix_spawn of the same binary. \
             suspend: home button → state T and foreground → active, vs raw SIGSTOP/SIGCONT + waitid. \
             idle: an `apphost daemon` with N suspended apps vs the same daemon with none. \
-            all: the three in one run (the default). Build with -c release for representative figures.
+            deadlines: how late the host acts after real-clock deadlines vs plain sleeps. \
+            virtual: N apps cycling through 24 simulated hours on the virtual clock vs the rules alone. \
+            all: all five in one run (the default). Build with -c release for representative figures.
             """,
-        subcommands: [All.self, LaunchCommand.self, SuspendCommand.self, IdleCommand.self, RawSignalsCommand.self],
+        subcommands: [All.self, LaunchCommand.self, SuspendCommand.self, IdleCommand.self, DeadlinesCommand.self,
+                      VirtualCommand.self, RawSignalsCommand.self],
         defaultSubcommand: All.self)
 }
 
@@ -53,6 +56,53 @@ struct IdleOptions: ParsableArguments {
     }
 }
 
+struct DeadlineOptions: ParsableArguments {
+    @Option(help: "Deadlines measured for the host and for each baseline (deadlines).")
+    var deadlines = 1000
+
+    @Option(help: "Seconds between deadlines: the host's heartbeatInterval and each baseline sleep (whole milliseconds).")
+    var deadlineInterval = 0.005
+
+    @Option(help: "Host and baselines alternate in this many chunks (deadlines).")
+    var deadlineChunks = 4
+
+    func validate() throws {
+        guard deadlines > 0 else { throw ValidationError("--deadlines must be positive") }
+        guard deadlineInterval >= 0.001, (deadlineInterval * 1000).rounded() == deadlineInterval * 1000 else {
+            throw ValidationError("--deadline-interval must be a whole number of milliseconds, at least 0.001 (the host rounds budgets to ms)")
+        }
+        guard deadlineChunks > 0, deadlineChunks <= deadlines else { throw ValidationError("--deadline-chunks must be 1...deadlines") }
+    }
+}
+
+struct VirtualOptions: ParsableArguments {
+    @Option(help: "Apps taking turns in the foreground (virtual).")
+    var virtualApps = 100
+
+    @Option(help: "Simulated hours (virtual).")
+    var virtualHours = 24.0
+
+    @Option(help: "Virtual seconds per turn (virtual).")
+    var virtualStep = 36
+
+    @Flag(help: "Skip the second host run with heartbeats beyond the turn (virtual).")
+    var skipHeartbeatVariant = false
+
+    @Flag(help: .hidden)
+    var noReturnWait = false
+
+    func validate() throws {
+        guard virtualApps >= 2 else { throw ValidationError("--virtual-apps must be at least 2") }
+        guard virtualHours > 0 else { throw ValidationError("--virtual-hours must be positive") }
+        guard virtualStep > 30 else { throw ValidationError("--virtual-step must exceed the ios13 background budget (30 s)") }
+    }
+
+    func bench() -> VirtualBench {
+        VirtualBench(apps: virtualApps, hours: virtualHours, stepSeconds: virtualStep,
+                     heartbeatVariant: !skipHeartbeatVariant, waitForReturns: !noReturnWait)
+    }
+}
+
 /// The machine the figures come from.
 struct Machine: Codable, Sendable {
     var cpus: Int
@@ -80,6 +130,8 @@ struct Report: Codable, Sendable {
     var command = CommandLine.arguments.joined(separator: " ")
     var sections: [Section] = []
     var idle: IdleReport?
+    var deadlines: DeadlineReport?
+    var virtual: VirtualReport?
 
     func emit(json: Bool) throws {
         if json {
@@ -92,6 +144,8 @@ struct Report: Codable, Sendable {
         print("apphost-bench (\(build) build): \(machine.cpus) CPUs (\(machine.cpuModel)), \(machine.memoryMiB) MiB, kernel \(machine.kernel)")
         for s in sections { printTable(title: s.title, rows: s.rows, notes: s.notes) }
         if let idle { printIdle(idle) }
+        if let deadlines { printDeadlines(deadlines) }
+        if let virtual { printVirtual(virtual) }
     }
 }
 
@@ -128,9 +182,11 @@ func printIdle(_ r: IdleReport) {
 
 extension AppHostBench {
     struct All: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(commandName: "all", abstract: "launch, suspend and idle in one run.")
+        static let configuration = CommandConfiguration(commandName: "all", abstract: "launch, suspend, idle, deadlines and virtual in one run.")
         @OptionGroup var common: CommonOptions
         @OptionGroup var idle: IdleOptions
+        @OptionGroup var deadline: DeadlineOptions
+        @OptionGroup var virtual: VirtualOptions
 
         func run() async throws {
             var report = Report()
@@ -139,6 +195,34 @@ extension AppHostBench {
             report.sections.append(try MicroCosts(iterations: common.iterations).run())
             report.sections += try await SuspendBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
             report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app).run()
+            report.deadlines = try await DeadlineBench(deadlines: deadline.deadlines, interval: deadline.deadlineInterval,
+                                                       chunks: deadline.deadlineChunks, executable: "ProbeApp").run()
+            report.virtual = try await virtual.bench().run()
+            try report.emit(json: common.json)
+        }
+    }
+
+    struct DeadlinesCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "deadlines", abstract: "Real-clock deadline lateness vs plain sleeps.")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var deadline: DeadlineOptions
+
+        func run() async throws {
+            var report = Report()
+            report.deadlines = try await DeadlineBench(deadlines: deadline.deadlines, interval: deadline.deadlineInterval,
+                                                       chunks: deadline.deadlineChunks, executable: "ProbeApp").run()
+            try report.emit(json: common.json)
+        }
+    }
+
+    struct VirtualCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "virtual", abstract: "N apps through 24 simulated hours on the virtual clock.")
+        @OptionGroup var common: CommonOptions
+        @OptionGroup var virtual: VirtualOptions
+
+        func run() async throws {
+            var report = Report()
+            report.virtual = try await virtual.bench().run()
             try report.emit(json: common.json)
         }
     }

@@ -13,10 +13,12 @@ final class InProcessHost: Sendable {
     let group: MultiThreadedEventLoopGroup
     let loop: Task<Void, Never>
 
-    init(label: String) throws {
+    /// `configure` adjusts the configuration (clock, profile) before the host starts.
+    init(label: String, configure: (inout HostConfiguration) -> Void = { _ in }) throws {
         dir = try TempDir(label)
         var config = HostConfiguration(stateDirectory: dir.path)
         config.productDirectories = [productsDirectory]
+        configure(&config)
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var logger = Logger(label: "apphost-bench")
         logger.logLevel = .warning
