@@ -114,6 +114,15 @@ public enum ProcLocks {
     public static func held(by pid: Int32) throws(ProcFileError) -> [HeldFileLock] {
         let locks = parse(try readProcFile("/proc/locks"))
         let candidates = locks.filter { $0.kind == .ofd || $0.pid == pid }
+        if candidates.isEmpty {
+            // The common case (checked before every suspension): no lock can be the
+            // process's, so skip scanning its descriptors; still say if it is gone.
+            let dir = "/proc/\(pid)"
+            guard access(dir, F_OK) == 0 else {
+                throw .unreadable(path: dir, errno: Errno(rawValue: errno))
+            }
+            return []
+        }
         let wanted = Set(candidates.map { FileID(major: $0.deviceMajor, minor: $0.deviceMinor, inode: $0.inode) })
         let paths = try openFiles(of: pid, matching: wanted)
         return candidates.compactMap { lock in

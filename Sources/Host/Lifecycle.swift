@@ -114,6 +114,10 @@ public struct Lifecycle: Sendable, Equatable {
     public private(set) var expirationSent = false
     /// A heartbeat is out, unanswered.
     public private(set) var heartbeatOutstanding = false
+    /// Callbacks sent and not yet returned. An app is never stopped with one in
+    /// flight: its return would sit in the stopped process (iOS suspends an app
+    /// once its handlers have returned).
+    public private(set) var callbacksInFlight = 0
     /// The budgets in force.
     public let profile: BudgetProfile
     /// How long an app may take to exit after willTerminate.
@@ -172,6 +176,15 @@ public struct Lifecycle: Sendable, Equatable {
     /// Feed one event at host time `now`; returns the effects to perform, in order.
     public mutating func handle(_ event: Event, at now: Duration = .zero) -> [Effect] {
         self.now = now
+        if case .callbackReturned = event, callbacksInFlight > 0 { callbacksInFlight -= 1 }
+        let fx = rules(event)
+        if state != .notRunning {
+            callbacksInFlight += fx.reduce(0) { n, e in if case .send = e { n + 1 } else { n } }
+        }
+        return fx
+    }
+
+    private mutating func rules(_ event: Event) -> [Effect] {
         var fx: [Effect] = []
         switch (state, event) {
 
@@ -291,6 +304,8 @@ public struct Lifecycle: Sendable, Equatable {
         case (.background, .stopConfirmed) where stopPending:
             stopPending = false
             fx += move(to: .suspended, cause: "no assertion left (SIGSTOP)")
+            // A suspended app holds no task and runs no code: nothing left to time.
+            fx += [.cancelTimer(.expirationWarning), .cancelTimer(.backgroundBudget), .cancelTimer(.backgroundCallback)]
         case (_, .stopConfirmed), (_, .continueConfirmed):
             break
 
@@ -341,11 +356,13 @@ public struct Lifecycle: Sendable, Equatable {
                 fx.append(.send(.backgroundTaskExpiration(taskID: id), state: .background))
             }
 
-        case (.background, .timerFired(.backgroundBudget)) where terminating == nil && hasAssertion:
+        case (.background, .timerFired(.backgroundBudget)) where terminating == nil && (hasAssertion || callbacksInFlight > 0):
             let names = tasks.sorted { $0.key < $1.key }.map { id, t in
                 "\(t.name.map { "\"\($0)\"" } ?? "#\(id)") (held \(DurationText.format(seconds(now - t.began))))"
             }
-            fx += watchdog(reason: "background time of \(fmt("backgroundTask")) used up while holding background task\(names.count == 1 ? "" : "s") \(names.joined(separator: ", "))",
+            let what = names.isEmpty ? "with a callback still running (an expiration handler that did not return)"
+                : "while holding background task\(names.count == 1 ? "" : "s") \(names.joined(separator: ", "))"
+            fx += watchdog(reason: "background time of \(fmt("backgroundTask")) used up \(what)",
                            budget: "backgroundTask", namespace: "RUNNINGBOARD")
 
         case (.active, .timerFired(.heartbeat)) where !heartbeatOutstanding && terminating == nil:
@@ -401,8 +418,10 @@ public struct Lifecycle: Sendable, Equatable {
             if let report { fx.append(.report(report)) }
             reset()
 
+        case (.background, .callbackReturned):
+            // The last callback in flight returned (e.g. an expiration handler).
+            fx += suspendIfIdle()
         case (_, .callbackReturned):
-            // Other callbacks' returns change nothing here (the watchdogs time them).
             break
 
         default:
@@ -489,7 +508,7 @@ public struct Lifecycle: Sendable, Equatable {
 
     /// In the background with nothing to do: suspend (or exit, for ExitsOnSuspend apps).
     private mutating func suspendIfIdle() -> [Effect] {
-        guard state == .background, launched, backgroundCallbackReturned,
+        guard state == .background, launched, backgroundCallbackReturned, callbacksInFlight == 0,
               !hasAssertion, !stopPending, terminating == nil, placement == .background else { return [] }
         if exitsOnSuspend {
             terminating = .exitsOnSuspend
@@ -512,6 +531,7 @@ public struct Lifecycle: Sendable, Equatable {
 
     private mutating func reset() {
         tasks = [:]
+        callbacksInFlight = 0
         backgroundSince = nil
         expirationSent = false
         heartbeatOutstanding = false

@@ -14,6 +14,7 @@ struct LifecycleTests {
         _ = m.handle(.spawned(pid: 42))
         _ = m.handle(.handshake)
         _ = m.handle(.callbackReturned(.didFinishLaunching(options: LaunchOptions(reason: .user))))
+        _ = m.handle(.callbackReturned(.didBecomeActive))
         return m
     }
 
@@ -33,6 +34,28 @@ struct LifecycleTests {
 
     func transitions(_ fx: [Effect]) -> [String] {
         fx.compactMap { if case .transition(let f, let t, _) = $0 { "\(f.rawValue)→\(t.rawValue)" } else { nil } }
+    }
+
+    @Test func noStopWhileACallbackIsInFlight() {
+        // The expiration handler ends the task, then returns: stop only after the return.
+        var m = activeMachine()
+        _ = m.handle(.taskBegan(id: 1, name: "upload"))
+        _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.willResignActive))
+        _ = m.handle(.callbackReturned(.didEnterBackground))
+        _ = m.handle(.timerFired(.expirationWarning), at: .seconds(25))
+        #expect(m.callbacksInFlight == 1)
+        #expect(acts(m.handle(.taskEnded(id: 1), at: .seconds(25))).isEmpty, "its return is still on the way")
+        #expect(acts(m.handle(.callbackReturned(.backgroundTaskExpiration(taskID: 1)), at: .seconds(25))) == [.signal(.stop, reason: "no assertion left")])
+    }
+
+    @Test func suspensionCancelsTheBackgroundTimers() {
+        var m = activeMachine()
+        _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.willResignActive))
+        _ = m.handle(.callbackReturned(.didEnterBackground))
+        let fx = m.handle(.stopConfirmed)
+        #expect(fx.contains(.cancelTimer(.backgroundBudget)) && fx.contains(.cancelTimer(.expirationWarning)))
     }
 
     @Test func launchGoesInactiveThenActiveWithCallbacksInOrder() {
@@ -68,6 +91,7 @@ struct LifecycleTests {
         var m = activeMachine()
         _ = m.handle(.home)
         _ = m.handle(.taskBegan(id: 1, name: "upload"))
+        _ = m.handle(.callbackReturned(.willResignActive))
         var fx = m.handle(.callbackReturned(.didEnterBackground))
         #expect(acts(fx).isEmpty)
         _ = m.handle(.taskBegan(id: 2, name: nil))
@@ -96,6 +120,7 @@ struct LifecycleTests {
     @Test func foregroundFromSuspendedSendsSIGCONTThenCallbacks() {
         var m = activeMachine()
         _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.willResignActive))
         _ = m.handle(.callbackReturned(.didEnterBackground))
         _ = m.handle(.stopConfirmed)
         let fx = m.handle(.foreground)
@@ -107,6 +132,7 @@ struct LifecycleTests {
     @Test func foregroundBeforeStopConfirmedContinuesTheApp() {
         var m = activeMachine()
         _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.willResignActive))
         _ = m.handle(.callbackReturned(.didEnterBackground))
         let fx = m.handle(.foreground)
         #expect(acts(fx).first == .signal(.cont, reason: "brought to the foreground before the stop was confirmed"))
@@ -118,6 +144,7 @@ struct LifecycleTests {
     @Test func exitsOnSuspendTerminatesInsteadOfSuspending() {
         var m = activeMachine(exitsOnSuspend: true)
         _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.willResignActive))
         let fx = m.handle(.callbackReturned(.didEnterBackground))
         #expect(sends(fx) == ["willTerminate"])
         #expect(fx.contains(.startTimer(.grace, after: .seconds(5))))
@@ -167,6 +194,7 @@ struct LifecycleTests {
     @Test func userTerminateOfSuspendedAppKillsWithoutCallbackOrReport() {
         var m = activeMachine()
         _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.willResignActive))
         _ = m.handle(.callbackReturned(.didEnterBackground))
         _ = m.handle(.stopConfirmed)
         var fx = m.handle(.terminate(.user))
@@ -179,6 +207,7 @@ struct LifecycleTests {
     @Test func shutdownResumesSuspendedAppToDeliverWillTerminate() {
         var m = activeMachine()
         _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.willResignActive))
         _ = m.handle(.callbackReturned(.didEnterBackground))
         _ = m.handle(.stopConfirmed)
         let fx = m.handle(.terminate(.shutdown))
@@ -220,6 +249,7 @@ struct LifecycleTests {
         var m = activeMachine()
         for (id, name) in tasks { _ = m.handle(.taskBegan(id: id, name: name), at: .zero) }
         _ = m.handle(.home, at: t)
+        _ = m.handle(.callbackReturned(.willResignActive), at: t)
         _ = m.handle(.callbackReturned(.didEnterBackground), at: t)
         return m
     }
@@ -280,6 +310,7 @@ struct LifecycleTests {
 
         var ok = activeMachine()
         _ = ok.handle(.home)
+        _ = ok.handle(.callbackReturned(.willResignActive))
         _ = ok.handle(.callbackReturned(.didEnterBackground))
         #expect(ok.handle(.timerFired(.backgroundCallback)).filter { if case .signal(.kill, _) = $0 { true } else { false } }.isEmpty,
                 "a late timer after the return does nothing")
@@ -301,6 +332,7 @@ struct LifecycleTests {
     @Test func lockAtSuspensionKillsWithDead10ccInsteadOfStopping() {
         var m = activeMachine()
         _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.willResignActive))
         _ = m.handle(.callbackReturned(.didEnterBackground))
         #expect(m.stopPending)
         let fx = m.handle(.lockHeldAtSuspension("FLOCK write lock on /shared/db"))
