@@ -109,7 +109,10 @@ public actor Supervisor {
         var timer: Lifecycle.Timer
     }
     private var deadlines: [DeadlineKey: Duration] = [:]
-    private var timerTask: Task<Void, Never>?
+    /// The one real-clock timer, on the host's NIO event loop: cancelling it really
+    /// disarms it (a cancelled `Task.sleep` on Linux leaves its dispatch timer armed,
+    /// which woke an idle host once for every cancelled deadline).
+    private var timer: Scheduled<Void>?
     private var armedFor: Duration?
     /// How late real-clock deadlines fired (for the precision benchmark).
     private var lateness: [Duration] = []
@@ -230,25 +233,27 @@ public actor Supervisor {
     }
 
     private func cancelTimer(_ id: String, _ timer: Lifecycle.Timer) {
-        guard let instance = runtimes[id]?.instance else { return }
-        deadlines.removeValue(forKey: DeadlineKey(app: id, instance: instance, timer: timer))
+        guard let instance = runtimes[id]?.instance,
+              let due = deadlines.removeValue(forKey: DeadlineKey(app: id, instance: instance, timer: timer)) else { return }
+        // The sleeping task must not wake for a deadline that no longer exists
+        // (an idle host with suspended apps would wake for every cancelled one).
+        if due == armedFor { rearm() }
     }
 
-    /// Real clock: one sleeping task, armed for the earliest deadline.
+    /// Real clock: one timer, armed for the earliest deadline.
     private func rearm() {
         guard configuration.clock == .real else { return }
         let earliest = deadlines.values.min()
         guard earliest != armedFor else { return }
-        timerTask?.cancel()
+        timer?.cancel()
+        timer = nil
         armedFor = earliest
         guard let earliest else { return }
-        let deadline = realStart.advanced(by: earliest)
+        let delay = max(.zero, earliest - hostNow())
+        let nanos = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
         let input = self.input
-        timerTask = Task {
-            do {
-                try await Task.sleep(until: deadline, clock: .continuous)
-                input.yield(.deadlinesDue)
-            } catch {}
+        timer = group.any().scheduleTask(in: .nanoseconds(nanos)) {
+            input.yield(.deadlinesDue)
         }
     }
 
