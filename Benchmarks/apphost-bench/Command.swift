@@ -88,9 +88,6 @@ struct VirtualOptions: ParsableArguments {
     @Flag(help: "Skip the second host run with heartbeats beyond the turn (virtual).")
     var skipHeartbeatVariant = false
 
-    @Flag(help: .hidden)
-    var noReturnWait = false
-
     func validate() throws {
         guard virtualApps >= 2 else { throw ValidationError("--virtual-apps must be at least 2") }
         guard virtualHours > 0 else { throw ValidationError("--virtual-hours must be positive") }
@@ -99,7 +96,7 @@ struct VirtualOptions: ParsableArguments {
 
     func bench() -> VirtualBench {
         VirtualBench(apps: virtualApps, hours: virtualHours, stepSeconds: virtualStep,
-                     heartbeatVariant: !skipHeartbeatVariant, waitForReturns: !noReturnWait)
+                     heartbeatVariant: !skipHeartbeatVariant)
     }
 }
 

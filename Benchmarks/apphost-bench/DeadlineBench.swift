@@ -96,7 +96,7 @@ struct DeadlineBench {
         let base = DistributionRow("[A] Task.sleep(until:) on ContinuousClock, in one task", taskSleep,
                                    note: "re-armed interval after each wake-up, as the host re-arms after each answer")
         let stream = DistributionRow("[B] a new Task per deadline: Task.sleep, then AsyncStream yield → consumer task", taskStream,
-                                     against: base, note: "the host's timer mechanism (Supervisor.rearm, then run()) without the host")
+                                     against: base, note: "the host's timer mechanism before it moved to NIO scheduleTask (Task.sleep, then run()), without the host")
         let nano = DistributionRow("[C] clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) on a thread", thread,
                                    against: base, note: "the kernel's timer alone, no Swift runtime")
         let hostRow = DistributionRow("[H] host: heartbeat deadline → fired on the supervisor actor", host, against: base,

@@ -173,7 +173,7 @@ struct IdleBench {
             requests: Section(
                 title: "Control requests to the daemon (round trip until it closed the connection; outside the idle windows)",
                 rows: requestRows,
-                notes: ["events for one app still makes the daemon read and decode all of events.jsonl (EventLog.subscribe)."]))
+                notes: ["events are served from the daemon's in-memory cache (EventLog keeps the newest 20,000); status walks every installed app."]))
     }
 
     /// Times ping, status and a one-app events listing (non-following), 20 of each.

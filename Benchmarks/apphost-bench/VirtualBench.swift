@@ -23,8 +23,6 @@ struct VirtualBench {
     let stepSeconds: Int
     /// Also run the host with heartbeats beyond the turn (prices the heartbeats).
     let heartbeatVariant: Bool
-    /// Wait for the returns of foreground()'s callbacks before advancing (the honest way).
-    let waitForReturns: Bool
     let executable = "ProbeApp"
 
     static let arguments = ["--on", "background", "begin-task:work"]
@@ -35,7 +33,7 @@ struct VirtualBench {
 
     func run() async throws -> VirtualReport {
         var report = VirtualReport(apps: apps, hours: hours, stepSeconds: stepSeconds, turns: turns,
-                                   profile: BudgetProfile.ios13, waitForReturns: waitForReturns)
+                                   profile: BudgetProfile.ios13)
         progress("virtual: Lifecycle model alone, \(turns) turns")
         report.model = runModel(profile: .ios13)
         progress("virtual: host, \(apps) apps, \(turns) turns of \(stepSeconds) s")
@@ -74,57 +72,40 @@ struct VirtualBench {
             }
             run.setupSeconds = seconds(clock.now - s0)
 
+            // Every host event of the turns, tallied as it comes (the stream keeps only the newest 10,000).
             let (_, live, subscription) = await supervisor.subscribe(bundleIdentifier: nil)
-            var events = live.makeAsyncIterator()
-            var tally = EventTally()
-            /// Reads events until `done` says so; every event read is tallied.
-            func readUntil(_ what: String, _ done: (HostEvent) -> Bool) async throws {
-                while let e = await events.next() {
-                    tally.add(e)
-                    if done(e) { return }
-                }
-                throw BenchError("event stream ended before \(what)")
-            }
-            /// Reads until `app` has returned didBecomeActive and `home` (if any) didEnterBackground.
-            func waitReturns(active app: String?, home: String?) async throws {
-                var needActive = app, needHome = home
-                while needActive != nil || needHome != nil {
-                    try await readUntil("callback returns") { e in
-                        if e.kind == .callback, e.bundleIdentifier == needActive, e.cause == "didBecomeActive returned" { needActive = nil }
-                        if e.kind == .callback, e.bundleIdentifier == needHome, e.cause == "didEnterBackground returned" { needHome = nil }
-                        return needActive == nil && needHome == nil
-                    }
-                }
+            let consumer = Task {
+                var tally = EventTally()
+                for await e in live { tally.add(e) }
+                return tally
             }
 
             let step = Duration.seconds(stepSeconds)
+            var foregroundCall = Samples(), advance = Samples()
             let cpu0 = processCPUSeconds(), apps0 = appsCPUTicks(Array(pids.values))
             let w0 = clock.now
             var previous: String?
-            var foregroundErrors = 0
             for turn in 0..<turns {
                 let app = ids[turn % ids.count]
                 let t0 = clock.now
                 do {
-                    try await supervisor.foreground(app)
+                    try await supervisor.foreground(app)  // sends `previous` home
                 } catch {
-                    foregroundErrors += 1
+                    run.foregroundErrors += 1
                 }
                 let t1 = clock.now
-                if waitForReturns { try await waitReturns(active: app, home: previous) }
-                let t2 = clock.now
+                // The host first waits (in real time) for the callbacks foreground() sent,
+                // then fires every deadline of the step in order, settling after each.
                 _ = try await supervisor.advanceClock(by: step)
-                let t3 = clock.now
-                run.foregroundCall.add(t1 - t0)
-                run.returnsWait.add(t2 - t1)
-                run.advance.add(t3 - t2)
+                let t2 = clock.now
+                foregroundCall.add(t1 - t0)
+                advance.add(t2 - t1)
                 previous = app
             }
             // Close: the last app goes home and completes its cycle.
             let c0 = clock.now
             if let last = previous {
                 try await supervisor.background(last)
-                if waitForReturns { try await waitReturns(active: nil, home: last) }
                 _ = try await supervisor.advanceClock(by: step)
             }
             let w1 = clock.now
@@ -133,11 +114,10 @@ struct VirtualBench {
             run.hostProcessCPUSeconds = processCPUSeconds() - cpu0
             run.appsCPUSeconds = Double(appsCPUTicks(Array(pids.values)) - apps0) / Double(sysconf(Int32(_SC_CLK_TCK)))
             run.simulatedSeconds = seconds(await supervisor.hostNow())
-            run.foregroundErrors = foregroundErrors
 
             // Everything the run produced, then the checks.
             await supervisor.unsubscribe(subscription)
-            while let e = await events.next() { tally.add(e) }
+            let tally = await consumer.value
             run.counts = tally.counts
             run.eventsSeen = tally.events
             run.cycles = tally.cycles
@@ -145,9 +125,13 @@ struct VirtualBench {
             run.returnsStuckInStoppedApp = tally.returnsStuckInStoppedApp
             let timeout = seconds(await supervisor.configuration.settleTimeout)
             run.settleTimeoutSeconds = timeout
-            let stalled = run.advance.values.filter { Double($0) / 1e9 >= timeout }
+            let stalled = advance.values.filter { Double($0) / 1e9 >= timeout }
             run.advancesWithSettleTimeout = stalled.count
             run.advanceSecondsWithSettleTimeout = Double(stalled.reduce(0, +)) / 1e9
+            run.foregroundSeconds = Double(foregroundCall.values.reduce(0, +)) / 1e9
+            run.advanceSeconds = Double(advance.values.reduce(0, +)) / 1e9
+            run.foregroundRow = Row("foreground(next): previous app home, SIGCONT, 4 callbacks sent", foregroundCall, slice: true)
+            run.advanceRow = Row("advanceClock(by: \(stepSeconds) s): waits, deadlines, settles", advance, slice: true)
             run.cyclesPerAppMin = ids.map { tally.cyclesByApp[$0, default: 0] }.min() ?? 0
             run.cyclesPerAppMax = ids.map { tally.cyclesByApp[$0, default: 0] }.max() ?? 0
             run.homeToSuspendedMin = tally.homeToSuspended.min() ?? .nan
@@ -295,7 +279,7 @@ struct EventTally {
             counts.callback(name)
             if name == "didEnterBackground" { homeAt[app] = e.time }
             if name.hasPrefix("expirationHandler") {
-                if state[app] == .suspended || (suspendedAt[app].map { $0 > (endedAt[app] ?? .distantPast) } ?? false) {
+                if state[app] == .suspended || (suspendedAt[app].map { $0 >= (endedAt[app] ?? .distantPast) } ?? false) {
                     returnsAfterSuspension += 1
                 }
                 // The handler sent endBackgroundTask just before returning: a return read at a
@@ -427,9 +411,10 @@ struct VirtualHostRun: Codable, Sendable {
     var simulatedSeconds = 0.0
     var hostProcessCPUSeconds = 0.0
     var appsCPUSeconds = 0.0
-    var foregroundCall = Samples()
-    var returnsWait = Samples()
-    var advance = Samples()
+    var foregroundRow = Row("", Samples(), slice: true)
+    var advanceRow = Row("", Samples(), slice: true)
+    var foregroundSeconds = 0.0
+    var advanceSeconds = 0.0
     var counts = VirtualCounts()
     var eventsSeen = 0
     var cycles = 0
@@ -469,7 +454,6 @@ struct VirtualReport: Codable, Sendable {
     var stepSeconds: Int
     var turns: Int
     var profile: BudgetProfile
-    var waitForReturns: Bool
     var host = VirtualHostRun(profile: "")
     var model = VirtualModelRun(profile: "")
     var hostWithoutHeartbeats: VirtualHostRun?
@@ -488,62 +472,65 @@ func printVirtual(_ r: VirtualReport) {
     func fmtCounts(_ d: [String: Int]) -> String {
         d.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
     }
+    func perTurn(_ n: Int) -> String { String(format: "%.2f", Double(n) / Double(r.turns)) }
+    let clean = r.honest
     print("")
-    print("Virtual clock (\(r.apps) × ProbeApp \(VirtualBench.arguments.joined(separator: " ")), profile \(r.profile.name) "
-          + "(backgroundTask \(DurationText.format(r.profile.backgroundTask)), expirationWarning \(DurationText.format(r.profile.expirationWarning)), "
-          + "heartbeat every \(DurationText.format(r.profile.heartbeatInterval))); \(r.turns) turns of \(r.stepSeconds) s + 1 closing step, \(buildConfiguration) build)")
-    print(String(format: "  simulated %.0f s (%.2f h) in %.3f s of wall time: %.0f× real time (target ≤ %.0f s: %@)",
+    print("Virtual clock (\(r.apps) × ProbeApp \(VirtualBench.arguments.joined(separator: " ")), profile \(r.profile.name): "
+          + "backgroundTask \(DurationText.format(r.profile.backgroundTask)), expirationWarning \(DurationText.format(r.profile.expirationWarning)), "
+          + "heartbeat every \(DurationText.format(r.profile.heartbeatInterval)); \(r.turns) turns of \(r.stepSeconds) s + 1 closing step; \(buildConfiguration) build)")
+    print(String(format: "  host: %.0f simulated s (%.2f h) in %.3f s wall: %.0f× real time   [target ≤ %.0f s: %@]",
                  h.simulatedSeconds, h.simulatedSeconds / 3600, h.wallSeconds, h.simulatedSeconds / h.wallSeconds, r.targetSeconds,
-                 r.targetMet ? "met" : (r.honest ? String(format: "NOT met, %.2f× the target", h.wallSeconds / r.targetSeconds) : "NOT met: the run is not clean")))
-    print(String(format: "  baseline, the same turns over Lifecycle values alone (no processes): %.3f s, %.0f× real time; host / model %.0f×",
+                 r.targetMet ? "met" : (clean ? String(format: "NOT met, %.2f× the target", h.wallSeconds / r.targetSeconds) : "NOT met: the run is not clean")))
+    print(String(format: "  baseline, the same turns over Lifecycle values alone (no processes, no IPC, store or events): %.3f s, %.0f× real time; host / model %.0f×",
                  m.wallSeconds, m.simulatedSeconds / m.wallSeconds, h.wallSeconds / m.wallSeconds))
-    print(String(format: "  setup (install, background launch, suspended; not in the wall time): %.2f s; closing step (last app home, one step) %.1f ms",
+    print(String(format: "  of the host's wall time: %d advance(s) waited out the %.0f s settle timeout: %.2f s; the rest %.3f s (%.0f× real time, %.2f× the target)",
+                 h.advancesWithSettleTimeout, h.settleTimeoutSeconds, h.advanceSecondsWithSettleTimeout,
+                 h.wallSeconds - h.advanceSecondsWithSettleTimeout, h.simulatedSeconds / (h.wallSeconds - h.advanceSecondsWithSettleTimeout),
+                 (h.wallSeconds - h.advanceSecondsWithSettleTimeout) / r.targetSeconds))
+    print("    why: an expiration handler sends endBackgroundTask and then returns; the host SIGSTOPs the app on endBackgroundTask. "
+          + "\(h.returnsStuckInStoppedApp) of \(h.cycles) handler returns")
+    print("    were caught in the stopped app (read only when it was resumed, a turn later), so that step's settle waited for a return that could not come; "
+          + "\(h.returnsAfterSuspension) returns in all were read after the stop")
+    print(String(format: "  setup, not in the wall time: install, launch in the background, suspended: %.2f s; the closing step: %.1f ms",
                  h.setupSeconds, h.closingSeconds * 1000))
-    print("  cycles completed (home → task → expiration handler ended it → suspended): \(h.cycles) of \(r.turns); per app \(h.cyclesPerAppMin)–\(h.cyclesPerAppMax)"
-          + String(format: "; home → suspended %.3f–%.3f virtual s", h.homeToSuspendedMin, h.homeToSuspendedMax))
+    print("  cycles completed (home → task begun → expiration handler ended it → suspended): \(h.cycles) of \(r.turns); per app \(h.cyclesPerAppMin)–\(h.cyclesPerAppMax)"
+          + String(format: "; home → suspended %.3f–%.3f virtual s (budget − warning: %.0f s)", h.homeToSuspendedMin, h.homeToSuspendedMax,
+                   r.profile.backgroundTask - r.profile.expirationWarning))
     print("  at the end: \(h.suspendedAtEnd)/\(r.apps) suspended (status), \(h.inStateT)/\(r.apps) in state T, \(h.samePids)/\(r.apps) still their first process, "
-          + "\(h.reports) termination reports, \(h.counts.signals["SIGKILL", default: 0]) SIGKILL, \(h.foregroundErrors) foreground errors: \(r.honest ? "clean" : "NOT CLEAN")")
+          + "\(h.reports) termination reports, \(h.counts.signals["SIGKILL", default: 0]) SIGKILL, \(h.foregroundErrors) foreground errors: \(clean ? "clean" : "NOT CLEAN")")
     for (reason, n) in h.reportReasons.sorted(by: { $0.value > $1.value }) { print("    report ×\(n): \(reason)") }
-    if !r.waitForReturns { print("  (--no-return-wait: advanceClock called right after foreground(), without waiting for the callbacks' returns)") }
-    print("  expiration handlers whose return the host read after it had stopped the app: \(h.returnsAfterSuspension); "
-          + "of which stuck in the stopped app until its next turn: \(h.returnsStuckInStoppedApp)")
-    print(String(format: "  advances that waited out the settle timeout (%.0f s real): %d, %.2f s of the wall time; wall time without them %.3f s",
-                 h.settleTimeoutSeconds, h.advancesWithSettleTimeout, h.advanceSecondsWithSettleTimeout, h.wallSeconds - h.advanceSecondsWithSettleTimeout))
-    print("  host events during the turns: \(h.eventsSeen); callbacks returned \(h.counts.allCallbacks) (\(fmtCounts(h.counts.callbacks)))")
+    print("  host events during the turns: \(h.eventsSeen) (\(perTurn(h.eventsSeen)) a turn); callbacks returned \(h.counts.allCallbacks) (\(fmtCounts(h.counts.callbacks)))")
     print("    transitions \(h.counts.transitions) (\(fmtCounts(h.counts.transitionsTo))); signals \(fmtCounts(h.counts.signals)); "
           + "tasks begun \(h.counts.tasksBegun), ended \(h.counts.tasksEnded); warnings \(h.counts.warnings)")
-    print("  model (same turns): deadlines fired \(m.allDeadlines) (\(fmtCounts(m.deadlinesFired))); callbacks \(m.counts.allCallbacks) (\(fmtCounts(m.counts.callbacks)))")
-    print("    transitions \(m.counts.transitions); signals \(fmtCounts(m.counts.signals))")
+    print("  model, same turns: deadlines fired \(m.allDeadlines) (\(fmtCounts(m.deadlinesFired))); callbacks \(m.counts.allCallbacks) (\(fmtCounts(m.counts.callbacks)))")
+    print("    transitions \(m.counts.transitions); signals \(fmtCounts(m.counts.signals)); tasks begun \(m.counts.tasksBegun), ended \(m.counts.tasksEnded)")
     let match = h.counts.observable == m.counts.observable
-    print("  host counts = model counts for everything the host's events show (callbacks but heartbeats, transitions, signals, tasks): \(match ? "yes" : "NO")")
+    print("  host counts = model counts for all the host's events show (callbacks but heartbeats, transitions, signals, tasks): \(match ? "yes" : "NO")")
     if match {
-        print("    so the host fired the model's deadlines: \(m.allDeadlines), of which \(m.deadlinesFired["heartbeat", default: 0]) heartbeats "
-              + "(heartbeats leave no host event; counted in the model)")
+        print("    so the host fired the model's \(m.allDeadlines) deadlines, \(m.deadlinesFired["heartbeat", default: 0]) of them heartbeats "
+              + "(a heartbeat leaves no host event; counted in the model)")
     }
-    print(String(format: "  CPU during the turns: this process (host + bench) %.2f s, the %d apps %.2f s (clock ticks), on %d CPUs",
+    let beats = m.deadlinesFired["heartbeat", default: 0]
+    print("  per turn: \(perTurn(m.counts.allCallbacks)) callback round trips (4 from foreground(), \(perTurn(beats)) heartbeats, 1 expiration handler), "
+          + "\(perTurn(m.allDeadlines)) deadlines fired, 1 SIGCONT, 1 SIGSTOP, \(perTurn(h.counts.transitions)) transitions, \(perTurn(h.eventsSeen)) events")
+    print(String(format: "  CPU during the turns: this process (host + bench) %.2f s, the %d apps %.2f s (clock ticks); %d CPUs",
                  h.hostProcessCPUSeconds, r.apps, h.appsCPUSeconds, Machine.current().cpus))
-    printTable(title: "  Where the wall time goes, per turn (caller side)", rows: [
-        Row("foreground(next) (previous app home, SIGCONT, 4 callbacks sent)", h.foregroundCall, slice: true),
-        Row("→ both apps' returns seen (didEnterBackground, didBecomeActive)", h.returnsWait, slice: true),
-        Row("advanceClock(by: \(r.stepSeconds) s) (deadlines, settles)", h.advance, slice: true),
-    ], notes: [String(format: "sums over %d turns: foreground %.3f s, returns %.3f s, advance %.3f s",
-                      h.advance.count, h.foregroundCall.values.reduce(0, +).double / 1e9,
-                      h.returnsWait.values.reduce(0, +).double / 1e9, h.advance.values.reduce(0, +).double / 1e9)])
+    printTable(title: "  Where the wall time goes, per turn (caller side)", rows: [h.foregroundRow, h.advanceRow],
+               notes: [String(format: "sums over %d turns: foreground() %.3f s, advanceClock %.3f s (of which settle timeouts %.2f s)",
+                              r.turns, h.foregroundSeconds, h.advanceSeconds, h.advanceSecondsWithSettleTimeout)])
     if let q = r.hostWithoutHeartbeats, let qm = r.modelWithoutHeartbeats {
-        let beats = m.deadlinesFired["heartbeat", default: 0] - qm.deadlinesFired["heartbeat", default: 0]
-        let saved = h.wallSeconds - q.wallSeconds
+        let qClean = q.suspendedAtEnd == r.apps && q.reports == 0 && q.cycles == r.turns
         print("")
-        print(String(format: "  same run, heartbeatInterval 3600 s (no heartbeat falls inside a turn): %.3f s wall, %.0f× real time; clean: %@; model heartbeats %d",
-                     q.wallSeconds, q.simulatedSeconds / q.wallSeconds,
-                     (q.suspendedAtEnd == r.apps && q.reports == 0 && q.cycles == r.turns) ? "yes" : "NO", qm.deadlinesFired["heartbeat", default: 0]))
-        let perTurn = Double(beats) / Double(r.turns)
-        let diff = h.advance.median - q.advance.median
-        print(String(format: "    stuck returns %d, advances with a settle timeout %d (%.2f s); wall time without them %.3f s",
-                     q.returnsStuckInStoppedApp, q.advancesWithSettleTimeout, q.advanceSecondsWithSettleTimeout, q.wallSeconds - q.advanceSecondsWithSettleTimeout))
-        print(String(format: "    advance per turn: median %@ (with heartbeats %@): %.1f heartbeats a turn cost %@, %@ each (%.2f s over the run)",
-                     formatDuration(q.advance.median), formatDuration(h.advance.median), perTurn, formatDuration(diff),
-                     formatDuration(diff / perTurn), diff * Double(r.turns) / 1e9))
-        _ = saved
+        print(String(format: "  same bench, heartbeatInterval 3600 s (no heartbeat falls inside a turn; model heartbeats %d): %.3f s wall, %.0f× real time; clean: %@",
+                     qm.deadlinesFired["heartbeat", default: 0], q.wallSeconds, q.simulatedSeconds / q.wallSeconds, qClean ? "yes" : "NO"))
+        print(String(format: "    %d advance(s) waited out the settle timeout (%.2f s; %d returns caught in a stopped app); the rest %.3f s",
+                     q.advancesWithSettleTimeout, q.advanceSecondsWithSettleTimeout, q.returnsStuckInStoppedApp,
+                     q.wallSeconds - q.advanceSecondsWithSettleTimeout))
+        let diff = h.advanceRow.medianNanoseconds - q.advanceRow.medianNanoseconds
+        let a = Double(beats - qm.deadlinesFired["heartbeat", default: 0]) / Double(r.turns)
+        print(String(format: "    advanceClock per turn: median %@ without heartbeats, %@ with: %.1f heartbeats a turn cost %@, %@ each (≈ %.2f s over the run)",
+                     formatDuration(q.advanceRow.medianNanoseconds), formatDuration(h.advanceRow.medianNanoseconds), a,
+                     formatDuration(diff), formatDuration(diff / a), diff * Double(r.turns) / 1e9))
     }
 }
 
