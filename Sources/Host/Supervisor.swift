@@ -805,7 +805,13 @@ public actor Supervisor {
         guard let pid = runtimes[id]?.pid, let locks = try? ProcLocks.held(by: pid) else { return nil }
         let container = configuration.containersDirectory + "/" + id + "/"
         for lock in locks {
-            let path = lock.path ?? "inode \(lock.inode) on device \(lock.device)"
+            // A lock whose path cannot be resolved (st_dev differs from /proc/locks on
+            // btrfs subvolumes and some overlayfs setups) is not counted: a wrong kill
+            // is worse than a missed one.
+            guard let path = lock.path else {
+                logger.debug("\(id): \(lock.kind.rawValue) lock on inode \(lock.inode), device \(lock.device): path unknown, not checked")
+                continue
+            }
             if !path.hasPrefix(container) {
                 return "\(lock.kind.rawValue) \(lock.exclusive ? "write" : "read") lock on \(path)"
             }
