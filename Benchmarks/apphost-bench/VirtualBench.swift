@@ -489,7 +489,7 @@ func printVirtual(_ r: VirtualReport) {
                  (h.wallSeconds - h.advanceSecondsWithSettleTimeout) / r.targetSeconds))
     print("    why: an expiration handler sends endBackgroundTask and then returns; the host SIGSTOPs the app on endBackgroundTask. "
           + "\(h.returnsStuckInStoppedApp) of \(h.cycles) handler returns")
-    print("    were caught in the stopped app (read only when it was resumed, a turn later), so that step's settle waited for a return that could not come; "
+    print("    were caught in the stopped app (read only when it was next resumed, \(r.apps) turns later), so that step's settle waited for a return that could not come; "
           + "\(h.returnsAfterSuspension) returns in all were read after the stop")
     print(String(format: "  setup, not in the wall time: install, launch in the background, suspended: %.2f s; the closing step: %.1f ms",
                  h.setupSeconds, h.closingSeconds * 1000))
