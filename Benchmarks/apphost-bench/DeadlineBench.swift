@@ -1,6 +1,7 @@
 import AppHostProtocol
 import Foundation
 import Host
+import NIOCore
 
 #if canImport(Glibc)
 import Glibc
@@ -29,7 +30,7 @@ struct DeadlineBench {
     func run() async throws -> DeadlineReport {
         let perChunk = (deadlines + chunks - 1) / chunks
         let intervalDuration = Duration.nanoseconds(Int64((interval * 1e9).rounded()))
-        var taskSleep = Samples(), taskStream = Samples(), thread = Samples(), host = Samples()
+        var taskSleep = Samples(), taskStream = Samples(), scheduled = Samples(), thread = Samples(), host = Samples()
         var windows: [Double] = [], fired: [Int] = []
         var period = interval  // the host's heartbeat period, refined from what each window yields
         var report = DeadlineReport(deadlines: deadlines, intervalSeconds: interval, chunks: chunks, executable: executable)
@@ -50,9 +51,10 @@ struct DeadlineBench {
             for chunk in 0..<chunks {
                 let n = Swift.min(perChunk, deadlines - chunk * perChunk)
                 guard n > 0 else { break }
-                progress("deadlines: chunk \(chunk + 1)/\(chunks): \(n) sleeps × 3 baselines, then \(n) host deadlines")
+                progress("deadlines: chunk \(chunk + 1)/\(chunks): \(n) sleeps × 4 baselines, then \(n) host deadlines")
                 taskSleep.values += try await Self.taskSleepLateness(count: n, interval: intervalDuration)
                 taskStream.values += try await Self.taskStreamLateness(count: n, interval: intervalDuration)
+                scheduled.values += try await Self.scheduledTaskLateness(count: n, interval: intervalDuration, on: hostObject.group.any())
                 thread.values += try await Self.threadLateness(count: n, interval: interval)
 
                 // The host: heartbeats of the active app until this chunk has n deadlines.
@@ -97,13 +99,15 @@ struct DeadlineBench {
                                    note: "re-armed interval after each wake-up, as the host re-arms after each answer")
         let stream = DistributionRow("[B] a new Task per deadline: Task.sleep, then AsyncStream yield → consumer task", taskStream,
                                      against: base, note: "the host's timer mechanism before it moved to NIO scheduleTask (Task.sleep, then run()), without the host")
+        let nio = DistributionRow("[D] NIO scheduleTask(in:) on the host's event loop, then AsyncStream yield → consumer task", scheduled,
+                                  against: base, note: "the host's timer mechanism now (Supervisor.rearm, then run()), without the host")
         let nano = DistributionRow("[C] clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) on a thread", thread,
                                    against: base, note: "the kernel's timer alone, no Swift runtime")
         let hostRow = DistributionRow("[H] host: heartbeat deadline → fired on the supervisor actor", host, against: base,
                                       note: "Supervisor.takeDeadlineLateness(): hostNow() − deadline in fireDue()")
-        let hostVsStream = DistributionRow("[H] host, against [B]", host, against: stream)
+        let hostVsNIO = DistributionRow("[H] host, against [D]", host, against: nio)
         let hostVsThread = DistributionRow("[H] host, against [C]", host, against: nano)
-        report.rows = [base, stream, nano, hostRow, hostVsStream, hostVsThread]
+        report.rows = [base, stream, nano, nio, hostRow, hostVsNIO, hostVsThread]
         report.hostWindowsSeconds = windows
         report.hostFiredPerWindow = fired
         report.hostP99Nanoseconds = host.percentile(0.99)
@@ -124,8 +128,9 @@ struct DeadlineBench {
         return out
     }
 
-    /// As the host arms a deadline: a new Task sleeps until it, then yields into an
-    /// AsyncStream; the consumer (this task) reads the clock when it receives the item.
+    /// As the host armed a deadline until it moved to NIO: a new Task sleeps until it,
+    /// then yields into an AsyncStream; the consumer (this task) reads the clock when it
+    /// receives the item.
     static func taskStreamLateness(count: Int, interval: Duration) async throws -> [Int64] {
         let clock = ContinuousClock()
         let (stream, continuation) = AsyncStream<ContinuousClock.Instant>.makeStream()
@@ -141,6 +146,28 @@ struct DeadlineBench {
             guard let due = await iterator.next() else { throw BenchError("stream ended") }
             out.append((clock.now - due).nanoseconds)
             _ = await timer.result
+        }
+        continuation.finish()
+        return out
+    }
+
+    /// As the host arms a deadline (`Supervisor.rearm`): an NIO `scheduleTask(in:)` on the
+    /// host's own event loop (idle meanwhile: its one app is suspended) yields into an
+    /// AsyncStream; the consumer (this task) reads the clock when it receives the item.
+    static func scheduledTaskLateness(count: Int, interval: Duration, on loop: any EventLoop) async throws -> [Int64] {
+        let clock = ContinuousClock()
+        let (stream, continuation) = AsyncStream<ContinuousClock.Instant>.makeStream()
+        var iterator = stream.makeAsyncIterator()
+        var out: [Int64] = []
+        out.reserveCapacity(count)
+        for _ in 0..<count {
+            let deadline = clock.now.advanced(by: interval)
+            let delay = clock.now.duration(to: deadline)
+            _ = loop.scheduleTask(in: .nanoseconds(delay.nanoseconds)) {
+                continuation.yield(deadline)
+            }
+            guard let due = await iterator.next() else { throw BenchError("stream ended") }
+            out.append((clock.now - due).nanoseconds)
         }
         continuation.finish()
         return out

@@ -487,10 +487,8 @@ func printVirtual(_ r: VirtualReport) {
                  h.advancesWithSettleTimeout, h.settleTimeoutSeconds, h.advanceSecondsWithSettleTimeout,
                  h.wallSeconds - h.advanceSecondsWithSettleTimeout, h.simulatedSeconds / (h.wallSeconds - h.advanceSecondsWithSettleTimeout),
                  (h.wallSeconds - h.advanceSecondsWithSettleTimeout) / r.targetSeconds))
-    print("    why: an expiration handler sends endBackgroundTask and then returns; the host SIGSTOPs the app on endBackgroundTask. "
-          + "\(h.returnsStuckInStoppedApp) of \(h.cycles) handler returns")
-    print("    were caught in the stopped app (read only when it was next resumed, \(r.apps) turns later), so that step's settle waited for a return that could not come; "
-          + "\(h.returnsAfterSuspension) returns in all were read after the stop")
+    print("  expiration-handler returns read after the host had stopped the app: \(h.returnsAfterSuspension); "
+          + "caught in the stopped app until it was next resumed: \(h.returnsStuckInStoppedApp) (each costs its step one settle timeout)")
     print(String(format: "  setup, not in the wall time: install, launch in the background, suspended: %.2f s; the closing step: %.1f ms",
                  h.setupSeconds, h.closingSeconds * 1000))
     print("  cycles completed (home → task begun → expiration handler ended it → suspended): \(h.cycles) of \(r.turns); per app \(h.cyclesPerAppMin)–\(h.cyclesPerAppMax)"
