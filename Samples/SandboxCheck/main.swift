@@ -14,6 +14,19 @@
 //   pdeathsig <pid> signaled <n>    (or: pdeathsig <pid> exited <code>)
 // This is why AppHostSystem spawns from one long-lived thread.
 //
+// With check options it runs only those, in order, one line each, then
+// `done` (exit 0 once all ran, whatever they reported):
+//   --socket F       socket(F, ...)      -> `socket F: ok` or `socket F: EPERM`
+//   --socketpair F   socketpair(F, ...)  -> `socketpair F: ok` or `... : <ERRNAME>`
+//   --open PATH      open O_RDWR (O_RDONLY when read-write is refused with
+//                    EISDIR, EACCES, EROFS or EPERM) -> `open PATH: ok` or `... : <ERRNAME>`
+//   --create PATH    create a new file and write a byte -> `create PATH: ok` or ...
+//   --socket-high F  the socket syscall with F in the low 32 bits of a register
+//                    whose high bits are set (the kernel reads an int) -> `socket-high F: ...`
+//   --wait-stdin     read stdin to EOF before the next check -> `wait-stdin: ok`
+// F is bluetooth (AF_BLUETOOTH, SOCK_SEQPACKET), unix, inet, inet6 (SOCK_STREAM)
+// or an AF_* number (SOCK_STREAM).
+//
 // Every probe uses arguments that fail harmlessly even without the filter and
 // as root (bad magic, bad flags, nonexistent paths, NULL pointers), so running
 // it unsandboxed changes nothing; under the filter each must report EPERM
@@ -40,6 +53,20 @@ func errnoName(_ e: Int32) -> String {
     case EACCES: return "EACCES"
     case EBUSY: return "EBUSY"
     case ENOTDIR: return "ENOTDIR"
+    case EISDIR: return "EISDIR"
+    case EROFS: return "EROFS"
+    case EEXIST: return "EEXIST"
+    case EAFNOSUPPORT: return "EAFNOSUPPORT"
+    case EPROTONOSUPPORT: return "EPROTONOSUPPORT"
+    case ESOCKTNOSUPPORT: return "ESOCKTNOSUPPORT"
+    case EPROTOTYPE: return "EPROTOTYPE"
+    case ENXIO: return "ENXIO"
+    case ENODEV: return "ENODEV"
+    case EAGAIN: return "EAGAIN"
+    case ENOTTY: return "ENOTTY"
+    case EMFILE: return "EMFILE"
+    case ENOMEM: return "ENOMEM"
+    case ELOOP: return "ELOOP"
     default: return "E\(e)"
     }
 }
@@ -82,6 +109,8 @@ let probes: [(String, String, [Int])] = [
     // CLONE_NEWUSER|CLONE_FS is rejected by the kernel, so no child is made.
     ("clone-newuser", "clone", [CLONE_NEWUSER_FLAG | CLONE_FS_FLAG, 0, 0, 0, 0]),
     ("clone3", "clone3", [0 /* NULL args */, 0]),
+    // NULL params: EFAULT unless the filter denies it (socket families denied).
+    ("io_uring_setup", "io_uring_setup", [1, 0]),
 ]
 
 // MARK: - PDEATHSIG mode
@@ -104,6 +133,7 @@ nonisolated func spawnSleeperAndExit(_: UnsafeMutableRawPointer?) -> UnsafeMutab
                 settings.stdout_fd = -1
                 settings.stderr_fd = -1
                 settings.ipc_fd = -1
+                settings.landlock_ruleset_fd = -1
                 settings.death_signal = SIGKILL
                 return aph_spawn(&settings, &result)
             }
@@ -133,6 +163,109 @@ if CommandLine.arguments.contains("--pdeathsig") {
     } else {
         print("pdeathsig \(grandchildPID) signaled \(status & 0x7f)")
     }
+    exit(0)
+}
+
+// MARK: - Checks
+
+/// (family, type) for a `--socket`/`--socketpair` argument.
+func socketFamily(_ name: String) -> (Int32, Int32)? {
+    let stream = Int32(SOCK_STREAM.rawValue)
+    switch name {
+    case "bluetooth": return (AF_BLUETOOTH, Int32(SOCK_SEQPACKET.rawValue))
+    case "unix": return (AF_UNIX, stream)
+    case "inet": return (AF_INET, stream)
+    case "inet6": return (AF_INET6, stream)
+    default: return Int32(name).map { ($0, stream) }
+    }
+}
+
+func checkSocket(_ name: String, pair: Bool) -> String {
+    let label = (pair ? "socketpair " : "socket ") + name
+    guard let (family, type) = socketFamily(name) else { return "\(label): unknown family" }
+    if pair {
+        var fds: [Int32] = [-1, -1]
+        guard socketpair(family, type | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            return "\(label): \(errnoName(errno))"
+        }
+        close(fds[0])
+        close(fds[1])
+    } else {
+        let fd = socket(family, type | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return "\(label): \(errnoName(errno))" }
+        close(fd)
+    }
+    return "\(label): ok"
+}
+
+func checkSocketHighBits(_ name: String) -> String {
+    let label = "socket-high " + name
+    guard let (family, type) = socketFamily(name) else { return "\(label): unknown family" }
+    var number: Int32 = 0
+    guard aph_seccomp_resolve("socket", &number) == 0 else { return "\(label): no socket syscall" }
+    var fd = 0
+    let e = aph_syscall6(Int(number), (1 << 32) | Int(family), Int(type | Int32(SOCK_CLOEXEC.rawValue)), 0, 0, 0, 0, &fd)
+    guard e == 0 else { return "\(label): \(errnoName(e))" }
+    close(Int32(fd))
+    return "\(label): ok"
+}
+
+func waitForStandardInput() -> String {
+    var buffer = [UInt8](repeating: 0, count: 256)
+    while true {
+        let n = read(0, &buffer, buffer.count)
+        if n == 0 { return "wait-stdin: ok" }
+        if n < 0 && errno != EINTR { return "wait-stdin: \(errnoName(errno))" }
+    }
+}
+
+func checkOpen(_ path: String) -> String {
+    // O_NONBLOCK: a serial line must not wait for carrier; O_NOCTTY: no tty takeover.
+    let common = O_CLOEXEC | O_NOCTTY | O_NONBLOCK
+    var fd = open(path, O_RDWR | common)
+    if fd < 0, [EISDIR, EACCES, EROFS, EPERM].contains(errno) {
+        fd = open(path, O_RDONLY | common)
+    }
+    guard fd >= 0 else { return "open \(path): \(errnoName(errno))" }
+    close(fd)
+    return "open \(path): ok"
+}
+
+func checkCreate(_ path: String) -> String {
+    let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return "create \(path): \(errnoName(errno))" }
+    defer { close(fd) }
+    var byte: UInt8 = 0x78
+    guard write(fd, &byte, 1) == 1 else { return "create \(path): \(errnoName(errno))" }
+    return "create \(path): ok"
+}
+
+let checkOptions: Set<String> = ["--socket", "--socketpair", "--socket-high", "--open", "--create"]
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains(where: { checkOptions.contains($0) || $0 == "--wait-stdin" }) {
+    var index = 0
+    while index < arguments.count {
+        let option = arguments[index]
+        if option == "--wait-stdin" {
+            report(waitForStandardInput())
+            index += 1
+            continue
+        }
+        guard checkOptions.contains(option), index + 1 < arguments.count else {
+            print("usage: bad argument \(option)")
+            exit(2)
+        }
+        let value = arguments[index + 1]
+        index += 2
+        switch option {
+        case "--socket": report(checkSocket(value, pair: false))
+        case "--socketpair": report(checkSocket(value, pair: true))
+        case "--socket-high": report(checkSocketHighBits(value))
+        case "--open": report(checkOpen(value))
+        default: report(checkCreate(value))
+        }
+    }
+    report("done")
     exit(0)
 }
 

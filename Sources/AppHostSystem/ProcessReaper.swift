@@ -290,6 +290,12 @@ private final class ReaperLoop {
             }
         }
 
+        // nil without rules or without Landlock in this kernel (the caller
+        // warns through `Landlock.abiVersion`). Held until aph_spawn returns.
+        let ruleset = try settings.fileRules.flatMap { rules throws(SpawnError) in
+            try LandlockRulesetCache.shared.ruleset(for: rules)
+        }
+
         let argv = CStringArray(settings.arguments)
         let envp = CStringArray(settings.environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })
         guard argv.isComplete, envp.isComplete else {
@@ -323,6 +329,7 @@ private final class ReaperLoop {
                                 rlimits: limitBuffer.baseAddress,
                                 rlimit_count: limitBuffer.count,
                                 seccomp: program == nil ? nil : bpfPointer,
+                                landlock_ruleset_fd: ruleset?.descriptor ?? -1,
                                 death_signal: settings.deathSignal ?? 0)
                             // Locked across the spawn: the stop watcher must find
                             // the child if it stops right after execve.
@@ -338,6 +345,7 @@ private final class ReaperLoop {
                 }
             }
         }
+        withExtendedLifetime(ruleset) {}
         guard let child else {
             throw spawnError(rc: rc, result: result, settings: settings)
         }

@@ -8,6 +8,8 @@ import Glibc
 /// Which syscalls the child's seccomp filter denies. The filter allows
 /// everything else; denied calls fail with EPERM (clone3 with ENOSYS, so
 /// glibc falls back to clone, whose namespace flags are then filtered).
+/// Socket families are denied by argument: `socket(AF_BLUETOOTH, ...)`
+/// fails, `socket(AF_UNIX, ...)` works.
 public struct SeccompPolicy: Sendable, Hashable {
     /// Whether a filter is loaded at all.
     public var isEnabled: Bool
@@ -18,14 +20,21 @@ public struct SeccompPolicy: Sendable, Hashable {
     public var deniesNamespaceCreation: Bool
     /// More syscalls to deny, by name (e.g. a plugin's rules).
     public var extraDenied: [String]
+    /// Address families (`AF_*`, e.g. 31 for AF_BLUETOOTH) whose `socket`
+    /// and `socketpair` fail with EPERM. Any family here also denies
+    /// `io_uring_setup`, whose IORING_OP_SOCKET would make the socket
+    /// without the syscall.
+    public var deniedSocketFamilies: [Int32]
 
     /// Creates a policy.
     public init(isEnabled: Bool = true, deniesBaseline: Bool = true,
-                deniesNamespaceCreation: Bool = true, extraDenied: [String] = []) {
+                deniesNamespaceCreation: Bool = true, extraDenied: [String] = [],
+                deniedSocketFamilies: [Int32] = []) {
         self.isEnabled = isEnabled
         self.deniesBaseline = deniesBaseline
         self.deniesNamespaceCreation = deniesNamespaceCreation
         self.extraDenied = extraDenied
+        self.deniedSocketFamilies = deniedSocketFamilies
     }
 
     /// No filter.
@@ -69,15 +78,24 @@ public struct SeccompProgram: Sendable, Hashable {
             }
             numbers.append(number)
         }
+        for family in policy.deniedSocketFamilies where family < 0 {
+            throw SpawnError(code: .seccompCompile,
+                             detail: "negative address family \(family) in deniedSocketFamilies")
+        }
+        let families = Array(Set(policy.deniedSocketFamilies)).sorted()
         var program = aph_bpf_program()
         let rc = numbers.withUnsafeBufferPointer { buffer in
-            var settings = aph_seccomp_settings(
-                include_baseline: policy.deniesBaseline ? 1 : 0,
-                deny_namespace_clone: policy.deniesNamespaceCreation ? 1 : 0,
-                extra_denied: buffer.baseAddress,
-                extra_denied_count: buffer.count,
-                deny_errno: EPERM)
-            return aph_seccomp_compile(&settings, &program)
+            families.withUnsafeBufferPointer { familyBuffer in
+                var settings = aph_seccomp_settings(
+                    include_baseline: policy.deniesBaseline ? 1 : 0,
+                    deny_namespace_clone: policy.deniesNamespaceCreation ? 1 : 0,
+                    extra_denied: buffer.baseAddress,
+                    extra_denied_count: buffer.count,
+                    denied_socket_families: familyBuffer.baseAddress,
+                    denied_socket_family_count: familyBuffer.count,
+                    deny_errno: EPERM)
+                return aph_seccomp_compile(&settings, &program)
+            }
         }
         guard rc == 0 else {
             throw SpawnError(code: .seccompCompile, errno: Errno(rawValue: rc))

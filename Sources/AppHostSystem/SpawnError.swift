@@ -50,12 +50,18 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let seccompLoad = Code(rawValue: APH_STEP_SECCOMP)
         /// Child: execve failed.
         public static let execve = Code(rawValue: APH_STEP_EXEC)
+        /// Child: landlock_restrict_self failed (e.g. E2BIG: 16 Landlock
+        /// layers already stacked on the host).
+        public static let landlockRestrict = Code(rawValue: APH_STEP_LANDLOCK)
         /// Compiling the seccomp policy failed (unknown syscall name, libseccomp error).
         public static let seccompCompile = Code(rawValue: 100)
         /// The reaper could not start its threads or descriptors.
         public static let reaperUnavailable = Code(rawValue: 101)
         /// The reaper could not watch the new child's pidfd (it was killed).
         public static let watchChild = Code(rawValue: 102)
+        /// Building the Landlock ruleset of `SpawnSettings.fileRules` in the
+        /// host failed (`path` says which entry, when one did).
+        public static let landlockRuleset = Code(rawValue: 103)
 
         /// A short name for the step ("chdir", "execve").
         public var description: String {
@@ -77,9 +83,11 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
             case .setrlimit: "setrlimit"
             case .seccompLoad: "seccomp load"
             case .execve: "execve"
+            case .landlockRestrict: "landlock_restrict_self"
             case .seccompCompile: "seccomp compile"
             case .reaperUnavailable: "reaper start"
             case .watchChild: "watching the pidfd"
+            case .landlockRuleset: "building the Landlock ruleset"
             default: "step \(rawValue)"
             }
         }
@@ -116,6 +124,9 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         case .installDescriptor: what = "installing \(detail ?? "a descriptor")"
         case .seccompCompile: what = "compiling the seccomp filter" + (detail.map { " (\($0))" } ?? "")
         case .parentExited: what = "spawning \(path ?? "?"): the parent exited first"
+        case .landlockRuleset:
+            what = "building the Landlock ruleset" + (detail.map { " for \($0)" } ?? "")
+            if let path { what += " (at \(path))" }
         default:
             what = "\(code) for \(path ?? "?")"
             if let detail { what += " (\(detail))" }

@@ -30,6 +30,11 @@ public struct SpawnSettings: Sendable {
     public var resourceLimits: [ResourceLimit]
     /// The seccomp filter loaded last before execve.
     public var seccomp: SeccompPolicy
+    /// Paths the child may not open (Landlock), enforced right after
+    /// PR_SET_NO_NEW_PRIVS; nil for no Landlock at all. Where the kernel has
+    /// no Landlock (`Landlock.abiVersion == nil`) the child starts without
+    /// these rules: check `Landlock.abiVersion` to warn about it.
+    public var fileRules: FileRules?
     /// Signal the child gets when the spawning thread (the reaper's, which
     /// lives as long as the host) dies; nil for none. Default SIGKILL.
     public var deathSignal: Int32?
@@ -49,6 +54,7 @@ public struct SpawnSettings: Sendable {
         standardError: FileDescriptor? = nil,
         resourceLimits: [ResourceLimit] = [],
         seccomp: SeccompPolicy = .baseline,
+        fileRules: FileRules? = nil,
         deathSignal: Int32? = SIGKILL
     ) {
         self.executablePath = executablePath
@@ -61,6 +67,7 @@ public struct SpawnSettings: Sendable {
         self.ipcDescriptor = ipcDescriptor
         self.resourceLimits = resourceLimits
         self.seccomp = seccomp
+        self.fileRules = fileRules
         self.deathSignal = deathSignal
     }
 }

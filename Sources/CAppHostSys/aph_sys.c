@@ -48,6 +48,16 @@
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
+// Landlock's numbers are the same on every architecture (Linux 5.13).
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef SYS_landlock_add_rule
+#define SYS_landlock_add_rule 445
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
 
 // MARK: - Seccomp
 
@@ -120,6 +130,7 @@ int aph_seccomp_compile(const struct aph_seccomp_settings *s,
                         struct aph_bpf_program *out) {
     if (s == NULL || out == NULL) return EINVAL;
     if (s->extra_denied_count > 0 && s->extra_denied == NULL) return EINVAL;
+    if (s->denied_socket_family_count > 0 && s->denied_socket_families == NULL) return EINVAL;
     out->instructions = NULL;
     out->length = 0;
 
@@ -142,6 +153,24 @@ int aph_seccomp_compile(const struct aph_seccomp_settings *s,
     }
     for (size_t i = 0; i < s->extra_denied_count && rc == 0; i++) {
         rc = seccomp_rule_add(ctx, deny, s->extra_denied[i], 0);
+    }
+    // The family is argument 0 of socket and socketpair. The kernel reads it
+    // as an int, so compare the low 32 bits only: an equality on all 64 would
+    // let garbage in the upper half through.
+    for (size_t i = 0; i < s->denied_socket_family_count && rc == 0; i++) {
+        uint64_t family = (uint32_t)s->denied_socket_families[i];
+        rc = seccomp_rule_add(ctx, deny, SCMP_SYS(socket), 1,
+                              SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, family));
+        if (rc == 0) {
+            rc = seccomp_rule_add(ctx, deny, SCMP_SYS(socketpair), 1,
+                                  SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, family));
+        }
+    }
+    if (rc == 0 && s->denied_socket_family_count > 0) {
+        // io_uring's IORING_OP_SOCKET (Linux 5.19) makes sockets of any
+        // family without entering the socket syscall.
+        int nr = seccomp_syscall_resolve_name("io_uring_setup");
+        if (nr != __NR_SCMP_ERROR) rc = seccomp_rule_add(ctx, deny, nr, 0);
     }
     if (rc == 0 && s->deny_namespace_clone) {
         rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
@@ -189,6 +218,84 @@ int aph_seccomp_compile(const struct aph_seccomp_settings *s,
     out->instructions = buffer;
     out->length = (unsigned short)count;
     return 0;
+}
+
+// MARK: - Landlock
+
+// The installed uapi header stops at ABI 2; later rights by number.
+#define APH_LL_EXECUTE (1ULL << 0)
+#define APH_LL_WRITE_FILE (1ULL << 1)
+#define APH_LL_READ_FILE (1ULL << 2)
+#define APH_LL_LAST_ABI1 (1ULL << 12)  // MAKE_SYM
+#define APH_LL_REFER (1ULL << 13)      // ABI 2
+#define APH_LL_TRUNCATE (1ULL << 14)   // ABI 3
+#define APH_LL_IOCTL_DEV (1ULL << 15)  // ABI 5
+// What a rule on something other than a directory may grant.
+#define APH_LL_FILE_RIGHTS (APH_LL_EXECUTE | APH_LL_WRITE_FILE | APH_LL_READ_FILE | \
+                            APH_LL_TRUNCATE | APH_LL_IOCTL_DEV)
+#define APH_LL_CREATE_RULESET_VERSION (1U << 0)
+#define APH_LL_RULE_PATH_BENEATH 1
+
+// struct landlock_ruleset_attr as of ABI 1: the kernel accepts a shorter
+// struct and treats the missing fields (network, scopes) as zero.
+struct aph_landlock_ruleset_attr {
+    uint64_t handled_access_fs;
+};
+
+// struct landlock_path_beneath_attr (packed in the uapi header).
+struct __attribute__((packed)) aph_landlock_path_beneath_attr {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+};
+
+int aph_landlock_abi_version(int *abi_out) {
+    if (abi_out == NULL) return EINVAL;
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, APH_LL_CREATE_RULESET_VERSION);
+    if (abi < 0) return errno;
+    *abi_out = (int)abi;
+    return 0;
+}
+
+uint64_t aph_landlock_fs_rights(int abi) {
+    if (abi < 1) return 0;
+    uint64_t rights = (APH_LL_LAST_ABI1 << 1) - 1;
+    if (abi >= 2) rights |= APH_LL_REFER;
+    if (abi >= 3) rights |= APH_LL_TRUNCATE;
+    if (abi >= 5) rights |= APH_LL_IOCTL_DEV;
+    return rights;
+}
+
+int aph_landlock_create_ruleset(uint64_t handled_access_fs, int *fd_out) {
+    if (fd_out == NULL) return EINVAL;
+    struct aph_landlock_ruleset_attr attr = { handled_access_fs };
+    // The kernel makes the descriptor close-on-exec.
+    long fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0U);
+    if (fd < 0) return errno;
+    *fd_out = (int)fd;
+    return 0;
+}
+
+int aph_landlock_allow(int ruleset_fd, int dir_fd, const char *name, uint64_t allowed_access) {
+    if (name == NULL) return EINVAL;
+    int fd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        (void)close(fd);
+        return e;
+    }
+    // Landlock refuses directory rights (EINVAL) on anything else.
+    if (!S_ISDIR(st.st_mode)) allowed_access &= APH_LL_FILE_RIGHTS;
+    int e = 0;
+    if (allowed_access != 0) {
+        struct aph_landlock_path_beneath_attr attr = { allowed_access, fd };
+        if (syscall(SYS_landlock_add_rule, ruleset_fd, APH_LL_RULE_PATH_BENEATH, &attr, 0U) != 0) {
+            e = errno;
+        }
+    }
+    (void)close(fd);
+    return e;
 }
 
 // MARK: - Raw syscalls (child side)
@@ -411,9 +518,19 @@ static void aph_child(const struct aph_child_args *a) {
         }
     }
 
-    // 4. No privilege gain through execve (also required for seccomp).
+    // 4. No privilege gain through execve (also required for seccomp and
+    //    Landlock).
     rc = APH_RAW5(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1UL, 0UL, 0UL, 0UL);
     if (rc < 0) aph_child_fail(report_fd, APH_STEP_NO_NEW_PRIVS, (int)-rc, 0);
+
+    //    Landlock now, while the ruleset descriptor is still open at its
+    //    parent number (step 5 may dup over it or close it; it is also
+    //    CLOEXEC). Everything the child opens from here on, /dev/null and
+    //    the executable included, is checked against the rules.
+    if (s->landlock_ruleset_fd >= 0) {
+        rc = APH_RAW2(SYS_landlock_restrict_self, s->landlock_ruleset_fd, 0U);
+        if (rc < 0) aph_child_fail(report_fd, APH_STEP_LANDLOCK, (int)-rc, 0);
+    }
 
     // 5. Descriptors. Copy every source above 3 first so installing one can
     //    not clobber another; the copies are CLOEXEC and go away below.

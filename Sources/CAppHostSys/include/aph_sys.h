@@ -36,6 +36,12 @@ struct aph_seccomp_settings {
     /// More syscall numbers to deny (resolve names with `aph_seccomp_resolve`).
     const int *extra_denied;
     size_t extra_denied_count;
+    /// Address families (AF_*) whose socket(2) and socketpair(2) fail with
+    /// `deny_errno` (argument 0 compared on its low 32 bits, as the kernel
+    /// reads an int). When any is given, io_uring_setup is denied too:
+    /// IORING_OP_SOCKET creates sockets without the socket syscall.
+    const int *denied_socket_families;
+    size_t denied_socket_family_count;
     /// errno returned by denied calls; 0 means EPERM.
     int deny_errno;
 };
@@ -79,6 +85,7 @@ void aph_bpf_program_free(struct aph_bpf_program *program);
 #define APH_STEP_RLIMIT 15          // child: setrlimit(rlimits[detail])
 #define APH_STEP_SECCOMP 16         // child: loading the seccomp program
 #define APH_STEP_EXEC 17            // child: execve(path)
+#define APH_STEP_LANDLOCK 18        // child: landlock_restrict_self
 
 /// One resource limit to set in the child (`RLIMIT_*`, soft, hard;
 /// UINT64_MAX means infinity).
@@ -110,6 +117,11 @@ struct aph_spawn_settings {
     size_t rlimit_count;
     /// Seccomp program loaded last before execve; NULL for none.
     const struct aph_bpf_program *seccomp;
+    /// Landlock ruleset (from `aph_landlock_create_ruleset`) the child
+    /// enforces on itself right after PR_SET_NO_NEW_PRIVS, before its
+    /// descriptors are installed; -1 for none. Only read: the caller keeps
+    /// it, and the child's copy is closed before execve.
+    int landlock_ruleset_fd;
     /// PR_SET_PDEATHSIG signal (e.g. SIGKILL); 0 for none. It fires when the
     /// *thread* that calls aph_spawn exits: call it from a long-lived thread.
     int death_signal;
@@ -130,12 +142,37 @@ struct aph_spawn_result {
 /// pidfd_open). The child shares the caller's memory, so no page tables are
 /// copied, and the calling thread is suspended until the child has exec'd or
 /// exited. In the child, with raw syscalls only: resets signals, setsid,
-/// PDEATHSIG, NO_NEW_PRIVS, installs 0-3, closes every other descriptor,
+/// PDEATHSIG, NO_NEW_PRIVS, Landlock, installs 0-3, closes every other descriptor,
 /// chdir, rlimits, seccomp, execve. Returns 0, or the errno of the failed step
 /// (`result->step`). A child that failed before execve has already been
 /// reaped when this returns.
 int aph_spawn(const struct aph_spawn_settings *settings,
               struct aph_spawn_result *result);
+
+// MARK: - Landlock (ruleset built in the parent, enforced by the child)
+
+/// The Landlock ABI version of the running kernel (1, 2, ...). ENOSYS when
+/// the kernel lacks Landlock, EOPNOTSUPP when it is built in but disabled.
+int aph_landlock_abi_version(int *abi_out);
+
+/// Every file-system access right Landlock ABI `abi` knows (REFER from 2,
+/// TRUNCATE from 3, IOCTL_DEV from 5); 0 for abi < 1.
+uint64_t aph_landlock_fs_rights(int abi);
+
+/// LANDLOCK_ACCESS_FS_READ_DIR: listing a directory.
+#define APH_LANDLOCK_ACCESS_READ_DIR 8
+
+/// landlock_create_ruleset handling `handled_access_fs` (no network, no
+/// scopes). The descriptor is close-on-exec.
+int aph_landlock_create_ruleset(uint64_t handled_access_fs, int *fd_out);
+
+/// Grants `allowed_access` beneath `name` (relative to `dir_fd`, or a path
+/// with AT_FDCWD): opens it O_PATH|O_NOFOLLOW|O_CLOEXEC, narrows the rights
+/// to the file rights when it is not a directory (a symbolic link gets a
+/// rule on the link itself, which grants nothing through it), adds a
+/// path-beneath rule and closes it. ENOENT when the entry is gone.
+int aph_landlock_allow(int ruleset_fd, int dir_fd, const char *name,
+                       uint64_t allowed_access);
 
 // MARK: - pidfd and wait
 
