@@ -1,8 +1,35 @@
 // The ProbeApp's argument grammar: what to do at which callback.
 
-/// The callbacks a probe can act on, by short name.
+/// The callbacks and service events a probe can act on, by short name.
 enum Trigger: String, CaseIterable, Sendable {
     case launch, resign, background, foreground, active, terminate
+    /// Location fixes arrived.
+    case location
+    /// The location authorization changed.
+    case authorization
+    /// A VoIP push arrived.
+    case voipPush = "voip-push"
+    /// A BLE scan discovered a peripheral.
+    case bleDiscovered = "ble-discovered"
+    /// A BLE connection completed.
+    case bleConnected = "ble-connected"
+    /// A BLE connection ended.
+    case bleDisconnected = "ble-disconnected"
+    /// A connected peripheral's characteristic notified a value.
+    case bleNotify = "ble-notify"
+    /// An external accessory connected.
+    case accessoryConnected = "accessory-connected"
+    /// An external accessory disconnected.
+    case accessoryDisconnected = "accessory-disconnected"
+    /// An external accessory sent bytes.
+    case accessoryData = "accessory-data"
+    /// An audio interruption began or ended.
+    case interruption
+}
+
+/// A socket family `socket:` tries.
+enum SocketFamily: String, CaseIterable, Sendable {
+    case bluetooth, inet, unix
 }
 
 /// One thing the probe does when its trigger fires.
@@ -39,6 +66,44 @@ enum Action: Equatable, Sendable {
     case oversized
     /// Print `backgroundTimeRemaining`.
     case timeRemaining
+
+    // Services: each prints "[ProbeApp] <keyword>: ok" or "... refused: <reason>".
+    /// Play `seconds` of a 440 Hz tone at 8000 Hz (one `play` call).
+    case audioPlay(seconds: Double)
+    /// Stop audio (`setActive(false)`).
+    case audioStop
+    /// Ask for always or when-in-use location authorization.
+    case locationAuth(always: Bool)
+    /// `startUpdatingLocation`.
+    case locationStart
+    /// `stopUpdatingLocation`.
+    case locationStop
+    /// `allowsBackgroundLocationUpdates = on`.
+    case locationBackground(Bool)
+    /// Register for VoIP pushes; prints the token.
+    case voipRegister
+    /// Report an incoming call with a fresh UUID.
+    case reportCall
+    /// End the last reported call.
+    case endCall
+    /// Scan for peripherals with these services (nil: any).
+    case bleScan(services: [String]?)
+    /// Stop scanning.
+    case bleStopScan
+    /// Connect to a peripheral.
+    case bleConnect(id: String)
+    /// Advertise these services.
+    case bleAdvertise(services: [String])
+    /// Stop advertising.
+    case bleStopAdvertise
+    /// List the connected accessories.
+    case accessoryList
+    /// `registerForRemoteNotifications`; the token or failure is printed when the delegate hears.
+    case registerPush
+    /// Try `socket(2)` in a family.
+    case socket(SocketFamily)
+    /// Try `open(2)` O_RDWR on a path.
+    case open(path: String)
 }
 
 /// A parsed command line.
@@ -50,16 +115,36 @@ struct Script: Equatable, Sendable {
 
     /// Most tasks one `hold-tasks` may begin.
     static let maximumTaskCount = 10_000
+    /// Longest tone one `audio-play` may play, in seconds.
+    static let maximumToneSeconds = 60.0
 
     static let usage = """
-        usage: ProbeApp [--on CALLBACK ACTION]... [--ignore-expiration] [--help]
+        usage: ProbeApp [--on TRIGGER ACTION]... [--ignore-expiration] [--help]
 
         A scripted AppHost app: at each callback it runs the actions given for it,
         in order, after printing "[ProbeApp] <delegate method> state=<state>".
         Each action prints a "[ProbeApp] ..." line (print:TEXT prints TEXT);
         failures go to stderr as "ProbeApp: ...".
 
-        CALLBACK: launch | resign | background | foreground | active | terminate
+        TRIGGER, a lifecycle callback:
+          launch | resign | background | foreground | active | terminate
+        or a service event, which always prints its line (even with no actions):
+          location                 a fix arrived: "[ProbeApp] location LAT,LON" (one per fix)
+          authorization            "[ProbeApp] authorization STATUS" (notDetermined,
+                                   denied, whenInUse, always)
+          voip-push                "[ProbeApp] voip push PAYLOAD" (report-call answers it)
+          ble-discovered           "[ProbeApp] ble discovered ID"
+          ble-connected            "[ProbeApp] ble connected ID"
+          ble-disconnected         "[ProbeApp] ble disconnected ID"
+          ble-notify               "[ProbeApp] ble notify ID CHARACTERISTIC VALUE" (VALUE
+                                   as UTF-8 text, or 0x-hex if it is not printable)
+          accessory-connected      "[ProbeApp] accessory connected ID NAME PROTOCOLS"
+          accessory-disconnected   "[ProbeApp] accessory disconnected ID NAME"
+          accessory-data           "[ProbeApp] accessory data NAME PROTOCOL: BYTES" (UTF-8)
+          interruption             "[ProbeApp] interruption began|ended: REASON"
+        The probe creates its location manager, push registry, BLE central and
+        accessory delegate at start, so every event has a receiver.
+
         ACTION:
           print:TEXT               print TEXT on its own line
           hold-task:NAME:SECONDS   begin task NAME, end it after SECONDS (0 = never);
@@ -84,6 +169,37 @@ struct Script: Equatable, Sendable {
           crash                    crash (fatalError)
           garbage                  write a frame with a non-JSON payload to the socket
           oversized                write a frame header announcing 100 MiB
+        service ACTIONs print "[ProbeApp] ACTION: ok" or "[ProbeApp] ACTION: refused: REASON"
+        (ACTION is the keyword, e.g. "location-start: ok"; other failures say "failed: ..."):
+          audio-play:SECONDS       play SECONDS (0-\(Int(maximumToneSeconds))) of a 440 Hz tone at 8000 Hz, one call
+          audio-stop               stop audio (AudioSession.setActive(false))
+          location-auth:always|when-in-use  request that authorization; prints
+                                   "[ProbeApp] location authorization STATUS"
+          location-start           startUpdatingLocation
+          location-stop            stopUpdatingLocation (a refusal only goes to stderr)
+          location-background:on|off  allowsBackgroundLocationUpdates = true|false; true
+                                   without the location mode gets the app killed
+          voip-register            register for VoIP pushes; prints "[ProbeApp] voip token HEX"
+          report-call              report an incoming call with a fresh UUID; prints
+                                   "[ProbeApp] reporting call UUID" first
+          end-call                 end the last reported call ("[ProbeApp] ending call UUID")
+          ble-scan:any             scan for every peripheral, or only for those
+          ble-scan:UUID[,UUID...]  advertising one of the service UUIDs
+          ble-stop-scan            stop scanning (a refusal only goes to stderr)
+          ble-connect:ID           connect to peripheral ID
+          ble-advertise:UUID[,UUID...]  advertise these services (local name ProbeApp)
+          ble-stop-advertise       stop advertising (a refusal only goes to stderr)
+          accessory-list           "[ProbeApp] accessory-list: N accessories", then
+                                   "[ProbeApp] accessory ID NAME PROTOCOLS" for each
+          register-push            registerForRemoteNotifications; the delegate prints
+                                   "[ProbeApp] push token HEX" or
+                                   "[ProbeApp] push registration failed: REASON"
+          socket:bluetooth         try socket(2) (AF_BLUETOOTH/SOCK_SEQPACKET, or
+          socket:inet|unix         AF_INET/AF_UNIX SOCK_STREAM); prints
+                                   "[ProbeApp] socket FAMILY: ok" or the errno name
+                                   ("[ProbeApp] socket bluetooth: EPERM")
+          open:PATH                try open(2) PATH O_RDWR (no create); prints
+                                   "[ProbeApp] open PATH: ok" or the errno name
         --ignore-expiration        expiration handlers only log; by default each
                                    task's handler ends its task
 
@@ -98,6 +214,10 @@ struct Script: Equatable, Sendable {
           ProbeApp --on background block:forever               never returns from didEnterBackground
           ProbeApp --on active hang                            active, then unresponsive
           ProbeApp --on background lock:/tmp/shared/db --on foreground unlock:/tmp/shared/db
+          ProbeApp --on launch location-auth:always --on launch location-background:on \\
+                   --on launch location-start --on location print:got-fix
+          ProbeApp --on launch voip-register --on voip-push report-call --on background end-call
+          ProbeApp --on launch ble-scan:180D --on ble-discovered print:found --on launch socket:bluetooth
         """
 
     /// What the command line asks for.
@@ -118,10 +238,10 @@ struct Script: Equatable, Sendable {
                 script.ignoreExpiration = true
             case "--on":
                 guard let name = rest.popFirst(), let actionText = rest.popFirst() else {
-                    throw ScriptError("--on needs CALLBACK and ACTION")
+                    throw ScriptError("--on needs TRIGGER and ACTION")
                 }
                 guard let trigger = Trigger(rawValue: name) else {
-                    throw ScriptError("unknown callback \"\(name)\" (one of: \(Trigger.allCases.map(\.rawValue).joined(separator: ", ")))")
+                    throw ScriptError("unknown trigger \"\(name)\" (one of: \(Trigger.allCases.map(\.rawValue).joined(separator: ", ")))")
                 }
                 script.actions[trigger, default: []].append(try parseAction(actionText))
             default:
@@ -180,9 +300,49 @@ struct Script: Equatable, Sendable {
         case ("garbage", nil): return .garbage
         case ("oversized", nil): return .oversized
         case ("time-remaining", nil): return .timeRemaining
+        case ("audio-play", let value?):
+            guard let seconds = Double(value), seconds.isFinite, (0...maximumToneSeconds).contains(seconds) else {
+                throw ScriptError("audio-play needs SECONDS 0-\(Int(maximumToneSeconds)), got \"\(text)\"")
+            }
+            return .audioPlay(seconds: seconds)
+        case ("audio-stop", nil): return .audioStop
+        case ("location-auth", "always"): return .locationAuth(always: true)
+        case ("location-auth", "when-in-use"): return .locationAuth(always: false)
+        case ("location-start", nil): return .locationStart
+        case ("location-stop", nil): return .locationStop
+        case ("location-background", "on"): return .locationBackground(true)
+        case ("location-background", "off"): return .locationBackground(false)
+        case ("voip-register", nil): return .voipRegister
+        case ("report-call", nil): return .reportCall
+        case ("end-call", nil): return .endCall
+        case ("ble-scan", "any"): return .bleScan(services: nil)
+        case ("ble-scan", let list?):
+            return .bleScan(services: try uuids(list, in: text))
+        case ("ble-stop-scan", nil): return .bleStopScan
+        case ("ble-connect", let id?) where !id.isEmpty: return .bleConnect(id: id)
+        case ("ble-advertise", let list?):
+            return .bleAdvertise(services: try uuids(list, in: text))
+        case ("ble-stop-advertise", nil): return .bleStopAdvertise
+        case ("accessory-list", nil): return .accessoryList
+        case ("register-push", nil): return .registerPush
+        case ("socket", let name?):
+            guard let family = SocketFamily(rawValue: name) else {
+                throw ScriptError("socket needs one of \(SocketFamily.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(text)\"")
+            }
+            return .socket(family)
+        case ("open", let path?) where !path.isEmpty: return .open(path: path)
         default:
             throw ScriptError("unknown or malformed action \"\(text)\"")
         }
+    }
+
+    /// A comma-separated list of service UUIDs, none empty.
+    private static func uuids(_ list: String, in text: String) throws(ScriptError) -> [String] {
+        let items = list.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        guard !items.isEmpty, !items.contains(where: \.isEmpty) else {
+            throw ScriptError("expected UUID[,UUID...] in \"\(text)\"")
+        }
+        return items
     }
 
     private static func seconds(_ value: String, in text: String) throws(ScriptError) -> Double {

@@ -1,7 +1,9 @@
 // ProbeApp: a scripted fixture for host tests. It does at each callback what its
 // arguments say (see Script.swift or `ProbeApp --help`), so a test can make an
 // app hold tasks, misbehave at expiration, block or hang its main thread, hold
-// file locks, crash or break the protocol exactly when it wants.
+// file locks, crash or break the protocol exactly when it wants, call the host's
+// services (audio, location, VoIP, BLE, accessories, push registration) and
+// react to their events, or probe what the sandbox lets it open.
 import AppKitLess
 import Foundation
 
@@ -33,6 +35,56 @@ func describeErrno(_ code: Int32) -> String {
     "\(String(cString: strerror(code))) (errno \(code))"
 }
 
+/// The symbolic name of an errno ("EPERM"), or "errno N".
+func errnoName(_ code: Int32) -> String {
+    let names: [Int32: String] = [
+        EPERM: "EPERM", ENOENT: "ENOENT", EINTR: "EINTR", EIO: "EIO", ENXIO: "ENXIO",
+        EBADF: "EBADF", EAGAIN: "EAGAIN", ENOMEM: "ENOMEM", EACCES: "EACCES", EFAULT: "EFAULT",
+        EBUSY: "EBUSY", EEXIST: "EEXIST", ENODEV: "ENODEV", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR",
+        EINVAL: "EINVAL", ENFILE: "ENFILE", EMFILE: "EMFILE", ETXTBSY: "ETXTBSY", EROFS: "EROFS",
+        ELOOP: "ELOOP", ENAMETOOLONG: "ENAMETOOLONG", ENOSYS: "ENOSYS", EPROTOTYPE: "EPROTOTYPE",
+        EPROTONOSUPPORT: "EPROTONOSUPPORT", ESOCKTNOSUPPORT: "ESOCKTNOSUPPORT",
+        EOPNOTSUPP: "EOPNOTSUPP", EAFNOSUPPORT: "EAFNOSUPPORT", EPFNOSUPPORT: "EPFNOSUPPORT",
+    ]
+    return names[code] ?? "errno \(code)"
+}
+
+/// A service call's outcome line: "<action>: ok", "<action>: refused: <reason>",
+/// or "<action>: failed: <error>".
+func outcome(_ action: String, _ error: ServiceError?) -> String {
+    guard let error else { return "[ProbeApp] \(action): ok" }
+    switch error.kind {
+    case .refused: return "[ProbeApp] \(action): refused: \(error.reason)"
+    default: return "[ProbeApp] \(action): failed: \(error)"
+    }
+}
+
+/// Runs a service call and prints its outcome line.
+@MainActor func report(_ action: String, _ call: () throws(ServiceError) -> Void) {
+    do {
+        try call()
+        say(outcome(action, nil))
+    } catch {
+        say(outcome(action, error))
+    }
+}
+
+/// Bytes as UTF-8 text when they are printable, else as 0x-hex.
+func printable(_ bytes: Data) -> String {
+    if let text = String(data: bytes, encoding: .utf8),
+       !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control && $0 != "\t" }) {
+        return text
+    }
+    return "0x" + bytes.map { String(format: "%02x", $0) }.joined()
+}
+
+/// `count` samples of a 440 Hz sine at `rate` Hz, at a third of full scale.
+func tone(seconds: Double, rate: Int) -> [Int16] {
+    let count = Int((seconds * Double(rate)).rounded())
+    let step = 2 * Double.pi * 440 / Double(rate)
+    return (0..<count).map { Int16((sin(Double($0) * step) * 32767 / 3).rounded()) }
+}
+
 /// A task id filled in after `beginBackgroundTask` returns.
 @MainActor final class TaskRef {
     var id = BackgroundTaskIdentifier.invalid
@@ -47,7 +99,7 @@ struct HeldLock {
     var descriptor: Int32
 }
 
-/// Runs the script's actions at each callback.
+/// Runs the script's actions at each callback and service event.
 final class ProbeDelegate: ApplicationDelegate {
     let script: Script
     /// Task ids by name, latest last (ended ones included, for double-end probes).
@@ -57,8 +109,25 @@ final class ProbeDelegate: ApplicationDelegate {
     /// Locks held, by PATH as written on the command line.
     private var locks: [String: [HeldLock]] = [:]
 
+    // The service objects, made at start so every event has a receiver.
+    private let locationManager = LocationManager()
+    private lazy var pushRegistry = PushRegistry(delegate: self)
+    private lazy var central = CentralManager(delegate: self)
+    private let peripheral = PeripheralManager()
+    private let callProvider = CallProvider()
+    /// Calls reported, latest last; `end-call` ends the last one still open.
+    private var calls: [UUID] = []
+
     init(script: Script) {
         self.script = script
+        locationManager.delegate = self
+        _ = pushRegistry
+        _ = central
+        AccessoryManager.shared.delegate = self
+        AudioSession.shared.interruptionHandler = { [unowned self] began, reason in
+            say("[ProbeApp] interruption \(began ? "began" : "ended"): \(reason)")
+            fire(.interruption, application: Application.shared)
+        }
     }
 
     func didFinishLaunching(_ application: Application, options: LaunchOptions) -> Bool {
@@ -71,8 +140,20 @@ final class ProbeDelegate: ApplicationDelegate {
     func didBecomeActive(_ application: Application) { run(.active, "didBecomeActive", application) }
     func willTerminate(_ application: Application) { run(.terminate, "willTerminate", application) }
 
+    func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String) {
+        say("[ProbeApp] push token \(deviceToken)")
+    }
+    func didFailToRegisterForRemoteNotifications(_ application: Application, error: ServiceError) {
+        say("[ProbeApp] push registration failed: \(error)")
+    }
+
     private func run(_ trigger: Trigger, _ callback: String, _ application: Application) {
         say("[ProbeApp] \(callback) state=\(application.applicationState)")
+        fire(trigger, application: application)
+    }
+
+    /// Runs the actions given for `trigger`.
+    fileprivate func fire(_ trigger: Trigger, application: Application) {
         for action in script.actions[trigger] ?? [] {
             perform(action, application)
         }
@@ -144,6 +225,91 @@ final class ProbeDelegate: ApplicationDelegate {
             writeRaw([UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff)])
         case .timeRemaining:
             say("[ProbeApp] backgroundTimeRemaining=\(application.backgroundTimeRemaining)")
+        case .audioPlay(let seconds):
+            let samples = tone(seconds: seconds, rate: 8000)
+            report("audio-play") { () throws(ServiceError) in try AudioSession.shared.play(samples: samples, sampleRate: 8000) }
+        case .audioStop:
+            report("audio-stop") { () throws(ServiceError) in try AudioSession.shared.setActive(false) }
+        case .locationAuth(let always):
+            if always {
+                locationManager.requestAlwaysAuthorization()
+            } else {
+                locationManager.requestWhenInUseAuthorization()
+            }
+            say("[ProbeApp] location authorization \(locationManager.authorizationStatus.rawValue)")
+        case .locationStart:
+            report("location-start") { () throws(ServiceError) in try locationManager.startUpdatingLocation() }
+        case .locationStop:
+            locationManager.stopUpdatingLocation()
+            say(outcome("location-stop", nil))
+        case .locationBackground(let on):
+            report("location-background") { () throws(ServiceError) in try locationManager.setAllowsBackgroundLocationUpdates(on) }
+        case .voipRegister:
+            do {
+                say("[ProbeApp] voip token \(try pushRegistry.register())")
+            } catch {
+                say(outcome("voip-register", error))
+            }
+        case .reportCall:
+            let uuid = UUID()
+            say("[ProbeApp] reporting call \(uuid.uuidString)")
+            report("report-call") { () throws(ServiceError) in
+                try callProvider.reportNewIncomingCall(uuid: uuid, handle: "ProbeApp")
+                calls.append(uuid)
+            }
+        case .endCall:
+            guard let uuid = calls.popLast() else {
+                complain("end-call: no call was reported")
+                return
+            }
+            say("[ProbeApp] ending call \(uuid.uuidString)")
+            report("end-call") { () throws(ServiceError) in try callProvider.reportCallEnded(uuid: uuid) }
+        case .bleScan(let services):
+            report("ble-scan") { () throws(ServiceError) in try central.scanForPeripherals(withServices: services) }
+        case .bleStopScan:
+            central.stopScan()
+            say(outcome("ble-stop-scan", nil))
+        case .bleConnect(let id):
+            report("ble-connect") { () throws(ServiceError) in try central.connect(id) }
+        case .bleAdvertise(let services):
+            report("ble-advertise") { () throws(ServiceError) in try peripheral.startAdvertising(services: services, localName: "ProbeApp") }
+        case .bleStopAdvertise:
+            peripheral.stopAdvertising()
+            say(outcome("ble-stop-advertise", nil))
+        case .accessoryList:
+            let accessories = AccessoryManager.shared.connectedAccessories
+            say("[ProbeApp] accessory-list: \(accessories.count) accessories")
+            for accessory in accessories {
+                say("[ProbeApp] accessory \(accessory.id) \(accessory.name) \(accessory.protocols.joined(separator: ","))")
+            }
+        case .registerPush:
+            application.registerForRemoteNotifications()
+        case .socket(let family):
+            trySocket(family)
+        case .open(let path):
+            let fd = Glibc.open(path, O_RDWR | O_CLOEXEC)
+            if fd >= 0 {
+                close(fd)
+                say("[ProbeApp] open \(path): ok")
+            } else {
+                say("[ProbeApp] open \(path): \(errnoName(errno))")
+            }
+        }
+    }
+
+    /// Tries `socket(2)` in `family` and prints the outcome.
+    private func trySocket(_ family: SocketFamily) {
+        let (domain, type): (Int32, Int32) = switch family {
+        case .bluetooth: (AF_BLUETOOTH, Int32(SOCK_SEQPACKET.rawValue))
+        case .inet: (AF_INET, Int32(SOCK_STREAM.rawValue))
+        case .unix: (AF_UNIX, Int32(SOCK_STREAM.rawValue))
+        }
+        let fd = socket(domain, type | Int32(SOCK_CLOEXEC.rawValue), 0)
+        if fd >= 0 {
+            close(fd)
+            say("[ProbeApp] socket \(family.rawValue): ok")
+        } else {
+            say("[ProbeApp] socket \(family.rawValue): \(errnoName(errno))")
         }
     }
 
@@ -232,6 +398,62 @@ final class ProbeDelegate: ApplicationDelegate {
             let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
             if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { return }
         }
+    }
+}
+
+// MARK: Service events: each prints its line, then runs the trigger's actions.
+
+extension ProbeDelegate: LocationManagerDelegate {
+    func didUpdateLocations(_ manager: LocationManager, _ locations: [LocationFix]) {
+        for fix in locations {
+            say("[ProbeApp] location \(fix.latitude),\(fix.longitude)")
+        }
+        fire(.location, application: .shared)
+    }
+    func didChangeAuthorization(_ manager: LocationManager, _ status: LocationAuthorization) {
+        say("[ProbeApp] authorization \(status.rawValue)")
+        fire(.authorization, application: .shared)
+    }
+}
+
+extension ProbeDelegate: PushRegistryDelegate {
+    func didReceiveIncomingPush(_ registry: PushRegistry, payload: PushPayload) {
+        say("[ProbeApp] voip push \(payload.json)")
+        fire(.voipPush, application: .shared)
+    }
+}
+
+extension ProbeDelegate: CentralManagerDelegate {
+    func didDiscover(_ central: CentralManager, peripheral: BLEPeripheral) {
+        say("[ProbeApp] ble discovered \(peripheral.id)")
+        fire(.bleDiscovered, application: .shared)
+    }
+    func didConnect(_ central: CentralManager, peripheral: String) {
+        say("[ProbeApp] ble connected \(peripheral)")
+        fire(.bleConnected, application: .shared)
+    }
+    func didDisconnect(_ central: CentralManager, peripheral: String) {
+        say("[ProbeApp] ble disconnected \(peripheral)")
+        fire(.bleDisconnected, application: .shared)
+    }
+    func didUpdateValue(_ central: CentralManager, peripheral: String, characteristic: String, value: Data) {
+        say("[ProbeApp] ble notify \(peripheral) \(characteristic) \(printable(value))")
+        fire(.bleNotify, application: .shared)
+    }
+}
+
+extension ProbeDelegate: AccessoryManagerDelegate {
+    func didConnect(_ manager: AccessoryManager, accessory: Accessory) {
+        say("[ProbeApp] accessory connected \(accessory.id) \(accessory.name) \(accessory.protocols.joined(separator: ","))")
+        fire(.accessoryConnected, application: .shared)
+    }
+    func didDisconnect(_ manager: AccessoryManager, accessory: Accessory) {
+        say("[ProbeApp] accessory disconnected \(accessory.id) \(accessory.name)")
+        fire(.accessoryDisconnected, application: .shared)
+    }
+    func didReceive(_ manager: AccessoryManager, bytes: Data, from accessory: Accessory, protocolString: String) {
+        say("[ProbeApp] accessory data \(accessory.name) \(protocolString): \(String(decoding: bytes, as: UTF8.self))")
+        fire(.accessoryData, application: .shared)
     }
 }
 

@@ -23,14 +23,25 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
     public var expirationWarning: Double
     /// How often an active app is sent a heartbeat.
     public var heartbeatInterval: Double
+    /// A handler an app is woken for (a BLE, accessory or location event) must return within this.
+    public var wake: Double
+    /// With the audio mode: how long after it stops playing an app is still kept running.
+    public var audioIdle: Double
+    /// After a VoIP push: the app must report an incoming call within this.
+    public var voipReport: Double
 
     /// Every budget key, in table order.
     public static let keys = ["backgroundTask", "fetch", "silentPush", "didEnterBackground", "launch",
-                              "foregroundHang", "expirationWarning", "heartbeatInterval"]
+                              "foregroundHang", "expirationWarning", "heartbeatInterval",
+                              "wake", "audioIdle", "voipReport"]
 
     public init(name: String, backgroundTask: Double, fetch: Double = 30, silentPush: Double = 30,
                 didEnterBackground: Double = 5, launch: Double = 20, foregroundHang: Double = 10,
-                expirationWarning: Double = 5, heartbeatInterval: Double = 5) {
+                expirationWarning: Double = 5, heartbeatInterval: Double = 5,
+                wake: Double = 10, audioIdle: Double = 10, voipReport: Double = 7) {
+        self.wake = wake
+        self.audioIdle = audioIdle
+        self.voipReport = voipReport
         self.name = name
         self.backgroundTask = backgroundTask
         self.fetch = fetch
@@ -71,6 +82,9 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
             case "foregroundHang": foregroundHang
             case "expirationWarning": expirationWarning
             case "heartbeatInterval": heartbeatInterval
+            case "wake": wake
+            case "audioIdle": audioIdle
+            case "voipReport": voipReport
             default: nil
             }
         }
@@ -85,6 +99,9 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
             case "foregroundHang": foregroundHang = v
             case "expirationWarning": expirationWarning = v
             case "heartbeatInterval": heartbeatInterval = v
+            case "wake": wake = v
+            case "audioIdle": audioIdle = v
+            case "voipReport": voipReport = v
             default: break
             }
         }
@@ -100,6 +117,9 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
         "foregroundHang": "scene-update watchdog 10 s seen in crash logs",
         "expirationWarning": "handlers run \"shortly before\" expiry — lead time UNCONFIRMED",
         "heartbeatInterval": "AppHost's own: how often an active app's main run loop is probed",
+        "wake": "~10 s for a BLE or accessory event handler, widely cited — UNCONFIRMED",
+        "audioIdle": "AppHost's own: an audio app that stopped playing is suspended after this",
+        "voipReport": "callservicesd checks ~7 s after a VoIP push (Apple DTS, forum 817976)",
     ]
 
     /// Checks every value is a finite, positive number of seconds and the warning fits the budget.
@@ -122,14 +142,20 @@ public struct BudgetError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// The host configuration file (JSON): a profile and single overrides.
+/// The host configuration file (JSON): a profile, single overrides, and where apps'
+/// audio goes.
 ///
 /// ```json
-/// { "profile": "ios7", "budgets": { "backgroundTask": "45s", "launch": 10 } }
+/// { "profile": "ios7", "budgets": { "backgroundTask": "45s", "launch": 10 }, "audioSink": "null" }
 /// ```
 public struct HostConfigFile: Sendable, Equatable {
     public var profile: String?
     public var budgets: [String: Double]
+    /// `wav` (a WAV file per audio session in the app's container, the default) or `null`.
+    public var audioSink: String? = nil
+
+    /// The audio sinks a config may name.
+    public static let audioSinks = ["wav", "null"]
 
     /// Reads and checks a config file; errors name the file and key.
     public static func load(path: String) throws(BudgetError) -> HostConfigFile {
@@ -145,6 +171,11 @@ public struct HostConfigFile: Sendable, Equatable {
             case "profile":
                 guard let name = value as? String else { throw BudgetError(message: "\(path): profile: expected a name") }
                 file.profile = name
+            case "audioSink":
+                guard let sink = value as? String, audioSinks.contains(sink) else {
+                    throw BudgetError(message: "\(path): audioSink: expected one of \(audioSinks.joined(separator: ", "))")
+                }
+                file.audioSink = sink
             case "budgets":
                 guard let budgets = value as? [String: Any] else { throw BudgetError(message: "\(path): budgets: expected an object") }
                 for (name, raw) in budgets {
@@ -164,7 +195,7 @@ public struct HostConfigFile: Sendable, Equatable {
                     }
                 }
             default:
-                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets)")
+                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink)")
             }
         }
         return file

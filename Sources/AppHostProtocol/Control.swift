@@ -40,6 +40,8 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     case clockNow
     /// The budget table in force.
     case profile
+    /// A command to the background-mode plugins (privacy, location, VoIP push, BLE, accessories).
+    case mode(ModeCommand)
 }
 
 /// The daemon's answer.
@@ -67,6 +69,8 @@ public struct ControlError: Error, Codable, Sendable, Equatable, CustomStringCon
     /// Machine-readable kinds, room to add more.
     public enum Code: String, Codable, Sendable {
         case unknownBundle, invalidManifest, notRunning, alreadyRunning, spawnFailed, badRequest, internalError, shuttingDown
+        /// A background-mode rule refused the command (e.g. a VoIP push to an app without the mode).
+        case refused
     }
     public var code: Code
     public var message: String
@@ -86,9 +90,12 @@ public struct InstalledApp: Codable, Sendable, Equatable {
     public var backgroundModes: [BackgroundMode]
     public var installedAt: Date
     public var manifest: Manifest
+    /// Top-level keys of the bundle's entitlements file (nil: none, or installed before they were kept).
+    public var entitlements: [String]?
 
     public init(bundleIdentifier: String, name: String, bundlePath: String, executablePath: String,
-                backgroundModes: [BackgroundMode], installedAt: Date, manifest: Manifest) {
+                backgroundModes: [BackgroundMode], installedAt: Date, manifest: Manifest, entitlements: [String]? = nil) {
+        self.entitlements = entitlements
         self.bundleIdentifier = bundleIdentifier
         self.name = name
         self.bundlePath = bundlePath
@@ -109,8 +116,12 @@ public struct AppStatus: Codable, Sendable, Equatable {
     public var backgroundTasks: [String]
     /// Whether this is the one active (foreground) app.
     public var isFrontmost: Bool
+    /// Background-mode activities keeping it running (audio playback, location updates, a VoIP call).
+    public var activities: [String]
 
-    public init(bundleIdentifier: String, state: AppState, pid: Int32?, since: Date, backgroundTasks: [String], isFrontmost: Bool) {
+    public init(bundleIdentifier: String, state: AppState, pid: Int32?, since: Date, backgroundTasks: [String],
+                activities: [String] = [], isFrontmost: Bool) {
+        self.activities = activities
         self.bundleIdentifier = bundleIdentifier
         self.state = state
         self.pid = pid
@@ -127,6 +138,7 @@ public struct AppStatus: Codable, Sendable, Equatable {
         try c.encode(pid, forKey: .pid)
         try c.encode(since, forKey: .since)
         try c.encode(backgroundTasks, forKey: .backgroundTasks)
+        try c.encode(activities, forKey: .activities)
         try c.encode(isFrontmost, forKey: .isFrontmost)
     }
 }
@@ -138,6 +150,12 @@ public struct HostEvent: Codable, Sendable, Equatable {
         case hostStarted, hostStopping, hostStopped
         case installed, uninstalled
         case spawned, transition, callback, backgroundTask, signal, exited, report, warning
+        /// A service used under a background mode (`mode` names it).
+        case modeUsed
+        /// A service or event refused for lack of a background mode (`mode` names it).
+        case modeRefused
+        /// A background-mode plugin's note (a fix delivered, a push dropped, ...).
+        case service
     }
     /// Increasing number, unique within one events.jsonl.
     public var seq: UInt64
@@ -148,9 +166,12 @@ public struct HostEvent: Codable, Sendable, Equatable {
     public var from: AppState?
     public var to: AppState?
     public var cause: String
+    /// The background mode concerned (modeUsed, modeRefused).
+    public var mode: String?
 
     public init(seq: UInt64, time: Date, kind: Kind, bundleIdentifier: String? = nil, pid: Int32? = nil,
-                from: AppState? = nil, to: AppState? = nil, cause: String) {
+                from: AppState? = nil, to: AppState? = nil, cause: String, mode: String? = nil) {
+        self.mode = mode
         self.seq = seq
         self.time = time
         self.kind = kind

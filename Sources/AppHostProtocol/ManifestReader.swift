@@ -47,6 +47,16 @@ public struct RawManifest: Sendable, Equatable {
 /// An unresolved reference is an error in `CFBundleIdentifier`, `CFBundleExecutable` and each
 /// `BGTaskSchedulerPermittedIdentifiers` entry; elsewhere it is left as written.
 public enum ManifestReader {
+    /// A property-list boolean, or one of the strings `YES`/`NO`/`true`/`false` (any case).
+    static func boolValue(_ value: Any) -> Bool? {
+        if let b = PropertyListFile.bool(value) { return b }
+        switch (value as? String)?.lowercased() {
+        case "yes"?, "true"?: return true
+        case "no"?, "false"?: return false
+        default: return nil
+        }
+    }
+
     /// `CFBundleIdentifier`.
     public static let bundleIdentifierKey = "CFBundleIdentifier"
     /// `CFBundleExecutable`.
@@ -231,16 +241,10 @@ private struct Fields {
     /// `<true/>`/`<false/>`, or the strings `YES`/`NO`/`true`/`false` (any case).
     func bool(_ key: String) throws(ManifestError) -> Bool? {
         guard let value = dictionary[key] else { return nil }
-        if let b = PropertyListFile.bool(value) { return b }
-        if let s = value as? String {
-            switch s.lowercased() {
-            case "yes", "true": return true
-            case "no", "false": return false
-            default: break
-            }
-        }
+        if let b = ManifestReader.boolValue(value) { return b }
         throw wrongType(key, nil, "a boolean (<true/> or <false/>)", value)
     }
+
 
     func backgroundModes() throws(ManifestError) -> [BackgroundMode]? {
         let key = ManifestReader.backgroundModesKey

@@ -24,6 +24,19 @@ public enum LaunchReason: String, Codable, Sendable {
     case user
     /// Launched straight into the background (`launch --background`).
     case background
+    /// Launched in the background for a location fix (`UIApplication.LaunchOptionsKey.location`).
+    case location
+    /// Launched in the background for a VoIP push (PushKit).
+    case voipPush
+    /// Launched in the background for a BLE event (`.bluetoothCentrals`).
+    case bluetoothCentral
+    /// Launched in the background for a BLE peripheral-manager event (`.bluetoothPeripherals`).
+    case bluetoothPeripheral
+    /// Launched in the background for an external accessory.
+    case externalAccessory
+
+    /// Whether the app was launched into the background rather than by the user.
+    public var isBackground: Bool { self != .user }
 }
 
 /// Options handed to `didFinishLaunching`.
@@ -53,6 +66,9 @@ public enum LifecycleCallback: Codable, Sendable, Equatable {
     /// The host's watchdog heartbeat: AppKitLess answers it on the main run loop
     /// (no delegate method), so a blocked main thread leaves it unanswered.
     case heartbeat
+    /// A service event (a location fix, a VoIP push, BLE or accessory data, an
+    /// audio interruption), run by the service's delegate on the main thread.
+    case service(ServiceEvent)
 
     /// The delegate method's name, for events and logs.
     public var name: String {
@@ -65,6 +81,7 @@ public enum LifecycleCallback: Codable, Sendable, Equatable {
         case .willTerminate: "willTerminate"
         case .backgroundTaskExpiration(let id): "expirationHandler(task \(id))"
         case .heartbeat: "heartbeat"
+        case .service(let event): event.name
         }
     }
 }
@@ -73,12 +90,16 @@ public enum LifecycleCallback: Codable, Sendable, Equatable {
 public enum AppRequest: Codable, Sendable, Equatable {
     /// How long the app may still run in the background.
     case backgroundTimeRemaining
+    /// A call to a host service (audio, location, VoIP, BLE, accessories, push registration).
+    case service(ServiceRequest)
 }
 
 /// The host's answer to an ``AppRequest``.
 public enum HostReply: Codable, Sendable, Equatable {
     /// Seconds left; `Double.greatestFiniteMagnitude` in the foreground (iOS's DBL_MAX).
     case backgroundTimeRemaining(seconds: Double)
+    /// The answer to a ``AppRequest/service(_:)``.
+    case service(ServiceReply)
     /// The request could not be answered.
     case failed(reason: String)
 }

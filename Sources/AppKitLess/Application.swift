@@ -88,13 +88,24 @@ public final class Application {
     /// Set by whoever first decides the process ends (willTerminate or a lost host),
     /// so two threads never race to `exit` with different statuses.
     private nonisolated let ending = Mutex(false)
+    /// Routes service events to the service objects and carries their requests.
+    let services: ServiceRouter
 
-    /// Creates the application over an already-welcomed connection.
-    init(bundleIdentifier: String, delegate: any ApplicationDelegate, connection: Connection, effects: ProcessEffects = .live) {
+    /// Creates the application over an already-welcomed connection, and binds
+    /// `services` (the process's router unless given) to it.
+    init(
+        bundleIdentifier: String,
+        delegate: any ApplicationDelegate,
+        connection: Connection,
+        effects: ProcessEffects = .live,
+        services: ServiceRouter? = nil
+    ) {
         self.bundleIdentifier = bundleIdentifier
         self.delegate = delegate
         self.connection = connection
         self.effects = effects
+        self.services = services ?? .shared
+        self.services.application = self
     }
 
     // MARK: Background tasks
@@ -152,6 +163,9 @@ public final class Application {
             case .failed(let reason):
                 effects.log("backgroundTimeRemaining: the host could not answer: \(reason)")
                 return 0
+            case .service(let reply):
+                effects.log("backgroundTimeRemaining: the host answered with a service reply (\(reply))")
+                return 0
             }
         } catch {
             connectionFailed(error)
@@ -170,11 +184,67 @@ public final class Application {
         return true
     }
 
+    // MARK: Services
+
+    /// Asks the host for a device token for remote (APNs) notifications, like
+    /// `UIApplication.registerForRemoteNotifications()`. The answer reaches the
+    /// delegate on the main queue after this call returns, as on iOS:
+    /// ``ApplicationDelegate/didRegisterForRemoteNotifications(_:deviceToken:)`` with
+    /// the token (hex), or ``ApplicationDelegate/didFailToRegisterForRemoteNotifications(_:error:)``
+    /// when the host refuses (no `aps-environment` entitlement) or cannot answer.
+    public func registerForRemoteNotifications() {
+        let request = ServiceRequest.registerForRemoteNotifications
+        let outcome: Result<String, ServiceError>
+        do {
+            switch try serviceRequest(request) {
+            case .token(let hex): outcome = .success(hex)
+            case let other: outcome = .failure(ServiceRouter.unexpected(other, to: request))
+            }
+        } catch {
+            outcome = .failure(error)
+        }
+        DispatchQueue.main.async {
+            MainActor.assumeIsolated {
+                switch outcome {
+                case .success(let token): self.delegate.didRegisterForRemoteNotifications(self, deviceToken: token)
+                case .failure(let error): self.delegate.didFailToRegisterForRemoteNotifications(self, error: error)
+                }
+            }
+        }
+    }
+
+    /// Sends a service request and blocks until the host answers; callable from any
+    /// thread. A refusal or a reply that is no service reply is thrown; a lost
+    /// connection ends the process (as for any request) and is thrown too.
+    nonisolated func serviceRequest(_ request: ServiceRequest) throws(ServiceError) -> ServiceReply {
+        let reply: HostReply
+        do {
+            reply = try connection.request(.service(request))
+        } catch .frame(let error) where error.isOversized {
+            // Too large to send: nothing was written, so the connection is fine.
+            throw ServiceError(.failed, reason: "\(request.apiName) could not be sent: \(error)")
+        } catch {
+            connectionFailed(error)
+            throw ServiceError(.connectionLost, reason: error.description)
+        }
+        switch reply {
+        case .service(.refused(let reason)):
+            throw .refused(reason)
+        case .service(let reply):
+            return reply
+        case .failed(let reason):
+            throw ServiceError(.failed, reason: reason)
+        case .backgroundTimeRemaining:
+            throw ServiceError(.failed, reason: "the host answered \(request.apiName) with a time-remaining reply")
+        }
+    }
+
     // MARK: Callbacks
 
     /// Runs one callback from the host: updates the state, calls the delegate (or,
-    /// for an expiration, the task's handler; for a heartbeat, nothing), acknowledges
-    /// once that has returned, and for `willTerminate` exits with status 0.
+    /// for an expiration, the task's handler; for a service event, the service
+    /// object(s) it is for; for a heartbeat, nothing), acknowledges once that has
+    /// returned, and for `willTerminate` exits with status 0.
     ///
     /// Everything the delegate or handler sends (task ends, requests) is written
     /// before the acknowledgement, on the same ordered socket, so the host sees it first.
@@ -202,6 +272,10 @@ public final class Application {
             // The watchdog only wants to know the main run loop turns: being here is
             // the answer. Nothing is logged (heartbeats come every second or so).
             break
+        case .service(let event):
+            // To the live service objects of its kind (their delegates or handlers);
+            // an event nobody can receive is logged and dropped, and still acknowledged.
+            services.deliver(event, log: effects.log)
         }
         if case .willTerminate = callback {
             // Claim the exit before acknowledging: the host closes the socket once it
@@ -247,6 +321,13 @@ public final class Application {
             defer { ending = true }
             return !ending
         }
+    }
+}
+
+extension FrameError {
+    /// A frame larger than ``Frame/maximumPayload``.
+    fileprivate var isOversized: Bool {
+        if case .oversized = self { true } else { false }
     }
 }
 

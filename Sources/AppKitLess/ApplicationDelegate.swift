@@ -22,6 +22,12 @@ public protocol ApplicationDelegate: AnyObject {
     func didBecomeActive(_ application: Application)
     /// The app is about to be terminated; the process exits when this returns.
     func willTerminate(_ application: Application)
+    /// The host issued a device token (hex) after
+    /// ``Application/registerForRemoteNotifications()``.
+    func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String)
+    /// ``Application/registerForRemoteNotifications()`` failed: the host refused
+    /// (e.g. no `aps-environment` entitlement) or could not answer.
+    func didFailToRegisterForRemoteNotifications(_ application: Application, error: ServiceError)
 }
 
 extension ApplicationDelegate {
@@ -37,4 +43,8 @@ extension ApplicationDelegate {
     public func didBecomeActive(_ application: Application) {}
     /// Default: does nothing.
     public func willTerminate(_ application: Application) {}
+    /// Default: does nothing.
+    public func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String) {}
+    /// Default: does nothing.
+    public func didFailToRegisterForRemoteNotifications(_ application: Application, error: ServiceError) {}
 }

@@ -1,0 +1,194 @@
+import Foundation
+
+/// A manifest read as far as it goes, for `apphost lint`: every problem found (not only
+/// the first, as ``ManifestReader/read(path:settings:bundleName:)`` throws), and the
+/// manifest made of what was valid.
+public struct LenientManifest: Sendable {
+    /// The Info.plist, as the caller named it (`Foo.app` becomes `Foo.app/Info.plist`).
+    public var displayPath: String
+    /// Every problem, in the order a strict read meets them: the first one is the error
+    /// ``ManifestReader/read(path:settings:bundleName:)`` throws for the same file.
+    public var problems: [ManifestError]
+    /// The manifest built from the valid parts; nil only when the file could not be read
+    /// as a property list dictionary (``problems`` then says why).
+    ///
+    /// Where a key has a problem the value is a stand-in: an unknown or mistyped
+    /// `UIBackgroundModes` entry is left out, a mistyped optional key is absent, an
+    /// unresolved `BGTaskSchedulerPermittedIdentifiers` entry is kept as written, and a
+    /// missing, unresolved or invalid `CFBundleIdentifier` / `CFBundleExecutable` is the text
+    /// as written (`""` when missing): see ``bundleIdentifierResolved``.
+    public var manifest: Manifest?
+    /// `UIBackgroundModes` entries as written (strings only), in file order; nil when the
+    /// key is absent or not an array.
+    public var writtenBackgroundModes: [String]?
+    /// Whether `CFBundleIdentifier` is present, resolved and well formed, so that
+    /// `manifest.bundleIdentifier` is the id the host would install the app under.
+    public var bundleIdentifierResolved: Bool
+}
+
+extension ManifestReader {
+    /// Reads a manifest without stopping at the first problem: each key is checked on its
+    /// own and every problem is collected, each worded as the strict reader words it
+    /// (every unknown background mode, with its "did you mean", not only the first).
+    /// `path` and `bundleName` are as in ``read(path:settings:bundleName:)``.
+    public static func readLenient(path: String, settings: [String: String] = [:], bundleName: String? = nil)
+        -> LenientManifest
+    {
+        let display = manifestPath(for: path)
+        let loaded: (dictionary: [String: Any], data: Data, format: PropertyListFileFormat)
+        do {
+            loaded = try PropertyListFile.load(path: display, display: display)
+        } catch {
+            return LenientManifest(displayPath: display, problems: [error], manifest: nil,
+                                   writtenBackgroundModes: nil, bundleIdentifierResolved: false)
+        }
+        var fields = LenientFields(dictionary: loaded.dictionary, file: display)
+
+        // Types, in the order `readRaw` checks them.
+        let bundleIdentifier = fields.string(bundleIdentifierKey)
+        let executable = fields.string(executableKey)
+        let (modes, written) = fields.backgroundModes()
+        let name = fields.string(nameKey)
+        let displayName = fields.string(displayNameKey)
+        let bgTasks = fields.strings(bgTaskIdentifiersKey)
+        let exitsOnSuspend = fields.bool(exitsOnSuspendKey)
+        let protocols = fields.strings(externalAccessoryProtocolsKey)
+        var problems = fields.problems
+
+        // A mistyped identity key is already reported: give resolve a stand-in so it does
+        // not report it again as missing.
+        let idMistyped = problems.contains { $0.key == bundleIdentifierKey }
+        let executableMistyped = problems.contains { $0.key == executableKey }
+        let placeholderID = "apphost.lint.placeholder"
+        let placeholderText = "apphost-lint-placeholder"
+        var raw = RawManifest(
+            displayPath: display,
+            sourcePath: absolutePath(display),
+            format: loaded.format,
+            rawBundleIdentifier: idMistyped ? placeholderID : bundleIdentifier,
+            rawExecutable: executableMistyped ? placeholderText : executable,
+            rawName: name,
+            rawDisplayName: displayName,
+            backgroundModes: modes,
+            declaresBackgroundModes: loaded.dictionary[backgroundModesKey] != nil,
+            rawBGTaskIdentifiers: bgTasks.values.map { $0 ?? placeholderText },
+            exitsOnSuspend: exitsOnSuspend,
+            rawExternalAccessoryProtocols: protocols.values.compactMap { $0 },
+            keys: loaded.dictionary.keys.sorted(),
+            data: loaded.data
+        )
+
+        // `resolve` stops at its first problem: record it, put a stand-in in its place, go
+        // again. Each round fixes one key or entry, so this ends.
+        var idResolved = !idMistyped
+        var executableResolved = !executableMistyped
+        var keptAsWritten: [Int: String] = [:]
+        let bundle = bundleName ?? defaultBundleName(forManifestAt: display)
+        var manifest: Manifest?
+        for _ in 0...(raw.rawBGTaskIdentifiers.count + 2) {
+            do {
+                var m = try resolve(raw, settings: settings, bundleName: bundle)
+                if !idResolved { m.bundleIdentifier = idMistyped ? "" : bundleIdentifier ?? "" }
+                if !executableResolved { m.executable = executableMistyped ? "" : executable ?? "" }
+                for (i, text) in keptAsWritten { m.bgTaskIdentifiers[i] = text }
+                // Mistyped entries are left out (from the end, so indices hold).
+                for i in bgTasks.values.indices.reversed() where bgTasks.values[i] == nil {
+                    m.bgTaskIdentifiers.remove(at: i)
+                }
+                manifest = m
+                break
+            } catch {
+                problems.append(error)
+                if error.key == bundleIdentifierKey, idResolved {
+                    idResolved = false
+                    raw.rawBundleIdentifier = placeholderID
+                } else if error.key == executableKey, executableResolved {
+                    executableResolved = false
+                    raw.rawExecutable = placeholderText
+                } else if error.key == bgTaskIdentifiersKey, let i = error.index,
+                          raw.rawBGTaskIdentifiers.indices.contains(i), keptAsWritten[i] == nil {
+                    keptAsWritten[i] = raw.rawBGTaskIdentifiers[i]
+                    raw.rawBGTaskIdentifiers[i] = placeholderText
+                } else {
+                    break  // not a problem a stand-in can route around (never expected)
+                }
+            }
+        }
+        return LenientManifest(displayPath: display, problems: problems, manifest: manifest,
+                               writtenBackgroundModes: written, bundleIdentifierResolved: idResolved && manifest != nil)
+    }
+}
+
+/// Typed access to the top-level dictionary that records problems instead of throwing
+/// (worded as the strict reader's `Fields`).
+private struct LenientFields {
+    let dictionary: [String: Any]
+    let file: String
+    var problems: [ManifestError] = []
+
+    init(dictionary: [String: Any], file: String) {
+        self.dictionary = dictionary
+        self.file = file
+    }
+
+    mutating func string(_ key: String) -> String? {
+        guard let value = dictionary[key] else { return nil }
+        guard let s = value as? String else {
+            problems.append(wrongType(key, nil, "a string", value))
+            return nil
+        }
+        return s
+    }
+
+    /// The array's elements, nil for each element that is not a string (reported).
+    mutating func strings(_ key: String) -> (values: [String?], present: Bool) {
+        guard let value = dictionary[key] else { return ([], false) }
+        guard let array = value as? [Any] else {
+            problems.append(wrongType(key, nil, "an array of strings", value))
+            return ([], true)
+        }
+        var out: [String?] = []
+        for (i, element) in array.enumerated() {
+            if let s = element as? String {
+                out.append(s)
+            } else {
+                problems.append(wrongType(key, i, "a string", element))
+                out.append(nil)
+            }
+        }
+        return (out, true)
+    }
+
+    mutating func bool(_ key: String) -> Bool? {
+        guard let value = dictionary[key] else { return nil }
+        if let b = ManifestReader.boolValue(value) { return b }
+        problems.append(wrongType(key, nil, "a boolean (<true/> or <false/>)", value))
+        return nil
+    }
+
+    /// The known modes in file order, and the entries as written (strings only). Type
+    /// problems come first, then every unknown mode, as the strict reader meets them.
+    mutating func backgroundModes() -> (known: [BackgroundMode], written: [String]?) {
+        let key = ManifestReader.backgroundModesKey
+        let (values, present) = strings(key)
+        guard present, dictionary[key] is [Any] else { return ([], nil) }
+        var modes: [BackgroundMode] = []
+        for (i, s) in values.enumerated() {
+            guard let s else { continue }
+            guard let mode = BackgroundMode(rawValue: s) else {
+                let hint = BackgroundMode.suggestion(for: s).map { "did you mean \"\($0.rawValue)\"?" }
+                    ?? "known modes: " + BackgroundMode.allCases.map(\.rawValue).joined(separator: ", ")
+                problems.append(ManifestError(.unknownBackgroundMode, file: file, key: key, index: i, value: s,
+                                              detail: "unknown mode \"\(s)\" (\(hint))"))
+                continue
+            }
+            modes.append(mode)
+        }
+        return (modes, values.compactMap { $0 })
+    }
+
+    private func wrongType(_ key: String, _ index: Int?, _ expected: String, _ value: Any) -> ManifestError {
+        ManifestError(.wrongType, file: file, key: key, index: index,
+                      detail: "expected \(expected), found \(PropertyListFile.typeName(value))")
+    }
+}

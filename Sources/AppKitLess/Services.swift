@@ -1,0 +1,231 @@
+import AppHostProtocol
+import Dispatch
+import Foundation
+
+// The host services an app reaches through its background-mode plugins (audio,
+// location, VoIP, BLE, external accessories, remote-notification registration),
+// named after the iOS classes they model. Each call is one request to the host
+// that blocks its caller until the host answers, like `backgroundTimeRemaining`;
+// what the world does to the app arrives as a callback that ``ServiceRouter``
+// hands to the live service object(s) of its kind on the main thread.
+
+/// One location fix (latitude, longitude, optional altitude and time), as `CLLocation`.
+public typealias LocationFix = AppHostProtocol.LocationFix
+/// Location authorization, as `CLAuthorizationStatus`.
+public typealias LocationAuthorization = AppHostProtocol.LocationAuthorization
+/// A simulated BLE peripheral as a central sees it, as `CBPeripheral` plus its advertisement.
+public typealias BLEPeripheral = AppHostProtocol.BLEPeripheral
+/// A connected external accessory, as `EAAccessory`.
+public typealias Accessory = AppHostProtocol.Accessory
+
+/// Why a service call failed.
+///
+/// Most failures are refusals (``Kind-swift.enum/refused``): the host applied an
+/// iOS rule, e.g. a missing background mode or entitlement, and ``reason`` says
+/// which in a readable sentence. Some refusals also get the app killed by the host
+/// (setting `allowsBackgroundLocationUpdates` without the `location` mode); that
+/// kill arrives from outside, the call itself just fails.
+public struct ServiceError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What kind of failure.
+    public enum Kind: Sendable, Equatable {
+        /// The host refused the call under an iOS rule.
+        case refused
+        /// The host could not answer, answered something that does not fit the
+        /// call, or the call could not be sent (too large).
+        case failed
+        /// There is no connection to the host (it went away, or the call was made
+        /// before ``ApplicationMain(delegate:)`` connected). The app is exiting.
+        case connectionLost
+    }
+
+    /// What kind of failure.
+    public let kind: Kind
+    /// The host's reason (for a refusal, the iOS rule in a sentence).
+    public let reason: String
+
+    /// A failure of `kind` for `reason`.
+    public init(_ kind: Kind, reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+
+    /// A refusal by the host.
+    public static func refused(_ reason: String) -> ServiceError {
+        ServiceError(.refused, reason: reason)
+    }
+
+    /// The reason for a refusal; the reason with what failed otherwise.
+    public var description: String {
+        switch kind {
+        case .refused: reason
+        case .failed: "the host could not carry out the call: \(reason)"
+        case .connectionLost: "no connection to the host: \(reason)"
+        }
+    }
+}
+
+/// Weak references, so a service object the app dropped stops receiving events.
+struct WeakList<Object: AnyObject> {
+    private var boxes: [Box] = []
+
+    private struct Box {
+        weak var object: Object?
+    }
+
+    /// Adds `object` (once).
+    mutating func add(_ object: Object) {
+        boxes.removeAll { $0.object == nil }
+        guard !boxes.contains(where: { $0.object === object }) else { return }
+        boxes.append(Box(object: object))
+    }
+
+    /// The objects still alive, in the order they were added.
+    mutating func live() -> [Object] {
+        boxes.removeAll { $0.object == nil }
+        return boxes.compactMap(\.object)
+    }
+}
+
+/// Sends the service objects' requests to the host and routes service events to
+/// them. One per process (``shared``), bound to the ``Application`` when it is
+/// created; service objects register on creation (they may be created before
+/// ``ApplicationMain(delegate:)``, e.g. as stored properties of the delegate) and
+/// are held weakly. Tests make their own.
+@MainActor
+final class ServiceRouter {
+    /// The process's router.
+    static let shared = ServiceRouter()
+
+    /// The application whose connection carries the requests; set by its init.
+    weak var application: Application?
+
+    /// The location authorization last heard from the host (process-wide, as on iOS).
+    private(set) var locationAuthorization: LocationAuthorization = .notDetermined
+
+    private weak var audioSession: AudioSession?
+    private weak var accessoryManager: AccessoryManager?
+    private var locationManagers = WeakList<LocationManager>()
+    private var pushRegistries = WeakList<PushRegistry>()
+    private var centralManagers = WeakList<CentralManager>()
+
+    init() {}
+
+    // MARK: Registration
+
+    func register(_ session: AudioSession) { audioSession = session }
+    func register(_ manager: AccessoryManager) { accessoryManager = manager }
+    func register(_ manager: LocationManager) { locationManagers.add(manager) }
+    func register(_ registry: PushRegistry) { pushRegistries.add(registry) }
+    func register(_ manager: CentralManager) { centralManagers.add(manager) }
+
+    // MARK: Requests
+
+    /// Sends `request` and blocks until the host answers.
+    /// - Throws: ``ServiceError`` for a refusal, a reply that is not a service
+    ///   reply, or no connection.
+    func request(_ request: ServiceRequest) throws(ServiceError) -> ServiceReply {
+        guard let application else {
+            throw ServiceError(.connectionLost, reason: "\(request.apiName) was called before ApplicationMain(delegate:) connected to the host")
+        }
+        return try application.serviceRequest(request)
+    }
+
+    /// Sends `request` and expects `.ok`.
+    func requestOK(_ request: ServiceRequest) throws(ServiceError) {
+        let reply = try self.request(request)
+        guard case .ok = reply else { throw Self.unexpected(reply, to: request) }
+    }
+
+    /// Sends `request` for a call that cannot fail on iOS: a failure is logged, not thrown.
+    func requestLoggingFailure(_ request: ServiceRequest) {
+        do {
+            try requestOK(request)
+        } catch {
+            logFailure(of: request.apiName, error)
+        }
+    }
+
+    /// Logs that `call` failed: "<call>: refused: <reason>" or "<call>: <error>".
+    func logFailure(of call: String, _ error: ServiceError) {
+        log("\(call): \(error.kind == .refused ? "refused: " : "")\(error)")
+    }
+
+    /// The failure for a reply that does not answer `request`.
+    static func unexpected(_ reply: ServiceReply, to request: ServiceRequest) -> ServiceError {
+        ServiceError(.failed, reason: "the host answered \(request.apiName) with \(reply)")
+    }
+
+    /// Writes a diagnostic line (stderr in an app).
+    func log(_ line: String) {
+        if let application {
+            application.effects.log(line)
+        } else {
+            writeStandardError("\(programName): \(line)")
+        }
+    }
+
+    // MARK: Location authorization
+
+    /// Records `status`; if it changed (or `always`), tells every location manager's
+    /// delegate — later on the main queue when `deferred` (an answer to a request,
+    /// delivered once the request has returned, like iOS), else at once (an event).
+    func authorizationChanged(to status: LocationAuthorization, notifyAlways: Bool, deferred: Bool) {
+        let changed = status != locationAuthorization
+        locationAuthorization = status
+        guard changed || notifyAlways else { return }
+        let managers = locationManagers.live()
+        if deferred {
+            DispatchQueue.main.async {
+                MainActor.assumeIsolated {
+                    for manager in managers { manager.authorizationDidChange(status) }
+                }
+            }
+        } else {
+            for manager in managers { manager.authorizationDidChange(status) }
+        }
+    }
+
+    // MARK: Events
+
+    /// Hands `event` to the live object(s) of its kind, on the calling (main) thread.
+    /// An event nobody can receive is dropped with a line to `log`.
+    func deliver(_ event: ServiceEvent, log: (String) -> Void) {
+        let receiver: String?
+        switch event {
+        case .audioInterruption(let began, let reason):
+            if let audioSession {
+                audioSession.interruption(began: began, reason: reason)
+                receiver = nil
+            } else {
+                receiver = "AudioSession"
+            }
+        case .locationUpdate(let fixes):
+            let managers = locationManagers.live()
+            for manager in managers { manager.didUpdate(fixes) }
+            receiver = managers.isEmpty ? "LocationManager" : nil
+        case .locationAuthorizationChanged(let status):
+            // Recorded even with no manager alive, so one created later starts with it.
+            let none = locationManagers.live().isEmpty
+            authorizationChanged(to: status, notifyAlways: true, deferred: false)
+            receiver = none ? "LocationManager" : nil
+        case .voipPush(let payload):
+            let registries = pushRegistries.live()
+            for registry in registries { registry.didReceive(PushPayload(json: payload)) }
+            receiver = registries.isEmpty ? "PushRegistry" : nil
+        case .bleDiscovered, .bleConnected, .bleDisconnected, .bleNotification:
+            let managers = centralManagers.live()
+            for manager in managers { manager.handle(event) }
+            receiver = managers.isEmpty ? "CentralManager" : nil
+        case .accessoryConnected, .accessoryDisconnected, .accessoryData:
+            if let accessoryManager {
+                accessoryManager.handle(event)
+                receiver = nil
+            } else {
+                receiver = "AccessoryManager"
+            }
+        }
+        if let receiver {
+            log("\(event.name): no \(receiver) exists in this app to receive it; the event is dropped")
+        }
+    }
+}
