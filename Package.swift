@@ -40,6 +40,7 @@ let package = Package(
             name: "Host",
             dependencies: [
                 "AppHostProtocol",
+                "Plugins",
                 "AppHostSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -49,6 +50,8 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // One plugin per background mode behind one protocol, and their host side.
+        .target(name: "Plugins", dependencies: ["AppHostProtocol"]),
         // The SDK apps link. Nothing of the host here but the protocol.
         .target(name: "AppKitLess", dependencies: ["AppHostProtocol"]),
         // The CLI.
@@ -56,6 +59,7 @@ let package = Package(
             name: "apphost",
             dependencies: [
                 "Host",
+                "Plugins",
                 "AppHostProtocol",
                 "AppHostSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -83,7 +87,8 @@ let package = Package(
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol"]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem"]),
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins"]),
+        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -185,6 +185,8 @@ public struct ControlServer: Sendable {
                 return await clockResponse()
             case .profile:
                 return .profile(supervisor.configuration.profile)
+            case .mode(let command):
+                return .ok(message: try await supervisor.modeCommand(command))
             }
         } catch {
             return .error(error)

@@ -33,10 +33,10 @@ final class EventLog {
     /// Appends an event, writes it to the file and hands it to subscribers.
     @discardableResult
     func append(_ kind: HostEvent.Kind, app: String? = nil, pid: Int32? = nil, from: AppState? = nil,
-                to: AppState? = nil, cause: String, time: Date) -> HostEvent {
+                to: AppState? = nil, cause: String, mode: String? = nil, time: Date) -> HostEvent {
         lastSeq += 1
         let event = HostEvent(seq: lastSeq, time: time, kind: kind, bundleIdentifier: app, pid: pid,
-                              from: from, to: to, cause: cause)
+                              from: from, to: to, cause: cause, mode: mode)
         if let data = try? encoder.encode(event) {
             // The throwing API: the old `write(_:)` traps on I/O errors.
             try? handle?.write(contentsOf: data + Data([0x0a]))

@@ -50,6 +50,16 @@ public struct Lifecycle: Sendable, Equatable {
         case protocolViolation(String)
         /// The process is gone.
         case exited(description: String, clean: Bool)
+        /// A background-mode activity that keeps a backgrounded app running began /
+        /// ended (audio playing, location updates, a VoIP call).
+        case activityBegan(String)
+        case activityEnded(String)
+        /// Deliver a service event: `wake` lets it wake a suspended app, `launch` lets
+        /// it launch a terminated one into the background; otherwise it reaches only
+        /// an app that is running code.
+        case deliver(ServiceEvent, wake: Bool, launch: LaunchReason?)
+        /// A plugin's rule was broken: kill with this report.
+        case modeViolation(TerminationRecord)
     }
 
     /// The deadlines the machine asks for. One of each kind at a time per app.
@@ -68,6 +78,8 @@ public struct Lifecycle: Sendable, Equatable {
         case heartbeat
         /// The outstanding heartbeat must be answered.
         case hang
+        /// A service event an app was woken (or launched) for must be handled.
+        case wake
     }
 
     /// Signals the supervisor may send.
@@ -108,6 +120,12 @@ public struct Lifecycle: Sendable, Equatable {
     public private(set) var placement: Placement = .foreground
     /// Background tasks held, by id.
     public private(set) var tasks: [Int: HeldTask] = [:]
+    /// Background-mode activities that keep the app running (audio playback, ...).
+    public private(set) var activities: Set<String> = []
+    /// Service events waiting for `didFinishLaunching` to return.
+    public private(set) var queued: [ServiceEvent] = []
+    /// Why the last process ended (kept after the reset that follows an exit).
+    public private(set) var lastTermination: TerminationCause? = nil
     /// When the app last entered the background (host clock); nil in the foreground.
     public private(set) var backgroundSince: Duration?
     /// The expiration handlers of this background period have been asked to run.
@@ -151,6 +169,7 @@ public struct Lifecycle: Sendable, Equatable {
     /// `backgroundTimeRemaining` at `now`: DBL_MAX in the foreground (as iOS), the rest
     /// of the background budget in the background, 0 once it is used up.
     public func timeRemaining(at now: Duration) -> Double {
+        if !activities.isEmpty { return Double.greatestFiniteMagnitude }
         switch state {
         case .active, .inactive, .notRunning: return Double.greatestFiniteMagnitude
         case .background, .suspended:
@@ -168,7 +187,10 @@ public struct Lifecycle: Sendable, Equatable {
     }
 
     /// Whether the app holds an assertion that keeps it running in the background.
-    public var hasAssertion: Bool { !tasks.isEmpty }
+    public var hasAssertion: Bool { !tasks.isEmpty || !activities.isEmpty }
+
+    /// Running code now: launched or launching, not suspended or being suspended.
+    public var isRunningCode: Bool { state != .notRunning && state != .suspended && !stopPending }
 
     /// Whether a process exists (or is being spawned).
     public var isRunning: Bool { state != .notRunning }
@@ -224,6 +246,7 @@ public struct Lifecycle: Sendable, Equatable {
                     fx.append(.send(.didBecomeActive, state: .active))
                     fx += startHeartbeat()
                 }
+                fx += flushQueued()
             case .background:
                 if state == .inactive {
                     // Sent home while launching.
@@ -233,7 +256,11 @@ public struct Lifecycle: Sendable, Equatable {
                 } else {
                     // A background launch has no didEnterBackground: it is already there.
                     backgroundCallbackReturned = true
-                    fx += suspendIfIdle()
+                    if queued.isEmpty {
+                        fx += suspendIfIdle()
+                    } else {
+                        fx += flushQueued()
+                    }
                 }
             }
 
@@ -300,6 +327,51 @@ public struct Lifecycle: Sendable, Equatable {
                 fx += suspendIfIdle()
             }
 
+        // MARK: background-mode activities and service events
+        case (.notRunning, .activityBegan), (.notRunning, .activityEnded):
+            break
+        case (_, .activityBegan(let name)):
+            activities.insert(name)
+            if state == .suspended || stopPending {
+                // Asked for while being stopped (the request was already on the socket)
+                // or from outside (a privacy grant): it runs again.
+                stopPending = false
+                fx.append(.signal(.cont, reason: "resume: \(name) keeps the app running"))
+                fx += move(to: .background, cause: "resumed: \(name)")
+            }
+            if state == .background {
+                // A mode activity is not background time: no budget runs while it lasts.
+                fx += [.cancelTimer(.expirationWarning), .cancelTimer(.backgroundBudget)]
+            }
+        case (_, .activityEnded(let name)):
+            guard activities.remove(name) != nil else { break }
+            if state == .background && activities.isEmpty {
+                fx.append(.log("\(name) ended: nothing keeps the app running but its background tasks"))
+                if !tasks.isEmpty { fx += startBackgroundBudget() }
+                fx += suspendIfIdle()
+            }
+
+        case (_, .deliver):
+            fx += deliver(event)
+
+        case (.notRunning, .modeViolation):
+            break
+        case (_, .modeViolation(let record)) where terminating == nil || !killSent:
+            pendingRecord = record
+            terminating = terminating ?? .user
+            stopPending = false
+            fx.append(kill(record.reason))
+        case (_, .modeViolation):
+            break
+
+        case (_, .callbackReturned(.service)):
+            if callbacksInFlight == 0 { fx.append(.cancelTimer(.wake)) }
+            if state == .background { fx += suspendIfIdle() }
+
+        case (.background, .timerFired(.wake)) where callbacksInFlight > 0 && terminating == nil:
+            fx += watchdog(reason: "a service event handler did not return within the wake budget of \(fmt("wake"))",
+                           budget: "wake", namespace: "RUNNINGBOARD")
+
         // MARK: kernel reports
         case (.background, .stopConfirmed) where stopPending:
             stopPending = false
@@ -356,7 +428,7 @@ public struct Lifecycle: Sendable, Equatable {
                 fx.append(.send(.backgroundTaskExpiration(taskID: id), state: .background))
             }
 
-        case (.background, .timerFired(.backgroundBudget)) where terminating == nil && (hasAssertion || callbacksInFlight > 0):
+        case (.background, .timerFired(.backgroundBudget)) where terminating == nil && activities.isEmpty && (hasAssertion || callbacksInFlight > 0):
             let names = tasks.sorted { $0.key < $1.key }.map { id, t in
                 "\(t.name.map { "\"\($0)\"" } ?? "#\(id)") (held \(DurationText.format(seconds(now - t.began))))"
             }
@@ -416,6 +488,7 @@ public struct Lifecycle: Sendable, Equatable {
             fx += move(to: .notRunning, cause: pendingRecord.map { "killed: \($0.reason)" } ?? cause)
             // After the transition, so the report's history ends with notRunning.
             if let report { fx.append(.report(report)) }
+            lastTermination = terminating
             reset()
 
         case (.background, .callbackReturned):
@@ -467,11 +540,67 @@ public struct Lifecycle: Sendable, Equatable {
         return fx
     }
 
+    /// Delivers a service event according to the state (see ``Event/deliver(_:wake:launch:)``).
+    private mutating func deliver(_ event: Event) -> [Effect] {
+        guard case .deliver(let service, let wake, let launch) = event else { return [] }
+        let callback = LifecycleCallback.service(service)
+        if terminating != nil { return [.log("\(callback.name) not delivered: the app is terminating")] }
+        switch state {
+        case .notRunning:
+            guard let reason = launch else { return [.log("\(callback.name) not delivered: the app is not running")] }
+            reset()
+            placement = .background
+            launchOptions = LaunchOptions(reason: reason)
+            queued = [service]
+            var fx: [Effect] = [.spawn(launchOptions), .startTimer(.launch, after: budget("launch"))]
+            fx += move(to: .background, cause: "launched in the background for \(callback.name)")
+            fx += startBackgroundBudget()
+            return fx
+        case _ where !connected || !launched:
+            queued.append(service)
+            return []
+        case .active, .inactive:
+            return [.send(callback, state: state)]
+        case .background:
+            var fx: [Effect] = []
+            if stopPending {
+                guard wake else { return [.log("\(callback.name) not delivered: the app is being suspended")] }
+                stopPending = false
+                fx.append(.signal(.cont, reason: "woken for \(callback.name) before the stop was confirmed"))
+            }
+            fx.append(.send(callback, state: .background))
+            fx.append(.startTimer(.wake, after: budget("wake")))
+            return fx
+        case .suspended:
+            guard wake else { return [.log("\(callback.name) not delivered: the app is suspended")] }
+            var fx: [Effect] = [.signal(.cont, reason: "woken for \(callback.name)")]
+            fx += move(to: .background, cause: "woken for \(callback.name)")
+            fx += startBackgroundBudget()
+            fx.append(.send(callback, state: .background))
+            fx.append(.startTimer(.wake, after: budget("wake")))
+            return fx
+        }
+    }
+
+    /// Sends the service events that waited for the launch to finish.
+    private mutating func flushQueued() -> [Effect] {
+        defer { queued.removeAll() }
+        var fx: [Effect] = []
+        let target: AppState = state == .background ? .background : state
+        for event in queued {
+            fx.append(.send(.service(event), state: target))
+        }
+        if !queued.isEmpty && target == .background { fx.append(.startTimer(.wake, after: budget("wake"))) }
+        return fx
+    }
+
     /// The background budget runs from entering the background; tasks begun in the
-    /// foreground start consuming it only now.
+    /// foreground start consuming it only now. While a mode activity keeps the app
+    /// running no budget runs (it starts when the last activity ends).
     private mutating func startBackgroundBudget() -> [Effect] {
         backgroundSince = now
         expirationSent = false
+        if !activities.isEmpty { return [.cancelTimer(.expirationWarning), .cancelTimer(.backgroundBudget)] }
         let total = budget("backgroundTask")
         let lead = budget("expirationWarning")
         return [.startTimer(.expirationWarning, after: total > lead ? total - lead : .zero),
@@ -531,6 +660,8 @@ public struct Lifecycle: Sendable, Equatable {
 
     private mutating func reset() {
         tasks = [:]
+        activities = []
+        queued = []
         callbacksInFlight = 0
         backgroundSince = nil
         expirationSent = false

@@ -44,7 +44,40 @@ public final class Store: Sendable {
                 t.column("json", .text).notNull()
             }
         }
+        m.registerMigration("v2: entitlements, privacy") { db in
+            try db.alter(table: "app") { t in
+                t.add(column: "entitlements", .text)
+            }
+            try db.create(table: "privacy") { t in
+                t.column("bundleIdentifier", .text).notNull()
+                t.column("service", .text).notNull()
+                t.column("value", .text).notNull()
+                t.primaryKey(["bundleIdentifier", "service"])
+            }
+        }
         return m
+    }
+
+    /// Records a privacy decision (`apphost privacy`); nil removes it (reset).
+    public func setPrivacy(bundleIdentifier: String, service: String, value: String?) throws {
+        try pool.write { db in
+            if let value {
+                try db.execute(sql: "INSERT OR REPLACE INTO privacy (bundleIdentifier, service, value) VALUES (?, ?, ?)",
+                               arguments: [bundleIdentifier, service, value])
+            } else {
+                try db.execute(sql: "DELETE FROM privacy WHERE bundleIdentifier = ? AND service = ?",
+                               arguments: [bundleIdentifier, service])
+            }
+        }
+    }
+
+    /// Every privacy decision.
+    public func privacy() throws -> [(bundleIdentifier: String, service: String, value: String)] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM privacy ORDER BY bundleIdentifier, service").map {
+                (bundleIdentifier: $0["bundleIdentifier"], service: $0["service"], value: $0["value"])
+            }
+        }
     }
 
     /// An installed app plus the build settings it was installed with.
@@ -57,14 +90,17 @@ public final class Store: Sendable {
     public func saveApp(_ app: InstalledApp, settings: [String: String]) throws {
         let manifest = try String(decoding: WireJSON.encoder().encode(app.manifest), as: UTF8.self)
         let settingsJSON = try String(decoding: WireJSON.encoder().encode(settings), as: UTF8.self)
+        let entitlements = try app.entitlements.map { try String(decoding: WireJSON.encoder().encode($0), as: UTF8.self) }
         try pool.write { db in
             try db.execute(
                 sql: """
-                INSERT OR REPLACE INTO app (bundleIdentifier, bundlePath, executablePath, settings, manifest, installedAt)
-                VALUES (?, ?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO app (bundleIdentifier, bundlePath, executablePath, settings, manifest, installedAt, entitlements)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
                 """,
                 arguments: [app.bundleIdentifier, app.bundlePath, app.executablePath, settingsJSON, manifest,
-                            app.installedAt.timeIntervalSince1970])
+                            app.installedAt.timeIntervalSince1970, entitlements])
+            // A reinstall starts with no privacy decisions, as on iOS.
+            try db.execute(sql: "DELETE FROM privacy WHERE bundleIdentifier = ?", arguments: [app.bundleIdentifier])
         }
     }
 
@@ -73,7 +109,9 @@ public final class Store: Sendable {
     public func deleteApp(_ bundleIdentifier: String) throws -> Bool {
         try pool.write { db in
             try db.execute(sql: "DELETE FROM app WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
-            return db.changesCount > 0
+            let existed = db.changesCount > 0
+            try db.execute(sql: "DELETE FROM privacy WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
+            return existed
         }
     }
 
@@ -85,11 +123,14 @@ public final class Store: Sendable {
                 let settingsText: String = row["settings"]
                 let manifest = try WireJSON.decoder().decode(Manifest.self, from: Data(manifestText.utf8))
                 let settings = try WireJSON.decoder().decode([String: String].self, from: Data(settingsText.utf8))
+                let entitlementsText: String? = row["entitlements"]
+                let entitlements = try entitlementsText.map { try WireJSON.decoder().decode([String].self, from: Data($0.utf8)) }
                 let app = InstalledApp(
                     bundleIdentifier: row["bundleIdentifier"], name: manifest.name,
                     bundlePath: row["bundlePath"], executablePath: row["executablePath"],
                     backgroundModes: manifest.backgroundModes,
-                    installedAt: Date(timeIntervalSince1970: row["installedAt"]), manifest: manifest)
+                    installedAt: Date(timeIntervalSince1970: row["installedAt"]), manifest: manifest,
+                    entitlements: entitlements)
                 return AppRow(app: app, settings: settings)
             }
         }

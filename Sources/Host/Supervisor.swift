@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import Plugins
 import SystemPackage
 
 /// Settings of one host.
@@ -23,6 +24,10 @@ public struct HostConfiguration: Sendable {
     /// With the virtual clock: how long (real time) `advance` waits for apps to answer
     /// what a deadline sent them before it fires the next one.
     public var settleTimeout: Duration = .seconds(2)
+    /// Where apps' audio goes: a WAV file in each app's container, or nowhere.
+    public var audioSink: AudioSinkKind = .wav
+    /// Apply the background-mode kernel rules (AF_BLUETOOTH, sound and serial devices).
+    public var modeRules = true
 
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
@@ -102,11 +107,17 @@ public actor Supervisor {
     private let startDate: Date
     private var virtualNow: Duration = .zero
 
+    /// A lifecycle timer of one app, or a plugin's timer (per app or world-wide).
+    private enum TimerID: Hashable {
+        case lifecycle(Lifecycle.Timer)
+        case plugin(String)
+    }
     /// Deadlines by (app, instance, timer): when they fall due on the host clock.
+    /// Plugin timers have instance 0 (they outlive a process; plugins cancel them).
     private struct DeadlineKey: Hashable {
         var app: String
         var instance: UInt64
-        var timer: Lifecycle.Timer
+        var timer: TimerID
     }
     private var deadlines: [DeadlineKey: Duration] = [:]
     /// The one real-clock timer, on the host's NIO event loop: cancelling it really
@@ -143,6 +154,16 @@ public actor Supervisor {
     private let inputs: AsyncStream<Input>
     private let input: AsyncStream<Input>.Continuation
 
+    /// The background-mode plugins' host side.
+    private let modes: ModeHub
+    /// Mode effects asked for during a ``feed(_:_:)`` (by state changes), run once it is done.
+    private var pendingModeEffects: [ModeEffect] = []
+    private var feedDepth = 0
+    /// Audio sinks of apps with an open audio session.
+    private var audioSinks: [String: AudioSink] = [:]
+    /// Whether the missing-Landlock warning was given.
+    private var warnedLandlock = false
+
     /// Opens the state directory's database and event log. The caller holds the state dir lock.
     public init(configuration: HostConfiguration, group: any EventLoopGroup, logger: Logger) throws {
         self.configuration = configuration
@@ -158,8 +179,13 @@ public actor Supervisor {
         realStart = realClock.now
         startDate = Date()
         (inputs, input) = AsyncStream<Input>.makeStream()
+        modes = ModeHub(profile: configuration.profile)
         for row in try store.apps() {
             apps[row.app.bundleIdentifier] = row
+            _ = modes.install(Self.modeApp(row.app, configuration))
+        }
+        for decision in try store.privacy() {
+            modes.restorePrivacy(app: decision.bundleIdentifier, service: decision.service, value: decision.value)
         }
         events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
     }
@@ -222,19 +248,28 @@ public actor Supervisor {
     }
 
     private func fire(_ key: DeadlineKey) {
-        guard runtimes[key.app]?.instance == key.instance else { return }
-        feed(key.app, .timerFired(key.timer))
+        switch key.timer {
+        case .lifecycle(let timer):
+            guard runtimes[key.app]?.instance == key.instance else { return }
+            feed(key.app, .timerFired(timer))
+        case .plugin(let name):
+            performMode(modes.timerFired(name, app: key.app.isEmpty ? nil : key.app, at: hostNow()))
+        }
     }
 
     private func startTimer(_ id: String, _ timer: Lifecycle.Timer, after: Duration) {
         guard let instance = runtimes[id]?.instance else { return }
-        deadlines[DeadlineKey(app: id, instance: instance, timer: timer)] = hostNow() + after
+        deadlines[DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer))] = hostNow() + after
         rearm()
     }
 
     private func cancelTimer(_ id: String, _ timer: Lifecycle.Timer) {
-        guard let instance = runtimes[id]?.instance,
-              let due = deadlines.removeValue(forKey: DeadlineKey(app: id, instance: instance, timer: timer)) else { return }
+        guard let instance = runtimes[id]?.instance else { return }
+        removeDeadline(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer)))
+    }
+
+    private func removeDeadline(_ key: DeadlineKey) {
+        guard let due = deadlines.removeValue(forKey: key) else { return }
         // The sleeping task must not wake for a deadline that no longer exists
         // (an idle host with suspended apps would wake for every cancelled one).
         if due == armedFor { rearm() }
@@ -383,13 +418,20 @@ public actor Supervisor {
         let app = InstalledApp(
             bundleIdentifier: bundle.manifest.bundleIdentifier, name: bundle.manifest.name,
             bundlePath: bundle.bundlePath ?? absolute, executablePath: bundle.executablePath,
-            backgroundModes: bundle.manifest.backgroundModes, installedAt: now(), manifest: bundle.manifest)
+            backgroundModes: bundle.manifest.backgroundModes, installedAt: now(), manifest: bundle.manifest,
+            entitlements: bundle.entitlementKeys)
         do {
             try store.saveApp(app, settings: settings)
         } catch {
             throw ControlError(.internalError, "could not record the installation: \(error)")
         }
         apps[app.bundleIdentifier] = Store.AppRow(app: app, settings: settings)
+        var modeApp = Self.modeApp(app, configuration)
+        if let rt = runtimes[app.bundleIdentifier], rt.machine.isRunning {
+            modeApp.state = rt.machine.state
+            modeApp.isRunningCode = rt.machine.isRunningCode
+        }
+        performMode(modes.install(modeApp))
         events.append(.installed, app: app.bundleIdentifier, cause: "installed from \(app.bundlePath)", time: now())
         return app
     }
@@ -404,6 +446,7 @@ public actor Supervisor {
         do { try store.deleteApp(id) } catch { throw ControlError(.internalError, "\(error)") }
         apps.removeValue(forKey: id)
         runtimes.removeValue(forKey: id)
+        performMode(modes.uninstall(id))
         // As on iOS, the app's data goes with it. Reports and history stay.
         try? FileManager.default.removeItem(atPath: configuration.containersDirectory + "/" + id)
         events.append(.uninstalled, app: id, cause: "uninstalled (container removed)", time: now())
@@ -433,11 +476,8 @@ public actor Supervisor {
             return pid
         }
         if !background { sendOthersHome(except: id) }
-        nextInstance += 1
-        let machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
-                                grace: configuration.terminationGracePeriod)
+        makeRuntime(id, row)
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments)
-        runtimes[id] = Runtime(machine: machine, instance: nextInstance, since: now())
         feed(id, .launch(options, placement: background ? .background : .foreground))
         do {
             return try await withCheckedThrowingContinuation { c in
@@ -447,6 +487,34 @@ public actor Supervisor {
             throw error
         } catch {
             throw ControlError(.internalError, "\(error)")
+        }
+    }
+
+    /// A fresh runtime (new instance) for a launch.
+    private func makeRuntime(_ id: String, _ row: Store.AppRow) {
+        nextInstance += 1
+        let machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
+                                grace: configuration.terminationGracePeriod)
+        runtimes[id] = Runtime(machine: machine, instance: nextInstance, since: now())
+    }
+
+    /// How the plugins see an installed app.
+    private static func modeApp(_ app: InstalledApp, _ config: HostConfiguration) -> ModeApp {
+        ModeApp(bundleIdentifier: app.bundleIdentifier, manifest: app.manifest, entitlements: app.entitlements ?? [],
+                container: config.containersDirectory + "/" + app.bundleIdentifier)
+    }
+
+    /// Carries out a CLI command for the background-mode plugins (privacy, location,
+    /// VoIP push, BLE, accessories). Returns the message for the user.
+    public func modeCommand(_ command: ModeCommand) throws(ControlError) -> String {
+        if case .voipPush(let id, _) = command { _ = try installed(id) }
+        if case .privacy(_, _, let id?) = command { _ = try installed(id) }
+        if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
+        let (result, effects) = modes.command(command, at: hostNow())
+        performMode(effects)
+        switch result {
+        case .success(let message): return message
+        case .failure(let error): throw ControlError(.refused, error.message)
         }
     }
 
@@ -494,7 +562,7 @@ public actor Supervisor {
             let since = lastStateChange[id] ?? apps[id]?.app.installedAt ?? now()
             let tasks = rt?.machine.tasks.sorted { $0.key < $1.key }.map { $0.value.name ?? "#\($0.key)" } ?? []
             return AppStatus(bundleIdentifier: id, state: state, pid: state == .notRunning ? nil : rt?.pid,
-                             since: since, backgroundTasks: tasks,
+                             since: since, backgroundTasks: tasks, activities: rt?.machine.activities.sorted() ?? [],
                              isFrontmost: state == .active || (state == .inactive && rt?.machine.placement == .foreground))
         }
     }
@@ -690,6 +758,9 @@ public actor Supervisor {
                 events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", time: now())
             }
             feed(id, .callbackReturned(callback))
+            if case .service(let event) = callback {
+                performMode(modes.callbackReturned(event, app: id, at: hostNow()))
+            }
         case .beginBackgroundTask(let taskID, let name):
             events.append(.backgroundTask, app: id, pid: rt.pid,
                           cause: "beginBackgroundTask \(name.map { "\"\($0)\"" } ?? "") id \(taskID)", time: now())
@@ -699,6 +770,14 @@ public actor Supervisor {
             feed(id, .taskEnded(id: taskID))
         case .request(let requestID, .backgroundTimeRemaining):
             send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: rt.machine.timeRemaining(at: hostNow()))))
+        case .request(let requestID, .service(let request)):
+            let (reply, effects) = modes.request(request, from: id, at: hostNow())
+            // The answer first: the app is blocked on it, and an effect may kill it.
+            send(id, .reply(id: requestID, reply: .service(reply)))
+            if case .refused(let reason) = reply {
+                events.append(.service, app: id, pid: rt.pid, cause: "\(request.apiName) refused: \(reason)", time: now())
+            }
+            performMode(effects)
         }
     }
 
@@ -706,7 +785,16 @@ public actor Supervisor {
 
     /// Feeds one event to an app's machine and performs the effects.
     private func feed(_ id: String, _ event: Lifecycle.Event) {
-        defer { flushTransitions() }
+        feedDepth += 1
+        defer {
+            feedDepth -= 1
+            flushTransitions()
+            if feedDepth == 0, !pendingModeEffects.isEmpty {
+                let effects = pendingModeEffects
+                pendingModeEffects.removeAll()
+                performMode(effects)
+            }
+        }
         guard var rt = runtimes[id] else { return }
         let effects = rt.machine.handle(event, at: hostNow())
         runtimes[id] = rt
@@ -770,6 +858,7 @@ public actor Supervisor {
             case .cont: SIGCONT
             case .kill: SIGKILL
             }
+            if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
             do {
                 try child.signal(number)
                 events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", time: now())
@@ -785,6 +874,12 @@ public actor Supervisor {
             let pid = runtimes[id]?.pid
             pendingTransitions.append(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time))
             events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
+            let machine = runtimes[id]?.machine
+            if to == .notRunning {
+                pendingModeEffects += modes.appExited(id, byUser: machine?.lastTermination == .user, at: hostNow())
+            } else {
+                pendingModeEffects += modes.appMoved(id, from: from, to: to, runningCode: machine?.isRunningCode ?? false, at: hostNow())
+            }
             if let waiters = stateWaiters[id], waiters.contains(where: { $0.state == to }) {
                 stateWaiters[id] = waiters.filter { $0.state != to }
                 for w in waiters where w.state == to { w.continuation.resume() }
@@ -797,6 +892,93 @@ public actor Supervisor {
             writeReport(id, record)
         case .log(let message):
             events.append(.warning, app: id, pid: runtimes[id]?.pid, cause: message, time: now())
+        }
+    }
+
+    // MARK: - Mode effects
+
+    /// Carries out what the plugins asked for. During a feed, waits until it is done
+    /// (a plugin reacting to a state change acts once that change is complete).
+    private func performMode(_ effects: [ModeEffect]) {
+        if feedDepth > 0 {
+            pendingModeEffects += effects
+            return
+        }
+        for effect in effects {
+            performMode(effect)
+        }
+    }
+
+    private func performMode(_ effect: ModeEffect) {
+        switch effect {
+        case .deliver(let app, let event, let wake, let because):
+            guard let row = apps[app] else { return }
+            var launch: LaunchReason?
+            if case .launch(let reason) = wake { launch = reason }
+            if runtimes[app]?.machine.isRunning != true {
+                guard let launch, !shuttingDown else {
+                    events.append(.service, app: app, cause: "\(event.name) not delivered: the app is not running (\(because))", time: now())
+                    return
+                }
+                makeRuntime(app, row)
+                events.append(.service, app: app, cause: "launching in the background for \(event.name) (\(because))", time: now())
+                feed(app, .deliver(event, wake: true, launch: launch))
+                return
+            }
+            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "\(event.name) (\(because))", time: now())
+            feed(app, .deliver(event, wake: wake != .ifRunning, launch: launch))
+        case .beginActivity(let app, let name):
+            guard runtimes[app]?.machine.isRunning == true, runtimes[app]?.machine.activities.contains(name) == false else { return }
+            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "\(name) keeps the app running in the background", time: now())
+            feed(app, .activityBegan(name))
+        case .endActivity(let app, let name):
+            guard runtimes[app]?.machine.activities.contains(name) == true else { return }
+            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "\(name) ended", time: now())
+            feed(app, .activityEnded(name))
+        case .kill(let app, let namespace, let code, let reason):
+            guard runtimes[app]?.machine.isRunning == true else { return }
+            events.append(.warning, app: app, pid: runtimes[app]?.pid, cause: "killing: \(reason)", time: now())
+            feed(app, .modeViolation(Lifecycle.TerminationRecord(namespace: namespace, code: code, reason: reason)))
+        case .startTimer(let app, let name, let after):
+            deadlines[DeadlineKey(app: app ?? "", instance: 0, timer: .plugin(name))] = hostNow() + after
+            rearm()
+        case .cancelTimer(let app, let name):
+            removeDeadline(DeadlineKey(app: app ?? "", instance: 0, timer: .plugin(name)))
+        case .used(let app, let mode, let what):
+            events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode.rawValue, time: now())
+        case .refused(let app, let mode, let what):
+            events.append(.modeRefused, app: app, pid: runtimes[app]?.pid,
+                          cause: "\(what): needs \"\(mode.rawValue)\" in UIBackgroundModes", mode: mode.rawValue, time: now())
+        case .note(let app, let text):
+            events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, time: now())
+        case .audio(let app, let output):
+            playAudio(app, output)
+        case .persistPrivacy(let app, let service, let value):
+            do {
+                try store.setPrivacy(bundleIdentifier: app, service: service, value: value)
+            } catch {
+                logger.error("could not record the privacy decision for \(app): \(error)")
+            }
+        }
+    }
+
+    private func playAudio(_ app: String, _ output: AudioOutput) {
+        guard configuration.audioSink == .wav else { return }
+        switch output {
+        case .open:
+            if audioSinks[app] == nil {
+                audioSinks[app] = AudioSink(directory: configuration.containersDirectory + "/" + app + "/Library/Audio")
+            }
+        case .write(let samples, let rate):
+            let sink = audioSinks[app] ?? AudioSink(directory: configuration.containersDirectory + "/" + app + "/Library/Audio")
+            audioSinks[app] = sink
+            do {
+                try sink.write(samples, sampleRate: rate)
+            } catch {
+                events.append(.warning, app: app, cause: "audio sink: \(error)", time: now())
+            }
+        case .close:
+            audioSinks.removeValue(forKey: app)?.close()
         }
     }
 
@@ -876,6 +1058,23 @@ public actor Supervisor {
         let input = self.input
         let group = self.group
         let container = config.containersDirectory + "/" + id
+        // The kernel rules of the app's background modes: AF_BLUETOOTH sockets only
+        // with a bluetooth mode (seccomp), sound and serial devices only with audio /
+        // external-accessory (Landlock).
+        var seccomp = config.seccomp
+        var fileRules: FileRules?
+        if config.modeRules {
+            let denials = ModeRegistry.denials(for: row.app.manifest.backgroundModes)
+            if seccomp.isEnabled { seccomp.deniedSocketFamilies = denials.socketFamilies }
+            if !denials.devicePaths.isEmpty {
+                if Landlock.abiVersion != nil {
+                    fileRules = FileRules(deniedPaths: denials.devicePaths)
+                } else if !warnedLandlock {
+                    warnedLandlock = true
+                    events.append(.warning, cause: "Landlock is not available on this kernel: device rules (sound devices only with audio, serial devices only with external-accessory) are not enforced; socket rules still are", time: now())
+                }
+            }
+        }
         Task {
             do {
                 let fm = FileManager.default
@@ -901,7 +1100,8 @@ public actor Supervisor {
                     ipcDescriptor: appEnd,
                     standardOutput: log,
                     standardError: log,
-                    seccomp: config.seccomp)
+                    seccomp: seccomp,
+                    fileRules: fileRules)
                 let child: ChildProcess
                 do {
                     // Events go straight to the input stream (one hop); any that beat

@@ -1,0 +1,228 @@
+import AppHostProtocol
+import Foundation
+
+/// `location`: a location manager with authorization from `apphost privacy`, and fixes
+/// from `apphost location set|route`. With the mode, always-authorization, updates on
+/// and `allowsBackgroundLocationUpdates`, a backgrounded app keeps running and gets
+/// fixes; otherwise fixes reach it only while it runs (foreground, or background
+/// until it is suspended). Setting `allowsBackgroundLocationUpdates` without the mode
+/// is a programmer error: the app is killed with a report saying so.
+public struct LocationPlugin: BackgroundModePlugin {
+    public init() {}
+    public var mode: BackgroundMode { .location }
+    public var emulation: ModeEmulation { .emulated }
+    public var summary: String { "receive location updates in the background (CLLocationManager)" }
+    public var services: [String] {
+        ["LocationManager.requestWhenInUseAuthorization", "LocationManager.requestAlwaysAuthorization",
+         "LocationManager.startUpdatingLocation", "LocationManager.stopUpdatingLocation",
+         "LocationManager.allowsBackgroundLocationUpdates"]
+    }
+    public var keepsRunning: [String] { ["updating location with always-authorization and allowsBackgroundLocationUpdates"] }
+    public var wakeSources: [String] { ["apphost location set", "apphost location route"] }
+
+    static let activity = "location updates"
+
+    struct Manager: Sendable {
+        var updating = false
+        var allowsBackground = false
+        var keptRunning = false
+        var lastAuthorization: LocationAuthorization = .notDetermined
+    }
+    struct Route: Sendable {
+        var name: String
+        var fixes: [LocationFix]
+        var next: Int
+        var interval: Double
+    }
+    struct State: PluginState {
+        var managers: [String: Manager] = [:]
+        var current: LocationFix?
+        var route: Route?
+        init() {}
+    }
+
+    /// The app's authorization from the privacy decisions.
+    static func authorization(_ app: String, _ ctx: ModeContext) -> LocationAuthorization {
+        let privacy = ctx.state(PrivacyState.self)
+        let always = privacy.value(app, "location-always")
+        let inUse = privacy.value(app, "location")
+        if always == "granted" { return .always }
+        if always == "denied" || inUse == "denied" { return .denied }
+        if inUse == "granted" { return .whenInUse }
+        return .notDetermined
+    }
+
+    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+        guard let info = ctx.apps[app] else { return nil }
+        switch request {
+        case .locationRequestAuthorization(let always):
+            let auth = Self.authorization(app, ctx)
+            ctx.update(State.self) { $0.managers[app, default: Manager()].lastAuthorization = auth }
+            if auth == .notDetermined {
+                ctx.emit(.note(app: app, "asked for \(always ? "always" : "when-in-use") location authorization; grant it with `apphost privacy grant \(always ? "location-always" : "location") \(app)`"))
+            }
+            return .authorization(auth)
+        case .locationAllowsBackgroundUpdates(let value):
+            if value && !info.declares(.location) {
+                ctx.emit(.refused(app: app, mode: mode, "allowsBackgroundLocationUpdates = true"))
+                ctx.emit(.kill(app: app, namespace: "APPHOST", code: nil,
+                               reason: "set allowsBackgroundLocationUpdates to true without \"location\" in UIBackgroundModes: a programmer error (NSInternalInconsistencyException on iOS)"))
+                return .refused(reason: "allowsBackgroundLocationUpdates requires \"location\" in UIBackgroundModes; the app is terminated")
+            }
+            ctx.update(State.self) { $0.managers[app, default: Manager()].allowsBackground = value }
+            reevaluate(app, ctx)
+            return .ok
+        case .locationStart:
+            let auth = Self.authorization(app, ctx)
+            guard auth == .always || auth == .whenInUse else {
+                ctx.emit(.note(app: app, "startUpdatingLocation without authorization (\(auth.rawValue)): no updates"))
+                return .refused(reason: "location updates need authorization (now \(auth.rawValue)); grant it with `apphost privacy grant location \(app)`")
+            }
+            if !info.isForeground && !info.declares(.location) {
+                ctx.emit(.refused(app: app, mode: mode, "startUpdatingLocation in the background"))
+            }
+            ctx.update(State.self) { $0.managers[app, default: Manager()].updating = true }
+            reevaluate(app, ctx)
+            if let fix = ctx.state(State.self).current { deliver(fix, to: app, ctx) }
+            return .ok
+        case .locationStop:
+            ctx.update(State.self) { $0.managers[app]?.updating = false }
+            reevaluate(app, ctx)
+            return .ok
+        default:
+            return nil
+        }
+    }
+
+    public func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String? {
+        switch command {
+        case .privacy(_, let service, let id) where ["location", "location-always", "all"].contains(service):
+            for app in id.map({ [$0] }) ?? ctx.apps.keys.sorted() {
+                let auth = Self.authorization(app, ctx)
+                let before = ctx.state(State.self).managers[app]?.lastAuthorization
+                ctx.update(State.self) { $0.managers[app, default: Manager()].lastAuthorization = auth }
+                if let before, before != auth, ctx.apps[app]?.isRunningCode == true {
+                    ctx.emit(.deliver(app: app, .locationAuthorizationChanged(auth), wake: .ifRunning, because: "location authorization changed"))
+                }
+                reevaluate(app, ctx)
+            }
+            let target = id ?? "every app"
+            return "\(target): location authorization is now \(id.map { Self.authorization($0, ctx).rawValue } ?? "as set")"
+        case .locationSet(let fix):
+            guard (-90...90).contains(fix.latitude), (-180...180).contains(fix.longitude) else {
+                throw ModeCommandError("latitude must be -90...90 and longitude -180...180, got \(fix.latitude),\(fix.longitude)")
+            }
+            ctx.update(State.self) { $0.route = nil; $0.current = fix }
+            ctx.emit(.cancelTimer(app: nil, name: "route"))
+            let n = broadcast(fix, ctx)
+            return "location set to \(fix.latitude),\(fix.longitude); delivered to \(n) app(s)"
+        case .locationRoute(let name, let fixes, let interval):
+            guard let first = fixes.first else { throw ModeCommandError("the route \(name) has no points") }
+            guard interval > 0 else { throw ModeCommandError("the interval between points must be positive") }
+            ctx.update(State.self) { $0.route = Route(name: name, fixes: fixes, next: 1, interval: interval); $0.current = first }
+            let n = broadcast(first, ctx)
+            scheduleNext(ctx)
+            return "playing route \(name): \(fixes.count) point(s) on the host clock; first delivered to \(n) app(s)"
+        case .locationClear:
+            ctx.update(State.self) { $0.route = nil; $0.current = nil }
+            ctx.emit(.cancelTimer(app: nil, name: "route"))
+            return "location cleared (no fix, no route)"
+        default:
+            return nil
+        }
+    }
+
+    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+        guard name == "route", var route = ctx.state(State.self).route, route.next < route.fixes.count else { return }
+        let fix = route.fixes[route.next]
+        route.next += 1
+        ctx.update(State.self) { $0.route = route; $0.current = fix }
+        _ = broadcast(fix, ctx)
+        if route.next >= route.fixes.count {
+            ctx.emit(.note(app: nil, "route \(route.name) finished (\(route.fixes.count) point(s))"))
+            ctx.update(State.self) { $0.route = nil }
+        } else {
+            scheduleNext(ctx)
+        }
+    }
+
+    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
+        guard let m = ctx.state(State.self).managers[app], m.updating else { return }
+        if to == .background, from != .suspended {
+            if m.keptRunning {
+                ctx.emit(.used(app: app, mode: mode, "location updates keep the app running in the background"))
+            } else if ctx.apps[app]?.declares(.location) != true {
+                ctx.emit(.refused(app: app, mode: mode, "location updates in the background"))
+            }
+        }
+    }
+
+    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+        ctx.update(State.self) { state in
+            let auth = state.managers[app]?.lastAuthorization ?? .notDetermined
+            state.managers[app] = Manager(lastAuthorization: auth)
+        }
+    }
+
+    public func appInstalled(_ app: String, in ctx: ModeContext) {
+        ctx.update(State.self) { $0.managers.removeValue(forKey: app) }
+    }
+
+    // MARK: helpers
+
+    private func scheduleNext(_ ctx: ModeContext) {
+        guard let route = ctx.state(State.self).route, route.next < route.fixes.count else { return }
+        var seconds = route.interval
+        if let a = route.fixes[route.next - 1].timestamp, let b = route.fixes[route.next].timestamp, b > a {
+            seconds = b.timeIntervalSince(a)
+        }
+        ctx.emit(.startTimer(app: nil, name: "route", after: .milliseconds(Int64((seconds * 1000).rounded()))))
+    }
+
+    /// Whether location keeps the app running in the background.
+    private func keepsRunning(_ app: String, _ m: Manager, _ ctx: ModeContext) -> Bool {
+        m.updating && m.allowsBackground && ctx.apps[app]?.declares(.location) == true && Self.authorization(app, ctx) == .always
+    }
+
+    private func reevaluate(_ app: String, _ ctx: ModeContext) {
+        guard let m = ctx.state(State.self).managers[app] else { return }
+        let keep = keepsRunning(app, m, ctx)
+        guard keep != m.keptRunning else { return }
+        ctx.update(State.self) { $0.managers[app]?.keptRunning = keep }
+        ctx.emit(keep ? .beginActivity(app: app, name: Self.activity) : .endActivity(app: app, name: Self.activity))
+    }
+
+    @discardableResult
+    private func broadcast(_ fix: LocationFix, _ ctx: ModeContext) -> Int {
+        var n = 0
+        for app in ctx.sortedApps.map(\.bundleIdentifier) where ctx.state(State.self).managers[app]?.updating == true {
+            if deliver(fix, to: app, ctx) { n += 1 }
+        }
+        return n
+    }
+
+    /// Delivers a fix to an updating, authorized app if the rules allow; true if sent.
+    @discardableResult
+    private func deliver(_ fix: LocationFix, to app: String, _ ctx: ModeContext) -> Bool {
+        guard let info = ctx.apps[app], let m = ctx.state(State.self).managers[app] else { return false }
+        let auth = Self.authorization(app, ctx)
+        guard auth == .always || auth == .whenInUse else { return false }
+        if info.isForeground {
+            ctx.emit(.deliver(app: app, .locationUpdate([fix]), wake: .ifRunning, because: "in the foreground"))
+            return true
+        }
+        if keepsRunning(app, m, ctx) {
+            ctx.emit(.deliver(app: app, .locationUpdate([fix]), wake: .wake, because: "background location updates (mode declared, always-authorized)"))
+            return true
+        }
+        if info.isRunningCode {
+            // As iOS: without background updates, fixes stop only when the app is suspended.
+            ctx.emit(.deliver(app: app, .locationUpdate([fix]), wake: .ifRunning, because: "still running in the background"))
+            return true
+        }
+        let why = !info.declares(.location) ? "no \"location\" background mode"
+            : auth != .always ? "not always-authorized" : !m.allowsBackground ? "allowsBackgroundLocationUpdates is false" : "suspended"
+        ctx.emit(.refused(app: app, mode: mode, "location fix not delivered while suspended (\(why))"))
+        return false
+    }
+}

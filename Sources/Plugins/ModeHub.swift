@@ -1,0 +1,223 @@
+import AppHostProtocol
+import Foundation
+
+/// The registered plugins, one per background mode. Adding a mode: one file with a
+/// ``BackgroundModePlugin`` and one line here.
+public enum ModeRegistry {
+    public static let all: [any BackgroundModePlugin] = [
+        AudioPlugin(),
+        LocationPlugin(),
+        VoIPPlugin(),
+        FetchPlugin(),
+        RemoteNotificationPlugin(),
+        ProcessingPlugin(),
+        BluetoothCentralPlugin(),
+        BluetoothPeripheralPlugin(),
+        ExternalAccessoryPlugin(),
+        NewsstandPlugin(),
+        NetworkAuthenticationPlugin(),
+        NearbyInteractionPlugin(),
+        PushToTalkPlugin(),
+    ]
+
+    /// The plugin of `mode`.
+    public static func plugin(for mode: BackgroundMode) -> (any BackgroundModePlugin)? {
+        all.first { $0.mode == mode }
+    }
+
+    /// The kernel rules an app declaring `modes` runs under: everything some plugin
+    /// grants, minus what the declared modes grant.
+    public static func denials(for modes: [BackgroundMode]) -> (socketFamilies: [Int32], devicePaths: [String]) {
+        let declared = Set(modes)
+        var families: [Int32] = []
+        var devices: [String] = []
+        var grantedFamilies: Set<Int32> = []
+        var grantedDevices: Set<String> = []
+        for plugin in all where declared.contains(plugin.mode) {
+            grantedFamilies.formUnion(plugin.sandbox.socketFamilies)
+            grantedDevices.formUnion(plugin.sandbox.devicePaths)
+        }
+        for plugin in all {
+            for f in plugin.sandbox.socketFamilies where !grantedFamilies.contains(f) && !families.contains(f) { families.append(f) }
+            for d in plugin.sandbox.devicePaths where !grantedDevices.contains(d) && !devices.contains(d) { devices.append(d) }
+        }
+        return (families.sorted(), devices.sorted())
+    }
+}
+
+/// The privacy decisions (`apphost privacy`), by app and service. Kept by the host
+/// in its database; plugins read them (location reads `location`/`location-always`).
+public struct PrivacyState: PluginState {
+    /// app → service → "granted" / "denied".
+    public var decisions: [String: [String: String]] = [:]
+    public init() {}
+
+    public func value(_ app: String, _ service: String) -> String? { decisions[app]?[service] }
+}
+
+/// The host side of all plugins: routes service requests, CLI commands, state
+/// changes, callback returns and timers to the plugin concerned and collects the
+/// effects they ask for. Owned by the supervisor actor (not thread-safe).
+public final class ModeHub {
+    public let plugins: [any BackgroundModePlugin]
+    let ctx: ModeContext
+
+    /// The privacy services `apphost privacy` accepts (as `simctl privacy`).
+    public static let privacyServices = ["all", "calendar", "contacts-limited", "contacts", "location", "location-always",
+                                         "photos-add", "photos", "media-library", "microphone", "motion", "reminders", "siri", "camera"]
+
+    public init(plugins: [any BackgroundModePlugin] = ModeRegistry.all, profile: BudgetProfile) {
+        self.plugins = plugins
+        self.ctx = ModeContext(profile: profile)
+    }
+
+    // MARK: apps
+
+    /// Adds or replaces an installed app (state notRunning); plugins forget what they knew of it.
+    public func install(_ app: ModeApp) -> [ModeEffect] {
+        ctx.apps[app.bundleIdentifier] = app
+        return each { $0.appInstalled(app.bundleIdentifier, in: ctx) }
+    }
+
+    /// Forgets an uninstalled app.
+    public func uninstall(_ id: String) -> [ModeEffect] {
+        let fx = each { $0.appInstalled(id, in: ctx) }
+        ctx.apps.removeValue(forKey: id)
+        ctx.update(PrivacyState.self) { $0.decisions.removeValue(forKey: id) }
+        return fx
+    }
+
+    /// The app as plugins see it.
+    public func app(_ id: String) -> ModeApp? { ctx.apps[id] }
+
+    /// Updates whether the app is running code without telling plugins (a stop confirmed, a resume).
+    public func setRunningCode(_ id: String, _ running: Bool) {
+        ctx.apps[id]?.isRunningCode = running
+    }
+
+    /// The app moved from one state to another.
+    public func appMoved(_ id: String, from: AppState, to: AppState, runningCode: Bool, at now: Duration) -> [ModeEffect] {
+        ctx.now = now
+        ctx.apps[id]?.state = to
+        ctx.apps[id]?.isRunningCode = runningCode
+        return each { $0.appMoved(id, from: from, to: to, in: ctx) }
+    }
+
+    /// The app's process is gone.
+    public func appExited(_ id: String, byUser: Bool, at now: Duration) -> [ModeEffect] {
+        ctx.now = now
+        ctx.apps[id]?.state = .notRunning
+        ctx.apps[id]?.isRunningCode = false
+        return each { $0.appExited(id, byUser: byUser, in: ctx) }
+    }
+
+    // MARK: inputs
+
+    /// A service request from a running app.
+    public func request(_ request: ServiceRequest, from id: String, at now: Duration) -> (ServiceReply, [ModeEffect]) {
+        ctx.now = now
+        for plugin in plugins {
+            if let reply = plugin.handle(request, from: id, in: ctx) {
+                return (reply, collect(plugin))
+            }
+        }
+        return (.refused(reason: "\(request.apiName) is not offered by any AppHost plugin"), [])
+    }
+
+    /// A CLI command: the message for the user or why it was refused, and the
+    /// effects (a refusal may still log).
+    public func command(_ command: ModeCommand, at now: Duration) -> (Result<String, ModeCommandError>, [ModeEffect]) {
+        ctx.now = now
+        if case .privacy(let action, let service, let id) = command {
+            do throws(ModeCommandError) { try privacy(action, service, id) } catch { return (.failure(error), ctx.takeEffects()) }
+        }
+        for plugin in plugins {
+            do {
+                if let answer = try plugin.handle(command, in: ctx) { return (.success(answer), collect(plugin)) }
+            } catch {
+                return (.failure(error), collect(plugin))
+            }
+        }
+        if case .privacy(let action, let service, let id) = command {
+            let who = id ?? "every app"
+            return (.success("\(action.rawValue) \(service) for \(who) (kept; no AppHost service uses it yet)"), ctx.takeEffects())
+        }
+        return (.failure(ModeCommandError("no plugin handles \(command)")), ctx.takeEffects())
+    }
+
+    /// A service callback returned.
+    public func callbackReturned(_ event: ServiceEvent, app id: String, at now: Duration) -> [ModeEffect] {
+        ctx.now = now
+        return each { $0.callbackReturned(event, app: id, in: ctx) }
+    }
+
+    /// A plugin timer (named as the host got it from ``ModeEffect/startTimer(app:name:after:)``) fired.
+    public func timerFired(_ qualified: String, app id: String?, at now: Duration) -> [ModeEffect] {
+        ctx.now = now
+        guard let slash = qualified.firstIndex(of: "/"),
+              let mode = BackgroundMode(rawValue: String(qualified[..<slash])),
+              let plugin = plugins.first(where: { $0.mode == mode }) else { return [] }
+        plugin.timerFired(String(qualified[qualified.index(after: slash)...]), app: id, in: ctx)
+        return collect(plugin)
+    }
+
+    /// Restores a persisted privacy decision (at host start).
+    public func restorePrivacy(app: String, service: String, value: String) {
+        ctx.update(PrivacyState.self) { $0.decisions[app, default: [:]][service] = value }
+    }
+
+    /// The profile in force changed (never during a run today; kept for tests).
+    public func setProfile(_ profile: BudgetProfile) { ctx.profile = profile }
+
+    // MARK: helpers
+
+    private func privacy(_ action: PrivacyAction, _ service: String, _ id: String?) throws(ModeCommandError) {
+        guard Self.privacyServices.contains(service) else {
+            throw ModeCommandError("unknown privacy service \"\(service)\" (one of: \(Self.privacyServices.joined(separator: ", ")))")
+        }
+        if action != .reset, id == nil {
+            throw ModeCommandError("privacy \(action.rawValue) needs a bundle id (as simctl: \"Requires bundle identifier\")")
+        }
+        if let id, ctx.apps[id] == nil {
+            throw ModeCommandError("unknown bundle id \"\(id)\"")
+        }
+        let targets = id.map { [$0] } ?? ctx.apps.keys.sorted()
+        let services = service == "all" ? Self.privacyServices.filter { $0 != "all" } : [service]
+        for app in targets {
+            for s in services {
+                let value: String? = switch action {
+                case .grant: "granted"
+                case .revoke: "denied"
+                case .reset: nil
+                }
+                ctx.update(PrivacyState.self) { state in
+                    if let value { state.decisions[app, default: [:]][s] = value } else { state.decisions[app]?.removeValue(forKey: s) }
+                }
+                ctx.emit(.persistPrivacy(app: app, service: s, value: value))
+            }
+        }
+    }
+
+    private func each(_ body: (any BackgroundModePlugin) -> Void) -> [ModeEffect] {
+        var all: [ModeEffect] = ctx.takeEffects()
+        for plugin in plugins {
+            body(plugin)
+            all += collect(plugin)
+        }
+        return all
+    }
+
+    /// Takes the effects a plugin asked for, qualifying its timer names with its mode.
+    private func collect(_ plugin: any BackgroundModePlugin) -> [ModeEffect] {
+        ctx.takeEffects().map { effect in
+            switch effect {
+            case .startTimer(let app, let name, let after):
+                .startTimer(app: app, name: "\(plugin.mode.rawValue)/\(name)", after: after)
+            case .cancelTimer(let app, let name):
+                .cancelTimer(app: app, name: "\(plugin.mode.rawValue)/\(name)")
+            default:
+                effect
+            }
+        }
+    }
+}

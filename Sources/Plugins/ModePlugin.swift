@@ -1,0 +1,219 @@
+import AppHostProtocol
+import Foundation
+
+/// How far AppHost emulates a background mode.
+public enum ModeEmulation: Sendable, Equatable {
+    /// Services, background rules and outside events are emulated.
+    case emulated
+    /// Known and part of the policy table; its scheduling and delivery come later
+    /// (the text says where).
+    case registered(String)
+    /// Known, accepted in a manifest, not emulated (the text says what iOS does).
+    case notEmulated(String)
+}
+
+/// What declaring a mode lets the app's process do at the kernel level. Everything
+/// any plugin grants is denied to apps that do not declare that plugin's mode.
+public struct SandboxGrant: Sendable, Equatable {
+    /// Socket address families (`AF_*`) the seccomp filter lets through.
+    public var socketFamilies: [Int32]
+    /// Device paths (a `*` allowed in the last component) the file rules let the app open.
+    public var devicePaths: [String]
+
+    public init(socketFamilies: [Int32] = [], devicePaths: [String] = []) {
+        self.socketFamilies = socketFamilies
+        self.devicePaths = devicePaths
+    }
+
+    public static let none = SandboxGrant()
+}
+
+/// An app as the plugins see it.
+public struct ModeApp: Sendable, Equatable {
+    public var bundleIdentifier: String
+    public var manifest: Manifest
+    /// Top-level keys of the app's entitlements file (empty without one).
+    public var entitlements: [String]
+    /// Its container (the only place the host writes for it).
+    public var container: String
+    /// Current state; `notRunning` when no process exists.
+    public var state: AppState
+    /// The app has finished launching and is running code now (not suspended, not stopping).
+    public var isRunningCode: Bool
+
+    public init(bundleIdentifier: String, manifest: Manifest, entitlements: [String], container: String,
+                state: AppState = .notRunning, isRunningCode: Bool = false) {
+        self.bundleIdentifier = bundleIdentifier
+        self.manifest = manifest
+        self.entitlements = entitlements
+        self.container = container
+        self.state = state
+        self.isRunningCode = isRunningCode
+    }
+
+    /// Whether `UIBackgroundModes` lists `mode`.
+    public func declares(_ mode: BackgroundMode) -> Bool { manifest.backgroundModes.contains(mode) }
+    /// In the foreground (active or inactive).
+    public var isForeground: Bool { state == .active || state == .inactive }
+}
+
+/// When an event may reach an app that is not running code.
+public enum WakePolicy: Sendable, Equatable {
+    /// Only if it is running code now (foreground, or background and not yet suspended).
+    case ifRunning
+    /// Also wake it if it is suspended (SIGCONT, background).
+    case wake
+    /// Also launch it in the background if it is not running.
+    case launch(LaunchReason)
+}
+
+/// Audio output the host performs for an app.
+public enum AudioOutput: Sendable, Equatable {
+    case open(category: String)
+    case write(samples: Data, sampleRate: Int)
+    case close
+}
+
+/// What a plugin asks the host to do.
+public enum ModeEffect: Sendable, Equatable {
+    /// Deliver a service event as a callback, subject to `wake`; `because` says why
+    /// it was (or was not) allowed, for the event log.
+    case deliver(app: String, ServiceEvent, wake: WakePolicy, because: String)
+    /// A mode activity that keeps a backgrounded app running begins / ends.
+    case beginActivity(app: String, name: String)
+    case endActivity(app: String, name: String)
+    /// Kill the app with a report (a programmer error, a VoIP push not reported).
+    case kill(app: String, namespace: String, code: TerminationCode?, reason: String)
+    /// A plugin timer on the host clock; fires ``BackgroundModePlugin/timerFired(_:app:in:)``.
+    /// `app` is nil for world timers (a GPX route).
+    case startTimer(app: String?, name: String, after: Duration)
+    case cancelTimer(app: String?, name: String)
+    /// A service was used under a mode (`used`) or refused for lack of one (`refused`):
+    /// written to the event log, where `apphost lint --trace` reads them.
+    case used(app: String, mode: BackgroundMode, String)
+    case refused(app: String, mode: BackgroundMode, String)
+    /// Anything else worth a line in the event log.
+    case note(app: String?, String)
+    /// Audio to the host's sink.
+    case audio(app: String, AudioOutput)
+    /// A privacy decision to persist (nil: reset to not determined).
+    case persistPrivacy(app: String, service: String, value: String?)
+}
+
+/// A command from the CLI to a plugin could not be carried out.
+public struct ModeCommandError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// What plugins share with the host while handling one input: the apps, the clock,
+/// the budgets, per-plugin state, and the effects they ask for.
+public final class ModeContext {
+    /// Host time.
+    public internal(set) var now: Duration = .zero
+    /// The budgets in force.
+    public internal(set) var profile: BudgetProfile
+    /// Installed apps by bundle id (state kept current by the host).
+    public internal(set) var apps: [String: ModeApp] = [:]
+    /// Effects asked for so far; the host takes them after each call.
+    public private(set) var effects: [ModeEffect] = []
+
+    private var shared: [ObjectIdentifier: any Sendable] = [:]
+
+    init(profile: BudgetProfile) {
+        self.profile = profile
+    }
+
+    /// Asks the host for an effect.
+    public func emit(_ effect: ModeEffect) { effects.append(effect) }
+
+    func takeEffects() -> [ModeEffect] {
+        defer { effects.removeAll() }
+        return effects
+    }
+
+    /// A plugin's own state (world-wide and per app), created on first use.
+    public func state<S: PluginState>(_ type: S.Type) -> S {
+        (shared[ObjectIdentifier(type)] as? S) ?? S()
+    }
+
+    /// Replaces a plugin's state.
+    public func setState<S: PluginState>(_ value: S) {
+        shared[ObjectIdentifier(S.self)] = value
+    }
+
+    /// Changes a plugin's state in place.
+    @discardableResult
+    public func update<S: PluginState, R>(_ type: S.Type, _ body: (inout S) throws -> R) rethrows -> R {
+        var s = state(type)
+        defer { setState(s) }
+        return try body(&s)
+    }
+
+    /// Budget `key` of the profile as a duration.
+    public func budget(_ key: String) -> Duration {
+        .milliseconds(Int64(((profile[key] ?? 0) * 1000).rounded()))
+    }
+
+    /// Apps in id order.
+    public var sortedApps: [ModeApp] { apps.values.sorted { $0.bundleIdentifier < $1.bundleIdentifier } }
+}
+
+/// A plugin's state, kept by the ``ModeContext`` (one value per type).
+public protocol PluginState: Sendable {
+    init()
+}
+
+/// One background mode: what it requires of the manifest, which services it offers,
+/// what keeps a backgrounded app running, which sandbox rules it adds, and which
+/// outside events wake or launch an app. Adding a mode is one file with a type
+/// conforming to this and one line in ``ModeRegistry/all``.
+public protocol BackgroundModePlugin: Sendable {
+    /// The `UIBackgroundModes` value.
+    var mode: BackgroundMode { get }
+    /// How far it is emulated.
+    var emulation: ModeEmulation { get }
+    /// One line for `apphost lint` and docs: what the mode is for.
+    var summary: String { get }
+    /// The services it offers an app (the AppKitLess API names).
+    var services: [String] { get }
+    /// What keeps a backgrounded app with this mode running (empty: nothing).
+    var keepsRunning: [String] { get }
+    /// The outside events that can wake or launch an app with this mode (CLI verbs).
+    var wakeSources: [String] { get }
+    /// What declaring the mode lets the process do.
+    var sandbox: SandboxGrant { get }
+
+    /// Manifest and entitlement checks for an app that declares this mode.
+    func lint(_ app: LintSubject) -> [LintFinding]
+    /// Handles a service request; nil if the request is not this plugin's.
+    func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply?
+    /// Handles a CLI command; nil if it is not this plugin's. Returns a message for the user.
+    func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String?
+    /// The app changed state.
+    func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext)
+    /// A service callback the app was sent has returned.
+    func callbackReturned(_ event: ServiceEvent, app: String, in ctx: ModeContext)
+    /// A timer this plugin started ran out.
+    func timerFired(_ name: String, app: String?, in ctx: ModeContext)
+    /// The app's process is gone (`byUser`: terminated from the switcher).
+    func appExited(_ app: String, byUser: Bool, in ctx: ModeContext)
+    /// The app was (re)installed or uninstalled: forget what was learnt about it.
+    func appInstalled(_ app: String, in ctx: ModeContext)
+}
+
+extension BackgroundModePlugin {
+    public var services: [String] { [] }
+    public var keepsRunning: [String] { [] }
+    public var wakeSources: [String] { [] }
+    public var sandbox: SandboxGrant { .none }
+    public func lint(_ app: LintSubject) -> [LintFinding] { [] }
+    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? { nil }
+    public func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String? { nil }
+    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {}
+    public func callbackReturned(_ event: ServiceEvent, app: String, in ctx: ModeContext) {}
+    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {}
+    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {}
+    public func appInstalled(_ app: String, in ctx: ModeContext) {}
+}
