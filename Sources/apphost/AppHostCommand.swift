@@ -24,11 +24,14 @@ struct AppHostCommand: AsyncParsableCommand {
               apphost launch com.example.plain
               apphost background com.example.plain                       # home button
               apphost status
+              apphost location set 37.3349,-122.0090   # and privacy, push, ble, accessory
             """,
         subcommands: [
             Run.self, Daemon.self, Install.self, Uninstall.self, List.self, Launch.self,
             Foreground.self, Background.self, Terminate.self, Status.self, Events.self,
             Reports.self, ManifestCommand.self, Shutdown.self, ClockCommand.self, ProfileCommand.self, Demo.self,
+            Privacy.self, LocationCommand.self, Push.self, BLECommand.self, AccessoryCommand.self,
+            Lint.self,
         ]
     )
 }
@@ -109,7 +112,7 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Budget profile: ios6 (600 s background tasks), ios7 (180 s), ios13 (30 s, default). `apphost profile show` prints the table.", valueName: "name"))
     var profile: String?
 
-    @Option(name: .long, help: ArgumentHelp("JSON config file: {\"profile\": \"ios7\", \"budgets\": {\"backgroundTask\": \"45s\"}}.", valueName: "file"))
+    @Option(name: .long, help: ArgumentHelp("JSON config file: {\"profile\": \"ios7\", \"budgets\": {\"backgroundTask\": \"45s\"}, \"audioSink\": \"wav\" or \"null\"}.", valueName: "file"))
     var config: String?
 
     @Option(name: .long, help: ArgumentHelp("Virtual clock: real seconds `clock advance` waits for apps to answer before the next deadline.", valueName: "seconds"))
@@ -138,6 +141,9 @@ struct HostOptions: ParsableArguments {
         config.clock = clock
         config.profile = (try? budgets()) ?? .default
         config.settleTimeout = .milliseconds(Int64(settleTimeout * 1000))
+        if let sink = (try? self.config.map { try HostConfigFile.load(path: absolute($0)) })??.audioSink {
+            config.audioSink = AudioSinkKind(rawValue: sink) ?? .wav
+        }
         return config
     }
 

@@ -111,9 +111,9 @@ extension AppHostCommand {
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { s in
                     [s.bundleIdentifier, s.state.rawValue + (s.isFrontmost ? " *" : ""), s.pid.map(String.init) ?? "-",
-                     Timestamp.format(s.since), s.backgroundTasks.joined(separator: ",")]
+                     Timestamp.format(s.since), s.backgroundTasks.joined(separator: ","), s.activities.joined(separator: ",")]
                 }
-                print(table(["BUNDLE ID", "STATE", "PID", "SINCE", "TASKS"], rows))
+                print(table(["BUNDLE ID", "STATE", "PID", "SINCE", "TASKS", "KEPT RUNNING BY"], rows))
             }
         }
     }

@@ -1,0 +1,555 @@
+import AppHostProtocol
+import ArgumentParser
+import Foundation
+import Plugins
+
+// The verbs that drive the background-mode plugins in a running daemon: privacy
+// decisions, the simulated location, VoIP pushes, the BLE world and external
+// accessories. Each sends one `ControlRequest.mode(...)` and prints the daemon's
+// answer; input is checked here first so mistakes get a clear line before any
+// request is made.
+
+extension AppHostCommand {
+    // MARK: - privacy
+
+    struct Privacy: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "privacy",
+            abstract: "Grant, revoke or reset an app's access to a privacy-protected service, as `simctl privacy`.",
+            discussion: """
+                Actions (as simctl):
+                  grant   allow without prompting; needs a bundle id
+                  revoke  deny all use; needs a bundle id
+                  reset   ask again on next use; bundle id optional (without one: every app)
+
+                Services: \(ModeHub.privacyServices.joined(separator: ", ")).
+
+                Only location and location-always change what AppHost does today: they are the \
+                CLLocationManager authorization (location: when in use; location-always: always), \
+                and a running app that uses location is told when it changes. The other services \
+                are accepted and kept, for when AppHost offers them.
+
+                Examples:
+                  apphost privacy grant location-always com.example.probe
+                  apphost privacy revoke location com.example.probe
+                  apphost privacy reset all
+                """)
+
+        @Argument(help: ArgumentHelp("grant, revoke or reset.", valueName: "action"))
+        var action: PrivacyAction
+        @Argument(help: ArgumentHelp("The service: all, location, location-always, camera, ... (see above).", valueName: "service"))
+        var service: String
+        @Argument(help: ArgumentHelp("The app (required for grant and revoke).", valueName: "bundle-id"))
+        var bundleIdentifier: String?
+        @OptionGroup var state: StateOptions
+
+        func run() throws {
+            try reportingErrors {
+                guard ModeHub.privacyServices.contains(service) else {
+                    throw ModeInput.usage("unknown privacy service \"\(service)\"; one of: \(ModeHub.privacyServices.joined(separator: ", "))")
+                }
+                if action != .reset, bundleIdentifier == nil {
+                    throw ModeInput.usage("privacy \(action.rawValue) needs a bundle id: apphost privacy \(action.rawValue) \(service) <bundle-id>")
+                }
+            }
+            try state.perform(.mode(.privacy(action: action, service: service, bundleIdentifier: bundleIdentifier)))
+        }
+    }
+
+    // MARK: - location
+
+    struct LocationCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "location",
+            abstract: "Set the simulated location, play a GPX route, or clear it.",
+            discussion: """
+                Apps that called startUpdatingLocation and are authorized (apphost privacy grant \
+                location|location-always <bundle-id>) get each fix in \
+                locationManager(_:didUpdateLocations:): in the foreground; in the background while \
+                they still run; and, woken from suspension, only with "location" in \
+                UIBackgroundModes, always-authorization and allowsBackgroundLocationUpdates.
+
+                Examples:
+                  apphost location set 37.3349,-122.0090
+                  apphost location route manifests/routes/commute.gpx
+                  apphost location clear
+                """,
+            subcommands: [SetFix.self, Route.self, Clear.self])
+
+        struct SetFix: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set",
+                abstract: "Move the device to a latitude and longitude (stops a playing route).",
+                discussion: """
+                    Degrees, latitude -90...90 then longitude -180...180, as one argument \
+                    `<lat>,<lon>` or two `<lat> <lon>`; negative numbers need no quoting.
+
+                    Examples:
+                      apphost location set 37.3349,-122.0090
+                      apphost location set -33.8568 151.2153
+                    """)
+
+            // `.allUnrecognized` so that `-33.8568` is a value, not an option.
+            @Argument(parsing: .allUnrecognized, help: ArgumentHelp("<lat>,<lon> or <lat> <lon>, in degrees.", valueName: "lat,lon"))
+            var coordinates: [String] = []
+            @OptionGroup var state: StateOptions
+
+            func run() throws {
+                var fix = LocationFix(latitude: 0, longitude: 0)
+                try reportingErrors { fix = try ModeInput.coordinates(coordinates) }
+                try state.perform(.mode(.locationSet(fix)))
+            }
+        }
+
+        struct Route: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "route",
+                abstract: "Play the points of a GPX file as a route on the host clock.",
+                discussion: """
+                    Reads <trkpt> track points (else <rtept> route points, else <wpt> waypoints, \
+                    as Xcode's location files) with their <ele> and <time>. The first point is \
+                    delivered at once; each next one after the gap between its <time> and the \
+                    previous point's when both have one, else after --interval seconds. On a \
+                    daemon started with --clock virtual, `apphost clock advance` moves through the \
+                    route. `apphost location set` or `clear` stops it.
+
+                    Examples:
+                      apphost location route manifests/routes/commute.gpx
+                      apphost location route waypoints.gpx --interval 5
+                    """)
+
+            @Argument(help: ArgumentHelp("A GPX 1.0/1.1 file.", valueName: "file.gpx"))
+            var file: String
+            @Option(name: .long, help: ArgumentHelp("Seconds between points that have no <time>.", valueName: "seconds"))
+            var interval: Double = 1
+            @OptionGroup var state: StateOptions
+
+            func run() throws {
+                var request = ModeCommand.locationClear
+                try reportingErrors {
+                    guard interval > 0, interval.isFinite else {
+                        throw ModeInput.usage("--interval must be a positive number of seconds, got \(interval)")
+                    }
+                    _ = try ModeInput.existingFile(file)
+                    do throws(GPXError) {
+                        let (name, fixes) = try GPX.read(path: file)
+                        request = .locationRoute(name: name, fixes: fixes, interval: interval)
+                    } catch {
+                        throw ModeInput.dataError(error.description)
+                    }
+                }
+                try state.perform(.mode(request))
+            }
+        }
+
+        struct Clear: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "clear",
+                abstract: "Forget the location: no fix, and a playing route stops.",
+                discussion: "Example: apphost location clear")
+            @OptionGroup var state: StateOptions
+            func run() throws { try state.perform(.mode(.locationClear)) }
+        }
+    }
+
+    // MARK: - push
+
+    struct Push: ParsableCommand {
+        enum Kind: String, CaseIterable, ExpressibleByArgument {
+            case alert, background, voip
+        }
+
+        static let configuration = CommandConfiguration(
+            commandName: "push",
+            abstract: "Send a push to an app; today VoIP pushes (PushKit): --type voip.",
+            discussion: """
+                The payload is a JSON object, from a file or from standard input (-). A VoIP \
+                push wakes the app, or launches it in the background, and calls \
+                pushRegistry(_:didReceiveIncomingPushWith:for:completion:). Within the voipReport \
+                budget (`apphost profile show`) it must report an incoming call to CallKit or it \
+                is killed (0xbaadca11); after \(VoIPPlugin.maximumUnreported) unreported pushes in a row no more are \
+                delivered until it is reinstalled. The app needs "voip" in UIBackgroundModes. \
+                At most \(ModeInput.voipPayloadLimit) bytes, as APNs for VoIP.
+
+                Regular (alert) and silent (background) pushes, the `simctl push` kind with an \
+                `aps` key and .apns files, come with the remote-notifications work; --type alert \
+                (the default) and background are refused until then.
+
+                Examples:
+                  apphost push --type voip com.example.phone call.json
+                  echo '{"caller": "Ada"}' | apphost push --type voip com.example.phone -
+                """)
+
+        @Option(name: .long, help: ArgumentHelp("voip (delivered today); alert and background come with remote notifications.", valueName: "type"))
+        var type: Kind = .alert
+        @Argument(help: ArgumentHelp("The app.", valueName: "bundle-id"))
+        var bundleIdentifier: String
+        @Argument(help: ArgumentHelp("A JSON file with the payload, or - for standard input.", valueName: "payload-file|-"))
+        var payload: String
+        @OptionGroup var state: StateOptions
+
+        func run() throws {
+            var text = ""
+            try reportingErrors {
+                guard type == .voip else {
+                    throw ModeInput.usage("""
+                        --type \(type.rawValue): regular and silent pushes are not delivered yet; they come with the \
+                        remote-notifications work (the next issue). This host delivers VoIP pushes today: \
+                        apphost push --type voip \(bundleIdentifier) \(payload)
+                        """)
+                }
+                text = try ModeInput.payload(payload, limit: ModeInput.voipPayloadLimit)
+            }
+            try state.perform(.mode(.voipPush(bundleIdentifier: bundleIdentifier, payload: text)))
+        }
+    }
+
+    // MARK: - ble
+
+    struct BLECommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "ble",
+            abstract: "Shape the simulated Bluetooth LE world: peripherals that advertise, connect and notify.",
+            discussion: """
+                Apps scanning with CBCentralManager discover the peripherals added here: in the \
+                foreground any that match their filter; in the background only with \
+                "bluetooth-central" in UIBackgroundModes and a scan for specific services (as \
+                iOS), which wakes a suspended app. Notifications from a connected peripheral wake \
+                a suspended app only with bluetooth-central.
+
+                Examples:
+                  apphost ble add hrm-1 --service 180D --name "Polar H10" --rssi -58
+                  apphost ble notify hrm-1 2A37 hex:0048
+                  apphost ble load manifests/ble/world.json
+                  apphost ble list
+                """,
+            subcommands: [Add.self, Remove.self, Notify.self, Load.self, ListWorld.self])
+
+        struct Add: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "add",
+                abstract: "Add (or replace) a peripheral; it advertises at once to scanning apps.",
+                discussion: """
+                    Service UUIDs are 16-bit (180D), 32-bit (0000180D) or 128-bit \
+                    (0000180D-0000-1000-8000-00805F9B34FB), as CBUUID takes them.
+
+                    Examples:
+                      apphost ble add hrm-1 --service 180D --service 180F --name "Polar H10"
+                      apphost ble add thermo --service 1809 --rssi -75
+                    """)
+            @Argument(help: ArgumentHelp("The peripheral's identifier (any name; `app:` is reserved for apps advertising).", valueName: "id"))
+            var id: String
+            @Option(name: .customLong("service"), help: ArgumentHelp("An advertised service UUID (repeatable, at least one).", valueName: "uuid"))
+            var services: [String] = []
+            @Option(name: .long, help: ArgumentHelp("Its advertised local name.", valueName: "name"))
+            var name: String?
+            @Option(name: .long, parsing: .unconditional, help: ArgumentHelp(
+                "Signal strength in dBm, \(BLEWorldFile.rssiRange.lowerBound)...\(BLEWorldFile.rssiRange.upperBound).",
+                valueName: "dBm"))
+            var rssi: Int = BLEWorldFile.defaultRSSI
+            @OptionGroup var state: StateOptions
+
+            func run() throws {
+                var peripheral = BLEPeripheral(id: id, services: [])
+                try reportingErrors {
+                    guard !id.isEmpty, !id.hasPrefix("app:") else {
+                        throw ModeInput.usage("a peripheral id must be non-empty and not start with \"app:\" (reserved for apps advertising)")
+                    }
+                    guard !services.isEmpty else {
+                        throw ModeInput.usage("a peripheral advertises at least one service: apphost ble add \(id) --service 180D")
+                    }
+                    let uuids = try services.map { s in
+                        guard let u = BLEWorldFile.normalizedUUID(s) else { throw ModeInput.usage(ModeInput.notUUID(s, what: "--service")) }
+                        return u
+                    }
+                    guard BLEWorldFile.rssiRange.contains(rssi) else {
+                        throw ModeInput.usage("--rssi must be \(BLEWorldFile.rssiRange.lowerBound)...\(BLEWorldFile.rssiRange.upperBound) dBm, got \(rssi)")
+                    }
+                    peripheral = BLEPeripheral(id: id, name: name, services: uuids, rssi: rssi)
+                }
+                try state.perform(.mode(.bleAdd(peripheral)))
+            }
+        }
+
+        struct Remove: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "remove",
+                abstract: "Take a peripheral out of range; apps connected to it are told it disconnected.",
+                discussion: "Example: apphost ble remove hrm-1")
+            @Argument(help: ArgumentHelp("The peripheral's identifier.", valueName: "id"))
+            var id: String
+            @OptionGroup var state: StateOptions
+            func run() throws { try state.perform(.mode(.bleRemove(id: id))) }
+        }
+
+        struct Notify: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "notify",
+                abstract: "Send a characteristic value from a peripheral to the apps connected to it.",
+                discussion: """
+                    Apps get peripheral(_:didUpdateValueFor:error:). The value is bytes in hex after \
+                    `hex:`, or else the text's UTF-8 bytes.
+
+                    Examples:
+                      apphost ble notify hrm-1 2A37 hex:0048        # heart rate 72 bpm
+                      apphost ble notify thermo 2A1C hex:00620100ff
+                      apphost ble notify tag-1 FEED1 "hello"
+                    """)
+            @Argument(help: ArgumentHelp("The peripheral's identifier.", valueName: "id"))
+            var id: String
+            @Argument(help: ArgumentHelp("The characteristic's UUID, e.g. 2A37.", valueName: "characteristic"))
+            var characteristic: String
+            @Argument(help: ArgumentHelp("hex:0a1b... or text (sent as UTF-8).", valueName: "value"))
+            var value: String
+            @OptionGroup var state: StateOptions
+
+            func run() throws {
+                var request = ModeCommand.bleList
+                try reportingErrors {
+                    guard let uuid = BLEWorldFile.normalizedUUID(characteristic) else {
+                        throw ModeInput.usage(ModeInput.notUUID(characteristic, what: "the characteristic"))
+                    }
+                    request = .bleNotify(peripheral: id, characteristic: uuid, value: try ModeInput.bytes(value))
+                }
+                try state.perform(.mode(request))
+            }
+        }
+
+        struct Load: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "load",
+                abstract: "Replace every simulated peripheral with those of a world file.",
+                discussion: """
+                    The file is JSON:
+                      {"peripherals": [
+                        {"id": "hrm-1", "name": "Polar H10", "services": ["180D"], "rssi": -58},
+                        {"id": "thermo", "services": ["1809"]}
+                      ]}
+                    id and services are required (ids unique), name and rssi (dBm, default -60) \
+                    optional; any other key is an error. Peripherals no longer in the file go out of \
+                    range (connected apps are told); the others advertise to scanning apps.
+
+                    Example: apphost ble load manifests/ble/world.json
+                    """)
+            @Argument(help: ArgumentHelp("A BLE world file (JSON).", valueName: "world.json"))
+            var file: String
+            @OptionGroup var state: StateOptions
+
+            func run() throws {
+                var peripherals: [BLEPeripheral] = []
+                try reportingErrors {
+                    _ = try ModeInput.existingFile(file)
+                    do throws(BLEWorldFileError) {
+                        peripherals = try BLEWorldFile.read(path: file)
+                    } catch {
+                        throw ModeInput.dataError(error.description)
+                    }
+                }
+                try state.perform(.mode(.bleLoad(peripherals)))
+            }
+        }
+
+        struct ListWorld: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "list",
+                abstract: "Show the BLE world: peripherals in range, scanning apps, connections.",
+                discussion: "Example: apphost ble list")
+            @OptionGroup var state: StateOptions
+            func run() throws { try state.perform(.mode(.bleList)) }
+        }
+    }
+
+    // MARK: - accessory
+
+    struct AccessoryCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "accessory",
+            abstract: "Connect, feed and disconnect simulated external (MFi) accessories.",
+            discussion: """
+                An app that lists an accessory's protocol in UISupportedExternalAccessoryProtocols \
+                is told it connected (EAAccessoryDidConnect) and gets its bytes: with \
+                "external-accessory" in UIBackgroundModes even when suspended or not running (it \
+                is woken or launched in the background); without it only in the foreground.
+
+                Examples:
+                  apphost accessory connect com.example.printer --name "Label Printer"
+                  apphost accessory send com.example.printer hex:1b40
+                  apphost accessory disconnect com.example.printer
+                  apphost accessory list
+                """,
+            subcommands: [Connect.self, Disconnect.self, Send.self, ListAccessories.self])
+
+        struct Connect: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "connect",
+                abstract: "Plug in an accessory speaking one or more protocols.",
+                discussion: """
+                    Prints the accessory's connection id (#1, #2, ...), which `disconnect` takes.
+
+                    Examples:
+                      apphost accessory connect com.example.printer
+                      apphost accessory connect com.acme.obd com.acme.obd.firmware --name "OBD Dongle"
+                    """)
+            @Argument(help: ArgumentHelp("Protocol strings, reverse DNS (e.g. com.example.printer).", valueName: "protocol"))
+            var protocols: [String]
+            @Option(name: .long, help: ArgumentHelp("The accessory's name.", valueName: "name"))
+            var name: String = "Accessory"
+            @OptionGroup var state: StateOptions
+
+            func run() throws {
+                try reportingErrors {
+                    guard !protocols.isEmpty else {
+                        throw ModeInput.usage("an accessory speaks at least one protocol: apphost accessory connect com.example.printer")
+                    }
+                    for p in protocols where p.isEmpty || p.contains(where: \.isWhitespace) {
+                        throw ModeInput.usage("\"\(p)\" is not a protocol string (reverse DNS without spaces, e.g. com.example.printer)")
+                    }
+                }
+                try state.perform(.mode(.accessoryConnect(name: name, protocols: protocols)))
+            }
+        }
+
+        struct Disconnect: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "disconnect",
+                abstract: "Unplug an accessory, named by connection id (#1), a protocol it speaks, or its name.",
+                discussion: """
+                    Examples:
+                      apphost accessory disconnect '#1'
+                      apphost accessory disconnect com.example.printer
+                      apphost accessory disconnect "Label Printer"
+                    """)
+            @Argument(help: ArgumentHelp("#id, a protocol string, or the accessory's name.", valueName: "protocol|#id|name"))
+            var accessory: String
+            @OptionGroup var state: StateOptions
+            func run() throws { try state.perform(.mode(.accessoryDisconnect(accessory))) }
+        }
+
+        struct Send: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "send",
+                abstract: "Send bytes from the accessory speaking a protocol to the apps that use it.",
+                discussion: """
+                    The apps get them on their EASession's input stream. Data is bytes in hex after \
+                    `hex:`, or else the text's UTF-8 bytes.
+
+                    Examples:
+                      apphost accessory send com.example.printer hex:1b40
+                      apphost accessory send com.acme.obd "ATZ"
+                    """)
+            @Argument(help: ArgumentHelp("The protocol string.", valueName: "protocol"))
+            var protocolString: String
+            @Argument(help: ArgumentHelp("hex:0a1b... or text (sent as UTF-8).", valueName: "data"))
+            var data: String
+            @OptionGroup var state: StateOptions
+
+            func run() throws {
+                var bytes = Data()
+                try reportingErrors { bytes = try ModeInput.bytes(data) }
+                try state.perform(.mode(.accessorySend(protocolString: protocolString, bytes: bytes)))
+            }
+        }
+
+        struct ListAccessories: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "list",
+                abstract: "Show the connected accessories with their ids and protocols.",
+                discussion: "Example: apphost accessory list")
+            @OptionGroup var state: StateOptions
+            func run() throws { try state.perform(.mode(.accessoryList)) }
+        }
+    }
+}
+
+extension PrivacyAction: ExpressibleByArgument {}
+
+/// Checks and conversions of the mode verbs' input.
+enum ModeInput {
+    /// APNs' limit for a VoIP push payload (other pushes: 4096).
+    static let voipPayloadLimit = 5120
+
+    /// A command-line mistake: one line, exit 64 (EX_USAGE).
+    static func usage(_ message: String) -> CLIError { CLIError(description: message, exitCode: 64) }
+
+    /// Bad contents of an input file: exit 65 (EX_DATAERR), as an invalid manifest.
+    static func dataError(_ message: String) -> CLIError { CLIError(description: message, exitCode: 65) }
+
+    /// The absolute path of an input file that exists, or exit 66 (EX_NOINPUT).
+    static func existingFile(_ path: String) throws(CLIError) -> String {
+        let abs = absolute(path)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: abs, isDirectory: &isDirectory) else {
+            throw CLIError(description: "\(path): no such file", exitCode: 66)
+        }
+        guard !isDirectory.boolValue else { throw CLIError(description: "\(path): is a directory, not a file", exitCode: 66) }
+        return abs
+    }
+
+    static func notUUID(_ text: String, what: String) -> String {
+        "\(what) \"\(text)\" is not a Bluetooth UUID (16-bit 180D, 32-bit 0000180D or 128-bit 0000180D-0000-1000-8000-00805F9B34FB)"
+    }
+
+    /// `<lat>,<lon>` or `<lat> <lon>` (also `<lat>, <lon>`), checked for range.
+    static func coordinates(_ words: [String]) throws(CLIError) -> LocationFix {
+        let words = words.filter { $0 != "--" }  // `set -- -33.8 151.2` works too
+        let parts = words.joined(separator: ",").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard parts.count == 2 else {
+            throw usage(words.isEmpty ? "give a location: apphost location set <lat>,<lon> (e.g. 37.3349,-122.0090)"
+                                      : "expected <lat>,<lon> or <lat> <lon>, got \"\(words.joined(separator: " "))\"")
+        }
+        guard let lat = Double(parts[0]), lat.isFinite else { throw usage("latitude \"\(parts[0])\" is not a number of degrees") }
+        guard let lon = Double(parts[1]), lon.isFinite else { throw usage("longitude \"\(parts[1])\" is not a number of degrees") }
+        guard (-90...90).contains(lat) else { throw usage("latitude \(parts[0]) is out of range: -90...90 degrees") }
+        guard (-180...180).contains(lon) else { throw usage("longitude \(parts[1]) is out of range: -180...180 degrees") }
+        return LocationFix(latitude: lat, longitude: lon)
+    }
+
+    /// `hex:0a1b...` as bytes (spaces, `:` and `_` between bytes allowed), else the text's UTF-8.
+    static func bytes(_ text: String) throws(CLIError) -> Data {
+        guard text.lowercased().hasPrefix("hex:") else { return Data(text.utf8) }
+        let digits = text.dropFirst(4).filter { !" :_".contains($0) }
+        guard !digits.isEmpty else { throw usage("\"\(text)\": no bytes after hex:") }
+        guard digits.count % 2 == 0 else { throw usage("\"\(text)\": an odd number of hex digits (two per byte, e.g. hex:0a1b)") }
+        var out = Data()
+        var i = digits.startIndex
+        while i < digits.endIndex {
+            let j = digits.index(i, offsetBy: 2)
+            guard let byte = UInt8(digits[i..<j], radix: 16) else {
+                throw usage("\"\(text)\": \"\(digits[i..<j])\" is not a hex byte (0-9, a-f)")
+            }
+            out.append(byte)
+            i = j
+        }
+        return out
+    }
+
+    /// A JSON-object payload from `source` (a file, or `-` for standard input), at most `limit` bytes.
+    static func payload(_ source: String, limit: Int) throws(CLIError) -> String {
+        let label = source == "-" ? "standard input" : source
+        let data: Data
+        if source == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            let path = try existingFile(source)
+            guard let d = FileManager.default.contents(atPath: path) else {
+                throw CLIError(description: "\(source): cannot read the file", exitCode: 66)
+            }
+            data = d
+        }
+        guard !data.allSatisfy({ [0x20, 0x0A, 0x0D, 0x09].contains($0) }) else {
+            throw dataError("\(label): empty payload; expected a JSON object, e.g. {\"caller\": \"Ada\"}")
+        }
+        guard data.count <= limit else {
+            throw dataError("\(label): the payload is \(data.count) bytes; a VoIP push carries at most \(limit)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else { throw dataError("\(label): the payload is not UTF-8 text") }
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: data)
+        } catch {
+            throw dataError("\(label): the payload is not valid JSON: \(BLEWorldFile.jsonProblem(error, in: data))")
+        }
+        guard object is [String: Any] else { throw dataError("\(label): the payload must be a JSON object ({...}), not a \(object is [Any] ? "list" : "single value")") }
+        return text
+    }
+}
