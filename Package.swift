@@ -71,13 +71,16 @@ let package = Package(
         .executableTarget(name: "PlainApp", dependencies: ["AppKitLess"], path: "Samples/PlainApp"),
         .executableTarget(name: "TaskHolderApp", dependencies: ["AppKitLess"], path: "Samples/TaskHolderApp"),
         .executableTarget(name: "ProbeApp", dependencies: ["AppKitLess"], path: "Samples/ProbeApp"),
+        .executableTarget(name: "RadioApp", dependencies: ["AppKitLess"], path: "Samples/RadioApp"),
+        .executableTarget(name: "TrackerApp", dependencies: ["AppKitLess"], path: "Samples/TrackerApp"),
+        .executableTarget(name: "PhoneApp", dependencies: ["AppKitLess"], path: "Samples/PhoneApp"),
         // Tests a sandboxed child runs to report what the sandbox allows.
         .executableTarget(name: "aph-sandbox-check", dependencies: ["CAppHostSys"], path: "Samples/SandboxCheck"),
         // Benchmarks: figures and ratios against a baseline in the same run.
         .executableTarget(
             name: "apphost-bench",
             dependencies: [
-                "Host", "AppHostSystem", "AppHostProtocol",
+                "Host", "AppHostSystem", "AppHostProtocol", "Plugins",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -7,14 +7,20 @@ import Host
 extension AppHostCommand {
     struct Demo: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show a host at work: two sample apps, foreground, home button, SIGSTOP, resume; then a watchdog on the virtual clock.",
+            abstract: "Show a host at work: two sample apps, foreground, home button, SIGSTOP, resume; then a watchdog and background modes on the virtual clock.",
             discussion: """
                 Act 1 starts a host on a fresh state directory, installs manifests/Plain.app and
                 manifests/TaskHolder.app, and walks through the lifecycle while every event
                 streams to the terminal. Act 2 starts a host on the virtual clock, lets the probe
                 hold a background task past its 30 s budget, advances the clock and prints the
-                0x8badf00d report. Each step prints the CLI verb that does the same against a
-                daemon. Every wait is on a real event, never a fixed delay.
+                0x8badf00d report. Act 3, on the virtual clock too, shows background modes:
+                manifests/Radio.app (audio) keeps playing at home while the same executable
+                without the mode (a Mute.app made on the fly) is interrupted and suspended, and
+                Radio is suspended once audioIdle has passed after its sound; manifests/Tracker.app
+                (location, always-authorized) gets a fix at home; a VoIP push launches
+                manifests/Phone.app (voip) in the background and the call it reports keeps it
+                running. Each step prints the CLI verb that does the same against a daemon.
+                Every wait is on a real event, never a fixed delay.
                 """)
 
         @Option(name: .long, help: ArgumentHelp("Folder holding the sample manifests.", valueName: "dir"))
@@ -46,7 +52,14 @@ extension AppHostCommand {
                 await PolicyDemo(supervisor: s, manifests: manifestsDir).run()
             }
             try await runHost(policy, logger: logger)
-            print("\nstate directories kept for a look: \(dir), \(dir)-virtual (events.jsonl, apphost.sqlite, reports/, logs/)")
+
+            var modesConfiguration = host.configuration(stateDirectory: dir + "-modes")
+            modesConfiguration.clock = .virtual
+            let modes = HostService(configuration: modesConfiguration, logger: logger) { s in
+                await ModesDemo(supervisor: s, manifests: manifestsDir, stateDirectory: dir + "-modes").run()
+            }
+            try await runHost(modes, logger: logger)
+            print("\nstate directories kept for a look: \(dir), \(dir)-virtual, \(dir)-modes (events.jsonl, apphost.sqlite, reports/, logs/)")
         }
     }
 }
@@ -172,5 +185,214 @@ struct PolicyDemo {
         }
         await supervisor.requestShutdown()
         await printer.value
+    }
+}
+
+/// Act 3: background modes (audio, location, VoIP) on the virtual clock.
+struct ModesDemo {
+    let supervisor: Supervisor
+    let manifests: String
+    let stateDirectory: String
+    let radio = "com.example.radio"
+    let mute = "com.example.mute"
+    let tracker = "com.example.tracker"
+    let phone = "com.example.phone"
+    /// Seconds of sound Radio and Mute play.
+    let playSeconds = 2
+    /// How far the event printer has got, so the script's own lines follow the events they report on.
+    let cursor = EventCursor()
+
+    func line(_ text: String) {
+        print(text)
+        fflush(nil)
+    }
+
+    /// Waits until the printer has printed every event recorded so far.
+    func caughtUp() async {
+        let (past, _, subscription) = await supervisor.subscribe(bundleIdentifier: nil)
+        await supervisor.unsubscribe(subscription)
+        await cursor.wait(for: past.last?.seq ?? 0)
+    }
+
+    /// Prints a line of the script once every event so far has been printed.
+    func show(_ text: String) async {
+        await caughtUp()
+        line(text)
+    }
+
+    func say(_ text: String) async {
+        await show(isatty(1) == 1 ? "\n\u{1B}[1m== \(text)\u{1B}[0m" : "\n== \(text)")
+    }
+
+    func procState(_ id: String) async -> String {
+        guard let pid = await supervisor.pid(of: id), let stat = try? ProcStat.read(pid: pid) else { return "-" }
+        return "/proc/\(pid)/stat state \(stat.state)"
+    }
+
+    /// `com.example.radio   background   activities ["audio playback"]   /proc/123/stat state S`.
+    func status(_ id: String) async -> String {
+        await caughtUp()
+        guard let s = try? await supervisor.status(id).first else { return "   \(id): unknown" }
+        let activities = "[" + s.activities.map { "\"\($0)\"" }.joined(separator: ", ") + "]"
+        return "   \(id.padding(toLength: 20, withPad: " ", startingAt: 0)) \(s.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) activities \(activities)   \(await procState(id))"
+    }
+
+    /// The lines of `id`'s log (its stdout) that contain `text`.
+    func logLines(_ id: String, containing text: String) -> [String] {
+        let path = stateDirectory + "/logs/" + id + ".log"
+        guard let data = FileManager.default.contents(atPath: path) else { return [] }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init).filter { $0.contains(text) }
+    }
+
+    /// Runs `action`, then waits until `id`'s callback `name` has returned (an event
+    /// of the host's log). Gives up after 10 s of real time so a broken app cannot
+    /// hang the demo; nil then.
+    @discardableResult
+    func expectCallback(_ id: String, _ name: String, after action: () async throws -> Void) async throws -> HostEvent? {
+        let (_, live, subscription) = await supervisor.subscribe(bundleIdentifier: id)
+        do {
+            try await action()
+        } catch {
+            await supervisor.unsubscribe(subscription)
+            throw error
+        }
+        let cause = "\(name) returned"
+        let event = await withTaskGroup(of: HostEvent?.self) { group in
+            group.addTask {
+                for await event in live where event.kind == .callback && event.cause == cause { return event }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(10))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        await supervisor.unsubscribe(subscription)
+        if event == nil { line("   (gave up waiting for \(id)'s \(cause))") }
+        return event
+    }
+
+    /// Writes `bundles/Mute.app/Info.plist`: RadioApp's executable without UIBackgroundModes.
+    func makeMuteBundle() throws -> String {
+        let bundle = stateDirectory + "/bundles/Mute.app"
+        try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
+        let plist: [String: Any] = [
+            "CFBundleIdentifier": mute,
+            "CFBundleExecutable": "RadioApp",
+            "CFBundleName": "Mute",
+            "CFBundleDisplayName": "Mute",
+        ]
+        let data = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+        try data.write(to: URL(fileURLWithPath: bundle + "/Info.plist"))
+        return bundle
+    }
+
+    func run() async {
+        let (past, live, _) = await supervisor.subscribe(bundleIdentifier: nil)
+        await cursor.saw(past.last?.seq ?? 0)
+        let printer = Task {
+            for await event in live {
+                if event.kind != .callback && event.kind != .installed {
+                    line("   " + EventFormatter.line(event))
+                }
+                await cursor.saw(event.seq)
+            }
+        }
+        let wall = ContinuousClock()
+        let start = wall.now
+        do {
+            await say("act 3: background modes, on the virtual clock again (apphost daemon --clock virtual)")
+
+            // Audio: the same executable with and without the mode.
+            let muteBundle = try makeMuteBundle()
+            await say("$ apphost install manifests/Radio.app; apphost install \(muteBundle)")
+            await show("   (Mute.app runs RadioApp too, but its Info.plist has no UIBackgroundModes)")
+            _ = try await supervisor.install(path: manifests + "/Radio.app", settings: [:])
+            _ = try await supervisor.install(path: muteBundle, settings: [:])
+
+            await say("$ apphost launch \(radio) -- --seconds \(playSeconds)   (activates an audio session and plays a tune)")
+            let radioPid = try await supervisor.launch(radio, background: false, arguments: ["--seconds", String(playSeconds)])
+            await supervisor.waitUntil(radio, is: .active)
+            await show("   \(radio): \(radioPid)")
+            await say("$ apphost background \(radio)   (\"audio\" in UIBackgroundModes: playing keeps it running)")
+            try await expectCallback(radio, "didEnterBackground") { try await supervisor.background(radio) }
+            await show(await status(radio))
+
+            await say("$ apphost launch \(mute) -- --seconds \(playSeconds); apphost background \(mute)   (no audio mode)")
+            let mutePid = try await supervisor.launch(mute, background: false, arguments: ["--seconds", String(playSeconds)])
+            await supervisor.waitUntil(mute, is: .active)
+            await show("   \(mute): \(mutePid)")
+            try await supervisor.background(mute)
+            await supervisor.waitUntil(mute, is: .suspended)
+            for text in logLines(mute, containing: "interruption") { await show("   logs/\(mute).log: \(text)") }
+
+            await say("$ apphost status   (Radio still plays at home; Mute was interrupted and is stopped)")
+            await show(await status(radio))
+            await show(await status(mute))
+
+            let idle = await supervisor.configuration.profile.audioIdle
+            let advance = playSeconds + Int(idle.rounded(.up)) + 1
+            await say("$ apphost clock advance \(advance)s   (\(playSeconds) s of sound, then \(DurationText.format(idle)) audioIdle with nothing playing)")
+            _ = try await supervisor.advanceClock(by: .seconds(advance))
+            await supervisor.waitUntil(radio, is: .suspended)
+            await show(await status(radio))
+
+            // Location: a fix reaches a backgrounded, always-authorized app.
+            await say("$ apphost install manifests/Tracker.app; apphost privacy grant location-always \(tracker)")
+            _ = try await supervisor.install(path: manifests + "/Tracker.app", settings: [:])
+            await show("   " + (try await supervisor.modeCommand(.privacy(action: .grant, service: "location-always", bundleIdentifier: tracker))))
+            await say("$ apphost launch \(tracker)   (starts updates with allowsBackgroundLocationUpdates = true)")
+            let trackerPid = try await supervisor.launch(tracker, background: false, arguments: [])
+            await supervisor.waitUntil(tracker, is: .active)
+            await show("   \(tracker): \(trackerPid)")
+            await say("$ apphost background \(tracker)   (\"location\" mode and always-authorized: updates keep it running)")
+            try await expectCallback(tracker, "didEnterBackground") { try await supervisor.background(tracker) }
+            await show(await status(tracker))
+            await say("$ apphost location set 59.3293,18.0686   (Stockholm)")
+            try await expectCallback(tracker, "didUpdateLocations(1)") {
+                await show("   " + (try await supervisor.modeCommand(.locationSet(LocationFix(latitude: 59.3293, longitude: 18.0686)))))
+            }
+            for text in logLines(tracker, containing: "fix ") { await show("   logs/\(tracker).log: \(text)") }
+
+            // VoIP: a push launches the app in the background; the call keeps it running.
+            await say("$ apphost install manifests/Phone.app")
+            _ = try await supervisor.install(path: manifests + "/Phone.app", settings: [:])
+            await say("$ echo '{\"caller\": \"Ada\"}' | apphost push --type voip \(phone) -   (Phone is not running)")
+            try await expectCallback(phone, "didReceiveIncomingPush(voIP)") {
+                await show("   " + (try await supervisor.modeCommand(.voipPush(bundleIdentifier: phone, payload: #"{"caller": "Ada"}"#))))
+            }
+            for text in logLines(phone, containing: "incoming call") { await show("   logs/\(phone).log: \(text)") }
+            await show(await status(phone))
+
+            let took = start.duration(to: wall.now)
+            line("\n   act 3 took \(took.formatted(.units(allowed: [.milliseconds], width: .abbreviated))) of wall time")
+            await say("$ apphost shutdown")
+        } catch {
+            line("demo failed: \(error)")
+        }
+        await supervisor.requestShutdown()
+        await printer.value
+    }
+}
+
+/// How far a printer of host events has got (the highest sequence number seen), and
+/// waiting until it has got somewhere.
+actor EventCursor {
+    private var seen: UInt64 = 0
+    private var waiters: [(seq: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+
+    func saw(_ seq: UInt64) {
+        seen = max(seen, seq)
+        let ready = waiters.filter { $0.seq <= seen }
+        waiters.removeAll { $0.seq <= seen }
+        for w in ready { w.continuation.resume() }
+    }
+
+    func wait(for seq: UInt64) async {
+        guard seen < seq else { return }
+        await withCheckedContinuation { waiters.append((seq, $0)) }
     }
 }
