@@ -273,10 +273,13 @@ final class CLISession: Sendable {
         dir = try TempDir(label)
     }
 
-    /// `args` with `--state-dir DIR` after the verb (before any `--`).
+    /// `args` with `--state-dir DIR` after the verb, or the subcommand of a verb group
+    /// such as `ble add` (so before any `--`).
     func withStateDir(_ args: [String]) -> [String] {
         guard let verb = args.first else { return ["--state-dir", stateDir] }
-        return [verb, "--state-dir", stateDir] + args.dropFirst()
+        let groups: Set<String> = ["clock", "profile", "manifest", "location", "ble", "accessory"]
+        let head = groups.contains(verb) && args.count > 1 && !args[1].hasPrefix("-") ? 2 : 1
+        return Array(args.prefix(head)) + ["--state-dir", stateDir] + args.dropFirst(head)
     }
 
     /// Starts `apphost args...` (with this session's state dir) and tracks it.
