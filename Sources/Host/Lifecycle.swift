@@ -346,7 +346,6 @@ public struct Lifecycle: Sendable, Equatable {
         case (_, .activityEnded(let name)):
             guard activities.remove(name) != nil else { break }
             if state == .background && activities.isEmpty {
-                fx.append(.log("\(name) ended: nothing keeps the app running but its background tasks"))
                 if !tasks.isEmpty { fx += startBackgroundBudget() }
                 fx += suspendIfIdle()
             }

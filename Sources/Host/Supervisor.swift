@@ -929,11 +929,11 @@ public actor Supervisor {
             feed(app, .deliver(event, wake: wake != .ifRunning, launch: launch))
         case .beginActivity(let app, let name):
             guard runtimes[app]?.machine.isRunning == true, runtimes[app]?.machine.activities.contains(name) == false else { return }
-            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "\(name) keeps the app running in the background", time: now())
+            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "activity began: \(name) (keeps the app running in the background)", time: now())
             feed(app, .activityBegan(name))
         case .endActivity(let app, let name):
             guard runtimes[app]?.machine.activities.contains(name) == true else { return }
-            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "\(name) ended", time: now())
+            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "activity ended: \(name)", time: now())
             feed(app, .activityEnded(name))
         case .kill(let app, let namespace, let code, let reason):
             guard runtimes[app]?.machine.isRunning == true else { return }

@@ -20,6 +20,18 @@ public struct LocationPlugin: BackgroundModePlugin {
     public var keepsRunning: [String] { ["updating location with always-authorization and allowsBackgroundLocationUpdates"] }
     public var wakeSources: [String] { ["apphost location set", "apphost location route"] }
 
+    /// The usage strings iOS requires before it asks for location authorization.
+    static let usageKeys = ["NSLocationWhenInUseUsageDescription", "NSLocationAlwaysAndWhenInUseUsageDescription"]
+
+    public func lint(_ app: LintSubject) -> [LintFinding] {
+        guard let data = FileManager.default.contents(atPath: app.manifestPath),
+              let plist = (try? PropertyListSerialization.propertyList(from: data, format: nil)) as? [String: Any] else { return [] }
+        let missing = Self.usageKeys.filter { (plist[$0] as? String)?.isEmpty ?? true }
+        guard !missing.isEmpty else { return [] }
+        return [LintFinding(.warning, file: app.manifestPath, key: missing[0], mode: mode.rawValue,
+            "background mode \"location\" without \(missing.joined(separator: " and ")): iOS never asks for the authorization background updates need (AppHost takes it from `apphost privacy grant location-always`)")]
+    }
+
     static let activity = "location updates"
 
     struct Manager: Sendable {

@@ -550,6 +550,6 @@ enum ModeInput {
             throw dataError("\(label): the payload is not valid JSON: \(BLEWorldFile.jsonProblem(error, in: data))")
         }
         guard object is [String: Any] else { throw dataError("\(label): the payload must be a JSON object ({...}), not a \(object is [Any] ? "list" : "single value")") }
-        return text
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

@@ -61,6 +61,12 @@ private func keys(id: String = "com.example.lint", modes: [String]? = nil, _ ext
     return body + "\n" + extra
 }
 
+/// The usage strings a location app carries.
+private let locationUsage = """
+    <key>NSLocationWhenInUseUsageDescription</key><string>Shows where you are.</string>
+    <key>NSLocationAlwaysAndWhenInUseUsageDescription</key><string>Records your route in the background.</string>
+    """
+
 private let apsDevelopment = "<key>aps-environment</key><string>development</string>"
 
 private extension LintReport {
@@ -81,7 +87,7 @@ struct LinterTests {
     @Test func cleanAppHasNoErrorsOrWarnings() throws {
         let dir = try LintDir()
         defer { dir.remove() }
-        let bundle = try dir.bundle("Clean", keys(modes: ["audio", "location"]))
+        let bundle = try dir.bundle("Clean", keys(modes: ["audio", "location"], locationUsage))
         let report = Linter.lint(bundlePath: bundle)
         #expect(!report.hasErrors, "\(report.shown)")
         #expect(report.warningCount == 0, "\(report.shown)")
@@ -161,10 +167,19 @@ struct LinterTests {
         #expect(warnings.contains { $0.mode == "newsstand-content" && $0.message.contains("deprecated") }, "\(report.shown)")
     }
 
+    @Test func locationWithoutItsUsageStringsIsAWarning() throws {
+        let dir = try LintDir()
+        defer { dir.remove() }
+        let report = Linter.lint(bundlePath: try dir.bundle("L", keys(modes: ["location"])))
+        #expect(!report.hasErrors)
+        #expect(report.with(.warning).contains { $0.mode == "location" && $0.message.contains("NSLocationAlwaysAndWhenInUseUsageDescription") },
+                "\(report.shown)")
+    }
+
     @Test func aModeListedTwiceIsAWarning() throws {
         let dir = try LintDir()
         defer { dir.remove() }
-        let report = Linter.lint(bundlePath: try dir.bundle("D", keys(modes: ["audio", "location", "audio"])))
+        let report = Linter.lint(bundlePath: try dir.bundle("D", keys(modes: ["audio", "location", "audio"], locationUsage)))
         #expect(report.with(.warning).map(\.message) == [
             "background mode \"audio\" is listed 2 times (UIBackgroundModes[0], UIBackgroundModes[2]); list it once",
         ], "\(report.shown)")
