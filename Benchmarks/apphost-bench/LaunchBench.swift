@@ -2,6 +2,7 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import Host
+import Plugins
 import SystemPackage
 
 #if canImport(Glibc)
@@ -42,7 +43,7 @@ struct LaunchBench {
         let id = "com.bench.launch"
         var failure: (any Error)?
         var bare = Samples(), bareLaunched = Samples(), bareTerminate = Samples()
-        var reaperNone = Samples(), reaperSeccomp = Samples()
+        var reaperNone = Samples(), reaperSeccomp = Samples(), reaperModeRules = Samples()
         var reaperLaunched = Samples(), reaperTerminate = Samples()
         var hostLaunch = Samples(), hostTerminate = Samples()
         var launchCalls: [Date] = []
@@ -95,6 +96,17 @@ struct LaunchBench {
                     if measured {
                         if policy.isEnabled { reaperSeccomp.add(r.hello) } else { reaperNone.add(r.hello) }
                     }
+                }
+                // (c') plus the kernel rules of an app that declares no background mode: the
+                //      AF_BLUETOOTH argument filter and the Landlock device rules (cached ruleset).
+                do {
+                    let denials = ModeRegistry.denials(for: [])
+                    var policy = SeccompPolicy.baseline
+                    policy.deniedSocketFamilies = denials.socketFamilies
+                    let rules = Landlock.abiVersion == nil ? nil : FileRules(deniedPaths: denials.devicePaths)
+                    let r = try await reaperRun(path: path, environment: environment, home: home.path,
+                                                policy: policy, fileRules: rules, withProtocol: false, id: bareID)
+                    if measured { reaperModeRules.add(r.hello) }
                 }
 
                 // (f) the host's spawn mechanism and the protocol, without the host: ProcessReaper
@@ -177,6 +189,9 @@ struct LaunchBench {
                     note: "the host's spawn mechanism alone (CLONE_VM|CLONE_VFORK clone + pidfd)"),
                 Row("ProcessReaper.spawn, seccomp .baseline → hello", reaperSeccomp, against: base,
                     note: "as above plus the host's default seccomp filter"),
+                Row("ProcessReaper.spawn, + mode kernel rules → hello", reaperModeRules, against: base,
+                    note: Landlock.abiVersion == nil ? "socket-family filter only (no Landlock on this kernel)"
+                        : "as above plus the rules of an app with no mode: AF_BLUETOOTH filter, Landlock device rules (the host's default)"),
                 reaperProto,
                 hostRow,
                 hostVsReaper,
@@ -215,13 +230,13 @@ struct LaunchBench {
     /// didFinishLaunching returned (from the spawn) and willTerminate → exited. The child is
     /// always killed or terminated and reaped by the reaper, also when a step fails.
     private func reaperRun(path: String, environment: [String: String], home: String, policy: SeccompPolicy,
-                           withProtocol: Bool, id: String) async throws -> (hello: Duration, launched: Duration?, terminate: Duration?) {
+                           fileRules: FileRules? = nil, withProtocol: Bool, id: String) async throws -> (hello: Duration, launched: Duration?, terminate: Duration?) {
         let clock = ContinuousClock()
         let (h, a) = try benchSocketPair()
         defer { _ = close(h) }
         let settings = SpawnSettings(
             executablePath: path, arguments: [path], environment: environment,
-            workingDirectory: home, ipcDescriptor: FileDescriptor(rawValue: a), seccomp: policy)
+            workingDirectory: home, ipcDescriptor: FileDescriptor(rawValue: a), seccomp: policy, fileRules: fileRules)
         let t0 = clock.now
         let child: ChildProcess
         let events: AsyncStream<ChildEvent>
