@@ -99,6 +99,21 @@ public enum Linter {
         BackgroundMode.location.rawValue: ["allowsBackgroundLocationUpdates"],
     ]
 
+    /// Where the bundle loader looks for the entitlements of the manifest at `file`:
+    /// `<folder>/<BundleName>.entitlements`.
+    public static func entitlementsPath(forManifestAt file: String) -> String {
+        let folder = (file as NSString).deletingLastPathComponent
+        let bundleName = ManifestReader.defaultBundleName(forManifestAt: file)
+        return folder.isEmpty ? bundleName + ".entitlements"
+            : (folder as NSString).appendingPathComponent(bundleName + ".entitlements")
+    }
+
+    /// Each entitlement as `key = value`, in key order.
+    public static func describe(_ entitlements: Entitlements) -> [String] {
+        let dictionary = entitlements.propertyList()
+        return entitlements.keys.map { "\($0) = \(render(dictionary[$0] as Any))" }
+    }
+
     /// Lints the bundle at `bundlePath` (an App.app folder or an Info.plist file).
     /// `settings` fill build-setting references as `apphost --setting` does; `trace` is
     /// the events of a host run (see ``readTrace(path:)``).
@@ -124,18 +139,14 @@ public enum Linter {
         }
 
         // Entitlements, where the bundle loader looks for them.
-        let folder = (file as NSString).deletingLastPathComponent
-        let bundleName = ManifestReader.defaultBundleName(forManifestAt: file)
-        let entitlementsFile = folder.isEmpty ? bundleName + ".entitlements"
-            : (folder as NSString).appendingPathComponent(bundleName + ".entitlements")
+        let entitlementsFile = entitlementsPath(forManifestAt: file)
         var entitlements: Entitlements?
         var entitlementFindings: [LintFinding] = []
         if FileManager.default.fileExists(atPath: entitlementsFile) {
             do {
                 let e = try Entitlements.read(path: entitlementsFile)
                 entitlements = e
-                let dictionary = e.propertyList()
-                let shown = e.keys.map { "\($0) = \(render(dictionary[$0] as Any))" }
+                let shown = describe(e)
                 entitlementFindings.append(LintFinding(.note, file: entitlementsFile,
                     "entitlements: " + (shown.isEmpty ? "none (the file has no keys)" : shown.joined(separator: ", "))))
             } catch {

@@ -1,6 +1,7 @@
 import AppHostProtocol
 import ArgumentParser
 import Foundation
+import Plugins
 import Host
 
 extension AppHostCommand {
@@ -194,6 +195,19 @@ extension AppHostCommand {
                 lines.append(("exits on suspend", manifest.exitsOnSuspend ? "yes" : "no"))
                 if !manifest.externalAccessoryProtocols.isEmpty {
                     lines.append(("accessory protocols", manifest.externalAccessoryProtocols.joined(separator: ", ")))
+                }
+                // The entitlements beside it: every key is kept and shown (aps-environment is
+                // the one AppHost acts on).
+                let entitlementsFile = Linter.entitlementsPath(forManifestAt: file)
+                if FileManager.default.fileExists(atPath: entitlementsFile) {
+                    do {
+                        let shown = Linter.describe(try Entitlements.read(path: entitlementsFile))
+                        lines.append(("entitlements", shown.isEmpty ? "- (\(entitlementsFile) has no keys)" : shown.joined(separator: ", ")))
+                    } catch {
+                        lines.append(("entitlements", "unreadable: \(error)"))
+                    }
+                } else {
+                    lines.append(("entitlements", "-"))
                 }
                 let width = lines.map(\.0.count).max() ?? 0
                 for (k, v) in lines {
