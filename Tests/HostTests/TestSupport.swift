@@ -57,7 +57,7 @@ final class TestHost: Sendable {
     let loop: Task<Void, Never>
 
     init(label: String = "h", grace: Duration = .seconds(5), clock: ClockMode = .real,
-         profile: BudgetProfile = .default, settle: Duration = .seconds(2)) throws {
+         profile: BudgetProfile = .default, settle: Duration = .seconds(2), audioSink: AudioSinkKind = .wav) throws {
         dir = try TempDir(label)
         var config = HostConfiguration(stateDirectory: dir.path)
         config.productDirectories = [productsDirectory]
@@ -65,6 +65,7 @@ final class TestHost: Sendable {
         config.clock = clock
         config.profile = profile
         config.settleTimeout = settle
+        config.audioSink = audioSink
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var logger = Logger(label: "test")
         logger.logLevel = .warning

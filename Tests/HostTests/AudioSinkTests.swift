@@ -1,0 +1,45 @@
+import AppHostProtocol
+import Foundation
+import Testing
+@testable import Host
+
+/// Where an app's audio goes: a valid WAV file in its container, or nowhere.
+@Suite("Audio sink", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+struct AudioSinkTests {
+    func le32(_ d: Data, _ at: Int) -> UInt32 { d[at..<at + 4].enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * $1.offset) } }
+
+    @Test func theWAVSinkWritesAValidFileInTheContainer() async throws {
+        let host = try TestHost(label: "wav", clock: .virtual)
+        let id = try await host.installProbe("com.sink.wav")
+        _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "audio-play:1", "--on", "launch", "audio-stop"])
+        let path = host.dir.path + "/containers/\(id)/Library/Audio/output-1.wav"
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        await host.stop()
+        #expect(String(decoding: data[0..<4], as: UTF8.self) == "RIFF")
+        #expect(String(decoding: data[8..<16], as: UTF8.self) == "WAVEfmt ")
+        #expect(le32(data, 24) == 8000, "sample rate")
+        #expect(le32(data, 40) == 16_000, "1 s of 16-bit mono at 8 kHz")
+        #expect(le32(data, 4) == UInt32(data.count - 8), "RIFF size matches the file")
+    }
+
+    @Test func theNullSinkWritesNothingButTheRulesStillApply() async throws {
+        let host = try TestHost(label: "null", clock: .virtual, audioSink: .null)
+        let id = try await host.installProbe("com.sink.null", extra: ["UIBackgroundModes": ["audio"]])
+        _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "audio-play:20"])
+        try await host.supervisor.background(id)
+        _ = try await host.supervisor.advanceClock(by: .seconds(5))
+        #expect(try await host.supervisor.status(id).first?.activities == ["audio playback"])
+        #expect(!FileManager.default.fileExists(atPath: host.dir.path + "/containers/\(id)/Library/Audio"))
+        await host.stop()
+    }
+
+    @Test func theConfigFileChoosesTheSink() throws {
+        let dir = try TempDir("cfg")
+        defer { dir.remove() }
+        let file = dir.path + "/config.json"
+        try Data(#"{"audioSink": "null"}"#.utf8).write(to: URL(fileURLWithPath: file))
+        #expect(try HostConfigFile.load(path: file).audioSink == "null")
+        try Data(#"{"audioSink": "speakers"}"#.utf8).write(to: URL(fileURLWithPath: file))
+        #expect(throws: BudgetError.self) { try HostConfigFile.load(path: file) }
+    }
+}
