@@ -23,6 +23,10 @@ public struct Lifecycle: Sendable, Equatable {
         case exitsOnSuspend
         /// Uninstall.
         case uninstall
+        /// The host killed it for breaking a rule (a watchdog, a file lock, the IPC
+        /// protocol, a mode rule). Not the user's doing: what iOS keeps for an app the
+        /// user did not swipe away (e.g. its background transfers) it keeps.
+        case system
     }
 
     /// Inputs to the machine.
@@ -357,7 +361,7 @@ public struct Lifecycle: Sendable, Equatable {
             break
         case (_, .modeViolation(let record)) where terminating == nil || !killSent:
             pendingRecord = record
-            terminating = terminating ?? .user
+            terminating = terminating ?? .system
             stopPending = false
             fx.append(kill(record.reason))
         case (_, .modeViolation):
@@ -454,7 +458,7 @@ public struct Lifecycle: Sendable, Equatable {
             pendingRecord = TerminationRecord(
                 namespace: "RUNNINGBOARD", code: .deadlock,
                 reason: "held a file lock outside its container while being suspended: \(what)", tasks: heldTasks())
-            terminating = .user
+            terminating = .system
             fx.append(kill("file lock held at suspension"))
         case (_, .lockHeldAtSuspension):
             break
@@ -482,6 +486,7 @@ public struct Lifecycle: Sendable, Equatable {
             case .shutdown?: cause = "host shutdown (\(description))"
             case .exitsOnSuspend?: cause = "UIApplicationExitsOnSuspend (\(description))"
             case .uninstall?: cause = "uninstalled (\(description))"
+            case .system?: cause = "killed by the host (\(description))"
             case nil: cause = description
             }
             fx += move(to: .notRunning, cause: pendingRecord.map { "killed: \($0.reason)" } ?? cause)
@@ -629,7 +634,7 @@ public struct Lifecycle: Sendable, Equatable {
         pendingRecord = TerminationRecord(
             namespace: namespace, code: .watchdog, reason: reason, tasks: heldTasks(),
             budget: BudgetRecord(name: key, seconds: profile[key] ?? 0, profile: profile.name))
-        terminating = .user
+        terminating = .system
         stopPending = false
         return [kill("watchdog: \(reason)")]
     }
@@ -653,7 +658,7 @@ public struct Lifecycle: Sendable, Equatable {
 
     private mutating func violation(_ reason: String) -> [Effect] {
         pendingRecord = TerminationRecord(namespace: "APPHOST", code: nil, reason: "IPC protocol violation: \(reason)")
-        terminating = terminating ?? .user
+        terminating = terminating ?? .system
         return [kill("IPC protocol violation: \(reason)")]
     }
 

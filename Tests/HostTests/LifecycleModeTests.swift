@@ -131,7 +131,7 @@ struct LifecycleModeTests {
         #expect(signals(fx) == [.kill])
         let exit = m.handle(.exited(description: "killed by SIGKILL", clean: false))
         #expect(exit.contains(.report(record)))
-        #expect(m.lastTermination == .user)
+        #expect(m.lastTermination == .system, "a rule kill is not the user's doing")
     }
 
     @Test func foregroundEventsAreSentAtOnce() {
