@@ -1,4 +1,5 @@
 // The ProbeApp's argument grammar: what to do at which callback.
+import AppKitLess
 
 /// The callbacks and service events a probe can act on, by short name.
 enum Trigger: String, CaseIterable, Sendable {
@@ -25,6 +26,47 @@ enum Trigger: String, CaseIterable, Sendable {
     case accessoryData = "accessory-data"
     /// An audio interruption began or ended.
     case interruption
+    /// The host asked for a background fetch (`performFetch`).
+    case fetch
+    /// A remote notification arrived (silent or not).
+    case push
+    /// A BGTaskScheduler task was launched.
+    case bgtask
+    /// A BGTask's time is running out (its expiration handler runs).
+    case bgtaskExpire = "bgtask-expire"
+}
+
+/// How the probe answers a completion handler (`--fetch-result`, `--push-result`).
+enum CompletionPlan: Equatable, Sendable {
+    /// Call it at once with this result.
+    case now(FetchResult)
+    /// Never call it.
+    case never
+    /// Call it after `seconds` with this result.
+    case after(seconds: Double, FetchResult)
+}
+
+/// How the probe ends a launched BGTask (`--bgtask`).
+enum TaskPlan: Equatable, Sendable {
+    /// `setTaskCompleted(success: true)` at once.
+    case complete
+    /// Never complete it.
+    case never
+    /// Complete it (success) after `seconds`, unless its expiration handler already did.
+    case after(seconds: Double)
+}
+
+/// What the probe's BGTask expiration handler does (`--bgtask-expire`).
+enum ExpirePlan: String, Equatable, Sendable {
+    /// `setTaskCompleted(success: false)`.
+    case complete
+    /// Only print.
+    case ignore
+}
+
+/// The kind of a `bg-submit` request.
+enum TaskKind: String, Equatable, Sendable {
+    case refresh, processing
 }
 
 /// A socket family `socket:` tries.
@@ -104,6 +146,18 @@ enum Action: Equatable, Sendable {
     case socket(SocketFamily)
     /// Try `open(2)` O_RDWR on a path.
     case open(path: String)
+    /// `setMinimumBackgroundFetchInterval`.
+    case fetchInterval(FetchInterval)
+    /// Print `backgroundRefreshStatus`.
+    case refreshStatus
+    /// Register a BGTaskScheduler launch handler for an identifier.
+    case bgRegister(identifier: String)
+    /// Submit a BGTaskScheduler request, earliest `seconds` from now (nil: no earliest date).
+    case bgSubmit(kind: TaskKind, identifier: String, seconds: Double?, power: Bool, network: Bool)
+    /// Cancel a pending request (nil: all of them).
+    case bgCancel(identifier: String?)
+    /// List the pending requests.
+    case bgPending
 }
 
 /// A parsed command line.
@@ -112,6 +166,14 @@ struct Script: Equatable, Sendable {
     var actions: [Trigger: [Action]] = [:]
     /// Expiration handlers log but do not end their task.
     var ignoreExpiration = false
+    /// How `performFetch` is answered.
+    var fetchResult = CompletionPlan.now(.newData)
+    /// How a remote notification is answered.
+    var pushResult = CompletionPlan.now(.newData)
+    /// How a launched BGTask is completed.
+    var bgTask = TaskPlan.complete
+    /// What a BGTask's expiration handler does.
+    var bgTaskExpire = ExpirePlan.complete
 
     /// Most tasks one `hold-tasks` may begin.
     static let maximumTaskCount = 10_000
@@ -119,7 +181,9 @@ struct Script: Equatable, Sendable {
     static let maximumToneSeconds = 60.0
 
     static let usage = """
-        usage: ProbeApp [--on TRIGGER ACTION]... [--ignore-expiration] [--help]
+        usage: ProbeApp [--on TRIGGER ACTION]... [--ignore-expiration] [--fetch-result PLAN]
+                        [--push-result PLAN] [--bgtask complete|never|after:SECONDS]
+                        [--bgtask-expire complete|ignore] [--help]
 
         A scripted AppHost app: at each callback it runs the actions given for it,
         in order, after printing "[ProbeApp] <delegate method> state=<state>".
@@ -142,8 +206,20 @@ struct Script: Equatable, Sendable {
           accessory-disconnected   "[ProbeApp] accessory disconnected ID NAME"
           accessory-data           "[ProbeApp] accessory data NAME PROTOCOL: BYTES" (UTF-8)
           interruption             "[ProbeApp] interruption began|ended: REASON"
+          fetch                    performFetch: "[ProbeApp] performFetch id=N state=STATE"; the
+                                   actions run, then the completion per --fetch-result, printing
+                                   "[ProbeApp] fetch completed RESULT" just before it is called
+          push                     a remote notification: "[ProbeApp] remote notification
+                                   silent=true|false userInfo=JSON"; the actions run, then the
+                                   completion per --push-result ("[ProbeApp] push completed RESULT")
+          bgtask                   a BGTaskScheduler launch: "[ProbeApp] bgtask launch ID refresh|processing";
+                                   the actions run, then the task is completed per --bgtask
+                                   ("[ProbeApp] bgtask completed ID" just before setTaskCompleted)
+          bgtask-expire            the task's expiration handler: "[ProbeApp] bgtask expired ID";
+                                   the actions run, then per --bgtask-expire
         The probe creates its location manager, push registry, BLE central and
-        accessory delegate at start, so every event has a receiver.
+        accessory delegate at start, so every event has a receiver; launch handlers
+        come from bg-register actions (give them with --on launch).
 
         ACTION:
           print:TEXT               print TEXT on its own line
@@ -200,8 +276,38 @@ struct Script: Equatable, Sendable {
                                    ("[ProbeApp] socket bluetooth: EPERM")
           open:PATH                try open(2) PATH O_RDWR (no create); prints
                                    "[ProbeApp] open PATH: ok" or the errno name
+          fetch-interval:minimum|never|SECONDS  setMinimumBackgroundFetchInterval
+          refresh-status           prints "[ProbeApp] refresh status available|denied|restricted"
+                                   (a failure goes to stderr and reads denied)
+          bg-register:ID           BGTaskScheduler.register(forTaskWithIdentifier: ID); "ok", or
+                                   "refused: ..." when it returns false (the reason is on
+                                   stderr); only before didFinishLaunching returns, so use
+                                   --on launch
+          bg-submit:refresh:ID[:SECONDS]  submit a BGAppRefreshTaskRequest, earliest SECONDS
+                                   from now; a BGTaskScheduler error prints
+                                   "[ProbeApp] bg-submit: failed: CODE REASON" (CODE
+                                   unavailable, tooManyPendingTaskRequests, notPermitted)
+          bg-submit:processing:ID[:SECONDS][:power][:network]  submit a
+                                   BGProcessingTaskRequest (requiresExternalPower,
+                                   requiresNetworkConnectivity)
+          bg-cancel:ID|all         cancel one pending request, or all (a failure only
+                                   goes to stderr)
+          bg-pending               "[ProbeApp] bg-pending: N requests", then
+                                   "[ProbeApp] bg-request refresh|processing ID[ earliest=SECONDS]
+                                   [ power][ network]" for each (SECONDS from now, rounded)
         --ignore-expiration        expiration handlers only log; by default each
                                    task's handler ends its task
+        --fetch-result PLAN        how performFetch's completion is called (default newData)
+        --push-result PLAN         how a remote notification's completion is called
+                                   (default newData); PLAN is one of
+                                   newData|noData|failed   at once, with that result
+                                   never                   not at all
+                                   after:SECONDS:RESULT    after SECONDS, with RESULT
+        --bgtask complete|never|after:SECONDS  how a launched BGTask ends: at once
+                                   (default), never, or after SECONDS; always
+                                   setTaskCompleted(success: true)
+        --bgtask-expire complete|ignore  what its expiration handler does:
+                                   setTaskCompleted(success: false) (default), or nothing
 
         A relative PATH is taken from the app's working directory (its container).
         A lock that is taken by someone else fails at once (it does not wait).
@@ -218,6 +324,9 @@ struct Script: Equatable, Sendable {
                    --on launch location-start --on location print:got-fix
           ProbeApp --on launch voip-register --on voip-push report-call --on background end-call
           ProbeApp --on launch ble-scan:180D --on ble-discovered print:found --on launch socket:bluetooth
+          ProbeApp --on launch fetch-interval:minimum --fetch-result after:5:noData
+          ProbeApp --on launch bg-register:com.x.refresh --on background bg-submit:refresh:com.x.refresh:60 \\
+                   --bgtask never --bgtask-expire complete
         """
 
     /// What the command line asks for.
@@ -236,6 +345,18 @@ struct Script: Equatable, Sendable {
                 return .help
             case "--ignore-expiration":
                 script.ignoreExpiration = true
+            case "--fetch-result", "--push-result":
+                guard let value = rest.popFirst() else { throw ScriptError("\(argument) needs a PLAN") }
+                let plan = try completionPlan(value, for: argument)
+                if argument == "--fetch-result" { script.fetchResult = plan } else { script.pushResult = plan }
+            case "--bgtask":
+                guard let value = rest.popFirst() else { throw ScriptError("--bgtask needs complete, never or after:SECONDS") }
+                script.bgTask = try taskPlan(value)
+            case "--bgtask-expire":
+                guard let value = rest.popFirst(), let plan = ExpirePlan(rawValue: value) else {
+                    throw ScriptError("--bgtask-expire needs complete or ignore")
+                }
+                script.bgTaskExpire = plan
             case "--on":
                 guard let name = rest.popFirst(), let actionText = rest.popFirst() else {
                     throw ScriptError("--on needs TRIGGER and ACTION")
@@ -331,6 +452,17 @@ struct Script: Equatable, Sendable {
             }
             return .socket(family)
         case ("open", let path?) where !path.isEmpty: return .open(path: path)
+        case ("fetch-interval", "minimum"): return .fetchInterval(.minimum)
+        case ("fetch-interval", "never"): return .fetchInterval(.never)
+        case ("fetch-interval", let value?):
+            return .fetchInterval(.seconds(try seconds(value, in: text)))
+        case ("refresh-status", nil): return .refreshStatus
+        case ("bg-register", let id?) where !id.isEmpty: return .bgRegister(identifier: id)
+        case ("bg-submit", let argument?):
+            return try bgSubmit(argument, in: text)
+        case ("bg-cancel", "all"): return .bgCancel(identifier: nil)
+        case ("bg-cancel", let id?) where !id.isEmpty: return .bgCancel(identifier: id)
+        case ("bg-pending", nil): return .bgPending
         default:
             throw ScriptError("unknown or malformed action \"\(text)\"")
         }
@@ -343,6 +475,54 @@ struct Script: Equatable, Sendable {
             throw ScriptError("expected UUID[,UUID...] in \"\(text)\"")
         }
         return items
+    }
+
+    /// `refresh:ID[:SECONDS]` or `processing:ID[:SECONDS][:power][:network]`.
+    private static func bgSubmit(_ argument: String, in text: String) throws(ScriptError) -> Action {
+        let parts = argument.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count >= 2, let kind = TaskKind(rawValue: parts[0]), !parts[1].isEmpty else {
+            throw ScriptError("bg-submit needs refresh:ID[:SECONDS] or processing:ID[:SECONDS][:power][:network], got \"\(text)\"")
+        }
+        var rest = parts.dropFirst(2)
+        var delay: Double?
+        if let first = rest.first, first != "power", first != "network" {
+            delay = try seconds(first, in: text)
+            rest = rest.dropFirst()
+        }
+        var power = false, network = false
+        for flag in rest {
+            switch (kind, flag) {
+            case (.processing, "power") where !power: power = true
+            case (.processing, "network") where !network: network = true
+            default:
+                throw ScriptError("unexpected \"\(flag)\" in \"\(text)\" (\(kind == .refresh ? "refresh takes ID[:SECONDS]" : "processing takes ID[:SECONDS][:power][:network]"))")
+            }
+        }
+        return .bgSubmit(kind: kind, identifier: parts[1], seconds: delay, power: power, network: network)
+    }
+
+    /// `newData|noData|failed|never|after:SECONDS:RESULT`.
+    static func completionPlan(_ value: String, for option: String) throws(ScriptError) -> CompletionPlan {
+        if value == "never" { return .never }
+        if let result = FetchResult(rawValue: value) { return .now(result) }
+        let parts = value.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        if parts.count == 3, parts[0] == "after", let result = FetchResult(rawValue: parts[2]) {
+            return .after(seconds: try seconds(parts[1], in: value), result)
+        }
+        throw ScriptError("\(option) needs newData, noData, failed, never or after:SECONDS:RESULT, got \"\(value)\"")
+    }
+
+    /// `complete|never|after:SECONDS`.
+    static func taskPlan(_ value: String) throws(ScriptError) -> TaskPlan {
+        switch value {
+        case "complete": return .complete
+        case "never": return .never
+        default:
+            guard value.hasPrefix("after:") else {
+                throw ScriptError("--bgtask needs complete, never or after:SECONDS, got \"\(value)\"")
+            }
+            return .after(seconds: try seconds(String(value.dropFirst("after:".count)), in: value))
+        }
     }
 
     private static func seconds(_ value: String, in text: String) throws(ScriptError) -> Double {

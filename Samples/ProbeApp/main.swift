@@ -2,8 +2,9 @@
 // arguments say (see Script.swift or `ProbeApp --help`), so a test can make an
 // app hold tasks, misbehave at expiration, block or hang its main thread, hold
 // file locks, crash or break the protocol exactly when it wants, call the host's
-// services (audio, location, VoIP, BLE, accessories, push registration) and
-// react to their events, or probe what the sandbox lets it open.
+// services (audio, location, VoIP, BLE, accessories, push registration, background
+// fetch, BGTaskScheduler) and react to their events, or probe what the sandbox
+// lets it open.
 import AppKitLess
 import Foundation
 
@@ -90,6 +91,33 @@ func tone(seconds: Double, rate: Int) -> [Int16] {
     var id = BackgroundTaskIdentifier.invalid
 }
 
+/// Whether the probe already completed a BGTask (from its plan or its expiration handler).
+@MainActor final class BGTaskRef {
+    let task: BGTask
+    var completed = false
+    init(_ task: BGTask) { self.task = task }
+}
+
+/// A BGTaskScheduler error's outcome line: "refused: REASON" for a refusal by the
+/// host, else "failed: CODE REASON".
+func outcome(_ action: String, _ error: BGTaskScheduler.Error) -> String {
+    if let service = error.serviceError, service.kind == .refused {
+        return "[ProbeApp] \(action): refused: \(service.reason)"
+    }
+    return "[ProbeApp] \(action): failed: \(error.code.rawValue) \(error.reason)"
+}
+
+/// JSON on one line: as sent when it is, else re-serialized compactly.
+func oneLine(_ json: String) -> String {
+    guard json.contains(where: \.isNewline) else { return json }
+    if let data = json.data(using: .utf8),
+       let object = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]),
+       let compact = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed]) {
+        return String(decoding: compact, as: UTF8.self)
+    }
+    return json.split(whereSeparator: \.isNewline).joined(separator: " ")
+}
+
 /// A lock the probe holds: how it was taken and the descriptor that keeps it.
 struct HeldLock {
     enum Kind: String {
@@ -145,6 +173,72 @@ final class ProbeDelegate: ApplicationDelegate {
     }
     func didFailToRegisterForRemoteNotifications(_ application: Application, error: ServiceError) {
         say("[ProbeApp] push registration failed: \(error)")
+    }
+
+    func performFetch(_ application: Application, completion: @escaping @Sendable (FetchResult) -> Void) {
+        let id = application.backgroundEventIdentifier.map { "\($0)" } ?? "?"
+        say("[ProbeApp] performFetch id=\(id) state=\(application.applicationState)")
+        fire(.fetch, application: application)
+        answer(script.fetchResult, "fetch", completion)
+    }
+
+    func didReceiveRemoteNotification(_ application: Application, userInfo: RemoteNotification,
+                                      completion: @escaping @Sendable (FetchResult) -> Void) {
+        say("[ProbeApp] remote notification silent=\(userInfo.isSilent) userInfo=\(oneLine(userInfo.json))")
+        fire(.push, application: application)
+        answer(script.pushResult, "push", completion)
+    }
+
+    /// Calls a fetch or push completion as `plan` says, printing
+    /// "[ProbeApp] LABEL completed RESULT" just before (the host may suspend us after).
+    private func answer(_ plan: CompletionPlan, _ label: String, _ completion: @escaping @Sendable (FetchResult) -> Void) {
+        switch plan {
+        case .now(let result):
+            say("[ProbeApp] \(label) completed \(result.rawValue)")
+            completion(result)
+        case .never:
+            break
+        case .after(let seconds, let result):
+            DispatchQueue.main.asyncAfter(deadline: .now() + seconds) {
+                say("[ProbeApp] \(label) completed \(result.rawValue)")
+                completion(result)
+            }
+        }
+    }
+
+    /// A BGTaskScheduler launch: print, set the expiration handler, run the bgtask
+    /// actions, then complete the task as --bgtask says.
+    private func bgTaskLaunched(_ task: BGTask) {
+        let kind = task is BGProcessingTask ? "processing" : "refresh"
+        say("[ProbeApp] bgtask launch \(task.identifier) \(kind)")
+        let ref = BGTaskRef(task)
+        let onExpiry = script.bgTaskExpire
+        task.expirationHandler = { [unowned self] in
+            MainActor.assumeIsolated {
+                say("[ProbeApp] bgtask expired \(task.identifier)")
+                fire(.bgtaskExpire, application: .shared)
+                if onExpiry == .complete { complete(ref, success: false) }
+            }
+        }
+        fire(.bgtask, application: .shared)
+        switch script.bgTask {
+        case .complete:
+            complete(ref, success: true)
+        case .never:
+            break
+        case .after(let seconds):
+            DispatchQueue.main.asyncAfter(deadline: .now() + seconds) { [self] in
+                MainActor.assumeIsolated { complete(ref, success: true) }
+            }
+        }
+    }
+
+    /// Completes a BGTask once, printing "[ProbeApp] bgtask completed ID" first.
+    private func complete(_ ref: BGTaskRef, success: Bool) {
+        guard !ref.completed else { return }
+        ref.completed = true
+        say("[ProbeApp] bgtask completed \(ref.task.identifier)")
+        ref.task.setTaskCompleted(success: success)
     }
 
     private func run(_ trigger: Trigger, _ callback: String, _ application: Application) {
@@ -293,6 +387,56 @@ final class ProbeDelegate: ApplicationDelegate {
                 say("[ProbeApp] open \(path): ok")
             } else {
                 say("[ProbeApp] open \(path): \(errnoName(errno))")
+            }
+        case .fetchInterval(let interval):
+            report("fetch-interval") { () throws(ServiceError) in try application.setMinimumBackgroundFetchInterval(interval) }
+        case .refreshStatus:
+            say("[ProbeApp] refresh status \(application.backgroundRefreshStatus.rawValue)")
+        case .bgRegister(let identifier):
+            // No queue: the handler runs on the main queue, inside the launch callback.
+            let registered = BGTaskScheduler.shared.register(forTaskWithIdentifier: identifier) { [unowned self] task in
+                MainActor.assumeIsolated { bgTaskLaunched(task) }
+            }
+            say(registered ? outcome("bg-register", nil)
+                : "[ProbeApp] bg-register: refused: register(forTaskWithIdentifier: \(identifier)) returned false (reason on stderr)")
+        case .bgSubmit(let kind, let identifier, let seconds, let power, let network):
+            let request: BGTaskRequest
+            switch kind {
+            case .refresh:
+                request = BGAppRefreshTaskRequest(identifier: identifier)
+            case .processing:
+                let processing = BGProcessingTaskRequest(identifier: identifier)
+                processing.requiresExternalPower = power
+                processing.requiresNetworkConnectivity = network
+                request = processing
+            }
+            request.earliestBeginDate = seconds.map { Date(timeIntervalSinceNow: $0) }
+            do {
+                try BGTaskScheduler.shared.submit(request)
+                say(outcome("bg-submit", nil))
+            } catch {
+                say(outcome("bg-submit", error))
+            }
+        case .bgCancel(let identifier):
+            if let identifier {
+                BGTaskScheduler.shared.cancel(taskRequestWithIdentifier: identifier)
+            } else {
+                BGTaskScheduler.shared.cancelAllTaskRequests()
+            }
+            say(outcome("bg-cancel", nil))
+        case .bgPending:
+            let pending = BGTaskScheduler.shared.pendingTaskRequests()
+            say("[ProbeApp] bg-pending: \(pending.count) requests")
+            for request in pending {
+                var line = "[ProbeApp] bg-request \(request is BGProcessingTaskRequest ? "processing" : "refresh") \(request.identifier)"
+                if let date = request.earliestBeginDate {
+                    line += " earliest=\(Int(max(0, date.timeIntervalSinceNow).rounded()))"
+                }
+                if let processing = request as? BGProcessingTaskRequest {
+                    if processing.requiresExternalPower { line += " power" }
+                    if processing.requiresNetworkConnectivity { line += " network" }
+                }
+                say(line)
             }
         }
     }

@@ -29,16 +29,31 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
     public var audioIdle: Double
     /// After a VoIP push: the app must report an incoming call within this.
     public var voipReport: Double
+    /// `UIApplicationBackgroundFetchIntervalMinimum`: the shortest time between two fetches.
+    public var fetchMinimum: Double
+    /// Fetches (and BGTasks) due within this of each other run together.
+    public var fetchCoalescing: Double
+    /// Silent pushes delivered to one app per hour before more are held.
+    public var silentPushesPerHour: Double
+    /// Run time a BGProcessingTask gets before its expiration handler.
+    public var processing: Double
 
     /// Every budget key, in table order.
     public static let keys = ["backgroundTask", "fetch", "silentPush", "didEnterBackground", "launch",
                               "foregroundHang", "expirationWarning", "heartbeatInterval",
-                              "wake", "audioIdle", "voipReport"]
+                              "wake", "audioIdle", "voipReport",
+                              "fetchMinimum", "fetchCoalescing", "silentPushesPerHour", "processing"]
 
     public init(name: String, backgroundTask: Double, fetch: Double = 30, silentPush: Double = 30,
                 didEnterBackground: Double = 5, launch: Double = 20, foregroundHang: Double = 10,
                 expirationWarning: Double = 5, heartbeatInterval: Double = 5,
-                wake: Double = 10, audioIdle: Double = 10, voipReport: Double = 7) {
+                wake: Double = 10, audioIdle: Double = 10, voipReport: Double = 7,
+                fetchMinimum: Double = 900, fetchCoalescing: Double = 300, silentPushesPerHour: Double = 3,
+                processing: Double = 300) {
+        self.fetchMinimum = fetchMinimum
+        self.fetchCoalescing = fetchCoalescing
+        self.silentPushesPerHour = silentPushesPerHour
+        self.processing = processing
         self.wake = wake
         self.audioIdle = audioIdle
         self.voipReport = voipReport
@@ -85,6 +100,10 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
             case "wake": wake
             case "audioIdle": audioIdle
             case "voipReport": voipReport
+            case "fetchMinimum": fetchMinimum
+            case "fetchCoalescing": fetchCoalescing
+            case "silentPushesPerHour": silentPushesPerHour
+            case "processing": processing
             default: nil
             }
         }
@@ -102,6 +121,10 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
             case "wake": wake = v
             case "audioIdle": audioIdle = v
             case "voipReport": voipReport = v
+            case "fetchMinimum": fetchMinimum = v
+            case "fetchCoalescing": fetchCoalescing = v
+            case "silentPushesPerHour": silentPushesPerHour = v
+            case "processing": processing = v
             default: break
             }
         }
@@ -120,6 +143,10 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
         "wake": "~10 s for a BLE or accessory event handler, widely cited — UNCONFIRMED",
         "audioIdle": "AppHost's own: an audio app that stopped playing is suspended after this",
         "voipReport": "callservicesd checks ~7 s after a VoIP push (Apple DTS, forum 817976)",
+        "fetchMinimum": "iOS decides; AppHost's own: 15 min between fetches at the minimum interval",
+        "fetchCoalescing": "AppHost's own: due fetches and tasks within 5 min run together",
+        "silentPushesPerHour": "\"two or three per hour\" (Apple, Pushing background updates) — UNCONFIRMED",
+        "processing": "BGProcessingTask: \"several minutes\" — UNCONFIRMED",
     ]
 
     /// Checks every value is a finite, positive number of seconds and the warning fits the budget.
@@ -156,6 +183,9 @@ public struct HostConfigFile: Sendable, Equatable {
 
     /// The audio sinks a config may name.
     public static let audioSinks = ["wav", "null"]
+    /// `"backgroundRefresh": "restricted"`: a policy that restricts Background App Refresh
+    /// for every app (`allowed`, the default, leaves it to the user's settings).
+    public var backgroundRefreshRestricted = false
 
     /// Reads and checks a config file; errors name the file and key.
     public static func load(path: String) throws(BudgetError) -> HostConfigFile {
@@ -176,6 +206,11 @@ public struct HostConfigFile: Sendable, Equatable {
                     throw BudgetError(message: "\(path): audioSink: expected one of \(audioSinks.joined(separator: ", "))")
                 }
                 file.audioSink = sink
+            case "backgroundRefresh":
+                guard let policy = value as? String, ["allowed", "restricted"].contains(policy) else {
+                    throw BudgetError(message: "\(path): backgroundRefresh: expected \"allowed\" or \"restricted\"")
+                }
+                file.backgroundRefreshRestricted = policy == "restricted"
             case "budgets":
                 guard let budgets = value as? [String: Any] else { throw BudgetError(message: "\(path): budgets: expected an object") }
                 for (name, raw) in budgets {
@@ -195,7 +230,7 @@ public struct HostConfigFile: Sendable, Equatable {
                     }
                 }
             default:
-                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink)")
+                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh)")
             }
         }
         return file

@@ -34,6 +34,12 @@ public enum LaunchReason: String, Codable, Sendable {
     case bluetoothPeripheral
     /// Launched in the background for an external accessory.
     case externalAccessory
+    /// Launched in the background for a background fetch.
+    case backgroundFetch
+    /// Launched in the background for a silent remote notification (`.remoteNotification`).
+    case remoteNotification
+    /// Launched in the background for a BGTaskScheduler task.
+    case backgroundTask
 
     /// Whether the app was launched into the background rather than by the user.
     public var isBackground: Bool { self != .user }

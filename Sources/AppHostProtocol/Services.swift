@@ -57,6 +57,28 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
     // MARK: remote notifications (UIApplication)
     /// `registerForRemoteNotifications()`.
     case registerForRemoteNotifications
+    /// The completion handler of `didReceiveRemoteNotification` for push `id` was called.
+    case remoteNotificationCompleted(id: UInt64, result: FetchResult)
+
+    // MARK: background fetch and refresh (UIApplication)
+    /// `setMinimumBackgroundFetchInterval(_:)`.
+    case fetchSetMinimumInterval(FetchInterval)
+    /// The completion handler of `performFetch` number `id` was called.
+    case fetchCompleted(id: UInt64, result: FetchResult)
+    /// `backgroundRefreshStatus`.
+    case backgroundRefreshStatus
+
+    // MARK: BGTaskScheduler
+    /// `register(forTaskWithIdentifier:using:launchHandler:)`.
+    case bgRegister(identifier: String)
+    /// `submit(_:)`.
+    case bgSubmit(BGTaskRequestInfo)
+    /// `cancel(taskRequestWithIdentifier:)`; nil: `cancelAllTaskRequests()`.
+    case bgCancel(identifier: String?)
+    /// `getPendingTaskRequests`.
+    case bgPending
+    /// `BGTask.setTaskCompleted(success:)`.
+    case bgTaskCompleted(identifier: String, success: Bool)
 
     /// The iOS API's name, for events and errors.
     public var apiName: String {
@@ -79,7 +101,63 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
         case .bleStopAdvertising: "CBPeripheralManager.stopAdvertising"
         case .accessoryList: "EAAccessoryManager.connectedAccessories"
         case .registerForRemoteNotifications: "UIApplication.registerForRemoteNotifications"
+        case .remoteNotificationCompleted: "didReceiveRemoteNotification completion"
+        case .fetchSetMinimumInterval: "UIApplication.setMinimumBackgroundFetchInterval"
+        case .fetchCompleted: "performFetch completion"
+        case .backgroundRefreshStatus: "UIApplication.backgroundRefreshStatus"
+        case .bgRegister: "BGTaskScheduler.register"
+        case .bgSubmit: "BGTaskScheduler.submit"
+        case .bgCancel: "BGTaskScheduler.cancel"
+        case .bgPending: "BGTaskScheduler.getPendingTaskRequests"
+        case .bgTaskCompleted: "BGTask.setTaskCompleted"
         }
+    }
+}
+
+/// `UIBackgroundFetchResult`.
+public enum FetchResult: String, Codable, Sendable, CaseIterable {
+    case newData, noData, failed
+}
+
+/// `setMinimumBackgroundFetchInterval`'s argument.
+public enum FetchInterval: Codable, Sendable, Equatable {
+    /// `UIApplicationBackgroundFetchIntervalNever` (the default).
+    case never
+    /// `UIApplicationBackgroundFetchIntervalMinimum`: as often as the system allows.
+    case minimum
+    /// At most once per this many seconds.
+    case seconds(Double)
+}
+
+/// `UIBackgroundRefreshStatus`.
+public enum BackgroundRefreshStatus: String, Codable, Sendable, CaseIterable {
+    /// Background refresh is on for the app.
+    case available
+    /// The user turned it off, for this app or for every app.
+    case denied
+    /// Low-power mode or a configuration policy: the user cannot turn it on.
+    case restricted
+}
+
+/// A `BGTaskRequest`: `BGAppRefreshTaskRequest` or `BGProcessingTaskRequest`.
+public struct BGTaskRequestInfo: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable { case refresh, processing }
+    public var kind: Kind
+    public var identifier: String
+    /// `earliestBeginDate`, as seconds from when it was submitted (nil: as soon as possible).
+    public var earliestBegin: Double?
+    /// Processing only.
+    public var requiresExternalPower: Bool
+    /// Processing only.
+    public var requiresNetworkConnectivity: Bool
+
+    public init(kind: Kind, identifier: String, earliestBegin: Double? = nil,
+                requiresExternalPower: Bool = false, requiresNetworkConnectivity: Bool = false) {
+        self.kind = kind
+        self.identifier = identifier
+        self.earliestBegin = earliestBegin
+        self.requiresExternalPower = requiresExternalPower
+        self.requiresNetworkConnectivity = requiresNetworkConnectivity
     }
 }
 
@@ -147,6 +225,13 @@ public enum ServiceReply: Codable, Sendable, Equatable {
     case token(String)
     /// The connected accessories the app may talk to.
     case accessories([Accessory])
+    /// `backgroundRefreshStatus`.
+    case refreshStatus(BackgroundRefreshStatus)
+    /// Pending BGTaskScheduler requests.
+    case bgRequests([BGTaskRequestInfo])
+    /// A failure with an error code of the iOS API (e.g. BGTaskScheduler's
+    /// `notPermitted`, `tooManyPendingTaskRequests`, `unavailable`).
+    case failed(code: String, reason: String)
     /// Refused; `reason` says why in the terms of the iOS rule (e.g. a missing
     /// background mode or entitlement).
     case refused(reason: String)
@@ -176,6 +261,15 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
     case accessoryDisconnected(Accessory)
     /// Bytes on an `EASession`'s input stream.
     case accessoryData(accessory: Accessory, protocolString: String, bytes: Data)
+    /// `performFetch(completion:)`; answer with ``ServiceRequest/fetchCompleted(id:result:)``.
+    case performFetch(id: UInt64)
+    /// `didReceiveRemoteNotification(userInfo:completion:)` (`silent`: a content-available
+    /// push delivered in the background; answer with ``ServiceRequest/remoteNotificationCompleted(id:result:)``).
+    case remoteNotification(id: UInt64, userInfo: String, silent: Bool)
+    /// A BGTaskScheduler launch handler for a registered identifier.
+    case bgTaskLaunch(identifier: String, kind: BGTaskRequestInfo.Kind)
+    /// The running task's `expirationHandler`.
+    case bgTaskExpire(identifier: String)
 
     /// The delegate method's name, for events and logs.
     public var name: String {
@@ -191,6 +285,10 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
         case .accessoryConnected(let a): "accessoryDidConnect(\(a.name))"
         case .accessoryDisconnected(let a): "accessoryDidDisconnect(\(a.name))"
         case .accessoryData(let a, let proto, let bytes): "EASession(\(a.name) \(proto)) \(bytes.count) bytes"
+        case .performFetch: "performFetch"
+        case .remoteNotification(_, _, let silent): silent ? "didReceiveRemoteNotification(background)" : "didReceiveRemoteNotification"
+        case .bgTaskLaunch(let identifier, _): "BGTask launch(\(identifier))"
+        case .bgTaskExpire(let identifier): "BGTask expiration(\(identifier))"
         }
     }
 }
@@ -232,4 +330,65 @@ public enum ModeCommand: Codable, Sendable, Equatable {
     case accessorySend(protocolString: String, bytes: Data)
     /// `apphost accessory list`.
     case accessoryList
+
+    /// `apphost settings background-refresh [<id>] on|off` (nil: the global switch).
+    case settingsBackgroundRefresh(bundleIdentifier: String?, on: Bool)
+    /// `apphost settings low-power on|off`.
+    case settingsLowPower(Bool)
+    /// `apphost settings show`.
+    case settingsShow
+    /// `apphost device power plugged|battery`.
+    case devicePower(plugged: Bool)
+    /// `apphost device network wifi|cellular|none`.
+    case deviceNetwork(DeviceNetwork)
+    /// `apphost device show`.
+    case deviceShow
+    /// `apphost fetch <id>`: one background fetch now (Xcode's Simulate Background Fetch).
+    case fetchNow(bundleIdentifier: String)
+    /// `apphost fetch schedule`: every app's next fetch and why.
+    case fetchSchedule
+    /// `apphost bgtask run <id> <identifier>` (`_simulateLaunchForTaskWithIdentifier`).
+    case bgTaskRun(bundleIdentifier: String, identifier: String)
+    /// `apphost bgtask expire <id> <identifier>` (`_simulateExpirationForTaskWithIdentifier`).
+    case bgTaskExpire(bundleIdentifier: String, identifier: String)
+    /// `apphost bgtask list [<id>]`: pending and running tasks and what they wait for.
+    case bgTaskList(bundleIdentifier: String?)
+    /// `apphost push <id> <file>` and the push gateway: a remote notification.
+    case push(PushRequest)
+}
+
+/// The simulated network (`apphost device network`).
+public enum DeviceNetwork: String, Codable, Sendable, CaseIterable {
+    case wifi, cellular, none
+}
+
+/// A remote notification on its way to an app, as APNs gets it.
+public struct PushRequest: Codable, Sendable, Equatable {
+    public var bundleIdentifier: String
+    /// The JSON payload (an object with `aps`).
+    public var payload: String
+    /// `apns-push-type`: `alert`, `background`, `voip`, ...; nil: inferred from the payload.
+    public var pushType: String?
+    /// `apns-priority` (5 or 10).
+    public var priority: Int?
+    /// `apns-collapse-id`.
+    public var collapseID: String?
+    /// `apns-id`.
+    public var apnsID: String?
+    /// `apns-expiration` (UNIX seconds; 0: deliver now or never).
+    public var expiration: Int?
+    /// Where it came from, for events (`cli`, `gateway`).
+    public var source: String
+
+    public init(bundleIdentifier: String, payload: String, pushType: String? = nil, priority: Int? = nil,
+                collapseID: String? = nil, apnsID: String? = nil, expiration: Int? = nil, source: String = "cli") {
+        self.bundleIdentifier = bundleIdentifier
+        self.payload = payload
+        self.pushType = pushType
+        self.priority = priority
+        self.collapseID = collapseID
+        self.apnsID = apnsID
+        self.expiration = expiration
+        self.source = source
+    }
 }

@@ -90,6 +90,8 @@ public final class Application {
     private nonisolated let ending = Mutex(false)
     /// Routes service events to the service objects and carries their requests.
     let services: ServiceRouter
+    /// Set once `didFinishLaunching` has returned (BGTaskScheduler registrations end then).
+    private nonisolated let finishedLaunching = Mutex(false)
 
     /// Creates the application over an already-welcomed connection, and binds
     /// `services` (the process's router unless given) to it.
@@ -239,6 +241,91 @@ public final class Application {
         }
     }
 
+    // MARK: Background fetch and refresh
+
+    /// The interval that asks for fetches as often as the system allows, like
+    /// `UIApplication.backgroundFetchIntervalMinimum` (0), for
+    /// the `TimeInterval` overload of ``setMinimumBackgroundFetchInterval(_:)``.
+    public nonisolated static let backgroundFetchIntervalMinimum: TimeInterval = 0
+    /// The interval that turns background fetch off (the default), like
+    /// `UIApplication.backgroundFetchIntervalNever` (`Double.greatestFiniteMagnitude`).
+    public nonisolated static let backgroundFetchIntervalNever: TimeInterval = .greatestFiniteMagnitude
+
+    /// Sets how often the app wants ``ApplicationDelegate/performFetch(_:completion:)``
+    /// calls, like `UIApplication.setMinimumBackgroundFetchInterval(_:)`: `.never`
+    /// (the default), `.minimum` or `.seconds(n)` (at most once per `n` seconds; the
+    /// host decides when, within that bound). Fetches need `fetch` in
+    /// `UIBackgroundModes`. Asks the host and blocks until it answers; callable from
+    /// any thread.
+    /// - Throws: ``ServiceError`` if the host refuses or cannot answer (iOS does not
+    ///   report failures; this SDK does, so a test can see them).
+    public nonisolated func setMinimumBackgroundFetchInterval(_ interval: FetchInterval) throws(ServiceError) {
+        let request = ServiceRequest.fetchSetMinimumInterval(interval)
+        let reply = try serviceRequest(request)
+        guard case .ok = reply else { throw ServiceRouter.unexpected(reply, to: request) }
+    }
+
+    /// ``setMinimumBackgroundFetchInterval(_:)`` with seconds, as iOS
+    /// takes it: 0 or less (``backgroundFetchIntervalMinimum``) is `.minimum`;
+    /// ``backgroundFetchIntervalNever`` or infinity is `.never`; anything else is
+    /// `.seconds(interval)`.
+    /// - Throws: ``ServiceError`` as the other overload; a NaN interval fails
+    ///   (`.failed`) without asking the host.
+    public nonisolated func setMinimumBackgroundFetchInterval(_ interval: TimeInterval) throws(ServiceError) {
+        let value: FetchInterval
+        if interval.isNaN {
+            throw ServiceError(.failed, reason: "setMinimumBackgroundFetchInterval: the interval is not a number")
+        } else if interval <= Self.backgroundFetchIntervalMinimum {
+            value = .minimum
+        } else if interval >= Self.backgroundFetchIntervalNever {
+            value = .never
+        } else {
+            value = .seconds(interval)
+        }
+        try setMinimumBackgroundFetchInterval(value)
+    }
+
+    /// Whether the app may run in the background for fetches, BGTaskScheduler
+    /// tasks and silent pushes, like `UIApplication.backgroundRefreshStatus`:
+    /// `available`, `denied` (turned off in the settings) or `restricted` (e.g.
+    /// low-power mode). Asks the host each time and blocks until it answers;
+    /// callable from any thread. A failure is logged to stderr and reads as `denied`.
+    public nonisolated var backgroundRefreshStatus: BackgroundRefreshStatus {
+        let request = ServiceRequest.backgroundRefreshStatus
+        do throws(ServiceError) {
+            let reply = try serviceRequest(request)
+            guard case .refreshStatus(let status) = reply else { throw ServiceRouter.unexpected(reply, to: request) }
+            return status
+        } catch {
+            effects.log(ServiceRouter.failureLine(of: request.apiName, error))
+            return .denied
+        }
+    }
+
+    /// While ``ApplicationDelegate/performFetch(_:completion:)`` or
+    /// ``ApplicationDelegate/didReceiveRemoteNotification(_:userInfo:completion:)``
+    /// runs, the host's number for that fetch or notification (what its completion
+    /// reports); nil otherwise. For logs and test fixtures; iOS has no equivalent.
+    public internal(set) var backgroundEventIdentifier: UInt64?
+
+    /// Whether `didFinishLaunching` has returned; from then on BGTaskScheduler
+    /// refuses new launch handlers, as on iOS.
+    nonisolated var hasFinishedLaunching: Bool {
+        finishedLaunching.withLock { $0 }
+    }
+
+    /// Sends a completion the host waits for (`fetchCompleted`, `bgTaskCompleted`,
+    /// ...) and blocks until it answers; a refusal (e.g. the fetch is no longer
+    /// running) or failure is logged to stderr.
+    nonisolated func sendCompletion(_ request: ServiceRequest) {
+        do throws(ServiceError) {
+            let reply = try serviceRequest(request)
+            guard case .ok = reply else { throw ServiceRouter.unexpected(reply, to: request) }
+        } catch {
+            effects.log(ServiceRouter.failureLine(of: request.apiName, error))
+        }
+    }
+
     // MARK: Callbacks
 
     /// Runs one callback from the host: updates the state, calls the delegate (or,
@@ -254,6 +341,7 @@ public final class Application {
         case .didFinishLaunching(let options):
             launchOptions = options
             _ = delegate.didFinishLaunching(self, options: options)
+            finishedLaunching.withLock { $0 = true }
         case .willResignActive:
             delegate.willResignActive(self)
         case .didEnterBackground:
@@ -290,6 +378,9 @@ public final class Application {
         } catch {
             connectionFailed(error)
         }
+        // Completion handlers called while the callback ran (performFetch, a remote
+        // notification, a BGTask) are sent now, after the acknowledgement.
+        services.callbackAcknowledged()
     }
 
     /// Starts the reader thread; each callback is run on the main queue in arrival order.

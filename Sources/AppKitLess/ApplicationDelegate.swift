@@ -28,6 +28,28 @@ public protocol ApplicationDelegate: AnyObject {
     /// ``Application/registerForRemoteNotifications()`` failed: the host refused
     /// (e.g. no `aps-environment` entitlement) or could not answer.
     func didFailToRegisterForRemoteNotifications(_ application: Application, error: ServiceError)
+    /// The host gives the app a chance to fetch new content in the background
+    /// (`application(_:performFetchWithCompletionHandler:)`), after
+    /// ``Application/setMinimumBackgroundFetchInterval(_:)`` asked for fetches.
+    ///
+    /// Call `completion` once, with what the fetch found, as soon as it is done: at
+    /// once or later, from any thread. The host keeps the app running until then
+    /// (within the fetch budget; after it the app is killed), and a fetch that finds
+    /// `newData` quickly is scheduled more often. The callback is acknowledged when
+    /// this method returns; the completion reaches the host after that. A second
+    /// call is logged to stderr and ignored.
+    func performFetch(_ application: Application, completion: @escaping @Sendable (FetchResult) -> Void)
+    /// A remote notification arrived
+    /// (`application(_:didReceiveRemoteNotification:fetchCompletionHandler:)`):
+    /// a silent (`content-available`) push delivered in the background, which the
+    /// host keeps the app running for until `completion` is called (within the
+    /// budget), or a notification that arrived while the app was in front.
+    ///
+    /// Call `completion` once, at once or later, from any thread; a second call is
+    /// logged to stderr and ignored. The callback is acknowledged when this method
+    /// returns; the completion reaches the host after that.
+    func didReceiveRemoteNotification(_ application: Application, userInfo: RemoteNotification,
+                                      completion: @escaping @Sendable (FetchResult) -> Void)
 }
 
 extension ApplicationDelegate {
@@ -47,4 +69,13 @@ extension ApplicationDelegate {
     public func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String) {}
     /// Default: does nothing.
     public func didFailToRegisterForRemoteNotifications(_ application: Application, error: ServiceError) {}
+    /// Default: calls `completion(.noData)` at once.
+    public func performFetch(_ application: Application, completion: @escaping @Sendable (FetchResult) -> Void) {
+        completion(.noData)
+    }
+    /// Default: calls `completion(.noData)` at once.
+    public func didReceiveRemoteNotification(_ application: Application, userInfo: RemoteNotification,
+                                             completion: @escaping @Sendable (FetchResult) -> Void) {
+        completion(.noData)
+    }
 }

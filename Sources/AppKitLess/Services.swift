@@ -90,14 +90,27 @@ struct WeakList<Object: AnyObject> {
 /// them. One per process (``shared``), bound to the ``Application`` when it is
 /// created; service objects register on creation (they may be created before
 /// ``ApplicationMain(delegate:)``, e.g. as stored properties of the delegate) and
-/// are held weakly. Tests make their own.
+/// are held weakly. Fetches and remote notifications go to the application
+/// delegate, BGTaskScheduler launches and expirations to ``taskScheduler``; the
+/// completion handlers they hand out answer the host only after the callback has
+/// been acknowledged (``callbackAcknowledged()``). Tests make their own.
 @MainActor
 final class ServiceRouter {
     /// The process's router.
-    static let shared = ServiceRouter()
+    static let shared = ServiceRouter(taskScheduler: .shared)
 
     /// The application whose connection carries the requests; set by its init.
-    weak var application: Application?
+    weak var application: Application? {
+        didSet { taskScheduler.bind(application) }
+    }
+
+    /// The BGTaskScheduler whose tasks this router runs (``BGTaskScheduler/shared``
+    /// for the process's router); bound to ``application`` with it.
+    nonisolated let taskScheduler: BGTaskScheduler
+
+    /// Completion handlers handed out by the callback now running, told once it has
+    /// been acknowledged (so their answers never overtake the acknowledgement).
+    private var awaitingAcknowledgement: [HostCompletion] = []
 
     /// The location authorization last heard from the host (process-wide, as on iOS).
     private(set) var locationAuthorization: LocationAuthorization = .notDetermined
@@ -108,7 +121,10 @@ final class ServiceRouter {
     private var pushRegistries = WeakList<PushRegistry>()
     private var centralManagers = WeakList<CentralManager>()
 
-    init() {}
+    /// A router running `taskScheduler`'s tasks (a new scheduler unless given).
+    init(taskScheduler: BGTaskScheduler = BGTaskScheduler()) {
+        self.taskScheduler = taskScheduler
+    }
 
     // MARK: Registration
 
@@ -147,11 +163,16 @@ final class ServiceRouter {
 
     /// Logs that `call` failed: "<call>: refused: <reason>" or "<call>: <error>".
     func logFailure(of call: String, _ error: ServiceError) {
-        log("\(call): \(error.kind == .refused ? "refused: " : "")\(error)")
+        log(Self.failureLine(of: call, error))
+    }
+
+    /// "<call>: refused: <reason>" or "<call>: <error>".
+    nonisolated static func failureLine(of call: String, _ error: ServiceError) -> String {
+        "\(call): \(error.kind == .refused ? "refused: " : "")\(error)"
     }
 
     /// The failure for a reply that does not answer `request`.
-    static func unexpected(_ reply: ServiceReply, to request: ServiceRequest) -> ServiceError {
+    nonisolated static func unexpected(_ reply: ServiceReply, to request: ServiceRequest) -> ServiceError {
         ServiceError(.failed, reason: "the host answered \(request.apiName) with \(reply)")
     }
 
@@ -223,9 +244,69 @@ final class ServiceRouter {
             } else {
                 receiver = "AccessoryManager"
             }
+        case .performFetch(let id):
+            if let application {
+                performFetch(id: id, application)
+                receiver = nil
+            } else {
+                receiver = "Application"
+            }
+        case .remoteNotification(let id, let userInfo, let silent):
+            if let application {
+                receiveRemoteNotification(id: id, RemoteNotification(json: userInfo, isSilent: silent), application)
+                receiver = nil
+            } else {
+                receiver = "Application"
+            }
+        case .bgTaskLaunch(let identifier, let kind):
+            if let application {
+                awaitingAcknowledgement.append(taskScheduler.launch(identifier, kind: kind, application: application))
+                receiver = nil
+            } else {
+                receiver = "Application"
+            }
+        case .bgTaskExpire(let identifier):
+            if let application {
+                taskScheduler.expire(identifier, application: application)
+                receiver = nil
+            } else {
+                receiver = "Application"
+            }
         }
         if let receiver {
             log("\(event.name): no \(receiver) exists in this app to receive it; the event is dropped")
         }
+    }
+
+    /// Calls the delegate's `performFetch` with a completion that answers fetch `id`.
+    private func performFetch(id: UInt64, _ application: Application) {
+        let completion = HostCompletion(name: "The performFetch completion handler (fetch \(id))", application: application)
+        awaitingAcknowledgement.append(completion)
+        application.backgroundEventIdentifier = id
+        defer { application.backgroundEventIdentifier = nil }
+        application.delegate.performFetch(application) { result in
+            completion.complete(with: .fetchCompleted(id: id, result: result))
+        }
+    }
+
+    /// Calls the delegate's `didReceiveRemoteNotification` with a completion that
+    /// answers notification `id`.
+    private func receiveRemoteNotification(id: UInt64, _ notification: RemoteNotification, _ application: Application) {
+        let completion = HostCompletion(name: "The didReceiveRemoteNotification completion handler (notification \(id))", application: application)
+        awaitingAcknowledgement.append(completion)
+        application.backgroundEventIdentifier = id
+        defer { application.backgroundEventIdentifier = nil }
+        application.delegate.didReceiveRemoteNotification(application, userInfo: notification) { result in
+            completion.complete(with: .remoteNotificationCompleted(id: id, result: result))
+        }
+    }
+
+    /// The callback that just ran has been acknowledged: completion handlers it
+    /// handed out may now send their answers (those already called do so at once).
+    func callbackAcknowledged() {
+        guard !awaitingAcknowledgement.isEmpty else { return }
+        let completions = awaitingAcknowledgement
+        awaitingAcknowledgement = []
+        for completion in completions { completion.callbackAcknowledged() }
     }
 }
