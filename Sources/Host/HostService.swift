@@ -46,9 +46,20 @@ public struct HostService: Service {
             let server = try await ControlServer.bind(path: configuration.controlSocketPath, group: group,
                                                       supervisor: supervisor, logger: logger)
             logger.info("host listening on \(configuration.controlSocketPath)")
+            let gateway: PushGateway?
+            do {
+                gateway = try await startPushGateway(group: group, supervisor: supervisor)
+            } catch {
+                server.close()
+                await supervisor.finish()
+                throw HostStartError(description: "\(error)")
+            }
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 tasks.addTask { await supervisor.run() }
                 tasks.addTask { try await server.serve() }
+                if let gateway {
+                    tasks.addTask { try await gateway.serve() }
+                }
                 tasks.addTask { await onStart(supervisor) }
                 await withTaskGroup(of: Void.self) { waiters in
                     waiters.addTask { try? await gracefulShutdown() }
@@ -63,11 +74,14 @@ public struct HostService: Service {
                     waiters.cancelAll()
                 }
                 logger.info("shutting down")
+                // No new pushes while apps terminate; pushes in flight are answered.
+                gateway?.close()
                 await supervisor.shutdown()
                 server.close()
                 await supervisor.finish()
                 // Release the state directory before answering a waiting `apphost shutdown`.
                 unlink(configuration.controlSocketPath)
+                unlink(PushGateway.addressFilePath(stateDirectory: dir))
                 lock.release()
                 await supervisor.markStopped()
                 try await tasks.waitForAll()
@@ -75,11 +89,31 @@ public struct HostService: Service {
         } catch {
             try? await group.shutdownGracefully()
             unlink(configuration.controlSocketPath)
+            unlink(PushGateway.addressFilePath(stateDirectory: dir))
             withExtendedLifetime(lock) {}
             throw error
         }
         try? await group.shutdownGracefully()
         unlink(configuration.controlSocketPath)
         withExtendedLifetime(lock) {}
+    }
+
+    /// Binds the push gateway when configured, writes its address to
+    /// `push-gateway.address` and records where it listens.
+    private func startPushGateway(group: any EventLoopGroup, supervisor: Supervisor) async throws -> PushGateway? {
+        let addressFile = PushGateway.addressFilePath(stateDirectory: configuration.stateDirectory)
+        unlink(addressFile)
+        guard let settings = configuration.pushGateway else { return nil }
+        let gateway = try await PushGateway.bind(settings: settings, group: group, supervisor: supervisor, logger: logger)
+        do {
+            try Data((gateway.address + "\n").utf8).write(to: URL(fileURLWithPath: addressFile), options: .atomic)
+        } catch {
+            gateway.close()
+            throw PushGatewayError("cannot write \(addressFile): \(error)")
+        }
+        logger.info("push gateway on \(gateway.url) (\(gateway.protocolName))")
+        await supervisor.recordServiceEvent(
+            "push gateway listening on \(gateway.url) (\(gateway.protocolName); APNs provider API: POST /3/device/<token>)")
+        return gateway
     }
 }

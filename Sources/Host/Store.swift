@@ -55,7 +55,31 @@ public final class Store: Sendable {
                 t.primaryKey(["bundleIdentifier", "service"])
             }
         }
+        m.registerMigration("v3: settings") { db in
+            try db.create(table: "setting") { t in
+                t.primaryKey("key", .text)
+                t.column("value", .text).notNull()
+            }
+        }
         return m
+    }
+
+    /// Records a host setting or device condition; nil removes it (back to the default).
+    public func setSetting(key: String, value: String?) throws {
+        try pool.write { db in
+            if let value {
+                try db.execute(sql: "INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", arguments: [key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
+            }
+        }
+    }
+
+    /// Every stored setting.
+    public func settings() throws -> [(key: String, value: String)] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT key, value FROM setting ORDER BY key").map { (key: $0["key"], value: $0["value"]) }
+        }
     }
 
     /// Records a privacy decision (`apphost privacy`); nil removes it (reset).

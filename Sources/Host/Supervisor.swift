@@ -28,6 +28,12 @@ public struct HostConfiguration: Sendable {
     public var audioSink: AudioSinkKind = .wav
     /// Apply the background-mode kernel rules (AF_BLUETOOTH, sound and serial devices).
     public var modeRules = true
+    /// A policy restricting Background App Refresh for every app (`backgroundRefreshStatus`
+    /// is `restricted`; no fetch, no task, no background launch for silent pushes).
+    public var backgroundRefreshRestricted = false
+
+    /// The push gateway (APNs provider API over HTTP/2), or nil for none.
+    public var pushGateway: PushGatewaySettings?
 
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
@@ -41,6 +47,13 @@ public struct HostConfiguration: Sendable {
     /// The control socket's path.
     public var controlSocketPath: String { stateDirectory + "/" + ControlSocket.fileName }
     var lockPath: String { stateDirectory + "/apphost.lock" }
+}
+
+extension Supervisor {
+    /// Records a host-wide `service` event (the push gateway says where it listens).
+    public func recordServiceEvent(_ cause: String) {
+        events.append(.service, cause: cause, time: now())
+    }
 }
 
 /// Where host time comes from.
@@ -133,6 +146,9 @@ public actor Supervisor {
     /// for at most once, so a hung app costs one settle timeout, not one per step.
     private var advancing = false
     private var stepCallbacks: Set<String> = []
+    /// Launches already waited for by a settle that timed out (a launch that hangs costs
+    /// one settle timeout, as a hung callback does).
+    private var launchesWaited: Set<UInt64> = []
     private var settleWaiter: CheckedContinuation<Void, Never>?
     private var settleToken: UInt64 = 0
 
@@ -187,6 +203,10 @@ public actor Supervisor {
         for decision in try store.privacy() {
             modes.restorePrivacy(app: decision.bundleIdentifier, service: decision.service, value: decision.value)
         }
+        for setting in try store.settings() {
+            modes.restoreSetting(key: setting.key, value: setting.value)
+        }
+        modes.setRefreshRestrictedByPolicy(configuration.backgroundRefreshRestricted)
         events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
     }
 
@@ -320,6 +340,7 @@ public actor Supervisor {
 
     private func settleTimedOut(_ token: UInt64) {
         guard token == settleToken, let w = settleWaiter else { return }
+        for rt in runtimes.values where isLaunching(rt) { launchesWaited.insert(rt.instance) }
         settleWaiter = nil
         w.resume()
     }
@@ -328,9 +349,16 @@ public actor Supervisor {
         if !stepCallbacks.isEmpty { return false }
         // Also wait for stops to be confirmed and killed apps to be reaped, so that
         // after `advance` the states a test reads are the final ones.
+        // And for apps being launched (for an event, during the advance) to finish
+        // launching, so what their launch brings runs at this virtual time.
         return !runtimes.values.contains {
             $0.machine.stopPending || $0.pendingExit != nil || ($0.machine.killSent && $0.machine.isRunning && $0.child != nil)
+                || (isLaunching($0) && !launchesWaited.contains($0.instance))
         }
+    }
+
+    private func isLaunching(_ rt: Runtime) -> Bool {
+        rt.machine.isRunning && !rt.machine.launched && rt.machine.terminating == nil
     }
 
     private func checkSettled() {
@@ -476,6 +504,7 @@ public actor Supervisor {
             return pid
         }
         if !background { sendOthersHome(except: id) }
+        performMode(modes.userLaunched(id, at: hostNow()))
         makeRuntime(id, row)
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments)
         feed(id, .launch(options, placement: background ? .background : .foreground))
@@ -507,7 +536,15 @@ public actor Supervisor {
     /// Carries out a CLI command for the background-mode plugins (privacy, location,
     /// VoIP push, BLE, accessories). Returns the message for the user.
     public func modeCommand(_ command: ModeCommand) throws(ControlError) -> String {
-        if case .voipPush(let id, _) = command { _ = try installed(id) }
+        switch command {
+        case .voipPush(let id, _), .fetchNow(let id), .bgTaskRun(let id, _), .bgTaskExpire(let id, _),
+             .settingsBackgroundRefresh(let id?, _), .bgTaskList(let id?):
+            _ = try installed(id)
+        case .push(let request):
+            _ = try installed(request.bundleIdentifier)
+        default:
+            break
+        }
         if case .privacy(_, _, let id?) = command { _ = try installed(id) }
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
         let (result, effects) = modes.command(command, at: hostNow())
@@ -516,6 +553,84 @@ public actor Supervisor {
         case .success(let message): return message
         case .failure(let error): throw ControlError(.refused, error.message)
         }
+    }
+
+    /// A push through the APNs provider API (the push gateway): checks what APNs
+    /// checks (device token, topic, push type, priority, expiration, collapse id, apns-id,
+    /// payload) and hands the notification to the remote-notification plugin. Returns
+    /// the `apns-id`, or the rejection APNs would answer with. APNs accepts a valid push
+    /// whatever the device then does with it; what happened is in the event log.
+    public func apnsPush(token: String, topic: String?, pushType: String?, priority: Int?, expiration: Int?,
+                         collapseID: String?, apnsID: String?, payload: Data) -> Result<String, APNsRejection> {
+        let token = token.lowercased()
+        guard token.count == 64, token.allSatisfy(\.isHexDigit) else {
+            return .failure(APNsRejection("BadDeviceToken", "the device token must be 64 hex digits"))
+        }
+        let id: String
+        switch modes.deviceTokenOwner(token) {
+        case .installed(let owner): id = owner
+        case .uninstalled(let owner):
+            return .failure(APNsRejection("Unregistered", status: 410, "the device token belonged to \(owner), which is no longer installed"))
+        case .unknown:
+            return .failure(APNsRejection("BadDeviceToken", "no installed app registered this device token"))
+        }
+        let knownTypes = ["alert", "background", "voip", "complication", "fileprovider", "mdm", "location", "liveactivity", "pushtotalk", "widgets", "controls"]
+        if let pushType, !knownTypes.contains(pushType) {
+            return .failure(APNsRejection("InvalidPushType", "apns-push-type \"\(pushType)\" is not one of \(knownTypes.joined(separator: ", "))"))
+        }
+        guard let topic, !topic.isEmpty else {
+            return .failure(APNsRejection("MissingTopic", "apns-topic is required (the app's bundle id)"))
+        }
+        let expectedTopic = pushType == "voip" ? id + ".voip" : id
+        guard topic == expectedTopic else {
+            return .failure(APNsRejection("DeviceTokenNotForTopic", "the device token is \(id)'s; apns-topic must be \(expectedTopic)"))
+        }
+        if let priority, ![1, 5, 10].contains(priority) {
+            return .failure(APNsRejection("BadPriority", "apns-priority must be 10, 5 or 1"))
+        }
+        if pushType == "background", priority == 10 {
+            return .failure(APNsRejection("BadPriority", "a background push must have apns-priority 5"))
+        }
+        if let expiration, expiration < 0 {
+            return .failure(APNsRejection("BadExpirationDate", "apns-expiration must be a UNIX time in seconds or 0"))
+        }
+        if let collapseID, collapseID.utf8.count > 64 {
+            return .failure(APNsRejection("BadCollapseId", "apns-collapse-id may have at most 64 bytes"))
+        }
+        let messageID: String
+        if let apnsID {
+            guard UUID(uuidString: apnsID) != nil else {
+                return .failure(APNsRejection("BadMessageId", "apns-id must be a UUID (8-4-4-4-12 hex digits)"))
+            }
+            messageID = apnsID.uppercased()
+        } else {
+            messageID = UUID().uuidString
+        }
+        let command: ModeCommand
+        if pushType == "voip" {
+            guard let text = String(data: payload, encoding: .utf8), !payload.isEmpty else {
+                return .failure(APNsRejection("PayloadEmpty", "the payload is empty"))
+            }
+            guard payload.count <= 5120 else {
+                return .failure(APNsRejection("PayloadTooLarge", status: 413, "a VoIP payload carries at most 5120 bytes"))
+            }
+            command = .voipPush(bundleIdentifier: id, payload: text)
+        } else {
+            do throws(APNsRejection) {
+                let parsed = try APNsPayload.parse(payload, name: "payload")
+                command = .push(PushRequest(bundleIdentifier: id, payload: parsed.json, pushType: pushType, priority: priority,
+                                            collapseID: collapseID, apnsID: messageID, expiration: expiration, source: "gateway"))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let (result, effects) = modes.command(command, at: hostNow())
+        performMode(effects)
+        if case .failure(let error) = result {
+            // Accepted as APNs would; the device side refused it (logged).
+            events.append(.service, app: id, cause: "push \(messageID) accepted by the gateway, not delivered: \(error.message)", time: now())
+        }
+        return .success(messageID)
     }
 
     /// Makes `id` the active app, sending the previously active app home.
@@ -953,6 +1068,12 @@ public actor Supervisor {
             events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, time: now())
         case .audio(let app, let output):
             playAudio(app, output)
+        case .persistSetting(let key, let value):
+            do {
+                try store.setSetting(key: key, value: value)
+            } catch {
+                logger.error("could not record the setting \(key): \(error)")
+            }
         case .persistPrivacy(let app, let service, let value):
             do {
                 try store.setPrivacy(bundleIdentifier: app, service: service, value: value)

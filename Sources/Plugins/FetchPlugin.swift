@@ -1,20 +1,290 @@
 import AppHostProtocol
+import Foundation
 
-/// `fetch`: background app refresh. Registered so the policy table is complete;
-/// the scheduler and `performFetch` delivery come with the fetch issue.
+/// `fetch`: background app refresh. An app sets a minimum interval
+/// (`setMinimumBackgroundFetchInterval`, default never); the scheduler wakes it, or
+/// launches it in the background, and calls `performFetch`, which must call its
+/// completion within the `fetch` budget or the app is killed (0x2182bad4).
+///
+/// Scheduling is deterministic on the host clock and explainable
+/// (`apphost fetch schedule`):
+/// - an app's next fetch is its last fetch (or the moment it set its interval) plus
+///   its interval (at least `fetchMinimum`) times its backoff, never earlier;
+/// - when the earliest fetch falls due, every app due within `fetchCoalescing` of it
+///   runs with it (one wake-up for several apps);
+/// - `noData`, `failed` and slow completions (over half the budget) double the backoff
+///   (up to ×16); `newData` resets it to ×1;
+/// - nothing runs while Background App Refresh is not available for the app, nor for an
+///   app the user terminated until the user launches it again.
 public struct FetchPlugin: BackgroundModePlugin {
     public init() {}
     public var mode: BackgroundMode { .fetch }
-    public var emulation: ModeEmulation { .registered("the fetch scheduler and performFetch delivery are not built yet (the fetch/BGTaskScheduler issue)") }
+    public var emulation: ModeEmulation { .emulated }
     public var summary: String { "periodic background fetch (performFetch)" }
-    public var wakeSources: [String] { ["the fetch scheduler (not built yet)"] }
+    public var services: [String] { ["Application.setMinimumBackgroundFetchInterval", "Application.backgroundRefreshStatus", "ApplicationDelegate.performFetch"] }
+    public var keepsRunning: [String] { ["a fetch until its completion (fetch budget)"] }
+    public var wakeSources: [String] { ["the fetch scheduler", "apphost fetch <id>"] }
+
+    /// The largest backoff factor.
+    public static let maximumBackoff = 16
+    static let activity = "background fetch"
+
+    struct App: Sendable {
+        var interval: FetchInterval = .never
+        /// When the interval was set (the schedule's origin before the first fetch).
+        var since: Duration = .zero
+        var lastFetch: Duration?
+        var lastResult: FetchResult?
+        var lastDuration: Duration?
+        var backoff = 1
+        var outstanding: (id: UInt64, started: Duration)?
+        var userTerminated = false
+    }
+    struct State: PluginState {
+        var apps: [String: App] = [:]
+        var nextID: UInt64 = 0
+        var armedFor: Duration?
+        init() {}
+    }
 
     public func lint(_ app: LintSubject) -> [LintFinding] {
-        var out: [LintFinding] = []
-        if app.manifest.bgTaskIdentifiers.isEmpty {
-            out.append(LintFinding(.warning, file: app.manifestPath, key: "UIBackgroundModes", mode: mode.rawValue,
-                "background mode \"fetch\" is deprecated since iOS 13 (setMinimumBackgroundFetchInterval); schedule a BGAppRefreshTask and list its identifier in BGTaskSchedulerPermittedIdentifiers"))
+        guard app.manifest.bgTaskIdentifiers.isEmpty else { return [] }
+        return [LintFinding(.warning, file: app.manifestPath, key: "UIBackgroundModes", mode: mode.rawValue,
+            "background mode \"fetch\" with setMinimumBackgroundFetchInterval is deprecated since iOS 13; schedule a BGAppRefreshTask and list its identifier in BGTaskSchedulerPermittedIdentifiers")]
+    }
+
+    // MARK: requests
+
+    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+        guard let info = ctx.apps[app] else { return nil }
+        switch request {
+        case .backgroundRefreshStatus:
+            return .refreshStatus(ctx.state(DeviceState.self).refreshStatus(app))
+        case .fetchSetMinimumInterval(let interval):
+            ctx.update(State.self) { s in
+                s.apps[app, default: App()].interval = interval
+                s.apps[app]?.since = ctx.now
+            }
+            if interval != .never && !info.declares(.fetch) {
+                ctx.emit(.refused(app: app, mode: mode, "setMinimumBackgroundFetchInterval (no fetch will run)"))
+            }
+            reschedule(ctx)
+            return .ok
+        case .fetchCompleted(let id, let result):
+            guard let a = ctx.state(State.self).apps[app], let out = a.outstanding, out.id == id else {
+                return .refused(reason: "performFetch \(id) is not running (completion called twice, or after the budget)")
+            }
+            let took = ctx.now - out.started
+            let slow = took > ctx.budget("fetch") / 2
+            ctx.update(State.self) { s in
+                var a = s.apps[app] ?? App()
+                a.outstanding = nil
+                a.lastResult = result
+                a.lastDuration = took
+                a.backoff = result == .newData && !slow ? 1 : min(a.backoff * 2, Self.maximumBackoff)
+                s.apps[app] = a
+            }
+            ctx.emit(.cancelTimer(app: app, name: "budget"))
+            ctx.emit(.endActivity(app: app, name: Self.activity))
+            let backoff = ctx.state(State.self).apps[app]?.backoff ?? 1
+            ctx.emit(.note(app: app, "fetch \(id) completed: \(result.rawValue) after \(DurationText.format(seconds(took)))\(slow ? " (slow)" : ""); backoff ×\(backoff)"))
+            reschedule(ctx)
+            return .ok
+        default:
+            return nil
         }
-        return out
+    }
+
+    // MARK: commands
+
+    public func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String? {
+        switch command {
+        case .fetchNow(let app):
+            guard let info = ctx.apps[app] else { throw ModeCommandError("unknown bundle id \"\(app)\"") }
+            guard info.declares(.fetch) else {
+                throw ModeCommandError("\(app) does not declare \"fetch\" in UIBackgroundModes: iOS never fetches for it")
+            }
+            if let out = ctx.state(State.self).apps[app]?.outstanding {
+                throw ModeCommandError("fetch \(out.id) of \(app) is still running (started \(DurationText.format(seconds(ctx.now - out.started))) ago)")
+            }
+            let id = start(app, ctx, why: "simulated (apphost fetch)")
+            reschedule(ctx)
+            return "performFetch \(id) sent to \(app) (it has \(DurationText.format(ctx.profile.fetch)) to call its completion)"
+        case .fetchSchedule:
+            return scheduleText(ctx)
+        default:
+            return nil
+        }
+    }
+
+    // MARK: events
+
+    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+        switch name {
+        case "tick":
+            ctx.update(State.self) { $0.armedFor = nil }
+            runDue(ctx)
+            reschedule(ctx)
+        case "budget":
+            guard let app, let out = ctx.state(State.self).apps[app]?.outstanding else { return }
+            ctx.update(State.self) { s in
+                s.apps[app]?.outstanding = nil
+                let backoff = s.apps[app]?.backoff ?? 1
+                s.apps[app]?.backoff = min(backoff * 2, Self.maximumBackoff)
+            }
+            ctx.emit(.kill(app: app, namespace: "RUNNINGBOARD", code: .backgroundFetchTimeout,
+                           reason: "performFetch \(out.id) did not call its completion handler within the fetch budget of \(DurationText.format(ctx.profile.fetch))"))
+            reschedule(ctx)
+        default:
+            break
+        }
+    }
+
+    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+        let had = ctx.update(State.self) { s -> Bool in
+            let had = s.apps[app]?.outstanding != nil
+            s.apps[app]?.outstanding = nil
+            if byUser { s.apps[app, default: App()].userTerminated = true }
+            return had
+        }
+        if had { ctx.emit(.cancelTimer(app: app, name: "budget")) }
+        if byUser, ctx.state(State.self).apps[app]?.interval != .never {
+            ctx.emit(.note(app: app, "terminated by the user: no background fetch until the user launches it again"))
+        }
+        reschedule(ctx)
+    }
+
+    public func userLaunched(_ app: String, in ctx: ModeContext) {
+        guard ctx.state(State.self).apps[app]?.userTerminated == true else { return }
+        ctx.update(State.self) { $0.apps[app]?.userTerminated = false }
+        reschedule(ctx)
+    }
+
+    public func appInstalled(_ app: String, in ctx: ModeContext) {
+        ctx.update(State.self) { _ = $0.apps.removeValue(forKey: app) }
+        reschedule(ctx)
+    }
+
+    public func conditionsChanged(in ctx: ModeContext) {
+        reschedule(ctx)
+    }
+
+    // MARK: scheduling
+
+    /// The interval in force, or nil for never.
+    static func interval(_ a: App, _ ctx: ModeContext) -> Duration? {
+        let minimum = ctx.profile.fetchMinimum
+        switch a.interval {
+        case .never: return nil
+        case .minimum: return .milliseconds(Int64(minimum * 1000))
+        case .seconds(let s): return .milliseconds(Int64(max(s, minimum) * 1000))
+        }
+    }
+
+    /// When `app` is next due, or why it is not scheduled.
+    static func next(_ app: String, _ ctx: ModeContext) -> Result<Duration, Blocked> {
+        guard let info = ctx.apps[app] else { return .failure(.notInstalled) }
+        let a = ctx.state(State.self).apps[app] ?? App()
+        guard info.declares(.fetch) else { return .failure(.noMode) }
+        guard let interval = interval(a, ctx) else { return .failure(.never) }
+        if let why = ctx.state(DeviceState.self).refreshBlocked(app) { return .failure(.refresh(why)) }
+        if a.userTerminated { return .failure(.userTerminated) }
+        if let out = a.outstanding { return .failure(.running(out.started)) }
+        return .success((a.lastFetch ?? a.since) + interval * a.backoff)
+    }
+
+    enum Blocked: Error {
+        case notInstalled, noMode, never, userTerminated
+        case refresh(String)
+        case running(Duration)
+    }
+
+    /// Arms the one world timer for the earliest due fetch.
+    private func reschedule(_ ctx: ModeContext) {
+        var earliest: Duration?
+        for app in ctx.apps.keys {
+            if case .success(let due) = Self.next(app, ctx) { earliest = min(earliest ?? due, due) }
+        }
+        let armed = ctx.state(State.self).armedFor
+        guard earliest != armed else { return }
+        ctx.update(State.self) { $0.armedFor = earliest }
+        if let earliest {
+            ctx.emit(.startTimer(app: nil, name: "tick", after: max(.zero, earliest - ctx.now)))
+        } else {
+            ctx.emit(.cancelTimer(app: nil, name: "tick"))
+        }
+    }
+
+    /// Runs every fetch due now or within the coalescing window.
+    private func runDue(_ ctx: ModeContext) {
+        let window = ctx.budget("fetchCoalescing")
+        var due: [String] = []
+        for app in ctx.apps.keys.sorted() {
+            if case .success(let at) = Self.next(app, ctx), at <= ctx.now + window { due.append(app) }
+        }
+        guard !due.isEmpty else { return }
+        if due.count > 1 { ctx.emit(.note(app: nil, "background fetch: \(due.count) apps run together (coalesced): \(due.joined(separator: ", "))")) }
+        for app in due {
+            if ctx.apps[app]?.isForeground == true {
+                // iOS does not fetch for the app in front; its schedule restarts from now.
+                ctx.update(State.self) { $0.apps[app]?.lastFetch = ctx.now }
+                ctx.emit(.note(app: app, "background fetch skipped: the app is in the foreground"))
+                continue
+            }
+            start(app, ctx, why: "scheduled")
+        }
+    }
+
+    /// Sends performFetch to `app` (waking or launching it).
+    @discardableResult
+    private func start(_ app: String, _ ctx: ModeContext, why: String) -> UInt64 {
+        let id = ctx.update(State.self) { s -> UInt64 in
+            s.nextID += 1
+            var a = s.apps[app] ?? App()
+            a.outstanding = (s.nextID, ctx.now)
+            a.lastFetch = ctx.now
+            s.apps[app] = a
+            return s.nextID
+        }
+        ctx.emit(.beginActivity(app: app, name: Self.activity))
+        ctx.emit(.deliver(app: app, .performFetch(id: id), wake: .launch(.backgroundFetch), because: "background fetch (\(why))"))
+        ctx.emit(.startTimer(app: app, name: "budget", after: ctx.budget("fetch")))
+        ctx.emit(.used(app: app, mode: mode, "background fetch \(id) (\(why))"))
+        return id
+    }
+
+    private func seconds(_ d: Duration) -> Double {
+        Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+    }
+
+    private func scheduleText(_ ctx: ModeContext) -> String {
+        var lines: [String] = []
+        let fmt = { (d: Duration) -> String in DurationText.format(seconds(d)) }
+        for info in ctx.sortedApps {
+            let app = info.bundleIdentifier
+            let a = ctx.state(State.self).apps[app] ?? App()
+            guard info.declares(.fetch) || a.interval != .never else { continue }
+            var line = "\(app): "
+            switch Self.next(app, ctx) {
+            case .success(let due):
+                let interval = Self.interval(a, ctx) ?? .zero
+                line += due <= ctx.now ? "next fetch now" : "next fetch in \(fmt(due - ctx.now))"
+                line += " (interval \(fmt(interval))"
+                if a.backoff > 1 { line += " × backoff \(a.backoff)" }
+                line += a.lastFetch.map { ", from the last fetch \(fmt(ctx.now - $0)) ago" } ?? ", from when the interval was set"
+                if let r = a.lastResult { line += "; last result \(r.rawValue)\(a.lastDuration.map { " in \(fmt($0))" } ?? "")" }
+                line += ")"
+            case .failure(.noMode): line += "never: \"fetch\" is not in UIBackgroundModes"
+            case .failure(.never): line += "never: no minimum interval set (setMinimumBackgroundFetchInterval)"
+            case .failure(.refresh(let why)): line += "not scheduled: \(why)"
+            case .failure(.userTerminated): line += "not scheduled: the user terminated it; waits until the user launches it"
+            case .failure(.running(let since)): line += "fetch running for \(fmt(ctx.now - since))"
+            case .failure(.notInstalled): continue
+            }
+            lines.append(line)
+        }
+        if lines.isEmpty { return "no app fetches in the background (none declares \"fetch\" and sets an interval)" }
+        lines.append("fetches due within \(DurationText.format(ctx.profile.fetchCoalescing)) of the earliest run together")
+        return lines.joined(separator: "\n")
     }
 }

@@ -45,6 +45,12 @@ public enum ModeRegistry {
     }
 }
 
+/// Push tokens of uninstalled apps (APNs answers 410 Unregistered for them).
+struct RetiredTokens: PluginState {
+    var owners: [String: String] = [:]
+    init() {}
+}
+
 /// The privacy decisions (`apphost privacy`), by app and service. Kept by the host
 /// in its database; plugins read them (location reads `location`/`location-always`).
 public struct PrivacyState: PluginState {
@@ -81,6 +87,11 @@ public final class ModeHub {
 
     /// Forgets an uninstalled app.
     public func uninstall(_ id: String) -> [ModeEffect] {
+        if ctx.apps[id]?.entitlements.contains(RemoteNotificationPlugin.entitlement) == true {
+            let token = RemoteNotificationPlugin.token(for: id, salt: "apns")
+            ctx.update(RetiredTokens.self) { $0.owners[token] = id }
+            ctx.emit(.persistSetting(key: "retiredToken.\(token)", value: id))
+        }
         let fx = each { $0.appInstalled(id, in: ctx) }
         ctx.apps.removeValue(forKey: id)
         ctx.update(PrivacyState.self) { $0.decisions.removeValue(forKey: id) }
@@ -89,6 +100,23 @@ public final class ModeHub {
 
     /// The app as plugins see it.
     public func app(_ id: String) -> ModeApp? { ctx.apps[id] }
+
+    /// Who a device token (from `registerForRemoteNotifications`) belongs to.
+    public enum TokenOwner: Sendable, Equatable {
+        case installed(String)
+        case uninstalled(String)
+        case unknown
+    }
+
+    /// The app a push token was issued to: an installed app with the `aps-environment`
+    /// entitlement, or one since uninstalled (APNs answers 410 Unregistered).
+    public func deviceTokenOwner(_ token: String) -> TokenOwner {
+        for app in ctx.sortedApps where app.entitlements.contains(RemoteNotificationPlugin.entitlement) {
+            if RemoteNotificationPlugin.token(for: app.bundleIdentifier, salt: "apns") == token { return .installed(app.bundleIdentifier) }
+        }
+        if let id = ctx.state(RetiredTokens.self).owners[token] { return .uninstalled(id) }
+        return .unknown
+    }
 
     /// Updates whether the app is running code without telling plugins (a stop confirmed, a resume).
     public func setRunningCode(_ id: String, _ running: Bool) {
@@ -128,6 +156,10 @@ public final class ModeHub {
     /// effects (a refusal may still log).
     public func command(_ command: ModeCommand, at now: Duration) -> (Result<String, ModeCommandError>, [ModeEffect]) {
         ctx.now = now
+        if let answer = device(command) {
+            let fx = each { $0.conditionsChanged(in: ctx) }
+            return (answer, fx)
+        }
         if case .privacy(let action, let service, let id) = command {
             do throws(ModeCommandError) { try privacy(action, service, id) } catch { return (.failure(error), ctx.takeEffects()) }
         }
@@ -159,6 +191,61 @@ public final class ModeHub {
               let plugin = plugins.first(where: { $0.mode == mode }) else { return [] }
         plugin.timerFired(String(qualified[qualified.index(after: slash)...]), app: id, in: ctx)
         return collect(plugin)
+    }
+
+    /// The user launched `id` (not a launch for an event).
+    public func userLaunched(_ id: String, at now: Duration) -> [ModeEffect] {
+        ctx.now = now
+        return each { $0.userLaunched(id, in: ctx) }
+    }
+
+    /// Restores a persisted host setting (at host start).
+    public func restoreSetting(key: String, value: String) {
+        if key.hasPrefix("retiredToken.") {
+            ctx.update(RetiredTokens.self) { $0.owners[String(key.dropFirst("retiredToken.".count))] = value }
+            return
+        }
+        ctx.update(DeviceState.self) { _ = $0.restore(key, value) }
+    }
+
+    /// A configuration policy restricts background refresh for every app.
+    public func setRefreshRestrictedByPolicy(_ restricted: Bool) {
+        ctx.update(DeviceState.self) { $0.policyRestricted = restricted }
+    }
+
+    /// Settings and device commands, handled here since every background plugin reads them.
+    private func device(_ command: ModeCommand) -> Result<String, ModeCommandError>? {
+        func set(_ key: String, _ value: String?) { ctx.emit(.persistSetting(key: key, value: value)) }
+        switch command {
+        case .settingsBackgroundRefresh(let id?, let on):
+            guard ctx.apps[id] != nil else { return .failure(ModeCommandError("unknown bundle id \"\(id)\"")) }
+            ctx.update(DeviceState.self) { if on { $0.refreshOff.remove(id) } else { $0.refreshOff.insert(id) } }
+            set("settings.backgroundRefresh.\(id)", on ? nil : "off")
+            let state = ctx.state(DeviceState.self)
+            return .success("background refresh \(on ? "on" : "off") for \(id); its status is now \(state.refreshStatus(id).rawValue)")
+        case .settingsBackgroundRefresh(nil, let on):
+            ctx.update(DeviceState.self) { $0.refreshOffGlobally = !on }
+            set("settings.backgroundRefresh", on ? nil : "off")
+            return .success("background refresh \(on ? "on" : "off") for every app")
+        case .settingsLowPower(let on):
+            ctx.update(DeviceState.self) { $0.lowPower = on }
+            set("settings.lowPower", on ? "on" : nil)
+            return .success("low power mode \(on ? "on: background refresh is restricted" : "off")")
+        case .settingsShow:
+            return .success(ctx.state(DeviceState.self).settingsText)
+        case .devicePower(let plugged):
+            ctx.update(DeviceState.self) { $0.pluggedIn = plugged }
+            set("device.power", plugged ? nil : "battery")
+            return .success("power: \(plugged ? "plugged in" : "on battery")")
+        case .deviceNetwork(let network):
+            ctx.update(DeviceState.self) { $0.network = network }
+            set("device.network", network == .wifi ? nil : network.rawValue)
+            return .success("network: \(network.rawValue)")
+        case .deviceShow:
+            return .success(ctx.state(DeviceState.self).deviceText)
+        default:
+            return nil
+        }
     }
 
     /// Restores a persisted privacy decision (at host start).

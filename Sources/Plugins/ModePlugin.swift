@@ -98,6 +98,8 @@ public enum ModeEffect: Sendable, Equatable {
     case audio(app: String, AudioOutput)
     /// A privacy decision to persist (nil: reset to not determined).
     case persistPrivacy(app: String, service: String, value: String?)
+    /// A host setting or device condition to persist (nil: back to the default).
+    case persistSetting(key: String, value: String?)
 }
 
 /// A command from the CLI to a plugin could not be carried out.
@@ -201,6 +203,10 @@ public protocol BackgroundModePlugin: Sendable {
     func appExited(_ app: String, byUser: Bool, in ctx: ModeContext)
     /// The app was (re)installed or uninstalled: forget what was learnt about it.
     func appInstalled(_ app: String, in ctx: ModeContext)
+    /// The user launched the app (`apphost launch`, `run`): what waited for that may go on.
+    func userLaunched(_ app: String, in ctx: ModeContext)
+    /// Device conditions or refresh settings changed (``DeviceState``).
+    func conditionsChanged(in ctx: ModeContext)
 }
 
 extension BackgroundModePlugin {
@@ -216,4 +222,6 @@ extension BackgroundModePlugin {
     public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {}
     public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {}
     public func appInstalled(_ app: String, in ctx: ModeContext) {}
+    public func userLaunched(_ app: String, in ctx: ModeContext) {}
+    public func conditionsChanged(in ctx: ModeContext) {}
 }

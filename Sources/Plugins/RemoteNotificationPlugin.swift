@@ -1,19 +1,43 @@
 import AppHostProtocol
 import Foundation
 
-/// `remote-notification`: silent pushes. Registration for a device token
-/// (`registerForRemoteNotifications`) is served here: it needs the `aps-environment`
-/// entitlement, as on iOS (the background mode is only needed for silent pushes).
-/// Push delivery comes with the remote-notifications issue.
+/// `remote-notification`: pushes. Registration (`registerForRemoteNotifications`) needs
+/// the `aps-environment` entitlement. A visible push to the app in front reaches its
+/// delegate; to an app elsewhere it is shown (an event). A content-available push
+/// ("silent") wakes a suspended app or launches it in the background — only with the
+/// mode, with Background App Refresh available and unless the user terminated it —
+/// and calls `didReceiveRemoteNotification`, whose completion must come within the
+/// `silentPush` budget. Silent pushes are throttled per app (`silentPushesPerHour` in
+/// the last hour): over budget, the newest is held (an older held one is dropped) and
+/// delivered when the app next comes to the foreground; held pushes are dropped when
+/// the user terminates the app. Every decision is an event.
 public struct RemoteNotificationPlugin: BackgroundModePlugin {
     public init() {}
     public var mode: BackgroundMode { .remoteNotification }
-    public var emulation: ModeEmulation { .registered("silent pushes are delivered with the remote-notifications issue; registerForRemoteNotifications already works") }
+    public var emulation: ModeEmulation { .emulated }
     public var summary: String { "silent pushes wake or launch the app (content-available)" }
-    public var services: [String] { ["Application.registerForRemoteNotifications"] }
-    public var wakeSources: [String] { ["apphost push (not built yet)"] }
+    public var services: [String] { ["Application.registerForRemoteNotifications", "ApplicationDelegate.didReceiveRemoteNotification"] }
+    public var keepsRunning: [String] { ["a silent push until its completion (silentPush budget)"] }
+    public var wakeSources: [String] { ["apphost push", "the push gateway (APNs provider API)"] }
 
     public static let entitlement = "aps-environment"
+
+    struct Held: Sendable {
+        var request: PushRequest
+        var since: Duration
+    }
+    struct App: Sendable {
+        /// Host times of the silent pushes delivered in the background (the throttle's window).
+        var delivered: [Duration] = []
+        var held: Held?
+        var outstanding: [UInt64: Duration] = [:]
+        var userTerminated = false
+    }
+    struct State: PluginState {
+        var apps: [String: App] = [:]
+        var nextID: UInt64 = 0
+        init() {}
+    }
 
     public func lint(_ app: LintSubject) -> [LintFinding] {
         guard !app.entitlementKeys.contains(Self.entitlement) else { return [] }
@@ -22,14 +46,181 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
             "background mode \"remote-notification\" needs the \(Self.entitlement) entitlement (no entitlements file declares it); without it registerForRemoteNotifications fails and no push arrives")]
     }
 
+    /// The device token `registerForRemoteNotifications` gives `bundleIdentifier` (hex, 32 bytes).
+    public static func deviceToken(for bundleIdentifier: String) -> String {
+        token(for: bundleIdentifier, salt: "apns")
+    }
+
+    // MARK: requests
+
     public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
-        guard case .registerForRemoteNotifications = request, let info = ctx.apps[app] else { return nil }
-        guard info.entitlements.contains(Self.entitlement) else {
-            ctx.emit(.note(app: app, "registerForRemoteNotifications failed: no \(Self.entitlement) entitlement"))
-            return .refused(reason: "no valid \"aps-environment\" entitlement string found for application (add it to \(info.manifest.name).entitlements)")
+        guard let info = ctx.apps[app] else { return nil }
+        switch request {
+        case .registerForRemoteNotifications:
+            guard info.entitlements.contains(Self.entitlement) else {
+                ctx.emit(.note(app: app, "registerForRemoteNotifications failed: no \(Self.entitlement) entitlement"))
+                return .refused(reason: "no valid \"aps-environment\" entitlement string found for application (add it to \(info.manifest.name).entitlements)")
+            }
+            ctx.emit(.note(app: app, "registered for remote notifications"))
+            return .token(Self.token(for: app, salt: "apns"))
+        case .remoteNotificationCompleted(let id, let result):
+            guard ctx.state(State.self).apps[app]?.outstanding[id] != nil else {
+                return .refused(reason: "push \(id) is not waiting for its completion (called twice, or after the budget)")
+            }
+            ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
+            ctx.emit(.cancelTimer(app: app, name: "budget/\(id)"))
+            ctx.emit(.endActivity(app: app, name: Self.activity(id)))
+            ctx.emit(.note(app: app, "push \(id) completed: \(result.rawValue)"))
+            return .ok
+        default:
+            return nil
         }
-        ctx.emit(.note(app: app, "registered for remote notifications"))
-        return .token(Self.token(for: app, salt: "apns"))
+    }
+
+    static func activity(_ id: UInt64) -> String { "remote notification \(id)" }
+
+    // MARK: commands
+
+    public func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String? {
+        guard case .push(let request) = command else { return nil }
+        let app = request.bundleIdentifier
+        guard let info = ctx.apps[app] else { throw ModeCommandError("unknown bundle id \"\(app)\"") }
+        let payload: APNsPayload
+        do {
+            payload = try APNsPayload.parse(Data(request.payload.utf8), name: "payload")
+        } catch {
+            throw ModeCommandError(error.message)
+        }
+        let type = request.pushType ?? payload.inferredPushType
+        guard type == "alert" || type == "background" else {
+            throw ModeCommandError("push type \(type) is not delivered by this path (VoIP pushes: `apphost push --type voip`)")
+        }
+        let what = payload.summary.map { "\"\($0)\"" } ?? (payload.contentAvailable ? "content-available" : "a push")
+        var outcome: [String] = []
+        if payload.isVisible {
+            if info.isForeground {
+                let id = nextID(ctx)
+                ctx.emit(.deliver(app: app, .remoteNotification(id: id, userInfo: payload.json, silent: false), wake: .ifRunning,
+                                  because: "notification \(what) to the app in front"))
+                outcome.append("delivered to the app in front")
+            } else {
+                ctx.emit(.note(app: app, "notification shown: \(what) (\(request.source))"))
+                outcome.append("shown as a notification")
+            }
+        }
+        if payload.contentAvailable {
+            outcome.append(backgroundDelivery(request, payload, info, ctx))
+        } else if type == "background" {
+            ctx.emit(.note(app: app, "background push without content-available: nothing to deliver"))
+            outcome.append("nothing to deliver (a background push needs content-available: 1)")
+        }
+        if outcome.isEmpty { outcome.append("nothing shown or delivered (no alert, badge, sound or content-available)") }
+        return "push to \(app): " + outcome.joined(separator: "; ")
+    }
+
+    /// The content-available part: the rules in order, each decision an event.
+    private func backgroundDelivery(_ request: PushRequest, _ payload: APNsPayload, _ info: ModeApp, _ ctx: ModeContext) -> String {
+        let app = info.bundleIdentifier
+        if info.isForeground {
+            if payload.isVisible { return "already delivered in the foreground" }
+            deliver(request, payload, app, ctx, why: "silent push to the app in front")
+            return "delivered to the app in front"
+        }
+        guard info.declares(.remoteNotification) else {
+            ctx.emit(.refused(app: app, mode: mode, "silent push not delivered in the background"))
+            return "not delivered in the background: no \"remote-notification\" in UIBackgroundModes"
+        }
+        if let why = ctx.state(DeviceState.self).refreshBlocked(app) {
+            ctx.emit(.note(app: app, "silent push not delivered: \(why)"))
+            return "not delivered: \(why)"
+        }
+        if ctx.state(State.self).apps[app]?.userTerminated == true {
+            ctx.emit(.note(app: app, "silent push not delivered: the user terminated the app (no background launch until the user launches it)"))
+            return "not delivered: the user terminated the app"
+        }
+        let hour = Duration.seconds(3600)
+        let budget = Int(ctx.profile.silentPushesPerHour)
+        let recent = ctx.update(State.self) { s -> Int in
+            let kept = (s.apps[app]?.delivered ?? []).filter { ctx.now - $0 < hour }
+            s.apps[app, default: App()].delivered = kept
+            return kept.count
+        }
+        if recent >= budget, request.expiration == 0 {
+            ctx.emit(.note(app: app, "silent push dropped: throttled (\(recent) this hour, budget \(budget)/h) and apns-expiration 0 (deliver now or never)"))
+            return "dropped (throttled, and apns-expiration 0 does not wait)"
+        }
+        if recent >= budget {
+            let replaced = ctx.update(State.self) { s -> PushRequest? in
+                let old = s.apps[app]?.held?.request
+                s.apps[app, default: App()].held = Held(request: request, since: ctx.now)
+                return old
+            }
+            let extra = replaced.map { " (replaces the push held since earlier, now dropped\($0.apnsID.map { ": \($0)" } ?? ""))" } ?? ""
+            ctx.emit(.note(app: app, "silent push held: \(recent) delivered in the last hour, budget \(budget)/h; delivered when the app next comes to the foreground\(extra)"))
+            return "held (throttled: \(recent) of \(budget) silent pushes this hour); delivered when the app comes to the foreground"
+        }
+        ctx.update(State.self) { $0.apps[app, default: App()].delivered.append(ctx.now) }
+        deliver(request, payload, app, ctx, why: "silent push (\(recent + 1) of \(budget) this hour)")
+        return info.state == .notRunning ? "launching the app in the background" : info.isRunningCode ? "delivered" : "waking the app"
+    }
+
+    private func nextID(_ ctx: ModeContext) -> UInt64 {
+        ctx.update(State.self) { s -> UInt64 in
+            s.nextID += 1
+            return s.nextID
+        }
+    }
+
+    private func deliver(_ request: PushRequest, _ payload: APNsPayload, _ app: String, _ ctx: ModeContext, why: String) {
+        let id = nextID(ctx)
+        ctx.update(State.self) { $0.apps[app, default: App()].outstanding[id] = ctx.now }
+        ctx.emit(.beginActivity(app: app, name: Self.activity(id)))
+        ctx.emit(.deliver(app: app, .remoteNotification(id: id, userInfo: payload.json, silent: true), wake: .launch(.remoteNotification),
+                          because: why))
+        ctx.emit(.startTimer(app: app, name: "budget/\(id)", after: ctx.budget("silentPush")))
+        ctx.emit(.used(app: app, mode: mode, "silent push \(id) (\(request.source))"))
+    }
+
+    // MARK: events
+
+    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+        guard let app, name.hasPrefix("budget/"), let id = UInt64(name.dropFirst("budget/".count)),
+              ctx.state(State.self).apps[app]?.outstanding[id] != nil else { return }
+        ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
+        ctx.emit(.kill(app: app, namespace: "RUNNINGBOARD", code: .watchdog,
+                       reason: "didReceiveRemoteNotification did not call its completion handler within the push budget of \(DurationText.format(ctx.profile.silentPush))"))
+    }
+
+    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
+        guard to == .active, let held = ctx.state(State.self).apps[app]?.held else { return }
+        ctx.update(State.self) { $0.apps[app]?.held = nil }
+        guard let payload = try? APNsPayload.parse(Data(held.request.payload.utf8)) else { return }
+        ctx.emit(.note(app: app, "held silent push delivered: the app came to the foreground"))
+        deliver(held.request, payload, app, ctx, why: "held silent push, on coming to the foreground")
+    }
+
+    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+        let (outstanding, dropped) = ctx.update(State.self) { s -> ([UInt64], Bool) in
+            let ids = Array((s.apps[app]?.outstanding ?? [:]).keys)
+            s.apps[app]?.outstanding = [:]
+            var dropped = false
+            if byUser {
+                dropped = s.apps[app]?.held != nil
+                s.apps[app]?.held = nil
+                s.apps[app, default: App()].userTerminated = true
+            }
+            return (ids, dropped)
+        }
+        for id in outstanding { ctx.emit(.cancelTimer(app: app, name: "budget/\(id)")) }
+        if dropped { ctx.emit(.note(app: app, "held silent push dropped: the user terminated the app")) }
+    }
+
+    public func userLaunched(_ app: String, in ctx: ModeContext) {
+        ctx.update(State.self) { $0.apps[app]?.userTerminated = false }
+    }
+
+    public func appInstalled(_ app: String, in ctx: ModeContext) {
+        ctx.update(State.self) { _ = $0.apps.removeValue(forKey: app) }
     }
 
     /// A stable 32-byte token (hex) per app and kind, as APNs tokens are stable per install.

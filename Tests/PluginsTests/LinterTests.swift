@@ -108,8 +108,8 @@ struct LinterTests {
         #expect(errors.first?.mode == "processing")
         #expect(errors.first?.line.hasPrefix(dir.path + "/P.app/Info.plist: error: background mode \"processing\" needs BGTaskSchedulerPermittedIdentifiers") == true,
                 "\(without.shown)")
-        // Registered, not emulated yet: a note says so.
-        #expect(without.with(.note).contains { $0.mode == "processing" && $0.message.contains("not emulated yet") }, "\(without.shown)")
+        // Emulated now (BGTaskScheduler): no "not emulated" note.
+        #expect(!without.findings.contains { $0.mode == "processing" && $0.message.contains("not emulated") }, "\(without.shown)")
 
         let with = Linter.lint(bundlePath: try dir.bundle("Q", keys(modes: ["processing"], """
             <key>BGTaskSchedulerPermittedIdentifiers</key><array><string>com.example.lint.cleanup</string></array>
@@ -279,7 +279,7 @@ struct LinterTests {
         let traceLines = report.findings.map(\.line).filter { $0.contains("trace") }
         #expect(traceLines == [
             "\(file): warning: background mode \"audio\" is declared but never used in the trace (App Review rejects unused modes)",
-            "\(file): note: background mode \"fetch\": whether it is used cannot be judged from this trace yet (AppHost does not emulate it yet)",
+            "\(file): warning: background mode \"fetch\" is declared but never used in the trace (App Review rejects unused modes)",
             "\(file): note: background mode \"push-to-talk\": whether it is used cannot be judged from a trace (AppHost does not emulate it)",
             "\(file): warning: refused 2 times in the trace: startUpdatingLocation in the background (declare \"location\" in UIBackgroundModes)",
             "\(file): warning: refused once in the trace: BLE scan in the background (declare \"bluetooth-central\" in UIBackgroundModes)",

@@ -1,0 +1,130 @@
+import AppHostProtocol
+import Foundation
+
+/// Why APNs (or `simctl push`) refuses a notification: the reason strings of the
+/// APNs provider API, with a sentence for people.
+public struct APNsRejection: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The APNs `reason` (`PayloadTooLarge`, `BadDeviceToken`, ...).
+    public var reason: String
+    /// The HTTP status APNs answers with.
+    public var status: Int
+    /// What is wrong, for a person.
+    public var message: String
+
+    public init(_ reason: String, status: Int = 400, _ message: String) {
+        self.reason = reason
+        self.status = status
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// A push payload as `simctl push` and APNs take it: a JSON object with an `aps`
+/// dictionary, at most 4096 bytes, optionally naming its target with the top-level
+/// `"Simulator Target Bundle"` key.
+public struct APNsPayload: Sendable, Equatable {
+    /// The most bytes a (non-VoIP) payload may have.
+    public static let maximumSize = 4096
+    /// The key `simctl` reads the target bundle from.
+    public static let targetKey = "Simulator Target Bundle"
+
+    /// The payload's text, as given.
+    public var json: String
+    /// `"Simulator Target Bundle"`, if present.
+    public var target: String?
+    /// `aps.content-available == 1`: the app may be woken in the background.
+    public var contentAvailable: Bool
+    /// `aps` has an alert, a badge or a sound: the user sees something.
+    public var isVisible: Bool
+    /// The alert's title (or body, or the alert string), for events.
+    public var summary: String?
+    /// The push type APNs infers when none is given: `background` for a pure
+    /// content-available push, else `alert`.
+    public var inferredPushType: String { contentAvailable && !isVisible ? "background" : "alert" }
+
+    /// Reads and checks a payload. `name` is used in messages (a file name, "standard input").
+    public static func parse(_ data: Data, name: String = "payload") throws(APNsRejection) -> APNsPayload {
+        if data.allSatisfy({ [0x20, 0x0A, 0x0D, 0x09].contains($0) }) {
+            throw APNsRejection("PayloadEmpty", "\(name): the payload is empty; expected a JSON object with an \"aps\" dictionary")
+        }
+        guard data.count <= maximumSize else {
+            throw APNsRejection("PayloadTooLarge", status: 413,
+                                "\(name): the payload is \(data.count) bytes; a push carries at most \(maximumSize)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw APNsRejection("BadPayload", "\(name): the payload is not UTF-8 text")
+        }
+        // Foundation on Linux accepts trailing commas; APNs and simctl do not.
+        if let problem = strictProblem(data) {
+            throw APNsRejection("BadPayload", "\(name): not valid JSON (\(problem)); simctl and APNs take strict JSON: no trailing commas or comments")
+        }
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: data)
+        } catch {
+            throw APNsRejection("BadPayload", "\(name): not valid JSON (\(jsonProblem(data))); simctl and APNs take strict JSON: no trailing commas or comments")
+        }
+        guard let dictionary = object as? [String: Any] else {
+            throw APNsRejection("BadPayload", "\(name): the payload must be a JSON object ({...})")
+        }
+        guard let apsValue = dictionary["aps"] else {
+            throw APNsRejection("BadPayload", "\(name): no \"aps\" key; a push payload is {\"aps\": {...}, ...}")
+        }
+        guard let aps = apsValue as? [String: Any] else {
+            throw APNsRejection("BadPayload", "\(name): \"aps\" must be a dictionary")
+        }
+        var target: String?
+        if let t = dictionary[targetKey] {
+            guard let s = t as? String, !s.isEmpty else {
+                throw APNsRejection("BadTopic", "\(name): \"\(targetKey)\" must be a bundle identifier string")
+            }
+            target = s
+        }
+        let contentAvailable = (aps["content-available"] as? NSNumber)?.intValue == 1
+        let alert = aps["alert"]
+        var summary: String?
+        if let s = alert as? String {
+            summary = s
+        } else if let a = alert as? [String: Any] {
+            summary = (a["title"] as? String) ?? (a["body"] as? String) ?? (a["title-loc-key"] as? String) ?? (a["loc-key"] as? String)
+        }
+        let visible = alert != nil || aps["badge"] != nil || aps["sound"] != nil
+        return APNsPayload(json: text, target: target, contentAvailable: contentAvailable, isVisible: visible, summary: summary)
+    }
+
+    /// Where strict parsing failed: "line L, column C" from a scan for the first
+    /// trailing comma or comment, since Foundation's error says little on Linux.
+    static func jsonProblem(_ data: Data) -> String {
+        strictProblem(data) ?? "malformed JSON"
+    }
+
+    /// A trailing comma, a comment or an unterminated string, with where; nil if none.
+    public static func strictProblem(_ data: Data) -> String? {
+        let bytes = Array(data)
+        var line = 1, column = 0
+        var inString = false, escaped = false
+        var lastSignificant: UInt8 = 0
+        var lastLine = 1, lastColumn = 0
+        for b in bytes {
+            if b == 0x0A { line += 1; column = 0 } else { column += 1 }
+            if inString {
+                if escaped { escaped = false } else if b == 0x5C { escaped = true } else if b == 0x22 { inString = false }
+                continue
+            }
+            switch b {
+            case 0x22: inString = true
+            case 0x7D, 0x5D:
+                if lastSignificant == 0x2C { return "a trailing comma at line \(lastLine), column \(lastColumn)" }
+            case 0x2F: return "a comment at line \(line), column \(column)"
+            default: break
+            }
+            if ![0x20, 0x0A, 0x0D, 0x09].contains(b) {
+                lastSignificant = b
+                lastLine = line
+                lastColumn = column
+            }
+        }
+        return inString ? "an unterminated string" : nil
+    }
+}

@@ -1,0 +1,64 @@
+import AppHostProtocol
+
+/// The simulated device and the Background App Refresh settings
+/// (`apphost settings`, `apphost device`), shared by the fetch, processing and
+/// remote-notification plugins. Kept by the host in its database.
+public struct DeviceState: PluginState {
+    /// On external power.
+    public var pluggedIn = true
+    public var network: DeviceNetwork = .wifi
+    /// Low Power Mode: background refresh is restricted.
+    public var lowPower = false
+    /// Settings > General > Background App Refresh, the global switch, off.
+    public var refreshOffGlobally = false
+    /// The per-app switches that are off.
+    public var refreshOff: Set<String> = []
+    /// A configuration policy restricts background refresh (`"backgroundRefresh": "restricted"`).
+    public var policyRestricted = false
+
+    public init() {}
+
+    /// `backgroundRefreshStatus` for `app`.
+    public func refreshStatus(_ app: String) -> BackgroundRefreshStatus {
+        if lowPower || policyRestricted { return .restricted }
+        if refreshOffGlobally || refreshOff.contains(app) { return .denied }
+        return .available
+    }
+
+    /// Why refresh is not available, in words; nil when it is.
+    public func refreshBlocked(_ app: String) -> String? {
+        if policyRestricted { return "background refresh is restricted by the host's configuration" }
+        if lowPower { return "Low Power Mode is on (background refresh restricted)" }
+        if refreshOffGlobally { return "Background App Refresh is off for every app" }
+        if refreshOff.contains(app) { return "Background App Refresh is off for this app" }
+        return nil
+    }
+
+    /// One line per setting, for `settings show` / `device show`.
+    var settingsText: String {
+        var lines = ["background refresh: \(refreshOffGlobally ? "off" : "on") (global)"]
+        if !refreshOff.isEmpty { lines.append("background refresh off for: \(refreshOff.sorted().joined(separator: ", "))") }
+        lines.append("low power mode: \(lowPower ? "on" : "off")")
+        if policyRestricted { lines.append("policy: background refresh restricted by the host's configuration") }
+        return lines.joined(separator: "\n")
+    }
+
+    var deviceText: String {
+        "power: \(pluggedIn ? "plugged in" : "battery")\nnetwork: \(network.rawValue)"
+    }
+
+    /// Applies a persisted setting (`key`, `value`); false if the key is not a device setting.
+    mutating func restore(_ key: String, _ value: String) -> Bool {
+        switch key {
+        case "device.power": pluggedIn = value == "plugged"
+        case "device.network": network = DeviceNetwork(rawValue: value) ?? .wifi
+        case "settings.lowPower": lowPower = value == "on"
+        case "settings.backgroundRefresh": refreshOffGlobally = value == "off"
+        case _ where key.hasPrefix("settings.backgroundRefresh."):
+            let app = String(key.dropFirst("settings.backgroundRefresh.".count))
+            if value == "off" { refreshOff.insert(app) } else { refreshOff.remove(app) }
+        default: return false
+        }
+        return true
+    }
+}
