@@ -2,7 +2,7 @@
 # Installs the system packages AppHost needs when they are missing (Debian/Ubuntu).
 set -euo pipefail
 need=()
-for pkg in libseccomp-dev libsqlite3-dev pkg-config; do
+for pkg in libseccomp-dev libsqlite3-dev pkg-config curl; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

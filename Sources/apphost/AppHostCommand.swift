@@ -24,13 +24,17 @@ struct AppHostCommand: AsyncParsableCommand {
               apphost launch com.example.plain
               apphost background com.example.plain                       # home button
               apphost status
-              apphost location set 37.3349,-122.0090   # and privacy, push, ble, accessory
+              apphost fetch com.example.plain                            # Simulate Background Fetch
+              apphost push com.example.plain payload.apns                # as simctl push
+              apphost location set 37.3349,-122.0090   # and privacy, ble, accessory
+              apphost settings low-power on            # and device, bgtask
             """,
         subcommands: [
             Run.self, Daemon.self, Install.self, Uninstall.self, List.self, Launch.self,
             Foreground.self, Background.self, Terminate.self, Status.self, Events.self,
             Reports.self, ManifestCommand.self, Shutdown.self, ClockCommand.self, ProfileCommand.self, Demo.self,
             Privacy.self, LocationCommand.self, Push.self, BLECommand.self, AccessoryCommand.self,
+            SettingsCommand.self, DeviceCommand.self, FetchCommand.self, BGTaskCommand.self,
             Lint.self,
         ]
     )
@@ -118,7 +122,21 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Virtual clock: real seconds `clock advance` waits for apps to answer before the next deadline.", valueName: "seconds"))
     var settleTimeout: Double = 2
 
+    @Option(name: .long, help: ArgumentHelp("Serve the APNs provider API (HTTP/2, POST /3/device/<token>) on this address; port 0 picks a free one (written to <state dir>/push-gateway.address).", valueName: "host:port"))
+    var pushGateway: String?
+
+    @Option(name: .long, help: ArgumentHelp("PEM certificate chain for the push gateway: it then speaks TLS (ALPN h2) instead of cleartext h2c.", valueName: "file"))
+    var pushGatewayCert: String?
+
+    @Option(name: .long, help: ArgumentHelp("PEM private key of --push-gateway-cert.", valueName: "file"))
+    var pushGatewayKey: String?
+
     func validate() throws {
+        if pushGatewayCert != nil || pushGatewayKey != nil {
+            guard pushGatewayCert != nil, pushGatewayKey != nil else { throw ValidationError("--push-gateway-cert and --push-gateway-key go together") }
+            guard pushGateway != nil else { throw ValidationError("--push-gateway-cert needs --push-gateway HOST:PORT") }
+        }
+        _ = try pushGatewaySettings()
         guard gracePeriod >= 0, gracePeriod.isFinite else { throw ValidationError("--grace-period must be a non-negative number of seconds") }
         guard settleTimeout > 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a positive number of seconds") }
         _ = try budgets()
@@ -141,10 +159,27 @@ struct HostOptions: ParsableArguments {
         config.clock = clock
         config.profile = (try? budgets()) ?? .default
         config.settleTimeout = .milliseconds(Int64(settleTimeout * 1000))
-        if let sink = (try? self.config.map { try HostConfigFile.load(path: absolute($0)) })??.audioSink {
-            config.audioSink = AudioSinkKind(rawValue: sink) ?? .wav
+        config.pushGateway = try? pushGatewaySettings()
+        if let file = (try? self.config.map { try HostConfigFile.load(path: absolute($0)) }) ?? nil {
+            if let sink = file.audioSink { config.audioSink = AudioSinkKind(rawValue: sink) ?? .wav }
+            config.backgroundRefreshRestricted = file.backgroundRefreshRestricted
         }
         return config
+    }
+
+    /// --push-gateway (with --push-gateway-cert/-key), or nil.
+    func pushGatewaySettings() throws -> PushGatewaySettings? {
+        guard let pushGateway else { return nil }
+        var settings: PushGatewaySettings
+        do {
+            settings = try PushGatewaySettings(parsing: pushGateway)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        if let cert = pushGatewayCert, let key = pushGatewayKey {
+            settings.tls = .init(certificatePath: absolute(cert), privateKeyPath: absolute(key))
+        }
+        return settings
     }
 
     var productDirectories: [String] {
@@ -225,6 +260,10 @@ extension AppHostCommand {
             let service = HostService(configuration: config, logger: logger) { _ in
                 // Readiness on stdout, once the control socket accepts: scripts wait for this line.
                 print("apphost: daemon ready on \(config.controlSocketPath) (pid \(getpid()))")
+                if config.pushGateway != nil, let address = PushGateway.boundAddress(stateDirectory: dir) {
+                    let tls = config.pushGateway?.tls != nil
+                    print("apphost: push gateway on \(tls ? "https" : "http")://\(address) (\(tls ? "h2" : "h2c"))")
+                }
                 fflush(nil)
             }
             try await runHost(service, logger: logger)

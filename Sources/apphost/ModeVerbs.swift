@@ -4,10 +4,10 @@ import Foundation
 import Plugins
 
 // The verbs that drive the background-mode plugins in a running daemon: privacy
-// decisions, the simulated location, VoIP pushes, the BLE world and external
-// accessories. Each sends one `ControlRequest.mode(...)` and prints the daemon's
-// answer; input is checked here first so mistakes get a clear line before any
-// request is made.
+// decisions, the simulated location, pushes (alert, silent and VoIP), the BLE
+// world and external accessories. Each sends one `ControlRequest.mode(...)` and
+// prints the daemon's answer; input is checked here first so mistakes get a clear
+// line before any request is made.
 
 extension AppHostCommand {
     // MARK: - privacy
@@ -155,52 +155,162 @@ extension AppHostCommand {
     // MARK: - push
 
     struct Push: ParsableCommand {
-        enum Kind: String, CaseIterable, ExpressibleByArgument {
+        /// The push types AppHost delivers (`apns-push-type`).
+        enum Kind: String, CaseIterable {
             case alert, background, voip
         }
 
+        /// `apns-push-type` values APNs knows but AppHost does not deliver.
+        static let otherAPNsTypes = ["complication", "fileprovider", "mdm", "location", "liveactivity", "pushtotalk", "controls", "widgets"]
+
         static let configuration = CommandConfiguration(
             commandName: "push",
-            abstract: "Send a push to an app; today VoIP pushes (PushKit): --type voip.",
+            abstract: "Send a remote notification (alert or silent) or a VoIP push to an app, as `simctl push`.",
+            usage: """
+                apphost push [--type alert|background|voip] [--dry-run] [--priority 5|10]
+                             [--collapse-id <id>] [--apns-id <uuid>] [<bundle-id>] <payload-file|->
+                """,
             discussion: """
-                The payload is a JSON object, from a file or from standard input (-). A VoIP \
-                push wakes the app, or launches it in the background, and calls \
-                pushRegistry(_:didReceiveIncomingPushWith:for:completion:). Within the voipReport \
-                budget (`apphost profile show`) it must report an incoming call to CallKit or it \
-                is killed (0xbaadca11); after \(VoIPPlugin.maximumUnreported) unreported pushes in a row no more are \
-                delivered until it is reinstalled. The app needs "voip" in UIBackgroundModes. \
-                At most \(ModeInput.voipPayloadLimit) bytes, as APNs for VoIP.
+                As `xcrun simctl push <device> [<bundle identifier>] (<json file> | -)`: the \
+                payload is a JSON object with an "aps" dictionary, at most \(APNsPayload.maximumSize) bytes, from \
+                a file (.apns or .json) or from standard input (-). The bundle id may be left out \
+                when the payload names its app with a top-level "\(APNsPayload.targetKey)" key; \
+                when both are given the argument wins. The payload must be strict JSON (no \
+                trailing commas, no comments), as simctl and APNs read it.
 
-                Regular (alert) and silent (background) pushes, the `simctl push` kind with an \
-                `aps` key and .apns files, come with the remote-notifications work; --type alert \
-                (the default) and background are refused until then.
+                --type is the apns-push-type. Without it the payload decides, as APNs infers it: \
+                background for a pure silent push ("content-available": 1 with no alert, badge or \
+                sound), else alert.
+
+                alert: a notification the user sees. With "content-available": 1 as well, an app \
+                with "remote-notification" in UIBackgroundModes is also woken in the background.
+
+                background: a silent push. An app with "remote-notification" in \
+                UIBackgroundModes is woken (or launched) in the background and its \
+                application(_:didReceiveRemoteNotification:fetchCompletionHandler:) is called, \
+                while Background App Refresh is on (`apphost settings`). Use --priority 5; APNs \
+                refuses 10.
+
+                voip: a PushKit push. The app is woken or launched for \
+                pushRegistry(_:didReceiveIncomingPushWith:for:completion:) and must report an \
+                incoming call to CallKit within the voipReport budget (`apphost profile show`) \
+                or it is killed (0xbaadca11); after \(VoIPPlugin.maximumUnreported) unreported pushes in a row \
+                no more are delivered until it is reinstalled. Needs "voip" in \
+                UIBackgroundModes. The payload is any JSON object (no "aps" needed), at most \
+                \(ModeInput.voipPayloadLimit) bytes; --priority, --collapse-id and --apns-id do not apply.
+
+                --dry-run checks the payload and prints what would be delivered (target, type, \
+                priority, silent or visible, alert text, size) without contacting the daemon.
+
+                Exit status: 64 for a command-line mistake (no bundle id anywhere, a bad \
+                --priority), 65 for a bad payload, 66 for a missing file.
 
                 Examples:
+                  apphost push com.example.app payload.apns
+                  apphost push payload.apns           # the payload names the app
+                  apphost push --type background --priority 5 com.example.app silent.apns
+                  echo '{"aps": {"alert": "Hello"}}' | apphost push com.example.app -
+                  apphost push --dry-run payload.apns # check it; send nothing
                   apphost push --type voip com.example.phone call.json
-                  echo '{"caller": "Ada"}' | apphost push --type voip com.example.phone -
                 """)
 
-        @Option(name: .long, help: ArgumentHelp("voip (delivered today); alert and background come with remote notifications.", valueName: "type"))
-        var type: Kind = .alert
-        @Argument(help: ArgumentHelp("The app.", valueName: "bundle-id"))
-        var bundleIdentifier: String
-        @Argument(help: ArgumentHelp("A JSON file with the payload, or - for standard input.", valueName: "payload-file|-"))
-        var payload: String
+        @Option(name: .long, help: ArgumentHelp(
+            "apns-push-type: alert, background or voip (default: background for a pure content-available payload, else alert).",
+            valueName: "type"))
+        var type: String?
+        @Flag(name: .long, help: "Check the payload and print what would be delivered; send nothing (no daemon needed).")
+        var dryRun = false
+        @Option(name: .long, help: ArgumentHelp("apns-priority: 10 (at once) or 5 (when convenient; the only one for --type background).", valueName: "5|10"))
+        var priority: Int?
+        @Option(name: .customLong("collapse-id"), help: ArgumentHelp("apns-collapse-id: a newer push with the same id replaces the older one (at most \(ModeInput.collapseIDLimit) bytes).", valueName: "id"))
+        var collapseID: String?
+        @Option(name: .customLong("apns-id"), help: ArgumentHelp("apns-id: the notification's UUID, as APNs takes it.", valueName: "uuid"))
+        var apnsID: String?
+        @Argument(help: ArgumentHelp(
+            "The app; optional when the payload has \"\(APNsPayload.targetKey)\" (given here, it overrides the payload's).",
+            valueName: "bundle-id"))
+        var first: String?
+        @Argument(help: ArgumentHelp("The payload: a JSON (.apns) file, or - for standard input.", valueName: "payload-file|-"))
+        var second: String?
         @OptionGroup var state: StateOptions
 
         func run() throws {
-            var text = ""
+            var request = ModeCommand.locationClear
+            var preview = ""
             try reportingErrors {
-                guard type == .voip else {
-                    throw ModeInput.usage("""
-                        --type \(type.rawValue): regular and silent pushes are not delivered yet; they come with the \
-                        remote-notifications work (the next issue). This host delivers VoIP pushes today: \
-                        apphost push --type voip \(bundleIdentifier) \(payload)
-                        """)
+                let (argumentTarget, source) = try ModeInput.pushOperands(first, second)
+                let kind = try ModeInput.pushKind(type)
+                if let priority, ![5, 10].contains(priority) {
+                    throw ModeInput.usage("--priority must be 10 (deliver at once) or 5 (when convenient), got \(priority)")
                 }
-                text = try ModeInput.payload(payload, limit: ModeInput.voipPayloadLimit)
+                if let collapseID {
+                    guard !collapseID.isEmpty, collapseID.utf8.count <= ModeInput.collapseIDLimit else {
+                        throw ModeInput.usage("--collapse-id must be 1...\(ModeInput.collapseIDLimit) bytes (APNs BadCollapseId), got \(collapseID.utf8.count)")
+                    }
+                }
+                if let apnsID, UUID(uuidString: apnsID) == nil {
+                    throw ModeInput.usage("--apns-id \"\(apnsID)\" is not a UUID (8-4-4-4-12 hex digits, e.g. 123e4567-e89b-12d3-a456-4266554400a0; APNs BadMessageId)")
+                }
+                if let target = argumentTarget { try ModeInput.checkBundleIdentifier(target) }
+
+                if kind == .voip {
+                    let text = try ModeInput.payload(source, limit: ModeInput.voipPayloadLimit)
+                    let named = ModeInput.payloadTarget(text)
+                    guard let target = argumentTarget ?? named else { throw ModeInput.noPushTarget(source) }
+                    if !dryRun, priority != nil || collapseID != nil || apnsID != nil {
+                        FileHandle.standardError.write(Data("apphost: note: --priority, --collapse-id and --apns-id do not apply to a VoIP push; ignored\n".utf8))
+                    }
+                    request = .voipPush(bundleIdentifier: target, payload: text)
+                    preview = ModeInput.pushPreview(
+                        target: target, targetNote: ModeInput.targetNote(argument: argumentTarget, payload: named),
+                        type: "voip", typeNote: "--type", priority: nil, collapseID: nil, apnsID: nil,
+                        delivery: "PushKit: pushRegistry(_:didReceiveIncomingPushWith:for:completion:); the app must report a call to CallKit",
+                        alert: nil, size: text.utf8.count, limit: ModeInput.voipPayloadLimit)
+                    return
+                }
+
+                let (data, label) = try ModeInput.readPayload(source)
+                let payload: APNsPayload
+                do throws(APNsRejection) {
+                    payload = try APNsPayload.parse(data, name: label)
+                } catch {
+                    var message = error.message
+                    if error.reason == "BadPayload", message.contains("no \"aps\" key") {
+                        message += " (a VoIP payload needs none: apphost push --type voip ...)"
+                    }
+                    throw ModeInput.dataError(message)
+                }
+                guard let target = argumentTarget ?? payload.target else { throw ModeInput.noPushTarget(source) }
+                if argumentTarget == nil { try ModeInput.checkBundleIdentifier(target, from: "\(label): \"\(APNsPayload.targetKey)\"") }
+                let pushType = kind?.rawValue ?? payload.inferredPushType
+                if pushType == "background" {
+                    if priority == 10 {
+                        throw ModeInput.usage("--priority 10 with a background push: APNs refuses it; background pushes are sent at --priority 5")
+                    }
+                    if !payload.contentAvailable {
+                        FileHandle.standardError.write(Data("apphost: note: a background push without \"content-available\": 1 in \"aps\" does not wake the app\n".utf8))
+                    }
+                }
+                request = .push(PushRequest(bundleIdentifier: target, payload: payload.json, pushType: pushType, priority: priority,
+                                            collapseID: collapseID, apnsID: apnsID, source: "cli"))
+                let delivery: String
+                switch (payload.contentAvailable, payload.isVisible) {
+                case (true, false): delivery = "silent: content-available, nothing shown; wakes the app in the background"
+                case (true, true): delivery = "visible, with content-available: shown, and the app is woken in the background"
+                case (false, true): delivery = "visible: shown to the user; the app is not woken"
+                case (false, false): delivery = "nothing shown and no content-available: the app is not woken"
+                }
+                preview = ModeInput.pushPreview(
+                    target: target, targetNote: ModeInput.targetNote(argument: argumentTarget, payload: payload.target),
+                    type: pushType, typeNote: kind == nil ? "inferred from the payload" : "--type",
+                    priority: priority, collapseID: collapseID, apnsID: apnsID,
+                    delivery: delivery, alert: payload.summary, size: data.count, limit: APNsPayload.maximumSize)
             }
-            try state.perform(.mode(.voipPush(bundleIdentifier: bundleIdentifier, payload: text)))
+            if dryRun {
+                print(preview)
+                return
+            }
+            try state.perform(.mode(request))
         }
     }
 
@@ -523,19 +633,19 @@ enum ModeInput {
         return out
     }
 
+    /// The bytes of `source` (a file, or `-` for standard input) and its name for messages.
+    static func readPayload(_ source: String) throws(CLIError) -> (data: Data, label: String) {
+        if source == "-" { return (FileHandle.standardInput.readDataToEndOfFile(), "standard input") }
+        let path = try existingFile(source)
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CLIError(description: "\(source): cannot read the file", exitCode: 66)
+        }
+        return (data, source)
+    }
+
     /// A JSON-object payload from `source` (a file, or `-` for standard input), at most `limit` bytes.
     static func payload(_ source: String, limit: Int) throws(CLIError) -> String {
-        let label = source == "-" ? "standard input" : source
-        let data: Data
-        if source == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
-        } else {
-            let path = try existingFile(source)
-            guard let d = FileManager.default.contents(atPath: path) else {
-                throw CLIError(description: "\(source): cannot read the file", exitCode: 66)
-            }
-            data = d
-        }
+        let (data, label) = try readPayload(source)
         guard !data.allSatisfy({ [0x20, 0x0A, 0x0D, 0x09].contains($0) }) else {
             throw dataError("\(label): empty payload; expected a JSON object, e.g. {\"caller\": \"Ada\"}")
         }
@@ -543,6 +653,10 @@ enum ModeInput {
             throw dataError("\(label): the payload is \(data.count) bytes; a VoIP push carries at most \(limit)")
         }
         guard let text = String(data: data, encoding: .utf8) else { throw dataError("\(label): the payload is not UTF-8 text") }
+        // Foundation on Linux takes trailing commas; APNs does not.
+        if let problem = APNsPayload.strictProblem(data) {
+            throw dataError("\(label): the payload is not strict JSON: \(problem)")
+        }
         let object: Any
         do {
             object = try JSONSerialization.jsonObject(with: data)
@@ -551,5 +665,93 @@ enum ModeInput {
         }
         guard object is [String: Any] else { throw dataError("\(label): the payload must be a JSON object ({...}), not a \(object is [Any] ? "list" : "single value")") }
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    // MARK: push
+
+    /// APNs' limit for `apns-collapse-id`.
+    static let collapseIDLimit = 64
+
+    /// `[<bundle-id>] <payload-file|->`: the bundle id given (if any) and the payload source.
+    static func pushOperands(_ first: String?, _ second: String?) throws(CLIError) -> (bundleIdentifier: String?, source: String) {
+        switch (first, second) {
+        case (let id?, let source?): return (id, source)
+        case (let source?, nil): return (nil, source)
+        default: throw usage("give a payload: apphost push [<bundle-id>] <payload-file|->")
+        }
+    }
+
+    /// `--type`: nil (infer from the payload), or one AppHost delivers.
+    static func pushKind(_ type: String?) throws(CLIError) -> AppHostCommand.Push.Kind? {
+        guard let type else { return nil }
+        if let kind = AppHostCommand.Push.Kind(rawValue: type.lowercased()) { return kind }
+        if AppHostCommand.Push.otherAPNsTypes.contains(type.lowercased()) {
+            throw usage("--type \(type): AppHost does not deliver \(type) pushes; it delivers alert, background and voip")
+        }
+        throw usage("--type \(type): unknown push type; one of alert, background, voip")
+    }
+
+    /// The `"Simulator Target Bundle"` of a JSON payload, if it has one.
+    static func payloadTarget(_ text: String) -> String? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
+              let target = object[APNsPayload.targetKey] as? String, !target.isEmpty else { return nil }
+        return target
+    }
+
+    /// Neither an argument nor the payload names the app.
+    static func noPushTarget(_ source: String) -> CLIError {
+        let label = source == "-" ? "standard input" : source
+        return usage("no app to push to: give a bundle id (apphost push <bundle-id> \(source)) or put \"\(APNsPayload.targetKey)\": \"<bundle-id>\" in \(label)")
+    }
+
+    /// Where the target came from, for --dry-run.
+    static func targetNote(argument: String?, payload: String?) -> String {
+        switch (argument, payload) {
+        case (.some, .some(let p)) where p != argument: "the argument; it overrides the payload's \"\(p)\""
+        case (.some, _): "the argument"
+        case (nil, _): "the payload's \"\(APNsPayload.targetKey)\""
+        }
+    }
+
+    /// What `push --dry-run` prints.
+    static func pushPreview(target: String, targetNote: String, type: String, typeNote: String, priority: Int?,
+                            collapseID: String?, apnsID: String?, delivery: String, alert: String?, size: Int, limit: Int) -> String {
+        var rows: [(String, String)] = [
+            ("target", "\(target) (\(targetNote))"),
+            ("push type", "\(type) (\(typeNote))"),
+        ]
+        if type != "voip" {
+            rows.append(("priority", priority.map(String.init) ?? "not set (APNs takes 10)"))
+            if let collapseID { rows.append(("collapse id", collapseID)) }
+            if let apnsID { rows.append(("apns id", apnsID)) }
+        }
+        rows.append(("delivery", delivery))
+        if let alert { rows.append(("alert", "\"\(alert)\"")) }
+        rows.append(("size", "\(size) of \(limit) bytes"))
+        let width = rows.map(\.0.count).max() ?? 0
+        let lines = rows.map { $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + $0.1 }
+        return (["dry run: nothing sent"] + lines).joined(separator: "\n")
+    }
+
+    // MARK: background verbs
+
+    /// Checks that `text` can be a bundle identifier (reverse DNS, no spaces or slashes).
+    static func checkBundleIdentifier(_ text: String, from place: String? = nil) throws(CLIError) {
+        let bad = text.isEmpty || text.contains(where: { $0.isWhitespace || $0 == "/" })
+        guard bad else { return }
+        let what = place ?? "\"\(text)\""
+        throw usage("\(what) is not a bundle identifier (reverse DNS, e.g. com.example.app)")
+    }
+
+    /// `word` as one of `choices` (case-insensitive), else a one-line usage error.
+    static func choice<T>(_ word: String, _ choices: KeyValuePairs<String, T>, what: String) throws(CLIError) -> T {
+        for (name, value) in choices where name == word.lowercased() { return value }
+        let names = choices.map(\.key).joined(separator: "|")
+        throw usage("\(what): expected \(names), got \"\(word)\"")
+    }
+
+    /// `on|off`.
+    static func onOff(_ word: String, what: String) throws(CLIError) -> Bool {
+        try choice(word, ["on": true, "off": false], what: what)
     }
 }

@@ -277,7 +277,7 @@ final class CLISession: Sendable {
     /// such as `ble add` (so before any `--`).
     func withStateDir(_ args: [String]) -> [String] {
         guard let verb = args.first else { return ["--state-dir", stateDir] }
-        let groups: Set<String> = ["clock", "profile", "manifest", "location", "ble", "accessory"]
+        let groups: Set<String> = ["clock", "profile", "manifest", "location", "ble", "accessory", "settings", "device", "bgtask"]
         let head = groups.contains(verb) && args.count > 1 && !args[1].hasPrefix("-") ? 2 : 1
         return Array(args.prefix(head)) + ["--state-dir", stateDir] + args.dropFirst(head)
     }
