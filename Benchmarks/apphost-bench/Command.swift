@@ -20,7 +20,7 @@ struct AppHostBench: AsyncParsableCommand {
             all: all five in one run (the default). Build with -c release for representative figures.
             """,
         subcommands: [All.self, LaunchCommand.self, SuspendCommand.self, IdleCommand.self, DeadlinesCommand.self,
-                      VirtualCommand.self, RawSignalsCommand.self],
+                      VirtualCommand.self, RawSignalsCommand.self, PushCommand.self, FetchWeekCommand.self],
         defaultSubcommand: All.self)
 }
 
