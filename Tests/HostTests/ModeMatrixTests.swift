@@ -68,8 +68,8 @@ struct ModeMatrixTests {
         .init(.externalAccessory, true, true, "woken for the bytes, suspended again"),
         .init(.externalAccessory, false, true, "stays suspended, bytes not delivered"),
 
-        // Registered here; their scheduling and delivery come with the next issue,
-        // so declaring them keeps nothing running.
+        // Declaring them keeps nothing running by itself: they wake or launch an app
+        // for a fetch, a task or a push (BackgroundWorkTests), then it is suspended.
         .init(.fetch, true, false, "active"),
         .init(.fetch, false, false, "active"),
         .init(.fetch, true, true, "suspended"),
