@@ -61,8 +61,9 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
                 ctx.emit(.note(app: app, "registerForRemoteNotifications failed: no \(Self.entitlement) entitlement"))
                 return .refused(reason: "no valid \"aps-environment\" entitlement string found for application (add it to \(info.manifest.name).entitlements)")
             }
-            ctx.emit(.note(app: app, "registered for remote notifications"))
-            return .token(Self.token(for: app, salt: "apns"))
+            let token = Self.token(for: app, salt: "apns")
+            ctx.emit(.note(app: app, "registered for remote notifications: device token \(token)"))
+            return .token(token)
         case .remoteNotificationCompleted(let id, let result):
             guard ctx.state(State.self).apps[app]?.outstanding[id] != nil else {
                 return .refused(reason: "push \(id) is not waiting for its completion (called twice, or after the budget)")
