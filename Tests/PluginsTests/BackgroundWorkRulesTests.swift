@@ -9,23 +9,10 @@ import Testing
 struct BackgroundWorkRulesTests {
     func app(_ id: String, modes: [BackgroundMode] = [], ids: [String] = [], entitlements: [String] = [],
              state: AppState = .suspended) -> ModeApp {
-        var m = Manifest(bundleIdentifier: id, executable: "X", name: "X", sourcePath: "/x/Info.plist")
-        m.backgroundModes = modes
-        m.bgTaskIdentifiers = ids
-        return ModeApp(bundleIdentifier: id, manifest: m, entitlements: entitlements, container: "/c/\(id)",
-                       state: state, isRunningCode: state != .suspended && state != .notRunning)
+        modeApp(id, modes: modes, ids: ids, entitlements: entitlements, state: state)
     }
 
-    func hub(_ apps: ModeApp...) -> ModeHub {
-        let h = ModeHub(profile: .default)
-        for a in apps {
-            _ = h.install(a)
-            if a.state != .notRunning {
-                _ = h.appMoved(a.bundleIdentifier, from: .notRunning, to: a.state, runningCode: a.isRunningCode, at: .zero)
-            }
-        }
-        return h
-    }
+    func hub(_ apps: ModeApp...) -> ModeHub { makeHub(apps) }
 
     func delivered(_ fx: [ModeEffect]) -> [String] {
         fx.compactMap { if case .deliver(let a, let e, _, _) = $0 { "\(a) \(e.name)" } else { nil } }

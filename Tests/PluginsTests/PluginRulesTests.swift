@@ -13,23 +13,10 @@ import Glibc
 struct PluginRulesTests {
     func app(_ id: String, modes: [BackgroundMode] = [], protocols: [String] = [], entitlements: [String] = [],
              state: AppState = .active) -> ModeApp {
-        var m = Manifest(bundleIdentifier: id, executable: "X", name: "X", sourcePath: "/x/Info.plist")
-        m.backgroundModes = modes
-        m.externalAccessoryProtocols = protocols
-        return ModeApp(bundleIdentifier: id, manifest: m, entitlements: entitlements, container: "/c/\(id)",
-                       state: state, isRunningCode: state != .suspended && state != .notRunning)
+        modeApp(id, modes: modes, protocols: protocols, entitlements: entitlements, state: state)
     }
 
-    func hub(_ apps: ModeApp...) -> ModeHub {
-        let h = ModeHub(profile: .default)
-        for a in apps {
-            _ = h.install(a)
-            if a.state != .notRunning {
-                _ = h.appMoved(a.bundleIdentifier, from: .notRunning, to: a.state, runningCode: a.isRunningCode, at: .zero)
-            }
-        }
-        return h
-    }
+    func hub(_ apps: ModeApp...) -> ModeHub { makeHub(apps) }
 
     func delivered(_ fx: [ModeEffect]) -> [(String, String, WakePolicy)] {
         fx.compactMap { if case .deliver(let a, let e, let w, _) = $0 { (a, e.name, w) } else { nil } }
