@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // Mechanism: one small C file, prefixed aph_, returning 0 or an errno.
@@ -92,11 +93,44 @@ let package = Package(
             ],
             path: "Benchmarks/apphost-bench"
         ),
+        // The shared background-transfer daemon (iOS's background URLSession).
+        .target(
+            name: "TransferCore",
+            dependencies: [
+                "AppHostProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(name: "apphost-transferd", dependencies: ["TransferCore"]),
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol"]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins"]),
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer"]),
         .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol"]),
+        // A small real HTTP/1.1 server on SwiftNIO for transfer tests, and its self-tests.
+        .target(
+            name: "HTTPTestServer",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/HTTPTestServer"
+        ),
+        .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer"]),
+        .testTarget(
+            name: "TransferTests",
+            dependencies: [
+                "TransferCore", "AppHostProtocol", "AppHostSystem", "HTTPTestServer",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

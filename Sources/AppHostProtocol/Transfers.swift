@@ -1,0 +1,121 @@
+import Foundation
+
+// The shared transfer daemon (iOS's background URLSession): the host talks to it over
+// a socketpair it creates at spawn (descriptor 3 in the daemon), with the same
+// length-prefixed JSON frames as apps. Apps never talk to it: they ask the host.
+
+/// What kind of transfer.
+public enum TransferKind: String, Codable, Sendable {
+    case download, upload
+}
+
+/// One transfer as the host hands it to the daemon.
+public struct TransferJob: Codable, Sendable, Equatable {
+    /// Unique across the host's life (the daemon's primary key).
+    public var id: UInt64
+    public var bundleIdentifier: String
+    /// The background session's identifier.
+    public var session: String
+    /// `URLSessionTask.taskIdentifier` within the session.
+    public var taskIdentifier: Int
+    public var kind: TransferKind
+    /// http or https only.
+    public var url: String
+    public var method: String
+    public var headers: [String: String]
+    /// Upload body: an absolute path inside the app's container.
+    public var uploadFile: String?
+    /// Where the daemon writes the download (an absolute path inside the app's
+    /// container); the file appears there complete or not at all.
+    public var destination: String
+    /// `isDiscretionary`: wait until plugged in and on Wi-Fi.
+    public var discretionary: Bool
+    /// `allowsCellularAccess`; false waits for Wi-Fi.
+    public var allowsCellularAccess: Bool
+    /// `timeoutIntervalForResource` in seconds (default 7 days).
+    public var timeoutForResource: Double
+    /// When the job was created (UNIX seconds), for the resource timeout.
+    public var created: Double
+
+    public init(id: UInt64, bundleIdentifier: String, session: String, taskIdentifier: Int, kind: TransferKind,
+                url: String, method: String = "GET", headers: [String: String] = [:], uploadFile: String? = nil,
+                destination: String, discretionary: Bool = false, allowsCellularAccess: Bool = true,
+                timeoutForResource: Double = 7 * 86400, created: Double) {
+        self.id = id
+        self.bundleIdentifier = bundleIdentifier
+        self.session = session
+        self.taskIdentifier = taskIdentifier
+        self.kind = kind
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.uploadFile = uploadFile
+        self.destination = destination
+        self.discretionary = discretionary
+        self.allowsCellularAccess = allowsCellularAccess
+        self.timeoutForResource = timeoutForResource
+        self.created = created
+    }
+}
+
+/// How a transfer ended.
+public enum TransferOutcome: Codable, Sendable, Equatable {
+    /// Done: the HTTP status, the bytes transferred, and for a download the file at the job's destination.
+    case completed(status: Int, bytes: Int64)
+    /// Failed for good (after retries), with a URLError-like code and a readable reason.
+    case failed(code: String, reason: String)
+    /// Cancelled by the host (the user terminated the app, or the app cancelled it).
+    case cancelled
+}
+
+/// Host → daemon.
+public enum TransferRequest: Codable, Sendable, Equatable {
+    /// Queue a transfer (committed to the daemon's database before `accepted` is sent).
+    case enqueue(TransferJob)
+    /// Cancel one transfer; with `resumeData`, keep the partial download and report how far it got.
+    case cancel(id: UInt64)
+    /// Cancel every transfer of an app (a user terminate).
+    case cancelApp(bundleIdentifier: String)
+    /// Device conditions for discretionary and cellular rules.
+    case conditions(pluggedIn: Bool, network: DeviceNetwork)
+    /// Every transfer the daemon knows that has not been reported finished and acknowledged.
+    case list
+    /// The host has recorded a finished transfer: the daemon may forget it.
+    case acknowledge(id: UInt64)
+}
+
+/// A transfer as the daemon reports it in `list`.
+public struct TransferStatus: Codable, Sendable, Equatable {
+    public var job: TransferJob
+    /// queued, waiting (for conditions or a retry), running, finished.
+    public var state: String
+    public var bytesDone: Int64
+    public var bytesExpected: Int64?
+    public var outcome: TransferOutcome?
+
+    public init(job: TransferJob, state: String, bytesDone: Int64, bytesExpected: Int64?, outcome: TransferOutcome?) {
+        self.job = job
+        self.state = state
+        self.bytesDone = bytesDone
+        self.bytesExpected = bytesExpected
+        self.outcome = outcome
+    }
+}
+
+/// Daemon → host.
+public enum TransferEvent: Codable, Sendable, Equatable {
+    /// The daemon is up (after a restart too) with this many unfinished transfers.
+    case ready(pid: Int32, unfinished: Int)
+    /// An `enqueue` is durable.
+    case accepted(id: UInt64)
+    /// Progress (throttled by the daemon).
+    case progress(id: UInt64, bytesDone: Int64, bytesExpected: Int64?)
+    /// A transfer is waiting (conditions, a retry after an error) — why, for events.
+    case waiting(id: UInt64, reason: String)
+    /// A transfer ended; reported until acknowledged (again after a daemon restart).
+    case finished(id: UInt64, outcome: TransferOutcome)
+    /// The answer to `list`.
+    case transfers([TransferStatus])
+    /// A request the daemon could not carry out.
+    case error(String)
+}

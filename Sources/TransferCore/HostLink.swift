@@ -1,0 +1,75 @@
+import AppHostProtocol
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The daemon's end of the host socket (descriptor 3): a reader thread turns
+/// frames into requests; `send` writes one event frame (serialised by a lock).
+final class HostLink: @unchecked Sendable {
+    let fd: Int32
+    private let writeLock = NSLock()
+    private var broken = false
+
+    init(fd: Int32) { self.fd = fd }
+
+    /// Requests from the host; finishes at EOF (or a broken stream).
+    func requests() -> AsyncStream<TransferRequest> {
+        let (stream, continuation) = AsyncStream<TransferRequest>.makeStream()
+        let fd = self.fd
+        let thread = Thread {
+            var decoder = FrameDecoder()
+            var buf = [UInt8](repeating: 0, count: 65536)
+            loop: while true {
+                let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    break
+                }
+                if n == 0 { break }
+                decoder.append(buf[0..<n])
+                do {
+                    while let payload = try decoder.next() {
+                        do {
+                            continuation.yield(try Frame.decode(TransferRequest.self, from: payload))
+                        } catch {
+                            self.send(.error("\(error)"))
+                        }
+                    }
+                } catch {
+                    self.send(.error("\(error)"))
+                    break loop
+                }
+            }
+            continuation.finish()
+        }
+        thread.name = "transferd-host-reader"
+        thread.start()
+        return stream
+    }
+
+    /// Writes one event; errors (the host is gone) are ignored, EOF on the read side ends the daemon.
+    func send(_ event: TransferEvent) {
+        let bytes: [UInt8]
+        do {
+            bytes = try Frame.encode(event)
+        } catch {
+            // e.g. a `transfers` answer above Frame.maximumPayload: say so instead of staying silent.
+            guard let fallback = try? Frame.encode(TransferEvent.error("event not sent: \(error)")) else { return }
+            bytes = fallback
+        }
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        if broken { return }
+        var off = 0
+        while off < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + off, $0.count - off) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                broken = true
+                return
+            }
+            off += n
+        }
+    }
+}

@@ -1,0 +1,378 @@
+import AppHostProtocol
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOPosix
+import NIOSSL
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The daemon's settings (command-line options of `apphost-transferd`).
+public struct TransferDaemonConfiguration: Sendable {
+    /// Holds `transfers.sqlite`.
+    public var stateDirectory: String
+    /// A PEM file of extra trusted CAs (tests).
+    public var extraCAFile: String?
+    /// First retry delay in seconds; doubles each attempt, capped at `retryCap`.
+    public var retryBase: Double = 1
+    public var retryCap: Double = 300
+    /// Failed attempts before a transfer fails for good.
+    public var maxAttempts: Int = 10
+    public var perHostLimit: Int = 4
+    public var globalLimit: Int = 16
+    /// Progress is committed (and reported) at least this often.
+    public var commitBytes: Int64 = 512 * 1024
+    /// Read timeout of one connection (no byte for this long: retry).
+    public var readTimeout: Double = 60
+    public var connectTimeout: Double = 30
+
+    public init(stateDirectory: String) {
+        self.stateDirectory = stateDirectory
+    }
+}
+
+/// The transfer daemon: queue, scheduler and host protocol.
+public actor TransferDaemon {
+    private enum StopReason { case cancelled, timedOut, shutdown, paused }
+
+    private struct Entry {
+        var job: TransferJob
+        var state: String
+        var bytesDone: Int64
+        var bytesExpected: Int64?
+        var attempts: Int
+        var nextAttempt: Double
+        var outcome: TransferOutcome?
+        var waitReason: String?
+        let hostKey: String
+    }
+
+    private struct Running {
+        var task: Task<Void, Never>
+        var stop: StopReason?
+    }
+
+    private let config: TransferDaemonConfiguration
+    private let store: TransferStore
+    private let link: HostLink
+    private let client: HTTPClient
+    private var entries: [UInt64: Entry] = [:]
+    private var running: [UInt64: Running] = [:]
+    private var perHost: [String: Int] = [:]
+    private var pluggedIn = false
+    private var network: DeviceNetwork = .wifi
+    private var wakeTask: Task<Void, Never>?
+    private var wakeAt: Double?
+    private var shuttingDown = false
+
+    /// Runs the daemon on descriptor `fd` until it reaches EOF; returns after every transfer stopped cleanly.
+    public static func run(configuration: TransferDaemonConfiguration, fd: Int32) async throws {
+        signal(SIGPIPE, SIG_IGN)
+        // A file-size limit must show as EFBIG from write(2), not kill the daemon.
+        signal(SIGXFSZ, SIG_IGN)
+        try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
+        let store = try TransferStore(path: configuration.stateDirectory + "/transfers.sqlite")
+        let link = HostLink(fd: fd)
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let ca = configuration.extraCAFile {
+            tls.additionalTrustRoots = [.file(ca)]
+        }
+        var clientConfig = HTTPClient.Configuration(
+            tlsConfiguration: tls,
+            redirectConfiguration: .follow(max: 10, allowCycles: false),
+            timeout: .init(connect: .milliseconds(Int64(configuration.connectTimeout * 1000)),
+                           read: .milliseconds(Int64(configuration.readTimeout * 1000))))
+        clientConfig.connectionPool = .init(idleTimeout: .seconds(30),
+                                            concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.perHostLimit)
+        clientConfig.decompression = .disabled
+        let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfig)
+        let daemon = TransferDaemon(config: configuration, store: store, link: link, client: client)
+        do {
+            try await daemon.start()
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+        for await request in link.requests() {
+            await daemon.handle(request)
+        }
+        await daemon.shutdown()
+        try? await client.shutdown()
+    }
+
+    private init(config: TransferDaemonConfiguration, store: TransferStore, link: HostLink, client: HTTPClient) {
+        self.config = config
+        self.store = store
+        self.link = link
+        self.client = client
+    }
+
+    private var transferrer: Transferrer {
+        Transferrer(client: client, store: store, link: link, commitBytes: config.commitBytes) { [weak self] id, done, expected in
+            await self?.progress(id: id, done: done, expected: expected)
+        }
+    }
+
+    private func start() throws {
+        for row in try store.loadAll() {
+            entries[row.job.id] = Entry(
+                job: row.job, state: row.state == "finished" ? "finished" : "queued", bytesDone: row.bytesDone,
+                bytesExpected: row.bytesExpected, attempts: row.attempts, nextAttempt: row.nextAttempt,
+                outcome: row.outcome, waitReason: nil, hostKey: Transferrer.hostKey(row.job.url))
+        }
+        let unfinished = entries.values.filter { $0.state != "finished" }.count
+        link.send(.ready(pid: getpid(), unfinished: unfinished))
+        for id in entries.keys.sorted() {
+            if let e = entries[id], e.state == "finished", let outcome = e.outcome {
+                link.send(.finished(id: id, outcome: outcome))
+            }
+        }
+        schedule()
+    }
+
+    // MARK: Requests
+
+    func handle(_ request: TransferRequest) {
+        switch request {
+        case .enqueue(let job):
+            enqueue(job)
+        case .cancel(let id):
+            cancel(id)
+        case .cancelApp(let bundle):
+            for id in entries.keys.sorted() where entries[id]?.job.bundleIdentifier == bundle {
+                cancel(id)
+            }
+        case .conditions(let plugged, let net):
+            pluggedIn = plugged
+            network = net
+            schedule()
+        case .list:
+            let list = entries.keys.sorted().compactMap { id -> TransferStatus? in
+                guard let e = entries[id] else { return nil }
+                return TransferStatus(job: e.job, state: e.state, bytesDone: e.bytesDone,
+                                      bytesExpected: e.bytesExpected, outcome: e.outcome)
+            }
+            link.send(.transfers(list))
+        case .acknowledge(let id):
+            guard let e = entries[id] else { return }
+            guard e.state == "finished" else {
+                link.send(.error("acknowledge \(id): transfer not finished"))
+                return
+            }
+            do {
+                try store.delete(id: id)
+                entries[id] = nil
+            } catch {
+                link.send(.error("acknowledge \(id): \(error)"))
+            }
+        }
+    }
+
+    private func enqueue(_ job: TransferJob) {
+        if entries[job.id] != nil {
+            link.send(.error("enqueue \(job.id): duplicate id"))
+            return
+        }
+        do {
+            guard try store.insert(job) else {
+                link.send(.error("enqueue \(job.id): duplicate id"))
+                return
+            }
+        } catch {
+            link.send(.error("enqueue \(job.id): \(error)"))
+            return
+        }
+        entries[job.id] = Entry(job: job, state: "queued", bytesDone: 0, bytesExpected: nil, attempts: 0,
+                                nextAttempt: 0, outcome: nil, waitReason: nil, hostKey: Transferrer.hostKey(job.url))
+        link.send(.accepted(id: job.id))
+        if !Transferrer.isSupported(job.url) {
+            finish(job.id, .failed(code: "unsupportedURL", reason: "only http and https URLs are supported: \(job.url)"))
+            return
+        }
+        if job.kind == .upload && job.uploadFile == nil {
+            finish(job.id, .failed(code: "fileDoesNotExist", reason: "an upload needs uploadFile"))
+            return
+        }
+        schedule()
+    }
+
+    private func cancel(_ id: UInt64) {
+        guard let e = entries[id], e.state != "finished" else { return }
+        if running[id] != nil {
+            running[id]!.stop = .cancelled
+            running[id]!.task.cancel()
+        } else {
+            removePartial(e.job)
+            finish(id, .cancelled)
+        }
+    }
+
+    // MARK: Completion
+
+    private func finish(_ id: UInt64, _ outcome: TransferOutcome) {
+        guard var e = entries[id] else { return }
+        do {
+            try store.finish(id: id, outcome: outcome)
+        } catch {
+            link.send(.error("recording \(id) finished: \(error)"))
+        }
+        e.state = "finished"
+        e.outcome = outcome
+        e.waitReason = nil
+        entries[id] = e
+        link.send(.finished(id: id, outcome: outcome))
+    }
+
+    private func removePartial(_ job: TransferJob) {
+        if job.kind == .download { unlink(job.destination + ".part") }
+    }
+
+    private func progress(id: UInt64, done: Int64, expected: Int64?) {
+        guard entries[id] != nil else { return }
+        entries[id]!.bytesDone = done
+        entries[id]!.bytesExpected = expected
+        link.send(.progress(id: id, bytesDone: done, bytesExpected: expected))
+    }
+
+    private func attemptEnded(_ id: UInt64, _ result: AttemptResult) {
+        guard let r = running.removeValue(forKey: id), var e = entries[id] else { return }
+        perHost[e.hostKey, default: 1] -= 1
+        if perHost[e.hostKey] == 0 { perHost[e.hostKey] = nil }
+        if let point = try? store.resumePoint(id: id) {
+            e.bytesDone = point.bytesDone
+            e.bytesExpected = point.bytesExpected
+        }
+        e.state = "queued"
+        entries[id] = e
+        switch (r.stop, result) {
+        case (_, .completed(let status, let bytes)):
+            finish(id, .completed(status: status, bytes: bytes))
+        case (.cancelled, _):
+            removePartial(e.job)
+            finish(id, .cancelled)
+        case (.timedOut, _):
+            removePartial(e.job)
+            finish(id, .failed(code: "timedOut", reason: "timeoutIntervalForResource elapsed"))
+        case (.shutdown, _), (.paused, _), (nil, .stopped):
+            break
+        case (nil, .fatal(let code, let reason)):
+            removePartial(e.job)
+            finish(id, .failed(code: code, reason: reason))
+        case (nil, .retry(let code, let reason, let progressed)):
+            let attempts = (progressed ? 0 : e.attempts) + 1
+            if attempts >= config.maxAttempts {
+                removePartial(e.job)
+                finish(id, .failed(code: code, reason: "\(reason) (gave up after \(attempts) attempts)"))
+            } else {
+                let delay = min(config.retryBase * pow(2, Double(attempts - 1)), config.retryCap)
+                e.attempts = attempts
+                e.nextAttempt = Date().timeIntervalSince1970 + delay
+                e.state = "waiting"
+                e.waitReason = "retry \(attempts + 1) in \(delay) s after \(code): \(reason)"
+                entries[id] = e
+                try? store.setState(id: id, state: "waiting", attempts: attempts, nextAttempt: e.nextAttempt)
+                link.send(.waiting(id: id, reason: e.waitReason!))
+            }
+        }
+        schedule()
+    }
+
+    // MARK: Scheduling
+
+    private func blockReason(_ job: TransferJob) -> String? {
+        if network == .none { return "no network" }
+        if job.discretionary && !(pluggedIn && network == .wifi) { return "discretionary: waiting for power and Wi-Fi" }
+        if !job.allowsCellularAccess && network != .wifi { return "waiting for Wi-Fi (cellular access not allowed)" }
+        return nil
+    }
+
+    private func schedule() {
+        guard !shuttingDown else { return }
+        let now = Date().timeIntervalSince1970
+        var nextWake = Double.infinity
+        // Running transfers past their resource deadline or no longer allowed.
+        for (id, r) in running where r.stop == nil {
+            guard let e = entries[id] else { continue }
+            let deadline = e.job.created + e.job.timeoutForResource
+            if now >= deadline {
+                running[id]!.stop = .timedOut
+                r.task.cancel()
+            } else if blockReason(e.job) != nil {
+                running[id]!.stop = .paused
+                r.task.cancel()
+            } else {
+                nextWake = min(nextWake, deadline)
+            }
+        }
+        for id in entries.keys.sorted() {
+            guard var e = entries[id], e.state != "finished", running[id] == nil else { continue }
+            let deadline = e.job.created + e.job.timeoutForResource
+            if now >= deadline {
+                removePartial(e.job)
+                finish(id, .failed(code: "timedOut", reason: "timeoutIntervalForResource elapsed"))
+                continue
+            }
+            nextWake = min(nextWake, deadline)
+            if let reason = blockReason(e.job) {
+                if e.waitReason != reason {
+                    e.waitReason = reason
+                    e.state = "waiting"
+                    entries[id] = e
+                    link.send(.waiting(id: id, reason: reason))
+                }
+                continue
+            }
+            if e.nextAttempt > now {
+                nextWake = min(nextWake, e.nextAttempt)
+                continue
+            }
+            if running.count >= config.globalLimit { continue }
+            if perHost[e.hostKey, default: 0] >= config.perHostLimit { continue }
+            e.state = "running"
+            e.waitReason = nil
+            entries[id] = e
+            perHost[e.hostKey, default: 0] += 1
+            let job = e.job
+            let worker = transferrer
+            let task = Task {
+                // Isolated to the daemon; `run` is nonisolated, so the transfer itself runs off the actor.
+                let result = await worker.run(job)
+                self.attemptEnded(id, result)
+            }
+            running[id] = Running(task: task, stop: nil)
+        }
+        arm(nextWake)
+    }
+
+    private func arm(_ at: Double) {
+        guard at.isFinite else { return }
+        if let current = wakeAt, current <= at { return }
+        wakeTask?.cancel()
+        wakeAt = at
+        let delay = max(0, at - Date().timeIntervalSince1970) + 0.005
+        wakeTask = Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(Int64(min(delay, 86400 * 30) * 1000)))
+            if Task.isCancelled { return }
+            await self?.wake()
+        }
+    }
+
+    private func wake() {
+        wakeAt = nil
+        wakeTask = nil
+        schedule()
+    }
+
+    /// Stops every transfer, keeping partial downloads for a resume, and waits for them.
+    func shutdown() async {
+        shuttingDown = true
+        wakeTask?.cancel()
+        let tasks = running.map { id, r -> Task<Void, Never> in
+            running[id]!.stop = .shutdown
+            r.task.cancel()
+            return r.task
+        }
+        for t in tasks { await t.value }
+    }
+}

@@ -1,0 +1,137 @@
+import AppHostProtocol
+import Foundation
+import GRDB
+
+/// One row of the daemon's queue as stored in `transfers.sqlite`.
+struct StoredTransfer: Sendable {
+    var job: TransferJob
+    /// queued, waiting, running, finished (running is never trusted after a restart).
+    var state: String
+    var bytesDone: Int64
+    var bytesExpected: Int64?
+    var etag: String?
+    var lastModified: String?
+    var attempts: Int
+    var nextAttempt: Double
+    var outcome: TransferOutcome?
+}
+
+/// Where a download can resume from.
+struct ResumePoint: Sendable {
+    var bytesDone: Int64 = 0
+    var bytesExpected: Int64?
+    var etag: String?
+    var lastModified: String?
+}
+
+/// The daemon's durable queue (GRDB, WAL). Every write is committed before the
+/// daemon reports it to the host.
+final class TransferStore: Sendable {
+    private let pool: DatabasePool
+
+    init(path: String) throws {
+        var config = Configuration()
+        config.label = "apphost-transferd"
+        config.busyMode = .timeout(5)
+        pool = try DatabasePool(path: path, configuration: config)
+        try Self.migrator.migrate(pool)
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.create(table: "transfer") { t in
+                t.primaryKey("id", .integer)
+                t.column("bundleIdentifier", .text).notNull().indexed()
+                t.column("job", .text).notNull()
+                t.column("state", .text).notNull()
+                t.column("bytesDone", .integer).notNull().defaults(to: 0)
+                t.column("bytesExpected", .integer)
+                t.column("etag", .text)
+                t.column("lastModified", .text)
+                t.column("partPath", .text).notNull()
+                t.column("attempts", .integer).notNull().defaults(to: 0)
+                t.column("nextAttempt", .double).notNull().defaults(to: 0)
+                t.column("outcome", .text)
+            }
+        }
+        return m
+    }
+
+    private static func json<T: Encodable>(_ v: T) throws -> String {
+        String(decoding: try WireJSON.encoder().encode(v), as: UTF8.self)
+    }
+
+    /// Inserts a new job; false when the id is already known (a duplicate enqueue).
+    func insert(_ job: TransferJob) throws -> Bool {
+        let text = try Self.json(job)
+        return try pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT OR IGNORE INTO transfer (id, bundleIdentifier, job, state, partPath)
+                    VALUES (?, ?, ?, 'queued', ?)
+                    """,
+                arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text, job.destination + ".part"])
+            return db.changesCount > 0
+        }
+    }
+
+    func loadAll() throws -> [StoredTransfer] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM transfer ORDER BY id").compactMap { row -> StoredTransfer? in
+                let jobText: String = row["job"]
+                guard let job = try? WireJSON.decoder().decode(TransferJob.self, from: Data(jobText.utf8)) else { return nil }
+                var outcome: TransferOutcome?
+                if let o: String = row["outcome"] {
+                    outcome = try? WireJSON.decoder().decode(TransferOutcome.self, from: Data(o.utf8))
+                }
+                return StoredTransfer(
+                    job: job, state: row["state"], bytesDone: row["bytesDone"], bytesExpected: row["bytesExpected"],
+                    etag: row["etag"], lastModified: row["lastModified"], attempts: row["attempts"],
+                    nextAttempt: row["nextAttempt"], outcome: outcome)
+            }
+        }
+    }
+
+    func resumePoint(id: UInt64) throws -> ResumePoint {
+        try pool.read { db in
+            guard let row = try Row.fetchOne(
+                db, sql: "SELECT bytesDone, bytesExpected, etag, lastModified FROM transfer WHERE id = ?",
+                arguments: [Int64(bitPattern: id)])
+            else { return ResumePoint() }
+            return ResumePoint(bytesDone: row["bytesDone"], bytesExpected: row["bytesExpected"],
+                               etag: row["etag"], lastModified: row["lastModified"])
+        }
+    }
+
+    func saveProgress(id: UInt64, _ p: ResumePoint) throws {
+        try pool.write { db in
+            try db.execute(
+                sql: "UPDATE transfer SET bytesDone = ?, bytesExpected = ?, etag = ?, lastModified = ? WHERE id = ?",
+                arguments: [p.bytesDone, p.bytesExpected, p.etag, p.lastModified, Int64(bitPattern: id)])
+        }
+    }
+
+    func setState(id: UInt64, state: String, attempts: Int, nextAttempt: Double) throws {
+        try pool.write { db in
+            try db.execute(
+                sql: "UPDATE transfer SET state = ?, attempts = ?, nextAttempt = ? WHERE id = ?",
+                arguments: [state, attempts, nextAttempt, Int64(bitPattern: id)])
+        }
+    }
+
+    func finish(id: UInt64, outcome: TransferOutcome) throws {
+        let text = try Self.json(outcome)
+        try pool.write { db in
+            try db.execute(
+                sql: "UPDATE transfer SET state = 'finished', outcome = ? WHERE id = ?",
+                arguments: [text, Int64(bitPattern: id)])
+        }
+    }
+
+    func delete(id: UInt64) throws {
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM transfer WHERE id = ? AND state = 'finished'", arguments: [Int64(bitPattern: id)])
+        }
+    }
+}

@@ -1,0 +1,260 @@
+import AppHostProtocol
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How one attempt at a transfer ended.
+enum AttemptResult: Sendable {
+    case completed(status: Int, bytes: Int64)
+    /// A transient error: retry with backoff (`progressed`: bytes arrived, so the attempt count restarts).
+    case retry(code: String, reason: String, progressed: Bool)
+    /// Failed for good.
+    case fatal(code: String, reason: String)
+    /// Stopped from outside (cancel, timeout, shutdown, conditions); progress is saved.
+    case stopped
+}
+
+/// A write to the partial file failed (disk full, file-size limit...).
+struct WriteFailure: Error {
+    let errnoValue: Int32
+}
+
+/// Runs single attempts; stateless apart from its collaborators.
+struct Transferrer: Sendable {
+    let client: HTTPClient
+    let store: TransferStore
+    let link: HostLink
+    let commitBytes: Int64
+    let onProgress: @Sendable (UInt64, Int64, Int64?) async -> Void
+
+    static func isSupported(_ url: String) -> Bool {
+        guard let u = URL(string: url), let scheme = u.scheme?.lowercased(), let host = u.host, !host.isEmpty else {
+            return false
+        }
+        return scheme == "http" || scheme == "https"
+    }
+
+    static func hostKey(_ url: String) -> String {
+        guard let u = URL(string: url) else { return url }
+        let scheme = u.scheme?.lowercased() ?? ""
+        let port = u.port ?? (scheme == "https" ? 443 : 80)
+        return "\(scheme)://\(u.host?.lowercased() ?? ""):\(port)"
+    }
+
+    func run(_ job: TransferJob) async -> AttemptResult {
+        switch job.kind {
+        case .download: return await download(job)
+        case .upload: return await upload(job)
+        }
+    }
+
+    // MARK: Download
+
+    private func download(_ job: TransferJob) async -> AttemptResult {
+        let part = job.destination + ".part"
+        var point = (try? store.resumePoint(id: job.id)) ?? ResumePoint()
+        var st = stat()
+        let fileSize: Int64 = stat(part, &st) == 0 ? Int64(st.st_size) : -1
+        var offset = point.bytesDone
+        if fileSize < 0 { offset = 0 } else if fileSize < offset { offset = fileSize }
+        let validator = point.etag ?? point.lastModified
+        if validator == nil { offset = 0 }
+
+        let fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        if fd < 0 {
+            return .fatal(code: "cannotCreateFile", reason: "open \(part): \(String(cString: strerror(errno)))")
+        }
+        var closed = false
+        defer { if !closed { close(fd) } }
+        if ftruncate(fd, off_t(offset)) != 0 || lseek(fd, off_t(offset), SEEK_SET) < 0 {
+            return .fatal(code: "cannotWriteToFile", reason: "truncate \(part): \(String(cString: strerror(errno)))")
+        }
+
+        var request = HTTPClientRequest(url: job.url)
+        request.method = HTTPMethod(rawValue: job.method.uppercased())
+        for (k, v) in job.headers { request.headers.replaceOrAdd(name: k, value: v) }
+        if offset > 0, let validator {
+            request.headers.replaceOrAdd(name: "Range", value: "bytes=\(offset)-")
+            request.headers.replaceOrAdd(name: "If-Range", value: validator)
+        }
+        let startOffset = offset
+        var done = offset
+        var lastCommit = offset
+        do {
+            let deadline = NIODeadline.now() + .milliseconds(Int64(max(0, job.created + job.timeoutForResource - Date().timeIntervalSince1970) * 1000))
+            let response = try await client.execute(request, deadline: deadline)
+            let code = Int(response.status.code)
+            var expected: Int64?
+            let length = response.headers.first(name: "Content-Length").flatMap { Int64($0) }
+            if code == 206 && offset > 0 {
+                // Content-Range: bytes a-b/total
+                let cr = response.headers.first(name: "Content-Range") ?? ""
+                let start = cr.split(separator: " ").dropFirst().first?.split(separator: "-").first.flatMap { Int64($0) }
+                guard start == offset else {
+                    point = ResumePoint()
+                    try? store.saveProgress(id: job.id, point)
+                    _ = ftruncate(fd, 0)
+                    return .retry(code: "badServerResponse", reason: "unexpected Content-Range '\(cr)'", progressed: false)
+                }
+                if let total = cr.split(separator: "/").last.flatMap({ Int64($0) }) { expected = total }
+                else if let length { expected = offset + length }
+            } else if (200..<300).contains(code) {
+                // A full answer (the resource changed, or no resume): start over.
+                if offset > 0 {
+                    guard ftruncate(fd, 0) == 0, lseek(fd, 0, SEEK_SET) == 0 else { throw WriteFailure(errnoValue: errno) }
+                    offset = 0; done = 0; lastCommit = 0
+                }
+                expected = length
+            } else {
+                return .retry(code: "badServerResponse", reason: "HTTP \(code) from \(job.url)", progressed: false)
+            }
+            point = ResumePoint(bytesDone: offset, bytesExpected: expected,
+                                etag: response.headers.first(name: "ETag"),
+                                lastModified: response.headers.first(name: "Last-Modified"))
+            try? store.saveProgress(id: job.id, point)
+            for try await buffer in response.body {
+                try Self.writeAll(fd, buffer)
+                done += Int64(buffer.readableBytes)
+                if done - lastCommit >= commitBytes {
+                    point.bytesDone = done
+                    try? store.saveProgress(id: job.id, point)
+                    lastCommit = done
+                    await onProgress(job.id, done, expected)
+                }
+            }
+            if let expected, done != expected {
+                point.bytesDone = done
+                try? store.saveProgress(id: job.id, point)
+                return .retry(code: "networkConnectionLost", reason: "body ended at \(done) of \(expected) bytes", progressed: done > startOffset)
+            }
+            if fsync(fd) != 0 { throw WriteFailure(errnoValue: errno) }
+            close(fd)
+            closed = true
+            if rename(part, job.destination) != 0 {
+                return .fatal(code: "cannotMoveFile", reason: "rename to \(job.destination): \(String(cString: strerror(errno)))")
+            }
+            point.bytesDone = done
+            try? store.saveProgress(id: job.id, point)
+            return .completed(status: code == 206 ? 200 : code, bytes: done)
+        } catch let failure as WriteFailure {
+            return .fatal(code: "cannotWriteToFile", reason: "writing \(part): \(String(cString: strerror(failure.errnoValue)))")
+        } catch {
+            point.bytesDone = done
+            try? store.saveProgress(id: job.id, point)
+            if Task.isCancelled { return .stopped }
+            let (code, reason) = Self.classify(error)
+            if code == "timedOut", Date().timeIntervalSince1970 >= job.created + job.timeoutForResource {
+                return .fatal(code: "timedOut", reason: "timeoutIntervalForResource elapsed")
+            }
+            return .retry(code: code, reason: reason, progressed: done > startOffset)
+        }
+    }
+
+    static func writeAll(_ fd: Int32, _ buffer: ByteBuffer) throws {
+        try buffer.withUnsafeReadableBytes { raw in
+            var off = 0
+            while off < raw.count {
+                let n = write(fd, raw.baseAddress! + off, raw.count - off)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw WriteFailure(errnoValue: errno)
+                }
+                off += n
+            }
+        }
+    }
+
+    static func classify(_ error: any Error) -> (String, String) {
+        if let e = error as? HTTPClientError {
+            if e == .deadlineExceeded || e == .readTimeout || e == .writeTimeout || e == .connectTimeout {
+                return ("timedOut", "\(e)")
+            }
+            if e == .invalidURL || e == .emptyHost || e == .emptyScheme { return ("unsupportedURL", "\(e)") }
+            if e == .redirectLimitReached || e == .redirectCycleDetected { return ("httpTooManyRedirects", "\(e)") }
+            return ("networkConnectionLost", "\(e)")
+        }
+        let text = "\(error)"
+        if text.contains("connect") || text.contains("Connection refused") {
+            return ("cannotConnectToHost", text)
+        }
+        return ("networkConnectionLost", text)
+    }
+
+    // MARK: Upload
+
+    private func upload(_ job: TransferJob) async -> AttemptResult {
+        guard let path = job.uploadFile else {
+            return .fatal(code: "fileDoesNotExist", reason: "upload without uploadFile")
+        }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            return .fatal(code: "fileDoesNotExist", reason: "open \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            return .fatal(code: "cannotOpenFile", reason: "fstat \(path): \(String(cString: strerror(errno)))")
+        }
+        let size = Int64(st.st_size)
+        var request = HTTPClientRequest(url: job.url)
+        request.method = HTTPMethod(rawValue: job.method.uppercased())
+        for (k, v) in job.headers { request.headers.replaceOrAdd(name: k, value: v) }
+        request.body = .stream(FileChunks(fd: fd, size: size), length: .known(size))
+        do {
+            let deadline = NIODeadline.now() + .milliseconds(Int64(max(0, job.created + job.timeoutForResource - Date().timeIntervalSince1970) * 1000))
+            let response = try await client.execute(request, deadline: deadline)
+            let code = Int(response.status.code)
+            for try await _ in response.body {}
+            await onProgress(job.id, size, size)
+            if (200..<300).contains(code) { return .completed(status: code, bytes: size) }
+            return .retry(code: "badServerResponse", reason: "HTTP \(code) from \(job.url)", progressed: false)
+        } catch {
+            if Task.isCancelled { return .stopped }
+            let (code, reason) = Self.classify(error)
+            if code == "timedOut", Date().timeIntervalSince1970 >= job.created + job.timeoutForResource {
+                return .fatal(code: "timedOut", reason: "timeoutIntervalForResource elapsed")
+            }
+            return .retry(code: code, reason: reason, progressed: false)
+        }
+    }
+}
+
+/// An upload body read from a file in 64 KiB chunks with pread (never the whole file in memory).
+struct FileChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+    let fd: Int32
+    let size: Int64
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let fd: Int32
+        let size: Int64
+        var offset: Int64 = 0
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard offset < size else { return nil }
+            let want = Int(Swift.min(Int64(65536), size - offset))
+            var buffer = ByteBufferAllocator().buffer(capacity: want)
+            let at = offset
+            let fd = self.fd
+            let n = try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: want) { raw -> Int in
+                while true {
+                    let r = pread(fd, raw.baseAddress, want, off_t(at))
+                    if r < 0 {
+                        if errno == EINTR { continue }
+                        throw WriteFailure(errnoValue: errno)
+                    }
+                    return r
+                }
+            }
+            if n == 0 { return nil }
+            offset += Int64(n)
+            return buffer
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(fd: fd, size: size) }
+}

@@ -1,0 +1,41 @@
+// apphost-transferd: the shared background-transfer daemon (iOS's background
+// URLSession). Talks to the host over descriptor 3 (APPHOST_TRANSFERD_FD):
+// TransferRequest frames in, TransferEvent frames out. Exits 0 at EOF.
+import Foundation
+import TransferCore
+
+func usage(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("apphost-transferd: \(message)\nusage: apphost-transferd --state-dir DIR [--extra-ca FILE] [--retry-base SECONDS] [--max-attempts N] [--per-host N] [--max-concurrent N] [--read-timeout SECONDS] [--commit-bytes N]\n".utf8))
+    exit(64)
+}
+
+var stateDir: String?
+var options: [(String, String)] = []
+var args = CommandLine.arguments.dropFirst()
+while let a = args.popFirst() {
+    guard a.hasPrefix("--") else { usage("unexpected argument \(a)") }
+    guard let v = args.popFirst() else { usage("\(a) needs a value") }
+    if a == "--state-dir" { stateDir = v } else { options.append((a, v)) }
+}
+guard let stateDir else { usage("--state-dir is required") }
+var config = TransferDaemonConfiguration(stateDirectory: stateDir)
+for (k, v) in options {
+    switch k {
+    case "--extra-ca": config.extraCAFile = v
+    case "--retry-base": guard let d = Double(v), d >= 0 else { usage("bad \(k)") }; config.retryBase = d
+    case "--max-attempts": guard let n = Int(v), n > 0 else { usage("bad \(k)") }; config.maxAttempts = n
+    case "--per-host": guard let n = Int(v), n > 0 else { usage("bad \(k)") }; config.perHostLimit = n
+    case "--max-concurrent": guard let n = Int(v), n > 0 else { usage("bad \(k)") }; config.globalLimit = n
+    case "--read-timeout": guard let d = Double(v), d > 0 else { usage("bad \(k)") }; config.readTimeout = d
+    case "--commit-bytes": guard let n = Int64(v), n > 0, n <= 1 << 20 else { usage("bad \(k)") }; config.commitBytes = n
+    default: usage("unknown option \(k)")
+    }
+}
+let fd = Int32(ProcessInfo.processInfo.environment["APPHOST_TRANSFERD_FD"] ?? "3") ?? 3
+do {
+    try await TransferDaemon.run(configuration: config, fd: fd)
+    exit(0)
+} catch {
+    FileHandle.standardError.write(Data("apphost-transferd: \(error)\n".utf8))
+    exit(1)
+}

@@ -1,0 +1,249 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A small, real HTTP/1.1 server on SwiftNIO for transfer tests.
+///
+/// Serves ``Resource``s with `Range` / `If-Range`, redirects, stores uploads
+/// (POST/PUT, streamed, only their lengths and first MiB kept), injects
+/// ``Fault``s per path, and logs what it sent. Bodies are written in 64 KiB
+/// chunks respecting channel writability, so multi-GiB generated resources
+/// never sit in memory.
+///
+/// ```swift
+/// let server = try await HTTPTestServer.start()
+/// server.serve("/big", resource: .generated(size: 256 << 20, seed: 7))
+/// server.inject("/big", [.dropAfter(bytes: 1 << 20)])
+/// // ... fetch server.url("/big") ...
+/// try await server.stop()
+/// ```
+public final class HTTPTestServer: Sendable {
+    /// The host the server listens on.
+    public let host: String
+    /// The port the server listens on (the one picked when started with port 0).
+    public let port: Int
+    let state: ServerState
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: Channel
+
+    private init(host: String, port: Int, state: ServerState, group: MultiThreadedEventLoopGroup, channel: Channel) {
+        self.host = host
+        self.port = port
+        self.state = state
+        self.group = group
+        self.channel = channel
+    }
+
+    /// Starts a server on `host`:`port` (0 picks a free port).
+    public static func start(host: String = "127.0.0.1", port: Int = 0) async throws -> HTTPTestServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let state = ServerState()
+        do {
+            let channel = try await ServerBootstrap(group: group)
+                .serverChannelOption(.backlog, value: 256)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelOption(.maxMessagesPerRead, value: 16)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let sync = channel.pipeline.syncOperations
+                        try sync.configureHTTPServerPipeline(withErrorHandling: true)
+                        try sync.addHandler(HTTPTestHandler(state: state))
+                    }
+                }
+                .bind(host: host, port: port).get()
+            guard let bound = channel.localAddress?.port else {
+                try? await channel.close()
+                throw ChannelError.unknownLocalAddress
+            }
+            return HTTPTestServer(host: host, port: bound, state: state, group: group, channel: channel)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    /// Stops listening, closes open connections and shuts the event loops down.
+    public func stop() async throws {
+        try? await channel.close()
+        try await group.shutdownGracefully()
+    }
+
+    /// `http://host:port/path` for `path` (a leading `/` is added when missing).
+    public func url(_ path: String) -> String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        return "http://\(h):\(port)\(ServerState.normalize(path))"
+    }
+
+    // MARK: Resources
+
+    /// Serves `resource` at `path` (GET and HEAD), replacing what was there.
+    public func serve(_ path: String, resource: Resource) {
+        state.setResource(ServerState.normalize(path), resource, isReplace: false)
+    }
+
+    /// Replaces the resource at `path`. Its ETag changes (a derived ETag gets a
+    /// version suffix) and its Last-Modified moves forward by at least a second,
+    /// unless `resource` sets them explicitly.
+    public func replace(_ path: String, resource: Resource) {
+        state.setResource(ServerState.normalize(path), resource, isReplace: true)
+    }
+
+    /// Stops serving `path`.
+    public func remove(_ path: String) {
+        state.lock.withLock { _ = state.resources.removeValue(forKey: ServerState.normalize(path)) }
+    }
+
+    /// The ETag currently answered for `path` (quoted), or `nil` if nothing is served there.
+    public func etag(_ path: String) -> String? {
+        state.lock.withLock { state.resources[ServerState.normalize(path)]?.etag }
+    }
+
+    /// The Last-Modified value (HTTP-date) currently answered for `path`.
+    public func lastModified(_ path: String) -> String? {
+        state.lock.withLock { state.resources[ServerState.normalize(path)]?.lastModifiedString }
+    }
+
+    /// Answers requests for `from` with `status` and `Location: to` (`to` may be a
+    /// path, made absolute against this server, or a full URL).
+    public func redirect(_ from: String, to: String, status: Int = 302) {
+        let location = to.contains("://") ? to : url(to)
+        state.lock.withLock { state.redirects[ServerState.normalize(from)] = (location, status) }
+    }
+
+    // MARK: Faults
+
+    /// Appends `faults` to the queue for `path`; each request to `path` consumes one.
+    public func inject(_ path: String, _ faults: [Fault]) {
+        state.lock.withLock { state.faults[ServerState.normalize(path), default: []].append(contentsOf: faults) }
+    }
+
+    /// Faults still queued for `path`.
+    public func pendingFaults(_ path: String) -> [Fault] {
+        state.lock.withLock { state.faults[ServerState.normalize(path)] ?? [] }
+    }
+
+    // MARK: Log
+
+    /// Total body bytes written to sockets for `path`, across requests.
+    public func bytesSent(_ path: String) -> Int64 {
+        state.lock.withLock { state.sent[ServerState.normalize(path)] ?? 0 }
+    }
+
+    /// The requests answered for `path`, oldest first.
+    public func requests(_ path: String) -> [RecordedRequest] {
+        let p = ServerState.normalize(path)
+        return state.lock.withLock { state.records.filter { $0.path == p } }
+    }
+
+    /// Every request answered, oldest first.
+    public var allRequests: [RecordedRequest] {
+        state.lock.withLock { state.records }
+    }
+
+    /// Lengths of the complete uploads (POST/PUT bodies) received at `path`, oldest first.
+    public func uploads(_ path: String) -> [Int64] {
+        state.lock.withLock { (state.uploads[ServerState.normalize(path)] ?? []).map(\.length) }
+    }
+
+    /// The first bytes (up to 1 MiB) of each complete upload received at `path`.
+    public func uploadPrefixes(_ path: String) -> [Data] {
+        state.lock.withLock { (state.uploads[ServerState.normalize(path)] ?? []).map(\.prefix) }
+    }
+
+    /// Forgets the request log, byte counts and uploads (resources, redirects and faults stay).
+    public func resetLog() {
+        state.lock.withLock {
+            state.records.removeAll()
+            state.sent.removeAll()
+            state.uploads.removeAll()
+        }
+    }
+}
+
+// MARK: - Shared state
+
+struct ServedEntry: Sendable {
+    var resource: Resource
+    var etag: String
+    var lastModified: Date
+    var lastModifiedString: String
+    var version: Int
+}
+
+struct StoredUpload: Sendable {
+    var length: Int64
+    var prefix: Data
+}
+
+/// Everything the handlers and the API share, behind one lock.
+final class ServerState: @unchecked Sendable {
+    let lock = NSLock()
+    var resources: [String: ServedEntry] = [:]
+    var redirects: [String: (String, Int)] = [:]
+    var faults: [String: [Fault]] = [:]
+    var records: [RecordedRequest] = []
+    var sent: [String: Int64] = [:]
+    var uploads: [String: [StoredUpload]] = [:]
+
+    static let uploadPrefixLimit = 1 << 20
+
+    static func normalize(_ path: String) -> String {
+        var p = path
+        if let q = p.firstIndex(where: { $0 == "?" || $0 == "#" }) { p = String(p[..<q]) }
+        if !p.hasPrefix("/") { p = "/" + p }
+        return p
+    }
+
+    static func httpDate(_ date: Date) -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return f.string(from: date)
+    }
+
+    func setResource(_ path: String, _ resource: Resource, isReplace: Bool) {
+        lock.withLock {
+            let old = resources[path]
+            let version = isReplace ? (old?.version ?? -1) + 1 : 0
+            var etag = resource.etag ?? (version > 0 ? "\"\(resource.derivedETagCore)-v\(version)\"" : resource.derivedETag)
+            if isReplace, resource.etag == nil, etag == old?.etag { etag = "\"\(resource.derivedETagCore)-v\(version)-r\"" }
+            var lm = resource.lastModified ?? Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+            if resource.lastModified == nil, let old, lm <= old.lastModified {
+                lm = old.lastModified.addingTimeInterval(1)
+            }
+            resources[path] = ServedEntry(
+                resource: resource, etag: etag, lastModified: lm,
+                lastModifiedString: ServerState.httpDate(lm), version: version)
+        }
+    }
+
+    /// Pops the next fault for `path` (`.none` when none is queued).
+    func nextFault(_ path: String) -> Fault {
+        lock.withLock {
+            guard var q = faults[path], !q.isEmpty else { return .none }
+            let f = q.removeFirst()
+            faults[path] = q
+            return f
+        }
+    }
+
+    /// Appends a record and returns its index.
+    func record(_ r: RecordedRequest) -> Int {
+        lock.withLock {
+            records.append(r)
+            return records.count - 1
+        }
+    }
+
+    func addSent(path: String, record: Int, bytes: Int64) {
+        lock.withLock {
+            sent[path, default: 0] += bytes
+            if record < records.count, records[record].path == path {
+                records[record].bodyBytesSent += bytes
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+import NIOCore
+
+/// What a path of an ``HTTPTestServer`` serves.
+///
+/// Either literal bytes (``bytes(_:etag:lastModified:)``) or deterministic
+/// pseudo-random bytes generated on the fly (``generated(size:seed:etag:lastModified:)``).
+/// A generated resource is never held in memory: any byte range of it can be
+/// computed independently, so a 1 GiB resource costs nothing until it is sent,
+/// and then only one chunk at a time.
+public struct Resource: Sendable, Equatable {
+    /// Where the bytes come from.
+    public enum Content: Sendable, Equatable {
+        /// Literal bytes.
+        case bytes(Data)
+        /// `size` deterministic pseudo-random bytes derived from `seed`.
+        case generated(size: Int64, seed: UInt64)
+    }
+
+    /// Where the bytes come from.
+    public var content: Content
+    /// An explicit ETag (including its quotes, e.g. `"\"v1\""`); `nil` derives one
+    /// from the content (bytes) or from size and seed (generated).
+    public var etag: String?
+    /// An explicit Last-Modified date; `nil` lets the server pick the time the
+    /// resource was served (or replaced), at one-second resolution.
+    public var lastModified: Date?
+
+    public init(content: Content, etag: String? = nil, lastModified: Date? = nil) {
+        self.content = content
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    /// A resource of literal bytes.
+    public static func bytes(_ data: Data, etag: String? = nil, lastModified: Date? = nil) -> Resource {
+        Resource(content: .bytes(data), etag: etag, lastModified: lastModified)
+    }
+
+    /// A resource of `size` deterministic pseudo-random bytes derived from `seed`,
+    /// generated on the fly in chunks.
+    public static func generated(size: Int64, seed: UInt64, etag: String? = nil, lastModified: Date? = nil) -> Resource {
+        precondition(size >= 0, "size must not be negative")
+        return Resource(content: .generated(size: size, seed: seed), etag: etag, lastModified: lastModified)
+    }
+
+    /// Total length in bytes.
+    public var size: Int64 {
+        switch content {
+        case .bytes(let d): return Int64(d.count)
+        case .generated(let size, _): return size
+        }
+    }
+
+    /// The ETag derived from the content (without a version suffix), quoted.
+    public var derivedETag: String {
+        "\"\(derivedETagCore)\""
+    }
+
+    var derivedETagCore: String {
+        switch content {
+        case .bytes(let d):
+            // FNV-1a 64 over the bytes: cheap, deterministic, no crypto dependency.
+            var h: UInt64 = 0xcbf2_9ce4_8422_2325
+            for b in d {
+                h ^= UInt64(b)
+                h = h &* 0x0000_0100_0000_01B3
+            }
+            return "b-\(String(h, radix: 16))-\(d.count)"
+        case .generated(let size, let seed):
+            return "g-\(String(seed, radix: 16))-\(size)"
+        }
+    }
+
+    /// The bytes in `range` (clamped to `0..<size`). For a generated resource the
+    /// result is the same whichever way the whole is split into ranges.
+    public func bytes(in range: Range<Int64>) -> Data {
+        let lo = max(0, range.lowerBound)
+        let hi = min(size, range.upperBound)
+        guard lo < hi else { return Data() }
+        switch content {
+        case .bytes(let d):
+            let start = d.startIndex + Int(lo)
+            return d.subdata(in: start..<(start + Int(hi - lo)))
+        case .generated(_, let seed):
+            var out = Data(count: Int(hi - lo))
+            out.withUnsafeMutableBytes { raw in
+                Resource.fill(raw, seed: seed, offset: lo)
+            }
+            return out
+        }
+    }
+
+    /// Appends the bytes in `range` (already clamped) to `buffer`.
+    func write(_ range: Range<Int64>, into buffer: inout ByteBuffer) {
+        let count = Int(range.upperBound - range.lowerBound)
+        guard count > 0 else { return }
+        switch content {
+        case .bytes(let d):
+            let start = d.startIndex + Int(range.lowerBound)
+            buffer.writeBytes(d[start..<(start + count)])
+        case .generated(_, let seed):
+            buffer.reserveCapacity(minimumWritableBytes: count)
+            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { raw in
+                Resource.fill(UnsafeMutableRawBufferPointer(rebasing: raw[0..<count]), seed: seed, offset: range.lowerBound)
+                return count
+            }
+        }
+    }
+
+    /// The 8-byte word at word index `w` of the stream for `seed` (SplitMix64 of a
+    /// counter, so any word is computable on its own).
+    @inline(__always)
+    static func word(seed: UInt64, index w: UInt64) -> UInt64 {
+        var z = seed &+ (w &+ 1) &* 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// Fills `out` with the generated bytes starting at absolute `offset`.
+    static func fill(_ out: UnsafeMutableRawBufferPointer, seed: UInt64, offset: Int64) {
+        var pos = 0
+        let n = out.count
+        var abs = UInt64(offset)
+        // Unaligned head, byte by byte.
+        while pos < n, abs % 8 != 0 {
+            let w = word(seed: seed, index: abs / 8)
+            out[pos] = UInt8(truncatingIfNeeded: w >> ((abs % 8) * 8))
+            pos += 1
+            abs += 1
+        }
+        // Whole words, little-endian.
+        while n - pos >= 8 {
+            let w = word(seed: seed, index: abs / 8)
+            out.storeBytes(of: w.littleEndian, toByteOffset: pos, as: UInt64.self)
+            pos += 8
+            abs += 8
+        }
+        // Tail.
+        if pos < n {
+            let w = word(seed: seed, index: abs / 8)
+            var shift: UInt64 = 0
+            while pos < n {
+                out[pos] = UInt8(truncatingIfNeeded: w >> shift)
+                shift += 8
+                pos += 1
+            }
+        }
+    }
+}
+
+/// A fault injected for one request to a path (faults are consumed one per request, in order).
+public enum Fault: Sendable, Equatable {
+    /// Send the headers (with the full Content-Length) and this many body bytes, then
+    /// close the connection. For an upload: close once this many body bytes arrived.
+    case dropAfter(bytes: Int64)
+    /// Answer this status once (with a short text body where the status allows one).
+    case status(Int)
+    /// Pace the body at about this many bytes per second (scheduled writes on the event loop).
+    case slow(bytesPerSecond: Int)
+    /// No fault: answer normally (useful to skip a request in a sequence).
+    case none
+}
+
+/// One request the server answered, as recorded in its log.
+public struct RecordedRequest: Sendable, Equatable {
+    /// `GET`, `HEAD`, `PUT`, ...
+    public var method: String
+    /// The path, without query string.
+    public var path: String
+    /// The `Range` header, if any.
+    public var range: String?
+    /// The `If-Range` header, if any.
+    public var ifRange: String?
+    /// The status answered.
+    public var status: Int
+    /// Body bytes written to the socket for this request (so far, for a request still streaming).
+    public var bodyBytesSent: Int64
+    /// Body bytes received (uploads).
+    public var bodyBytesReceived: Int64
+    /// The fault applied to this request (`.none` when none).
+    public var fault: Fault
+}

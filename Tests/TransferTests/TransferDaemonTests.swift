@@ -1,0 +1,408 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import HTTPTestServer
+import Testing
+
+/// End-to-end tests of the real `apphost-transferd` binary against HTTPTestServer.
+@Suite(.serialized)
+struct TransferDaemonTests {
+    /// Starts a server, a temp dir and a daemon; always stops all three.
+    func withSetup(_ label: String, arguments: [String] = [], limits: [ResourceLimit] = [],
+                   _ body: (HTTPTestServer, TempDir, Daemon) async throws -> Void) async throws {
+        let dir = try TempDir(label)
+        defer { dir.remove() }
+        let server = try await HTTPTestServer.start()
+        do {
+            let daemon = try await Daemon.spawn(stateDir: dir.path + "/state", arguments: arguments, limits: limits,
+                                                stderrPath: dir.path + "/stderr")
+            do {
+                try await body(server, dir, daemon)
+            } catch {
+                _ = await daemon.kill9()
+                throw error
+            }
+            let status = await daemon.stop()
+            #expect(status == .exited(code: 0), "daemon stderr: \((try? String(contentsOfFile: dir.path + "/stderr", encoding: .utf8)) ?? "")")
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+        try await server.stop()
+    }
+
+    func expectedSHA(_ resource: Resource) throws -> String {
+        try sha256 { h in
+            var at: Int64 = 0
+            while at < resource.size {
+                let end = min(resource.size, at + 4 << 20)
+                try h.write(contentsOf: resource.bytes(in: at..<end))
+                at = end
+            }
+        }
+    }
+
+    @Test func downloadCompletesAndAppearsOnlyWhenComplete() async throws {
+        try await withSetup("dl") { server, dir, daemon in
+            let ready = try await daemon.next()
+            guard case .ready(_, let unfinished) = ready else { Issue.record("first event \(ready)"); return }
+            #expect(unfinished == 0)
+            let resource = Resource.generated(size: 8 << 20, seed: 1)
+            server.serve("/file", resource: resource)
+            server.inject("/file", [.slow(bytesPerSecond: 4 << 20)])
+            let dest = dir.path + "/file.bin"
+            try daemon.send(.enqueue(job(1, url: server.url("/file"), destination: dest)))
+            try await daemon.next("accepted", where: isAccepted(1))
+            try await daemon.next("progress") { if case .progress(1, _, _) = $0 { return true }; return false }
+            #expect(!FileManager.default.fileExists(atPath: dest))
+            #expect(FileManager.default.fileExists(atPath: dest + ".part"))
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            #expect(finishedOutcome(fin) == .completed(status: 200, bytes: 8 << 20))
+            #expect(!FileManager.default.fileExists(atPath: dest + ".part"))
+            #expect(try sha256(file: dest) == expectedSHA(resource))
+            // Reported until acknowledged, then forgotten.
+            try daemon.send(.list)
+            let list = try await daemon.next("transfers") { if case .transfers = $0 { return true }; return false }
+            if case .transfers(let ts) = list { #expect(ts.map(\.state) == ["finished"]) }
+            try daemon.send(.acknowledge(id: 1))
+            try daemon.send(.list)
+            let list2 = try await daemon.next("transfers") { if case .transfers = $0 { return true }; return false }
+            if case .transfers(let ts) = list2 { #expect(ts.isEmpty) }
+        }
+    }
+
+    @Test func killNineMidDownloadResumesFromPersistedOffset() async throws {
+        let dir = try TempDir("kill")
+        defer { dir.remove() }
+        let server = try await HTTPTestServer.start()
+        let size: Int64 = 256 << 20
+        let resource = Resource.generated(size: size, seed: 42)
+        server.serve("/big", resource: resource)
+        // Paced first response, so what the server counts as sent is what the daemon got
+        // (not megabytes sitting in loopback socket buffers when the daemon is killed).
+        server.inject("/big", [.slow(bytesPerSecond: 48 << 20)])
+        let dest = dir.path + "/big.bin"
+        let state = dir.path + "/state"
+        let first = try await Daemon.spawn(stateDir: state, stderrPath: dir.path + "/stderr")
+        var killedAt: Int64 = 0
+        do {
+            try await first.next("ready")
+            try first.send(.enqueue(job(7, url: server.url("/big"), destination: dest)))
+            try await first.next("accepted", where: isAccepted(7))
+            let p = try await first.next(timeout: 120, "progress ≥ 32 MiB") {
+                if case .progress(7, let done, _) = $0 { return done >= 32 << 20 }
+                return false
+            }
+            if case .progress(_, let done, _) = p { killedAt = done }
+        } catch {
+            _ = await first.kill9()
+            try? await server.stop()
+            throw error
+        }
+        let killed = await first.kill9()
+        #expect(killed == .signaled(signal: SIGKILL, coreDumped: false))
+        #expect(!FileManager.default.fileExists(atPath: dest))
+
+        let second = try await Daemon.spawn(stateDir: state, stderrPath: dir.path + "/stderr")
+        do {
+            let ready = try await second.next("ready")
+            #expect(ready == .ready(pid: second.process.pid, unfinished: 1))
+            let fin = try await second.next(timeout: 300, "finished", where: isFinished(7))
+            #expect(finishedOutcome(fin) == .completed(status: 200, bytes: size))
+        } catch {
+            _ = await second.kill9()
+            try? await server.stop()
+            throw error
+        }
+        #expect(await second.stop() == .exited(code: 0))
+        try await server.stop()
+
+        let requests = server.requests("/big")
+        #expect(requests.count == 2)
+        if requests.count == 2 {
+            let resumeFrom = Int64(requests[1].range?.dropFirst("bytes=".count).split(separator: "-").first ?? "") ?? -1
+            #expect(requests[1].status == 206)
+            #expect(requests[1].ifRange == resource.derivedETag)
+            #expect(resumeFrom >= killedAt)
+            let sentTwice = requests[0].bodyBytesSent - resumeFrom
+            #expect(sentTwice >= 0 && sentTwice <= 1 << 20, "sent twice: \(sentTwice) bytes")
+            print("kill -9 at progress \(killedAt); resumed from \(resumeFrom); first response sent \(requests[0].bodyBytesSent); sent twice \(sentTwice) bytes")
+            #expect(requests[1].bodyBytesSent == size - resumeFrom)
+        }
+        #expect(try sha256(file: dest) == expectedSHA(resource))
+    }
+
+    @Test func connectionResetResumes() async throws {
+        try await withSetup("reset", arguments: ["--retry-base", "0.05"]) { server, dir, daemon in
+            try await daemon.next("ready")
+            let resource = Resource.generated(size: 4 << 20, seed: 3)
+            server.serve("/r", resource: resource)
+            server.inject("/r", [.dropAfter(bytes: (1 << 20) + 12345)])
+            let dest = dir.path + "/r.bin"
+            try daemon.send(.enqueue(job(1, url: server.url("/r"), destination: dest)))
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            #expect(finishedOutcome(fin) == .completed(status: 200, bytes: 4 << 20))
+            let reqs = server.requests("/r")
+            #expect(reqs.count == 2)
+            #expect(reqs.last?.status == 206)
+            #expect(try sha256(file: dest) == expectedSHA(resource))
+        }
+    }
+
+    @Test func serverErrorRetriedThenCompletes() async throws {
+        try await withSetup("500", arguments: ["--retry-base", "0.05"]) { server, dir, daemon in
+            try await daemon.next("ready")
+            let resource = Resource.generated(size: 100_000, seed: 5)
+            server.serve("/e", resource: resource)
+            server.inject("/e", [.status(500)])
+            let dest = dir.path + "/e.bin"
+            try daemon.send(.enqueue(job(1, url: server.url("/e"), destination: dest)))
+            try await daemon.next("waiting") { if case .waiting(1, _) = $0 { return true }; return false }
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            #expect(finishedOutcome(fin) == .completed(status: 200, bytes: 100_000))
+            #expect(server.requests("/e").map(\.status) == [500, 200])
+            #expect(try sha256(file: dest) == expectedSHA(resource))
+        }
+    }
+
+    @Test func serverErrorGivesUpAfterMaxAttempts() async throws {
+        try await withSetup("500x", arguments: ["--retry-base", "0.01", "--max-attempts", "3"]) { server, dir, daemon in
+            try await daemon.next("ready")
+            server.serve("/e", resource: .generated(size: 1000, seed: 5))
+            server.inject("/e", [.status(500), .status(500), .status(500), .status(500)])
+            let dest = dir.path + "/e.bin"
+            try daemon.send(.enqueue(job(1, url: server.url("/e"), destination: dest)))
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            guard case .failed(let code, _)? = finishedOutcome(fin) else { Issue.record("\(fin)"); return }
+            #expect(code == "badServerResponse")
+            #expect(server.requests("/e").count == 3)
+            #expect(!FileManager.default.fileExists(atPath: dest))
+            #expect(!FileManager.default.fileExists(atPath: dest + ".part"))
+        }
+    }
+
+    @Test func changedResourceRestartsFromZero() async throws {
+        try await withSetup("etag", arguments: ["--retry-base", "1"]) { server, dir, daemon in
+            try await daemon.next("ready")
+            let v1 = Resource.generated(size: 4 << 20, seed: 10, etag: "\"v1\"")
+            let v2 = Resource.generated(size: 3 << 20, seed: 11, etag: "\"v2\"")
+            server.serve("/c", resource: v1)
+            server.inject("/c", [.dropAfter(bytes: 2 << 20)])
+            let dest = dir.path + "/c.bin"
+            try daemon.send(.enqueue(job(1, url: server.url("/c"), destination: dest)))
+            // The drop makes the daemon wait `--retry-base` before resuming: change the resource now.
+            try await daemon.next("waiting") { if case .waiting(1, _) = $0 { return true }; return false }
+            server.replace("/c", resource: v2)
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            #expect(finishedOutcome(fin) == .completed(status: 200, bytes: 3 << 20))
+            let reqs = server.requests("/c")
+            #expect(reqs.count == 2)
+            if reqs.count == 2 {
+                #expect(reqs[1].range != nil)
+                #expect(reqs[1].ifRange == "\"v1\"")
+                #expect(reqs[1].status == 200)
+            }
+            #expect(try sha256(file: dest) == expectedSHA(v2))
+        }
+    }
+
+    @Test func fileSizeLimitFailsCannotWriteToFile() async throws {
+        let limit = ResourceLimit(.fileSize, soft: 2 << 20)
+        try await withSetup("fsize", limits: [limit]) { server, dir, daemon in
+            try await daemon.next("ready")
+            server.serve("/f", resource: .generated(size: 8 << 20, seed: 2))
+            let dest = dir.path + "/f.bin"
+            try daemon.send(.enqueue(job(1, url: server.url("/f"), destination: dest)))
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            guard case .failed(let code, _)? = finishedOutcome(fin) else { Issue.record("\(fin)"); return }
+            #expect(code == "cannotWriteToFile")
+            #expect(!FileManager.default.fileExists(atPath: dest))
+            #expect(!FileManager.default.fileExists(atPath: dest + ".part"))
+        }
+    }
+
+    @Test func thousandQueuedTransfersWithBoundedMemory() async throws {
+        try await withSetup("many") { server, dir, daemon in
+            try await daemon.next("ready")
+            let resource = Resource.generated(size: 32 << 10, seed: 9)
+            for i in 0..<10 { server.serve("/s\(i)", resource: resource) }
+            let n: UInt64 = 1000
+            try FileManager.default.createDirectory(atPath: dir.path + "/out", withIntermediateDirectories: true)
+            for id in 1...n {
+                try daemon.send(.enqueue(job(id, url: server.url("/s\(id % 10)"), destination: dir.path + "/out/\(id)")))
+            }
+            try daemon.send(.list)
+            let list = try await daemon.next("transfers") { if case .transfers = $0 { return true }; return false }
+            if case .transfers(let ts) = list {
+                #expect(ts.filter { $0.state == "running" }.count <= 16)
+            }
+            // Finished events may have arrived before the list answer: count every event seen.
+            var finished = Set<UInt64>()
+            var failures: [TransferEvent] = []
+            func note(_ e: TransferEvent) {
+                if case .finished(let id, let outcome) = e, finished.insert(id).inserted,
+                   outcome != .completed(status: 200, bytes: 32 << 10) {
+                    failures.append(e)
+                }
+            }
+            daemon.seen.forEach(note)
+            while finished.count < Int(n) {
+                note(try await daemon.next(timeout: 120, "finished #\(finished.count + 1)") {
+                    if case .finished = $0 { return true }; return false
+                })
+            }
+            #expect(failures.isEmpty, "\(failures.prefix(3))")
+            let files = try FileManager.default.contentsOfDirectory(atPath: dir.path + "/out")
+            #expect(files.count == Int(n))
+            let hwm = peakRSSKiB(daemon.process.pid) ?? Int.max
+            // Bound: 128 MiB peak RSS for the debug-built daemon (measured ~40-60 MiB).
+            #expect(hwm < 128 * 1024, "VmHWM \(hwm) KiB")
+            print("transferd VmHWM after 1000 transfers: \(hwm) KiB")
+        }
+    }
+
+    @Test func unsupportedSchemeRefused() async throws {
+        try await withSetup("scheme") { _, dir, daemon in
+            try await daemon.next("ready")
+            try daemon.send(.enqueue(job(1, url: "ftp://example.com/x", destination: dir.path + "/x")))
+            try await daemon.next("accepted", where: isAccepted(1))
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            guard case .failed(let code, _)? = finishedOutcome(fin) else { Issue.record("\(fin)"); return }
+            #expect(code == "unsupportedURL")
+            #expect(!FileManager.default.fileExists(atPath: dir.path + "/x"))
+        }
+    }
+
+    @Test func finishedRepeatedAfterRestartUntilAcknowledged() async throws {
+        let dir = try TempDir("ack")
+        defer { dir.remove() }
+        let state = dir.path + "/state"
+        let d1 = try await Daemon.spawn(stateDir: state, stderrPath: dir.path + "/stderr")
+        try await d1.next("ready")
+        try d1.send(.enqueue(job(5, url: "gopher://x/y", destination: dir.path + "/y")))
+        try await d1.next("finished", where: isFinished(5))
+        #expect(await d1.stop() == .exited(code: 0))
+        let d2 = try await Daemon.spawn(stateDir: state, stderrPath: dir.path + "/stderr")
+        #expect(try await d2.next("ready") == .ready(pid: d2.process.pid, unfinished: 0))
+        let again = try await d2.next("finished again")
+        #expect(isFinished(5)(again))
+        try d2.send(.acknowledge(id: 5))
+        try d2.send(.list)
+        #expect(try await d2.next("transfers") == .transfers([]))
+        #expect(await d2.stop() == .exited(code: 0))
+    }
+
+    @Test func uploadStreamsFileAndRestartsFromZeroAfterDrop() async throws {
+        try await withSetup("up", arguments: ["--retry-base", "0.05"]) { server, dir, daemon in
+            try await daemon.next("ready")
+            let size = 3 << 20
+            let body = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
+            let file = dir.path + "/body.bin"
+            try body.write(to: URL(fileURLWithPath: file))
+            server.inject("/u", [.dropAfter(bytes: 1 << 20)])
+            try daemon.send(.enqueue(job(1, url: server.url("/u"), destination: "", kind: .upload, method: "PUT",
+                                         uploadFile: file)))
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            #expect(finishedOutcome(fin) == .completed(status: 201, bytes: Int64(size)))
+            #expect(server.uploads("/u") == [Int64(size)])
+            #expect(server.uploadPrefixes("/u").first == body.prefix(1 << 20))
+            #expect(server.requests("/u").count == 2)
+        }
+    }
+
+    @Test func discretionaryAndCellularRulesWaitForConditions() async throws {
+        try await withSetup("cond") { server, dir, daemon in
+            try await daemon.next("ready")
+            server.serve("/d", resource: .generated(size: 10_000, seed: 4))
+            try daemon.send(.conditions(pluggedIn: false, network: .cellular))
+            var discretionary = job(1, url: server.url("/d"), destination: dir.path + "/d1")
+            discretionary.discretionary = true
+            var wifiOnly = job(2, url: server.url("/d"), destination: dir.path + "/d2")
+            wifiOnly.allowsCellularAccess = false
+            try daemon.send(.enqueue(discretionary))
+            try daemon.send(.enqueue(wifiOnly))
+            try await daemon.next("waiting 1") { if case .waiting(1, _) = $0 { return true }; return false }
+            try await daemon.next("waiting 2") { if case .waiting(2, _) = $0 { return true }; return false }
+            try daemon.send(.conditions(pluggedIn: false, network: .wifi))
+            let f2 = try await daemon.next("finished 2", where: isFinished(2))
+            #expect(finishedOutcome(f2) == .completed(status: 200, bytes: 10_000))
+            #expect(server.requests("/d").count == 1)
+            try daemon.send(.conditions(pluggedIn: true, network: .wifi))
+            let f1 = try await daemon.next("finished 1", where: isFinished(1))
+            #expect(finishedOutcome(f1) == .completed(status: 200, bytes: 10_000))
+        }
+    }
+
+    @Test func cancelRemovesPartialAndReportsCancelled() async throws {
+        try await withSetup("cancel") { server, dir, daemon in
+            try await daemon.next("ready")
+            server.serve("/slow", resource: .generated(size: 64 << 20, seed: 8))
+            server.inject("/slow", [.slow(bytesPerSecond: 1 << 20)])
+            let dest = dir.path + "/slow.bin"
+            try daemon.send(.enqueue(job(1, url: server.url("/slow"), destination: dest)))
+            try await daemon.next("progress") { if case .progress(1, _, _) = $0 { return true }; return false }
+            try daemon.send(.cancelApp(bundleIdentifier: "com.example.t"))
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            #expect(finishedOutcome(fin) == .cancelled)
+            #expect(!FileManager.default.fileExists(atPath: dest))
+            #expect(!FileManager.default.fileExists(atPath: dest + ".part"))
+        }
+    }
+
+    @Test func resourceTimeoutFailsTimedOut() async throws {
+        try await withSetup("timeout") { server, dir, daemon in
+            try await daemon.next("ready")
+            server.serve("/t", resource: .generated(size: 64 << 20, seed: 6))
+            server.inject("/t", [.slow(bytesPerSecond: 1 << 20)])
+            let dest = dir.path + "/t.bin"
+            var j = job(1, url: server.url("/t"), destination: dest)
+            j.timeoutForResource = 1
+            try daemon.send(.enqueue(j))
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            guard case .failed(let code, _)? = finishedOutcome(fin) else { Issue.record("\(fin)"); return }
+            #expect(code == "timedOut")
+            #expect(!FileManager.default.fileExists(atPath: dest))
+            #expect(!FileManager.default.fileExists(atPath: dest + ".part"))
+        }
+    }
+
+    @Test func hostEOFStopsCleanlyAndRestartResumes() async throws {
+        let dir = try TempDir("eof")
+        defer { dir.remove() }
+        let server = try await HTTPTestServer.start()
+        let resource = Resource.generated(size: 16 << 20, seed: 12)
+        server.serve("/e", resource: resource)
+        server.inject("/e", [.slow(bytesPerSecond: 4 << 20)])
+        let dest = dir.path + "/e.bin"
+        let state = dir.path + "/state"
+        let d1 = try await Daemon.spawn(stateDir: state, stderrPath: dir.path + "/stderr")
+        do {
+            try await d1.next("ready")
+            try d1.send(.enqueue(job(3, url: server.url("/e"), destination: dest)))
+            try await d1.next("progress ≥ 2 MiB") { if case .progress(3, let d, _) = $0 { return d >= 2 << 20 }; return false }
+        } catch {
+            _ = await d1.kill9()
+            try? await server.stop()
+            throw error
+        }
+        #expect(await d1.stop() == .exited(code: 0))
+        #expect(FileManager.default.fileExists(atPath: dest + ".part"))
+        #expect(!FileManager.default.fileExists(atPath: dest))
+        let d2 = try await Daemon.spawn(stateDir: state, stderrPath: dir.path + "/stderr")
+        do {
+            #expect(try await d2.next("ready") == .ready(pid: d2.process.pid, unfinished: 1))
+            let fin = try await d2.next("finished", where: isFinished(3))
+            #expect(finishedOutcome(fin) == .completed(status: 200, bytes: 16 << 20))
+        } catch {
+            _ = await d2.kill9()
+            try? await server.stop()
+            throw error
+        }
+        #expect(await d2.stop() == .exited(code: 0))
+        try await server.stop()
+        let reqs = server.requests("/e")
+        #expect(reqs.count == 2)
+        #expect(reqs.last?.status == 206)
+        #expect(try sha256(file: dest) == expectedSHA(resource))
+    }
+}

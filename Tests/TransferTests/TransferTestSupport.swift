@@ -1,0 +1,259 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import SystemPackage
+import Testing
+
+/// Where SwiftPM put the built products (the test bundle's directory).
+let productsDirectory: String = {
+    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    var dir = (exe as NSString).deletingLastPathComponent
+    if dir.hasSuffix(".xctest") { dir = (dir as NSString).deletingLastPathComponent }
+    return dir
+}()
+
+let daemonPath = productsDirectory + "/apphost-transferd"
+
+/// A temporary directory of a test's own.
+struct TempDir {
+    let path: String
+    init(_ label: String) throws {
+        path = NSTemporaryDirectory() + "td-\(label)-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+struct TimedOut: Error, CustomStringConvertible {
+    let what: String
+    var description: String { "timed out waiting for \(what)" }
+}
+
+/// Events from the daemon, in order; `next` waits (with a timeout guard, not a sleep).
+final class EventBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var queue: [TransferEvent] = []
+    private var waiter: (gen: Int, c: CheckedContinuation<TransferEvent?, Never>)?
+    private var gen = 0
+    private var closed = false
+
+    func push(_ e: TransferEvent) {
+        lock.lock()
+        if let w = waiter {
+            waiter = nil
+            lock.unlock()
+            w.c.resume(returning: e)
+        } else {
+            queue.append(e)
+            lock.unlock()
+        }
+    }
+
+    func close() {
+        lock.lock()
+        closed = true
+        let w = waiter
+        waiter = nil
+        lock.unlock()
+        w?.c.resume(returning: nil)
+    }
+
+    private func expire(_ g: Int) {
+        lock.lock()
+        guard let w = waiter, w.gen == g else { lock.unlock(); return }
+        waiter = nil
+        lock.unlock()
+        w.c.resume(returning: nil)
+    }
+
+    /// The next event, nil at EOF or after `timeout` seconds.
+    func next(timeout: Double) async -> TransferEvent? {
+        await withCheckedContinuation { (c: CheckedContinuation<TransferEvent?, Never>) in
+            lock.lock()
+            if !queue.isEmpty {
+                let e = queue.removeFirst()
+                lock.unlock()
+                c.resume(returning: e)
+                return
+            }
+            if closed {
+                lock.unlock()
+                c.resume(returning: nil)
+                return
+            }
+            gen += 1
+            let g = gen
+            waiter = (g, c)
+            lock.unlock()
+            Task { [weak self] in
+                try? await Task.sleep(for: .milliseconds(Int64(timeout * 1000)))
+                self?.expire(g)
+            }
+        }
+    }
+}
+
+/// One running `apphost-transferd` with the host end of its descriptor 3.
+final class Daemon: @unchecked Sendable {
+    let process: ChildProcess
+    private let exitEvents: AsyncStream<ChildEvent>
+    private let hostFD: Int32
+    let events = EventBox()
+    private var closedFD = false
+    /// Every event seen by `next`, for assertions.
+    private(set) var seen: [TransferEvent] = []
+
+    static func spawn(stateDir: String, arguments: [String] = [], limits: [ResourceLimit] = [],
+                      stderrPath: String) async throws -> Daemon {
+        let (hostEnd, childEnd) = try makeSocketPair()
+        let err = try FileDescriptor.open(stderrPath, .writeOnly, options: [.create, .append],
+                                          permissions: .ownerReadWrite)
+        defer {
+            try? childEnd.close()
+            try? err.close()
+        }
+        let settings = SpawnSettings(
+            executablePath: daemonPath,
+            arguments: [daemonPath, "--state-dir", stateDir] + arguments,
+            environment: ["APPHOST_TRANSFERD_FD": "3", "PATH": "/usr/bin:/bin"],
+            ipcDescriptor: childEnd,
+            standardError: err,
+            resourceLimits: limits,
+            seccomp: .none)
+        let (process, exits) = try await ProcessReaper.shared.spawn(settings)
+        return Daemon(process: process, exits: exits, hostFD: hostEnd.rawValue)
+    }
+
+    private init(process: ChildProcess, exits: AsyncStream<ChildEvent>, hostFD: Int32) {
+        self.process = process
+        self.exitEvents = exits
+        self.hostFD = hostFD
+        let fd = hostFD
+        let box = events
+        let t = Thread {
+            var decoder = FrameDecoder()
+            var buf = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                decoder.append(buf[0..<n])
+                while let payload = try? decoder.next() {
+                    if let e = try? Frame.decode(TransferEvent.self, from: payload) { box.push(e) }
+                }
+            }
+            box.close()
+        }
+        t.start()
+    }
+
+    func send(_ request: TransferRequest) throws {
+        let bytes = try Frame.encode(request)
+        var off = 0
+        while off < bytes.count {
+            let n = bytes.withUnsafeBytes { write(hostFD, $0.baseAddress! + off, $0.count - off) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Errno(rawValue: errno)
+            }
+            off += n
+        }
+    }
+
+    /// The next event matching `predicate` (others are recorded in `seen` and skipped).
+    @discardableResult
+    func next(timeout: Double = 60, _ what: String = "event",
+              where predicate: (TransferEvent) -> Bool = { _ in true }) async throws -> TransferEvent {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0, let e = await events.next(timeout: left) else { throw TimedOut(what: what) }
+            seen.append(e)
+            if predicate(e) { return e }
+        }
+    }
+
+    func waitExit() async -> AppHostSystem.ExitStatus {
+        for await e in exitEvents {
+            if case .exited(let s) = e { return s }
+        }
+        return process.exitStatus ?? .unavailable
+    }
+
+    /// Closes the host end (EOF for the daemon) and waits for the exit.
+    func stop() async -> AppHostSystem.ExitStatus {
+        if !closedFD {
+            closedFD = true
+            shutdown(hostFD, Int32(SHUT_RDWR))
+            close(hostFD)
+        }
+        return await waitExit()
+    }
+
+    func kill9() async -> AppHostSystem.ExitStatus {
+        try? process.signal(SIGKILL)
+        let s = await waitExit()
+        if !closedFD {
+            closedFD = true
+            close(hostFD)
+        }
+        return s
+    }
+}
+
+func finishedOutcome(_ e: TransferEvent) -> TransferOutcome? {
+    if case .finished(_, let o) = e { return o }
+    return nil
+}
+
+func isFinished(_ id: UInt64) -> (TransferEvent) -> Bool {
+    { if case .finished(let i, _) = $0 { return i == id }; return false }
+}
+
+func isAccepted(_ id: UInt64) -> (TransferEvent) -> Bool {
+    { if case .accepted(let i) = $0 { return i == id }; return false }
+}
+
+/// Runs a command, returns its stdout (the process is waited for).
+func run(_ path: String, _ args: [String], stdin: ((FileHandle) throws -> Void)? = nil) throws -> String {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: path)
+    p.arguments = args
+    let out = Pipe()
+    p.standardOutput = out
+    let input = Pipe()
+    if stdin != nil { p.standardInput = input }
+    try p.run()
+    if let stdin {
+        try stdin(input.fileHandleForWriting)
+        try input.fileHandleForWriting.close()
+    }
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
+
+func sha256(file: String) throws -> String {
+    String(try run("/usr/bin/sha256sum", [file]).prefix(64))
+}
+
+/// SHA-256 of bytes produced chunk by chunk (never all in memory).
+func sha256(chunks: @escaping (FileHandle) throws -> Void) throws -> String {
+    String(try run("/usr/bin/sha256sum", ["-"], stdin: chunks).prefix(64))
+}
+
+/// Peak resident set (VmHWM) of `pid` in KiB.
+func peakRSSKiB(_ pid: Int32) -> Int? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    for line in text.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        return Int(line.split(separator: " ").dropFirst().first ?? "")
+    }
+    return nil
+}
+
+func job(_ id: UInt64, url: String, destination: String, kind: TransferKind = .download,
+         method: String = "GET", uploadFile: String? = nil) -> TransferJob {
+    TransferJob(id: id, bundleIdentifier: "com.example.t", session: "bg", taskIdentifier: Int(id), kind: kind,
+                url: url, method: method, uploadFile: uploadFile, destination: destination,
+                created: Date().timeIntervalSince1970)
+}
