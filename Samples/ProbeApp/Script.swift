@@ -34,6 +34,22 @@ enum Trigger: String, CaseIterable, Sendable {
     case bgtask
     /// A BGTask's time is running out (its expiration handler runs).
     case bgtaskExpire = "bgtask-expire"
+    /// handleEventsForBackgroundURLSession ran.
+    case urlEvents = "url-events"
+    /// A background download finished (the file was moved).
+    case downloadFinished = "download-finished"
+    /// A background task completed (with or without an error).
+    case taskCompleted = "task-completed"
+}
+
+/// What the probe's handleEventsForBackgroundURLSession does with its completion (`--events-completion`).
+enum EventsCompletionPlan: String, Equatable, Sendable {
+    /// Call it at once (after making the session if needed).
+    case now
+    /// Never call it.
+    case never
+    /// Call it in urlSessionDidFinishEvents, as iOS apps do.
+    case finish
 }
 
 /// How the probe answers a completion handler (`--fetch-result`, `--push-result`).
@@ -158,6 +174,16 @@ enum Action: Equatable, Sendable {
     case bgCancel(identifier: String?)
     /// List the pending requests.
     case bgPending
+    /// Make background session ID (if the probe has not yet) and list its tasks.
+    case urlSession(id: String)
+    /// Start a download of URL in session ID.
+    case download(session: String, url: String)
+    /// Start an upload of FILE to URL in session ID.
+    case upload(session: String, url: String, file: String)
+    /// Cancel task N of session ID.
+    case cancelTask(session: String, task: Int)
+    /// List session ID's tasks (getAllTasks).
+    case urlTasks(session: String)
 }
 
 /// A parsed command line.
@@ -174,6 +200,8 @@ struct Script: Equatable, Sendable {
     var bgTask = TaskPlan.complete
     /// What a BGTask's expiration handler does.
     var bgTaskExpire = ExpirePlan.complete
+    /// What handleEventsForBackgroundURLSession does with its completion.
+    var eventsCompletion = EventsCompletionPlan.now
 
     /// Most tasks one `hold-tasks` may begin.
     static let maximumTaskCount = 10_000
@@ -183,7 +211,7 @@ struct Script: Equatable, Sendable {
     static let usage = """
         usage: ProbeApp [--on TRIGGER ACTION]... [--ignore-expiration] [--fetch-result PLAN]
                         [--push-result PLAN] [--bgtask complete|never|after:SECONDS]
-                        [--bgtask-expire complete|ignore] [--help]
+                        [--bgtask-expire complete|ignore] [--events-completion now|never|finish] [--help]
 
         A scripted AppHost app: at each callback it runs the actions given for it,
         in order, after printing "[ProbeApp] <delegate method> state=<state>".
@@ -217,6 +245,15 @@ struct Script: Equatable, Sendable {
                                    ("[ProbeApp] bgtask completed ID" just before setTaskCompleted)
           bgtask-expire            the task's expiration handler: "[ProbeApp] bgtask expired ID";
                                    the actions run, then per --bgtask-expire
+          url-events               handleEventsForBackgroundURLSession: "[ProbeApp] handleEvents SESSION";
+                                   the probe makes the session if it has not, the actions
+                                   run, then the completion per --events-completion
+                                   ("[ProbeApp] events completed SESSION" just before it is called)
+          download-finished        a background download finished: the file is moved to
+                                   Documents/downloads/N in the container, printing
+                                   "[ProbeApp] downloaded task=N to PATH bytes=B"
+          task-completed           "[ProbeApp] task N completed error=CODE|nil"
+        (urlSessionDidFinishEvents prints "[ProbeApp] didFinishEvents SESSION".)
         The probe creates its location manager, push registry, BLE central and
         accessory delegate at start, so every event has a receiver; launch handlers
         come from bg-register actions (give them with --on launch).
@@ -295,6 +332,15 @@ struct Script: Equatable, Sendable {
           bg-pending               "[ProbeApp] bg-pending: N requests", then
                                    "[ProbeApp] bg-request refresh|processing ID[ earliest=SECONDS]
                                    [ power][ network]" for each (SECONDS from now, rounded)
+          url-session:ID           make background URLSession ID (once; later: getAllTasks) and
+                                   print "[ProbeApp] url-session ID: N tasks", then
+                                   "[ProbeApp] url-task N download|upload STATE URL bytes=B" for each
+          download:ID:URL          start a download in session ID (made if needed):
+                                   "[ProbeApp] download started task=N", or
+                                   "[ProbeApp] download: failed: CODE: REASON" (also refused)
+          upload:ID:URL:FILE       start an upload (POST) of FILE: "[ProbeApp] upload started task=N"
+          cancel-task:ID:N         cancel task N of session ID: "[ProbeApp] cancelling task N"
+          url-tasks:ID             like url-session, with getAllTasks
         --ignore-expiration        expiration handlers only log; by default each
                                    task's handler ends its task
         --fetch-result PLAN        how performFetch's completion is called (default newData)
@@ -308,6 +354,9 @@ struct Script: Equatable, Sendable {
                                    setTaskCompleted(success: true)
         --bgtask-expire complete|ignore  what its expiration handler does:
                                    setTaskCompleted(success: false) (default), or nothing
+        --events-completion now|never|finish  what handleEventsForBackgroundURLSession does
+                                   with its completion: call it at once (default), never, or
+                                   in urlSessionDidFinishEvents
 
         A relative PATH is taken from the app's working directory (its container).
         A lock that is taken by someone else fails at once (it does not wait).
@@ -357,6 +406,11 @@ struct Script: Equatable, Sendable {
                     throw ScriptError("--bgtask-expire needs complete or ignore")
                 }
                 script.bgTaskExpire = plan
+            case "--events-completion":
+                guard let value = rest.popFirst(), let plan = EventsCompletionPlan(rawValue: value) else {
+                    throw ScriptError("--events-completion needs now, never or finish")
+                }
+                script.eventsCompletion = plan
             case "--on":
                 guard let name = rest.popFirst(), let actionText = rest.popFirst() else {
                     throw ScriptError("--on needs TRIGGER and ACTION")
@@ -463,6 +517,28 @@ struct Script: Equatable, Sendable {
         case ("bg-cancel", "all"): return .bgCancel(identifier: nil)
         case ("bg-cancel", let id?) where !id.isEmpty: return .bgCancel(identifier: id)
         case ("bg-pending", nil): return .bgPending
+        case ("url-session", let id?) where !id.isEmpty: return .urlSession(id: id)
+        case ("url-tasks", let id?) where !id.isEmpty: return .urlTasks(session: id)
+        case ("download", let argument?):
+            guard let colon = argument.firstIndex(of: ":"), colon != argument.startIndex,
+                  argument.index(after: colon) != argument.endIndex else {
+                throw ScriptError("download needs ID:URL, got \"\(text)\"")
+            }
+            return .download(session: String(argument[..<colon]), url: String(argument[argument.index(after: colon)...]))
+        case ("upload", let argument?):
+            guard let first = argument.firstIndex(of: ":"), first != argument.startIndex,
+                  let last = argument.lastIndex(of: ":"), last > argument.index(after: first),
+                  argument.index(after: last) != argument.endIndex else {
+                throw ScriptError("upload needs ID:URL:FILE, got \"\(text)\"")
+            }
+            return .upload(session: String(argument[..<first]), url: String(argument[argument.index(after: first)..<last]),
+                           file: String(argument[argument.index(after: last)...]))
+        case ("cancel-task", let argument?):
+            guard let colon = argument.lastIndex(of: ":"), colon != argument.startIndex,
+                  let task = Int(argument[argument.index(after: colon)...]) else {
+                throw ScriptError("cancel-task needs ID:N, got \"\(text)\"")
+            }
+            return .cancelTask(session: String(argument[..<colon]), task: task)
         default:
             throw ScriptError("unknown or malformed action \"\(text)\"")
         }

@@ -3,7 +3,7 @@
 // app hold tasks, misbehave at expiration, block or hang its main thread, hold
 // file locks, crash or break the protocol exactly when it wants, call the host's
 // services (audio, location, VoIP, BLE, accessories, push registration, background
-// fetch, BGTaskScheduler) and react to their events, or probe what the sandbox
+// fetch, BGTaskScheduler, background URLSession) and react to their events, or probe what the sandbox
 // lets it open.
 import AppKitLess
 import Foundation
@@ -145,6 +145,10 @@ final class ProbeDelegate: ApplicationDelegate {
     private let callProvider = CallProvider()
     /// Calls reported, latest last; `end-call` ends the last one still open.
     private var calls: [UUID] = []
+    /// Background URL sessions made, by identifier (one per identifier, for the process's life).
+    private var sessions: [String: BackgroundURLSession] = [:]
+    /// handleEvents completions kept for urlSessionDidFinishEvents (--events-completion finish).
+    private var eventsCompletions: [String: @Sendable () -> Void] = [:]
 
     init(script: Script) {
         self.script = script
@@ -187,6 +191,50 @@ final class ProbeDelegate: ApplicationDelegate {
         say("[ProbeApp] remote notification silent=\(userInfo.isSilent) userInfo=\(oneLine(userInfo.json))")
         fire(.push, application: application)
         answer(script.pushResult, "push", completion)
+    }
+
+    func handleEventsForBackgroundURLSession(_ application: Application, identifier: String,
+                                             completion: @escaping @Sendable () -> Void) {
+        say("[ProbeApp] handleEvents \(identifier)")
+        _ = session(identifier)
+        fire(.urlEvents, application: application)
+        switch script.eventsCompletion {
+        case .now:
+            say("[ProbeApp] events completed \(identifier)")
+            completion()
+        case .never:
+            break
+        case .finish:
+            eventsCompletions[identifier] = completion
+        }
+    }
+
+    /// Background session `identifier`, made (printing its tasks) if the probe has not yet.
+    private func session(_ identifier: String) -> BackgroundURLSession {
+        if let session = sessions[identifier] { return session }
+        let session = BackgroundURLSession(configuration: .background(withIdentifier: identifier), delegate: self)
+        sessions[identifier] = session
+        printTasks(identifier, session.getAllTasks())
+        return session
+    }
+
+    /// "[ProbeApp] url-session ID: N tasks", then one line per task.
+    private func printTasks(_ identifier: String, _ tasks: [BackgroundURLSessionTask]) {
+        say("[ProbeApp] url-session \(identifier): \(tasks.count) tasks")
+        for task in tasks {
+            let bytes = task.kind == .download ? task.countOfBytesReceived : task.countOfBytesSent
+            say("[ProbeApp] url-task \(task.taskIdentifier) \(task.kind.rawValue) \(task.state) \(task.url.absoluteString) bytes=\(bytes)")
+        }
+    }
+
+    /// Resumes `task` and prints "[ProbeApp] LABEL started task=N" or why it failed.
+    private func start(_ task: BackgroundURLSessionTask, _ label: String) {
+        task.resume()
+        if let error = task.error {
+            say("[ProbeApp] \(label): failed: \(error)")
+        } else {
+            say("[ProbeApp] \(label) started task=\(task.taskIdentifier)")
+        }
     }
 
     /// Calls a fetch or push completion as `plan` says, printing
@@ -438,6 +486,37 @@ final class ProbeDelegate: ApplicationDelegate {
                 }
                 say(line)
             }
+        case .urlSession(let identifier):
+            if let existing = sessions[identifier] {
+                printTasks(identifier, existing.getAllTasks())
+            } else {
+                _ = session(identifier)
+            }
+        case .urlTasks(let identifier):
+            printTasks(identifier, session(identifier).getAllTasks())
+        case .download(let identifier, let url):
+            guard let target = URL(string: url) else {
+                complain("download: not a URL: \(url)")
+                return
+            }
+            start(session(identifier).downloadTask(with: target), "download")
+        case .upload(let identifier, let url, let file):
+            guard let target = URL(string: url) else {
+                complain("upload: not a URL: \(url)")
+                return
+            }
+            var request = BackgroundURLRequest(url: target)
+            request.httpMethod = "POST"
+            let path = file.hasPrefix("/") ? file : FileManager.default.currentDirectoryPath + "/" + file
+            start(session(identifier).uploadTask(with: request, fromFile: URL(fileURLWithPath: path)), "upload")
+        case .cancelTask(let identifier, let number):
+            let tasks = session(identifier).getAllTasks()
+            guard let task = tasks.first(where: { $0.taskIdentifier == number }) else {
+                complain("cancel-task: session \(identifier) has no task \(number)")
+                return
+            }
+            say("[ProbeApp] cancelling task \(number)")
+            task.cancel()
         }
     }
 
@@ -598,6 +677,39 @@ extension ProbeDelegate: AccessoryManagerDelegate {
     func didReceive(_ manager: AccessoryManager, bytes: Data, from accessory: Accessory, protocolString: String) {
         say("[ProbeApp] accessory data \(accessory.name) \(protocolString): \(String(decoding: bytes, as: UTF8.self))")
         fire(.accessoryData, application: .shared)
+    }
+}
+
+extension ProbeDelegate: BackgroundURLSessionDelegate {
+    func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL) {
+        // Moved before returning: the file is deleted once this method returns.
+        let directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("Documents/downloads")
+        let destination = directory.appendingPathComponent("\(downloadTask.taskIdentifier)")
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            if FileManager.default.fileExists(atPath: destination.path) {
+                try FileManager.default.removeItem(at: destination)
+            }
+            try FileManager.default.moveItem(at: location, to: destination)
+            let bytes = (try? FileManager.default.attributesOfItem(atPath: destination.path)[.size] as? NSNumber)?.int64Value ?? 0
+            say("[ProbeApp] downloaded task=\(downloadTask.taskIdentifier) to \(destination.path) bytes=\(bytes)")
+        } catch {
+            complain("download-finished: cannot move \(location.path) to \(destination.path): \(error)")
+        }
+        fire(.downloadFinished, application: .shared)
+    }
+
+    func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: BackgroundURLSessionError?) {
+        say("[ProbeApp] task \(task.taskIdentifier) completed error=\(error.map { $0.code.rawValue } ?? "nil")")
+        fire(.taskCompleted, application: .shared)
+    }
+
+    func urlSessionDidFinishEvents(forBackgroundURLSession session: BackgroundURLSession) {
+        say("[ProbeApp] didFinishEvents \(session.identifier)")
+        if let completion = eventsCompletions.removeValue(forKey: session.identifier) {
+            say("[ProbeApp] events completed \(session.identifier)")
+            completion()
+        }
     }
 }
 

@@ -40,6 +40,8 @@ public enum LaunchReason: String, Codable, Sendable {
     case remoteNotification
     /// Launched in the background for a BGTaskScheduler task.
     case backgroundTask
+    /// Launched in the background for background URLSession events.
+    case urlSessionEvents
 
     /// Whether the app was launched into the background rather than by the user.
     public var isBackground: Bool { self != .user }

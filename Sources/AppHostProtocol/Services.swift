@@ -80,6 +80,21 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
     /// `BGTask.setTaskCompleted(success:)`.
     case bgTaskCompleted(identifier: String, success: Bool)
 
+    // MARK: background URLSession
+    /// `URLSession(configuration: .background(withIdentifier:), delegate:)`: (re)connects
+    /// to the session; the reply lists its tasks (``ServiceReply/transferTasks(_:)``).
+    case urlSessionCreate(BackgroundSessionConfig)
+    /// `downloadTask(with:)` / `uploadTask(with:fromFile:)` then `resume()`: the reply
+    /// gives the task identifier (``ServiceReply/transferTaskCreated(taskIdentifier:)``).
+    case urlSessionStartTask(session: String, kind: TransferKind, url: String, method: String,
+                             headers: [String: String], uploadFile: String?)
+    /// `cancel()` / `cancel(byProducingResumeData:)`.
+    case urlSessionCancel(session: String, taskIdentifier: Int, produceResumeData: Bool)
+    /// `getAllTasks` / `getTasksWithCompletionHandler`.
+    case urlSessionTasks(session: String)
+    /// The completion handler of `handleEventsForBackgroundURLSession` was called.
+    case urlSessionEventsCompleted(session: String)
+
     /// The iOS API's name, for events and errors.
     public var apiName: String {
         switch self {
@@ -110,7 +125,51 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
         case .bgCancel: "BGTaskScheduler.cancel"
         case .bgPending: "BGTaskScheduler.getPendingTaskRequests"
         case .bgTaskCompleted: "BGTask.setTaskCompleted"
+        case .urlSessionCreate: "URLSession(configuration: .background)"
+        case .urlSessionStartTask(_, let kind, _, _, _, _): kind == .download ? "URLSession.downloadTask" : "URLSession.uploadTask"
+        case .urlSessionCancel: "URLSessionTask.cancel"
+        case .urlSessionTasks: "URLSession.getAllTasks"
+        case .urlSessionEventsCompleted: "handleEventsForBackgroundURLSession completion"
         }
+    }
+}
+
+/// `URLSessionConfiguration.background(withIdentifier:)` and its settings.
+public struct BackgroundSessionConfig: Codable, Sendable, Equatable {
+    public var identifier: String
+    public var isDiscretionary: Bool
+    public var sessionSendsLaunchEvents: Bool
+    /// `timeoutIntervalForResource` in seconds (default 7 days).
+    public var timeoutIntervalForResource: Double
+    public var allowsCellularAccess: Bool
+
+    public init(identifier: String, isDiscretionary: Bool = false, sessionSendsLaunchEvents: Bool = true,
+                timeoutIntervalForResource: Double = 7 * 86400, allowsCellularAccess: Bool = true) {
+        self.identifier = identifier
+        self.isDiscretionary = isDiscretionary
+        self.sessionSendsLaunchEvents = sessionSendsLaunchEvents
+        self.timeoutIntervalForResource = timeoutIntervalForResource
+        self.allowsCellularAccess = allowsCellularAccess
+    }
+}
+
+/// A background task as `getAllTasks` lists it.
+public struct TransferTaskSnapshot: Codable, Sendable, Equatable {
+    public var taskIdentifier: Int
+    public var kind: TransferKind
+    public var url: String
+    /// `running`, `waiting` (conditions, retry), `completed`.
+    public var state: String
+    public var bytesDone: Int64
+    public var bytesExpected: Int64?
+
+    public init(taskIdentifier: Int, kind: TransferKind, url: String, state: String, bytesDone: Int64, bytesExpected: Int64?) {
+        self.taskIdentifier = taskIdentifier
+        self.kind = kind
+        self.url = url
+        self.state = state
+        self.bytesDone = bytesDone
+        self.bytesExpected = bytesExpected
     }
 }
 
@@ -229,6 +288,12 @@ public enum ServiceReply: Codable, Sendable, Equatable {
     case refreshStatus(BackgroundRefreshStatus)
     /// Pending BGTaskScheduler requests.
     case bgRequests([BGTaskRequestInfo])
+    /// A background session's tasks.
+    case transferTasks([TransferTaskSnapshot])
+    /// A task was created and resumed.
+    case transferTaskCreated(taskIdentifier: Int)
+    /// `cancel(byProducingResumeData:)`'s data (opaque to the app).
+    case resumeData(Data)
     /// A failure with an error code of the iOS API (e.g. BGTaskScheduler's
     /// `notPermitted`, `tooManyPendingTaskRequests`, `unavailable`).
     case failed(code: String, reason: String)
@@ -270,6 +335,18 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
     case bgTaskLaunch(identifier: String, kind: BGTaskRequestInfo.Kind)
     /// The running task's `expirationHandler`.
     case bgTaskExpire(identifier: String)
+    /// `handleEventsForBackgroundURLSession(identifier:completion:)`; the app answers
+    /// with ``ServiceRequest/urlSessionEventsCompleted(session:)``.
+    case urlSessionHandleEvents(session: String)
+    /// `urlSession(_:downloadTask:didWriteData:...)`.
+    case urlSessionProgress(session: String, taskIdentifier: Int, bytesDone: Int64, bytesExpected: Int64?)
+    /// `urlSession(_:downloadTask:didFinishDownloadingTo:)`: `location` is a temporary file
+    /// in the container, deleted once the method returns.
+    case urlSessionDidFinishDownloading(session: String, taskIdentifier: Int, location: String)
+    /// `urlSession(_:task:didCompleteWithError:)`; nil code: success.
+    case urlSessionDidComplete(session: String, taskIdentifier: Int, errorCode: String?, errorReason: String?)
+    /// `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
+    case urlSessionDidFinishEvents(session: String)
 
     /// The delegate method's name, for events and logs.
     public var name: String {
@@ -289,6 +366,11 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
         case .remoteNotification(_, _, let silent): silent ? "didReceiveRemoteNotification(background)" : "didReceiveRemoteNotification"
         case .bgTaskLaunch(let identifier, _): "BGTask launch(\(identifier))"
         case .bgTaskExpire(let identifier): "BGTask expiration(\(identifier))"
+        case .urlSessionHandleEvents(let session): "handleEventsForBackgroundURLSession(\(session))"
+        case .urlSessionProgress(_, let task, _, _): "didWriteData(task \(task))"
+        case .urlSessionDidFinishDownloading(_, let task, _): "didFinishDownloadingTo(task \(task))"
+        case .urlSessionDidComplete(_, let task, let code, _): "didCompleteWithError(task \(task), \(code ?? "nil"))"
+        case .urlSessionDidFinishEvents(let session): "urlSessionDidFinishEvents(\(session))"
         }
     }
 }

@@ -50,6 +50,20 @@ public protocol ApplicationDelegate: AnyObject {
     /// returns; the completion reaches the host after that.
     func didReceiveRemoteNotification(_ application: Application, userInfo: RemoteNotification,
                                       completion: @escaping @Sendable (FetchResult) -> Void)
+    /// Events are waiting for background session `identifier`
+    /// (`application(_:handleEventsForBackgroundURLSession:completionHandler:)`): the
+    /// app was launched or woken in the background because the session's tasks
+    /// finished.
+    ///
+    /// Make the ``BackgroundURLSession`` with that identifier here if the app has not
+    /// yet (events for it are held until it exists) and keep `completion`; the
+    /// session's delegate then gets the task events, and
+    /// ``BackgroundURLSessionDelegate/urlSessionDidFinishEvents(forBackgroundURLSession:)``
+    /// when they are all delivered: call `completion` there (once, from any thread).
+    /// The host keeps the app running until then (within the budget) and may
+    /// suspend it right after. A second call is logged to stderr and ignored.
+    func handleEventsForBackgroundURLSession(_ application: Application, identifier: String,
+                                             completion: @escaping @Sendable () -> Void)
 }
 
 extension ApplicationDelegate {
@@ -77,5 +91,10 @@ extension ApplicationDelegate {
     public func didReceiveRemoteNotification(_ application: Application, userInfo: RemoteNotification,
                                              completion: @escaping @Sendable (FetchResult) -> Void) {
         completion(.noData)
+    }
+    /// Default: calls `completion` at once.
+    public func handleEventsForBackgroundURLSession(_ application: Application, identifier: String,
+                                                    completion: @escaping @Sendable () -> Void) {
+        completion()
     }
 }

@@ -120,6 +120,14 @@ final class ServiceRouter {
     private var locationManagers = WeakList<LocationManager>()
     private var pushRegistries = WeakList<PushRegistry>()
     private var centralManagers = WeakList<CentralManager>()
+    /// Background URL sessions by identifier (one live session per identifier).
+    private var urlSessions: [String: WeakURLSession] = [:]
+    /// Events for background sessions the app has not made (yet), by identifier, in order.
+    private var heldURLSessionEvents: [String: [ServiceEvent]] = [:]
+
+    private struct WeakURLSession {
+        weak var session: BackgroundURLSession?
+    }
 
     /// A router running `taskScheduler`'s tasks (a new scheduler unless given).
     init(taskScheduler: BGTaskScheduler = BGTaskScheduler()) {
@@ -133,6 +141,48 @@ final class ServiceRouter {
     func register(_ manager: LocationManager) { locationManagers.add(manager) }
     func register(_ registry: PushRegistry) { pushRegistries.add(registry) }
     func register(_ manager: CentralManager) { centralManagers.add(manager) }
+
+    /// Routes `session`'s events to it, unless another live session has its
+    /// identifier (false then). Events held for the identifier are delivered on the
+    /// main queue after the current call (the session's init) returns, or before the
+    /// next event for it, whichever comes first.
+    func register(_ session: BackgroundURLSession) -> Bool {
+        let identifier = session.identifier
+        if let existing = urlSessions[identifier]?.session, existing !== session { return false }
+        urlSessions[identifier] = WeakURLSession(session: session)
+        if heldURLSessionEvents[identifier] != nil {
+            DispatchQueue.main.async {
+                MainActor.assumeIsolated { self.flushURLSessionEvents(identifier) }
+            }
+        }
+        return true
+    }
+
+    /// The live session named `identifier`.
+    func urlSession(_ identifier: String) -> BackgroundURLSession? {
+        urlSessions[identifier]?.session
+    }
+
+    /// Hands the events held for session `identifier` to it, if it exists.
+    private func flushURLSessionEvents(_ identifier: String) {
+        while let session = urlSession(identifier), var held = heldURLSessionEvents[identifier], !held.isEmpty {
+            let event = held.removeFirst()
+            heldURLSessionEvents[identifier] = held.isEmpty ? nil : held
+            session.handle(event)
+        }
+    }
+
+    /// The session a background-session event is for (nil for other events).
+    nonisolated static func urlSessionIdentifier(of event: ServiceEvent) -> String? {
+        switch event {
+        case .urlSessionHandleEvents(let session), .urlSessionProgress(let session, _, _, _),
+             .urlSessionDidFinishDownloading(let session, _, _), .urlSessionDidComplete(let session, _, _, _),
+             .urlSessionDidFinishEvents(let session):
+            session
+        default:
+            nil
+        }
+    }
 
     // MARK: Requests
 
@@ -272,6 +322,25 @@ final class ServiceRouter {
             } else {
                 receiver = "Application"
             }
+        case .urlSessionHandleEvents(let identifier):
+            if let application {
+                handleURLSessionEvents(identifier, application)
+                receiver = nil
+            } else {
+                receiver = "Application"
+            }
+        case .urlSessionProgress(let identifier, _, _, _), .urlSessionDidFinishDownloading(let identifier, _, _),
+             .urlSessionDidComplete(let identifier, _, _, _), .urlSessionDidFinishEvents(let identifier):
+            // Held, in order, until the app makes the session (as iOS holds them
+            // until it recreates it); the callback is acknowledged either way.
+            if let session = urlSession(identifier) {
+                flushURLSessionEvents(identifier)
+                session.handle(event)
+            } else {
+                heldURLSessionEvents[identifier, default: []].append(event)
+                log("\(event.name): no BackgroundURLSession with identifier \(identifier) exists yet; the event is held until the app makes it")
+            }
+            receiver = nil
         }
         if let receiver {
             log("\(event.name): no \(receiver) exists in this app to receive it; the event is dropped")
@@ -298,6 +367,16 @@ final class ServiceRouter {
         defer { application.backgroundEventIdentifier = nil }
         application.delegate.didReceiveRemoteNotification(application, userInfo: notification) { result in
             completion.complete(with: .remoteNotificationCompleted(id: id, result: result))
+        }
+    }
+
+    /// Calls the delegate's `handleEventsForBackgroundURLSession` with a completion
+    /// that answers `urlSessionEventsCompleted` for session `identifier`.
+    private func handleURLSessionEvents(_ identifier: String, _ application: Application) {
+        let completion = HostCompletion(name: "The handleEventsForBackgroundURLSession completion handler (session \(identifier))", application: application)
+        awaitingAcknowledgement.append(completion)
+        application.delegate.handleEventsForBackgroundURLSession(application, identifier: identifier) {
+            completion.complete(with: .urlSessionEventsCompleted(session: identifier))
         }
     }
 

@@ -1,0 +1,588 @@
+import AppHostProtocol
+import Dispatch
+import Foundation
+
+// Background transfers, like a `URLSession` made with
+// `URLSessionConfiguration.background(withIdentifier:)`. The transfers run in the
+// host's transfer daemon, not in the app: they go on while the app is suspended or
+// not running, and their events reach the app later (relaunching it in the
+// background when the session says `sessionSendsLaunchEvents`).
+//
+// The names map onto Foundation's (FoundationNetworking has its own `URLSession`
+// on Linux, so these types carry a `Background` prefix):
+//
+//   URLSessionConfiguration.background(withIdentifier:)  BackgroundURLSessionConfiguration.background(withIdentifier:)
+//   URLSession(configuration:delegate:delegateQueue:)    BackgroundURLSession(configuration:delegate:) (delegate queue: main)
+//   URLSessionDownloadTask / URLSessionUploadTask        BackgroundURLSessionTask (``BackgroundURLSessionTask/kind``)
+//   URLSessionDownloadDelegate / URLSessionTaskDelegate  BackgroundURLSessionDelegate
+//   URLError (in didCompleteWithError)                   BackgroundURLSessionError
+//   application(_:handleEventsForBackgroundURLSession:completionHandler:)
+//                                                        ApplicationDelegate.handleEventsForBackgroundURLSession
+
+/// What ``BackgroundURLSessionTask`` a transfer is: `download` or `upload`.
+public typealias TransferKind = AppHostProtocol.TransferKind
+
+/// The settings of a background session, like a `URLSessionConfiguration` made
+/// with `background(withIdentifier:)`.
+public struct BackgroundURLSessionConfiguration: Sendable, Equatable {
+    /// The session's identifier: a session made again with it (after a relaunch
+    /// too) reconnects to its transfers.
+    public let identifier: String
+    /// Let the system pick when to transfer (the host waits for power and Wi-Fi). Default false.
+    public var isDiscretionary = false
+    /// Relaunch (or resume) the app in the background when the session's tasks
+    /// finish or need it. Default true.
+    public var sessionSendsLaunchEvents = true
+    /// How long a task may take, retries and waiting included, before it fails with
+    /// `timedOut`, in seconds. Default 7 days.
+    public var timeoutIntervalForResource: TimeInterval = 7 * 86400
+    /// Transfer over cellular too; false waits for Wi-Fi. Default true.
+    public var allowsCellularAccess = true
+
+    private init(identifier: String) {
+        self.identifier = identifier
+    }
+
+    /// A background configuration named `identifier` (unique within the app),
+    /// like `URLSessionConfiguration.background(withIdentifier:)`.
+    public static func background(withIdentifier identifier: String) -> BackgroundURLSessionConfiguration {
+        BackgroundURLSessionConfiguration(identifier: identifier)
+    }
+
+    /// As the host takes it.
+    var protocolValue: BackgroundSessionConfig {
+        BackgroundSessionConfig(identifier: identifier, isDiscretionary: isDiscretionary,
+                                sessionSendsLaunchEvents: sessionSendsLaunchEvents,
+                                timeoutIntervalForResource: timeoutIntervalForResource,
+                                allowsCellularAccess: allowsCellularAccess)
+    }
+}
+
+/// Why a background task failed, like the `URLError` handed to
+/// `urlSession(_:task:didCompleteWithError:)`, or why a session call failed.
+public struct BackgroundURLSessionError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A `URLError.Code` name as the host reports it (`cancelled`, `timedOut`,
+    /// `notConnectedToInternet`, `badServerResponse`, ...), or one of this SDK's.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The task was cancelled (`URLError.cancelled`).
+        public static let cancelled = Code(rawValue: "cancelled")
+        /// The resource timeout ran out (`URLError.timedOut`).
+        public static let timedOut = Code(rawValue: "timedOut")
+        /// The host refused the call under an iOS rule (see ``BackgroundURLSessionError/serviceError``).
+        public static let refused = Code(rawValue: "refused")
+        /// The call could not reach the host, or its answer did not fit.
+        public static let failed = Code(rawValue: "failed")
+        /// A data task in a background session (iOS raises an exception).
+        public static let unsupported = Code(rawValue: "unsupported")
+    }
+
+    /// The code.
+    public let code: Code
+    /// A readable reason.
+    public let reason: String
+    /// The service failure behind a `refused` or `failed` code; nil otherwise.
+    public let serviceError: ServiceError?
+
+    /// An error with `code` for `reason`.
+    public init(_ code: Code, reason: String, serviceError: ServiceError? = nil) {
+        self.code = code
+        self.reason = reason
+        self.serviceError = serviceError
+    }
+
+    /// The error for a failed service call.
+    init(_ error: ServiceError) {
+        self.init(error.kind == .refused ? .refused : .failed, reason: error.reason, serviceError: error)
+    }
+
+    /// "CODE: REASON".
+    public var description: String { "\(code.rawValue): \(reason)" }
+}
+
+/// What a ``BackgroundURLSession`` tells its delegate, like
+/// `URLSessionDownloadDelegate` (with the `URLSessionTaskDelegate` and
+/// `URLSessionDelegate` methods a background session uses). Every method runs on
+/// the main queue and has an empty default.
+@MainActor
+public protocol BackgroundURLSessionDelegate: AnyObject {
+    /// Download progress, like `urlSession(_:downloadTask:didWriteData:totalBytesWritten:totalBytesExpectedToWrite:)`;
+    /// `totalBytesExpectedToWrite` is -1 (`NSURLSessionTransferSizeUnknown`) when
+    /// the server did not say.
+    func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didWriteData bytesWritten: Int64,
+                    totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
+    /// Upload progress, like `urlSession(_:task:didSendBodyData:totalBytesSent:totalBytesExpectedToSend:)`.
+    func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didSendBodyData bytesSent: Int64,
+                    totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
+    /// A download finished, like `urlSession(_:downloadTask:didFinishDownloadingTo:)`:
+    /// `location` is a temporary file in the app's container. Move (or read) it
+    /// before returning: it is deleted once this method returns.
+    func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL)
+    /// A task ended, like `urlSession(_:task:didCompleteWithError:)`: nil for
+    /// success (for a download, after `didFinishDownloadingTo`), else why (`cancelled`
+    /// after ``BackgroundURLSessionTask/cancel()``).
+    func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: BackgroundURLSessionError?)
+    /// Every event queued for the session has been delivered, like
+    /// `urlSessionDidFinishEvents(forBackgroundURLSession:)`: call the completion
+    /// handler ``ApplicationDelegate/handleEventsForBackgroundURLSession(_:identifier:completion:)``
+    /// was given, if it has not been called yet.
+    func urlSessionDidFinishEvents(forBackgroundURLSession session: BackgroundURLSession)
+}
+
+extension BackgroundURLSessionDelegate {
+    /// Default: does nothing.
+    public func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didWriteData bytesWritten: Int64,
+                           totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {}
+    /// Default: does nothing.
+    public func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didSendBodyData bytesSent: Int64,
+                           totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
+    /// Default: does nothing (the file is deleted).
+    public func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didFinishDownloadingTo location: URL) {}
+    /// Default: does nothing.
+    public func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: BackgroundURLSessionError?) {}
+    /// Default: does nothing.
+    public func urlSessionDidFinishEvents(forBackgroundURLSession session: BackgroundURLSession) {}
+}
+
+/// One transfer of a ``BackgroundURLSession``, like `URLSessionDownloadTask` or
+/// `URLSessionUploadTask`. Made suspended; ``resume()`` hands it to the host.
+@MainActor
+public final class BackgroundURLSessionTask: @MainActor CustomStringConvertible {
+    /// Like `URLSessionTask.State`.
+    public enum State: Int, Sendable, CustomStringConvertible {
+        case running = 0
+        case suspended = 1
+        case canceling = 2
+        case completed = 3
+
+        public var description: String {
+            switch self {
+            case .running: "running"
+            case .suspended: "suspended"
+            case .canceling: "canceling"
+            case .completed: "completed"
+            }
+        }
+    }
+
+    /// The session's number for the task, unique within the session; 0 until
+    /// ``resume()`` has handed the task to the host (which numbers it), and for a
+    /// task whose resume failed.
+    public private(set) var taskIdentifier: Int
+    /// Download or upload.
+    public let kind: TransferKind
+    /// The URL as given (or as the host listed it, for a task from an earlier launch).
+    public let url: URL
+    /// The request as given; for a task from an earlier launch, a GET of ``url``.
+    public let originalRequest: BackgroundURLRequest
+    /// The file an upload sends.
+    public let uploadFile: URL?
+    /// Where the task is.
+    public internal(set) var state: State
+    /// How it failed (set when it completes); nil while running or on success.
+    public internal(set) var error: BackgroundURLSessionError?
+    /// Bytes downloaded so far (`countOfBytesReceived`).
+    public internal(set) var countOfBytesReceived: Int64 = 0
+    /// Bytes the download will have, -1 while unknown (`countOfBytesExpectedToReceive`).
+    public internal(set) var countOfBytesExpectedToReceive: Int64 = -1
+    /// Bytes uploaded so far (`countOfBytesSent`).
+    public internal(set) var countOfBytesSent: Int64 = 0
+    /// Bytes the upload will send, -1 while unknown (`countOfBytesExpectedToSend`).
+    public internal(set) var countOfBytesExpectedToSend: Int64 = -1
+    /// The app's own label (`taskDescription`); not sent to the host.
+    public var taskDescription: String?
+
+    /// The session; kept strongly while the task lives, as Foundation does.
+    let session: BackgroundURLSession
+
+    init(session: BackgroundURLSession, kind: TransferKind, request: BackgroundURLRequest, uploadFile: URL?,
+         taskIdentifier: Int = 0, state: State = .suspended) {
+        self.session = session
+        self.kind = kind
+        self.url = request.url ?? URL(string: "about:blank")!
+        self.originalRequest = request
+        self.uploadFile = uploadFile
+        self.taskIdentifier = taskIdentifier
+        self.state = state
+    }
+
+    /// Starts the task, like `resume()`: the host takes it over (and gives it its
+    /// ``taskIdentifier``) and it runs in the transfer daemon from then on, whether
+    /// the app runs or not. Blocks until the host answers. A refusal (e.g. no
+    /// http(s) URL, an upload file outside the container) or failure completes the
+    /// task: the delegate hears `didCompleteWithError` on the main queue after this
+    /// returns, and the reason is logged to stderr. Does nothing unless the task is
+    /// suspended (tasks cannot be paused and resumed again in a background session).
+    public func resume() {
+        guard state == .suspended else { return }
+        session.start(self)
+    }
+
+    /// Cancels the task, like `cancel()`: the delegate hears `didCompleteWithError`
+    /// with `cancelled` when the host reports it (at once, on the main queue, for a
+    /// task never resumed). Blocks until the host answers; a failure is logged.
+    public func cancel() {
+        session.cancel(self, produceResumeData: false, completion: nil)
+    }
+
+    /// Cancels a download keeping what it got so far, like
+    /// `URLSessionDownloadTask.cancel(byProducingResumeData:)`: `completionHandler`
+    /// gets the host's resume data (opaque), or nil when it has none (an upload, a
+    /// task not started, a refusal), on the main queue after this returns.
+    public func cancel(byProducingResumeData completionHandler: @escaping @MainActor @Sendable (Data?) -> Void) {
+        session.cancel(self, produceResumeData: true, completion: completionHandler)
+    }
+
+    /// The task's number, kind, state and URL.
+    public var description: String {
+        "BackgroundURLSessionTask \(taskIdentifier) \(kind.rawValue) \(state) \(url.absoluteString)"
+    }
+
+    /// Takes the state and counts of a host listing.
+    func update(from snapshot: TransferTaskSnapshot) {
+        state = snapshot.state == "completed" ? .completed : .running
+        switch kind {
+        case .download:
+            countOfBytesReceived = snapshot.bytesDone
+            countOfBytesExpectedToReceive = snapshot.bytesExpected ?? -1
+        case .upload:
+            countOfBytesSent = snapshot.bytesDone
+            countOfBytesExpectedToSend = snapshot.bytesExpected ?? -1
+        }
+    }
+
+    func assignIdentifier(_ identifier: Int) {
+        taskIdentifier = identifier
+    }
+}
+
+/// A background session, like `URLSession(configuration: .background(withIdentifier:), delegate:, delegateQueue: .main)`.
+///
+/// Making one connects to the host's session of that identifier: after a relaunch,
+/// the tasks that session still has come back (``getAllTasks()``), and events
+/// the host held for it are delivered. Keep one session per identifier for the
+/// life of the process (a second live one with the same identifier logs iOS's
+/// warning and receives no events); the session keeps its delegate (strongly, as
+/// Foundation does) and its unfinished tasks.
+///
+/// When the app is launched or woken for a session's events,
+/// ``ApplicationDelegate/handleEventsForBackgroundURLSession(_:identifier:completion:)``
+/// runs first: make the session there (if it does not exist yet) and keep the
+/// completion; the task events follow, then
+/// ``BackgroundURLSessionDelegate/urlSessionDidFinishEvents(forBackgroundURLSession:)``,
+/// where the completion is called. Events that arrive before the app has made the
+/// session are held and delivered (on the main queue, in order) once it does.
+///
+/// Create sessions on the main actor, after ``ApplicationMain(delegate:)`` has
+/// connected (from `didFinishLaunching` on). Calls ask the host and block until it answers.
+@MainActor
+public final class BackgroundURLSession {
+    /// The configuration it was made with.
+    public nonisolated let configuration: BackgroundURLSessionConfiguration
+    /// Receives the task events; kept strongly.
+    public let delegate: (any BackgroundURLSessionDelegate)?
+    /// The app's label (`sessionDescription`).
+    public var sessionDescription: String?
+
+    /// Unfinished tasks by identifier (those resumed, or listed by the host).
+    private var tasks: [Int: BackgroundURLSessionTask] = [:]
+    /// Tasks made and not yet resumed (or cancelled).
+    private var suspended: [ObjectIdentifier: BackgroundURLSessionTask] = [:]
+    private let router: ServiceRouter
+    /// Whether the router routes this session's events here.
+    private(set) var isRegistered = false
+
+    /// Connects to background session `configuration.identifier`, like
+    /// `URLSession(configuration:delegate:delegateQueue:)` with the main queue.
+    /// Blocks until the host answers; its tasks are then in ``getAllTasks()``. A
+    /// refusal (e.g. an empty identifier) or failure is logged to stderr, and the session has no
+    /// tasks (later calls ask the host again).
+    public convenience init(configuration: BackgroundURLSessionConfiguration, delegate: (any BackgroundURLSessionDelegate)?) {
+        self.init(configuration: configuration, delegate: delegate, router: .shared)
+    }
+
+    init(configuration: BackgroundURLSessionConfiguration, delegate: (any BackgroundURLSessionDelegate)?, router: ServiceRouter) {
+        self.configuration = configuration
+        self.delegate = delegate
+        self.router = router
+        let request = ServiceRequest.urlSessionCreate(configuration.protocolValue)
+        do throws(ServiceError) {
+            let reply = try router.request(request)
+            switch reply {
+            case .transferTasks(let snapshots):
+                adopt(snapshots)
+            case .ok:
+                break
+            case .failed(let code, let reason):
+                router.log("\(request.apiName) (\(configuration.identifier)): \(code): \(reason)")
+            case let other:
+                throw ServiceRouter.unexpected(other, to: request)
+            }
+        } catch {
+            router.logFailure(of: "\(request.apiName) (\(configuration.identifier))", error)
+        }
+        isRegistered = router.register(self)
+        if !isRegistered {
+            router.log("A background URLSession with identifier \(configuration.identifier) already exists! This one receives no events.")
+        }
+    }
+
+    /// The session's identifier.
+    public nonisolated var identifier: String { configuration.identifier }
+
+    // MARK: Tasks
+
+    /// A suspended download of `url`, like `downloadTask(with:)`; ``BackgroundURLSessionTask/resume()`` starts it.
+    public func downloadTask(with url: URL) -> BackgroundURLSessionTask {
+        downloadTask(with: BackgroundURLRequest(url: url))
+    }
+
+    /// A suspended download for `request` (its URL, method and headers), like `downloadTask(with:)`.
+    public func downloadTask(with request: BackgroundURLRequest) -> BackgroundURLSessionTask {
+        make(.download, request, uploadFile: nil)
+    }
+
+    /// A suspended upload of `fileURL`'s contents for `request`, like
+    /// `uploadTask(with:fromFile:)`. The file must be in the app's container; the
+    /// host reads it when the transfer runs.
+    public func uploadTask(with request: BackgroundURLRequest, fromFile fileURL: URL) -> BackgroundURLSessionTask {
+        make(.upload, request, uploadFile: fileURL)
+    }
+
+    /// Data tasks are not supported in background sessions: iOS raises an
+    /// exception; this logs to stderr and throws `unsupported`.
+    public func dataTask(with url: URL) throws(BackgroundURLSessionError) -> BackgroundURLSessionTask {
+        try dataTask(with: BackgroundURLRequest(url: url))
+    }
+
+    /// Data tasks are not supported in background sessions: iOS raises an
+    /// exception; this logs to stderr and throws `unsupported`.
+    public func dataTask(with request: BackgroundURLRequest) throws(BackgroundURLSessionError) -> BackgroundURLSessionTask {
+        let reason = "Data tasks are not supported in background sessions (session \(identifier)); use a download or upload task"
+        router.log(reason)
+        throw BackgroundURLSessionError(.unsupported, reason: reason)
+    }
+
+    /// The session's unfinished tasks, like `getAllTasks(completionHandler:)`
+    /// (synchronous here): asks the host, so tasks from an earlier launch are
+    /// included; tasks made and not yet resumed too. The same task object comes
+    /// back each time. A failure is logged to stderr and gives the tasks known here.
+    public func getAllTasks() -> [BackgroundURLSessionTask] {
+        let request = ServiceRequest.urlSessionTasks(session: identifier)
+        do throws(ServiceError) {
+            let reply = try router.request(request)
+            guard case .transferTasks(let snapshots) = reply else { throw ServiceRouter.unexpected(reply, to: request) }
+            let listed = adopt(snapshots)
+            // Tasks the host no longer lists have ended; their completion event is on its way.
+            return listed + suspendedTasks
+        } catch {
+            router.logFailure(of: request.apiName, error)
+            return tasks.keys.sorted().compactMap { tasks[$0] } + suspendedTasks
+        }
+    }
+
+    /// Like ``getAllTasks()``, with the list handed to `completionHandler` on the main queue afterwards.
+    public func getAllTasks(completionHandler: @escaping @MainActor @Sendable ([BackgroundURLSessionTask]) -> Void) {
+        let list = getAllTasks()
+        let box = UncheckedBox(list)
+        DispatchQueue.main.async {
+            MainActor.assumeIsolated { completionHandler(box.value) }
+        }
+    }
+
+    private var suspendedTasks: [BackgroundURLSessionTask] {
+        suspended.values.sorted { ObjectIdentifier($0) < ObjectIdentifier($1) }
+    }
+
+    private func make(_ kind: TransferKind, _ request: BackgroundURLRequest, uploadFile: URL?) -> BackgroundURLSessionTask {
+        let task = BackgroundURLSessionTask(session: self, kind: kind, request: request, uploadFile: uploadFile)
+        suspended[ObjectIdentifier(task)] = task
+        return task
+    }
+
+    /// Task objects for the host's list (the same objects for tasks known here).
+    @discardableResult
+    private func adopt(_ snapshots: [TransferTaskSnapshot]) -> [BackgroundURLSessionTask] {
+        snapshots.map { snapshot in
+            let task = tasks[snapshot.taskIdentifier] ?? {
+                let url = URL(string: snapshot.url) ?? URL(string: "about:blank")!
+                let task = BackgroundURLSessionTask(session: self, kind: snapshot.kind, request: BackgroundURLRequest(url: url),
+                                                    uploadFile: nil, taskIdentifier: snapshot.taskIdentifier, state: .running)
+                return task
+            }()
+            task.update(from: snapshot)
+            if task.state == .completed {
+                tasks.removeValue(forKey: snapshot.taskIdentifier)
+            } else {
+                tasks[snapshot.taskIdentifier] = task
+            }
+            return task
+        }
+    }
+
+    /// ``BackgroundURLSessionTask/resume()``.
+    func start(_ task: BackgroundURLSessionTask) {
+        suspended.removeValue(forKey: ObjectIdentifier(task))
+        let request = task.originalRequest
+        let method = request.httpMethod ?? (task.kind == .upload ? "POST" : "GET")
+        let serviceRequest = ServiceRequest.urlSessionStartTask(
+            session: identifier, kind: task.kind, url: task.url.absoluteString, method: method,
+            headers: request.allHTTPHeaderFields ?? [:], uploadFile: task.uploadFile?.path)
+        let failure: BackgroundURLSessionError
+        do throws(ServiceError) {
+            switch try router.request(serviceRequest) {
+            case .transferTaskCreated(let identifier):
+                task.assignIdentifier(identifier)
+                task.state = .running
+                tasks[identifier] = task
+                return
+            case .failed(let code, let reason):
+                failure = BackgroundURLSessionError(.init(rawValue: code), reason: reason)
+            case let other:
+                throw ServiceRouter.unexpected(other, to: serviceRequest)
+            }
+        } catch {
+            failure = BackgroundURLSessionError(error)
+        }
+        router.log("\(serviceRequest.apiName) (\(task.url.absoluteString)): \(failure)")
+        task.state = .completed
+        task.error = failure
+        completeLater(task, failure)
+    }
+
+    /// ``BackgroundURLSessionTask/cancel()`` and `cancel(byProducingResumeData:)`.
+    func cancel(_ task: BackgroundURLSessionTask, produceResumeData: Bool,
+                completion: (@MainActor @Sendable (Data?) -> Void)?) {
+        var data: Data?
+        defer {
+            if let completion {
+                let resumeData = data
+                DispatchQueue.main.async { MainActor.assumeIsolated { completion(resumeData) } }
+            }
+        }
+        switch task.state {
+        case .suspended:
+            // Never reached the host: cancelled here, as Foundation does.
+            suspended.removeValue(forKey: ObjectIdentifier(task))
+            let error = BackgroundURLSessionError(.cancelled, reason: "cancelled before it was resumed")
+            task.state = .completed
+            task.error = error
+            completeLater(task, error)
+            return
+        case .canceling, .completed:
+            return
+        case .running:
+            break
+        }
+        let request = ServiceRequest.urlSessionCancel(session: identifier, taskIdentifier: task.taskIdentifier,
+                                                      produceResumeData: produceResumeData)
+        do throws(ServiceError) {
+            switch try router.request(request) {
+            case .ok:
+                task.state = .canceling
+            case .resumeData(let resumeData):
+                task.state = .canceling
+                data = resumeData
+            case .failed(let code, let reason):
+                router.log("\(request.apiName) (task \(task.taskIdentifier)): \(code): \(reason)")
+            case let other:
+                throw ServiceRouter.unexpected(other, to: request)
+            }
+        } catch {
+            router.logFailure(of: "\(request.apiName) (task \(task.taskIdentifier))", error)
+        }
+    }
+
+    /// Tells the delegate that `task` completed with `error`, on the main queue after the current call returns.
+    private func completeLater(_ task: BackgroundURLSessionTask, _ error: BackgroundURLSessionError) {
+        DispatchQueue.main.async {
+            MainActor.assumeIsolated {
+                self.delegate?.urlSession(self, task: task, didCompleteWithError: error)
+            }
+        }
+    }
+
+    // MARK: Events (from the router, on the main queue)
+
+    /// The task numbered `identifier`; one the host knows but this process did not
+    /// (e.g. a listing that raced its end) is made from the event.
+    private func task(_ identifier: Int, kind: TransferKind) -> BackgroundURLSessionTask {
+        if let task = tasks[identifier] { return task }
+        let task = BackgroundURLSessionTask(session: self, kind: kind, request: BackgroundURLRequest(url: URL(string: "about:blank")!),
+                                            uploadFile: nil, taskIdentifier: identifier, state: .running)
+        tasks[identifier] = task
+        return task
+    }
+
+    /// Hands one of this session's events to the delegate.
+    func handle(_ event: ServiceEvent) {
+        switch event {
+        case .urlSessionProgress(_, let identifier, let done, let expected):
+            let task = task(identifier, kind: .download)
+            let total = expected ?? -1
+            switch task.kind {
+            case .download:
+                let delta = max(0, done - task.countOfBytesReceived)
+                task.countOfBytesReceived = done
+                task.countOfBytesExpectedToReceive = total
+                delegate?.urlSession(self, downloadTask: task, didWriteData: delta, totalBytesWritten: done, totalBytesExpectedToWrite: total)
+            case .upload:
+                let delta = max(0, done - task.countOfBytesSent)
+                task.countOfBytesSent = done
+                task.countOfBytesExpectedToSend = total
+                delegate?.urlSession(self, task: task, didSendBodyData: delta, totalBytesSent: done, totalBytesExpectedToSend: total)
+            }
+        case .urlSessionDidFinishDownloading(_, let identifier, let location):
+            let task = task(identifier, kind: .download)
+            let url = URL(fileURLWithPath: location)
+            delegate?.urlSession(self, downloadTask: task, didFinishDownloadingTo: url)
+            // As on iOS, the file is gone once the method returns (the host deletes it too).
+            if FileManager.default.fileExists(atPath: location) {
+                router.log("urlSession(_:downloadTask:didFinishDownloadingTo:) returned without moving \(location) (task \(identifier), session \(self.identifier)); the file is deleted")
+                try? FileManager.default.removeItem(atPath: location)
+            }
+        case .urlSessionDidComplete(_, let identifier, let code, let reason):
+            let task = task(identifier, kind: .download)
+            tasks.removeValue(forKey: identifier)
+            let error = code.map { BackgroundURLSessionError(.init(rawValue: $0), reason: reason ?? $0) }
+            task.state = .completed
+            task.error = error
+            delegate?.urlSession(self, task: task, didCompleteWithError: error)
+        case .urlSessionDidFinishEvents:
+            delegate?.urlSessionDidFinishEvents(forBackgroundURLSession: self)
+        default:
+            break
+        }
+    }
+}
+
+/// Carries a main-actor value into a main-queue block.
+private struct UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// A request for a background transfer, like Foundation's `URLRequest` (its URL, method
+/// and headers: what a background session uses). Our own type, so apps do not load
+/// FoundationNetworking and libcurl just to describe a request.
+public struct BackgroundURLRequest: Sendable, Equatable {
+    public var url: URL?
+    /// `GET` when nil (`POST` for an upload).
+    public var httpMethod: String?
+    public var allHTTPHeaderFields: [String: String]?
+
+    public init(url: URL) {
+        self.url = url
+    }
+
+    /// Sets (or with nil removes) one header, like `URLRequest.setValue(_:forHTTPHeaderField:)`.
+    public mutating func setValue(_ value: String?, forHTTPHeaderField field: String) {
+        var headers = allHTTPHeaderFields ?? [:]
+        headers[field] = value
+        allHTTPHeaderFields = headers
+    }
+}
+
