@@ -31,6 +31,8 @@ public struct HostConfiguration: Sendable {
     /// A policy restricting Background App Refresh for every app (`backgroundRefreshStatus`
     /// is `restricted`; no fetch, no task, no background launch for silent pushes).
     public var backgroundRefreshRestricted = false
+    /// Start the shared transfer daemon (`apphost-transferd`) for background URLSession.
+    public var transferDaemon = true
 
     /// The push gateway (APNs provider API over HTTP/2), or nil for none.
     public var pushGateway: PushGatewaySettings?
@@ -86,6 +88,12 @@ public actor Supervisor {
         case deadlinesDue
         /// A file lock outside the container was found when about to suspend.
         case lockHeld(app: String, instance: UInt64, String)
+        /// The transfer daemon is up (spawned and attached) / said something / exited.
+        case transferDaemonStarted(child: ChildProcess, channel: any Channel, generation: UInt64)
+        case transferDaemonFailed(String, generation: UInt64)
+        case transferEvent(TransferEvent, generation: UInt64)
+        case transferDaemonExited(ExitStatus, generation: UInt64)
+        case transferDaemonRestart
     }
 
     /// A running (or starting) app.
@@ -111,10 +119,10 @@ public actor Supervisor {
     }
 
     public let configuration: HostConfiguration
-    private let store: Store
-    private let events: EventLog
-    private let group: any EventLoopGroup
-    private let logger: Logger
+    let store: Store
+    let events: EventLog
+    let group: any EventLoopGroup
+    let logger: Logger
     private let realClock = ContinuousClock()
     private let realStart: ContinuousClock.Instant
     private let startDate: Date
@@ -152,11 +160,11 @@ public actor Supervisor {
     private var settleWaiter: CheckedContinuation<Void, Never>?
     private var settleToken: UInt64 = 0
 
-    private var apps: [String: Store.AppRow] = [:]
-    private var runtimes: [String: Runtime] = [:]
+    var apps: [String: Store.AppRow] = [:]
+    var runtimes: [String: Runtime] = [:]
     private var lastStateChange: [String: Date] = [:]
     private var nextInstance: UInt64 = 0
-    private var shuttingDown = false
+    var shuttingDown = false
     private var shutdownRequests: [CheckedContinuation<Void, Never>] = []
     private var shutdownRequested = false
     private var stopped = false
@@ -167,13 +175,16 @@ public actor Supervisor {
     private var earlyChildEvents: [UInt64: [ChildEvent]] = [:]
     private var stateWaiters: [String: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
 
+    /// The transfer daemon and the transfers the host mediates (TransferBroker.swift).
+    var transfers = TransferBrokerState()
+
     private let inputs: AsyncStream<Input>
-    private let input: AsyncStream<Input>.Continuation
+    let input: AsyncStream<Input>.Continuation
 
     /// The background-mode plugins' host side.
-    private let modes: ModeHub
+    let modes: ModeHub
     /// Mode effects asked for during a ``feed(_:_:)`` (by state changes), run once it is done.
-    private var pendingModeEffects: [ModeEffect] = []
+    var pendingModeEffects: [ModeEffect] = []
     private var feedDepth = 0
     /// Audio sinks of apps with an open audio session.
     private var audioSinks: [String: AudioSink] = [:]
@@ -218,7 +229,7 @@ public actor Supervisor {
     }
 
     /// Host time as a date (virtual dates start at the host's start date).
-    private func now() -> Date {
+    func now() -> Date {
         let d = hostNow()
         return startDate.addingTimeInterval(Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
     }
@@ -272,6 +283,8 @@ public actor Supervisor {
         case .lifecycle(let timer):
             guard runtimes[key.app]?.instance == key.instance else { return }
             feed(key.app, .timerFired(timer))
+        case .plugin(let name) where name.hasPrefix("transfer/"):
+            transferTimerFired(name, app: key.app)
         case .plugin(let name):
             performMode(modes.timerFired(name, app: key.app.isEmpty ? nil : key.app, at: hostNow()))
         }
@@ -371,6 +384,7 @@ public actor Supervisor {
 
     /// Consumes inputs until ``finish()``; call once.
     public func run() async {
+        startTransferDaemon()
         for await item in inputs {
             handle(item)
             if settleWaiter != nil { checkSettled() }
@@ -424,6 +438,7 @@ public actor Supervisor {
         for id in running {
             await waitForExit(id)
         }
+        await stopTransferDaemon()
     }
 
     private func waitForExit(_ id: String) async {
@@ -549,6 +564,13 @@ public actor Supervisor {
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
         let (result, effects) = modes.command(command, at: hostNow())
         performMode(effects)
+        switch command {
+        case .devicePower, .deviceNetwork:
+            let device = modes.deviceState
+            sendToDaemon(.conditions(pluggedIn: device.pluggedIn, network: device.network))
+        default:
+            break
+        }
         switch result {
         case .success(let message): return message
         case .failure(let error): throw ControlError(.refused, error.message)
@@ -721,7 +743,7 @@ public actor Supervisor {
         do { return try store.reports(bundleIdentifier: id) } catch { throw ControlError(.internalError, "\(error)") }
     }
 
-    private func installed(_ id: String) throws(ControlError) -> Store.AppRow {
+    func installed(_ id: String) throws(ControlError) -> Store.AppRow {
         guard let row = apps[id] else { throw unknownBundle(id) }
         return row
     }
@@ -831,6 +853,8 @@ public actor Supervisor {
         case .lockHeld(let id, let instance, let what):
             guard runtimes[id]?.instance == instance else { return }
             feed(id, .lockHeldAtSuspension(what))
+        case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferDaemonExited, .transferDaemonRestart:
+            handleTransferInput(item)
         }
     }
 
@@ -874,6 +898,7 @@ public actor Supervisor {
             }
             feed(id, .callbackReturned(callback))
             if case .service(let event) = callback {
+                transferCallbackReturned(event, app: id)
                 performMode(modes.callbackReturned(event, app: id, at: hostNow()))
             }
         case .beginBackgroundTask(let taskID, let name):
@@ -886,6 +911,13 @@ public actor Supervisor {
         case .request(let requestID, .backgroundTimeRemaining):
             send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: rt.machine.timeRemaining(at: hostNow()))))
         case .request(let requestID, .service(let request)):
+            if let reply = transferRequest(request, from: id) {
+                send(id, .reply(id: requestID, reply: .service(reply)))
+                let effects = pendingModeEffects
+                pendingModeEffects.removeAll()
+                performMode(effects)
+                return
+            }
             let (reply, effects) = modes.request(request, from: id, at: hostNow())
             // The answer first: the app is blocked on it, and an effect may kill it.
             send(id, .reply(id: requestID, reply: .service(reply)))
@@ -899,7 +931,7 @@ public actor Supervisor {
     // MARK: - Effects
 
     /// Feeds one event to an app's machine and performs the effects.
-    private func feed(_ id: String, _ event: Lifecycle.Event) {
+    func feed(_ id: String, _ event: Lifecycle.Event) {
         feedDepth += 1
         defer {
             feedDepth -= 1
@@ -991,6 +1023,7 @@ public actor Supervisor {
             events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
             let machine = runtimes[id]?.machine
             if to == .notRunning {
+                transfersAppExited(id, byUser: machine?.lastTermination == .user)
                 pendingModeEffects += modes.appExited(id, byUser: machine?.lastTermination == .user, at: hostNow())
             } else {
                 pendingModeEffects += modes.appMoved(id, from: from, to: to, runningCode: machine?.isRunningCode ?? false, at: hostNow())
@@ -1014,7 +1047,7 @@ public actor Supervisor {
 
     /// Carries out what the plugins asked for. During a feed, waits until it is done
     /// (a plugin reacting to a state change acts once that change is complete).
-    private func performMode(_ effects: [ModeEffect]) {
+    func performMode(_ effects: [ModeEffect]) {
         if feedDepth > 0 {
             pendingModeEffects += effects
             return
@@ -1122,7 +1155,7 @@ public actor Supervisor {
         return nil
     }
 
-    private func send(_ id: String, _ message: HostMessage) {
+    func send(_ id: String, _ message: HostMessage) {
         guard let channel = runtimes[id]?.channel else {
             logger.warning("no connection to \(id); dropped \(message)")
             return

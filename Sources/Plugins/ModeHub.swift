@@ -101,6 +101,9 @@ public final class ModeHub {
     /// The app as plugins see it.
     public func app(_ id: String) -> ModeApp? { ctx.apps[id] }
 
+    /// The simulated device and refresh settings.
+    public var deviceState: DeviceState { ctx.state(DeviceState.self) }
+
     /// Who a device token (from `registerForRemoteNotifications`) belongs to.
     public enum TokenOwner: Sendable, Equatable {
         case installed(String)

@@ -1,0 +1,425 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import NIOCore
+import NIOPosix
+import Plugins
+import SystemPackage
+
+/// A transfer the host mediates: what the app asked for and how far it got.
+struct TransferRecord {
+    enum Stage { case inFlight, pending, delivering, delivered }
+    var job: TransferJob
+    var accepted = false
+    var state = "queued"
+    var bytesDone: Int64 = 0
+    var bytesExpected: Int64?
+    var outcome: TransferOutcome?
+    var stage: Stage = .inFlight
+}
+
+/// The host's side of the shared transfer daemon (iOS's background URLSession): the
+/// daemon process (started, supervised, restarted with backoff), the sessions and
+/// transfers of each app, and the delivery of their events.
+struct TransferBrokerState {
+    var generation: UInt64 = 0
+    var child: ChildProcess?
+    var channel: (any Channel)?
+    var ready = false
+    var restarts = 0
+    var stopping = false
+    var unavailable: String?
+    var nextID = UInt64(Date().timeIntervalSince1970 * 1000) << 12
+    var records: [UInt64: TransferRecord] = [:]
+    /// app → session identifier → configuration.
+    var sessions: [String: [String: BackgroundSessionConfig]] = [:]
+    /// "app|session" → last task identifier.
+    var taskCounters: [String: Int] = [:]
+    var exitWaiters: [CheckedContinuation<Void, Never>] = []
+}
+
+extension Supervisor {
+    static let transferDaemonName = "apphost-transferd"
+
+    /// Where `apphost-transferd` is: beside the app executables' product directories.
+    func transferDaemonPath() -> String? {
+        for dir in configuration.productDirectories + [ProcessInfo.processInfo.environment["APPHOST_PRODUCTS_DIR"] ?? ""]
+        where !dir.isEmpty {
+            let path = dir + "/" + Self.transferDaemonName
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        let beside = ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "") as NSString
+        let path = beside.deletingLastPathComponent + "/" + Self.transferDaemonName
+        return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+    }
+
+    /// Starts (or restarts) the transfer daemon.
+    func startTransferDaemon() {
+        guard configuration.transferDaemon, !transfers.stopping, transfers.child == nil else { return }
+        guard let path = transferDaemonPath() else {
+            transfers.unavailable = "\(Self.transferDaemonName) was not found beside the apps' executables (build it: swift build)"
+            events.append(.warning, cause: "transfer daemon not started: \(transfers.unavailable!); background URLSession is unavailable", time: now())
+            return
+        }
+        transfers.generation += 1
+        let generation = transfers.generation
+        let input = self.input
+        let group = self.group
+        let dir = configuration.stateDirectory + "/transfers"
+        let logPath = configuration.logsDirectory + "/\(Self.transferDaemonName).log"
+        Task {
+            do {
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+                let (hostEnd, daemonEnd) = try makeSocketPair()
+                let log = try FileDescriptor.open(FilePath(logPath), .writeOnly, options: [.append, .create, .closeOnExec],
+                                                  permissions: [.ownerReadWrite, .groupRead])
+                let settings = SpawnSettings(
+                    executablePath: path, arguments: [path, "--state-dir", dir],
+                    environment: ["HOME": dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+                                  "APPHOST_TRANSFERD_FD": String(IPCProtocol.descriptor)],
+                    workingDirectory: dir, ipcDescriptor: daemonEnd, standardOutput: log, standardError: log,
+                    seccomp: .baseline)
+                let child: ChildProcess
+                do {
+                    child = try await ProcessReaper.shared.spawn(settings) { event in
+                        if case .exited(let status) = event { input.yield(.transferDaemonExited(status, generation: generation)) }
+                    }
+                } catch {
+                    try? daemonEnd.close(); try? hostEnd.close(); try? log.close()
+                    throw error
+                }
+                try? daemonEnd.close()
+                try? log.close()
+                let channel = try await ClientBootstrap(group: group)
+                    .channelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(TransferDaemonHandler(input: input, generation: generation))
+                        }
+                    }
+                    .withConnectedSocket(hostEnd.rawValue)
+                    .get()
+                input.yield(.transferDaemonStarted(child: child, channel: channel, generation: generation))
+            } catch {
+                input.yield(.transferDaemonFailed("\(error)", generation: generation))
+            }
+        }
+    }
+
+    /// Stops the daemon (host shutdown): closing its socket ends it; waits for its exit.
+    func stopTransferDaemon() async {
+        transfers.stopping = true
+        guard transfers.child != nil else { return }
+        transfers.channel?.close(promise: nil)
+        await withCheckedContinuation { transfers.exitWaiters.append($0) }
+    }
+
+    func handleTransferInput(_ item: Input) {
+        switch item {
+        case .transferDaemonStarted(let child, let channel, let generation):
+            guard generation == transfers.generation, !transfers.stopping else {
+                channel.close(promise: nil)
+                try? child.signal(SIGKILL)
+                return
+            }
+            transfers.child = child
+            transfers.channel = channel
+            events.append(.service, pid: child.pid, cause: "transfer daemon started (pid \(child.pid))", time: now())
+        case .transferDaemonFailed(let error, let generation):
+            guard generation == transfers.generation else { return }
+            events.append(.warning, cause: "transfer daemon could not start: \(error)", time: now())
+            scheduleTransferRestart()
+        case .transferDaemonExited(let status, let generation):
+            guard generation == transfers.generation else { return }
+            transfers.child = nil
+            transfers.channel = nil
+            transfers.ready = false
+            for w in transfers.exitWaiters { w.resume() }
+            transfers.exitWaiters.removeAll()
+            guard !transfers.stopping else { return }
+            events.append(.warning, cause: "transfer daemon exited (\(status.description)); restarting", time: now())
+            scheduleTransferRestart()
+        case .transferDaemonRestart:
+            startTransferDaemon()
+        case .transferEvent(let event, let generation):
+            guard generation == transfers.generation else { return }
+            handleTransferEvent(event)
+        default:
+            break
+        }
+    }
+
+    private func scheduleTransferRestart() {
+        guard !transfers.stopping else { return }
+        let delay = min(30, 1 << min(transfers.restarts, 5))
+        transfers.restarts += 1
+        let input = self.input
+        _ = group.any().scheduleTask(in: .seconds(Int64(delay))) { input.yield(.transferDaemonRestart) }
+    }
+
+    @discardableResult
+    func sendToDaemon(_ request: TransferRequest) -> Bool {
+        guard let channel = transfers.channel else { return false }
+        do {
+            channel.writeAndFlush(ByteBuffer(bytes: try Frame.encode(request)), promise: nil)
+            return true
+        } catch {
+            logger.error("could not encode \(request): \(error)")
+            return false
+        }
+    }
+
+    private func handleTransferEvent(_ event: TransferEvent) {
+        switch event {
+        case .ready(let pid, let unfinished):
+            transfers.ready = true
+            transfers.restarts = 0
+            events.append(.service, pid: pid, cause: "transfer daemon ready (\(unfinished) unfinished transfer(s))", time: now())
+            let device = modes.deviceState
+            _ = sendToDaemon(.conditions(pluggedIn: device.pluggedIn, network: device.network))
+            for (_, r) in transfers.records where !r.accepted && r.stage == .inFlight {
+                _ = sendToDaemon(.enqueue(r.job))
+            }
+        case .accepted(let id):
+            transfers.records[id]?.accepted = true
+        case .progress(let id, let done, let expected):
+            guard var r = transfers.records[id] else { return }
+            r.bytesDone = done
+            r.bytesExpected = expected
+            r.state = "running"
+            transfers.records[id] = r
+            if runtimes[r.job.bundleIdentifier]?.machine.isRunningCode == true {
+                performMode([.deliver(app: r.job.bundleIdentifier,
+                                      .urlSessionProgress(session: r.job.session, taskIdentifier: r.job.taskIdentifier, bytesDone: done, bytesExpected: expected),
+                                      wake: .ifRunning, because: "transfer progress")])
+            }
+        case .waiting(let id, let reason):
+            transfers.records[id]?.state = "waiting"
+            if let app = transfers.records[id]?.job.bundleIdentifier {
+                events.append(.service, app: app, cause: "transfer \(id) waiting: \(reason)", time: now())
+            }
+        case .finished(let id, let outcome):
+            guard var r = transfers.records[id] else {
+                // From before a host restart, or cancelled: nothing to deliver.
+                _ = sendToDaemon(.acknowledge(id: id))
+                return
+            }
+            guard r.outcome == nil else { return }
+            r.outcome = outcome
+            r.state = "completed"
+            transfers.records[id] = r
+            events.append(.service, app: r.job.bundleIdentifier, cause: "transfer \(id) (task \(r.job.taskIdentifier) of \(r.job.session)) finished: \(outcome)", time: now())
+            deliverFinished(id)
+        case .transfers, .error:
+            break
+        }
+    }
+
+    /// Delivers a finished transfer's events by the iOS rules.
+    private func deliverFinished(_ id: UInt64) {
+        guard var r = transfers.records[id], let outcome = r.outcome else { return }
+        let app = r.job.bundleIdentifier
+        guard apps[app] != nil else {
+            transfers.records.removeValue(forKey: id)
+            _ = sendToDaemon(.acknowledge(id: id))
+            return
+        }
+        let machine = runtimes[app]?.machine
+        let state = machine?.state ?? .notRunning
+        let config = transfers.sessions[app]?[r.job.session]
+        var effects: [ModeEffect] = []
+        let sessionEvents = finishedEvents(r, outcome)
+        if state == .active || state == .inactive {
+            effects = sessionEvents.map { .deliver(app: app, $0, wake: .ifRunning, because: "background transfer finished") }
+        } else {
+            if state == .notRunning && !(config?.sessionSendsLaunchEvents ?? true) {
+                r.stage = .pending
+                transfers.records[id] = r
+                events.append(.service, app: app, cause: "transfer \(id) finished; sessionSendsLaunchEvents is false: its events wait for the next launch", time: now())
+                return
+            }
+            let launch: WakePolicy = .launch(.urlSessionEvents)
+            effects.append(.beginActivity(app: app, name: "URLSession events \(r.job.session)"))
+            effects.append(.deliver(app: app, .urlSessionHandleEvents(session: r.job.session), wake: launch, because: "background transfer finished"))
+            effects += sessionEvents.map { .deliver(app: app, $0, wake: .wake, because: "background URLSession event") }
+            effects.append(.deliver(app: app, .urlSessionDidFinishEvents(session: r.job.session), wake: .wake, because: "background URLSession events done"))
+            effects.append(.startTimer(app: app, name: "transfer/\(r.job.session)", after: budgetDuration("backgroundTask")))
+        }
+        r.stage = .delivering
+        transfers.records[id] = r
+        performMode(effects)
+    }
+
+    private func finishedEvents(_ r: TransferRecord, _ outcome: TransferOutcome) -> [ServiceEvent] {
+        switch outcome {
+        case .completed where r.job.kind == .download:
+            return [.urlSessionDidFinishDownloading(session: r.job.session, taskIdentifier: r.job.taskIdentifier, location: r.job.destination),
+                    .urlSessionDidComplete(session: r.job.session, taskIdentifier: r.job.taskIdentifier, errorCode: nil, errorReason: nil)]
+        case .completed:
+            return [.urlSessionDidComplete(session: r.job.session, taskIdentifier: r.job.taskIdentifier, errorCode: nil, errorReason: nil)]
+        case .failed(let code, let reason):
+            return [.urlSessionDidComplete(session: r.job.session, taskIdentifier: r.job.taskIdentifier, errorCode: code, errorReason: reason)]
+        case .cancelled:
+            return [.urlSessionDidComplete(session: r.job.session, taskIdentifier: r.job.taskIdentifier, errorCode: "cancelled", errorReason: "cancelled")]
+        }
+    }
+
+    func budgetDuration(_ key: String) -> Duration {
+        .milliseconds(Int64(((configuration.profile[key] ?? 30) * 1000).rounded()))
+    }
+
+    /// A service callback about transfers returned: delete a handed-over file, acknowledge a completion.
+    func transferCallbackReturned(_ event: ServiceEvent, app: String) {
+        switch event {
+        case .urlSessionDidFinishDownloading(_, _, let location):
+            // As iOS: the temporary file is gone once the delegate returned (the app moved it or lost it).
+            try? FileManager.default.removeItem(atPath: location)
+        case .urlSessionDidComplete(let session, let task, _, _):
+            if let (id, _) = transfers.records.first(where: { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.job.taskIdentifier == task }) {
+                transfers.records.removeValue(forKey: id)
+                _ = sendToDaemon(.acknowledge(id: id))
+            }
+        default:
+            break
+        }
+    }
+
+    /// The plugin-style timer of a session's events ran out: the completion never came.
+    func transferTimerFired(_ name: String, app: String) {
+        let session = String(name.dropFirst("transfer/".count))
+        guard runtimes[app]?.machine.activities.contains("URLSession events \(session)") == true else { return }
+        performMode([.kill(app: app, namespace: "RUNNINGBOARD", code: .backgroundURLSessionTimeout,
+                           reason: "handleEventsForBackgroundURLSession(\(session)): the completion handler was not called within \(DurationText.format(configuration.profile.backgroundTask))")])
+    }
+
+    /// The app's process is gone; a user terminate cancels its transfers, as on iOS.
+    func transfersAppExited(_ app: String, byUser: Bool) {
+        guard byUser else { return }
+        let ids = transfers.records.filter { $0.value.job.bundleIdentifier == app }.map(\.key)
+        guard !ids.isEmpty else { return }
+        for id in ids { transfers.records.removeValue(forKey: id) }
+        _ = sendToDaemon(.cancelApp(bundleIdentifier: app))
+        events.append(.service, app: app, cause: "terminated by the user: \(ids.count) background transfer(s) cancelled", time: now())
+    }
+
+    /// The app's URLSession requests; nil if not a transfer request.
+    func transferRequest(_ request: ServiceRequest, from app: String) -> ServiceReply? {
+        switch request {
+        case .urlSessionCreate(let config):
+            transfers.sessions[app, default: [:]][config.identifier] = config
+            let snapshots = snapshots(app, config.identifier)
+            // Events that waited for the app to come back (sessionSendsLaunchEvents false, or a
+            // launch that did not deliver them) are delivered now.
+            let pending = transfers.records.filter { $0.value.job.bundleIdentifier == app && $0.value.job.session == config.identifier && $0.value.stage == .pending }
+            if !pending.isEmpty {
+                var effects: [ModeEffect] = []
+                for (id, r) in pending.sorted(by: { $0.key < $1.key }) {
+                    transfers.records[id]?.stage = .delivering
+                    if let outcome = r.outcome {
+                        effects += finishedEvents(r, outcome).map { .deliver(app: app, $0, wake: .ifRunning, because: "transfer events kept for the next launch") }
+                    }
+                }
+                pendingModeEffects += effects
+            }
+            return .transferTasks(snapshots)
+        case .urlSessionStartTask(let session, let kind, let url, let method, let headers, let uploadFile):
+            guard let config = transfers.sessions[app]?[session] else {
+                return .refused(reason: "no background session \"\(session)\" in this process (create it first)")
+            }
+            guard let scheme = URL(string: url)?.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+                return .failed(code: "unsupportedURL", reason: "background sessions transfer http and https URLs only (\(url))")
+            }
+            // A daemon starting or restarting gets the job once it is ready (unaccepted
+            // jobs are sent then); only a daemon that cannot run refuses.
+            guard configuration.transferDaemon, transfers.unavailable == nil else {
+                return .failed(code: "cannotConnectToHost", reason: transfers.unavailable ?? "the host runs without a transfer daemon")
+            }
+            let container = configuration.containersDirectory + "/" + app
+            var upload: String?
+            if kind == .upload {
+                guard let file = uploadFile else { return .failed(code: "fileDoesNotExist", reason: "an upload task needs a file") }
+                let resolved = URL(fileURLWithPath: file, relativeTo: URL(fileURLWithPath: container + "/")).standardizedFileURL.resolvingSymlinksInPath().path
+                guard resolved.hasPrefix(container + "/") else {
+                    return .failed(code: "noPermissionsToReadFile", reason: "upload files must be inside the app's container (\(file))")
+                }
+                guard FileManager.default.isReadableFile(atPath: resolved) else {
+                    return .failed(code: "fileDoesNotExist", reason: "no readable file at \(file)")
+                }
+                upload = resolved
+            }
+            let key = "\(app)|\(session)"
+            let taskIdentifier = (transfers.taskCounters[key] ?? 0) + 1
+            transfers.taskCounters[key] = taskIdentifier
+            transfers.nextID += 1
+            let id = transfers.nextID
+            let dir = container + "/Library/Caches/com.apphost.transfers"
+            try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let job = TransferJob(id: id, bundleIdentifier: app, session: session, taskIdentifier: taskIdentifier, kind: kind,
+                                  url: url, method: method, headers: headers, uploadFile: upload,
+                                  destination: dir + "/CFNetworkDownload_\(id).tmp", discretionary: config.isDiscretionary,
+                                  allowsCellularAccess: config.allowsCellularAccess, timeoutForResource: config.timeoutIntervalForResource,
+                                  created: Date().timeIntervalSince1970)
+            transfers.records[id] = TransferRecord(job: job)
+            _ = sendToDaemon(.enqueue(job))
+            events.append(.service, app: app, cause: "\(kind.rawValue) task \(taskIdentifier) of \(session) queued: \(url)", time: now())
+            return .transferTaskCreated(taskIdentifier: taskIdentifier)
+        case .urlSessionCancel(let session, let task, _):
+            guard let (id, _) = transfers.records.first(where: { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.job.taskIdentifier == task }) else {
+                return .refused(reason: "no task \(task) in \(session)")
+            }
+            _ = sendToDaemon(.cancel(id: id))
+            return .ok
+        case .urlSessionTasks(let session):
+            return .transferTasks(snapshots(app, session))
+        case .urlSessionEventsCompleted(let session):
+            pendingModeEffects += [.cancelTimer(app: app, name: "transfer/\(session)"), .endActivity(app: app, name: "URLSession events \(session)")]
+            return .ok
+        default:
+            return nil
+        }
+    }
+
+    private func snapshots(_ app: String, _ session: String) -> [TransferTaskSnapshot] {
+        transfers.records.values.filter { $0.job.bundleIdentifier == app && $0.job.session == session }
+            .sorted { $0.job.taskIdentifier < $1.job.taskIdentifier }
+            .map { TransferTaskSnapshot(taskIdentifier: $0.job.taskIdentifier, kind: $0.job.kind, url: $0.job.url,
+                                        state: $0.outcome == nil ? $0.state : "completed", bytesDone: $0.bytesDone, bytesExpected: $0.bytesExpected) }
+    }
+}
+
+/// Reads the daemon's frames and forwards them to the supervisor's input.
+final class TransferDaemonHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    private let input: AsyncStream<Supervisor.Input>.Continuation
+    private let generation: UInt64
+    private var decoder = FrameDecoder()
+
+    init(input: AsyncStream<Supervisor.Input>.Continuation, generation: UInt64) {
+        self.input = input
+        self.generation = generation
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        decoder.append(buffer.readableBytesView)
+        do {
+            while let payload = try decoder.next() {
+                input.yield(.transferEvent(try Frame.decode(TransferEvent.self, from: payload), generation: generation))
+            }
+        } catch {
+            // A daemon that breaks the protocol is restarted (closing makes it exit).
+            context.close(promise: nil)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+extension Supervisor {
+    /// The transfer daemon's pid while it runs (for status and tests).
+    public func transferDaemonPID() -> Int32? { transfers.child?.pid }
+
+    /// Waits until the transfer daemon has said it is ready (tests, `status`).
+    public func transferDaemonIsReady() -> Bool { transfers.ready }
+}

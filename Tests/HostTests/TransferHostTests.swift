@@ -1,0 +1,158 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import HTTPTestServer
+import Testing
+@testable import Host
+
+let transferDaemonBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory + "/apphost-transferd")
+
+/// Background URLSession through the host and the real transfer daemon, against a real
+/// HTTP server on loopback: delivery in front, waking a suspended app, launching a
+/// killed one, and a user terminate cancelling.
+@Suite("Background transfers through the host", .timeLimit(.minutes(2)),
+       .enabled(if: probeBuilt && transferDaemonBuilt, "ProbeApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
+struct TransferHostTests {
+    func returned(_ host: TestHost, _ id: String, _ cause: String) async {
+        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "\(cause) returned" }
+    }
+
+    func container(_ host: TestHost, _ id: String) -> String { host.dir.path + "/containers/\(id)" }
+
+    func startServer(size: Int, faults: [Fault] = []) async throws -> (HTTPTestServer, Resource) {
+        let server = try await HTTPTestServer.start()
+        let resource = Resource.generated(size: Int64(size), seed: 42)
+        server.serve("/file", resource: resource)
+        if !faults.isEmpty { server.inject("/file", faults) }
+        return (server, resource)
+    }
+
+    @Test func aDownloadInTheForegroundReachesTheDelegateAndTheTemporaryFileIsRemoved() async throws {
+        let (server, resource) = try await startServer(size: 1 << 20)
+        let host = try TestHost(label: "tx")
+        let id = try await host.installProbe("com.tx.front")
+        _ = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+        ])
+        await returned(host, id, "didCompleteWithError(task 1, nil)")
+        let moved = try Data(contentsOf: URL(fileURLWithPath: container(host, id) + "/Documents/downloads/1"))
+        #expect(moved == resource.bytes(in: 0..<(1 << 20)), "the app got the whole file")
+        let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: container(host, id) + "/Library/Caches/com.apphost.transfers")) ?? []
+        #expect(leftovers.isEmpty, "the temporary file is gone once the delegate returned: \(leftovers)")
+        await host.stop()
+        try await server.stop()
+    }
+
+    @Test func aSuspendedAppIsWokenForItsSessionEventsAndSuspendedAgain() async throws {
+        // 2 s: the app is home and suspended well before it ends.
+        let (server, _) = try await startServer(size: 256 << 10, faults: [.slow(bytesPerSecond: 128 << 10)])
+        let host = try TestHost(label: "tx")
+        let id = try await host.installProbe("com.tx.wake")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+        ])
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .suspended)
+        await returned(host, id, "handleEventsForBackgroundURLSession(s)")
+        await returned(host, id, "urlSessionDidFinishEvents(s)")
+        await host.supervisor.waitUntil(id, is: .suspended)
+        #expect(kernelState(pid) == "T")
+        let callbacks = await host.callbacks(id).filter { $0.lowercased().contains("urlsession") || $0.contains("task 1") }
+        #expect(callbacks == ["handleEventsForBackgroundURLSession(s)", "didFinishDownloadingTo(task 1)",
+                              "didCompleteWithError(task 1, nil)", "urlSessionDidFinishEvents(s)"])
+        #expect(FileManager.default.fileExists(atPath: container(host, id) + "/Documents/downloads/1"))
+        await host.stop()
+        try await server.stop()
+    }
+
+    @Test func anAppKilledMidTransferIsLaunchedInTheBackgroundToCollectIt() async throws {
+        // Slow enough (4 s) that the kill certainly comes first.
+        let (server, resource) = try await startServer(size: 256 << 10, faults: [.slow(bytesPerSecond: 64 << 10)])
+        let host = try TestHost(label: "tx")
+        let id = try await host.installProbe("com.tx.killed")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+        ])
+        _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+        kill(pid, SIGKILL)
+        await host.supervisor.waitUntil(id, is: .notRunning)
+        await returned(host, id, "didCompleteWithError(task 1, nil)")
+        let relaunch = await host.events(id).last { $0.kind == .transition && $0.from == .notRunning }
+        #expect(relaunch?.to == .background)
+        #expect(relaunch?.cause.contains("handleEventsForBackgroundURLSession") == true)
+        let moved = try Data(contentsOf: URL(fileURLWithPath: container(host, id) + "/Documents/downloads/1"))
+        #expect(moved.count == 256 << 10)
+        #expect(moved == resource.bytes(in: 0..<(256 << 10)))
+        await host.stop()
+        try await server.stop()
+    }
+
+    @Test func aUserTerminateCancelsTheAppsTransfers() async throws {
+        let (server, _) = try await startServer(size: 4 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
+        let host = try TestHost(label: "tx")
+        let id = try await host.installProbe("com.tx.swiped")
+        _ = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+        ])
+        _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+        try await host.supervisor.terminate(id)
+        let cancelled = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("transfer(s) cancelled") }
+        #expect(cancelled != nil)
+        await host.stop()
+        try await server.stop()
+    }
+
+    @Test func aNonHTTPURLIsRefused() async throws {
+        let host = try TestHost(label: "tx")
+        let id = try await host.installProbe("com.tx.ftp")
+        _ = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:ftp://example.com/x",
+        ])
+        let log = (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
+        #expect(log.contains("unsupportedURL") || log.contains("http and https"), "\(log)")
+        await host.stop()
+    }
+}
+
+/// Apps reach the daemon only through the host: it listens on nothing (no path, no
+/// port); its one socket is the host's end of a socketpair made at spawn.
+@Suite("Transfer daemon isolation", .timeLimit(.minutes(1)), .enabled(if: transferDaemonBuilt, "apphost-transferd not built: run `swift build` first"))
+struct TransferDaemonIsolationTests {
+    @Test func theDaemonHasNoListeningSocketAnAppCouldConnectTo() async throws {
+        let host = try TestHost(label: "txi")
+        let (past, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+        if !past.contains(where: { $0.cause.hasPrefix("transfer daemon ready") }) {
+            for await e in live where e.cause.hasPrefix("transfer daemon ready") { break }
+        }
+        await host.supervisor.unsubscribe(sub)
+        let pid = try #require(await host.supervisor.transferDaemonPID())
+        // Socket inodes the daemon holds.
+        var inodes: Set<String> = []
+        for fd in try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") {
+            if let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
+               target.hasPrefix("socket:[") {
+                inodes.insert(String(target.dropFirst("socket:[".count).dropLast()))
+            }
+        }
+        #expect(!inodes.isEmpty, "the daemon holds its socket to the host")
+        // /proc/net/unix: Num RefCount Protocol Flags Type St Inode Path; Flags 00010000 = listening.
+        // Read to the end (a /proc file reports size 0; a one-shot read can stop early).
+        func procFile(_ path: String) -> String {
+            guard let h = FileHandle(forReadingAtPath: path) else { return "" }
+            defer { try? h.close() }
+            return String(decoding: h.readDataToEndOfFile(), as: UTF8.self)
+        }
+        let unix = procFile("/proc/net/unix").split(separator: "\n").dropFirst()
+        let mine = unix.map { $0.split(separator: " ", omittingEmptySubsequences: true) }.filter { $0.count >= 7 && inodes.contains(String($0[6])) }
+        #expect(!mine.isEmpty, "its sockets are unix sockets")
+        #expect(mine.allSatisfy { $0[3] != "00010000" }, "none listens: \(mine)")
+        #expect(mine.allSatisfy { $0.count == 7 }, "none has a path: \(mine)")
+        // And no TCP or UDP socket at all.
+        for table in ["/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6"] {
+            let rows = procFile(table).split(separator: "\n").dropFirst()
+            let inet = rows.map { $0.split(separator: " ", omittingEmptySubsequences: true) }.filter { $0.count > 9 && inodes.contains(String($0[9])) }
+            #expect(inet.isEmpty, "\(table): \(inet)")
+        }
+        await host.stop()
+    }
+}
