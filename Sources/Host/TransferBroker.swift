@@ -124,6 +124,9 @@ extension Supervisor {
             transfers.child = child
             transfers.channel = channel
             events.append(.service, pid: child.pid, cause: "transfer daemon started (pid \(child.pid))", time: now())
+            // Its `ready` may have been read before this arrived (the channel's handler
+            // runs as soon as the socket is attached): what it triggers is sent now.
+            if transfers.ready { syncDaemon() }
         case .transferDaemonFailed(let error, let generation):
             guard generation == transfers.generation else { return }
             events.append(.warning, cause: "transfer daemon could not start: \(error)", time: now())
@@ -156,6 +159,17 @@ extension Supervisor {
         _ = group.any().scheduleTask(in: .seconds(Int64(delay))) { input.yield(.transferDaemonRestart) }
     }
 
+    /// Sends the device conditions and every job the daemon has not accepted yet
+    /// (made while it was starting or restarting; a duplicate is refused by the daemon).
+    private func syncDaemon() {
+        guard transfers.channel != nil else { return }
+        let device = modes.deviceState
+        sendToDaemon(.conditions(pluggedIn: device.pluggedIn, network: device.network))
+        for (_, r) in transfers.records.sorted(by: { $0.key < $1.key }) where !r.accepted && r.stage == .inFlight {
+            sendToDaemon(.enqueue(r.job))
+        }
+    }
+
     @discardableResult
     func sendToDaemon(_ request: TransferRequest) -> Bool {
         guard let channel = transfers.channel else { return false }
@@ -174,11 +188,7 @@ extension Supervisor {
             transfers.ready = true
             transfers.restarts = 0
             events.append(.service, pid: pid, cause: "transfer daemon ready (\(unfinished) unfinished transfer(s))", time: now())
-            let device = modes.deviceState
-            _ = sendToDaemon(.conditions(pluggedIn: device.pluggedIn, network: device.network))
-            for (_, r) in transfers.records where !r.accepted && r.stage == .inFlight {
-                _ = sendToDaemon(.enqueue(r.job))
-            }
+            syncDaemon()
         case .accepted(let id):
             transfers.records[id]?.accepted = true
         case .progress(let id, let done, let expected):

@@ -53,6 +53,22 @@ struct TransferHostTests {
         ])
         try await host.supervisor.background(id)
         await host.supervisor.waitUntil(id, is: .suspended)
+        // Bounded, so a failure shows what the host saw instead of hitting the time limit.
+        let seen = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("finished") } != nil }
+            group.addTask { try? await Task.sleep(for: .seconds(30)); return false }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if !seen {
+            let trace = await host.events(id).map { "\($0.kind) \($0.cause)" }.joined(separator: "\n")
+            let all = await host.supervisor.subscribe(bundleIdentifier: nil).past.filter { $0.bundleIdentifier == nil }.map(\.cause).joined(separator: "\n")
+            Issue.record("the transfer never finished:\n\(trace)\nhost:\n\(all)\ndaemon log:\n\((try? String(contentsOfFile: host.dir.path + "/logs/apphost-transferd.log", encoding: .utf8)) ?? "-")")
+            await host.stop()
+            try await server.stop()
+            return
+        }
         await returned(host, id, "handleEventsForBackgroundURLSession(s)")
         await returned(host, id, "urlSessionDidFinishEvents(s)")
         await host.supervisor.waitUntil(id, is: .suspended)
