@@ -186,6 +186,9 @@ public struct HostConfigFile: Sendable, Equatable {
     /// `"backgroundRefresh": "restricted"`: a policy that restricts Background App Refresh
     /// for every app (`allowed`, the default, leaves it to the user's settings).
     public var backgroundRefreshRestricted = false
+    /// `"transfers": {"extraCA": "ca.pem", "perHost": 4, "maxConcurrent": 16, "retryBase": 1, "maxAttempts": 10}`:
+    /// settings of the shared transfer daemon (relative paths are relative to the config file).
+    public var transfers = TransferSettings()
 
     /// Reads and checks a config file; errors name the file and key.
     public static func load(path: String) throws(BudgetError) -> HostConfigFile {
@@ -211,6 +214,8 @@ public struct HostConfigFile: Sendable, Equatable {
                     throw BudgetError(message: "\(path): backgroundRefresh: expected \"allowed\" or \"restricted\"")
                 }
                 file.backgroundRefreshRestricted = policy == "restricted"
+            case "transfers":
+                file.transfers = try TransferSettings.parse(value, path: path)
             case "budgets":
                 guard let budgets = value as? [String: Any] else { throw BudgetError(message: "\(path): budgets: expected an object") }
                 for (name, raw) in budgets {
@@ -230,7 +235,7 @@ public struct HostConfigFile: Sendable, Equatable {
                     }
                 }
             default:
-                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh)")
+                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers)")
             }
         }
         return file
@@ -306,5 +311,63 @@ public enum DurationText {
         if rest >= 60 { out += "\(rest / 60)m"; rest %= 60 }
         if rest > 0 { out += "\(rest)s" }
         return out
+    }
+}
+
+/// The transfer daemon's settings from the host config (`"transfers": {...}`).
+public struct TransferSettings: Sendable, Equatable {
+    /// A PEM file of CAs trusted besides the system store (a test server's own CA).
+    public var extraCA: String?
+    /// Connections to one host at a time (default 4).
+    public var perHost: Int?
+    /// Transfers running at once across all hosts (default 16).
+    public var maxConcurrent: Int?
+    /// First retry delay in seconds, doubled each attempt (default 1).
+    public var retryBase: Double?
+    /// Failed attempts before a transfer fails for good (default 10).
+    public var maxAttempts: Int?
+
+    public init() {}
+
+    public static let keys = ["extraCA", "perHost", "maxConcurrent", "retryBase", "maxAttempts"]
+
+    static func parse(_ value: Any, path: String) throws(BudgetError) -> TransferSettings {
+        guard let dict = value as? [String: Any] else { throw BudgetError(message: "\(path): transfers: expected an object") }
+        var t = TransferSettings()
+        func count(_ key: String, _ raw: Any) throws(BudgetError) -> Int {
+            guard let n = raw as? Int, n > 0 else { throw BudgetError(message: "\(path): transfers.\(key): expected a positive whole number") }
+            return n
+        }
+        for (key, raw) in dict {
+            switch key {
+            case "extraCA":
+                guard let file = raw as? String, !file.isEmpty else { throw BudgetError(message: "\(path): transfers.extraCA: expected a path to a PEM file") }
+                let absolute = file.hasPrefix("/") ? file : ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(file)
+                guard FileManager.default.isReadableFile(atPath: absolute) else {
+                    throw BudgetError(message: "\(path): transfers.extraCA: cannot read \(absolute)")
+                }
+                t.extraCA = absolute
+            case "perHost": t.perHost = try count(key, raw)
+            case "maxConcurrent": t.maxConcurrent = try count(key, raw)
+            case "maxAttempts": t.maxAttempts = try count(key, raw)
+            case "retryBase":
+                guard let d = raw as? Double, d >= 0 else { throw BudgetError(message: "\(path): transfers.retryBase: expected seconds") }
+                t.retryBase = d
+            default:
+                throw BudgetError(message: "\(path): transfers.\(key): unknown key (known: \(keys.joined(separator: ", ")))")
+            }
+        }
+        return t
+    }
+
+    /// The daemon's command-line options for these settings.
+    public var daemonArguments: [String] {
+        var a: [String] = []
+        if let extraCA { a += ["--extra-ca", extraCA] }
+        if let perHost { a += ["--per-host", String(perHost)] }
+        if let maxConcurrent { a += ["--max-concurrent", String(maxConcurrent)] }
+        if let retryBase { a += ["--retry-base", String(retryBase)] }
+        if let maxAttempts { a += ["--max-attempts", String(maxAttempts)] }
+        return a
     }
 }

@@ -61,6 +61,21 @@ public final class Store: Sendable {
                 t.column("value", .text).notNull()
             }
         }
+        m.registerMigration("v4: background URLSession") { db in
+            try db.create(table: "transferSession") { t in
+                t.column("bundleIdentifier", .text).notNull()
+                t.column("identifier", .text).notNull()
+                t.column("config", .text).notNull()
+                t.column("lastTaskIdentifier", .integer).notNull().defaults(to: 0)
+                t.primaryKey(["bundleIdentifier", "identifier"])
+            }
+            try db.create(table: "transfer") { t in
+                t.primaryKey("id", .integer)
+                t.column("bundleIdentifier", .text).notNull().indexed()
+                t.column("job", .text).notNull()
+                t.column("accepted", .boolean).notNull().defaults(to: false)
+            }
+        }
         return m
     }
 
@@ -101,6 +116,83 @@ public final class Store: Sendable {
             try Row.fetchAll(db, sql: "SELECT * FROM privacy ORDER BY bundleIdentifier, service").map {
                 (bundleIdentifier: $0["bundleIdentifier"], service: $0["service"], value: $0["value"])
             }
+        }
+    }
+
+    // MARK: Background URLSession
+
+    /// A background session an app made: its configuration and the last task identifier given out.
+    public struct TransferSessionRow: Sendable {
+        public var bundleIdentifier: String
+        public var config: BackgroundSessionConfig
+        public var lastTaskIdentifier: Int
+    }
+
+    /// Records a session (made or remade by the app) and its task counter.
+    public func saveTransferSession(bundleIdentifier: String, config: BackgroundSessionConfig, lastTaskIdentifier: Int) throws {
+        let text = String(decoding: try WireJSON.encoder().encode(config), as: UTF8.self)
+        try pool.write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO transferSession (bundleIdentifier, identifier, config, lastTaskIdentifier) VALUES (?, ?, ?, ?)",
+                arguments: [bundleIdentifier, config.identifier, text, lastTaskIdentifier])
+        }
+    }
+
+    /// Every recorded session (rows that no longer decode are skipped).
+    public func transferSessions() throws -> [TransferSessionRow] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM transferSession ORDER BY bundleIdentifier, identifier").compactMap { row in
+                let text: String = row["config"]
+                guard let config = try? WireJSON.decoder().decode(BackgroundSessionConfig.self, from: Data(text.utf8)) else { return nil }
+                return TransferSessionRow(bundleIdentifier: row["bundleIdentifier"], config: config, lastTaskIdentifier: row["lastTaskIdentifier"])
+            }
+        }
+    }
+
+    /// Records a transfer the host handed (or will hand) to the daemon, and its task counter, in one transaction.
+    public func saveTransfer(_ job: TransferJob, accepted: Bool) throws {
+        let text = String(decoding: try WireJSON.encoder().encode(job), as: UTF8.self)
+        try pool.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job, accepted) VALUES (?, ?, ?, ?)",
+                           arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text, accepted])
+            try db.execute(sql: "UPDATE transferSession SET lastTaskIdentifier = max(lastTaskIdentifier, ?) WHERE bundleIdentifier = ? AND identifier = ?",
+                           arguments: [job.taskIdentifier, job.bundleIdentifier, job.session])
+        }
+    }
+
+    /// The daemon has the transfer durably.
+    public func setTransferAccepted(id: UInt64) throws {
+        try pool.write { db in
+            try db.execute(sql: "UPDATE transfer SET accepted = 1 WHERE id = ?", arguments: [Int64(bitPattern: id)])
+        }
+    }
+
+    /// Every transfer not yet delivered and acknowledged.
+    public func transfers() throws -> [(job: TransferJob, accepted: Bool)] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT job, accepted FROM transfer ORDER BY id").compactMap { row in
+                let text: String = row["job"]
+                guard let job = try? WireJSON.decoder().decode(TransferJob.self, from: Data(text.utf8)) else { return nil }
+                return (job: job, accepted: row["accepted"])
+            }
+        }
+    }
+
+    /// Forgets transfers (delivered, or cancelled with their app).
+    public func deleteTransfers(ids: [UInt64]) throws {
+        guard !ids.isEmpty else { return }
+        try pool.write { db in
+            for id in ids {
+                try db.execute(sql: "DELETE FROM transfer WHERE id = ?", arguments: [Int64(bitPattern: id)])
+            }
+        }
+    }
+
+    /// Forgets an app's sessions and transfers (uninstalled).
+    public func deleteTransferState(bundleIdentifier: String) throws {
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM transfer WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
+            try db.execute(sql: "DELETE FROM transferSession WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
         }
     }
 

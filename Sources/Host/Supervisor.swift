@@ -33,6 +33,8 @@ public struct HostConfiguration: Sendable {
     public var backgroundRefreshRestricted = false
     /// Start the shared transfer daemon (`apphost-transferd`) for background URLSession.
     public var transferDaemon = true
+    /// The transfer daemon's settings (extra CA, connection limits, retries).
+    public var transferSettings = TransferSettings()
 
     /// The push gateway (APNs provider API over HTTP/2), or nil for none.
     public var pushGateway: PushGatewaySettings?
@@ -218,6 +220,7 @@ public actor Supervisor {
             modes.restoreSetting(key: setting.key, value: setting.value)
         }
         modes.setRefreshRestrictedByPolicy(configuration.backgroundRefreshRestricted)
+        transfers = try Self.restoredTransfers(store: store, installed: Set(apps.keys))
         events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
     }
 
@@ -490,6 +493,7 @@ public actor Supervisor {
         apps.removeValue(forKey: id)
         runtimes.removeValue(forKey: id)
         performMode(modes.uninstall(id))
+        transfersAppUninstalled(id)
         // As on iOS, the app's data goes with it. Reports and history stay.
         try? FileManager.default.removeItem(atPath: configuration.containersDirectory + "/" + id)
         events.append(.uninstalled, app: id, cause: "uninstalled (container removed)", time: now())

@@ -41,6 +41,29 @@ struct TransferBrokerState {
 extension Supervisor {
     static let transferDaemonName = "apphost-transferd"
 
+    /// Loads the sessions and undelivered transfers recorded before a host restart. The
+    /// daemon reports every finished transfer again when it starts, so their events are
+    /// delivered by the usual rules (a background launch for an app the restart ended).
+    static func restoredTransfers(store: Store, installed: Set<String>) throws -> TransferBrokerState {
+        var state = TransferBrokerState()
+        for row in try store.transferSessions() where installed.contains(row.bundleIdentifier) {
+            state.sessions[row.bundleIdentifier, default: [:]][row.config.identifier] = row.config
+            state.taskCounters["\(row.bundleIdentifier)|\(row.config.identifier)"] = row.lastTaskIdentifier
+        }
+        var orphans: [UInt64] = []
+        for (job, accepted) in try store.transfers() {
+            guard installed.contains(job.bundleIdentifier) else { orphans.append(job.id); continue }
+            var record = TransferRecord(job: job)
+            record.accepted = accepted
+            state.records[job.id] = record
+            state.nextID = max(state.nextID, job.id)
+            let key = "\(job.bundleIdentifier)|\(job.session)"
+            state.taskCounters[key] = max(state.taskCounters[key] ?? 0, job.taskIdentifier)
+        }
+        try store.deleteTransfers(ids: orphans)
+        return state
+    }
+
     /// Where `apphost-transferd` is: beside the app executables' product directories.
     func transferDaemonPath() -> String? {
         for dir in configuration.productDirectories + [ProcessInfo.processInfo.environment["APPHOST_PRODUCTS_DIR"] ?? ""]
@@ -74,7 +97,7 @@ extension Supervisor {
                 let log = try FileDescriptor.open(FilePath(logPath), .writeOnly, options: [.append, .create, .closeOnExec],
                                                   permissions: [.ownerReadWrite, .groupRead])
                 let settings = SpawnSettings(
-                    executablePath: path, arguments: [path, "--state-dir", dir],
+                    executablePath: path, arguments: [path, "--state-dir", dir] + configuration.transferSettings.daemonArguments,
                     environment: ["HOME": dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
                                   "APPHOST_TRANSFERD_FD": String(IPCProtocol.descriptor)],
                     workingDirectory: dir, ipcDescriptor: daemonEnd, standardOutput: log, standardError: log,
@@ -190,7 +213,9 @@ extension Supervisor {
             events.append(.service, pid: pid, cause: "transfer daemon ready (\(unfinished) unfinished transfer(s))", time: now())
             syncDaemon()
         case .accepted(let id):
+            guard transfers.records[id] != nil else { return }
             transfers.records[id]?.accepted = true
+            do { try store.setTransferAccepted(id: id) } catch { logger.error("could not record transfer \(id) accepted: \(error)") }
         case .progress(let id, let done, let expected):
             guard var r = transfers.records[id] else { return }
             r.bytesDone = done
@@ -229,8 +254,7 @@ extension Supervisor {
         guard var r = transfers.records[id], let outcome = r.outcome else { return }
         let app = r.job.bundleIdentifier
         guard apps[app] != nil else {
-            transfers.records.removeValue(forKey: id)
-            _ = sendToDaemon(.acknowledge(id: id))
+            forget([id])
             return
         }
         let machine = runtimes[app]?.machine
@@ -285,8 +309,7 @@ extension Supervisor {
             try? FileManager.default.removeItem(atPath: location)
         case .urlSessionDidComplete(let session, let task, _, _):
             if let (id, _) = transfers.records.first(where: { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.job.taskIdentifier == task }) {
-                transfers.records.removeValue(forKey: id)
-                _ = sendToDaemon(.acknowledge(id: id))
+                forget([id])
             }
         default:
             break
@@ -306,9 +329,31 @@ extension Supervisor {
         guard byUser else { return }
         let ids = transfers.records.filter { $0.value.job.bundleIdentifier == app }.map(\.key)
         guard !ids.isEmpty else { return }
-        for id in ids { transfers.records.removeValue(forKey: id) }
+        forget(ids, acknowledge: false)
         _ = sendToDaemon(.cancelApp(bundleIdentifier: app))
         events.append(.service, app: app, cause: "terminated by the user: \(ids.count) background transfer(s) cancelled", time: now())
+    }
+
+    /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
+    func transfersAppUninstalled(_ app: String) {
+        let ids = transfers.records.filter { $0.value.job.bundleIdentifier == app }.map(\.key)
+        for id in ids { transfers.records.removeValue(forKey: id) }
+        transfers.sessions.removeValue(forKey: app)
+        transfers.taskCounters = transfers.taskCounters.filter { !$0.key.hasPrefix(app + "|") }
+        do { try store.deleteTransferState(bundleIdentifier: app) } catch { logger.error("could not forget \(app)'s transfers: \(error)") }
+        if !ids.isEmpty {
+            _ = sendToDaemon(.cancelApp(bundleIdentifier: app))
+            events.append(.service, app: app, cause: "uninstalled: \(ids.count) background transfer(s) cancelled", time: now())
+        }
+    }
+
+    /// Drops delivered (or cancelled) transfers from memory and the database, then lets the
+    /// daemon forget them: a host that stops in between finds no record and acknowledges
+    /// the daemon's repeated report then.
+    private func forget(_ ids: [UInt64], acknowledge: Bool = true) {
+        for id in ids { transfers.records.removeValue(forKey: id) }
+        do { try store.deleteTransfers(ids: ids) } catch { logger.error("could not forget transfers \(ids): \(error)") }
+        if acknowledge { for id in ids { _ = sendToDaemon(.acknowledge(id: id)) } }
     }
 
     /// The app's URLSession requests; nil if not a transfer request.
@@ -316,6 +361,12 @@ extension Supervisor {
         switch request {
         case .urlSessionCreate(let config):
             transfers.sessions[app, default: [:]][config.identifier] = config
+            do {
+                try store.saveTransferSession(bundleIdentifier: app, config: config,
+                                              lastTaskIdentifier: transfers.taskCounters["\(app)|\(config.identifier)"] ?? 0)
+            } catch {
+                return .failed(code: "cannotWriteToFile", reason: "the host could not record the session: \(error)")
+            }
             let snapshots = snapshots(app, config.identifier)
             // Events that waited for the app to come back (sessionSendsLaunchEvents false, or a
             // launch that did not deliver them) are delivered now.
@@ -368,6 +419,10 @@ extension Supervisor {
                                   destination: dir + "/CFNetworkDownload_\(id).tmp", discretionary: config.isDiscretionary,
                                   allowsCellularAccess: config.allowsCellularAccess, timeoutForResource: config.timeoutIntervalForResource,
                                   created: Date().timeIntervalSince1970)
+            // Durable in the host before the daemon or the app hears of it.
+            do { try store.saveTransfer(job, accepted: false) } catch {
+                return .failed(code: "cannotWriteToFile", reason: "the host could not record the task: \(error)")
+            }
             transfers.records[id] = TransferRecord(job: job)
             _ = sendToDaemon(.enqueue(job))
             events.append(.service, app: app, cause: "\(kind.rawValue) task \(taskIdentifier) of \(session) queued: \(url)", time: now())

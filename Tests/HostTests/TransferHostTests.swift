@@ -103,6 +103,36 @@ struct TransferHostTests {
         try await server.stop()
     }
 
+    @Test func aTransferOutlivesAHostRestartAndIsDeliveredByABackgroundLaunch() async throws {
+        // 3 s at this pace: the host stops well before the end.
+        let (server, resource) = try await startServer(size: 192 << 10, faults: [.slow(bytesPerSecond: 64 << 10)])
+        let first = try TestHost(label: "tx")
+        let id = try await first.installProbe("com.tx.restart")
+        _ = try await first.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+        ])
+        _ = await first.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+        await first.stop(removing: false)
+
+        // The records are in apphost.sqlite; the new host's daemon resumes the download
+        // and the app, ended by the shutdown (not by the user), is launched to collect it.
+        let second = try TestHost(reopening: first.dir)
+        await returned(second, id, "didCompleteWithError(task 1, nil)")
+        let relaunch = await second.events(id).last { $0.kind == .transition && $0.from == .notRunning }
+        #expect(relaunch?.to == .background)
+        let moved = try Data(contentsOf: URL(fileURLWithPath: container(second, id) + "/Documents/downloads/1"))
+        #expect(moved == resource.bytes(in: 0..<(192 << 10)))
+        // The session's task numbers go on from where they were.
+        try await second.supervisor.terminate(id)
+        await second.supervisor.waitUntil(id, is: .notRunning)
+        _ = try await second.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+        ])
+        await returned(second, id, "didCompleteWithError(task 2, nil)")
+        await second.stop()
+        try await server.stop()
+    }
+
     @Test func aUserTerminateCancelsTheAppsTransfers() async throws {
         let (server, _) = try await startServer(size: 4 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
         let host = try TestHost(label: "tx")
