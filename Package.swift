@@ -97,7 +97,7 @@ let package = Package(
         .target(
             name: "TransferCore",
             dependencies: [
-                "AppHostProtocol",
+                "AppHostProtocol", "CAppHostSys",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -940,3 +940,20 @@ int aph_syscall6(long number, long a0, long a1, long a2, long a3, long a4,
     if (result_out) *result_out = rc;
     return e;
 }
+
+// MARK: - Write-behind
+
+int aph_writeback_start(int fd, int64_t offset, int64_t length) {
+    if (sync_file_range(fd, (off64_t)offset, (off64_t)length, SYNC_FILE_RANGE_WRITE) != 0) return errno;
+    return 0;
+}
+
+int aph_writeback_wait(int fd, int64_t offset, int64_t length, int drop) {
+    unsigned int flags = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER;
+    if (sync_file_range(fd, (off64_t)offset, (off64_t)length, flags) != 0) return errno;
+    if (drop) {
+        int rc = posix_fadvise(fd, (off_t)offset, (off_t)length, POSIX_FADV_DONTNEED);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}

@@ -1,5 +1,6 @@
 import AppHostProtocol
 import AsyncHTTPClient
+import CAppHostSys
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -82,6 +83,7 @@ struct Transferrer: Sendable {
             request.headers.replaceOrAdd(name: "If-Range", value: validator)
         }
         let startOffset = offset
+        var behind = WriteBehind(fd: fd, from: offset)
         var done = offset
         var lastCommit = offset
         do {
@@ -107,6 +109,7 @@ struct Transferrer: Sendable {
                 if offset > 0 {
                     guard ftruncate(fd, 0) == 0, lseek(fd, 0, SEEK_SET) == 0 else { throw WriteFailure(errnoValue: errno) }
                     offset = 0; done = 0; lastCommit = 0
+                    behind = WriteBehind(fd: fd, from: 0)
                 }
                 expected = length
             } else {
@@ -119,6 +122,7 @@ struct Transferrer: Sendable {
             for try await buffer in response.body {
                 try Self.writeAll(fd, buffer)
                 done += Int64(buffer.readableBytes)
+                behind.wrote(upTo: done)
                 if done - lastCommit >= commitBytes {
                     point.bytesDone = done
                     try? store.saveProgress(id: job.id, point)
@@ -220,6 +224,35 @@ struct Transferrer: Sendable {
             }
             return .retry(code: code, reason: reason, progressed: false)
         }
+    }
+}
+
+/// Write-behind for a download: writeback of each window starts as soon as it is
+/// written (`sync_file_range`), and the window before it is waited for and dropped
+/// from the page cache. The disk works while the network does, so the final fsync
+/// has at most two windows left; and a large download does not fill memory with
+/// dirty pages or push the apps' own page cache out. Errors here are ignored: the
+/// fsync before the rename reports any I/O error.
+struct WriteBehind {
+    static let window: Int64 = 8 << 20
+    let fd: Int32
+    /// Writeback started up to here.
+    private var started: Int64
+    /// Written back and dropped up to here.
+    private var waited: Int64
+
+    init(fd: Int32, from offset: Int64) {
+        self.fd = fd
+        started = offset
+        waited = offset
+    }
+
+    mutating func wrote(upTo done: Int64) {
+        guard done - started >= Self.window else { return }
+        _ = aph_writeback_start(fd, started, done - started)
+        if started > waited { _ = aph_writeback_wait(fd, waited, started - waited, 1) }
+        waited = started
+        started = done
     }
 }
 

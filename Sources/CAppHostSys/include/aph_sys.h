@@ -260,6 +260,17 @@ int aph_set_thread_name(const char *name);
 int aph_syscall6(long number, long a0, long a1, long a2, long a3, long a4,
                  long a5, long *result_out);
 
+// MARK: - Write-behind (the transfer daemon's downloads)
+
+/// Starts writeback of `length` bytes at `offset` of `fd` without waiting
+/// (sync_file_range SYNC_FILE_RANGE_WRITE). 0 or an errno value.
+int aph_writeback_start(int fd, int64_t offset, int64_t length);
+
+/// Waits until the range has been written back (starting what is not yet), then,
+/// when `drop` is non-zero, drops it from the page cache (POSIX_FADV_DONTNEED).
+/// 0 or an errno value.
+int aph_writeback_wait(int fd, int64_t offset, int64_t length, int drop);
+
 #ifdef __cplusplus
 }
 #endif
