@@ -88,8 +88,13 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
     /// gives the task identifier (``ServiceReply/transferTaskCreated(taskIdentifier:)``).
     case urlSessionStartTask(session: String, kind: TransferKind, url: String, method: String,
                              headers: [String: String], uploadFile: String?)
-    /// `cancel()` / `cancel(byProducingResumeData:)`.
+    /// `cancel()` / `cancel(byProducingResumeData:)`. With `produceResumeData`, the
+    /// resume data comes later, as ``ServiceEvent/urlSessionResumeData(session:taskIdentifier:data:)``
+    /// just before the task's `didCompleteWithError`.
     case urlSessionCancel(session: String, taskIdentifier: Int, produceResumeData: Bool)
+    /// `downloadTask(withResumeData:)` then `resume()`: a download that goes on from
+    /// where a cancelled one stopped; the reply gives the task identifier.
+    case urlSessionResumeTask(session: String, resumeData: Data)
     /// `getAllTasks` / `getTasksWithCompletionHandler`.
     case urlSessionTasks(session: String)
     /// The completion handler of `handleEventsForBackgroundURLSession` was called.
@@ -128,6 +133,7 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
         case .urlSessionCreate: "URLSession(configuration: .background)"
         case .urlSessionStartTask(_, let kind, _, _, _, _): kind == .download ? "URLSession.downloadTask" : "URLSession.uploadTask"
         case .urlSessionCancel: "URLSessionTask.cancel"
+        case .urlSessionResumeTask: "URLSession.downloadTask(withResumeData:)"
         case .urlSessionTasks: "URLSession.getAllTasks"
         case .urlSessionEventsCompleted: "handleEventsForBackgroundURLSession completion"
         }
@@ -292,8 +298,6 @@ public enum ServiceReply: Codable, Sendable, Equatable {
     case transferTasks([TransferTaskSnapshot])
     /// A task was created and resumed.
     case transferTaskCreated(taskIdentifier: Int)
-    /// `cancel(byProducingResumeData:)`'s data (opaque to the app).
-    case resumeData(Data)
     /// A failure with an error code of the iOS API (e.g. BGTaskScheduler's
     /// `notPermitted`, `tooManyPendingTaskRequests`, `unavailable`).
     case failed(code: String, reason: String)
@@ -347,6 +351,10 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
     case urlSessionDidComplete(session: String, taskIdentifier: Int, errorCode: String?, errorReason: String?)
     /// `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
     case urlSessionDidFinishEvents(session: String)
+    /// The answer to `cancel(byProducingResumeData:)`: the resume data (a property list,
+    /// opaque to the app), or nil when the download cannot be resumed (no validator
+    /// from the server, nothing received yet).
+    case urlSessionResumeData(session: String, taskIdentifier: Int, data: Data?)
 
     /// The delegate method's name, for events and logs.
     public var name: String {
@@ -371,6 +379,7 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
         case .urlSessionDidFinishDownloading(_, let task, _): "didFinishDownloadingTo(task \(task))"
         case .urlSessionDidComplete(_, let task, let code, _): "didCompleteWithError(task \(task), \(code ?? "nil"))"
         case .urlSessionDidFinishEvents(let session): "urlSessionDidFinishEvents(\(session))"
+        case .urlSessionResumeData(_, let task, let data): "cancel(byProducingResumeData:) completion(task \(task), \(data == nil ? "nil" : "data"))"
         }
     }
 }

@@ -36,11 +36,13 @@ public struct TransferJob: Codable, Sendable, Equatable {
     public var timeoutForResource: Double
     /// When the job was created (UNIX seconds), for the resource timeout.
     public var created: Double
+    /// A download that goes on from a cancelled one's partial file (`downloadTask(withResumeData:)`).
+    public var resume: TransferResume?
 
     public init(id: UInt64, bundleIdentifier: String, session: String, taskIdentifier: Int, kind: TransferKind,
                 url: String, method: String = "GET", headers: [String: String] = [:], uploadFile: String? = nil,
                 destination: String, discretionary: Bool = false, allowsCellularAccess: Bool = true,
-                timeoutForResource: Double = 7 * 86400, created: Double) {
+                timeoutForResource: Double = 7 * 86400, created: Double, resume: TransferResume? = nil) {
         self.id = id
         self.bundleIdentifier = bundleIdentifier
         self.session = session
@@ -55,6 +57,23 @@ public struct TransferJob: Codable, Sendable, Equatable {
         self.allowsCellularAccess = allowsCellularAccess
         self.timeoutForResource = timeoutForResource
         self.created = created
+        self.resume = resume
+    }
+}
+
+/// Where a cancelled download stopped: its partial file (in the app's container) and
+/// the validator that makes a `Range`/`If-Range` request safe.
+public struct TransferResume: Codable, Sendable, Equatable {
+    public var partialFile: String
+    public var bytes: Int64
+    public var etag: String?
+    public var lastModified: String?
+
+    public init(partialFile: String, bytes: Int64, etag: String?, lastModified: String?) {
+        self.partialFile = partialFile
+        self.bytes = bytes
+        self.etag = etag
+        self.lastModified = lastModified
     }
 }
 
@@ -66,14 +85,19 @@ public enum TransferOutcome: Codable, Sendable, Equatable {
     case failed(code: String, reason: String)
     /// Cancelled by the host (the user terminated the app, or the app cancelled it).
     case cancelled
+    /// Cancelled with `cancel(byProducingResumeData:)`: the partial file is kept for a resume.
+    case cancelledResumable(TransferResume)
 }
 
 /// Host → daemon.
 public enum TransferRequest: Codable, Sendable, Equatable {
     /// Queue a transfer (committed to the daemon's database before `accepted` is sent).
     case enqueue(TransferJob)
-    /// Cancel one transfer; with `resumeData`, keep the partial download and report how far it got.
+    /// Cancel one transfer.
     case cancel(id: UInt64)
+    /// Cancel a download keeping its partial file: it finishes `cancelledResumable`
+    /// when the server gave a validator and bytes arrived, else plain `cancelled`.
+    case cancelProducingResumeData(id: UInt64)
     /// Cancel every transfer of an app (a user terminate).
     case cancelApp(bundleIdentifier: String)
     /// Device conditions for discretionary and cellular rules.

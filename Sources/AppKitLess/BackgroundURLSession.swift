@@ -197,10 +197,15 @@ public final class BackgroundURLSessionTask: @MainActor CustomStringConvertible 
 
     /// The session; kept strongly while the task lives, as Foundation does.
     let session: BackgroundURLSession
+    /// `downloadTask(withResumeData:)`: what ``resume()`` hands to the host.
+    let resumeData: Data?
+    /// The completion of `cancel(byProducingResumeData:)`, until the host answers.
+    var resumeDataCompletion: (@MainActor @Sendable (Data?) -> Void)?
 
     init(session: BackgroundURLSession, kind: TransferKind, request: BackgroundURLRequest, uploadFile: URL?,
-         taskIdentifier: Int = 0, state: State = .suspended) {
+         taskIdentifier: Int = 0, state: State = .suspended, resumeData: Data? = nil) {
         self.session = session
+        self.resumeData = resumeData
         self.kind = kind
         self.url = request.url ?? URL(string: "about:blank")!
         self.originalRequest = request
@@ -230,8 +235,12 @@ public final class BackgroundURLSessionTask: @MainActor CustomStringConvertible 
 
     /// Cancels a download keeping what it got so far, like
     /// `URLSessionDownloadTask.cancel(byProducingResumeData:)`: `completionHandler`
-    /// gets the host's resume data (opaque), or nil when it has none (an upload, a
-    /// task not started, a refusal), on the main queue after this returns.
+    /// gets the resume data (opaque; give it to
+    /// ``BackgroundURLSession/downloadTask(withResumeData:)``) on the main queue once the
+    /// transfer daemon has stopped the download, just before the delegate hears
+    /// `didCompleteWithError` (`cancelled`). It gets nil when the download cannot be
+    /// resumed: an upload, a task not started or already finished, a refusal, nothing
+    /// received yet, or a server that gave no `ETag` or `Last-Modified`.
     public func cancel(byProducingResumeData completionHandler: @escaping @MainActor @Sendable (Data?) -> Void) {
         session.cancel(self, produceResumeData: true, completion: completionHandler)
     }
@@ -345,6 +354,21 @@ public final class BackgroundURLSession {
         make(.download, request, uploadFile: nil)
     }
 
+    /// A suspended download that goes on from where a cancelled one stopped, like
+    /// `downloadTask(withResumeData:)`: `resumeData` is what
+    /// ``BackgroundURLSessionTask/cancel(byProducingResumeData:)`` gave. The transfer
+    /// daemon asks the server for the rest (`Range`, `If-Range`); if the resource has
+    /// changed since, it starts again from the beginning. Resume data the host cannot
+    /// read completes the task with `cannotDecodeRawData` once it is resumed.
+    public func downloadTask(withResumeData resumeData: Data) -> BackgroundURLSessionTask {
+        let plist = (try? PropertyListSerialization.propertyList(from: resumeData, options: [], format: nil)) as? [String: Any]
+        let url = (plist?["NSURLSessionDownloadURL"] as? String).flatMap(URL.init(string:)) ?? URL(string: "about:blank")!
+        let task = BackgroundURLSessionTask(session: self, kind: .download, request: BackgroundURLRequest(url: url),
+                                            uploadFile: nil, resumeData: resumeData)
+        suspended[ObjectIdentifier(task)] = task
+        return task
+    }
+
     /// A suspended upload of `fileURL`'s contents for `request`, like
     /// `uploadTask(with:fromFile:)`. The file must be in the app's container; the
     /// host reads it when the transfer runs.
@@ -428,9 +452,10 @@ public final class BackgroundURLSession {
         suspended.removeValue(forKey: ObjectIdentifier(task))
         let request = task.originalRequest
         let method = request.httpMethod ?? (task.kind == .upload ? "POST" : "GET")
-        let serviceRequest = ServiceRequest.urlSessionStartTask(
-            session: identifier, kind: task.kind, url: task.url.absoluteString, method: method,
-            headers: request.allHTTPHeaderFields ?? [:], uploadFile: task.uploadFile?.path)
+        let serviceRequest = task.resumeData.map { ServiceRequest.urlSessionResumeTask(session: identifier, resumeData: $0) }
+            ?? ServiceRequest.urlSessionStartTask(
+                session: identifier, kind: task.kind, url: task.url.absoluteString, method: method,
+                headers: request.allHTTPHeaderFields ?? [:], uploadFile: task.uploadFile?.path)
         let failure: BackgroundURLSessionError
         do throws(ServiceError) {
             switch try router.request(serviceRequest) {
@@ -456,11 +481,12 @@ public final class BackgroundURLSession {
     /// ``BackgroundURLSessionTask/cancel()`` and `cancel(byProducingResumeData:)`.
     func cancel(_ task: BackgroundURLSessionTask, produceResumeData: Bool,
                 completion: (@MainActor @Sendable (Data?) -> Void)?) {
-        var data: Data?
+        // Unless the host takes the request (then its answer comes as an event), the
+        // completion hears nil on the main queue after this returns.
+        var answerLater = false
         defer {
-            if let completion {
-                let resumeData = data
-                DispatchQueue.main.async { MainActor.assumeIsolated { completion(resumeData) } }
+            if let completion, !answerLater {
+                DispatchQueue.main.async { MainActor.assumeIsolated { completion(nil) } }
             }
         }
         switch task.state {
@@ -483,9 +509,10 @@ public final class BackgroundURLSession {
             switch try router.request(request) {
             case .ok:
                 task.state = .canceling
-            case .resumeData(let resumeData):
-                task.state = .canceling
-                data = resumeData
+                if produceResumeData, let completion {
+                    task.resumeDataCompletion = completion
+                    answerLater = true
+                }
             case .failed(let code, let reason):
                 router.log("\(request.apiName) (task \(task.taskIdentifier)): \(code): \(reason)")
             case let other:
@@ -544,9 +571,19 @@ public final class BackgroundURLSession {
                 router.log("urlSession(_:downloadTask:didFinishDownloadingTo:) returned without moving \(location) (task \(identifier), session \(self.identifier)); the file is deleted")
                 try? FileManager.default.removeItem(atPath: location)
             }
+        case .urlSessionResumeData(_, let identifier, let data):
+            let task = task(identifier, kind: .download)
+            let completion = task.resumeDataCompletion
+            task.resumeDataCompletion = nil
+            completion?(data)
         case .urlSessionDidComplete(_, let identifier, let code, let reason):
             let task = task(identifier, kind: .download)
             tasks.removeValue(forKey: identifier)
+            // A cancel(byProducingResumeData:) the host did not answer (e.g. the task ended first).
+            if let completion = task.resumeDataCompletion {
+                task.resumeDataCompletion = nil
+                completion(nil)
+            }
             let error = code.map { BackgroundURLSessionError(.init(rawValue: $0), reason: reason ?? $0) }
             task.state = .completed
             task.error = error

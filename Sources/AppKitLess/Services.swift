@@ -177,7 +177,7 @@ final class ServiceRouter {
         switch event {
         case .urlSessionHandleEvents(let session), .urlSessionProgress(let session, _, _, _),
              .urlSessionDidFinishDownloading(let session, _, _), .urlSessionDidComplete(let session, _, _, _),
-             .urlSessionDidFinishEvents(let session):
+             .urlSessionDidFinishEvents(let session), .urlSessionResumeData(let session, _, _):
             session
         default:
             nil
@@ -330,7 +330,8 @@ final class ServiceRouter {
                 receiver = "Application"
             }
         case .urlSessionProgress(let identifier, _, _, _), .urlSessionDidFinishDownloading(let identifier, _, _),
-             .urlSessionDidComplete(let identifier, _, _, _), .urlSessionDidFinishEvents(let identifier):
+             .urlSessionDidComplete(let identifier, _, _, _), .urlSessionDidFinishEvents(let identifier),
+             .urlSessionResumeData(let identifier, _, _):
             // Held, in order, until the app makes the session (as iOS holds them
             // until it recreates it); the callback is acknowledged either way.
             if let session = urlSession(identifier) {

@@ -16,6 +16,8 @@ struct TransferRecord {
     var bytesExpected: Int64?
     var outcome: TransferOutcome?
     var stage: Stage = .inFlight
+    /// The app asked for resume data when it cancelled: it hears the answer (maybe nil).
+    var resumeDataRequested = false
 }
 
 /// The host's side of the shared transfer daemon (iOS's background URLSession): the
@@ -293,7 +295,12 @@ extension Supervisor {
         case .failed(let code, let reason):
             return [.urlSessionDidComplete(session: r.job.session, taskIdentifier: r.job.taskIdentifier, errorCode: code, errorReason: reason)]
         case .cancelled:
-            return [.urlSessionDidComplete(session: r.job.session, taskIdentifier: r.job.taskIdentifier, errorCode: "cancelled", errorReason: "cancelled")]
+            let answer: [ServiceEvent] = r.resumeDataRequested ? [.urlSessionResumeData(session: r.job.session, taskIdentifier: r.job.taskIdentifier, data: nil)] : []
+            return answer + [.urlSessionDidComplete(session: r.job.session, taskIdentifier: r.job.taskIdentifier, errorCode: "cancelled", errorReason: "cancelled")]
+        case .cancelledResumable(let resume):
+            let data = ResumeData.encode(url: r.job.url, headers: r.job.headers, resume)
+            return [.urlSessionResumeData(session: r.job.session, taskIdentifier: r.job.taskIdentifier, data: data),
+                    .urlSessionDidComplete(session: r.job.session, taskIdentifier: r.job.taskIdentifier, errorCode: "cancelled", errorReason: "cancelled")]
         }
     }
 
@@ -383,17 +390,6 @@ extension Supervisor {
             }
             return .transferTasks(snapshots)
         case .urlSessionStartTask(let session, let kind, let url, let method, let headers, let uploadFile):
-            guard let config = transfers.sessions[app]?[session] else {
-                return .refused(reason: "no background session \"\(session)\" in this process (create it first)")
-            }
-            guard let scheme = URL(string: url)?.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-                return .failed(code: "unsupportedURL", reason: "background sessions transfer http and https URLs only (\(url))")
-            }
-            // A daemon starting or restarting gets the job once it is ready (unaccepted
-            // jobs are sent then); only a daemon that cannot run refuses.
-            guard configuration.transferDaemon, transfers.unavailable == nil else {
-                return .failed(code: "cannotConnectToHost", reason: transfers.unavailable ?? "the host runs without a transfer daemon")
-            }
             let container = configuration.containersDirectory + "/" + app
             var upload: String?
             if kind == .upload {
@@ -407,29 +403,25 @@ extension Supervisor {
                 }
                 upload = resolved
             }
-            let key = "\(app)|\(session)"
-            let taskIdentifier = (transfers.taskCounters[key] ?? 0) + 1
-            transfers.taskCounters[key] = taskIdentifier
-            transfers.nextID += 1
-            let id = transfers.nextID
-            let dir = container + "/Library/Caches/com.apphost.transfers"
-            try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            let job = TransferJob(id: id, bundleIdentifier: app, session: session, taskIdentifier: taskIdentifier, kind: kind,
-                                  url: url, method: method, headers: headers, uploadFile: upload,
-                                  destination: dir + "/CFNetworkDownload_\(id).tmp", discretionary: config.isDiscretionary,
-                                  allowsCellularAccess: config.allowsCellularAccess, timeoutForResource: config.timeoutIntervalForResource,
-                                  created: Date().timeIntervalSince1970)
-            // Durable in the host before the daemon or the app hears of it.
-            do { try store.saveTransfer(job, accepted: false) } catch {
-                return .failed(code: "cannotWriteToFile", reason: "the host could not record the task: \(error)")
+            return queueTask(app: app, session: session, kind: kind, url: url, method: method, headers: headers, upload: upload, resume: nil)
+        case .urlSessionResumeTask(let session, let data):
+            let resume: (url: String, headers: [String: String], resume: TransferResume)
+            switch ResumeData.decode(data, transfersDirectory: transfersDirectory(app)) {
+            case .success(let decoded): resume = decoded
+            case .failure(let problem): return .failed(code: "cannotDecodeRawData", reason: "downloadTask(withResumeData:): \(problem.reason)")
             }
-            transfers.records[id] = TransferRecord(job: job)
-            _ = sendToDaemon(.enqueue(job))
-            events.append(.service, app: app, cause: "\(kind.rawValue) task \(taskIdentifier) of \(session) queued: \(url)", time: now())
-            return .transferTaskCreated(taskIdentifier: taskIdentifier)
-        case .urlSessionCancel(let session, let task, _):
-            guard let (id, _) = transfers.records.first(where: { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.job.taskIdentifier == task }) else {
+            return queueTask(app: app, session: session, kind: .download, url: resume.url, method: "GET", headers: resume.headers,
+                             upload: nil, resume: resume.resume)
+        case .urlSessionCancel(let session, let task, let produceResumeData):
+            guard let (id, r) = transfers.records.first(where: { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.job.taskIdentifier == task }) else {
                 return .refused(reason: "no task \(task) in \(session)")
+            }
+            if produceResumeData {
+                transfers.records[id]?.resumeDataRequested = true
+                if r.outcome == nil && r.job.kind == .download {
+                    _ = sendToDaemon(.cancelProducingResumeData(id: id))
+                    return .ok
+                }
             }
             _ = sendToDaemon(.cancel(id: id))
             return .ok
@@ -441,6 +433,48 @@ extension Supervisor {
         default:
             return nil
         }
+    }
+
+    /// Where an app's downloads land until the delegate moves them (and partial files wait for a resume).
+    private func transfersDirectory(_ app: String) -> String {
+        configuration.containersDirectory + "/" + app + "/Library/Caches/com.apphost.transfers"
+    }
+
+    /// Records a new task of `session` (durably) and hands it to the daemon.
+    private func queueTask(app: String, session: String, kind: TransferKind, url: String, method: String,
+                           headers: [String: String], upload: String?, resume: TransferResume?) -> ServiceReply {
+        guard let config = transfers.sessions[app]?[session] else {
+            return .refused(reason: "no background session \"\(session)\" in this process (create it first)")
+        }
+        guard let scheme = URL(string: url)?.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            return .failed(code: "unsupportedURL", reason: "background sessions transfer http and https URLs only (\(url))")
+        }
+        // A daemon starting or restarting gets the job once it is ready (unaccepted
+        // jobs are sent then); only a daemon that cannot run refuses.
+        guard configuration.transferDaemon, transfers.unavailable == nil else {
+            return .failed(code: "cannotConnectToHost", reason: transfers.unavailable ?? "the host runs without a transfer daemon")
+        }
+        let key = "\(app)|\(session)"
+        let taskIdentifier = (transfers.taskCounters[key] ?? 0) + 1
+        transfers.taskCounters[key] = taskIdentifier
+        transfers.nextID += 1
+        let id = transfers.nextID
+        let dir = transfersDirectory(app)
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let job = TransferJob(id: id, bundleIdentifier: app, session: session, taskIdentifier: taskIdentifier, kind: kind,
+                              url: url, method: method, headers: headers, uploadFile: upload,
+                              destination: dir + "/CFNetworkDownload_\(id).tmp", discretionary: config.isDiscretionary,
+                              allowsCellularAccess: config.allowsCellularAccess, timeoutForResource: config.timeoutIntervalForResource,
+                              created: Date().timeIntervalSince1970, resume: resume)
+        // Durable in the host before the daemon or the app hears of it.
+        do { try store.saveTransfer(job, accepted: false) } catch {
+            return .failed(code: "cannotWriteToFile", reason: "the host could not record the task: \(error)")
+        }
+        transfers.records[id] = TransferRecord(job: job)
+        _ = sendToDaemon(.enqueue(job))
+        let from = resume.map { " (resuming at byte \($0.bytes))" } ?? ""
+        events.append(.service, app: app, cause: "\(kind.rawValue) task \(taskIdentifier) of \(session) queued: \(url)\(from)", time: now())
+        return .transferTaskCreated(taskIdentifier: taskIdentifier)
     }
 
     private func snapshots(_ app: String, _ session: String) -> [TransferTaskSnapshot] {

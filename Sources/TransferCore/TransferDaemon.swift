@@ -34,7 +34,7 @@ public struct TransferDaemonConfiguration: Sendable {
 
 /// The transfer daemon: queue, scheduler and host protocol.
 public actor TransferDaemon {
-    private enum StopReason { case cancelled, timedOut, shutdown, paused }
+    private enum StopReason { case cancelled, cancelledForResume, timedOut, shutdown, paused }
 
     private struct Entry {
         var job: TransferJob
@@ -139,6 +139,8 @@ public actor TransferDaemon {
             enqueue(job)
         case .cancel(let id):
             cancel(id)
+        case .cancelProducingResumeData(let id):
+            cancel(id, keepingPartial: true)
         case .cancelApp(let bundle):
             for id in entries.keys.sorted() where entries[id]?.job.bundleIdentifier == bundle {
                 cancel(id)
@@ -185,6 +187,9 @@ public actor TransferDaemon {
         }
         entries[job.id] = Entry(job: job, state: "queued", bytesDone: 0, bytesExpected: nil, attempts: 0,
                                 nextAttempt: 0, outcome: nil, waitReason: nil, hostKey: Transferrer.hostKey(job.url))
+        if let resume = job.resume, job.kind == .download {
+            adoptPartial(job, resume)
+        }
         link.send(.accepted(id: job.id))
         if !Transferrer.isSupported(job.url) {
             finish(job.id, .failed(code: "unsupportedURL", reason: "only http and https URLs are supported: \(job.url)"))
@@ -197,15 +202,45 @@ public actor TransferDaemon {
         schedule()
     }
 
-    private func cancel(_ id: UInt64) {
-        guard let e = entries[id], e.state != "finished" else { return }
+    private func cancel(_ id: UInt64, keepingPartial: Bool = false) {
+        guard entries[id] != nil, entries[id]!.state != "finished" else { return }
         if running[id] != nil {
-            running[id]!.stop = .cancelled
+            running[id]!.stop = keepingPartial ? .cancelledForResume : .cancelled
             running[id]!.task.cancel()
+        } else {
+            finishCancelled(id, keepingPartial: keepingPartial)
+        }
+    }
+
+    /// Ends a cancelled transfer: with `keepingPartial`, a download that got bytes and a
+    /// validator keeps its partial file and reports where it stopped (resume data).
+    private func finishCancelled(_ id: UInt64, keepingPartial: Bool) {
+        guard let e = entries[id] else { return }
+        let part = e.job.destination + ".part"
+        var st = stat()
+        if keepingPartial, e.job.kind == .download, let point = try? store.resumePoint(id: id), point.bytesDone > 0,
+           point.etag != nil || point.lastModified != nil, stat(part, &st) == 0, Int64(st.st_size) >= point.bytesDone {
+            finish(id, .cancelledResumable(TransferResume(partialFile: part, bytes: point.bytesDone,
+                                                          etag: point.etag, lastModified: point.lastModified)))
         } else {
             removePartial(e.job)
             finish(id, .cancelled)
         }
+    }
+
+    /// `downloadTask(withResumeData:)`: the cancelled download's partial file becomes this
+    /// job's, with its offset and validator, so the first attempt sends Range and If-Range.
+    /// A partial file that is gone (or not a plain file) means starting from zero.
+    private func adoptPartial(_ job: TransferJob, _ resume: TransferResume) {
+        let part = job.destination + ".part"
+        var st = stat()
+        guard lstat(resume.partialFile, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, rename(resume.partialFile, part) == 0 else {
+            FileHandle.standardError.write(Data("apphost-transferd: transfer \(job.id): the resume data's partial file \(resume.partialFile) is gone; starting from zero\n".utf8))
+            return
+        }
+        let bytes = min(resume.bytes, Int64(st.st_size))
+        try? store.saveProgress(id: job.id, ResumePoint(bytesDone: bytes, bytesExpected: nil, etag: resume.etag, lastModified: resume.lastModified))
+        entries[job.id]?.bytesDone = bytes
     }
 
     // MARK: Completion
@@ -251,6 +286,8 @@ public actor TransferDaemon {
         case (.cancelled, _):
             removePartial(e.job)
             finish(id, .cancelled)
+        case (.cancelledForResume, _):
+            finishCancelled(id, keepingPartial: true)
         case (.timedOut, _):
             removePartial(e.job)
             finish(id, .failed(code: "timedOut", reason: "timeoutIntervalForResource elapsed"))

@@ -251,13 +251,15 @@ struct URLSessionTests {
         let resumeData = Mutex<Data??>(nil)
         let cancelWithData = Call { upload.cancel(byProducingResumeData: { data in resumeData.withLock { $0 = .some(data) } }) }
         #expect(try host.receive() == .request(id: 5, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 8, produceResumeData: true))))
-        try host.send(.reply(id: 5, reply: .service(.resumeData(Data([1, 2, 3])))))
+        try host.send(.reply(id: 5, reply: .service(.ok)))
         await cancelWithData.value
         try fixture.expectQuiet(seq: 2)
+        #expect(resumeData.withLock { $0 } == nil, "the resume data comes once the daemon has stopped the transfer")
+        try fixture.deliver(seq: 3, .urlSessionResumeData(session: "s", taskIdentifier: 8, data: Data([1, 2, 3])))
         #expect(resumeData.withLock { $0 } == .some(Data([1, 2, 3])))
 
         // The host's cancellation arrives as didComplete(cancelled).
-        try fixture.deliver(seq: 3, .urlSessionDidComplete(session: "s", taskIdentifier: 7, errorCode: "cancelled", errorReason: "cancelled by the app"))
+        try fixture.deliver(seq: 4, .urlSessionDidComplete(session: "s", taskIdentifier: 7, errorCode: "cancelled", errorReason: "cancelled by the app"))
         #expect(await MainActor.run { download.state == .completed && download.error?.code == .cancelled })
 
         // Cancelling a task never resumed completes it here, without asking the host.
@@ -273,13 +275,26 @@ struct URLSessionTests {
         }
         try host.send(.reply(id: 6, reply: .service(.refused(reason: "only http and https URLs can be transferred"))))
         await resumeBad.value
-        try fixture.expectQuiet(seq: 4)
+        try fixture.expectQuiet(seq: 5)
         #expect(await MainActor.run { recorder.lines } == [
             "s complete task=7 state=completed error=cancelled: cancelled by the app",
             "s complete task=0 state=completed error=cancelled: cancelled before it was resumed",
             "s complete task=0 state=completed error=refused: only http and https URLs can be transferred",
         ])
         #expect(fixture.recorder.log == ["URLSession.downloadTask (ftp://example.com/x): refused: only http and https URLs can be transferred"])
+
+        // downloadTask(withResumeData:) hands the data back to the host as it is; the
+        // task shows the URL the data names.
+        let data = try PropertyListSerialization.data(
+            fromPropertyList: ["NSURLSessionDownloadURL": "https://example.com/file.bin", "NSURLSessionResumeBytesReceived": 10],
+            format: .xml, options: 0)
+        let resumed = await MainActor.run { session.downloadTask(withResumeData: data) }
+        #expect(await MainActor.run { resumed.url.absoluteString == "https://example.com/file.bin" && resumed.state == .suspended })
+        let resumeResumed = Call { resumed.resume() }
+        #expect(try host.receive() == .request(id: 7, request: .service(.urlSessionResumeTask(session: "s", resumeData: data))))
+        try host.send(.reply(id: 7, reply: .service(.transferTaskCreated(taskIdentifier: 9))))
+        await resumeResumed.value
+        #expect(await MainActor.run { resumed.taskIdentifier == 9 && resumed.state == .running })
     }
 
     @Test("progress, finished downloads, completions and didFinishEvents reach the session's delegate on the main queue before the acknowledgement")

@@ -349,6 +349,81 @@ struct TransferDaemonTests {
         }
     }
 
+    @Test func cancelProducingResumeDataKeepsThePartialAndAResumedJobFetchesOnlyTheRest() async throws {
+        try await withSetup("resume") { server, dir, daemon in
+            try await daemon.next("ready")
+            let resource = Resource.generated(size: 16 << 20, seed: 12, etag: "\"r1\"")
+            server.serve("/r", resource: resource)
+            server.inject("/r", [.slow(bytesPerSecond: 4 << 20)])
+            let first = dir.path + "/r1.bin"
+            try daemon.send(.enqueue(job(1, url: server.url("/r"), destination: first)))
+            try await daemon.next("progress ≥ 1 MiB") { if case .progress(1, let done, _) = $0 { return done >= 1 << 20 }; return false }
+            try daemon.send(.cancelProducingResumeData(id: 1))
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            guard case .cancelledResumable(let resume)? = finishedOutcome(fin) else {
+                Issue.record("expected cancelledResumable, got \(fin)")
+                return
+            }
+            #expect(resume.partialFile == first + ".part")
+            #expect(resume.etag == "\"r1\"")
+            #expect(resume.bytes >= 1 << 20 && resume.bytes < 16 << 20)
+            let partSize = (try FileManager.default.attributesOfItem(atPath: resume.partialFile)[.size] as? Int).map(Int64.init) ?? -1
+            #expect(partSize >= resume.bytes, "the partial file holds at least what the resume data counts")
+            #expect(!FileManager.default.fileExists(atPath: first))
+
+            // A new job with the resume point: the partial moves to it, and the server sends only the rest.
+            let second = dir.path + "/r2.bin"
+            var resumed = job(2, url: server.url("/r"), destination: second)
+            resumed.resume = resume
+            try daemon.send(.enqueue(resumed))
+            let done = try await daemon.next("finished", where: isFinished(2))
+            #expect(finishedOutcome(done) == .completed(status: 200, bytes: 16 << 20))
+            #expect(try sha256(file: second) == expectedSHA(resource))
+            #expect(!FileManager.default.fileExists(atPath: resume.partialFile))
+            let requests = server.requests("/r")
+            #expect(requests.count == 2)
+            if requests.count == 2 {
+                #expect(requests[1].range == "bytes=\(resume.bytes)-")
+                #expect(requests[1].ifRange == "\"r1\"")
+                #expect(requests[1].status == 206)
+                #expect(requests[1].bodyBytesSent == resource.size - resume.bytes)
+            }
+        }
+    }
+
+    @Test func resumeDataOfAChangedResourceStartsOverAndNoResumeDataWithoutAValidator() async throws {
+        try await withSetup("resume2") { server, dir, daemon in
+            try await daemon.next("ready")
+            let v1 = Resource.generated(size: 8 << 20, seed: 13, etag: "\"a\"")
+            let v2 = Resource.generated(size: 5 << 20, seed: 14, etag: "\"b\"")
+            server.serve("/v", resource: v1)
+            server.inject("/v", [.slow(bytesPerSecond: 4 << 20)])
+            let first = dir.path + "/v1.bin"
+            try daemon.send(.enqueue(job(1, url: server.url("/v"), destination: first)))
+            try await daemon.next("progress") { if case .progress(1, _, _) = $0 { return true }; return false }
+            try daemon.send(.cancelProducingResumeData(id: 1))
+            guard case .cancelledResumable(let resume)? = finishedOutcome(try await daemon.next("finished", where: isFinished(1))) else {
+                Issue.record("expected cancelledResumable")
+                return
+            }
+            server.replace("/v", resource: v2)
+            var resumed = job(2, url: server.url("/v"), destination: dir.path + "/v2.bin")
+            resumed.resume = resume
+            try daemon.send(.enqueue(resumed))
+            let done = try await daemon.next("finished", where: isFinished(2))
+            #expect(finishedOutcome(done) == .completed(status: 200, bytes: 5 << 20))
+            #expect(try sha256(file: dir.path + "/v2.bin") == expectedSHA(v2), "If-Range failed: the whole new resource, no mix")
+
+            // A job not yet started (discretionary, waiting for power) has nothing to resume.
+            var waiting = job(3, url: server.url("/v"), destination: dir.path + "/v3.bin")
+            waiting.discretionary = true
+            try daemon.send(.enqueue(waiting))
+            try await daemon.next("waiting") { if case .waiting(3, _) = $0 { return true }; return false }
+            try daemon.send(.cancelProducingResumeData(id: 3))
+            #expect(finishedOutcome(try await daemon.next("finished", where: isFinished(3))) == .cancelled)
+        }
+    }
+
     @Test func resourceTimeoutFailsTimedOut() async throws {
         try await withSetup("timeout") { server, dir, daemon in
             try await daemon.next("ready")
