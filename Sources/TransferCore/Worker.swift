@@ -4,6 +4,7 @@ import CAppHostSys
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -154,6 +155,7 @@ struct Transferrer: Sendable {
             if code == "timedOut", Date().timeIntervalSince1970 >= job.created + job.timeoutForResource {
                 return .fatal(code: "timedOut", reason: "timeoutIntervalForResource elapsed")
             }
+            if Self.isFatal(code) { return .fatal(code: code, reason: reason) }
             return .retry(code: code, reason: reason, progressed: done > startOffset)
         }
     }
@@ -172,7 +174,23 @@ struct Transferrer: Sendable {
         }
     }
 
+    /// URLError-like codes for which iOS does not retry: the answer would not change.
+    static func isFatal(_ code: String) -> Bool {
+        ["serverCertificateUntrusted", "secureConnectionFailed", "unsupportedURL", "httpTooManyRedirects"].contains(code)
+    }
+
     static func classify(_ error: any Error) -> (String, String) {
+        // TLS: an unknown CA or a name mismatch is NSURLErrorServerCertificateUntrusted,
+        // any other failed handshake NSURLErrorSecureConnectionFailed.
+        if let e = error as? NIOSSLError {
+            if case .handshakeFailed(let ssl) = e, "\(ssl)".contains("CERTIFICATE_VERIFY_FAILED") {
+                return ("serverCertificateUntrusted", "the server's certificate is not trusted: \(ssl)")
+            }
+            return ("secureConnectionFailed", "TLS: \(e)")
+        }
+        if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
+            return ("serverCertificateUntrusted", "the server's certificate is not for this host: \(e)")
+        }
         if let e = error as? HTTPClientError {
             if e == .deadlineExceeded || e == .readTimeout || e == .writeTimeout || e == .connectTimeout {
                 return ("timedOut", "\(e)")
@@ -222,6 +240,7 @@ struct Transferrer: Sendable {
             if code == "timedOut", Date().timeIntervalSince1970 >= job.created + job.timeoutForResource {
                 return .fatal(code: "timedOut", reason: "timeoutIntervalForResource elapsed")
             }
+            if Self.isFatal(code) { return .fatal(code: code, reason: reason) }
             return .retry(code: code, reason: reason, progressed: false)
         }
     }
