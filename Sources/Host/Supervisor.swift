@@ -897,7 +897,9 @@ public actor Supervisor {
                 return
             }
             stepCallbacks.remove("\(id)#\(rt.instance)#\(seq)")
-            if callback != .heartbeat {
+            if case .service(.urlSessionProgress) = callback {
+                // Progress leaves no line: a large download has thousands.
+            } else if callback != .heartbeat {
                 events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", time: now())
             }
             feed(id, .callbackReturned(callback))

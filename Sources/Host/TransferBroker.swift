@@ -38,6 +38,11 @@ struct TransferBrokerState {
     /// "app|session" → last task identifier.
     var taskCounters: [String: Int] = [:]
     var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Transfers whose progress callback the app has not returned yet, and the newest
+    /// progress that came meanwhile: an app gets progress as fast as it takes it, never
+    /// a backlog (and the daemon is never slowed by a slow app).
+    var progressInFlight: Set<UInt64> = []
+    var progressPending: [UInt64: (done: Int64, expected: Int64?)] = [:]
 }
 
 extension Supervisor {
@@ -224,10 +229,10 @@ extension Supervisor {
             r.bytesExpected = expected
             r.state = "running"
             transfers.records[id] = r
-            if runtimes[r.job.bundleIdentifier]?.machine.isRunningCode == true {
-                performMode([.deliver(app: r.job.bundleIdentifier,
-                                      .urlSessionProgress(session: r.job.session, taskIdentifier: r.job.taskIdentifier, bytesDone: done, bytesExpected: expected),
-                                      wake: .ifRunning, because: "transfer progress")])
+            if transfers.progressInFlight.contains(id) {
+                transfers.progressPending[id] = (done, expected)
+            } else {
+                deliverProgress(id, done, expected)
             }
         case .waiting(let id, let reason):
             transfers.records[id]?.state = "waiting"
@@ -249,6 +254,15 @@ extension Supervisor {
         case .transfers, .error:
             break
         }
+    }
+
+    /// Progress goes only to an app running code, and leaves no event-log line (a 1 GiB
+    /// download has thousands).
+    private func deliverProgress(_ id: UInt64, _ done: Int64, _ expected: Int64?) {
+        guard let r = transfers.records[id], r.outcome == nil, runtimes[r.job.bundleIdentifier]?.machine.isRunningCode == true else { return }
+        transfers.progressInFlight.insert(id)
+        feed(r.job.bundleIdentifier, .deliver(.urlSessionProgress(session: r.job.session, taskIdentifier: r.job.taskIdentifier,
+                                                                  bytesDone: done, bytesExpected: expected), wake: false, launch: nil))
     }
 
     /// Delivers a finished transfer's events by the iOS rules.
@@ -311,6 +325,12 @@ extension Supervisor {
     /// A service callback about transfers returned: delete a handed-over file, acknowledge a completion.
     func transferCallbackReturned(_ event: ServiceEvent, app: String) {
         switch event {
+        case .urlSessionProgress(let session, let task, _, _):
+            guard let (id, _) = transfers.records.first(where: { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.job.taskIdentifier == task }) else { return }
+            transfers.progressInFlight.remove(id)
+            if let newest = transfers.progressPending.removeValue(forKey: id) {
+                deliverProgress(id, newest.done, newest.expected)
+            }
         case .urlSessionDidFinishDownloading(_, _, let location):
             // As iOS: the temporary file is gone once the delegate returned (the app moved it or lost it).
             try? FileManager.default.removeItem(atPath: location)
@@ -333,6 +353,8 @@ extension Supervisor {
 
     /// The app's process is gone; a user terminate cancels its transfers, as on iOS.
     func transfersAppExited(_ app: String, byUser: Bool) {
+        // Progress callbacks that died with the process are not waited for.
+        for (id, r) in transfers.records where r.job.bundleIdentifier == app { transfers.progressInFlight.remove(id) }
         guard byUser else { return }
         let ids = transfers.records.filter { $0.value.job.bundleIdentifier == app }.map(\.key)
         guard !ids.isEmpty else { return }
@@ -358,7 +380,11 @@ extension Supervisor {
     /// daemon forget them: a host that stops in between finds no record and acknowledges
     /// the daemon's repeated report then.
     private func forget(_ ids: [UInt64], acknowledge: Bool = true) {
-        for id in ids { transfers.records.removeValue(forKey: id) }
+        for id in ids {
+            transfers.records.removeValue(forKey: id)
+            transfers.progressInFlight.remove(id)
+            transfers.progressPending.removeValue(forKey: id)
+        }
         do { try store.deleteTransfers(ids: ids) } catch { logger.error("could not forget transfers \(ids): \(error)") }
         if acknowledge { for id in ids { _ = sendToDaemon(.acknowledge(id: id)) } }
     }
