@@ -40,6 +40,10 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var paused = false
     }
     private var stream: BodyStream?
+    /// In `pump`'s write loop. A write flushes, and a flush can report the channel
+    /// writable again at once (over TLS it does): that re-entrant `pump` must not write
+    /// the same bytes again, nor a body after its end; the loop goes on by itself.
+    private var pumping = false
 
     init(state: ServerState) {
         self.state = state
@@ -227,7 +231,8 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     /// Writes as much of the current body as the channel accepts.
     private func pump(context: ChannelHandlerContext) {
-        guard var s = stream, !s.paused else { return }
+        guard !pumping, var s = stream, !s.paused else { return }
+        pumping = true
         var lastWrite: EventLoopFuture<Void>?
         while s.next < s.stop, context.channel.isWritable {
             var n = min(Self.chunkSize, s.stop - s.next)
@@ -239,7 +244,13 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
             let state = self.state, path = s.path, record = s.record, count = n
             write.whenSuccess { state.addSent(path: path, record: record, bytes: count) }
             lastWrite = write
+            // The connection ended under the write (channelInactive or errorCaught cleared the stream).
+            guard stream != nil else {
+                pumping = false
+                return
+            }
             if let bps = s.bytesPerSecond, s.next < s.stop {
+                pumping = false
                 s.paused = true
                 stream = s
                 let delay = TimeAmount.nanoseconds(max(1, n * 1_000_000_000 / Int64(bps)))
@@ -252,6 +263,8 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
                 return
             }
         }
+        // Before the end is written: writing it may hand us the next pipelined request.
+        pumping = false
         stream = s
         guard s.next >= s.stop else { return }  // wait for writability
         stream = nil
