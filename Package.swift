@@ -113,13 +113,14 @@ let package = Package(
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),
         .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer"]),
         .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol"]),
-        // A small real HTTP/1.1 server on SwiftNIO for transfer tests, and its self-tests.
+        // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO for transfer tests, and its self-tests.
         .target(
             name: "HTTPTestServer",
             dependencies: [
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             path: "Tests/HTTPTestServer"
         ),

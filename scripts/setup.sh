@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages AppHost needs when they are missing (Debian/Ubuntu).
+# curl and openssl are for the tests (the HTTP test server's client, its throwaway CA).
 set -euo pipefail
 need=()
-for pkg in libseccomp-dev libsqlite3-dev pkg-config curl; do
+for pkg in libseccomp-dev libsqlite3-dev pkg-config curl openssl; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 /// A small, real HTTP/1.1 server on SwiftNIO for transfer tests.
 ///
@@ -9,7 +10,8 @@ import NIOPosix
 /// (POST/PUT, streamed, only their lengths and first MiB kept), injects
 /// ``Fault``s per path, and logs what it sent. Bodies are written in 64 KiB
 /// chunks respecting channel writability, so multi-GiB generated resources
-/// never sit in memory.
+/// never sit in memory. Started with ``TLSFiles`` it speaks HTTPS (HTTP/1.1
+/// over TLS; ``TestCertificates`` makes a throwaway CA and server certificate).
 ///
 /// ```swift
 /// let server = try await HTTPTestServer.start()
@@ -19,24 +21,46 @@ import NIOPosix
 /// try await server.stop()
 /// ```
 public final class HTTPTestServer: Sendable {
+    /// The server's certificate chain and private key, PEM files.
+    public struct TLSFiles: Sendable, Equatable {
+        /// The certificate chain, leaf first.
+        public var certificateChain: String
+        /// The leaf's private key.
+        public var privateKey: String
+
+        public init(certificateChain: String, privateKey: String) {
+            self.certificateChain = certificateChain
+            self.privateKey = privateKey
+        }
+    }
+
     /// The host the server listens on.
     public let host: String
     /// The port the server listens on (the one picked when started with port 0).
     public let port: Int
+    /// `https` when started with TLS, else `http`.
+    public let scheme: String
     let state: ServerState
     private let group: MultiThreadedEventLoopGroup
     private let channel: Channel
 
-    private init(host: String, port: Int, state: ServerState, group: MultiThreadedEventLoopGroup, channel: Channel) {
+    private init(host: String, port: Int, scheme: String, state: ServerState, group: MultiThreadedEventLoopGroup, channel: Channel) {
         self.host = host
         self.port = port
+        self.scheme = scheme
         self.state = state
         self.group = group
         self.channel = channel
     }
 
-    /// Starts a server on `host`:`port` (0 picks a free port).
-    public static func start(host: String = "127.0.0.1", port: Int = 0) async throws -> HTTPTestServer {
+    /// Starts a server on `host`:`port` (0 picks a free port); with `tls`, an HTTPS one.
+    public static func start(host: String = "127.0.0.1", port: Int = 0, tls: TLSFiles? = nil) async throws -> HTTPTestServer {
+        // Made before any event loop, so a bad certificate or key fails here, plainly.
+        let sslContext = try tls.map { files in
+            let chain = try NIOSSLCertificate.fromPEMFile(files.certificateChain).map { NIOSSLCertificateSource.certificate($0) }
+            let key = try NIOSSLPrivateKey(file: files.privateKey, format: .pem)
+            return try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key)))
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let state = ServerState()
         do {
@@ -48,6 +72,7 @@ public final class HTTPTestServer: Sendable {
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
+                        if let sslContext { try sync.addHandler(NIOSSLServerHandler(context: sslContext)) }
                         try sync.configureHTTPServerPipeline(withErrorHandling: true)
                         try sync.addHandler(HTTPTestHandler(state: state))
                     }
@@ -57,7 +82,7 @@ public final class HTTPTestServer: Sendable {
                 try? await channel.close()
                 throw ChannelError.unknownLocalAddress
             }
-            return HTTPTestServer(host: host, port: bound, state: state, group: group, channel: channel)
+            return HTTPTestServer(host: host, port: bound, scheme: tls == nil ? "http" : "https", state: state, group: group, channel: channel)
         } catch {
             try? await group.shutdownGracefully()
             throw error
@@ -70,10 +95,10 @@ public final class HTTPTestServer: Sendable {
         try await group.shutdownGracefully()
     }
 
-    /// `http://host:port/path` for `path` (a leading `/` is added when missing).
+    /// `http://host:port/path` (`https://` with TLS) for `path` (a leading `/` is added when missing).
     public func url(_ path: String) -> String {
         let h = host.contains(":") ? "[\(host)]" : host
-        return "http://\(h):\(port)\(ServerState.normalize(path))"
+        return "\(scheme)://\(h):\(port)\(ServerState.normalize(path))"
     }
 
     // MARK: Resources

@@ -272,3 +272,53 @@ struct HTTPTestServerTests {
         try await server.stop()
     }
 }
+
+@Suite("HTTPTestServer over TLS")
+struct HTTPTestServerTLSTests {
+    @Test func servesHTTPSWithAThrowawayCAThatCurlTrustsOnlyWhenTold() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hts-tls-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let certs = try TestCertificates.generate(in: dir)
+        let server = try await HTTPTestServer.start(tls: certs.serverFiles)
+        let res = Resource.generated(size: 200_000, seed: 21)
+        server.serve("/g", resource: res)
+        server.redirect("/r", to: "/g")
+        #expect(server.scheme == "https")
+        #expect(server.url("/g") == "https://127.0.0.1:\(server.port)/g")
+
+        let untrusted = try curl([server.url("/g")])
+        #expect(untrusted.exitCode == 60, "curl: the peer's certificate cannot be verified")
+        #expect(server.requests("/g").isEmpty, "no request gets through a failed handshake")
+
+        let trusted = try curl(["--cacert", certs.caCertificate, server.url("/g")])
+        #expect(trusted.exitCode == 0)
+        #expect(trusted.status == 200)
+        #expect(trusted.body == res.bytes(in: 0..<200_000))
+        let range = try curl(["--cacert", certs.caCertificate, "-H", "Range: bytes=1000-1999", server.url("/g")])
+        #expect(range.status == 206)
+        #expect(range.body == res.bytes(in: 1000..<2000))
+        let redirected = try curl(["--cacert", certs.caCertificate, "-L", server.url("/r")])
+        #expect(redirected.status == 200)
+        #expect(redirected.body.count == 200_000)
+        #expect(server.requests("/r").first?.status == 302)
+        // The certificate names localhost too.
+        let byName = try curl(["--cacert", certs.caCertificate, "--resolve", "localhost:\(server.port):127.0.0.1",
+                               "https://localhost:\(server.port)/g"])
+        #expect(byName.status == 200)
+        try await server.stop()
+    }
+
+    @Test func aPlainHTTPServerIsUnchanged() async throws {
+        let server = try await HTTPTestServer.start()
+        #expect(server.scheme == "http")
+        #expect(server.url("x") == "http://127.0.0.1:\(server.port)/x")
+        try await server.stop()
+    }
+
+    @Test func aMissingCertificateFailsAtStart() async throws {
+        await #expect(throws: (any Error).self) {
+            _ = try await HTTPTestServer.start(tls: .init(certificateChain: "/nonexistent/cert.pem", privateKey: "/nonexistent/key.pem"))
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// A throwaway certificate authority and a server certificate it signed, made with
+/// the `openssl` command-line tool (scripts/setup.sh installs it) for HTTPS tests.
+///
+/// ```swift
+/// let certs = try TestCertificates.generate(in: dir)
+/// let server = try await HTTPTestServer.start(tls: certs.serverFiles)
+/// // trust certs.caCertificate in the client (e.g. curl --cacert, the transfer daemon's --extra-ca)
+/// ```
+public struct TestCertificates: Sendable, Equatable {
+    /// The CA's certificate (PEM): what a client must trust.
+    public var caCertificate: String
+    /// The server's certificate (PEM), signed by the CA, for `127.0.0.1`, `::1` and `localhost`.
+    public var serverCertificate: String
+    /// The server certificate's private key (PEM).
+    public var serverKey: String
+
+    /// What ``HTTPTestServer/start(host:port:tls:)`` takes.
+    public var serverFiles: HTTPTestServer.TLSFiles {
+        HTTPTestServer.TLSFiles(certificateChain: serverCertificate, privateKey: serverKey)
+    }
+
+    /// `openssl` failed or is missing.
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Makes a CA (P-256, valid one day) and a server certificate it signed for
+    /// `127.0.0.1`, `::1` and `localhost` (serverAuth) in `directory`, which must exist.
+    public static func generate(in directory: String) throws -> TestCertificates {
+        let ca = directory + "/ca.pem", caKey = directory + "/ca.key"
+        let cert = directory + "/server.pem", key = directory + "/server.key"
+        let csr = directory + "/server.csr", ext = directory + "/server.ext"
+        try Data("""
+            basicConstraints = critical, CA:FALSE
+            keyUsage = critical, digitalSignature
+            extendedKeyUsage = serverAuth
+            subjectAltName = IP:127.0.0.1, IP:::1, DNS:localhost
+
+            """.utf8).write(to: URL(fileURLWithPath: ext))
+        try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                     "-keyout", caKey, "-out", ca, "-days", "1", "-subj", "/CN=AppHost Test CA",
+                     "-addext", "basicConstraints=critical,CA:TRUE",
+                     "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        try openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                     "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"])
+        try openssl(["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", caKey, "-set_serial", "2",
+                     "-out", cert, "-days", "1", "-sha256", "-extfile", ext])
+        return TestCertificates(caCertificate: ca, serverCertificate: cert, serverKey: key)
+    }
+
+    /// Runs `openssl` (found on PATH) with `arguments`; throws with its stderr if it fails.
+    private static func openssl(_ arguments: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["openssl"] + arguments
+        let err = Pipe()
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = err
+        p.standardInput = FileHandle.nullDevice
+        do {
+            try p.run()
+        } catch {
+            throw Failure(description: "cannot run openssl: \(error) (scripts/setup.sh installs it)")
+        }
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else {
+            throw Failure(description: "openssl \(arguments.prefix(2).joined(separator: " ")) failed (status \(p.terminationStatus); is openssl installed? scripts/setup.sh installs it): \(text)")
+        }
+    }
+}
