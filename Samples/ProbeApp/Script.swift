@@ -174,8 +174,9 @@ enum Action: Equatable, Sendable {
     case bgCancel(identifier: String?)
     /// List the pending requests.
     case bgPending
-    /// Make background session ID (if the probe has not yet) and list its tasks.
-    case urlSession(id: String)
+    /// Make background session ID (if the probe has not yet) and list its tasks;
+    /// a session it makes here is discretionary and/or Wi-Fi only as asked.
+    case urlSession(id: String, discretionary: Bool = false, wifiOnly: Bool = false)
     /// Start a download of URL in session ID.
     case download(session: String, url: String)
     /// Start an upload of FILE to URL in session ID.
@@ -335,6 +336,9 @@ struct Script: Equatable, Sendable {
           url-session:ID           make background URLSession ID (once; later: getAllTasks) and
                                    print "[ProbeApp] url-session ID: N tasks", then
                                    "[ProbeApp] url-task N download|upload STATE URL bytes=B" for each
+          url-session:ID[:discretionary][:wifi-only]  the same; the session made here has
+                                   isDiscretionary = true (waits for power and Wi-Fi) and/or
+                                   allowsCellularAccess = false (waits for Wi-Fi)
           download:ID:URL          start a download in session ID (made if needed):
                                    "[ProbeApp] download started task=N", or
                                    "[ProbeApp] download: failed: CODE: REASON" (also refused)
@@ -517,7 +521,8 @@ struct Script: Equatable, Sendable {
         case ("bg-cancel", "all"): return .bgCancel(identifier: nil)
         case ("bg-cancel", let id?) where !id.isEmpty: return .bgCancel(identifier: id)
         case ("bg-pending", nil): return .bgPending
-        case ("url-session", let id?) where !id.isEmpty: return .urlSession(id: id)
+        case ("url-session", let argument?) where !argument.isEmpty:
+            return try urlSession(argument, in: text)
         case ("url-tasks", let id?) where !id.isEmpty: return .urlTasks(session: id)
         case ("download", let argument?):
             guard let colon = argument.firstIndex(of: ":"), colon != argument.startIndex,
@@ -551,6 +556,21 @@ struct Script: Equatable, Sendable {
             throw ScriptError("expected UUID[,UUID...] in \"\(text)\"")
         }
         return items
+    }
+
+    /// `ID[:discretionary][:wifi-only]`.
+    private static func urlSession(_ argument: String, in text: String) throws(ScriptError) -> Action {
+        let parts = argument.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        guard !parts[0].isEmpty else { throw ScriptError("url-session needs ID[:discretionary][:wifi-only], got \"\(text)\"") }
+        var discretionary = false, wifiOnly = false
+        for flag in parts.dropFirst() {
+            switch flag {
+            case "discretionary" where !discretionary: discretionary = true
+            case "wifi-only" where !wifiOnly: wifiOnly = true
+            default: throw ScriptError("unexpected \"\(flag)\" in \"\(text)\" (url-session takes ID[:discretionary][:wifi-only])")
+            }
+        }
+        return .urlSession(id: parts[0], discretionary: discretionary, wifiOnly: wifiOnly)
     }
 
     /// `refresh:ID[:SECONDS]` or `processing:ID[:SECONDS][:power][:network]`.

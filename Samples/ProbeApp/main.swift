@@ -209,10 +209,14 @@ final class ProbeDelegate: ApplicationDelegate {
         }
     }
 
-    /// Background session `identifier`, made (printing its tasks) if the probe has not yet.
-    private func session(_ identifier: String) -> BackgroundURLSession {
+    /// Background session `identifier`, made (printing its tasks) if the probe has not yet,
+    /// then discretionary and/or Wi-Fi only as asked.
+    private func session(_ identifier: String, discretionary: Bool = false, wifiOnly: Bool = false) -> BackgroundURLSession {
         if let session = sessions[identifier] { return session }
-        let session = BackgroundURLSession(configuration: .background(withIdentifier: identifier), delegate: self)
+        var configuration = BackgroundURLSessionConfiguration.background(withIdentifier: identifier)
+        configuration.isDiscretionary = discretionary
+        configuration.allowsCellularAccess = !wifiOnly
+        let session = BackgroundURLSession(configuration: configuration, delegate: self)
         sessions[identifier] = session
         printTasks(identifier, session.getAllTasks())
         return session
@@ -486,11 +490,14 @@ final class ProbeDelegate: ApplicationDelegate {
                 }
                 say(line)
             }
-        case .urlSession(let identifier):
+        case .urlSession(let identifier, let discretionary, let wifiOnly):
             if let existing = sessions[identifier] {
+                if discretionary || wifiOnly {
+                    complain("url-session: session \(identifier) exists already; its configuration stays as it was made")
+                }
                 printTasks(identifier, existing.getAllTasks())
             } else {
-                _ = session(identifier)
+                _ = session(identifier, discretionary: discretionary, wifiOnly: wifiOnly)
             }
         case .urlTasks(let identifier):
             printTasks(identifier, session(identifier).getAllTasks())
