@@ -56,8 +56,10 @@ final class TestHost: Sendable {
     let group: MultiThreadedEventLoopGroup
     let loop: Task<Void, Never>
 
+    /// `configure` changes anything else of the configuration (e.g. `transferSettings`) last.
     init(label: String = "h", grace: Duration = .seconds(5), clock: ClockMode = .real,
-         profile: BudgetProfile = .default, settle: Duration = .seconds(2), audioSink: AudioSinkKind = .wav) throws {
+         profile: BudgetProfile = .default, settle: Duration = .seconds(2), audioSink: AudioSinkKind = .wav,
+         configure: (inout HostConfiguration) -> Void = { _ in }) throws {
         dir = try TempDir(label)
         var config = HostConfiguration(stateDirectory: dir.path)
         config.productDirectories = [productsDirectory]
@@ -66,6 +68,7 @@ final class TestHost: Sendable {
         config.profile = profile
         config.settleTimeout = settle
         config.audioSink = audioSink
+        configure(&config)
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var logger = Logger(label: "test")
         logger.logLevel = .warning
