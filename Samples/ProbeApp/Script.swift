@@ -179,6 +179,8 @@ enum Action: Equatable, Sendable {
     case urlSession(id: String, discretionary: Bool = false, wifiOnly: Bool = false)
     /// Start a download of URL in session ID.
     case download(session: String, url: String)
+    /// Start `count` downloads in session ID, of `url` with `{n}` replaced by 1...count.
+    case downloads(session: String, count: Int, url: String)
     /// Start an upload of FILE to URL in session ID.
     case upload(session: String, url: String, file: String)
     /// Cancel task N of session ID.
@@ -206,6 +208,8 @@ struct Script: Equatable, Sendable {
 
     /// Most tasks one `hold-tasks` may begin.
     static let maximumTaskCount = 10_000
+    /// Most downloads one `downloads` may start.
+    static let maximumDownloadCount = 100_000
     /// Longest tone one `audio-play` may play, in seconds.
     static let maximumToneSeconds = 60.0
 
@@ -342,6 +346,10 @@ struct Script: Equatable, Sendable {
           download:ID:URL          start a download in session ID (made if needed):
                                    "[ProbeApp] download started task=N", or
                                    "[ProbeApp] download: failed: CODE: REASON" (also refused)
+          downloads:ID:COUNT:URL   start COUNT (1-\(maximumDownloadCount)) downloads in session ID, of URL with
+                                   every "{n}" replaced by 1...COUNT (one path per transfer); prints one
+                                   line, "[ProbeApp] downloads started N" (N of COUNT resumed without
+                                   error), plus " failed M: FIRST-ERROR" when some failed
           upload:ID:URL:FILE       start an upload (POST) of FILE: "[ProbeApp] upload started task=N"
           cancel-task:ID:N         cancel task N of session ID: "[ProbeApp] cancelling task N"
           url-tasks:ID             like url-session, with getAllTasks
@@ -380,6 +388,7 @@ struct Script: Equatable, Sendable {
           ProbeApp --on launch fetch-interval:minimum --fetch-result after:5:noData
           ProbeApp --on launch bg-register:com.x.refresh --on background bg-submit:refresh:com.x.refresh:60 \\
                    --bgtask never --bgtask-expire complete
+          ProbeApp --on launch url-session:s --on launch 'downloads:s:10000:http://127.0.0.1:8080/f/{n}'
         """
 
     /// What the command line asks for.
@@ -530,6 +539,13 @@ struct Script: Equatable, Sendable {
                 throw ScriptError("download needs ID:URL, got \"\(text)\"")
             }
             return .download(session: String(argument[..<colon]), url: String(argument[argument.index(after: colon)...]))
+        case ("downloads", let argument?):
+            let parts = argument.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 3, !parts[0].isEmpty, let count = Int(parts[1]), (1...maximumDownloadCount).contains(count),
+                  !parts[2].isEmpty else {
+                throw ScriptError("downloads needs ID:COUNT:URL with COUNT 1-\(maximumDownloadCount), got \"\(text)\"")
+            }
+            return .downloads(session: parts[0], count: count, url: parts[2])
         case ("upload", let argument?):
             guard let first = argument.firstIndex(of: ":"), first != argument.startIndex,
                   let last = argument.lastIndex(of: ":"), last > argument.index(after: first),

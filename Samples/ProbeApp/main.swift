@@ -241,6 +241,33 @@ final class ProbeDelegate: ApplicationDelegate {
         }
     }
 
+    /// `downloads:ID:COUNT:URL`: resumes COUNT download tasks (each one host round
+    /// trip), `{n}` in the URL replaced by 1...COUNT, and prints one summary line
+    /// rather than one a task, so the log stays small for 10,000 of them.
+    private func startDownloads(_ session: BackgroundURLSession, count: Int, template: String) {
+        var started = 0
+        var firstError: String?
+        for n in 1...count {
+            let text = template.replacingOccurrences(of: "{n}", with: String(n))
+            guard let target = URL(string: text) else {
+                firstError = firstError ?? "not a URL: \(text)"
+                continue
+            }
+            let task = session.downloadTask(with: target)
+            task.resume()
+            if let error = task.error {
+                firstError = firstError ?? "task for \(text): \(error)"
+            } else {
+                started += 1
+            }
+        }
+        if let firstError {
+            say("[ProbeApp] downloads started \(started) failed \(count - started): \(firstError)")
+        } else {
+            say("[ProbeApp] downloads started \(started)")
+        }
+    }
+
     /// Calls a fetch or push completion as `plan` says, printing
     /// "[ProbeApp] LABEL completed RESULT" just before (the host may suspend us after).
     private func answer(_ plan: CompletionPlan, _ label: String, _ completion: @escaping @Sendable (FetchResult) -> Void) {
@@ -507,6 +534,8 @@ final class ProbeDelegate: ApplicationDelegate {
                 return
             }
             start(session(identifier).downloadTask(with: target), "download")
+        case .downloads(let identifier, let count, let url):
+            startDownloads(session(identifier), count: count, template: url)
         case .upload(let identifier, let url, let file):
             guard let target = URL(string: url) else {
                 complain("upload: not a URL: \(url)")
