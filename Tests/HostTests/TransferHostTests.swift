@@ -148,6 +148,24 @@ struct TransferHostTests {
         try await server.stop()
     }
 
+    @Test func uninstallingCancelsTheAppsTransfersAndForgetsItsSessions() async throws {
+        let (server, _) = try await startServer(size: 4 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
+        let host = try TestHost(label: "tx")
+        let id = try await host.installProbe("com.tx.gone")
+        _ = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+        ])
+        _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+        try await host.supervisor.uninstall(id)
+        let cancelled = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("uninstalled: 1 background transfer(s) cancelled") }
+        #expect(cancelled != nil)
+        let store = try Store(path: host.dir.path + "/apphost.sqlite")
+        #expect(try store.transfers().isEmpty)
+        #expect(try store.transferSessions().isEmpty)
+        await host.stop()
+        try await server.stop()
+    }
+
     @Test func aNonHTTPURLIsRefused() async throws {
         let host = try TestHost(label: "tx")
         let id = try await host.installProbe("com.tx.ftp")
