@@ -38,6 +38,9 @@ struct TransferBrokerState {
     /// "app|session" → last task identifier.
     var taskCounters: [String: Int] = [:]
     var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The spawn and attach in progress: a shutdown waits for it, so it never tears the
+    /// event loops down under a half-made channel or leaves a daemon behind.
+    var starting: Task<Void, Never>?
     /// Transfers whose progress callback the app has not returned yet, and the newest
     /// progress that came meanwhile: an app gets progress as fast as it takes it, never
     /// a backlog (and the daemon is never slowed by a slow app).
@@ -97,14 +100,17 @@ extension Supervisor {
         let group = self.group
         let dir = configuration.stateDirectory + "/transfers"
         let logPath = configuration.logsDirectory + "/\(Self.transferDaemonName).log"
-        Task {
+        let device = modes.deviceState
+        transfers.starting = Task {
+            defer { transfers.starting = nil }
             do {
                 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
                 let (hostEnd, daemonEnd) = try makeSocketPair()
                 let log = try FileDescriptor.open(FilePath(logPath), .writeOnly, options: [.append, .create, .closeOnExec],
                                                   permissions: [.ownerReadWrite, .groupRead])
                 let settings = SpawnSettings(
-                    executablePath: path, arguments: [path, "--state-dir", dir] + configuration.transferSettings.daemonArguments,
+                    executablePath: path, arguments: [path, "--state-dir", dir, "--power", device.pluggedIn ? "plugged" : "battery",
+                                                     "--network", device.network.rawValue] + configuration.transferSettings.daemonArguments,
                     environment: ["HOME": dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
                                   "APPHOST_TRANSFERD_FD": String(IPCProtocol.descriptor)],
                     workingDirectory: dir, ipcDescriptor: daemonEnd, standardOutput: log, standardError: log,
@@ -128,9 +134,9 @@ extension Supervisor {
                     }
                     .withConnectedSocket(hostEnd.rawValue)
                     .get()
-                input.yield(.transferDaemonStarted(child: child, channel: channel, generation: generation))
+                handleTransferInput(.transferDaemonStarted(child: child, channel: channel, generation: generation))
             } catch {
-                input.yield(.transferDaemonFailed("\(error)", generation: generation))
+                handleTransferInput(.transferDaemonFailed("\(error)", generation: generation))
             }
         }
     }
@@ -138,6 +144,7 @@ extension Supervisor {
     /// Stops the daemon (host shutdown): closing its socket ends it; waits for its exit.
     func stopTransferDaemon() async {
         transfers.stopping = true
+        if let starting = transfers.starting { await starting.value }
         guard transfers.child != nil else { return }
         transfers.channel?.close(promise: nil)
         await withCheckedContinuation { transfers.exitWaiters.append($0) }
@@ -146,13 +153,15 @@ extension Supervisor {
     func handleTransferInput(_ item: Input) {
         switch item {
         case .transferDaemonStarted(let child, let channel, let generation):
-            guard generation == transfers.generation, !transfers.stopping else {
+            guard generation == transfers.generation else {
                 channel.close(promise: nil)
                 try? child.signal(SIGKILL)
                 return
             }
             transfers.child = child
             transfers.channel = channel
+            // A shutdown that began meanwhile closes the channel and waits for the exit.
+            guard !transfers.stopping else { return }
             events.append(.service, pid: child.pid, cause: "transfer daemon started (pid \(child.pid))", time: now())
             // Its `ready` may have been read before this arrived (the channel's handler
             // runs as soon as the socket is attached): what it triggers is sent now.
@@ -497,7 +506,8 @@ extension Supervisor {
             return .failed(code: "cannotWriteToFile", reason: "the host could not record the task: \(error)")
         }
         transfers.records[id] = TransferRecord(job: job)
-        _ = sendToDaemon(.enqueue(job))
+        // A daemon not ready yet gets it (after the device conditions) once it is.
+        if transfers.ready { _ = sendToDaemon(.enqueue(job)) }
         let from = resume.map { " (resuming at byte \($0.bytes))" } ?? ""
         events.append(.service, app: app, cause: "\(kind.rawValue) task \(taskIdentifier) of \(session) queued: \(url)\(from)", time: now())
         return .transferTaskCreated(taskIdentifier: taskIdentifier)

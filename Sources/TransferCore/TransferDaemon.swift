@@ -26,6 +26,9 @@ public struct TransferDaemonConfiguration: Sendable {
     /// Read timeout of one connection (no byte for this long: retry).
     public var readTimeout: Double = 60
     public var connectTimeout: Double = 30
+    /// The device conditions at start (the host passes its own; later changes come as requests).
+    public var pluggedIn = false
+    public var network: DeviceNetwork = .wifi
 
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
@@ -85,6 +88,9 @@ public actor TransferDaemon {
                            read: .milliseconds(Int64(configuration.readTimeout * 1000))))
         clientConfig.connectionPool = .init(idleTimeout: .seconds(30),
                                             concurrentHTTP1ConnectionsPerHostSoftLimit: configuration.perHostLimit)
+        // The daemon retries with its own backoff (and a failed TLS trust check must not
+        // be retried at all): a failed connection fails the attempt at once.
+        clientConfig.connectionPool.retryConnectionEstablishment = false
         clientConfig.decompression = .disabled
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfig)
         let daemon = TransferDaemon(config: configuration, store: store, link: link, client: client)
@@ -106,6 +112,8 @@ public actor TransferDaemon {
         self.store = store
         self.link = link
         self.client = client
+        pluggedIn = config.pluggedIn
+        network = config.network
     }
 
     private var transferrer: Transferrer {

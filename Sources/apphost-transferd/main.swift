@@ -1,11 +1,12 @@
 // apphost-transferd: the shared background-transfer daemon (iOS's background
 // URLSession). Talks to the host over descriptor 3 (APPHOST_TRANSFERD_FD):
 // TransferRequest frames in, TransferEvent frames out. Exits 0 at EOF.
+import AppHostProtocol
 import Foundation
 import TransferCore
 
 func usage(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("apphost-transferd: \(message)\nusage: apphost-transferd --state-dir DIR [--extra-ca FILE] [--retry-base SECONDS] [--max-attempts N] [--per-host N] [--max-concurrent N] [--read-timeout SECONDS] [--commit-bytes N]\n".utf8))
+    FileHandle.standardError.write(Data("apphost-transferd: \(message)\nusage: apphost-transferd --state-dir DIR [--extra-ca FILE] [--retry-base SECONDS] [--max-attempts N] [--per-host N] [--max-concurrent N] [--read-timeout SECONDS] [--commit-bytes N] [--power plugged|battery] [--network wifi|cellular|none]\n".utf8))
     exit(64)
 }
 
@@ -27,6 +28,8 @@ for (k, v) in options {
     case "--per-host": guard let n = Int(v), n > 0 else { usage("bad \(k)") }; config.perHostLimit = n
     case "--max-concurrent": guard let n = Int(v), n > 0 else { usage("bad \(k)") }; config.globalLimit = n
     case "--read-timeout": guard let d = Double(v), d > 0 else { usage("bad \(k)") }; config.readTimeout = d
+    case "--power": guard v == "plugged" || v == "battery" else { usage("bad \(k)") }; config.pluggedIn = v == "plugged"
+    case "--network": guard let n = DeviceNetwork(rawValue: v) else { usage("bad \(k)") }; config.network = n
     case "--commit-bytes": guard let n = Int64(v), n > 0, n <= 1 << 20 else { usage("bad \(k)") }; config.commitBytes = n
     default: usage("unknown option \(k)")
     }

@@ -166,6 +166,29 @@ struct TransferHostTests {
         try await server.stop()
     }
 
+    @Test func theDaemonStartsWithTheDevicesConditionsSoNoJobRunsWithoutNetwork() async throws {
+        let (server, resource) = try await startServer(size: 64 << 10)
+        let first = try TestHost(label: "tx")
+        let id = try await first.installProbe("com.tx.offline")
+        _ = try await first.supervisor.modeCommand(.deviceNetwork(.none))
+        await first.stop(removing: false)
+        // The setting is persisted; the new host's daemon is spawned knowing it, and a job
+        // made at once (while the daemon may still be starting) waits.
+        let second = try TestHost(reopening: first.dir)
+        _ = try await second.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+        ])
+        let waiting = await second.waitForEvent(id) { $0.kind == .service && $0.cause.contains("waiting: no network") }
+        #expect(waiting != nil)
+        #expect(server.requests("/file").isEmpty, "nothing was fetched without a network")
+        _ = try await second.supervisor.modeCommand(.deviceNetwork(.wifi))
+        await returned(second, id, "didCompleteWithError(task 1, nil)")
+        let moved = try Data(contentsOf: URL(fileURLWithPath: container(second, id) + "/Documents/downloads/1"))
+        #expect(moved == resource.bytes(in: 0..<(64 << 10)))
+        await second.stop()
+        try await server.stop()
+    }
+
     @Test func aNonHTTPURLIsRefused() async throws {
         let host = try TestHost(label: "tx")
         let id = try await host.installProbe("com.tx.ftp")
