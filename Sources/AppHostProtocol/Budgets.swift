@@ -342,7 +342,9 @@ public struct TransferSettings: Sendable, Equatable {
             switch key {
             case "extraCA":
                 guard let file = raw as? String, !file.isEmpty else { throw BudgetError(message: "\(path): transfers.extraCA: expected a path to a PEM file") }
-                let absolute = file.hasPrefix("/") ? file : ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(file)
+                // Absolute: the daemon runs in another directory.
+                let configDirectory = (URL(fileURLWithPath: path).standardizedFileURL.path as NSString).deletingLastPathComponent
+                let absolute = file.hasPrefix("/") ? file : URL(fileURLWithPath: file, relativeTo: URL(fileURLWithPath: configDirectory + "/")).standardizedFileURL.path
                 guard FileManager.default.isReadableFile(atPath: absolute) else {
                     throw BudgetError(message: "\(path): transfers.extraCA: cannot read \(absolute)")
                 }
