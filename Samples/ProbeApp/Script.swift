@@ -40,6 +40,8 @@ enum Trigger: String, CaseIterable, Sendable {
     case downloadFinished = "download-finished"
     /// A background task completed (with or without an error).
     case taskCompleted = "task-completed"
+    /// A background task's first progress callback.
+    case progress
 }
 
 /// What the probe's handleEventsForBackgroundURLSession does with its completion (`--events-completion`).
@@ -185,6 +187,10 @@ enum Action: Equatable, Sendable {
     case upload(session: String, url: String, file: String)
     /// Cancel task N of session ID.
     case cancelTask(session: String, task: Int)
+    /// Cancel task N of session ID with resume data, saved to Documents/resume-N.plist.
+    case cancelResume(session: String, task: Int)
+    /// Start a download from the resume data in FILE (read, then deleted).
+    case downloadResume(session: String, file: String)
     /// List session ID's tasks (getAllTasks).
     case urlTasks(session: String)
 }
@@ -258,6 +264,7 @@ struct Script: Equatable, Sendable {
                                    Documents/downloads/N in the container, printing
                                    "[ProbeApp] downloaded task=N to PATH bytes=B"
           task-completed           "[ProbeApp] task N completed error=CODE|nil"
+          progress                 a task's first progress callback: "[ProbeApp] progress task=N bytes=B"
         (urlSessionDidFinishEvents prints "[ProbeApp] didFinishEvents SESSION".)
         The probe creates its location manager, push registry, BLE central and
         accessory delegate at start, so every event has a receiver; launch handlers
@@ -352,6 +359,12 @@ struct Script: Equatable, Sendable {
                                    error), plus " failed M: FIRST-ERROR" when some failed
           upload:ID:URL:FILE       start an upload (POST) of FILE: "[ProbeApp] upload started task=N"
           cancel-task:ID:N         cancel task N of session ID: "[ProbeApp] cancelling task N"
+          cancel-resume:ID:N       cancel task N with cancel(byProducingResumeData:); the data is
+                                   saved to Documents/resume-N.plist: "[ProbeApp] resume data task=N
+                                   saved PATH bytes=B", or "[ProbeApp] resume data task=N nil"
+          download-resume:ID:FILE  downloadTask(withResumeData:) with FILE's contents (relative to
+                                   the container; deleted once read): "[ProbeApp] download started
+                                   task=N", or a complaint when FILE is missing
           url-tasks:ID             like url-session, with getAllTasks
         --ignore-expiration        expiration handlers only log; by default each
                                    task's handler ends its task
@@ -554,6 +567,18 @@ struct Script: Equatable, Sendable {
             }
             return .upload(session: String(argument[..<first]), url: String(argument[argument.index(after: first)..<last]),
                            file: String(argument[argument.index(after: last)...]))
+        case ("cancel-resume", let argument?):
+            guard let colon = argument.lastIndex(of: ":"), colon != argument.startIndex,
+                  let task = Int(argument[argument.index(after: colon)...]) else {
+                throw ScriptError("cancel-resume needs ID:N, got \"\(text)\"")
+            }
+            return .cancelResume(session: String(argument[..<colon]), task: task)
+        case ("download-resume", let argument?):
+            guard let colon = argument.firstIndex(of: ":"), colon != argument.startIndex,
+                  argument.index(after: colon) != argument.endIndex else {
+                throw ScriptError("download-resume needs ID:FILE, got \"\(text)\"")
+            }
+            return .downloadResume(session: String(argument[..<colon]), file: String(argument[argument.index(after: colon)...]))
         case ("cancel-task", let argument?):
             guard let colon = argument.lastIndex(of: ":"), colon != argument.startIndex,
                   let task = Int(argument[argument.index(after: colon)...]) else {

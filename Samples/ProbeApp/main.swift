@@ -149,6 +149,8 @@ final class ProbeDelegate: ApplicationDelegate {
     private var sessions: [String: BackgroundURLSession] = [:]
     /// handleEvents completions kept for urlSessionDidFinishEvents (--events-completion finish).
     private var eventsCompletions: [String: @Sendable () -> Void] = [:]
+    /// Tasks ("session#N") whose first progress callback has been seen (the `progress` trigger).
+    private var progressed: Set<String> = []
 
     init(script: Script) {
         self.script = script
@@ -553,6 +555,35 @@ final class ProbeDelegate: ApplicationDelegate {
             }
             say("[ProbeApp] cancelling task \(number)")
             task.cancel()
+        case .cancelResume(let identifier, let number):
+            guard let task = session(identifier).getAllTasks().first(where: { $0.taskIdentifier == number }) else {
+                complain("cancel-resume: session \(identifier) has no task \(number)")
+                return
+            }
+            say("[ProbeApp] cancelling task \(number) with resume data")
+            task.cancel(byProducingResumeData: { data in
+                guard let data else {
+                    say("[ProbeApp] resume data task=\(number) nil")
+                    return
+                }
+                let path = FileManager.default.currentDirectoryPath + "/Documents/resume-\(number).plist"
+                do {
+                    try FileManager.default.createDirectory(atPath: FileManager.default.currentDirectoryPath + "/Documents",
+                                                            withIntermediateDirectories: true)
+                    try data.write(to: URL(fileURLWithPath: path))
+                    say("[ProbeApp] resume data task=\(number) saved \(path) bytes=\(data.count)")
+                } catch {
+                    complain("cancel-resume: cannot save \(path): \(error)")
+                }
+            })
+        case .downloadResume(let identifier, let file):
+            let path = file.hasPrefix("/") ? file : FileManager.default.currentDirectoryPath + "/" + file
+            guard let data = FileManager.default.contents(atPath: path) else {
+                complain("download-resume: no resume data at \(path)")
+                return
+            }
+            try? FileManager.default.removeItem(atPath: path)
+            start(session(identifier).downloadTask(withResumeData: data), "download")
         }
     }
 
@@ -738,6 +769,13 @@ extension ProbeDelegate: BackgroundURLSessionDelegate {
     func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: BackgroundURLSessionError?) {
         say("[ProbeApp] task \(task.taskIdentifier) completed error=\(error.map { $0.code.rawValue } ?? "nil")")
         fire(.taskCompleted, application: .shared)
+    }
+
+    func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didWriteData bytesWritten: Int64,
+                    totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        guard progressed.insert("\(session.identifier)#\(downloadTask.taskIdentifier)").inserted else { return }
+        say("[ProbeApp] progress task=\(downloadTask.taskIdentifier) bytes=\(totalBytesWritten)")
+        fire(.progress, application: .shared)
     }
 
     func urlSessionDidFinishEvents(forBackgroundURLSession session: BackgroundURLSession) {

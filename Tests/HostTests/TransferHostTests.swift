@@ -189,6 +189,36 @@ struct TransferHostTests {
         try await server.stop()
     }
 
+    @Test func cancelWithResumeDataThenResumeFetchesOnlyTheRest() async throws {
+        // 8 s at this pace: the cancel at the first progress comes long before the end.
+        let (server, resource) = try await startServer(size: 2 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
+        let host = try TestHost(label: "tx")
+        let id = try await host.installProbe("com.tx.resume")
+        _ = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+            "--on", "progress", "cancel-resume:s:1",
+            "--on", "task-completed", "download-resume:s:Documents/resume-1.plist",
+        ])
+        await returned(host, id, "cancel(byProducingResumeData:) completion(task 1, data)")
+        await returned(host, id, "didCompleteWithError(task 1, cancelled)")
+        await returned(host, id, "didCompleteWithError(task 2, nil)")
+        let queued = await host.events(id).first { $0.kind == .service && $0.cause.contains("task 2 of s queued") }
+        #expect(queued?.cause.contains("resuming at byte") == true, "\(queued?.cause ?? "no task 2")")
+        let moved = try Data(contentsOf: URL(fileURLWithPath: container(host, id) + "/Documents/downloads/2"))
+        #expect(moved == resource.bytes(in: 0..<(2 << 20)))
+        let requests = server.requests("/file")
+        #expect(requests.count == 2)
+        if requests.count == 2 {
+            #expect(requests[1].status == 206, "the resumed task asked for the rest only")
+            #expect(requests[1].ifRange == resource.derivedETag)
+            #expect(requests[0].bodyBytesSent + requests[1].bodyBytesSent >= 2 << 20)
+        }
+        let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: container(host, id) + "/Library/Caches/com.apphost.transfers")) ?? []
+        #expect(leftovers.isEmpty, "the partial file moved to the resumed task and was handed over: \(leftovers)")
+        await host.stop()
+        try await server.stop()
+    }
+
     @Test func aNonHTTPURLIsRefused() async throws {
         let host = try TestHost(label: "tx")
         let id = try await host.installProbe("com.tx.ftp")
