@@ -87,9 +87,12 @@ let package = Package(
             name: "apphost-bench",
             dependencies: [
                 "Host", "AppHostSystem", "AppHostProtocol", "Plugins",
+                // `transfers`: the loopback server the daemon and both baselines fetch from.
+                "HTTPTestServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             path: "Benchmarks/apphost-bench"
         ),

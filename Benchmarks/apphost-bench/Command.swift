@@ -17,10 +17,13 @@ struct AppHostBench: AsyncParsableCommand {
             idle: an `apphost daemon` with N suspended apps vs the same daemon with none. \
             deadlines: how late the host acts after real-clock deadlines vs plain sleeps. \
             virtual: N apps cycling through 24 simulated hours on the virtual clock vs the rules alone. \
-            all: all five in one run (the default). Build with -c release for representative figures.
+            all: all five in one run (the default). push, fetch-week and transfers (10,000 small \
+            background downloads vs AsyncHTTPClient and curl) run on their own. \
+            Build with -c release for representative figures.
             """,
         subcommands: [All.self, LaunchCommand.self, SuspendCommand.self, IdleCommand.self, DeadlinesCommand.self,
-                      VirtualCommand.self, RawSignalsCommand.self, PushCommand.self, FetchWeekCommand.self],
+                      VirtualCommand.self, RawSignalsCommand.self, PushCommand.self, FetchWeekCommand.self,
+                      TransfersCommand.self, TransferServerCommand.self],
         defaultSubcommand: All.self)
 }
 
@@ -129,6 +132,7 @@ struct Report: Codable, Sendable {
     var idle: IdleReport?
     var deadlines: DeadlineReport?
     var virtual: VirtualReport?
+    var transfers: TransfersReport?
 
     func emit(json: Bool) throws {
         if json {
@@ -143,6 +147,7 @@ struct Report: Codable, Sendable {
         if let idle { printIdle(idle) }
         if let deadlines { printDeadlines(deadlines) }
         if let virtual { printVirtual(virtual) }
+        if let transfers { printTransfers(transfers) }
     }
 }
 
