@@ -263,6 +263,8 @@ struct TransferBench {
                 let wasReady = tally.daemonReady != nil
                 tally.add(e)
                 if !wasReady, tally.daemonReady != nil { await marks.reach(.daemonReady) }
+                // A daemon that cannot start (or exits) is restarted with backoff: fail now, not at the timeout.
+                if e.kind == .warning, e.bundleIdentifier == nil, e.cause.contains("transfer daemon") { await marks.fail() }
                 if tally.isDone, !doneSignalled {
                     // Keep reading what follows (suspension) until the subscription ends.
                     doneSignalled = true
@@ -277,7 +279,10 @@ struct TransferBench {
         }
         do {
             guard await marks.wait(.daemonReady) else {
-                throw BenchError("the transfer daemon did not become ready within \(timeout) (is apphost-transferd beside \(selfExecutable)?)")
+                let log = (try? String(contentsOfFile: host.dir.path + "/logs/apphost-transferd.log", encoding: .utf8)) ?? ""
+                let warnings = await host.supervisor.subscribe(bundleIdentifier: nil).past.filter { $0.kind == .warning }.map(\.cause)
+                throw BenchError("the transfer daemon did not become ready (is apphost-transferd beside \(selfExecutable), "
+                                 + "built from the same commit?): \(warnings.joined(separator: " | "))\ndaemon log:\n\(log.suffix(2000))")
             }
             guard let daemonPID = await host.supervisor.transferDaemonPID() else { throw BenchError("no transfer daemon pid") }
             phase.daemonPID = daemonPID
