@@ -618,8 +618,9 @@ struct TransferTally {
                 callbacks[name, default: 0] += 1
             }
         case .signal:
-            let sig = e.cause.prefix { $0 != ":" && $0 != " " }
-            signals[String(sig), default: 0] += 1
+            // "SIGSTOP: ...", "SIGCONT: ..."; "running again (kernel confirmed SIGCONT)" is the kernel's confirmation.
+            let sig = e.cause.hasPrefix("SIG") ? String(e.cause.prefix { $0 != ":" && $0 != " " }) : "continue confirmed"
+            signals[sig, default: 0] += 1
             if sig == "SIGSTOP", !isDone { stopsBeforeDone += 1 }
         case .transition:
             if let to = e.to { transitions[to.rawValue, default: 0] += 1 }
