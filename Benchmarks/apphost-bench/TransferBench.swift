@@ -47,7 +47,12 @@ struct TransferBench {
     func run() async throws -> TransfersReport {
         var report = TransfersReport(resources: resources)
         let root = try TempDir("xfer")
-        defer { root.remove() }
+        defer {
+            root.remove()
+            if FileManager.default.fileExists(atPath: root.path) {
+                progress("transfers: could not remove all of \(root.path); remove it by hand")
+            }
+        }
         progress("transfers: starting the server process with \(resources.count) resources (\(resources.sizeText))")
         let server = try await ServerProcess.start(resources: resources)
         report.serverPID = server.pid
@@ -250,7 +255,6 @@ struct TransferBench {
         let host = try InProcessHost(label: "xfer")
         let id = "com.bench.transfers.\(variant)"
         var phase = HostPhase(variant: variant)
-        var failure: (any Error)?
         let (past, live, subscription) = await host.supervisor.subscribe(bundleIdentifier: nil)
         let marks = Marks()
         let count = resources.count
@@ -306,9 +310,7 @@ struct TransferBench {
             let daemon1 = CPU.of(daemonPID)
             let server1 = server.cpu()
             guard complete else {
-                await host.supervisor.unsubscribe(subscription)
-                let tally = await reader.value
-                throw BenchError("host (\(variant)): \(tally.delivered) of \(count) didCompleteWithError returned (within \(timeout)); \(tally.summary().state)")
+                throw BenchError("\(count) didCompleteWithError did not all return (app killed, or not within \(timeout))")
             }
             phase.daemonPeakRSSKiB = procStatusKiB(daemonPID, "VmHWM") ?? 0
             phase.daemonRSSKiB = procStatusKiB(daemonPID, "VmRSS") ?? 0
@@ -360,13 +362,16 @@ struct TransferBench {
             }
             phase.figures = figures
         } catch {
-            failure = error
+            // Reported with what the host saw; the run goes on with the other phases.
             await host.supervisor.unsubscribe(subscription)
             guardTask.cancel()
-            _ = await reader.value
+            let tally = await reader.value
+            phase.tally = tally.summary()
+            phase.failure = "\(error)"
+            progress("transfers: host (\(variant)) FAILED: \(error); \(phase.tally.state)")
+            rename(host.dir.path + "/containers/\(id)/Documents/downloads", keep)
         }
         await host.stop()
-        if let failure { throw failure }
         return phase
     }
 }
@@ -416,6 +421,8 @@ struct HostPhase: Codable, Sendable {
     var launchReturned: Date?
     var tally = TallySummary()
     var notes: [String] = []
+    /// Why the run did not complete (the figures are then not a measurement).
+    var failure: String?
 }
 
 struct TransfersReport: Codable, Sendable {
@@ -725,7 +732,7 @@ struct TallySummary: Codable, Sendable {
     var queuedToDelivered = Spread()
 
     var state: String {
-        "queued \(queued), finished in the daemon \(finished) (\(finishedFailed) failed), didCompleteWithError returned \(delivered) (+\(deliveredWithError) with an error)"
+        "first enqueue → last delivery \(firstQueued.flatMap { q in lastDelivered.map { formatDuration($0.timeIntervalSince(q) * 1e9) } } ?? "—"); queued \(queued), finished in the daemon \(finished) (\(finishedFailed) failed), didCompleteWithError returned \(delivered) (+\(deliveredWithError) with an error)"
             + (appExited.map { "; the app exited: \($0)" } ?? "") + (firstError.map { "; first error: \($0)" } ?? "")
             + (warnings.isEmpty ? "" : "; warnings: " + warnings.prefix(3).joined(separator: " | "))
     }
@@ -956,6 +963,18 @@ func printTransfers(_ r: TransfersReport) {
     for h in r.host {
         let f = h.figures
         let t = h.tally
+        if let failure = h.failure {
+            print("  host (\(h.variant)): FAILED: \(failure)")
+            print("    what the host saw: \(t.state)")
+            let sig = t.signals.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            print("    callbacks returned: " + t.callbacks.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+                  + "; signals: \(sig.isEmpty ? "none" : sig)")
+            if let q0 = t.firstQueued, let q1 = t.lastQueued {
+                print("    first → last enqueue \(formatDuration(q1.timeIntervalSince(q0) * 1e9)); last delivery \(t.lastDelivered.map { formatDuration($0.timeIntervalSince(q0) * 1e9) } ?? "none") after the first enqueue")
+            }
+            print("    app: \(TransferBench.executable) \(h.arguments.joined(separator: " "))")
+            continue
+        }
         print("  host (\(h.variant)): first enqueue → \(t.delivered)th didCompleteWithError returned: \(line(f))")
         if let ahc { print("    ratio \(formatRatio(f.seconds / ahc.seconds)) of AsyncHTTPClient (faster of its two runs, \(secs(ahc.seconds)))") }
         if let curl { print("    ratio \(formatRatio(f.seconds / curl.seconds)) of curl --parallel (faster of its two runs, \(secs(curl.seconds)))") }
@@ -1030,6 +1049,7 @@ extension AppHostBench {
                                                        backgroundVariant: !skipBackground,
                                                        timeout: .milliseconds(Int64(timeout * 1000))).run()
             try report.emit(json: common.json)
+            if report.transfers?.host.contains(where: { $0.failure != nil }) == true { throw ExitCode(1) }
         }
     }
 
