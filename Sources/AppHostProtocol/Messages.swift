@@ -124,6 +124,12 @@ public enum AppMessage: Codable, Sendable, Equatable {
     case endBackgroundTask(id: Int)
     /// A request the app waits on; answered by ``HostMessage/reply(id:reply:)``.
     case request(id: UInt64, request: AppRequest)
+    /// The app's window changed: its whole view tree (sent before the callbackReturned of
+    /// the callback that changed it, so the host has it when it takes a snapshot).
+    case viewTree(ViewTree)
+    /// `ignoreSnapshotOnNextApplicationLaunch()`: the next snapshot is not shown; the
+    /// switcher shows the launch image instead.
+    case ignoreSnapshotOnNextApplicationLaunch
 }
 
 /// Host → app.

@@ -118,6 +118,10 @@ public actor Supervisor {
         var history: [StateRecord] = []
         var launchWaiters: [CheckedContinuation<Int32, any Error>] = []
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
+        /// What the app's window shows now (its last `viewTree` message).
+        var viewTree: ViewTree?
+        /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run.
+        var ignoreNextSnapshot = false
     }
 
     public let configuration: HostConfiguration
@@ -907,6 +911,10 @@ public actor Supervisor {
                 transferCallbackReturned(event, app: id)
                 performMode(modes.callbackReturned(event, app: id, at: hostNow()))
             }
+        case .viewTree(let tree):
+            runtimes[id]?.viewTree = tree
+        case .ignoreSnapshotOnNextApplicationLaunch:
+            runtimes[id]?.ignoreNextSnapshot = true
         case .beginBackgroundTask(let taskID, let name):
             events.append(.backgroundTask, app: id, pid: rt.pid,
                           cause: "beginBackgroundTask \(name.map { "\"\($0)\"" } ?? "") id \(taskID)", time: now())
