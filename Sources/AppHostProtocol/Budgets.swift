@@ -189,6 +189,10 @@ public struct HostConfigFile: Sendable, Equatable {
     /// `"transfers": {"extraCA": "ca.pem", "perHost": 4, "maxConcurrent": 16, "retryBase": 1, "maxAttempts": 10}`:
     /// settings of the shared transfer daemon (relative paths are relative to the config file).
     public var transfers = TransferSettings()
+    /// `"snapshots": {"policy": "redact", "screen": "1170x2532@3"}`: a host-wide snapshot
+    /// policy (wins over an app's when stricter) and the screen snapshots are drawn for.
+    public var snapshotPolicy: SnapshotPolicy?
+    public var screen: ScreenSize?
 
     /// Reads and checks a config file; errors name the file and key.
     public static func load(path: String) throws(BudgetError) -> HostConfigFile {
@@ -216,6 +220,24 @@ public struct HostConfigFile: Sendable, Equatable {
                 file.backgroundRefreshRestricted = policy == "restricted"
             case "transfers":
                 file.transfers = try TransferSettings.parse(value, path: path)
+            case "snapshots":
+                guard let dict = value as? [String: Any] else { throw BudgetError(message: "\(path): snapshots: expected an object") }
+                for (k, v) in dict {
+                    switch k {
+                    case "policy":
+                        guard let text = v as? String, let policy = SnapshotPolicy(rawValue: text) else {
+                            throw BudgetError(message: "\(path): snapshots.policy: expected one of \(SnapshotPolicy.allCases.map(\.rawValue).joined(separator: ", "))")
+                        }
+                        file.snapshotPolicy = policy
+                    case "screen":
+                        guard let text = v as? String, let screen = ScreenSize(parsing: text) else {
+                            throw BudgetError(message: "\(path): snapshots.screen: expected WIDTHxHEIGHT[@SCALE] in pixels, e.g. \"1170x2532@3\"")
+                        }
+                        file.screen = screen
+                    default:
+                        throw BudgetError(message: "\(path): snapshots.\(k): unknown key (known: policy, screen)")
+                    }
+                }
             case "budgets":
                 guard let budgets = value as? [String: Any] else { throw BudgetError(message: "\(path): budgets: expected an object") }
                 for (name, raw) in budgets {
@@ -235,7 +257,7 @@ public struct HostConfigFile: Sendable, Equatable {
                     }
                 }
             default:
-                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers)")
+                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers, snapshots)")
             }
         }
         return file

@@ -37,11 +37,16 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var externalAccessoryProtocols: [String]
     /// The file this manifest was read from.
     public var sourcePath: String
+    /// `AppHost` → `SnapshotPolicy` (nil: `default`, unless the host's policy is stricter).
+    public var snapshotPolicy: SnapshotPolicy?
+    /// `UILaunchImageFile`: a PNG in the bundle, for the `launch-image` policy.
+    public var launchImageFile: String?
 
     /// Creates a manifest; everything but the identity keys and the source path has an empty default.
     public init(bundleIdentifier: String, executable: String, name: String, displayName: String? = nil,
                 backgroundModes: [BackgroundMode] = [], bgTaskIdentifiers: [String] = [],
-                exitsOnSuspend: Bool = false, externalAccessoryProtocols: [String] = [], sourcePath: String) {
+                exitsOnSuspend: Bool = false, externalAccessoryProtocols: [String] = [], sourcePath: String,
+                snapshotPolicy: SnapshotPolicy? = nil, launchImageFile: String? = nil) {
         self.bundleIdentifier = bundleIdentifier
         self.executable = executable
         self.name = name
@@ -51,5 +56,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         self.exitsOnSuspend = exitsOnSuspend
         self.externalAccessoryProtocols = externalAccessoryProtocols
         self.sourcePath = sourcePath
+        self.snapshotPolicy = snapshotPolicy
+        self.launchImageFile = launchImageFile
     }
 }

@@ -31,6 +31,10 @@ public struct RawManifest: Sendable, Equatable {
     public var keys: [String]
     /// The file's bytes, so the whole dictionary can be re-read (see ``propertyList()``).
     public var data: Data
+    /// `AppHost` → `SnapshotPolicy`, if present.
+    public var snapshotPolicy: SnapshotPolicy? = nil
+    /// `UILaunchImageFile`, if present.
+    public var launchImageFile: String? = nil
 
     /// The file's whole top-level dictionary, unknown keys included.
     public func propertyList() -> [String: Any] {
@@ -73,6 +77,10 @@ public enum ManifestReader {
     public static let exitsOnSuspendKey = "UIApplicationExitsOnSuspend"
     /// `UISupportedExternalAccessoryProtocols`.
     public static let externalAccessoryProtocolsKey = "UISupportedExternalAccessoryProtocols"
+    /// `AppHost`: a dictionary of AppHost's own per-app settings (`SnapshotPolicy`).
+    public static let appHostKey = "AppHost"
+    /// `UILaunchImageFile`: a PNG in the bundle shown while the app launches.
+    public static let launchImageFileKey = "UILaunchImageFile"
 
     /// Reads and validates a manifest. `path` is an Info.plist (or a plist of any name) or a
     /// folder holding `Info.plist`, such as `Foo.app`. `bundleName` defaults to
@@ -94,7 +102,7 @@ public enum ManifestReader {
         let bundleIdentifier = try fields.string(bundleIdentifierKey)
         let executable = try fields.string(executableKey)
         let modes = try fields.backgroundModes()
-        return RawManifest(
+        var raw = RawManifest(
             displayPath: display,
             sourcePath: absolutePath(display),
             format: loaded.format,
@@ -110,6 +118,9 @@ public enum ManifestReader {
             keys: loaded.dictionary.keys.sorted(),
             data: loaded.data
         )
+        raw.snapshotPolicy = try fields.snapshotPolicy()
+        raw.launchImageFile = try fields.string(launchImageFileKey)
+        return raw
     }
 
     /// Expands and checks a raw manifest: identity keys present, references in required keys
@@ -151,7 +162,9 @@ public enum ManifestReader {
             bgTaskIdentifiers: bgTaskIdentifiers,
             exitsOnSuspend: raw.exitsOnSuspend ?? false,
             externalAccessoryProtocols: raw.rawExternalAccessoryProtocols.map { expander.expand($0).value },
-            sourcePath: raw.sourcePath
+            sourcePath: raw.sourcePath,
+            snapshotPolicy: raw.snapshotPolicy,
+            launchImageFile: raw.launchImageFile.map { expander.expand($0).value }
         )
     }
 
@@ -245,6 +258,20 @@ private struct Fields {
         throw wrongType(key, nil, "a boolean (<true/> or <false/>)", value)
     }
 
+
+    /// `AppHost` → `SnapshotPolicy`: one of default, redact, launch-image, none.
+    func snapshotPolicy() throws(ManifestError) -> SnapshotPolicy? {
+        let key = ManifestReader.appHostKey
+        guard let value = dictionary[key] else { return nil }
+        guard let dict = value as? [String: Any] else { throw wrongType(key, nil, "a dictionary", value) }
+        guard let raw = dict["SnapshotPolicy"] else { return nil }
+        guard let text = raw as? String else { throw wrongType(key + ".SnapshotPolicy", nil, "a string", raw) }
+        guard let policy = SnapshotPolicy(rawValue: text) else {
+            throw ManifestError(.invalidValue, file: file, key: key + ".SnapshotPolicy", value: text,
+                                detail: "unknown snapshot policy \"\(text)\" (known: \(SnapshotPolicy.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        return policy
+    }
 
     func backgroundModes() throws(ManifestError) -> [BackgroundMode]? {
         let key = ManifestReader.backgroundModesKey

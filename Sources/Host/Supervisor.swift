@@ -35,6 +35,10 @@ public struct HostConfiguration: Sendable {
     public var transferDaemon = true
     /// The transfer daemon's settings (extra CA, connection limits, retries).
     public var transferSettings = TransferSettings()
+    /// The host-wide snapshot policy (an app's own policy applies when stricter).
+    public var snapshotPolicy: SnapshotPolicy = .default
+    /// The screen snapshots are drawn for.
+    public var screen: ScreenSize = .default
 
     /// The push gateway (APNs provider API over HTTP/2), or nil for none.
     public var pushGateway: PushGatewaySettings?

@@ -164,6 +164,8 @@ struct HostOptions: ParsableArguments {
             if let sink = file.audioSink { config.audioSink = AudioSinkKind(rawValue: sink) ?? .wav }
             config.backgroundRefreshRestricted = file.backgroundRefreshRestricted
             config.transferSettings = file.transfers
+            if let policy = file.snapshotPolicy { config.snapshotPolicy = policy }
+            if let screen = file.screen { config.screen = screen }
         }
         return config
     }
