@@ -93,6 +93,48 @@ public final class Application {
     /// Set once `didFinishLaunching` has returned (BGTaskScheduler registrations end then).
     private nonisolated let finishedLaunching = Mutex(false)
 
+    /// The window the app shows, like `UIApplication.shared.delegate.window` /
+    /// `UIWindowScene.keyWindow`; nil (the default) draws nothing. The host keeps
+    /// the last tree it was sent and takes the app-switcher snapshot from it.
+    ///
+    /// When the tree goes to the host: a change (setting this property to another
+    /// window, or any change to the window or a view in it) marks the window dirty,
+    /// and a dirty window is sent whole, once, at the first of these:
+    /// - before the acknowledgement of the callback during which it changed
+    ///   (`didFinishLaunching`, `willResignActive`, `didEnterBackground`, ...,
+    ///   `performFetch` and the other service events), so when the host takes a
+    ///   snapshot after `willResignActive` or `didEnterBackground` has returned it
+    ///   already has the window as it was then: a cover added there is in it;
+    /// - before a completion handler the host waits for (`performFetch`'s, a remote
+    ///   notification's, a BGTask's, ...) is sent, when it is called on the main
+    ///   queue, so a change made just before completing is in the snapshot taken
+    ///   after the completion;
+    /// - otherwise (a change in a main-queue block, a timer or a main-actor task)
+    ///   at the end of that main-queue turn: the first change schedules one
+    ///   `DispatchQueue.main.async` flush, which runs after the blocks queued
+    ///   before it.
+    /// Nothing is encoded or sent while nothing changed; setting a property to the
+    /// value it has is no change. Setting this to nil after a window was shown sends
+    /// an empty tree (a white screen).
+    public var window: Window? {
+        didSet {
+            guard window !== oldValue else { return }
+            if let oldValue, oldValue.application === self { oldValue.application = nil }
+            if let window {
+                // A window shows in one application at a time (a test may run several).
+                if let other = window.application, other !== self { other.window = nil }
+                window.application = self
+            }
+            markViewTreeDirty()
+        }
+    }
+    /// The window changed since the host was last sent its tree.
+    private var viewTreeDirty = false
+    /// A main-queue flush is queued (for a change made outside a callback).
+    private var viewTreeFlushScheduled = false
+    /// A callback is running; it sends a dirty tree before its acknowledgement.
+    private var isRunningCallback = false
+
     /// Creates the application over an already-welcomed connection, and binds
     /// `services` (the process's router unless given) to it.
     init(
@@ -108,6 +150,7 @@ public final class Application {
         self.effects = effects
         self.services = services ?? .shared
         self.services.application = self
+        Self.markMainQueue()
     }
 
     // MARK: Background tasks
@@ -318,6 +361,12 @@ public final class Application {
     /// ...) and blocks until it answers; a refusal (e.g. the fetch is no longer
     /// running) or failure is logged to stderr.
     nonisolated func sendCompletion(_ request: ServiceRequest) {
+        // A window changed on the main queue just before completing goes first, so
+        // the host's snapshot after the completion shows it. (Off the main queue the
+        // views cannot be read; their own flush follows.)
+        if Self.isOnMainQueue {
+            MainActor.assumeIsolated { sendViewTreeIfNeeded() }
+        }
         do throws(ServiceError) {
             let reply = try serviceRequest(request)
             guard case .ok = reply else { throw ServiceRouter.unexpected(reply, to: request) }
@@ -337,6 +386,7 @@ public final class Application {
     /// before the acknowledgement, on the same ordered socket, so the host sees it first.
     func perform(seq: UInt64, callback: LifecycleCallback, state: AppState) {
         applicationState = State(state)
+        isRunningCallback = true
         switch callback {
         case .didFinishLaunching(let options):
             launchOptions = options
@@ -365,6 +415,9 @@ public final class Application {
             // an event nobody can receive is logged and dropped, and still acknowledged.
             services.deliver(event, log: effects.log)
         }
+        // What the callback drew reaches the host before it hears the callback returned.
+        isRunningCallback = false
+        sendViewTreeIfNeeded()
         if case .willTerminate = callback {
             // Claim the exit before acknowledging: the host closes the socket once it
             // has the acknowledgement, and the reader must not then exit with 1.
@@ -381,6 +434,67 @@ public final class Application {
         // Completion handlers called while the callback ran (performFetch, a remote
         // notification, a BGTask) are sent now, after the acknowledgement.
         services.callbackAcknowledged()
+    }
+
+    // MARK: Window
+
+    /// `UIApplication.ignoreSnapshotOnNextApplicationLaunch()`: the snapshot taken
+    /// when the app next leaves the foreground is not shown in the app switcher (the
+    /// launch image is shown instead), e.g. while the app shows content about to
+    /// go stale. Callable from any thread; a lost host ends the process as usual.
+    public nonisolated func ignoreSnapshotOnNextApplicationLaunch() {
+        do {
+            try connection.send(.ignoreSnapshotOnNextApplicationLaunch)
+        } catch {
+            connectionFailed(error)
+        }
+    }
+
+    /// `window` (the one this application shows) changed: the tree is sent at the
+    /// next point ``window`` describes.
+    func windowDidChange(_ changed: Window) {
+        guard changed === window else { return }
+        markViewTreeDirty()
+    }
+
+    private func markViewTreeDirty() {
+        viewTreeDirty = true
+        guard !isRunningCallback, !viewTreeFlushScheduled else { return }
+        viewTreeFlushScheduled = true
+        DispatchQueue.main.async {
+            MainActor.assumeIsolated {
+                self.viewTreeFlushScheduled = false
+                self.sendViewTreeIfNeeded()
+            }
+        }
+    }
+
+    /// Sends the window's tree if it changed since it was last sent. A tree too large
+    /// for one frame is logged and dropped (the host keeps the previous one).
+    func sendViewTreeIfNeeded() {
+        guard viewTreeDirty else { return }
+        viewTreeDirty = false
+        let tree = window?.viewTree() ?? ViewTree()
+        do {
+            try connection.send(.viewTree(tree))
+        } catch .frame(let error) where error.isOversized {
+            effects.log("the window's view tree was not sent: \(error)")
+        } catch {
+            connectionFailed(error)
+        }
+    }
+
+    /// Set on the main queue so ``isOnMainQueue`` can tell it apart on any thread
+    /// (on Linux the main queue is not always drained by the main thread).
+    private nonisolated static let mainQueueKey = DispatchSpecificKey<Bool>()
+
+    private static func markMainQueue() {
+        DispatchQueue.main.setSpecific(key: mainQueueKey, value: true)
+    }
+
+    /// True when running a block of the main queue (so on the main actor).
+    nonisolated static var isOnMainQueue: Bool {
+        DispatchQueue.getSpecific(key: mainQueueKey) == true
     }
 
     /// Starts the reader thread; each callback is run on the main queue in arrival order.
