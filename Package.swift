@@ -111,6 +111,11 @@ let package = Package(
             ]
         ),
         .executableTarget(name: "apphost-transferd", dependencies: ["TransferCore", "AppHostProtocol"]),
+        // App-switcher snapshots (issue 7): render a view tree, redact, PNG, privacy checks.
+        .systemLibrary(name: "CFreeType", pkgConfig: "freetype2", providers: [.apt(["libfreetype-dev"])]),
+        .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
+        .target(name: "Snapshots", dependencies: ["AppHostProtocol", "CFreeType", "CPNG"]),
+        .testTarget(name: "SnapshotsTests", dependencies: ["Snapshots", "AppHostProtocol"]),
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol"]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),

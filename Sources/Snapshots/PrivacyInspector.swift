@@ -1,0 +1,142 @@
+import AppHostProtocol
+import Foundation
+
+/// Something a snapshot shows that it should not.
+public struct Leak: Codable, Equatable, Sendable {
+    /// `text`: a sensitive string is in the text layer. `pixels`: a sensitive view's frame is not blanked.
+    public var kind: String
+    /// The view: its kind, its text (never a secure field's), and its path, as `label "…" at window/2/0`.
+    public var view: String
+    /// What was found where.
+    public var detail: String
+
+    public init(kind: String, view: String, detail: String) {
+        self.kind = kind
+        self.view = view
+        self.detail = detail
+    }
+}
+
+/// Checks a snapshot against the tree it was taken of, for what iOS apps are asked to hide
+/// in the app switcher: secure text fields and privacy-sensitive views.
+public enum PrivacyInspector {
+    /// The leaks of `snapshot`, taken of `tree` on `screen`, under whatever policy.
+    ///
+    /// Sensitive strings are, in the tree as the app drew it: the text of every secure
+    /// text field, and every string (label, field text, placeholder) in a privacy-sensitive
+    /// view or its subviews, hidden or not. A `text` leak: one of them (non-empty) occurs in
+    /// a text-layer item. A `pixels` leak: the frame of a visible privacy-sensitive view or
+    /// secure field (outermost only; in pixels, clipped to the screen) is not one colour in
+    /// the picture. The redaction colour and an opaque cover drawn on top both pass.
+    public static func inspect(tree: ViewTree, snapshot: RenderedSnapshot, screen: ScreenSize) -> [Leak] {
+        var walker = Walker(scale: screen.scale.isFinite && screen.scale > 0 ? screen.scale : 1)
+        for (i, view) in tree.views.enumerated() {
+            walker.walk(view, x: 0, y: 0, path: "window/\(i)", sensitiveAncestor: false, hidden: false, depth: 1)
+        }
+        var leaks: [Leak] = []
+        for secret in walker.strings where !secret.text.isEmpty {
+            let hits = snapshot.textLayer.filter { $0.text.contains(secret.text) }
+            guard let first = hits.first else { continue }
+            let what = secret.isSecureText ? "the secure field's text" : "\"\(secret.text)\""
+            var shown = "\(first.kind) at \(describe(first.frame))"
+            if !secret.isSecureText { shown += " \"\(first.text)\"" }
+            let more = hits.count > 1 ? " (and \(hits.count - 1) more)" : ""
+            leaks.append(Leak(kind: "text", view: secret.view, detail: "\(what) is readable in the text layer: \(shown)\(more)"))
+        }
+        let image = snapshot.image
+        let bounds = PixelRect(x0: 0, y0: 0, x1: Swift.min(image.width, screen.width), y1: Swift.min(image.height, screen.height))
+        if image.isConsistent {
+            for region in walker.regions {
+                let area = region.frame.intersection(bounds)
+                guard !area.isEmpty else { continue }
+                let (differing, reference) = nonUniform(image, area)
+                guard differing > 0 else { continue }
+                let c = unpackPixel(reference)
+                leaks.append(Leak(kind: "pixels", view: region.view,
+                                  detail: "\(differing) of \(area.pixelCount) pixels in its frame \(area) differ from the colour at its "
+                                      + "top-left (\(c.r), \(c.g), \(c.b), \(c.a)): not blanked"))
+            }
+        }
+        return leaks
+    }
+
+    /// How many pixels of `area` differ from its first pixel, and that pixel.
+    static func nonUniform(_ image: RGBAImage, _ area: PixelRect) -> (Int, UInt32) {
+        image.pixels.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: UInt32.self) { px in
+                let reference = px[area.y0 * image.width + area.x0]
+                var differing = 0
+                for y in area.y0..<area.y1 {
+                    let row = y * image.width
+                    for x in area.x0..<area.x1 where px[row + x] != reference { differing += 1 }
+                }
+                return (differing, reference)
+            }
+        }
+    }
+
+    static func describe(_ r: Rect) -> String {
+        func f(_ v: Double) -> String { v == v.rounded() && abs(v) < 1e9 ? String(Int(v)) : String(format: "%.1f", v) }
+        return "(\(f(r.x)), \(f(r.y))) \(f(r.width))×\(f(r.height)) pt"
+    }
+
+    /// A view's kind, text (a secure field's length only) and path.
+    static func describe(_ view: ViewNode, path: String) -> String {
+        var text: String
+        switch view.content {
+        case .none: text = "view"
+        case .label(let s, _, _): text = "label \"\(s)\""
+        case .textField(let s, let placeholder, _, _):
+            text = s.isEmpty ? "textField (empty\(placeholder.map { ", placeholder \"\($0)\"" } ?? ""))" : "textField \"\(s)\""
+        case .secureTextField(let s, _, _): text = "secureTextField (\(s.count) characters)"
+        case .image(let name): text = "image \"\(name)\""
+        }
+        if view.isPrivacySensitive { text += " (privacy-sensitive)" }
+        if view.isHidden { text += " (hidden)" }
+        return text + " at " + path
+    }
+
+    private struct Walker {
+        struct Secret {
+            var text: String
+            var view: String
+            var isSecureText: Bool
+        }
+        struct Region {
+            var frame: PixelRect
+            var view: String
+        }
+
+        let scale: Double
+        var strings: [Secret] = []
+        var regions: [Region] = []
+
+        mutating func walk(_ view: ViewNode, x: Double, y: Double, path: String, sensitiveAncestor: Bool, hidden: Bool, depth: Int) {
+            guard depth <= 512 else { return }
+            let sensitive = sensitiveAncestor || view.isPrivacySensitive
+            let hidden = hidden || view.isHidden
+            let description = Self.describe(view, path: path)
+            switch view.content {
+            case .label(let text, _, _) where sensitive:
+                strings.append(Secret(text: text, view: description, isSecureText: false))
+            case .textField(let text, let placeholder, _, _) where sensitive:
+                strings.append(Secret(text: text, view: description, isSecureText: false))
+                if let placeholder { strings.append(Secret(text: placeholder, view: description, isSecureText: false)) }
+            case .secureTextField(let text, _, _):
+                strings.append(Secret(text: text, view: description, isSecureText: true))
+            default:
+                break
+            }
+            let absolute = Rect(x: x + view.frame.x, y: y + view.frame.y, width: view.frame.width, height: view.frame.height)
+            // The outermost sensitive view's frame is the one a policy blanks; its subviews are not drawn.
+            if !hidden && !sensitiveAncestor && (view.isPrivacySensitive || view.content.isSecure) {
+                regions.append(Region(frame: PixelRect(points: absolute, scale: scale), view: description))
+            }
+            for (i, subview) in view.subviews.enumerated() {
+                walk(subview, x: absolute.x, y: absolute.y, path: "\(path)/\(i)", sensitiveAncestor: sensitive, hidden: hidden, depth: depth + 1)
+            }
+        }
+
+        private static func describe(_ view: ViewNode, path: String) -> String { PrivacyInspector.describe(view, path: path) }
+    }
+}

@@ -1,0 +1,63 @@
+import AppHostProtocol
+import Foundation
+import Testing
+@testable import Snapshots
+
+@Suite struct PrivacyInspectorTests {
+    /// A bank screen: a title, a privacy-sensitive balance, a password field.
+    static let bank = ViewTree(views: [
+        label("My Bank", Rect(x: 10, y: 10, width: 150, height: 20), size: 16),
+        ViewNode(frame: Rect(x: 10, y: 40, width: 150, height: 30), backgroundColor: RGBA(230, 240, 255), isPrivacySensitive: true,
+                 subviews: [label("Balance: $9,876.54", Rect(x: 5, y: 5, width: 140, height: 20), size: 12)]),
+        ViewNode(content: .secureTextField(text: "pa55word", fontSize: 14, color: .black), frame: Rect(x: 10, y: 80, width: 150, height: 30)),
+    ])
+
+    @Test func defaultPolicyLeaksTextAndPixels() throws {
+        let snapshot = try render(Self.bank)
+        let leaks = PrivacyInspector.inspect(tree: Self.bank, snapshot: snapshot, screen: smallScreen)
+        let text = leaks.filter { $0.kind == "text" }
+        #expect(text.count == 1)
+        #expect(text.first?.view == "label \"Balance: $9,876.54\" at window/1/0")
+        #expect(text.first?.detail.contains("\"Balance: $9,876.54\"") == true)
+        let pixels = leaks.filter { $0.kind == "pixels" }
+        #expect(pixels.map(\.view) == ["view (privacy-sensitive) at window/1", "secureTextField (8 characters) at window/2"])
+        // A report never spells out a secure field's text.
+        #expect(!leaks.contains { $0.view.contains("pa55word") || $0.detail.contains("pa55word") })
+    }
+
+    @Test func redactPasses() throws {
+        let snapshot = try render(Self.bank, policy: .redact)
+        #expect(PrivacyInspector.inspect(tree: Self.bank, snapshot: snapshot, screen: smallScreen) == [])
+    }
+
+    @Test func launchImagePasses() throws {
+        let snapshot = try render(Self.bank, policy: .launchImage)
+        #expect(PrivacyInspector.inspect(tree: Self.bank, snapshot: snapshot, screen: smallScreen) == [])
+    }
+
+    @Test func anOpaqueCoverOnTopPassesUnderDefault() throws {
+        var covered = Self.bank
+        covered.views.append(ViewNode(frame: Rect(x: 0, y: 0, width: 200, height: 300), backgroundColor: RGBA(0, 122, 255)))
+        let snapshot = try render(covered)
+        #expect(snapshot.textLayer.isEmpty)
+        #expect(PrivacyInspector.inspect(tree: covered, snapshot: snapshot, screen: smallScreen) == [])
+    }
+
+    @Test func aSecureFieldsTextShownElsewhereIsATextLeak() throws {
+        var echoed = Self.bank
+        echoed.views.append(label("You typed pa55word", Rect(x: 10, y: 120, width: 180, height: 20)))
+        let snapshot = try render(echoed, policy: .redact)
+        let leaks = PrivacyInspector.inspect(tree: echoed, snapshot: snapshot, screen: smallScreen)
+        #expect(leaks.count == 1)
+        #expect(leaks.first?.kind == "text" && leaks.first?.view == "secureTextField (8 characters) at window/2")
+        #expect(leaks.first?.detail.contains("pa55word") == false)
+    }
+
+    @Test func hiddenSensitiveViewsHaveNoPixelsToCheck() throws {
+        var hidden = Self.bank
+        hidden.views[1].isHidden = true
+        hidden.views[2].isHidden = true
+        let snapshot = try render(hidden)
+        #expect(PrivacyInspector.inspect(tree: hidden, snapshot: snapshot, screen: smallScreen) == [])
+    }
+}
