@@ -80,6 +80,8 @@ let package = Package(
         .executableTarget(name: "RadioApp", dependencies: ["AppKitLess"], path: "Samples/RadioApp"),
         .executableTarget(name: "TrackerApp", dependencies: ["AppKitLess"], path: "Samples/TrackerApp"),
         .executableTarget(name: "PhoneApp", dependencies: ["AppKitLess"], path: "Samples/PhoneApp"),
+        // One banking screen behind three bundles (Bank, BankLeaky, BankCover): app-switcher snapshots.
+        .executableTarget(name: "BankApp", dependencies: ["AppKitLess"], path: "Samples/BankApp"),
         // Tests a sandboxed child runs to report what the sandbox allows.
         .executableTarget(name: "aph-sandbox-check", dependencies: ["CAppHostSys"], path: "Samples/SandboxCheck"),
         // Benchmarks: figures and ratios against a baseline in the same run.
