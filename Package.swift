@@ -91,6 +91,8 @@ let package = Package(
                 "Host", "AppHostSystem", "AppHostProtocol", "Plugins",
                 // `transfers`: the loopback server the daemon and both baselines fetch from.
                 "HTTPTestServer",
+                // `snapshot`: render + redact + PNG encode.
+                "Snapshots",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),

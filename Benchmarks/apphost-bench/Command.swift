@@ -18,12 +18,13 @@ struct AppHostBench: AsyncParsableCommand {
             deadlines: how late the host acts after real-clock deadlines vs plain sleeps. \
             virtual: N apps cycling through 24 simulated hours on the virtual clock vs the rules alone. \
             all: all five in one run (the default). push, fetch-week and transfers (10,000 small \
-            background downloads vs AsyncHTTPClient and curl) run on their own. \
+            background downloads vs AsyncHTTPClient and curl) run on their own, as does snapshot \
+            (render + redact + PNG encode of a full-screen app-switcher snapshot). \
             Build with -c release for representative figures.
             """,
         subcommands: [All.self, LaunchCommand.self, SuspendCommand.self, IdleCommand.self, DeadlinesCommand.self,
                       VirtualCommand.self, RawSignalsCommand.self, PushCommand.self, FetchWeekCommand.self,
-                      TransfersCommand.self, TransferServerCommand.self],
+                      TransfersCommand.self, TransferServerCommand.self, SnapshotCommand.self],
         defaultSubcommand: All.self)
 }
 

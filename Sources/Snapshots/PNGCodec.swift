@@ -61,3 +61,33 @@ public enum PNGCodec {
         return text.isEmpty ? "libpng gave no reason" : text
     }
 }
+
+/// libpng's simplified writer with its own settings, for the benchmark's baseline only.
+package enum SimplifiedPNGWriter {
+    /// `png_image_write_to_memory` as libpng's manual shows it: size first, then write;
+    /// `fast` sets PNG_IMAGE_FLAG_FAST (zlib level 3, no filter).
+    package static func encode(_ image: RGBAImage, fast: Bool) throws -> Data {
+        guard image.isConsistent, image.width > 0, image.height > 0 else {
+            throw SnapshotError(.invalidArgument, "cannot encode a \(image.width)×\(image.height) image")
+        }
+        var png = png_image()
+        png.version = png_uint_32(PNG_IMAGE_VERSION)
+        png.width = png_uint_32(image.width)
+        png.height = png_uint_32(image.height)
+        png.format = aph_png_format_rgba
+        png.flags = fast ? png_uint_32(PNG_IMAGE_FLAG_FAST) : 0
+        return try image.pixels.withUnsafeBufferPointer { px -> Data in
+            var size: png_alloc_size_t = 0
+            guard png_image_write_to_memory(&png, nil, &size, 0, px.baseAddress, 0, nil) != 0, size > 0 else {
+                throw SnapshotError(.png, "png_image_write_to_memory (size) failed")
+            }
+            var data = Data(count: size)
+            let ok = data.withUnsafeMutableBytes { out in
+                png_image_write_to_memory(&png, out.baseAddress, &size, 0, px.baseAddress, 0, nil) != 0
+            }
+            guard ok else { throw SnapshotError(.png, "png_image_write_to_memory failed") }
+            data.count = size
+            return data
+        }
+    }
+}
