@@ -27,7 +27,8 @@ public enum PrivacyInspector {
     /// view or its subviews, hidden or not. A `text` leak: one of them (non-empty) occurs in
     /// a text-layer item. A `pixels` leak: the frame of a visible privacy-sensitive view or
     /// secure field (outermost only; in pixels, clipped to the screen) is not one colour in
-    /// the picture. The redaction colour and an opaque cover drawn on top both pass.
+    /// the picture. The redaction colour and an opaque cover drawn on top both pass. A
+    /// `launchImage` snapshot shows none of the tree, so only its text layer is checked.
     public static func inspect(tree: ViewTree, snapshot: RenderedSnapshot, screen: ScreenSize) -> [Leak] {
         var walker = Walker(scale: screen.scale.isFinite && screen.scale > 0 ? screen.scale : 1)
         for (i, view) in tree.views.enumerated() {
@@ -45,7 +46,7 @@ public enum PrivacyInspector {
         }
         let image = snapshot.image
         let bounds = PixelRect(x0: 0, y0: 0, x1: Swift.min(image.width, screen.width), y1: Swift.min(image.height, screen.height))
-        if image.isConsistent {
+        if image.isConsistent && snapshot.policy != .launchImage {
             for region in walker.regions {
                 let area = region.frame.intersection(bounds)
                 guard !area.isEmpty else { continue }

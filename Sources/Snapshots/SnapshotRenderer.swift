@@ -24,11 +24,14 @@ public struct RenderedSnapshot: Sendable {
     public var textLayer: [TextItem]
     /// Images that could not be read, text that could not be drawn; the rest was drawn.
     public var warnings: [String]
+    /// The policy it was rendered under (`launchImage`: the picture is not of the view tree).
+    public var policy: SnapshotPolicy
 
-    public init(image: RGBAImage, textLayer: [TextItem], warnings: [String]) {
+    public init(image: RGBAImage, textLayer: [TextItem], warnings: [String], policy: SnapshotPolicy = .default) {
         self.image = image
         self.textLayer = textLayer
         self.warnings = warnings
+        self.policy = policy
     }
 }
 
@@ -70,7 +73,7 @@ public enum SnapshotRenderer {
                     warnings.append("launch image \"\(launchImage)\": \(reason.text); drew the plain launch screen")
                 }
             }
-            return RenderedSnapshot(image: canvas.image, textLayer: [], warnings: warnings)
+            return RenderedSnapshot(image: canvas.image, textLayer: [], warnings: warnings, policy: .launchImage)
         case .default, .redact:
             var renderer = TreeRenderer(screen: screen, redact: policy == .redact, bundlePath: bundlePath, background: tree.backgroundColor)
             for (i, view) in tree.views.enumerated() {
@@ -182,7 +185,7 @@ struct TreeRenderer {
             }
             if !covered { visible.append(item) }
         }
-        return RenderedSnapshot(image: canvas.image, textLayer: visible, warnings: warnings)
+        return RenderedSnapshot(image: canvas.image, textLayer: visible, warnings: warnings, policy: redact ? .redact : .default)
     }
 
     private mutating func cover(_ frame: PixelRect) {

@@ -33,6 +33,13 @@ import Testing
     @Test func launchImagePasses() throws {
         let snapshot = try render(Self.bank, policy: .launchImage)
         #expect(PrivacyInspector.inspect(tree: Self.bank, snapshot: snapshot, screen: smallScreen) == [])
+        // A launch image with a picture on it shows nothing of the tree either.
+        let bundle = try TempBundle()
+        defer { bundle.remove() }
+        try bundle.write("Launch.png", quadrantPNG())
+        let pictured = try render(Self.bank, policy: .launchImage, bundle: bundle.path, launchImage: "Launch.png")
+        #expect(pictured.policy == .launchImage && pictured.warnings.isEmpty)
+        #expect(PrivacyInspector.inspect(tree: Self.bank, snapshot: pictured, screen: smallScreen) == [])
     }
 
     @Test func anOpaqueCoverOnTopPassesUnderDefault() throws {
