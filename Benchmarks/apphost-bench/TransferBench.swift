@@ -369,7 +369,9 @@ struct TransferBench {
             phase.tally = tally.summary()
             phase.failure = "\(error)"
             progress("transfers: host (\(variant)) FAILED: \(error); \(phase.tally.state)")
+            // The undelivered downloads too: removing thousands of files would slow the next phases.
             rename(host.dir.path + "/containers/\(id)/Documents/downloads", keep)
+            rename(host.dir.path + "/containers/\(id)/Library/Caches/com.apphost.transfers", keep + "-undelivered")
         }
         await host.stop()
         return phase
