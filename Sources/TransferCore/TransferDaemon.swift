@@ -1,6 +1,8 @@
 import AppHostProtocol
 import AsyncHTTPClient
+import DequeModule
 import Foundation
+import HeapModule
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -56,6 +58,14 @@ public actor TransferDaemon {
         var stop: StopReason?
     }
 
+    /// A time-ordered reminder in one of the heaps: checked against the entry when it
+    /// comes due (an entry that moved on since leaves a stale reminder, skipped then).
+    private struct Due: Comparable {
+        let at: Double
+        let id: UInt64
+        static func < (a: Due, b: Due) -> Bool { (a.at, a.id) < (b.at, b.id) }
+    }
+
     private let config: TransferDaemonConfiguration
     private let store: TransferStore
     private let link: HostLink
@@ -63,6 +73,15 @@ public actor TransferDaemon {
     private var entries: [UInt64: Entry] = [:]
     private var running: [UInt64: Running] = [:]
     private var perHost: [String: Int] = [:]
+    // The scheduler's queues: an unfinished transfer that is not running is runnable (in
+    // its host's queue, oldest first), waiting for its retry (`retries`), or blocked by
+    // the device conditions (in neither: a change of conditions places everything
+    // again). An enqueue or a finished attempt costs O(log n), not a walk over the
+    // whole queue (which made 10,000 queued transfers quadratic).
+    private var runnable: [String: Deque<UInt64>] = [:]
+    private var retries = Heap<Due>()
+    /// Each unfinished transfer's resource deadline.
+    private var deadlines = Heap<Due>()
     private var pluggedIn = false
     private var network: DeviceNetwork = .wifi
     private var wakeTask: Task<Void, Never>?
@@ -132,11 +151,15 @@ public actor TransferDaemon {
         let unfinished = entries.values.filter { $0.state != "finished" }.count
         link.send(.ready(pid: getpid(), unfinished: unfinished))
         for id in entries.keys.sorted() {
-            if let e = entries[id], e.state == "finished", let outcome = e.outcome {
+            guard let e = entries[id] else { continue }
+            if e.state == "finished", let outcome = e.outcome {
                 link.send(.finished(id: id, outcome: outcome))
+            } else {
+                deadlines.insert(Due(at: e.job.created + e.job.timeoutForResource, id: id))
+                place(id)
             }
         }
-        schedule()
+        wake()
     }
 
     // MARK: Requests
@@ -156,7 +179,7 @@ public actor TransferDaemon {
         case .conditions(let plugged, let net):
             pluggedIn = plugged
             network = net
-            schedule()
+            conditionsChanged()
         case .list:
             let list = entries.keys.sorted().compactMap { id -> TransferStatus? in
                 guard let e = entries[id] else { return nil }
@@ -207,7 +230,15 @@ public actor TransferDaemon {
             finish(job.id, .failed(code: "fileDoesNotExist", reason: "an upload needs uploadFile"))
             return
         }
-        schedule()
+        let deadline = Due(at: job.created + job.timeoutForResource, id: job.id)
+        deadlines.insert(deadline)
+        if deadline.at <= Date().timeIntervalSince1970 {
+            wake()
+            return
+        }
+        arm(deadline.at)
+        place(job.id)
+        startRunnable()
     }
 
     private func cancel(_ id: UInt64, keepingPartial: Bool = false) {
@@ -320,7 +351,8 @@ public actor TransferDaemon {
                 link.send(.waiting(id: id, reason: e.waitReason!))
             }
         }
-        schedule()
+        if entries[id]?.state != "finished" && !shuttingDown { place(id) }
+        startRunnable()
     }
 
     // MARK: Scheduling
@@ -332,62 +364,115 @@ public actor TransferDaemon {
         return nil
     }
 
-    private func schedule() {
+    /// Puts an unfinished transfer that is not running where it belongs: blocked by the
+    /// device conditions, waiting for its retry, or runnable behind its host's queue.
+    private func place(_ id: UInt64) {
+        guard var e = entries[id], e.state != "finished", running[id] == nil else { return }
+        if let reason = blockReason(e.job) {
+            if e.waitReason != reason {
+                e.waitReason = reason
+                e.state = "waiting"
+                entries[id] = e
+                link.send(.waiting(id: id, reason: reason))
+            }
+            return
+        }
+        if e.nextAttempt > Date().timeIntervalSince1970 {
+            // Its `waiting` (with the retry's reason) was sent when the attempt failed.
+            e.state = "waiting"
+            entries[id] = e
+            retries.insert(Due(at: e.nextAttempt, id: id))
+            arm(e.nextAttempt)
+            return
+        }
+        e.state = "queued"
+        entries[id] = e
+        runnable[e.hostKey, default: []].append(id)
+    }
+
+    /// Starts runnable transfers, oldest first, while the global and per-host limits allow.
+    private func startRunnable() {
         guard !shuttingDown else { return }
-        let now = Date().timeIntervalSince1970
-        var nextWake = Double.infinity
-        // Running transfers past their resource deadline or no longer allowed.
+        while running.count < config.globalLimit {
+            var best: (host: String, id: UInt64)?
+            for host in Array(runnable.keys) where perHost[host, default: 0] < config.perHostLimit {
+                // Transfers cancelled or finished while queued leave their id behind.
+                while let head = runnable[host]?.first, entries[head]?.state != "queued" || running[head] != nil {
+                    runnable[host]!.removeFirst()
+                }
+                guard let head = runnable[host]?.first else {
+                    runnable[host] = nil
+                    continue
+                }
+                if best == nil || head < best!.id { best = (host, head) }
+            }
+            guard let (host, id) = best else { return }
+            runnable[host]!.removeFirst()
+            if runnable[host]!.isEmpty { runnable[host] = nil }
+            launch(id)
+        }
+    }
+
+    private func launch(_ id: UInt64) {
+        guard var e = entries[id] else { return }
+        e.state = "running"
+        e.waitReason = nil
+        entries[id] = e
+        perHost[e.hostKey, default: 0] += 1
+        let job = e.job
+        let worker = transferrer
+        let task = Task {
+            // Isolated to the daemon; `run` is nonisolated, so the transfer itself runs off the actor.
+            let result = await worker.run(job)
+            self.attemptEnded(id, result)
+        }
+        running[id] = Running(task: task, stop: nil)
+    }
+
+    /// The device changed: running transfers no longer allowed are paused (they are
+    /// placed again when their attempt ends), and everything waiting is placed again.
+    private func conditionsChanged() {
         for (id, r) in running where r.stop == nil {
-            guard let e = entries[id] else { continue }
-            let deadline = e.job.created + e.job.timeoutForResource
-            if now >= deadline {
-                running[id]!.stop = .timedOut
-                r.task.cancel()
-            } else if blockReason(e.job) != nil {
+            if let e = entries[id], blockReason(e.job) != nil {
                 running[id]!.stop = .paused
                 r.task.cancel()
-            } else {
-                nextWake = min(nextWake, deadline)
             }
         }
-        for id in entries.keys.sorted() {
-            guard var e = entries[id], e.state != "finished", running[id] == nil else { continue }
-            let deadline = e.job.created + e.job.timeoutForResource
-            if now >= deadline {
-                removePartial(e.job)
-                finish(id, .failed(code: "timedOut", reason: "timeoutIntervalForResource elapsed"))
-                continue
-            }
-            nextWake = min(nextWake, deadline)
-            if let reason = blockReason(e.job) {
-                if e.waitReason != reason {
-                    e.waitReason = reason
-                    e.state = "waiting"
-                    entries[id] = e
-                    link.send(.waiting(id: id, reason: reason))
+        let waiting = entries.keys.filter { running[$0] == nil && entries[$0]?.state != "finished" }.sorted()
+        runnable.removeAll()
+        retries = Heap()
+        for id in waiting { place(id) }
+        startRunnable()
+    }
+
+    /// Due reminders: retries whose backoff ran out, transfers past their resource deadline.
+    private func wake() {
+        wakeAt = nil
+        wakeTask = nil
+        guard !shuttingDown else { return }
+        let now = Date().timeIntervalSince1970
+        while let due = deadlines.min, due.at <= now {
+            deadlines.removeMin()
+            guard let e = entries[due.id], e.state != "finished",
+                  e.job.created + e.job.timeoutForResource == due.at else { continue }
+            if let r = running[due.id] {
+                if r.stop == nil {
+                    running[due.id]!.stop = .timedOut
+                    r.task.cancel()
                 }
-                continue
+            } else {
+                removePartial(e.job)
+                finish(due.id, .failed(code: "timedOut", reason: "timeoutIntervalForResource elapsed"))
             }
-            if e.nextAttempt > now {
-                nextWake = min(nextWake, e.nextAttempt)
-                continue
-            }
-            if running.count >= config.globalLimit { continue }
-            if perHost[e.hostKey, default: 0] >= config.perHostLimit { continue }
-            e.state = "running"
-            e.waitReason = nil
-            entries[id] = e
-            perHost[e.hostKey, default: 0] += 1
-            let job = e.job
-            let worker = transferrer
-            let task = Task {
-                // Isolated to the daemon; `run` is nonisolated, so the transfer itself runs off the actor.
-                let result = await worker.run(job)
-                self.attemptEnded(id, result)
-            }
-            running[id] = Running(task: task, stop: nil)
         }
-        arm(nextWake)
+        while let due = retries.min, due.at <= now {
+            retries.removeMin()
+            guard let e = entries[due.id], e.state == "waiting", running[due.id] == nil, e.nextAttempt == due.at else { continue }
+            entries[due.id]!.nextAttempt = 0
+            place(due.id)
+        }
+        startRunnable()
+        if let next = [deadlines.min?.at, retries.min?.at].compactMap({ $0 }).min() { arm(next) }
     }
 
     private func arm(_ at: Double) {
@@ -401,12 +486,6 @@ public actor TransferDaemon {
             if Task.isCancelled { return }
             await self?.wake()
         }
-    }
-
-    private func wake() {
-        wakeAt = nil
-        wakeTask = nil
-        schedule()
     }
 
     /// Stops every transfer, keeping partial downloads for a resume, and waits for them.

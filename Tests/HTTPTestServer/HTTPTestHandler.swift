@@ -44,6 +44,8 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// writable again at once (over TLS it does): that re-entrant `pump` must not write
     /// the same bytes again, nor a body after its end; the loop goes on by itself.
     private var pumping = false
+    /// The Host header of the body being streamed, counted in the server's concurrency figures.
+    private var streamingFor: String?
 
     init(state: ServerState) {
         self.state = state
@@ -94,11 +96,13 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         stream = nil
+        endStreaming()
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         stream = nil
+        endStreaming()
         context.close(promise: nil)
     }
 
@@ -225,6 +229,8 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
         stream = BodyStream(resource: entry.resource, path: path, record: record, next: range.lowerBound,
                             stop: stop, drop: drop, bytesPerSecond: bps, keepAlive: keepAlive)
+        streamingFor = h.headers.first(name: "host") ?? ""
+        state.streamingBegan(host: streamingFor!)
         context.flush()
         pump(context: context)
     }
@@ -268,6 +274,7 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
         stream = s
         guard s.next >= s.stop else { return }  // wait for writability
         stream = nil
+        endStreaming()
         if s.drop {
             dropped = true
             let closeNow = { context.close(promise: nil) }
@@ -280,6 +287,12 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
         } else {
             finish(context: context, keepAlive: s.keepAlive)
         }
+    }
+
+    private func endStreaming() {
+        guard let host = streamingFor else { return }
+        streamingFor = nil
+        state.streamingEnded(host: host)
     }
 
     private func finish(context: ChannelHandlerContext, keepAlive: Bool) {

@@ -177,6 +177,12 @@ public final class HTTPTestServer: Sendable {
         state.lock.withLock { (state.uploads[ServerState.normalize(path)] ?? []).map(\.prefix) }
     }
 
+    /// The most response bodies that were being sent at once: to clients that named
+    /// `host` (the request's Host header, e.g. "127.0.0.1:8080"), or to anyone.
+    public func peakConcurrentResponses(host: String? = nil) -> Int {
+        state.lock.withLock { host.map { state.peakStreaming[$0] ?? 0 } ?? state.peakStreamingTotal }
+    }
+
     /// Forgets the request log, byte counts and uploads (resources, redirects and faults stay).
     public func resetLog() {
         state.lock.withLock {
@@ -211,6 +217,26 @@ final class ServerState: @unchecked Sendable {
     var records: [RecordedRequest] = []
     var sent: [String: Int64] = [:]
     var uploads: [String: [StoredUpload]] = [:]
+    var streaming: [String: Int] = [:]
+    var peakStreaming: [String: Int] = [:]
+    var streamingTotal = 0
+    var peakStreamingTotal = 0
+
+    func streamingBegan(host: String) {
+        lock.withLock {
+            streaming[host, default: 0] += 1
+            peakStreaming[host] = max(peakStreaming[host] ?? 0, streaming[host]!)
+            streamingTotal += 1
+            peakStreamingTotal = max(peakStreamingTotal, streamingTotal)
+        }
+    }
+
+    func streamingEnded(host: String) {
+        lock.withLock {
+            streaming[host, default: 1] -= 1
+            streamingTotal -= 1
+        }
+    }
 
     static let uploadPrefixLimit = 1 << 20
 

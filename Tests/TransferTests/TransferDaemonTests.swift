@@ -333,6 +333,39 @@ struct TransferDaemonTests {
         }
     }
 
+    /// The per-host and global connection limits hold under a queue larger than both, a
+    /// transfer cancelled while queued never reaches the server, and the rest all finish.
+    @Test func perHostAndGlobalLimitsHold() async throws {
+        try await withSetup("limits", arguments: ["--per-host", "2", "--max-concurrent", "3"]) { server, dir, daemon in
+            try await daemon.next("ready")
+            let n: UInt64 = 20
+            for id in 1...n {
+                server.serve("/p\(id)", resource: .generated(size: 64 << 10, seed: id))
+                // About 0.25 s per body, so transfers overlap whenever the limits allow it.
+                server.inject("/p\(id)", [.slow(bytesPerSecond: 256 << 10)])
+            }
+            let local = server.url("/").replacingOccurrences(of: "127.0.0.1", with: "localhost")
+            for id in 1...n {
+                let url = id % 2 == 0 ? server.url("/p\(id)") : local + "p\(id)"
+                try daemon.send(.enqueue(job(id, url: url, destination: dir.path + "/out\(id)")))
+            }
+            try daemon.send(.cancel(id: n))
+            // Transfers finish in any order: collect every outcome.
+            var outcomes: [UInt64: TransferOutcome] = [:]
+            while outcomes.count < Int(n) {
+                let e = try await daemon.next("finished #\(outcomes.count + 1)") { if case .finished = $0 { return true }; return false }
+                if case .finished(let id, let outcome) = e { outcomes[id] = outcome }
+            }
+            #expect(outcomes[n] == .cancelled)
+            for id in 1..<n { #expect(outcomes[id] == .completed(status: 200, bytes: 64 << 10), "transfer \(id)") }
+            #expect(server.requests("/p\(n)").isEmpty)
+            let port = URL(string: server.url("/"))!.port!
+            #expect(server.peakConcurrentResponses(host: "127.0.0.1:\(port)") == 2)
+            #expect(server.peakConcurrentResponses(host: "localhost:\(port)") == 2)
+            #expect(server.peakConcurrentResponses() == 3)
+        }
+    }
+
     @Test func cancelRemovesPartialAndReportsCancelled() async throws {
         try await withSetup("cancel") { server, dir, daemon in
             try await daemon.next("ready")
