@@ -368,7 +368,14 @@ public struct Lifecycle: Sendable, Equatable {
             break
 
         case (_, .callbackReturned(.service)):
-            if callbacksInFlight == 0 { fx.append(.cancelTimer(.wake)) }
+            if callbacksInFlight == 0 {
+                fx.append(.cancelTimer(.wake))
+            } else if state == .background {
+                // The wake budget times one handler, not the queue in front of it: events
+                // the host sent in a burst (a session's finished transfers) are not
+                // charged to the app while it keeps returning them.
+                fx.append(.startTimer(.wake, after: budget("wake")))
+            }
             if state == .background { fx += suspendIfIdle() }
 
         case (.background, .timerFired(.wake)) where callbacksInFlight > 0 && terminating == nil:

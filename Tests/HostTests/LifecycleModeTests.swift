@@ -94,6 +94,21 @@ struct LifecycleModeTests {
         #expect(m.pendingRecord?.budget?.name == "wake")
     }
 
+    @Test func theWakeBudgetTimesEachHandlerNotTheBacklog() {
+        var m = suspended()
+        let second = ServiceEvent.locationUpdate([LocationFix(latitude: 3, longitude: 4)])
+        _ = m.handle(.deliver(fix, wake: true, launch: nil), at: .seconds(50))
+        _ = m.handle(.deliver(second, wake: true, launch: nil), at: .seconds(50))
+        // The first took 8 s: the second's 10 s start now, not at 50 s.
+        let first = m.handle(.callbackReturned(.service(fix)), at: .seconds(58))
+        #expect(first.contains(.startTimer(.wake, after: .seconds(10))))
+        #expect(signals(first).isEmpty)
+        let back = m.handle(.callbackReturned(.service(second)), at: .seconds(66))
+        #expect(back.contains(.cancelTimer(.wake)))
+        #expect(signals(back) == [.stop])
+        #expect(m.pendingRecord == nil)
+    }
+
     @Test func aNonWakingEventDoesNotReachASuspendedApp() {
         var m = suspended()
         let fx = m.handle(.deliver(fix, wake: false, launch: nil))
