@@ -8,7 +8,9 @@ import SystemPackage
 
 /// A transfer the host mediates: what the app asked for and how far it got.
 struct TransferRecord {
-    enum Stage { case inFlight, pending, delivering, delivered }
+    /// `pending`: finished, its events wait for the app to recreate the session;
+    /// `nextRound`: finished while its session's round was closing, it opens the next one.
+    enum Stage { case inFlight, pending, nextRound, delivering }
     var job: TransferJob
     var accepted = false
     var state = "queued"
@@ -46,6 +48,37 @@ struct TransferBrokerState {
     /// a backlog (and the daemon is never slowed by a slow app).
     var progressInFlight: Set<UInt64> = []
     var progressPending: [UInt64: (done: Int64, expected: Int64?)] = [:]
+    /// "app|session|task" → transfer id: the app names tasks, the daemon ids.
+    var taskIndex: [String: UInt64] = [:]
+    /// "app|session" → the round of that session's events being delivered to an app in
+    /// the background (see `finishedDelivery`).
+    var rounds: [String: EventRound] = [:]
+
+    static func taskKey(_ app: String, _ session: String, _ task: Int) -> String { "\(app)|\(session)|\(task)" }
+
+    mutating func index(_ job: TransferJob) {
+        taskIndex[Self.taskKey(job.bundleIdentifier, job.session, job.taskIdentifier)] = job.id
+    }
+
+    func id(app: String, session: String, task: Int) -> UInt64? {
+        taskIndex[Self.taskKey(app, session, task)]
+    }
+}
+
+/// One wake (or background launch) of an app for a session's events, as iOS batches
+/// them: `handleEventsForBackgroundURLSession`, the events of every transfer of the
+/// session that finishes meanwhile, then `urlSessionDidFinishEvents` once the app has
+/// returned them all; transfers finishing after that wait for the app's completion
+/// and open the next round.
+struct EventRound {
+    /// Transfers whose events were sent and whose `didCompleteWithError` has not returned.
+    var awaiting: Set<UInt64> = []
+    var finishSent = false
+    /// The app called the completion already (before urlSessionDidFinishEvents, as an
+    /// app that has nothing to wait for may): the round ends once that is sent.
+    var completed = false
+    /// Finished after `urlSessionDidFinishEvents` was sent, oldest first.
+    var next: [UInt64] = []
 }
 
 extension Supervisor {
@@ -66,6 +99,7 @@ extension Supervisor {
             var record = TransferRecord(job: job)
             record.accepted = accepted
             state.records[job.id] = record
+            state.index(job)
             state.nextID = max(state.nextID, job.id)
             let key = "\(job.bundleIdentifier)|\(job.session)"
             state.taskCounters[key] = max(state.taskCounters[key] ?? 0, job.taskIdentifier)
@@ -276,36 +310,96 @@ extension Supervisor {
 
     /// Delivers a finished transfer's events by the iOS rules.
     private func deliverFinished(_ id: UInt64) {
-        guard var r = transfers.records[id], let outcome = r.outcome else { return }
+        performMode(finishedDelivery(id))
+    }
+
+    /// What delivers a finished transfer's events: to an app in the foreground, at once;
+    /// to one in the background, suspended, or ended by the system, in its session's
+    /// round (an `EventRound`: one wake or background launch for all the transfers that
+    /// finish meanwhile, not one per transfer).
+    private func finishedDelivery(_ id: UInt64) -> [ModeEffect] {
+        guard var r = transfers.records[id], let outcome = r.outcome else { return [] }
         let app = r.job.bundleIdentifier
+        let session = r.job.session
         guard apps[app] != nil else {
             forget([id])
-            return
+            return []
         }
-        let machine = runtimes[app]?.machine
-        let state = machine?.state ?? .notRunning
-        let config = transfers.sessions[app]?[r.job.session]
-        var effects: [ModeEffect] = []
+        let state = runtimes[app]?.machine.state ?? .notRunning
+        let key = "\(app)|\(session)"
         let sessionEvents = finishedEvents(r, outcome)
-        if state == .active || state == .inactive {
-            effects = sessionEvents.map { .deliver(app: app, $0, wake: .ifRunning, because: "background transfer finished") }
-        } else {
-            if state == .notRunning && !(config?.sessionSendsLaunchEvents ?? true) {
-                r.stage = .pending
+        if var round = transfers.rounds[key] {
+            if round.finishSent {
+                round.next.append(id)
+                r.stage = .nextRound
+                transfers.rounds[key] = round
                 transfers.records[id] = r
-                events.append(.service, app: app, cause: "transfer \(id) finished; sessionSendsLaunchEvents is false: its events wait for the next launch", time: now())
-                return
+                return []
             }
-            let launch: WakePolicy = .launch(.urlSessionEvents)
-            effects.append(.beginActivity(app: app, name: "URLSession events \(r.job.session)"))
-            effects.append(.deliver(app: app, .urlSessionHandleEvents(session: r.job.session), wake: launch, because: "background transfer finished"))
-            effects += sessionEvents.map { .deliver(app: app, $0, wake: .wake, because: "background URLSession event") }
-            effects.append(.deliver(app: app, .urlSessionDidFinishEvents(session: r.job.session), wake: .wake, because: "background URLSession events done"))
-            effects.append(.startTimer(app: app, name: "transfer/\(r.job.session)", after: budgetDuration("backgroundTask")))
+            round.awaiting.insert(id)
+            r.stage = .delivering
+            transfers.rounds[key] = round
+            transfers.records[id] = r
+            return sessionEvents.map { .deliver(app: app, $0, wake: .wake, because: "background URLSession event") }
         }
+        if state == .active || state == .inactive {
+            r.stage = .delivering
+            transfers.records[id] = r
+            return sessionEvents.map { .deliver(app: app, $0, wake: .ifRunning, because: "background transfer finished") }
+        }
+        let config = transfers.sessions[app]?[session]
+        if state == .notRunning && !(config?.sessionSendsLaunchEvents ?? true) {
+            r.stage = .pending
+            transfers.records[id] = r
+            events.append(.service, app: app, cause: "transfer \(id) finished; sessionSendsLaunchEvents is false: its events wait for the next launch", time: now())
+            return []
+        }
+        transfers.rounds[key] = EventRound(awaiting: [id])
         r.stage = .delivering
         transfers.records[id] = r
-        performMode(effects)
+        // The activity after the launch or wake (an app not running yet has no machine to
+        // hold it); while it lasts no background budget runs, each handler has the wake
+        // budget, and the completion its own timer once urlSessionDidFinishEvents is sent.
+        return [.deliver(app: app, .urlSessionHandleEvents(session: session), wake: .launch(.urlSessionEvents), because: "background transfer finished"),
+                .beginActivity(app: app, name: "URLSession events \(session)")]
+            + sessionEvents.map { .deliver(app: app, $0, wake: .wake, because: "background URLSession event") }
+    }
+
+    /// A transfer's `didCompleteWithError` returned: the last of its round sends
+    /// `urlSessionDidFinishEvents` and starts the completion's timer.
+    private func roundProgressed(app: String, session: String, id: UInt64) {
+        let key = "\(app)|\(session)"
+        guard var round = transfers.rounds[key], round.awaiting.remove(id) != nil else { return }
+        guard round.awaiting.isEmpty && !round.finishSent else {
+            transfers.rounds[key] = round
+            return
+        }
+        let done: ModeEffect = .deliver(app: app, .urlSessionDidFinishEvents(session: session), wake: .wake, because: "background URLSession events done")
+        if round.completed {
+            transfers.rounds[key] = nil
+            performMode([done] + round.next.flatMap { finishedDelivery($0) })
+        } else {
+            round.finishSent = true
+            transfers.rounds[key] = round
+            performMode([done, .startTimer(app: app, name: "transfer/\(session)", after: budgetDuration("backgroundTask"))])
+        }
+    }
+
+    /// The app called the completion of `handleEventsForBackgroundURLSession`: the round
+    /// ends; transfers that finished meanwhile open the next one.
+    private func roundCompleted(app: String, session: String) -> [ModeEffect] {
+        var effects: [ModeEffect] = [.cancelTimer(app: app, name: "transfer/\(session)"), .endActivity(app: app, name: "URLSession events \(session)")]
+        let key = "\(app)|\(session)"
+        guard var round = transfers.rounds[key] else { return effects }
+        guard round.finishSent else {
+            // Early: the round's events and urlSessionDidFinishEvents still follow.
+            round.completed = true
+            transfers.rounds[key] = round
+            return effects
+        }
+        transfers.rounds[key] = nil
+        for id in round.next { effects += finishedDelivery(id) }
+        return effects
     }
 
     private func finishedEvents(_ r: TransferRecord, _ outcome: TransferOutcome) -> [ServiceEvent] {
@@ -335,7 +429,7 @@ extension Supervisor {
     func transferCallbackReturned(_ event: ServiceEvent, app: String) {
         switch event {
         case .urlSessionProgress(let session, let task, _, _):
-            guard let (id, _) = transfers.records.first(where: { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.job.taskIdentifier == task }) else { return }
+            guard let id = transfers.id(app: app, session: session, task: task) else { return }
             transfers.progressInFlight.remove(id)
             if let newest = transfers.progressPending.removeValue(forKey: id) {
                 deliverProgress(id, newest.done, newest.expected)
@@ -344,8 +438,9 @@ extension Supervisor {
             // As iOS: the temporary file is gone once the delegate returned (the app moved it or lost it).
             try? FileManager.default.removeItem(atPath: location)
         case .urlSessionDidComplete(let session, let task, _, _):
-            if let (id, _) = transfers.records.first(where: { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.job.taskIdentifier == task }) {
+            if let id = transfers.id(app: app, session: session, task: task) {
                 forget([id])
+                roundProgressed(app: app, session: session, id: id)
             }
         default:
             break
@@ -364,7 +459,14 @@ extension Supervisor {
     func transfersAppExited(_ app: String, byUser: Bool) {
         // Progress callbacks that died with the process are not waited for.
         for (id, r) in transfers.records where r.job.bundleIdentifier == app { transfers.progressInFlight.remove(id) }
-        guard byUser else { return }
+        transfers.rounds = transfers.rounds.filter { !$0.key.hasPrefix(app + "|") }
+        guard byUser else {
+            // Events that did not get through wait for the app to recreate its session.
+            for (id, r) in transfers.records where r.job.bundleIdentifier == app && (r.stage == .delivering || r.stage == .nextRound) {
+                transfers.records[id]?.stage = .pending
+            }
+            return
+        }
         let ids = transfers.records.filter { $0.value.job.bundleIdentifier == app }.map(\.key)
         guard !ids.isEmpty else { return }
         forget(ids, acknowledge: false)
@@ -375,7 +477,12 @@ extension Supervisor {
     /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
     func transfersAppUninstalled(_ app: String) {
         let ids = transfers.records.filter { $0.value.job.bundleIdentifier == app }.map(\.key)
-        for id in ids { transfers.records.removeValue(forKey: id) }
+        for id in ids {
+            if let job = transfers.records.removeValue(forKey: id)?.job {
+                transfers.taskIndex.removeValue(forKey: TransferBrokerState.taskKey(app, job.session, job.taskIdentifier))
+            }
+        }
+        transfers.rounds = transfers.rounds.filter { !$0.key.hasPrefix(app + "|") }
         transfers.sessions.removeValue(forKey: app)
         transfers.taskCounters = transfers.taskCounters.filter { !$0.key.hasPrefix(app + "|") }
         do { try store.deleteTransferState(bundleIdentifier: app) } catch { logger.error("could not forget \(app)'s transfers: \(error)") }
@@ -390,7 +497,9 @@ extension Supervisor {
     /// the daemon's repeated report then.
     private func forget(_ ids: [UInt64], acknowledge: Bool = true) {
         for id in ids {
-            transfers.records.removeValue(forKey: id)
+            if let job = transfers.records.removeValue(forKey: id)?.job {
+                transfers.taskIndex.removeValue(forKey: TransferBrokerState.taskKey(job.bundleIdentifier, job.session, job.taskIdentifier))
+            }
             transfers.progressInFlight.remove(id)
             transfers.progressPending.removeValue(forKey: id)
         }
@@ -448,7 +557,7 @@ extension Supervisor {
             return queueTask(app: app, session: session, kind: .download, url: resume.url, method: "GET", headers: resume.headers,
                              upload: nil, resume: resume.resume)
         case .urlSessionCancel(let session, let task, let produceResumeData):
-            guard let (id, r) = transfers.records.first(where: { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.job.taskIdentifier == task }) else {
+            guard let id = transfers.id(app: app, session: session, task: task), let r = transfers.records[id] else {
                 return .refused(reason: "no task \(task) in \(session)")
             }
             if produceResumeData {
@@ -463,7 +572,7 @@ extension Supervisor {
         case .urlSessionTasks(let session):
             return .transferTasks(snapshots(app, session))
         case .urlSessionEventsCompleted(let session):
-            pendingModeEffects += [.cancelTimer(app: app, name: "transfer/\(session)"), .endActivity(app: app, name: "URLSession events \(session)")]
+            pendingModeEffects += roundCompleted(app: app, session: session)
             return .ok
         default:
             return nil
@@ -506,6 +615,7 @@ extension Supervisor {
             return .failed(code: "cannotWriteToFile", reason: "the host could not record the task: \(error)")
         }
         transfers.records[id] = TransferRecord(job: job)
+        transfers.index(job)
         // A daemon not ready yet gets it (after the device conditions) once it is.
         if transfers.ready { _ = sendToDaemon(.enqueue(job)) }
         let from = resume.map { " (resuming at byte \($0.bytes))" } ?? ""
