@@ -110,6 +110,8 @@ enum Action: Equatable, Sendable {
     case blockForever
     /// Once the current callback has returned, block the main thread forever.
     case hang
+    /// Block the main thread until one byte can be read from the FIFO at `path`.
+    case waitFIFO(path: String)
     /// Take an exclusive `flock` on `path` (created if missing) and keep it.
     case lock(path: String)
     /// Take a POSIX (`fcntl` F_SETLK) write lock on all of `path` (created if missing) and keep it.
@@ -226,6 +228,9 @@ struct Script: Equatable, Sendable {
 
         A scripted AppHost app: at each callback it runs the actions given for it,
         in order, after printing "[ProbeApp] <delegate method> state=<state>".
+        Arguments are also read from $HOME/Library/Preferences/ProbeApp.args (one per
+        line, before those of the command line): the host relaunches an app in the
+        background with no arguments, so a test scripts that launch with the file.
         Each action prints a "[ProbeApp] ..." line (print:TEXT prints TEXT);
         failures go to stderr as "ProbeApp: ...".
 
@@ -280,6 +285,8 @@ struct Script: Equatable, Sendable {
           block:SECONDS            block the main thread for SECONDS (0 = not at all)
           block:forever            block the main thread forever (asleep in pause(),
                                    no CPU); the callback never returns
+          wait-fifo:PATH           block the main thread until one byte can be read from
+                                   the FIFO at PATH (a test holds a callback open with it)
           hang                     once this callback has returned, block the main
                                    thread forever (queued on the main queue), so
                                    heartbeats go unanswered
@@ -410,6 +417,14 @@ struct Script: Equatable, Sendable {
         case run(Script)
     }
 
+    /// The arguments kept in the app's container, one per line (blank lines skipped).
+    static func savedArguments(home: String?) -> [String] {
+        guard let home, let text = try? String(contentsOfFile: home + "/Library/Preferences/ProbeApp.args", encoding: .utf8) else {
+            return []
+        }
+        return text.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
+    }
+
     /// Parses the arguments after the program name.
     static func parse(_ arguments: [String]) throws(ScriptError) -> Command {
         var script = Script()
@@ -486,6 +501,8 @@ struct Script: Equatable, Sendable {
             return .block(seconds: seconds)
         case ("hang", nil):
             return .hang
+        case ("wait-fifo", let path?) where !path.isEmpty:
+            return .waitFIFO(path: path)
         case ("lock", let path?) where !path.isEmpty:
             return .lock(path: path)
         case ("posix-lock", let path?) where !path.isEmpty:

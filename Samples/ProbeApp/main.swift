@@ -372,6 +372,15 @@ final class ProbeDelegate: ApplicationDelegate {
         case .blockForever:
             say("[ProbeApp] blocking the main thread forever")
             blockForever()
+        case .waitFIFO(let path):
+            say("[ProbeApp] waiting on \(path)")
+            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            var byte: UInt8 = 0
+            if fd < 0 || read(fd, &byte, 1) != 1 {
+                FileHandle.standardError.write(Data("ProbeApp: wait-fifo \(path): \(String(cString: strerror(errno)))\n".utf8))
+            }
+            if fd >= 0 { close(fd) }
+            say("[ProbeApp] \(path) released")
         case .hang:
             say("[ProbeApp] the main thread will hang once this callback returns")
             DispatchQueue.main.async {
@@ -787,7 +796,8 @@ extension ProbeDelegate: BackgroundURLSessionDelegate {
     }
 }
 
-switch Result(catching: { () throws(ScriptError) in try Script.parse(Array(CommandLine.arguments.dropFirst())) }) {
+let arguments = Script.savedArguments(home: ProcessInfo.processInfo.environment["HOME"]) + CommandLine.arguments.dropFirst()
+switch Result(catching: { () throws(ScriptError) in try Script.parse(arguments) }) {
 case .success(.help):
     print(Script.usage)
     exit(0)

@@ -196,6 +196,84 @@ struct TransferHostMoreTests {
         try await server.stop()
     }
 
+    /// Scripts the app's next launches: the host relaunches an app in the background with
+    /// no arguments, so the probe reads them from its container.
+    func saveProbeArguments(_ host: TestHost, _ id: String, _ arguments: [String]) throws {
+        let dir = container(host, id) + "/Library/Preferences"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try (arguments.joined(separator: "\n") + "\n").write(toFile: dir + "/ProbeApp.args", atomically: true, encoding: .utf8)
+    }
+
+    /// Launches the probe with `count` downloads of session s waiting for the network,
+    /// then kills it (the system, not the user: the transfers go on). Returns the URLs' server.
+    func transfersOfAKilledApp(_ host: TestHost, _ id: String, count: Int) async throws -> HTTPTestServer {
+        let server = try await startServer()
+        for n in 1...count { server.serve("/f/\(n)", resource: .generated(size: 16 << 10, seed: UInt64(n))) }
+        await daemonReady(host)
+        try await device(host, network: DeviceNetwork.none)
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "downloads:s:\(count):\(server.url("/f/{n}"))",
+        ])
+        await waiting(host, id, ["no network"], nth: count)
+        kill(pid, SIGKILL)
+        await host.supervisor.waitUntil(id, is: .notRunning)
+        return server
+    }
+
+    @Test func transfersThatFinishWhileTheAppLaunchesShareOneRoundOfEvents() async throws {
+        let host = try TestHost(label: "txr")
+        let id = try await host.installProbe("com.txm.round")
+        let server = try await transfersOfAKilledApp(host, id, count: 4)
+        // The background launch blocks in didFinishLaunching until the test lets it go, so
+        // all four transfers have finished by then, whatever the machine's speed.
+        let fifo = container(host, id) + "/tmp/release.fifo"
+        try FileManager.default.createDirectory(atPath: container(host, id) + "/tmp", withIntermediateDirectories: true)
+        #expect(mkfifo(fifo, 0o600) == 0)
+        try saveProbeArguments(host, id, ["--on", "launch", "wait-fifo:\(fifo)"])
+        try await device(host, network: .wifi)
+        await event(host, id, "the fourth finished transfer", nth: 4) { $0.kind == .service && $0.cause.contains(") finished: ") }
+        // Opened read-write, a FIFO opens at once; kept open until the end, so the app
+        // reads the byte whenever it gets to it.
+        let writer = open(fifo, O_RDWR | O_CLOEXEC)
+        #expect(writer >= 0)
+        defer { close(writer) }
+        var byte: UInt8 = 1
+        #expect(write(writer, &byte, 1) == 1)
+        await returned(host, id, "urlSessionDidFinishEvents(s)")
+        let callbacks = await host.callbacks(id).filter { $0.lowercased().contains("urlsession") || $0.contains("(task ") }
+        #expect(callbacks.first == "handleEventsForBackgroundURLSession(s)")
+        #expect(callbacks.last == "urlSessionDidFinishEvents(s)")
+        #expect(callbacks.filter { $0.hasPrefix("handleEvents") }.count == 1, "one round: \(callbacks)")
+        #expect(callbacks.filter { $0.hasPrefix("urlSessionDidFinishEvents") }.count == 1, "\(callbacks)")
+        #expect(Set(callbacks.filter { $0.hasPrefix("didCompleteWithError") }) == Set((1...4).map { "didCompleteWithError(task \($0), nil)" }))
+        let launches = await host.events(id).filter { $0.kind == .transition && $0.from == .notRunning }
+        #expect(launches.count == 2, "the user's launch and one background launch")
+        for task in 1...4 { #expect(try download(host, id, task: task).count == 16 << 10) }
+        await host.stop()
+        try await server.stop()
+    }
+
+    @Test func anAppRelaunchedInTheBackgroundThatNeverCallsTheCompletionIsKilledWith2182bad3() async throws {
+        let host = try TestHost(label: "txk", clock: .virtual)
+        let id = try await host.installProbe("com.txm.relaunch-never")
+        let server = try await transfersOfAKilledApp(host, id, count: 1)
+        try saveProbeArguments(host, id, ["--events-completion", "never"])
+        try await device(host, network: .wifi)
+        await returned(host, id, "urlSessionDidFinishEvents(s)")
+        let relaunch = await host.events(id).last { $0.kind == .transition && $0.from == .notRunning }
+        #expect(relaunch?.to == .background)
+        #expect(relaunch?.cause.contains("handleEventsForBackgroundURLSession") == true)
+        _ = try await host.supervisor.advanceClock(by: .seconds(29))
+        #expect(try await host.supervisor.status(id).first?.state == .background, "kept running for the completion")
+        _ = try await host.supervisor.advanceClock(by: .seconds(1))
+        await host.supervisor.waitUntil(id, is: .notRunning)
+        let report = try #require(try await host.supervisor.reports(id).last)
+        #expect(report.terminationCode == "0x2182bad3")
+        #expect(report.reason.contains("handleEventsForBackgroundURLSession(s)"), "\(report.reason)")
+        await host.stop()
+        try await server.stop()
+    }
+
     // MARK: Uploads
 
     @Test func anUploadOfAFileInTheContainerSendsExactlyItsBytes() async throws {
