@@ -150,30 +150,24 @@ public final class Store: Sendable {
     }
 
     /// Records a transfer the host handed (or will hand) to the daemon, and its task counter, in one transaction.
-    public func saveTransfer(_ job: TransferJob, accepted: Bool) throws {
+    /// (The `accepted` column is no longer written: after a restart every transfer is
+    /// offered to the daemon again, which accepts one it already has.)
+    public func saveTransfer(_ job: TransferJob) throws {
         let text = String(decoding: try WireJSON.encoder().encode(job), as: UTF8.self)
         try pool.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job, accepted) VALUES (?, ?, ?, ?)",
-                           arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text, accepted])
+            try db.execute(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job) VALUES (?, ?, ?)",
+                           arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text])
             try db.execute(sql: "UPDATE transferSession SET lastTaskIdentifier = max(lastTaskIdentifier, ?) WHERE bundleIdentifier = ? AND identifier = ?",
                            arguments: [job.taskIdentifier, job.bundleIdentifier, job.session])
         }
     }
 
-    /// The daemon has the transfer durably.
-    public func setTransferAccepted(id: UInt64) throws {
-        try pool.write { db in
-            try db.execute(sql: "UPDATE transfer SET accepted = 1 WHERE id = ?", arguments: [Int64(bitPattern: id)])
-        }
-    }
-
     /// Every transfer not yet delivered and acknowledged.
-    public func transfers() throws -> [(job: TransferJob, accepted: Bool)] {
+    public func transfers() throws -> [TransferJob] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT job, accepted FROM transfer ORDER BY id").compactMap { row in
+            try Row.fetchAll(db, sql: "SELECT job FROM transfer ORDER BY id").compactMap { row in
                 let text: String = row["job"]
-                guard let job = try? WireJSON.decoder().decode(TransferJob.self, from: Data(text.utf8)) else { return nil }
-                return (job: job, accepted: row["accepted"])
+                return try? WireJSON.decoder().decode(TransferJob.self, from: Data(text.utf8))
             }
         }
     }

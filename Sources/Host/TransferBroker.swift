@@ -94,11 +94,9 @@ extension Supervisor {
             state.taskCounters["\(row.bundleIdentifier)|\(row.config.identifier)"] = row.lastTaskIdentifier
         }
         var orphans: [UInt64] = []
-        for (job, accepted) in try store.transfers() {
+        for job in try store.transfers() {
             guard installed.contains(job.bundleIdentifier) else { orphans.append(job.id); continue }
-            var record = TransferRecord(job: job)
-            record.accepted = accepted
-            state.records[job.id] = record
+            state.records[job.id] = TransferRecord(job: job)
             state.index(job)
             state.nextID = max(state.nextID, job.id)
             let key = "\(job.bundleIdentifier)|\(job.session)"
@@ -264,8 +262,9 @@ extension Supervisor {
             syncDaemon()
         case .accepted(let id):
             guard transfers.records[id] != nil else { return }
+            // In memory only: a restarted host offers every transfer again, and the
+            // daemon accepts one it has (one commit less per transfer).
             transfers.records[id]?.accepted = true
-            do { try store.setTransferAccepted(id: id) } catch { logger.error("could not record transfer \(id) accepted: \(error)") }
         case .progress(let id, let done, let expected):
             guard var r = transfers.records[id] else { return }
             r.bytesDone = done
@@ -611,7 +610,7 @@ extension Supervisor {
                               allowsCellularAccess: config.allowsCellularAccess, timeoutForResource: config.timeoutIntervalForResource,
                               created: Date().timeIntervalSince1970, resume: resume)
         // Durable in the host before the daemon or the app hears of it.
-        do { try store.saveTransfer(job, accepted: false) } catch {
+        do { try store.saveTransfer(job) } catch {
             return .failed(code: "cannotWriteToFile", reason: "the host could not record the task: \(error)")
         }
         transfers.records[id] = TransferRecord(job: job)

@@ -203,8 +203,14 @@ public actor TransferDaemon {
     }
 
     private func enqueue(_ job: TransferJob) {
-        if entries[job.id] != nil {
-            link.send(.error("enqueue \(job.id): duplicate id"))
+        if let known = entries[job.id] {
+            // A restarted host offers every transfer it has not delivered: one already
+            // here is accepted again (and reported again if it finished).
+            guard known.job.url == job.url, known.job.bundleIdentifier == job.bundleIdentifier else {
+                link.send(.error("enqueue \(job.id): duplicate id for another transfer"))
+                return
+            }
+            link.send(.accepted(id: job.id))
             return
         }
         do {

@@ -366,6 +366,24 @@ struct TransferDaemonTests {
         }
     }
 
+    /// A restarted host offers its undelivered transfers again: one the daemon has is
+    /// accepted again, not fetched twice; a different job under a known id is refused.
+    @Test func aTransferOfferedAgainIsAcceptedOnce() async throws {
+        try await withSetup("again") { server, dir, daemon in
+            try await daemon.next("ready")
+            server.serve("/a", resource: .generated(size: 10_000, seed: 12))
+            let first = job(1, url: server.url("/a"), destination: dir.path + "/a")
+            try daemon.send(.enqueue(first))
+            let done = try await daemon.next("finished 1", where: isFinished(1))
+            #expect(finishedOutcome(done) == .completed(status: 200, bytes: 10_000))
+            try daemon.send(.enqueue(first))
+            try await daemon.next("accepted again", where: isAccepted(1))
+            try daemon.send(.enqueue(job(1, url: server.url("/other"), destination: dir.path + "/b")))
+            try await daemon.next("refused") { if case .error(let text) = $0 { return text.contains("another transfer") }; return false }
+            #expect(server.requests("/a").count == 1)
+        }
+    }
+
     @Test func cancelRemovesPartialAndReportsCancelled() async throws {
         try await withSetup("cancel") { server, dir, daemon in
             try await daemon.next("ready")
