@@ -229,7 +229,9 @@ struct TransferDaemonTests {
             let n: UInt64 = 1000
             try FileManager.default.createDirectory(atPath: dir.path + "/out", withIntermediateDirectories: true)
             for id in 1...n {
-                try daemon.send(.enqueue(job(id, url: server.url("/s\(id % 10)"), destination: dir.path + "/out/\(id)")))
+                // Across 10 apps, as the host would queue them.
+                try daemon.send(.enqueue(job(id, url: server.url("/s\(id % 10)"), destination: dir.path + "/out/\(id)",
+                                             app: "com.example.app\(id % 10)")))
             }
             try daemon.send(.list)
             let list = try await daemon.next("transfers") { if case .transfers = $0 { return true }; return false }
