@@ -30,9 +30,11 @@ struct GlyphRun: Sendable {
 /// FreeType and one font: a face per pixel size and a cache of rendered glyphs, shared by
 /// every render in the process behind one lock (an FT_Library is not thread-safe).
 ///
-/// The font: `$APPHOST_FONT` if set, else what `fc-match "DejaVu Sans"` names if fontconfig
-/// is installed, else Debian's `/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf`
-/// (package fonts-dejavu-core); the first FreeType opens wins.
+/// The font: `$APPHOST_FONT` if set, else DejaVu Sans where Debian's fonts-dejavu-core
+/// puts it (`/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf`), else where other
+/// distributions' packages do; the first FreeType opens wins. No child process is run to
+/// find it (no `fc-match`): this code runs inside the host, whose ProcessReaper owns the
+/// process's children.
 final class FontEngine: @unchecked Sendable {
     static let shared = FontEngine()
 
@@ -158,35 +160,22 @@ final class FontEngine: @unchecked Sendable {
         return glyph
     }
 
+    /// DejaVu Sans as distributions package it: Debian and Ubuntu (fonts-dejavu-core) first.
+    private static let packagedFonts = [
+        (debianFont, "fonts-dejavu-core"),
+        ("/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf", "Fedora dejavu-sans-fonts"),
+        ("/usr/share/fonts/TTF/DejaVuSans.ttf", "Arch ttf-dejavu"),
+        ("/usr/share/fonts/dejavu/DejaVuSans.ttf", "Alpine font-dejavu"),
+        ("/usr/share/fonts/truetype/DejaVuSans.ttf", "openSUSE dejavu-fonts"),
+    ]
+
     /// Where to look for the font, in order, with how each was found.
     private static func candidates() -> [(String, String)] {
         var list: [(String, String)] = []
         if let env = ProcessInfo.processInfo.environment["APPHOST_FONT"], !env.isEmpty {
             list.append((env, "APPHOST_FONT"))
         }
-        if let matched = fcMatch("DejaVu Sans") { list.append((matched, "fc-match \"DejaVu Sans\"")) }
-        list.append((debianFont, "fonts-dejavu-core"))
-        return list
-    }
-
-    /// The file fontconfig picks for `pattern`, if `fc-match` is installed.
-    private static func fcMatch(_ pattern: String) -> String? {
-        let dirs = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map(String.init) + ["/usr/bin", "/bin"]
-        guard let exe = dirs.map({ $0 + "/fc-match" }).first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            return nil
-        }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: exe)
-        process.arguments = ["--format=%{file}", pattern]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return nil }
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else { return nil }
-        let path = String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        return path.isEmpty ? nil : path
+        return list + packagedFonts
     }
 }
 
