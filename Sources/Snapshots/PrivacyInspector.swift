@@ -29,10 +29,15 @@ public enum PrivacyInspector {
     /// secure field (outermost only; in pixels, clipped to the screen) is not one colour in
     /// the picture. The redaction colour and an opaque cover drawn on top both pass. A
     /// `launchImage` snapshot shows none of the tree, so only its text layer is checked.
-    public static func inspect(tree: ViewTree, snapshot: RenderedSnapshot, screen: ScreenSize) -> [Leak] {
+    ///
+    /// With `bundlePath` (where the app's images are), a frame that is not one colour is
+    /// drawn again with that view's content taken out (same policy, same screen): if its
+    /// pixels come out the same, the content does not show (a cover with a logo on top
+    /// passes); only a difference is a leak.
+    public static func inspect(tree: ViewTree, snapshot: RenderedSnapshot, screen: ScreenSize, bundlePath: String? = nil) -> [Leak] {
         var walker = Walker(scale: screen.scale.isFinite && screen.scale > 0 ? screen.scale : 1)
         for (i, view) in tree.views.enumerated() {
-            walker.walk(view, x: 0, y: 0, path: "window/\(i)", sensitiveAncestor: false, hidden: false, depth: 1)
+            walker.walk(view, x: 0, y: 0, path: "window/\(i)", sensitiveAncestor: false, hidden: false, depth: 1, indices: [i])
         }
         var leaks: [Leak] = []
         for secret in walker.strings where !secret.text.isEmpty {
@@ -52,6 +57,11 @@ public enum PrivacyInspector {
                 guard !area.isEmpty else { continue }
                 let (differing, reference) = nonUniform(image, area)
                 guard differing > 0 else { continue }
+                if let bundlePath, let again = try? SnapshotRenderer.render(
+                    emptied(tree, region.indices), screen: screen, policy: snapshot.policy, bundlePath: bundlePath, launchImage: nil),
+                   sameRegion(image, again.image, area) {
+                    continue
+                }
                 let c = unpackPixel(reference)
                 leaks.append(Leak(kind: "pixels", view: region.view,
                                   detail: "\(differing) of \(area.pixelCount) pixels in its frame \(area) differ from the colour at its "
@@ -59,6 +69,41 @@ public enum PrivacyInspector {
             }
         }
         return leaks
+    }
+
+    /// `tree` with the view at `indices` (top-level index first) drawing no content: no
+    /// text (a secure field stays secure, with no characters), no image, no subviews.
+    static func emptied(_ tree: ViewTree, _ indices: [Int]) -> ViewTree {
+        func empty(_ node: ViewNode, _ rest: ArraySlice<Int>) -> ViewNode {
+            var node = node
+            guard let i = rest.first else {
+                if case .secureTextField(_, let size, let color) = node.content {
+                    node.content = .secureTextField(text: "", fontSize: size, color: color)
+                } else {
+                    node.content = .none
+                }
+                node.subviews = []
+                return node
+            }
+            if node.subviews.indices.contains(i) { node.subviews[i] = empty(node.subviews[i], rest.dropFirst()) }
+            return node
+        }
+        var tree = tree
+        if let first = indices.first, tree.views.indices.contains(first) {
+            tree.views[first] = empty(tree.views[first], indices.dropFirst())
+        }
+        return tree
+    }
+
+    /// Whether two images have the same pixels in `area`.
+    static func sameRegion(_ a: RGBAImage, _ b: RGBAImage, _ area: PixelRect) -> Bool {
+        guard a.width == b.width, a.height == b.height else { return false }
+        for y in area.y0..<area.y1 {
+            let start = (y * a.width + area.x0) * 4
+            let end = (y * a.width + area.x1) * 4
+            if a.pixels[start..<end] != b.pixels[start..<end] { return false }
+        }
+        return true
     }
 
     /// How many pixels of `area` differ from its first pixel, and that pixel.
@@ -106,13 +151,15 @@ public enum PrivacyInspector {
         struct Region {
             var frame: PixelRect
             var view: String
+            var indices: [Int]
         }
 
         let scale: Double
         var strings: [Secret] = []
         var regions: [Region] = []
 
-        mutating func walk(_ view: ViewNode, x: Double, y: Double, path: String, sensitiveAncestor: Bool, hidden: Bool, depth: Int) {
+        mutating func walk(_ view: ViewNode, x: Double, y: Double, path: String, sensitiveAncestor: Bool, hidden: Bool, depth: Int,
+                           indices: [Int] = []) {
             guard depth <= 512 else { return }
             let sensitive = sensitiveAncestor || view.isPrivacySensitive
             let hidden = hidden || view.isHidden
@@ -131,10 +178,11 @@ public enum PrivacyInspector {
             let absolute = Rect(x: x + view.frame.x, y: y + view.frame.y, width: view.frame.width, height: view.frame.height)
             // The outermost sensitive view's frame is the one a policy blanks; its subviews are not drawn.
             if !hidden && !sensitiveAncestor && (view.isPrivacySensitive || view.content.isSecure) {
-                regions.append(Region(frame: PixelRect(points: absolute, scale: scale), view: description))
+                regions.append(Region(frame: PixelRect(points: absolute, scale: scale), view: description, indices: indices))
             }
             for (i, subview) in view.subviews.enumerated() {
-                walk(subview, x: absolute.x, y: absolute.y, path: "\(path)/\(i)", sensitiveAncestor: sensitive, hidden: hidden, depth: depth + 1)
+                walk(subview, x: absolute.x, y: absolute.y, path: "\(path)/\(i)", sensitiveAncestor: sensitive, hidden: hidden, depth: depth + 1,
+                     indices: indices + [i])
             }
         }
 

@@ -50,6 +50,25 @@ import Testing
         #expect(PrivacyInspector.inspect(tree: covered, snapshot: snapshot, screen: smallScreen) == [])
     }
 
+    @Test func aCoverWithAPictureOnTopPassesWhenTheInspectorCanDrawItAgain() throws {
+        let bundle = try TempBundle()
+        defer { bundle.remove() }
+        try bundle.write("logo.png", quadrantPNG())
+        var covered = Self.bank
+        // An opaque cover with a logo across both sensitive frames (y 40–70 and 80–110).
+        covered.views.append(ViewNode(frame: Rect(x: 0, y: 0, width: 200, height: 300), backgroundColor: RGBA(0, 122, 255),
+                                      subviews: [ViewNode(content: .image(name: "logo.png"), frame: Rect(x: 20, y: 50, width: 100, height: 50))]))
+        let snapshot = try render(covered, bundle: bundle.path)
+        // Not one colour, and without the bundle the inspector cannot tell the logo from the content.
+        #expect(PrivacyInspector.inspect(tree: covered, snapshot: snapshot, screen: smallScreen).map(\.kind) == ["pixels", "pixels"])
+        // Drawn again without each sensitive view's content, the frames come out the same: nothing shows.
+        #expect(PrivacyInspector.inspect(tree: covered, snapshot: snapshot, screen: smallScreen, bundlePath: bundle.path) == [])
+        // Uncovered, the redraw differs: still two pixel leaks.
+        let bare = try render(Self.bank, bundle: bundle.path)
+        let leaks = PrivacyInspector.inspect(tree: Self.bank, snapshot: bare, screen: smallScreen, bundlePath: bundle.path)
+        #expect(leaks.filter { $0.kind == "pixels" }.count == 2, "\(leaks)")
+    }
+
     @Test func aSecureFieldsTextShownElsewhereIsATextLeak() throws {
         var echoed = Self.bank
         echoed.views.append(label("You typed pa55word", Rect(x: 10, y: 120, width: 180, height: 20)))
