@@ -46,6 +46,7 @@ let package = Package(
                 "AppHostProtocol",
                 "Plugins",
                 "AppHostSystem",
+                "Snapshots",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -69,6 +70,7 @@ let package = Package(
                 "Plugins",
                 "AppHostProtocol",
                 "AppHostSystem",
+                "Snapshots",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -126,7 +128,7 @@ let package = Package(
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol"]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer"]),
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots"]),
         .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol"]),
         // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO for transfer tests, and its self-tests.
         .target(

@@ -42,6 +42,10 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     case profile
     /// A command to the background-mode plugins (privacy, location, VoIP push, BLE, accessories).
     case mode(ModeCommand)
+    /// Take an app's snapshot now (a running app with a window), else its latest one.
+    case snapshot(bundleIdentifier: String)
+    /// The apps in the app switcher, most recent first.
+    case switcher
 }
 
 /// The daemon's answer.
@@ -61,6 +65,8 @@ public enum ControlResponse: Codable, Sendable, Equatable {
     case clock(mode: String, seconds: Double, date: Date)
     /// The budgets in force.
     case profile(BudgetProfile)
+    case snapshot(SnapshotInfo)
+    case switcher([SwitcherEntry])
     case error(ControlError)
 }
 
@@ -156,6 +162,8 @@ public struct HostEvent: Codable, Sendable, Equatable {
         case modeRefused
         /// A background-mode plugin's note (a fix delivered, a push dropped, ...).
         case service
+        /// An app-switcher snapshot taken (or deleted under the `none` policy).
+        case snapshot
     }
     /// Increasing number, unique within one events.jsonl.
     public var seq: UInt64

@@ -139,3 +139,44 @@ public struct ScreenSize: Codable, Sendable, Equatable {
         self.init(width: w, height: h, scale: scale)
     }
 }
+
+/// A snapshot the host keeps: `snapshots/<bundle-id>/<n>.png` and `<n>.json` beside it.
+public struct SnapshotInfo: Codable, Sendable, Equatable {
+    public var bundleIdentifier: String
+    public var number: Int
+    /// Why it was taken: `didEnterBackground`, `background fetch`, `silent push`, `requested`.
+    public var reason: String
+    /// The policy applied (the stricter of the app's and the host's).
+    public var policy: SnapshotPolicy
+    /// The PNG, nil under `none`.
+    public var png: String?
+    /// The text layer (every visible string with its frame, after the policy).
+    public var textLayer: String?
+    public var time: Date
+
+    public init(bundleIdentifier: String, number: Int, reason: String, policy: SnapshotPolicy, png: String?, textLayer: String?, time: Date) {
+        self.bundleIdentifier = bundleIdentifier
+        self.number = number
+        self.reason = reason
+        self.policy = policy
+        self.png = png
+        self.textLayer = textLayer
+        self.time = time
+    }
+}
+
+/// An app in the app switcher.
+public struct SwitcherEntry: Codable, Sendable, Equatable {
+    public var bundleIdentifier: String
+    public var name: String
+    public var state: AppState
+    /// Its latest snapshot, if one is kept.
+    public var snapshot: SnapshotInfo?
+
+    public init(bundleIdentifier: String, name: String, state: AppState, snapshot: SnapshotInfo?) {
+        self.bundleIdentifier = bundleIdentifier
+        self.name = name
+        self.state = state
+        self.snapshot = snapshot
+    }
+}

@@ -187,6 +187,10 @@ public struct ControlServer: Sendable {
                 return .profile(supervisor.configuration.profile)
             case .mode(let command):
                 return .ok(message: try await supervisor.modeCommand(command))
+            case .snapshot(let id):
+                return .snapshot(try await supervisor.snapshot(id))
+            case .switcher:
+                return .switcher(await supervisor.switcher())
             }
         } catch {
             return .error(error)

@@ -187,6 +187,8 @@ public actor Supervisor {
 
     /// The transfer daemon and the transfers the host mediates (TransferBroker.swift).
     var transfers = TransferBrokerState()
+    /// The app switcher and its snapshots (SnapshotKeeper.swift).
+    var snapshots = SnapshotKeeperState()
 
     private let inputs: AsyncStream<Input>
     let input: AsyncStream<Input>.Continuation
@@ -502,6 +504,7 @@ public actor Supervisor {
         runtimes.removeValue(forKey: id)
         performMode(modes.uninstall(id))
         transfersAppUninstalled(id)
+        switcherRemoved(id, uninstalled: true)
         // As on iOS, the app's data goes with it. Reports and history stay.
         try? FileManager.default.removeItem(atPath: configuration.containersDirectory + "/" + id)
         events.append(.uninstalled, app: id, cause: "uninstalled (container removed)", time: now())
@@ -910,7 +913,9 @@ public actor Supervisor {
             } else if callback != .heartbeat {
                 events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", time: now())
             }
+            let stateBefore = rt.machine.state
             feed(id, .callbackReturned(callback))
+            snapshotAfterCallback(callback, app: id, state: stateBefore)
             if case .service(let event) = callback {
                 transferCallbackReturned(event, app: id)
                 performMode(modes.callbackReturned(event, app: id, at: hostNow()))
@@ -1040,6 +1045,8 @@ public actor Supervisor {
             pendingTransitions.append(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time))
             events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
             let machine = runtimes[id]?.machine
+            if to == .active { switcherActivated(id) }
+            if to == .notRunning, machine?.lastTermination == .user { switcherRemoved(id, uninstalled: false) }
             if to == .notRunning {
                 transfersAppExited(id, byUser: machine?.lastTermination == .user)
                 pendingModeEffects += modes.appExited(id, byUser: machine?.lastTermination == .user, at: hostNow())

@@ -1,0 +1,98 @@
+import AppHostProtocol
+import ArgumentParser
+import Foundation
+import Host
+import Snapshots
+
+extension AppHostCommand {
+    struct SnapshotCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "snapshot",
+            abstract: "Print an app's app-switcher snapshot: an app running code is pictured now, else its latest.",
+            discussion: """
+                The snapshot is drawn from the app's window under its policy (the app's
+                AppHost.SnapshotPolicy in Info.plist, or the host's "snapshots": {"policy": ...}
+                when stricter) and kept as snapshots/<bundle-id>/<n>.png with <n>.json (every
+                visible string with its frame) beside it. Prints the PNG's path. A suspended or
+                terminated app is not drawn again: its latest snapshot is the one the switcher shows.
+
+                Example:
+                  apphost snapshot com.example.bank -o bank.png
+                """)
+        @Argument(help: ArgumentHelp("The app.", valueName: "bundle-id")) var bundleIdentifier: String
+        @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Also copy the PNG here.", valueName: "file.png"))
+        var output: String?
+        @OptionGroup var state: StateOptions
+        @OptionGroup var json: JSONOption
+
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.snapshot(bundleIdentifier: bundleIdentifier)).checked()
+                guard case .snapshot(let info) = r else { throw unexpected(r) }
+                if let output {
+                    guard let png = info.png else {
+                        throw ControlError(.refused, "\(bundleIdentifier)'s snapshot policy is none: no picture is kept")
+                    }
+                    let target = absolute(output)
+                    try? FileManager.default.removeItem(atPath: target)
+                    do {
+                        try FileManager.default.copyItem(atPath: png, toPath: target)
+                    } catch {
+                        throw ControlError(.internalError, "cannot write \(target): \(error.localizedDescription)")
+                    }
+                }
+                if json.json { return try printJSON(info) }
+                print(info.png ?? "(no picture kept: policy none)")
+            }
+        }
+    }
+
+    struct Switcher: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the apps in the app switcher, most recent first, with their snapshots.",
+            discussion: """
+                An app joins the switcher when it first becomes active and leaves it when the
+                user terminates it (apphost terminate) or it is uninstalled. --sheet draws their
+                latest snapshots side by side into one PNG.
+
+                Example:
+                  apphost switcher --sheet switcher.png
+                """)
+        @Option(name: .long, help: ArgumentHelp("Draw a contact sheet of the snapshots.", valueName: "out.png")) var sheet: String?
+        @OptionGroup var state: StateOptions
+        @OptionGroup var json: JSONOption
+
+        func run() throws {
+            try reportingErrors {
+                let r = try state.client.request(.switcher).checked()
+                guard case .switcher(let entries) = r else { throw unexpected(r) }
+                if let sheet { try drawSheet(entries, to: absolute(sheet)) }
+                if json.json { return try printJSON(entries) }
+                if entries.isEmpty { return print("the app switcher is empty") }
+                for e in entries {
+                    let picture = e.snapshot.map { s in s.png.map { "\($0) (\(s.reason), \(s.policy.rawValue))" } ?? "no picture (policy none)" } ?? "no snapshot yet"
+                    print("\(e.bundleIdentifier)  \(e.name)  \(e.state.rawValue)  \(picture)")
+                }
+                if let sheet { print("contact sheet: \(absolute(sheet))") }
+            }
+        }
+
+        private func drawSheet(_ entries: [SwitcherEntry], to path: String) throws {
+            var images: [(label: String, image: RGBAImage)] = []
+            for e in entries {
+                guard let png = e.snapshot?.png, let data = FileManager.default.contents(atPath: png) else { continue }
+                do {
+                    images.append((label: e.name, image: try PNGCodec.decode(data)))
+                } catch {
+                    throw ControlError(.internalError, "cannot read \(png): \(error)")
+                }
+            }
+            guard !images.isEmpty else { throw ControlError(.refused, "no snapshots to draw: no app in the switcher has a picture") }
+            do {
+                try PNGCodec.encode(try ContactSheet.make(images)).write(to: URL(fileURLWithPath: path))
+            } catch {
+                throw ControlError(.internalError, "cannot draw the contact sheet to \(path): \(error)")
+            }
+        }
+    }
+}

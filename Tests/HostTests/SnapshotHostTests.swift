@@ -1,0 +1,138 @@
+import AppHostProtocol
+import Foundation
+import Snapshots
+import Testing
+@testable import Host
+
+let bankBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory + "/BankApp")
+
+/// Snapshots taken by the host of the real BankApp samples (manifests/Bank*.app):
+/// policies, the files kept, the switcher.
+@Suite("App-switcher snapshots", .timeLimit(.minutes(2)),
+       .enabled(if: bankBuilt, "BankApp not built: run `swift build` first (scripts/test.sh does)"))
+struct SnapshotHostTests {
+    let balance = "$12,345.67"
+    let password = "hunter2-Bank!"
+
+    func install(_ host: TestHost, _ bundle: String) async throws -> String {
+        try await host.supervisor.install(path: packageRoot + "/manifests/\(bundle).app", settings: [:]).bundleIdentifier
+    }
+
+    /// Launch in front, then the home button: the snapshot taken after didEnterBackground.
+    func leaveForeground(_ host: TestHost, _ id: String) async throws -> TakenSnapshot? {
+        _ = try await host.supervisor.launch(id, background: false, arguments: [])
+        await host.supervisor.waitUntil(id, is: .active)
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .suspended)
+        await host.supervisor.waitForSnapshots()
+        return await host.supervisor.takenSnapshots(id).last
+    }
+
+    func texts(_ info: SnapshotInfo) throws -> [String] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: try #require(info.textLayer)))
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        return try #require(object["texts"] as? [[String: Any]]).compactMap { $0["text"] as? String }
+    }
+
+    @Test func redactBlanksTheBalanceAndThePasswordAndKeepsAPNGAndATextLayer() async throws {
+        let host = try TestHost(label: "snap")
+        let id = try await install(host, "Bank")
+        let taken = try #require(try await leaveForeground(host, id))
+        #expect(taken.info.reason == "didEnterBackground")
+        #expect(taken.info.policy == .redact)
+        #expect(taken.info.png == host.dir.path + "/snapshots/\(id)/1.png")
+        let image = try PNGCodec.decode(try Data(contentsOf: URL(fileURLWithPath: try #require(taken.info.png))))
+        #expect(image.width == 1170 && image.height == 2532)
+        let shown = try texts(taken.info)
+        #expect(shown.contains("Example Bank"))
+        #expect(!shown.contains(balance), "\(shown)")
+        #expect(!shown.joined().contains(password))
+        #expect(PrivacyInspector.inspect(tree: taken.tree, snapshot: try #require(taken.rendered), screen: .default).isEmpty)
+        let event = await host.waitForEvent(id) { $0.kind == .snapshot }
+        #expect(event?.cause.contains("policy redact") == true)
+        await host.stop()
+    }
+
+    @Test func theLeakyVariantShowsItsBalanceAndTheInspectorNamesIt() async throws {
+        let host = try TestHost(label: "snap")
+        let id = try await install(host, "BankLeaky")
+        let taken = try #require(try await leaveForeground(host, id))
+        #expect(taken.info.policy == .default)
+        #expect(try texts(taken.info).contains(balance))
+        let leaks = PrivacyInspector.inspect(tree: taken.tree, snapshot: try #require(taken.rendered), screen: .default)
+        #expect(leaks.contains { $0.kind == "text" && ($0.view + $0.detail).contains(balance) }, "\(leaks)")
+        #expect(leaks.contains { $0.kind == "pixels" }, "\(leaks)")
+        await host.stop()
+    }
+
+    @Test func theCoverVariantIsCoveredUnderDefault() async throws {
+        let host = try TestHost(label: "snap")
+        let id = try await install(host, "BankCover")
+        let taken = try #require(try await leaveForeground(host, id))
+        #expect(taken.info.policy == .default)
+        #expect(!(try texts(taken.info)).contains(balance))
+        // The cover carries the bank's logo, so its frames are not one colour: the inspector
+        // needs the bundle's images to draw them again without the sensitive content.
+        let rendered = try #require(taken.rendered)
+        let bundle = packageRoot + "/manifests/BankCover.app"
+        let leaks = PrivacyInspector.inspect(tree: taken.tree, snapshot: rendered, screen: .default, bundlePath: bundle)
+        #expect(leaks.isEmpty, "\(leaks)")
+        await host.stop()
+    }
+
+    @Test func aStricterHostPolicyWins() async throws {
+        let redacting = try TestHost(label: "snap") { $0.snapshotPolicy = .redact }
+        let leaky = try await install(redacting, "BankLeaky")
+        let redacted = try #require(try await leaveForeground(redacting, leaky))
+        #expect(redacted.info.policy == .redact)
+        #expect(PrivacyInspector.inspect(tree: redacted.tree, snapshot: try #require(redacted.rendered), screen: .default).isEmpty)
+        await redacting.stop()
+
+        let none = try TestHost(label: "snap") { $0.snapshotPolicy = .none }
+        let bank = try await install(none, "Bank")
+        let nothing = try #require(try await leaveForeground(none, bank))
+        #expect(nothing.info.policy == .none && nothing.info.png == nil && nothing.rendered == nil)
+        #expect(!FileManager.default.fileExists(atPath: none.dir.path + "/snapshots/\(bank)"))
+        await none.stop()
+    }
+
+    @Test func theSwitcherListsAppsMostRecentFirstAndATerminateRemovesOne() async throws {
+        let host = try TestHost(label: "snap")
+        let bank = try await install(host, "Bank")
+        let cover = try await install(host, "BankCover")
+        _ = try await leaveForeground(host, bank)
+        _ = try await leaveForeground(host, cover)
+        var entries = await host.supervisor.switcher()
+        #expect(entries.map(\.bundleIdentifier) == [cover, bank])
+        #expect(entries.allSatisfy { $0.snapshot?.png != nil })
+        // A snapshot on request of a running app is taken now.
+        try await host.supervisor.foreground(bank)
+        await host.supervisor.waitUntil(bank, is: .active)
+        let now = try await host.supervisor.snapshot(bank)
+        #expect(now.reason == "requested" && now.number == 2)
+        try await host.supervisor.terminate(bank)
+        entries = await host.supervisor.switcher()
+        #expect(entries.map(\.bundleIdentifier) == [cover])
+        await host.stop()
+    }
+}
+
+extension SnapshotHostTests {
+    @Test func aSuspendedAppIsNotDrawnAgainAndTheSwitcherOutlivesTheHostUntilATerminate() async throws {
+        let first = try TestHost(label: "snap")
+        let bank = try await install(first, "Bank")
+        let taken = try #require(try await leaveForeground(first, bank))
+        // Suspended: what the switcher shows is the picture taken when it left.
+        #expect(try await first.supervisor.snapshot(bank) == taken.info)
+        await first.stop(removing: false)
+
+        let again = try TestHost(reopening: first.dir)
+        #expect(await again.supervisor.switcher().map(\.bundleIdentifier) == [bank], "pictured by the earlier host")
+        #expect(try await again.supervisor.snapshot(bank).png == taken.info.png)
+        _ = try await again.supervisor.launch(bank, background: false, arguments: [])
+        await again.supervisor.waitUntil(bank, is: .active)
+        try await again.supervisor.terminate(bank)
+        #expect(await again.supervisor.switcher().isEmpty, "a terminated app leaves, even with pictures on disk")
+        await again.stop()
+    }
+}
