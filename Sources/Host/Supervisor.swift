@@ -699,6 +699,18 @@ public actor Supervisor {
         await waitForExit(id)
     }
 
+    /// Terminates `id` if it runs and waits until it is gone, moving the virtual clock past
+    /// the grace period after willTerminate: an app that ignores willTerminate is then killed
+    /// as on the real clock. For a host nobody else drives (`apphost privacy-check`).
+    public func terminateMovingClock(_ id: String) async {
+        guard let rt = runtimes[id], rt.machine.isRunning else { return }
+        feed(id, .terminate(.user))
+        if configuration.clock == .virtual, runtimes[id]?.machine.isRunning == true {
+            _ = try? await advanceClock(by: configuration.terminationGracePeriod + .seconds(1))
+        }
+        await waitForExit(id)
+    }
+
     /// Status of one app or all installed apps.
     public func status(_ id: String?) throws(ControlError) -> [AppStatus] {
         let ids: [String]

@@ -136,3 +136,31 @@ extension SnapshotHostTests {
         await again.stop()
     }
 }
+
+/// `apphost privacy-check` on the three samples, as a user runs it.
+@Suite("privacy-check CLI", .timeLimit(.minutes(2)),
+       .enabled(if: bankBuilt, "BankApp not built: run `swift build` first (scripts/test.sh does)"))
+struct PrivacyCheckCLITests {
+    @Test func theLeakyBankFailsByNameAndTheOthersPassWithJUnit() async throws {
+        let dir = try TempDir("pcheck")
+        defer { dir.remove() }
+        let junit = dir.path + "/report.xml"
+        let r = await apphost(["privacy-check", packageRoot + "/manifests/Bank.app", packageRoot + "/manifests/BankLeaky.app",
+                               packageRoot + "/manifests/BankCover.app", "--junit", junit])
+        #expect(r.status == 1, "stdout: \(r.stdout)\nstderr: \(r.stderr)")
+        #expect(r.stdout.contains("PASS com.example.bank ("), "\(r.stdout)")
+        #expect(r.stdout.contains("FAIL com.example.bank.leaky"), "\(r.stdout)")
+        #expect(r.stdout.contains("PASS com.example.bank.cover"), "\(r.stdout)")
+        #expect(r.stdout.contains("$12,345.67"), "the leak is named: \(r.stdout)")
+        #expect(r.stdout.contains("after background fetch"), "fetch-capable apps are checked after a fetch too: \(r.stdout)")
+        let xml = try String(contentsOfFile: junit, encoding: .utf8)
+        #expect(xml.contains(#"<testsuite name="com.example.bank.leaky""#))
+        #expect(xml.contains("<failure"))
+        #expect(xml.hasPrefix("<?xml") && xml.hasSuffix("</testsuites>\n"))
+
+        let pass = await apphost(["privacy-check", packageRoot + "/manifests/Bank.app"])
+        #expect(pass.status == 0, "\(pass.stdout)\n\(pass.stderr)")
+        let missing = await apphost(["privacy-check", dir.path + "/Nope.app"])
+        #expect(missing.status == 2 && missing.stdout.contains("ERROR"), "\(missing.stdout)\n\(missing.stderr)")
+    }
+}

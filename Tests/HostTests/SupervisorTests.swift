@@ -149,6 +149,19 @@ struct SupervisorTests {
         await host.stop()
     }
 
+    @Test func terminateMovingClockKillsAnAppThatIgnoresWillTerminateOnTheVirtualClock() async throws {
+        // Nobody advances a privacy check's clock: the host moves it past the grace period itself.
+        let host = try TestHost(grace: .seconds(5), clock: .virtual, settle: .milliseconds(200))
+        let id = try await host.installProbe("com.test.stubborn")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "terminate", "block:forever"])
+        await host.supervisor.terminateMovingClock(id)
+        #expect(!processExists(pid))
+        let report = try #require(try await host.supervisor.reports(id).last)
+        #expect(report.reason.contains("after willTerminate"), "\(report.reason)")
+        await host.supervisor.terminateMovingClock(id) // not running: returns at once
+        await host.stop()
+    }
+
     @Test func crashDuringLaunchIsReportedAndLaunchFails() async throws {
         let host = try TestHost()
         let id = try await host.installProbe("com.test.crash")

@@ -1,0 +1,282 @@
+import AppHostProtocol
+import ArgumentParser
+import Foundation
+import Host
+import Logging
+import Snapshots
+
+extension AppHostCommand {
+    struct PrivacyCheck: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "privacy-check",
+            abstract: "Check that apps' app-switcher snapshots never show what they mark sensitive.",
+            discussion: """
+                Each bundle is installed on a private host (its own temporary state directory,
+                virtual clock) and taken through foreground → background, then a background
+                fetch if it declares fetch and a silent push if it declares remote-notification;
+                the host snapshots it after each. A snapshot fails if its text layer shows the
+                text of a privacy-sensitive view (isPrivacySensitive) or of a secure text field,
+                or if the pixels inside such a view's frame are not blanked (one colour: the
+                redaction grey, or a cover the app drew on top). The policy is the app's own
+                (AppHost.SnapshotPolicy) or the one in --config when stricter.
+                Exit status: 0 all pass, 1 a leak, 2 an app could not be checked.
+
+                Examples:
+                  apphost privacy-check manifests/Bank.app manifests/BankCover.app
+                  apphost privacy-check --keep manifests/BankLeaky.app   # and look at the PNGs
+                  apphost privacy-check MyApp.app --junit privacy.xml    # for CI
+                """)
+
+        @Argument(help: ArgumentHelp("App bundles (App.app folders) to check.", valueName: "bundle"))
+        var bundles: [String]
+
+        @Option(name: .long, help: ArgumentHelp("Write a JUnit XML report here.", valueName: "file.xml"))
+        var junit: String?
+
+        @Flag(name: .long, help: "Keep the private host's state directory (the snapshots' PNGs and text layers, events.jsonl) and print where.")
+        var keep = false
+
+        @Option(name: .long, help: ArgumentHelp(
+            #"Host config file, as for `apphost daemon`: its "snapshots": {"policy": ..., "screen": "1170x2532@3"} apply (the policy when stricter than an app's)."#,
+            valueName: "file"))
+        var config: String?
+
+        @Option(name: .long, help: ArgumentHelp("Extra directory to search for app executables (repeatable; also $APPHOST_PRODUCTS_DIR).", valueName: "dir"))
+        var productsDir: [String] = []
+
+        @Option(name: .long, help: "The private host's log level: trace, debug, info, notice, warning, error, critical.")
+        var logLevel: Logger.Level = .warning
+
+        func validate() throws {
+            _ = try hostOptions()
+        }
+
+        /// The private host's options, parsed as `apphost daemon` parses its own (so --config
+        /// is read and checked alike).
+        private func hostOptions() throws -> HostOptions {
+            var options = ["--clock", "virtual", "--log-level", logLevel.rawValue]
+            if let config { options += ["--config", config] }
+            for productDir in productsDir { options += ["--products-dir", productDir] }
+            do {
+                return try HostOptions.parse(options)
+            } catch {
+                throw ValidationError(HostOptions.message(for: error))
+            }
+        }
+
+        func run() async throws {
+            // One private host for all the apps, each checked in turn (its own snapshots
+            // directory); an app is terminated before the next starts.
+            let dir = NSTemporaryDirectory() + "apphost-privacy-" + UUID().uuidString.prefix(8)
+            let host = try hostOptions()
+            var config = host.configuration(stateDirectory: dir)
+            config.transferDaemon = false
+            let logger = host.logger("apphost.privacy-check")
+            let box = ResultBox()
+            let paths = bundles.map(absolute)
+            let service = HostService(configuration: config, logger: logger) { s in
+                for path in paths {
+                    await box.append(await PrivacyRun(supervisor: s, bundle: path).run())
+                }
+                // A host serves until asked to stop: ask, or the check never ends.
+                await s.requestShutdown()
+            }
+            try await runHost(service, logger: logger)
+            var results = await box.values
+            for path in paths.dropFirst(results.count) {
+                results.append(AppCheck(bundle: path, bundleIdentifier: nil, error: "the private host stopped before this app was checked"))
+            }
+            if !keep { try? FileManager.default.removeItem(atPath: dir) }
+            for r in results { print(r.report(pictures: keep)) }
+            let leaks = results.reduce(0) { $0 + $1.snapshots.filter { !$0.leaks.isEmpty }.count }
+            let errors = results.filter { $0.error != nil }.count
+            print("\(results.count) app(s), \(results.reduce(0) { $0 + $1.snapshots.count }) snapshot(s): \(leaks) leaking, \(errors) not checked")
+            if keep {
+                print("kept: \(dir) (snapshots/<bundle-id>/<n>.png and .json, events.jsonl)")
+            } else if leaks > 0 {
+                print("run with --keep to look at the leaking pictures")
+            }
+            if let junit {
+                do {
+                    try Data(JUnitReport.xml(results).utf8).write(to: URL(fileURLWithPath: absolute(junit)))
+                } catch {
+                    FileHandle.standardError.write(Data("apphost: cannot write \(junit): \(error.localizedDescription)\n".utf8))
+                    throw ExitCode(2)
+                }
+            }
+            if errors > 0 { throw ExitCode(2) }
+            if leaks > 0 { throw ExitCode(1) }
+        }
+    }
+}
+
+/// Carries the check's result out of the host's body.
+actor ResultBox {
+    var values: [AppCheck] = []
+    func append(_ v: AppCheck) { values.append(v) }
+}
+
+/// One snapshot's verdict.
+struct SnapshotCheck: Sendable {
+    var info: SnapshotInfo
+    var leaks: [Leak]
+    /// Sensitive views found in the window (checked, leaking or not).
+    var sensitiveViews: Int
+}
+
+/// One app's verdict.
+struct AppCheck: Sendable {
+    var bundle: String
+    var bundleIdentifier: String?
+    var snapshots: [SnapshotCheck] = []
+    var error: String?
+
+    init(bundle: String, bundleIdentifier: String?, error: String? = nil) {
+        self.bundle = bundle
+        self.bundleIdentifier = bundleIdentifier
+        self.error = error
+    }
+
+    /// The readable report; with `pictures`, each snapshot's PNG path (kept by --keep).
+    func report(pictures: Bool) -> String {
+        let name = bundleIdentifier ?? bundle
+        if let error { return "ERROR \(name): \(error)" }
+        var lines: [String] = []
+        let failed = snapshots.contains { !$0.leaks.isEmpty }
+        lines.append("\(failed ? "FAIL" : "PASS") \(name) (\(bundle))")
+        for s in snapshots {
+            let picture = pictures ? "  [\(s.info.png ?? "no picture kept")]" : ""
+            if s.leaks.isEmpty {
+                lines.append("  ok    snapshot \(s.info.number) after \(s.info.reason), policy \(s.info.policy.rawValue): \(s.sensitiveViews) sensitive view(s), none shown\(picture)")
+            } else {
+                lines.append("  LEAK  snapshot \(s.info.number) after \(s.info.reason), policy \(s.info.policy.rawValue)\(picture)")
+                for leak in s.leaks {
+                    lines.append("        \(leak.kind): \(leak.view): \(leak.detail)")
+                }
+            }
+        }
+        if snapshots.isEmpty { lines.append("  no snapshot was taken") }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// The steps on one private host.
+struct PrivacyRun {
+    let supervisor: Supervisor
+    let bundle: String
+
+    func run() async -> AppCheck {
+        let app: InstalledApp
+        do {
+            app = try await supervisor.install(path: bundle, settings: [:])
+        } catch {
+            return AppCheck(bundle: bundle, bundleIdentifier: nil, error: "cannot install: \(error.message)")
+        }
+        let id = app.bundleIdentifier
+        var check = AppCheck(bundle: bundle, bundleIdentifier: id)
+        do {
+            _ = try await supervisor.launch(id, background: false, arguments: [])
+            await supervisor.waitUntil(id, is: .active)
+            try await step(id, "the home button") { try await supervisor.background(id) }
+            if app.backgroundModes.contains(.fetch) {
+                try await step(id, "a background fetch") { _ = try await supervisor.modeCommand(.fetchNow(bundleIdentifier: id)) }
+            }
+            if app.backgroundModes.contains(.remoteNotification) {
+                try await step(id, "a silent push") {
+                    _ = try await supervisor.modeCommand(.push(PushRequest(
+                        bundleIdentifier: id, payload: #"{"aps": {"content-available": 1}}"#, pushType: "background", priority: 5, source: "privacy-check")))
+                }
+            }
+        } catch let error as StepError {
+            check.error = error.message
+        } catch let error as ControlError {
+            check.error = error.message
+        } catch {
+            check.error = "\(error)"
+        }
+        await supervisor.waitForSnapshots()
+        let screen = await supervisor.configuration.screen
+        for taken in await supervisor.takenSnapshots(id) {
+            let sensitive = Self.sensitiveViews(taken.tree.views)
+            let leaks = taken.rendered.map { PrivacyInspector.inspect(tree: taken.tree, snapshot: $0, screen: screen, bundlePath: app.bundlePath) } ?? []
+            check.snapshots.append(SnapshotCheck(info: taken.info, leaks: leaks, sensitiveViews: sensitive))
+        }
+        // Gone before the next app starts (and before the host shuts down).
+        await supervisor.terminateMovingClock(id)
+        return check
+    }
+
+    /// Privacy-sensitive views and secure fields in a window (a sensitive view's subviews count with it).
+    static func sensitiveViews(_ views: [ViewNode]) -> Int {
+        views.reduce(0) { n, v in
+            if v.isHidden { return n }
+            if v.isPrivacySensitive { return n + 1 }
+            if case .secureTextField = v.content { return n + 1 + sensitiveViews(v.subviews) }
+            return n + sensitiveViews(v.subviews)
+        }
+    }
+
+    struct StepError: Error {
+        let message: String
+    }
+
+    /// Runs an action that should end in a snapshot, and waits for that snapshot's event.
+    private func step(_ id: String, _ what: String, _ action: () async throws -> Void) async throws {
+        let before = await supervisor.takenSnapshots(id).count
+        let (_, live, sub) = await supervisor.subscribe(bundleIdentifier: id)
+        defer { Task { await supervisor.unsubscribe(sub) } }
+        try await action()
+        // The host settles what the action started (callbacks returned, stops confirmed).
+        _ = try await supervisor.advanceClock(by: .seconds(1))
+        await supervisor.waitForSnapshots()
+        if await supervisor.takenSnapshots(id).count > before { return }
+        // Not yet: wait for the snapshot event, or for the app to end without one.
+        for await event in live {
+            if event.kind == .snapshot || event.kind == .warning && event.cause.hasPrefix("snapshot") { break }
+            if event.kind == .transition, event.to == .notRunning {
+                throw StepError(message: "the app ended during \(what): \(event.cause)")
+            }
+            if event.kind == .transition, event.to == .suspended {
+                await supervisor.waitForSnapshots()
+                if await supervisor.takenSnapshots(id).count > before { return }
+                throw StepError(message: "no snapshot after \(what): the app was suspended without one (did it run its callbacks?)")
+            }
+        }
+    }
+}
+
+/// JUnit XML: one testsuite per app, one testcase per snapshot.
+enum JUnitReport {
+    static func escape(_ s: String) -> String {
+        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+
+    static func xml(_ results: [AppCheck]) -> String {
+        var out = #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
+        let tests = results.reduce(0) { $0 + max(1, $1.snapshots.count) }
+        let failures = results.reduce(0) { $0 + $1.snapshots.filter { !$0.leaks.isEmpty }.count }
+        let errors = results.filter { $0.error != nil }.count
+        out += #"<testsuites name="apphost privacy-check" tests="\#(tests)" failures="\#(failures)" errors="\#(errors)">"# + "\n"
+        for r in results {
+            let name = escape(r.bundleIdentifier ?? r.bundle)
+            let f = r.snapshots.filter { !$0.leaks.isEmpty }.count
+            out += #"  <testsuite name="\#(name)" tests="\#(max(1, r.snapshots.count))" failures="\#(f)" errors="\#(r.error == nil ? 0 : 1)">"# + "\n"
+            if let error = r.error {
+                out += #"    <testcase classname="\#(name)" name="check"><error message="\#(escape(error))"/></testcase>"# + "\n"
+            }
+            for s in r.snapshots {
+                let caseName = escape("snapshot \(s.info.number) after \(s.info.reason) (policy \(s.info.policy.rawValue))")
+                if s.leaks.isEmpty {
+                    out += #"    <testcase classname="\#(name)" name="\#(caseName)"/>"# + "\n"
+                } else {
+                    let text = s.leaks.map { "\($0.kind): \($0.view): \($0.detail)" }.joined(separator: "\n")
+                    out += #"    <testcase classname="\#(name)" name="\#(caseName)"><failure message="\#(escape(s.leaks[0].view)) leaked" type="leak">\#(escape(text))</failure></testcase>"# + "\n"
+                }
+            }
+            out += "  </testsuite>\n"
+        }
+        out += "</testsuites>\n"
+        return out
+    }
+}
