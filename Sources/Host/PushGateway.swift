@@ -368,11 +368,15 @@ public final class PushGateway: Sendable {
         public var connections = 0
         /// Streams (requests) opened on them.
         public var streams = 0
+        /// Connections that a close() had to cut after ``shutdownGrace`` (a client that
+        /// did not answer the GOAWAY's PING or kept streams open).
+        public var cutAfterGrace = 0
 
         /// Counts, for comparisons in tests.
-        public init(connections: Int = 0, streams: Int = 0) {
+        public init(connections: Int = 0, streams: Int = 0, cutAfterGrace: Int = 0) {
             self.connections = connections
             self.streams = streams
+            self.cutAfterGrace = cutAfterGrace
         }
     }
 
@@ -500,14 +504,17 @@ public final class PushGateway: Sendable {
             return Array(s.connections.values)
         }
         server.channel.close(promise: nil)
-        for channel in open { Self.quiesce(channel) }
+        for channel in open { quiesce(channel) }
     }
 
-    private static func quiesce(_ channel: any Channel) {
+    private func quiesce(_ channel: any Channel) {
         channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
         // The management handler's own grace timer starts only once the client has
         // answered its PING; this one also covers a client that never does.
-        let cut = channel.eventLoop.scheduleTask(in: shutdownGrace) { channel.close(promise: nil) }
+        let cut = channel.eventLoop.scheduleTask(in: Self.shutdownGrace) { [self] in
+            state.withLock { $0.statistics.cutAfterGrace += 1 }
+            channel.close(promise: nil)
+        }
         channel.closeFuture.whenComplete { _ in cut.cancel() }
     }
 
@@ -518,7 +525,7 @@ public final class PushGateway: Sendable {
             if !s.closing { s.connections[key] = connection.channel }
             return s.closing
         }
-        if closing { Self.quiesce(connection.channel) }
+        if closing { quiesce(connection.channel) }
         defer { _ = state.withLock { $0.connections.removeValue(forKey: key) } }
         await withDiscardingTaskGroup { streams in
             do {
