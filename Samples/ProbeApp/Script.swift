@@ -112,6 +112,10 @@ enum Action: Equatable, Sendable {
     case hang
     /// Block the main thread until one byte can be read from the FIFO at `path`.
     case waitFIFO(path: String)
+    /// Allocate and touch `mebibytes` MiB, keeping it.
+    case allocate(mebibytes: Int)
+    /// Write `bytes` bytes to `path` (in 1 MiB writes), printing how many were written.
+    case writeFile(path: String, bytes: Int64)
     /// Take an exclusive `flock` on `path` (created if missing) and keep it.
     case lock(path: String)
     /// Take a POSIX (`fcntl` F_SETLK) write lock on all of `path` (created if missing) and keep it.
@@ -285,6 +289,9 @@ struct Script: Equatable, Sendable {
           block:SECONDS            block the main thread for SECONDS (0 = not at all)
           block:forever            block the main thread forever (asleep in pause(),
                                    no CPU); the callback never returns
+          allocate:MIB             allocate and touch MIB MiB and keep it ("[ProbeApp] allocated N MiB")
+          write-file:PATH:BYTES    write BYTES bytes to PATH in 1 MiB writes ("[ProbeApp] wrote N of
+                                   BYTES to PATH" and the error that stopped it, e.g. EFBIG)
           wait-fifo:PATH           block the main thread until one byte can be read from
                                    the FIFO at PATH (a test holds a callback open with it)
           hang                     once this callback has returned, block the main
@@ -503,6 +510,17 @@ struct Script: Equatable, Sendable {
             return .hang
         case ("wait-fifo", let path?) where !path.isEmpty:
             return .waitFIFO(path: path)
+        case ("allocate", let value?):
+            guard let n = Int(value), (1...65536).contains(n) else {
+                throw ScriptError("allocate needs MiB (1-65536), got \"\(text)\"")
+            }
+            return .allocate(mebibytes: n)
+        case ("write-file", let argument?):
+            guard let colon = argument.lastIndex(of: ":"), colon != argument.startIndex,
+                  let bytes = Int64(argument[argument.index(after: colon)...]), bytes >= 0 else {
+                throw ScriptError("write-file needs PATH:BYTES, got \"\(text)\"")
+            }
+            return .writeFile(path: String(argument[..<colon]), bytes: bytes)
         case ("lock", let path?) where !path.isEmpty:
             return .lock(path: path)
         case ("posix-lock", let path?) where !path.isEmpty:

@@ -130,6 +130,8 @@ struct HeldLock {
 /// Runs the script's actions at each callback and service event.
 final class ProbeDelegate: ApplicationDelegate {
     let script: Script
+    /// Memory kept by `allocate` (never freed).
+    private var kept: [UnsafeMutableRawPointer] = []
     /// Task ids by name, latest last (ended ones included, for double-end probes).
     private var tasks: [String: [BackgroundTaskIdentifier]] = [:]
     /// Tasks still open, by id.
@@ -372,6 +374,35 @@ final class ProbeDelegate: ApplicationDelegate {
         case .blockForever:
             say("[ProbeApp] blocking the main thread forever")
             blockForever()
+        case .allocate(let mebibytes):
+            for i in 0..<mebibytes {
+                guard let block = malloc(1 << 20) else {
+                    say("[ProbeApp] allocation failed after \(i) MiB")
+                    return
+                }
+                memset(block, 0xA5, 1 << 20)
+                kept.append(block)
+            }
+            say("[ProbeApp] allocated \(mebibytes) MiB")
+        case .writeFile(let path, let bytes):
+            let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0 else {
+                say("[ProbeApp] write-file \(path): \(String(cString: strerror(errno)))")
+                return
+            }
+            defer { close(fd) }
+            let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
+            var written: Int64 = 0
+            var failure = ""
+            while written < bytes {
+                let n = chunk.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, Int(min(Int64(1 << 20), bytes - written))) }
+                if n < 0 {
+                    failure = " (\(errno == EFBIG ? "EFBIG" : String(cString: strerror(errno))))"
+                    break
+                }
+                written += Int64(n)
+            }
+            say("[ProbeApp] wrote \(written) of \(bytes) to \(path)\(failure)")
         case .waitFIFO(let path):
             say("[ProbeApp] waiting on \(path)")
             let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)

@@ -193,6 +193,9 @@ public struct HostConfigFile: Sendable, Equatable {
     /// policy (wins over an app's when stricter) and the screen snapshots are drawn for.
     public var snapshotPolicy: SnapshotPolicy?
     public var screen: ScreenSize?
+    /// `"limits": {"openFiles": 256, "processes": 512, "fileSize": "2 GiB", "memory": "1 GiB",
+    /// "apps": {"com.x": {"memory": "64 MiB"}}}`: resource limits per app.
+    public var limits = LimitSettings()
 
     /// Reads and checks a config file; errors name the file and key.
     public static func load(path: String) throws(BudgetError) -> HostConfigFile {
@@ -238,6 +241,8 @@ public struct HostConfigFile: Sendable, Equatable {
                         throw BudgetError(message: "\(path): snapshots.\(k): unknown key (known: policy, screen)")
                     }
                 }
+            case "limits":
+                file.limits = try LimitSettings.parse(value, path: path)
             case "budgets":
                 guard let budgets = value as? [String: Any] else { throw BudgetError(message: "\(path): budgets: expected an object") }
                 for (name, raw) in budgets {
@@ -257,7 +262,7 @@ public struct HostConfigFile: Sendable, Equatable {
                     }
                 }
             default:
-                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers, snapshots)")
+                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers, snapshots, limits)")
             }
         }
         return file

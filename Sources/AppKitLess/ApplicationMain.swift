@@ -33,6 +33,9 @@ public func ApplicationMain(delegate: some ApplicationDelegate) -> Never {
     }
     // Keep the host's socket out of anything the app itself spawns.
     _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+    // Over the host's file-size limit a write fails with EFBIG, as a full disk would,
+    // instead of SIGXFSZ killing the app.
+    signal(SIGXFSZ, SIG_IGN)
 
     let connection = Connection(descriptor: descriptor)
     let bundleIdentifier: String

@@ -54,6 +54,9 @@ public struct Lifecycle: Sendable, Equatable {
         case protocolViolation(String)
         /// The process is gone.
         case exited(description: String, clean: Bool)
+        /// The kernel killed it for a resource limit (the memory cgroup's OOM killer): the
+        /// report of the exit that follows carries `record`.
+        case limitExceeded(TerminationRecord)
         /// A background-mode activity that keeps a backgrounded app running began /
         /// ended (audio playing, location updates, a VoIP call).
         case activityBegan(String)
@@ -475,8 +478,13 @@ public struct Lifecycle: Sendable, Equatable {
         case (_, .protocolViolation(let reason)):
             fx += violation(reason)
 
-        case (.notRunning, .exited):
+        case (.notRunning, .exited), (.notRunning, .limitExceeded):
             break
+        case (_, .limitExceeded(let record)):
+            // The kernel's kill is what ended it, whatever the host had planned.
+            pendingRecord = record
+            terminating = terminating ?? .system
+            killSent = true
         case (_, .exited(let description, let clean)):
             for t in Timer.allCases { fx.append(.cancelTimer(t)) }
             var report: TerminationRecord?

@@ -35,6 +35,8 @@ public struct HostConfiguration: Sendable {
     public var transferDaemon = true
     /// The transfer daemon's settings (extra CA, connection limits, retries).
     public var transferSettings = TransferSettings()
+    /// Resource limits per app (open files, processes, file size, memory).
+    public var limits = LimitSettings()
     /// The host-wide snapshot policy (an app's own policy applies when stricter).
     public var snapshotPolicy: SnapshotPolicy = .default
     /// The screen snapshots are drawn for.
@@ -126,6 +128,11 @@ public actor Supervisor {
         var viewTree: ViewTree?
         /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run.
         var ignoreNextSnapshot = false
+        /// Its cgroup (memory and process limits) and the OOM kills counted there before it started.
+        var cgroup: AppCgroup?
+        var oomKillsBefore = 0
+        /// The memory limit it runs under (for its report).
+        var memoryLimit: UInt64?
     }
 
     public let configuration: HostConfiguration
@@ -202,6 +209,10 @@ public actor Supervisor {
     private var audioSinks: [String: AudioSink] = [:]
     /// Whether the missing-Landlock warning was given.
     private var warnedLandlock = false
+    /// The per-app cgroups, made at the first spawn that needs them (nil inside: none possible).
+    private var cgroups: AppCgroups??
+    /// Limits the host could not enforce as configured, warned about once each.
+    private var warnedLimits: Set<String> = []
 
     /// Opens the state directory's database and event log. The caller holds the state dir lock.
     public init(configuration: HostConfiguration, group: any EventLoopGroup, logger: Logger) throws {
@@ -452,6 +463,7 @@ public actor Supervisor {
             await waitForExit(id)
         }
         await stopTransferDaemon()
+        if case .some(.some(let cgroups)) = cgroups { cgroups.remove() }
     }
 
     private func waitForExit(_ id: String) async {
@@ -892,6 +904,12 @@ public actor Supervisor {
         }
         runtimes[id]?.exitStatus = status
         events.append(.exited, app: id, pid: runtimes[id]?.pid, cause: status.description, time: now())
+        if case .signaled(SIGKILL, _) = status, let rt = runtimes[id], let cgroup = rt.cgroup, cgroup.oomKills > rt.oomKillsBefore {
+            let limit = rt.memoryLimit.map { ByteCountText.format($0) } ?? "its limit"
+            feed(id, .limitExceeded(Lifecycle.TerminationRecord(
+                namespace: "JETSAM", code: nil,
+                reason: "per-process-limit: the app's memory went over \(limit) and the kernel killed it (memory cgroup \(cgroup.directories.first ?? "?"))")))
+        }
         let clean: Bool
         if case .exited(code: 0) = status { clean = true } else { clean = false }
         feed(id, .exited(description: status.description, clean: clean))
@@ -1243,12 +1261,61 @@ public actor Supervisor {
 
     // MARK: - Spawning
 
+    /// The rlimits and cgroup that enforce `id`'s configured limits: descriptors and file
+    /// size by rlimit; memory and processes by cgroup where the host can make one, else
+    /// memory by RLIMIT_AS (an address-space cap: an app over it fails to allocate rather
+    /// than being killed with a report) and processes not at all (RLIMIT_NPROC counts
+    /// every process of the user, the host's included). Each fallback is warned about once.
+    private func enforcement(of limits: AppLimits, for id: String) -> (rlimits: [ResourceLimit], cgroup: AppCgroup?) {
+        var rlimits: [ResourceLimit] = []
+        if let n = limits.openFiles { rlimits.append(ResourceLimit(.openFiles, soft: UInt64(n))) }
+        if let n = limits.fileSize { rlimits.append(ResourceLimit(.fileSize, soft: n)) }
+        guard limits.memory != nil || limits.processes != nil else { return (rlimits, nil) }
+        if cgroups == nil {
+            let (made, why) = AppCgroups.make()
+            cgroups = .some(made)
+            if let made {
+                events.append(.service, cause: "per-app cgroups: \(made.layout) (memory limits: \(made.limitsMemory ? "yes" : "no"), process limits: \(made.limitsProcesses ? "yes" : "no"))", time: now())
+            } else {
+                logger.info("no per-app cgroups: \(why ?? "unknown")")
+            }
+        }
+        let made = cgroups ?? nil
+        var cgroup: AppCgroup?
+        if let made {
+            do {
+                cgroup = try made.prepare(id, memory: made.limitsMemory ? limits.memory : nil,
+                                          processes: made.limitsProcesses ? limits.processes : nil)
+            } catch {
+                warnLimit("cgroup \(id)", "could not prepare \(id)'s cgroup (\(error)): its memory and process limits fall back to rlimits")
+            }
+        }
+        if let memory = limits.memory, cgroup == nil || made?.limitsMemory != true {
+            rlimits.append(ResourceLimit(.addressSpace, soft: memory))
+            warnLimit("memory", "no memory cgroup: memory limits are enforced with RLIMIT_AS (address space); an app over its limit fails to allocate instead of being killed with a jetsam report")
+        }
+        if limits.processes != nil, cgroup == nil || made?.limitsProcesses != true {
+            warnLimit("processes", "no pids cgroup: process/thread limits are not enforced (RLIMIT_NPROC would count every process of the host's user)")
+        }
+        return (rlimits, cgroup)
+    }
+
+    private func warnLimit(_ key: String, _ message: String) {
+        guard warnedLimits.insert(key).inserted else { return }
+        events.append(.warning, cause: message, time: now())
+    }
+
     private func spawn(_ id: String, options: LaunchOptions) {
         guard let row = apps[id], let instance = runtimes[id]?.instance else { return }
         let config = configuration
         let input = self.input
         let group = self.group
         let container = config.containersDirectory + "/" + id
+        let limits = config.limits.limits(for: id)
+        let (rlimits, cgroup) = enforcement(of: limits, for: id)
+        runtimes[id]?.cgroup = cgroup
+        runtimes[id]?.oomKillsBefore = cgroup?.oomKills ?? 0
+        runtimes[id]?.memoryLimit = limits.memory
         // The kernel rules of the app's background modes: AF_BLUETOOTH sockets only
         // with a bluetooth mode (seccomp), sound and serial devices only with audio /
         // external-accessory (Landlock).
@@ -1291,6 +1358,7 @@ public actor Supervisor {
                     ipcDescriptor: appEnd,
                     standardOutput: log,
                     standardError: log,
+                    resourceLimits: rlimits,
                     seccomp: seccomp,
                     fileRules: fileRules)
                 let child: ChildProcess
@@ -1308,6 +1376,18 @@ public actor Supervisor {
                 }
                 try? appEnd.close()
                 try? log.close()
+                if let cgroup {
+                    do {
+                        try cgroup.place(child.pid)
+                    } catch {
+                        // Not left running without its limits: its exit follows.
+                        try? child.signal(SIGKILL)
+                        try? hostEnd.close()
+                        input.yield(.spawned(app: id, instance: instance, child: child))
+                        input.yield(.violation(app: id, instance: instance, "could not apply its limits: \(error)"))
+                        return
+                    }
+                }
                 input.yield(.spawned(app: id, instance: instance, child: child))
                 do {
                     let channel = try await ClientBootstrap(group: group)

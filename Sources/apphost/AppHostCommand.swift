@@ -166,6 +166,7 @@ struct HostOptions: ParsableArguments {
             config.transferSettings = file.transfers
             if let policy = file.snapshotPolicy { config.snapshotPolicy = policy }
             if let screen = file.screen { config.screen = screen }
+            config.limits = file.limits
         }
         return config
     }

@@ -1,0 +1,222 @@
+import AppHostProtocol
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private let hostCounter = Atomic<Int>(0)
+
+/// Per-app cgroups for the memory and process limits.
+///
+/// Under the host's own cgroup the host makes `apphost-<pid>-<n>`, and in it one directory per
+/// app (its bundle identifier), with `memory.max`/`pids.max` (cgroup v2) or
+/// `memory.limit_in_bytes`/`pids.max` (the v1 `memory` and `pids` hierarchies). A spawned
+/// app is moved in as soon as its pid is known: the pages it touched before (a few, between
+/// `execve` and the move) stay charged to the host. When an app dies of SIGKILL, the
+/// cgroup's `oom_kill` count says whether the kernel's OOM killer did it for the limit.
+///
+/// v2 is used where the host's cgroup can delegate `memory` (and `pids`) to children;
+/// else v1 where its hierarchies are writable (this machine: a v1/v2 hybrid); else none,
+/// and the host falls back to rlimits (see `Supervisor.limitSettings`).
+final class AppCgroups: Sendable {
+    enum Layout: Sendable, Equatable {
+        /// One directory holding both controllers.
+        case v2(root: String)
+        /// The `memory` hierarchy's directory and the `pids` one's (nil if not writable).
+        case v1(memory: String?, pids: String?)
+    }
+
+    let layout: Layout
+
+    /// Which limits the cgroups can hold.
+    var limitsMemory: Bool {
+        switch layout {
+        case .v2: true
+        case .v1(let memory, _): memory != nil
+        }
+    }
+
+    var limitsProcesses: Bool {
+        switch layout {
+        case .v2: true
+        case .v1(_, let pids): pids != nil
+        }
+    }
+
+    private init(layout: Layout) {
+        self.layout = layout
+    }
+
+    /// Makes the host's cgroup directory, or nil where the host cannot (not root, a
+    /// read-only cgroupfs, no memory controller). `why` says why not.
+    static func make(cgroupFile: String = "/proc/self/cgroup", mount: String = "/sys/fs/cgroup") -> (AppCgroups?, why: String?) {
+        guard let text = try? String(contentsOfFile: cgroupFile, encoding: .utf8) else {
+            return (nil, "cannot read \(cgroupFile)")
+        }
+        var v1: [String: String] = [:]
+        var unified: String?
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 3 else { continue }
+            if parts[0] == "0" && parts[1].isEmpty { unified = parts[2] }
+            for controller in parts[1].split(separator: ",") { v1[String(controller)] = parts[2] }
+        }
+        // Several hosts may share a process (tests): each its own directory.
+        let name = "apphost-\(getpid())-\(hostCounter.add(1, ordering: .relaxed).newValue)"
+        func controllers(_ dir: String) -> [String] {
+            ((try? String(contentsOfFile: dir + "/cgroup.controllers", encoding: .utf8)) ?? "")
+                .split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+        }
+        // cgroup v2, where the memory controller reaches a directory under the host's cgroup.
+        if let unified, FileManager.default.fileExists(atPath: mount + "/cgroup.controllers") {
+            let own = mount + (unified == "/" ? "" : unified)
+            removeStale(in: own)
+            let root = own + "/" + name
+            if controllers(own).contains("memory"), mkdir(root, 0o755) == 0 || errno == EEXIST {
+                if !controllers(root).contains("memory") {
+                    // Only allowed where the host's own cgroup holds no process (or is the root).
+                    _ = write("+memory +pids", to: own + "/cgroup.subtree_control") || write("+memory", to: own + "/cgroup.subtree_control")
+                }
+                // The host's directory holds no process, so it may hand the controllers on.
+                if controllers(root).contains("memory"),
+                   write("+memory +pids", to: root + "/cgroup.subtree_control") || write("+memory", to: root + "/cgroup.subtree_control") {
+                    return (AppCgroups(layout: .v2(root: root)), nil)
+                }
+                rmdir(root)
+            }
+        }
+        // cgroup v1: the memory and pids hierarchies.
+        func v1Directory(_ controller: String, probe: String) -> String? {
+            guard let path = v1[controller] else { return nil }
+            let base = mount + "/" + controller + (path == "/" ? "" : path)
+            guard FileManager.default.fileExists(atPath: base + "/" + probe) else { return nil }
+            removeStale(in: base)
+            let root = base + "/" + name
+            guard mkdir(root, 0o755) == 0 || errno == EEXIST else { return nil }
+            return root
+        }
+        let memory = v1Directory("memory", probe: "memory.limit_in_bytes")
+        let pids = v1Directory("pids", probe: "pids.max")
+        if memory != nil || pids != nil {
+            return (AppCgroups(layout: .v1(memory: memory, pids: pids)), nil)
+        }
+        return (nil, getuid() == 0 ? "no writable memory or pids cgroup under \(mount)" : "the host is not root, so it cannot make cgroups")
+    }
+
+    /// Removes what a host that died without `remove()` left: `apphost-<pid>` directories
+    /// whose pid is gone, and their (by then empty) app directories.
+    private static func removeStale(in parent: String) {
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: parent)) ?? [] where entry.hasPrefix("apphost-") {
+            guard let pid = Int32(entry.dropFirst("apphost-".count).prefix { $0 != "-" }), pid != getpid(),
+                  kill(pid, 0) != 0, errno == ESRCH else { continue }
+            let dir = parent + "/" + entry
+            for app in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] { rmdir(dir + "/" + app) }
+            rmdir(dir)
+        }
+    }
+
+    /// Prepares `app`'s directories with its limits (unlimited where nil). Throws when a
+    /// limit cannot be written, so the app is not started without it.
+    func prepare(_ app: String, memory: UInt64?, processes: Int?) throws -> AppCgroup {
+        switch layout {
+        case .v2(let root):
+            let dir = root + "/" + app
+            try Self.makeDirectory(dir)
+            try Self.set(dir + "/memory.max", memory.map(String.init) ?? "max")
+            // No swap: over the limit means killed, not paged out.
+            _ = Self.write("0", to: dir + "/memory.swap.max")
+            if FileManager.default.fileExists(atPath: dir + "/pids.max") {
+                try Self.set(dir + "/pids.max", processes.map(String.init) ?? "max")
+            }
+            return AppCgroup(procsFiles: [dir + "/cgroup.procs"], oomFile: dir + "/memory.events", directories: [dir])
+        case .v1(let memoryRoot, let pidsRoot):
+            var procs: [String] = []
+            var dirs: [String] = []
+            var oom: String?
+            if let memoryRoot {
+                let dir = memoryRoot + "/" + app
+                try Self.makeDirectory(dir)
+                try Self.set(dir + "/memory.limit_in_bytes", memory.map(String.init) ?? "-1")
+                procs.append(dir + "/cgroup.procs")
+                dirs.append(dir)
+                oom = dir + "/memory.oom_control"
+            }
+            if let pidsRoot {
+                let dir = pidsRoot + "/" + app
+                try Self.makeDirectory(dir)
+                try Self.set(dir + "/pids.max", processes.map(String.init) ?? "max")
+                procs.append(dir + "/cgroup.procs")
+                dirs.append(dir)
+            }
+            return AppCgroup(procsFiles: procs, oomFile: oom, directories: dirs)
+        }
+    }
+
+    /// Removes every app's directory and the host's (their processes are gone by then).
+    func remove() {
+        let roots: [String] = switch layout {
+        case .v2(let root): [root]
+        case .v1(let memory, let pids): [memory, pids].compactMap { $0 }
+        }
+        for root in roots {
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+                var st = stat()
+                let path = root + "/" + entry
+                if stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR { rmdir(path) }
+            }
+            rmdir(root)
+        }
+    }
+
+    private static func makeDirectory(_ path: String) throws {
+        guard mkdir(path, 0o755) == 0 || errno == EEXIST else {
+            throw CgroupError(message: "mkdir \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    private static func set(_ path: String, _ value: String) throws {
+        guard write(value, to: path) else {
+            throw CgroupError(message: "write \(value) to \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// One write(2) of `value` (cgroup files take a value per write).
+    @discardableResult
+    static func write(_ value: String, to path: String) -> Bool {
+        let fd = open(path, O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        let bytes = Array(value.utf8)
+        return bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } == bytes.count
+    }
+}
+
+/// One app's cgroup directories.
+struct AppCgroup: Sendable, Equatable {
+    let procsFiles: [String]
+    /// `memory.events` (v2) or `memory.oom_control` (v1): holds `oom_kill N`.
+    let oomFile: String?
+    let directories: [String]
+
+    /// Moves `pid` (all its threads) in.
+    func place(_ pid: Int32) throws {
+        for file in procsFiles where !AppCgroups.write(String(pid), to: file) {
+            throw CgroupError(message: "write \(pid) to \(file): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// How many times the kernel's OOM killer killed a process here (0 if unknown).
+    var oomKills: Int {
+        guard let oomFile, let text = try? String(contentsOfFile: oomFile, encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("oom_kill ") {
+            return Int(line.dropFirst("oom_kill ".count).trimmingCharacters(in: .whitespaces)) ?? 0
+        }
+        return 0
+    }
+}
+
+struct CgroupError: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
+}
