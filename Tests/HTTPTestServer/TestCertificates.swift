@@ -1,5 +1,11 @@
 import Foundation
 
+/// Taken around every Foundation `Process.run()` in the test binary (the suites run in
+/// parallel in one process): Foundation's `Process` on Linux hands descriptors it saw
+/// open to the child it spawns, and a CI run crashed inside `Process.run()` (a bad
+/// read in its memcpy) while other spawns ran. One at a time, both go away.
+public let foundationProcessLock = NSLock()
+
 /// A throwaway certificate authority and a server certificate it signed, made with
 /// the `openssl` command-line tool (scripts/setup.sh installs it) for HTTPS tests.
 ///
@@ -60,7 +66,7 @@ public struct TestCertificates: Sendable, Equatable {
         p.standardError = err
         p.standardInput = FileHandle.nullDevice
         do {
-            try p.run()
+            try foundationProcessLock.withLock { try p.run() }
         } catch {
             throw Failure(description: "cannot run openssl: \(error) (scripts/setup.sh installs it)")
         }

@@ -24,7 +24,7 @@ func curl(_ args: [String]) throws -> CurlResult {
     let out = Pipe()
     p.standardOutput = out
     p.standardError = FileHandle.nullDevice
-    try p.run()
+    try foundationProcessLock.withLock { try p.run() }
     let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     p.waitUntilExit()
     let headerText = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""

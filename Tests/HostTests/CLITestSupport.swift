@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTestServer
 import Synchronization
 import Testing
 
@@ -17,12 +18,13 @@ let apphostPath = productsDirectory + "/apphost"
 /// Whether the CLI and the probe app are built (both are needed by `CLITests`).
 let cliBuilt = FileManager.default.isExecutableFile(atPath: apphostPath) && probeBuilt
 
-/// Serialises `Process.run()` of every `CLIProcess`. Foundation's `Process` on Linux
-/// closes the descriptors it saw open when it spawns, and creates a socketpair of
-/// its own without CLOEXEC: two concurrent spawns could hand one child's pipe or
-/// exit-notification socket to the other child (a daemon, say), and then the first
-/// child's EOF or exit would not be seen until that daemon exits.
-private let spawnLock = NSLock()
+/// Serialises `Process.run()` of every `CLIProcess` with the test binary's other Foundation
+/// spawns (`foundationProcessLock`). Foundation's `Process` on Linux closes the
+/// descriptors it saw open when it spawns, and creates a socketpair of its own without
+/// CLOEXEC: two concurrent spawns could hand one child's pipe or exit-notification socket
+/// to the other child (a daemon, say), and then the first child's EOF or exit would not
+/// be seen until that daemon exits.
+private var spawnLock: NSLock { foundationProcessLock }
 
 /// How a process ended.
 struct CLIExit: Sendable, Equatable, CustomStringConvertible {

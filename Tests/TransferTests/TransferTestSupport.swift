@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import HTTPTestServer
 import SystemPackage
 import Testing
 
@@ -223,7 +224,7 @@ func run(_ path: String, _ args: [String], stdin: ((FileHandle) throws -> Void)?
     p.standardOutput = out
     let input = Pipe()
     if stdin != nil { p.standardInput = input }
-    try p.run()
+    try foundationProcessLock.withLock { try p.run() }
     if let stdin {
         try stdin(input.fileHandleForWriting)
         try input.fileHandleForWriting.close()
