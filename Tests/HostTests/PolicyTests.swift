@@ -8,7 +8,7 @@ import Testing
 /// a 30-second rule is checked in milliseconds.
 @Suite("Policy (virtual clock)", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct PolicyTests {
-    func virtualHost(_ profile: BudgetProfile = .default, settle: Duration = .seconds(2)) throws -> TestHost {
+    func virtualHost(_ profile: BudgetProfile = .default, settle: Duration = .seconds(15)) throws -> TestHost {
         try TestHost(label: "v", clock: .virtual, profile: profile, settle: settle)
     }
 

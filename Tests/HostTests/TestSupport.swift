@@ -58,7 +58,7 @@ final class TestHost: Sendable {
 
     /// `configure` changes anything else of the configuration (e.g. `transferSettings`) last.
     init(label: String = "h", grace: Duration = .seconds(5), clock: ClockMode = .real,
-         profile: BudgetProfile = .default, settle: Duration = .seconds(2), audioSink: AudioSinkKind = .wav,
+         profile: BudgetProfile = .default, settle: Duration = .seconds(15), audioSink: AudioSinkKind = .wav,
          configure: (inout HostConfiguration) -> Void = { _ in }) throws {
         dir = try TempDir(label)
         var config = HostConfiguration(stateDirectory: dir.path)
