@@ -25,6 +25,16 @@ final class FrameSplitter: ChannelInboundHandler {
     }
 }
 
+/// `struct ucred` (Glibc's module does not export it without _GNU_SOURCE): who is at
+/// the other end of a Unix socket, as `SO_PEERCRED` reports it.
+struct PeerCredentials: Sendable {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
+    /// SO_PEERCRED on Linux (every architecture but a few old ones, which AppHost does not run on).
+    static let option: Int32 = 17
+}
+
 /// The control socket: one request per connection, answered with one response
 /// (or a stream of events), framed like the app IPC.
 public struct ControlServer: Sendable {
@@ -72,6 +82,18 @@ public struct ControlServer: Sendable {
     }
 
     private func handle(_ connection: Connection) async throws {
+        // The socket lives in the state dir, which an app's Landlock rules do not grant;
+        // but Landlock does not check connect(2) on a named Unix socket. So the peer is
+        // asked who it is: an app process (or anything it started) is refused.
+        if let provider = connection.channel as? SocketOptionProvider,
+           let cred: PeerCredentials = try? await provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(PeerCredentials.option)).get(),
+           let app = await supervisor.appOwning(pid: cred.pid) {
+            await supervisor.noteRefusedControlPeer(pid: cred.pid, app: app)
+            try await connection.executeThenClose { _, outbound in
+                try await write(.error(ControlError(.refused, "the control socket does not serve apps (pid \(cred.pid) belongs to \(app))")), to: outbound)
+            }
+            return
+        }
         try await connection.executeThenClose { inbound, outbound in
             var iterator = inbound.makeAsyncIterator()
             guard let payload = try await iterator.next() else { return }

@@ -1259,6 +1259,41 @@ public actor Supervisor {
         events.append(.report, app: id, pid: rt.pid, cause: "termination report \(reportID): \(record.reason)", time: time)
     }
 
+    // MARK: - Who a process is
+
+    /// The app `pid` belongs to: an app's own process, a process in an app's cgroup (what
+    /// an app starts stays in it, even orphaned), or a descendant of an app's process
+    /// (where there are no cgroups). Nil for anyone else (the CLI, a user's shell).
+    public func appOwning(pid: Int32) -> String? {
+        let apps = Dictionary(runtimes.compactMap { id, rt in rt.pid.map { ($0, id) } }, uniquingKeysWith: { a, _ in a })
+        if let app = apps[pid] { return app }
+        if let text = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8) {
+            for line in text.split(separator: "\n") {
+                for (id, rt) in runtimes {
+                    if let dir = rt.cgroup?.directories.first, let name = dir.split(separator: "/").suffix(2).first,
+                       line.hasSuffix("/\(name)/\(id)") {
+                        return id
+                    }
+                }
+            }
+        }
+        var current = pid
+        for _ in 0..<64 {
+            guard let stat = try? String(contentsOfFile: "/proc/\(current)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 1, let parent = Int32(fields[1]), parent > 1, parent != getpid() else { return nil }
+            if let app = apps[parent] { return app }
+            current = parent
+        }
+        return nil
+    }
+
+    /// An app tried the control socket: said once per app and pid.
+    public func noteRefusedControlPeer(pid: Int32, app: String) {
+        events.append(.warning, app: app, pid: pid, cause: "refused a control-socket connection from the app's process \(pid)", time: now())
+    }
+
     // MARK: - Spawning
 
     /// The rlimits and cgroup that enforce `id`'s configured limits: descriptors and file
