@@ -73,9 +73,9 @@ func allAttempts() -> [Attempt] {
         Attempt(name: "mknod", run: makeDeviceNode),
         Attempt(name: "inherited-fd", run: useInheritedDescriptor),
         // Other processes: signals, tracing, /proc, their descriptors.
-        Attempt(name: "signal-host", run: { signal($0.targets.hostPID, "host") }),
-        Attempt(name: "signal-victim", run: { signal($0.targets.victimPID, "victim app") }),
-        Attempt(name: "signal-transferd", run: { signal($0.targets.transferdPID, "transfer daemon") }),
+        Attempt(name: "signal-host", run: { signalProcess($0.targets.hostPID, "host") }),
+        Attempt(name: "signal-victim", run: { signalProcess($0.targets.victimPID, "victim app") }),
+        Attempt(name: "signal-transferd", run: { signalProcess($0.targets.transferdPID, "transfer daemon") }),
         Attempt(name: "ptrace-host", run: { ptraceSeize($0.targets.hostPID, "host") }),
         Attempt(name: "ptrace-victim", run: { ptraceSeize($0.targets.victimPID, "victim app") }),
         Attempt(name: "host-proc-mem", run: readHostMemory),
@@ -230,7 +230,7 @@ func useInheritedDescriptor(_ c: AttackContext) -> Outcome {
 // MARK: - Other processes
 
 /// `kill(pid, 0)` and `kill(pid, SIGCONT)`: see the top of the file for why these two.
-func signal(_ pid: Int32?, _ who: String) -> Outcome {
+func signalProcess(_ pid: Int32?, _ who: String) -> Outcome {
     guard let pid else { return .skipped("no \(who) pid") }
     let probe = kill(pid, 0) == 0 ? 0 : errno
     let cont = kill(pid, SIGCONT) == 0 ? 0 : errno
@@ -401,7 +401,7 @@ func connectToControlSocket(_ c: AttackContext) -> Outcome {
     setReceiveTimeout(fd, seconds: 5)
     var decoder = FrameDecoder()
     while true {
-        let (bytes, re) = readSome(fd, limit: 4096)
+        let (bytes, re) = readSome(fd, limit: 4096, once: true)
         if re != 0 || bytes.isEmpty { return .allowed("connected to \(path) (no answer: \(errnoName(re)))") }
         decoder.append(bytes)
         if let payload = try? decoder.next() {

@@ -69,8 +69,9 @@ func openFile(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> (fd: In
     return (fd, fd < 0 ? errno : 0)
 }
 
-/// Reads up to `limit` bytes from `fd` (at `offset` with pread when given).
-func readSome(_ fd: Int32, limit: Int, offset: Int? = nil) -> (bytes: [UInt8], error: Int32) {
+/// Reads up to `limit` bytes from `fd` (at `offset` with pread when given), until
+/// end of file or, with `once`, after the first read that returns something.
+func readSome(_ fd: Int32, limit: Int, offset: Int? = nil, once: Bool = false) -> (bytes: [UInt8], error: Int32) {
     var buffer = [UInt8](repeating: 0, count: max(1, limit))
     var total = 0
     while total < limit {
@@ -87,6 +88,7 @@ func readSome(_ fd: Int32, limit: Int, offset: Int? = nil) -> (bytes: [UInt8], e
         }
         if n == 0 { break }
         total += n
+        if once { break }
     }
     return (Array(buffer.prefix(total)), 0)
 }
