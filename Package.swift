@@ -85,6 +85,10 @@ let package = Package(
         .executableTarget(name: "PhoneApp", dependencies: ["AppKitLess"], path: "Samples/PhoneApp"),
         // One banking screen behind three bundles (Bank, BankLeaky, BankCover): app-switcher snapshots.
         .executableTarget(name: "BankApp", dependencies: ["AppKitLess"], path: "Samples/BankApp"),
+        // An app that tries to escape its sandbox, one attempt at a time (the escape suite).
+        // CAppHostSys for raw syscalls (ptrace, bpf, pidfd_getfd...), AppHostProtocol to
+        // talk to the control socket if it reaches it.
+        .executableTarget(name: "HostileApp", dependencies: ["AppKitLess", "AppHostProtocol", "CAppHostSys"], path: "Samples/HostileApp"),
         // Tests a sandboxed child runs to report what the sandbox allows.
         .executableTarget(name: "aph-sandbox-check", dependencies: ["CAppHostSys"], path: "Samples/SandboxCheck"),
         // Benchmarks: figures and ratios against a baseline in the same run.

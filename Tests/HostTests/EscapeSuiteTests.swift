@@ -1,0 +1,358 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Logging
+import NIOPosix
+import Testing
+@testable import Host
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let hostileBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory + "/HostileApp")
+
+/// What the escape suite expects of one attempt of HostileApp: that it is denied,
+/// and by which layer (shown in the table).
+struct EscapeExpectation: Sendable {
+    /// The attempt's name, as HostileApp prints it.
+    let attempt: String
+    /// The layer that should refuse it.
+    let layer: String
+    /// The Landlock ABI that layer needs, when it is Landlock alone: on a kernel
+    /// without it an ALLOWED result cannot be judged and is reported as skipped.
+    let landlockABI: Int?
+
+    init(_ attempt: String, _ layer: String, landlock: Int? = nil) {
+        self.attempt = attempt
+        self.layer = layer
+        self.landlockABI = landlock
+    }
+
+    /// Every attempt HostileApp makes, in its order, with the layer meant to stop
+    /// it once apps are confined (allow-list Landlock with signal and abstract-socket
+    /// scoping, no capabilities). Measured on Linux 6.18, Landlock ABI 7:
+    /// - a Landlocked process that holds CAP_SYS_PTRACE still reads another
+    ///   domain's `/proc/<pid>/maps` and `environ` (not `mem`, `fd/*`, `cwd`, nor
+    ///   pidfd_getfd); without capabilities it reads none of them;
+    /// - Landlock does not check connect() on a pathname UNIX socket, so a path it
+    ///   cannot open is still one it can connect to: the control socket needs
+    ///   another layer (a peer-credential check, another uid, a mount namespace).
+    static let all: [EscapeExpectation] = [
+        .init("victim-container-read", "Landlock: own container only", landlock: 1),
+        .init("victim-container-write", "Landlock: own container only", landlock: 1),
+        .init("state-dir-create", "Landlock: not the state dir", landlock: 1),
+        .init("state-db-write", "Landlock: not the state dir", landlock: 1),
+        .init("event-log-append", "Landlock: not the state dir", landlock: 1),
+        .init("event-log-read", "Landlock: not the state dir", landlock: 1),
+        .init("shadow-read", "Landlock: system paths it needs, read-only", landlock: 1),
+        .init("proc-sys-write", "Landlock: system paths read-only", landlock: 1),
+        .init("dev-mem", "Landlock; no CAP_SYS_RAWIO", landlock: 1),
+        .init("mknod", "no CAP_MKNOD; Landlock"),
+        .init("inherited-fd", "spawn closes every descriptor above 3"),
+        .init("signal-host", "Landlock signal scope", landlock: 6),
+        .init("signal-victim", "Landlock signal scope", landlock: 6),
+        .init("signal-transferd", "Landlock signal scope", landlock: 6),
+        .init("ptrace-host", "seccomp"),
+        .init("ptrace-victim", "seccomp"),
+        .init("host-proc-mem", "Landlock ptrace rule"),
+        .init("host-proc-maps", "no caps: with CAP_SYS_PTRACE Landlock allows it"),
+        .init("host-fd-reopen", "Landlock ptrace rule"),
+        .init("victim-proc-environ", "no caps: with CAP_SYS_PTRACE Landlock allows it"),
+        .init("host-steal-fd", "Landlock ptrace rule"),
+        .init("transferd-steal-fd", "Landlock ptrace rule"),
+        .init("transferd-connect", "no named socket; Landlock ptrace rule on /proc"),
+        .init("control-socket", "none yet: Landlock ABI <= 7 does not check connect()"),
+        .init("abstract-socket", "Landlock abstract-socket scope", landlock: 6),
+        .init("socket-packet", "no CAP_NET_RAW"),
+        .init("socket-raw-inet", "no CAP_NET_RAW"),
+        .init("socket-netlink", "seccomp socket family"),
+        .init("bpf", "seccomp"),
+        .init("perf-event-open", "seccomp"),
+        .init("keyctl", "seccomp"),
+        .init("add-key", "seccomp"),
+        .init("hold-capabilities", "capabilities dropped at spawn"),
+        .init("exec-setuid", "no_new_privs"),
+        .init("exec-regain-caps", "no_new_privs"),
+        .init("sethostname", "no CAP_SYS_ADMIN"),
+        .init("chroot", "no CAP_SYS_CHROOT"),
+        .init("mount", "seccomp"),
+        .init("setns", "seccomp"),
+        .init("unshare", "seccomp"),
+    ]
+}
+
+/// One `[Hostile] ATTEMPT <name> <verdict> <detail>` line.
+struct AttemptLine: Equatable, Sendable {
+    var name: String
+    /// `denied`, `ALLOWED` or `skipped`.
+    var verdict: String
+    var detail: String
+
+    /// The attempt lines of a HostileApp log, and the count of its `done` line (nil without one).
+    static func parse(_ log: String) -> (lines: [AttemptLine], done: Int?) {
+        var lines: [AttemptLine] = []
+        var done: Int?
+        for raw in log.split(separator: "\n") {
+            if raw.hasPrefix("[Hostile] done ") {
+                done = Int(raw.dropFirst("[Hostile] done ".count))
+                continue
+            }
+            guard raw.hasPrefix("[Hostile] ATTEMPT ") else { continue }
+            let fields = raw.dropFirst("[Hostile] ATTEMPT ".count).split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count >= 2 else { continue }
+            lines.append(AttemptLine(name: String(fields[0]), verdict: String(fields[1]),
+                                     detail: fields.count > 2 ? String(fields[2]) : ""))
+        }
+        return (lines, done)
+    }
+}
+
+/// A row of the printed table and how the suite judges it.
+struct EscapeRow: Sendable {
+    enum Judgement: Equatable, Sendable {
+        /// Denied, as expected.
+        case passed
+        /// Not denied (or no line at all).
+        case failed
+        /// Cannot be judged here (the app could not try it, or the layer that should
+        /// refuse it does not exist on this kernel).
+        case skipped(String)
+    }
+
+    var attempt: String
+    var expected: String
+    var result: String
+    var detail: String
+    var judgement: Judgement
+
+    /// Judges the app's line for `expectation` on a kernel with `landlockABI`.
+    init(_ expectation: EscapeExpectation, _ line: AttemptLine?, landlockABI: Int?) {
+        attempt = expectation.attempt
+        expected = "denied (\(expectation.layer))"
+        guard let line else {
+            result = "missing"
+            detail = "HostileApp printed no line for it"
+            judgement = .failed
+            return
+        }
+        result = line.verdict
+        detail = line.detail
+        switch line.verdict {
+        case "denied":
+            judgement = .passed
+        case "skipped":
+            judgement = .skipped(line.detail)
+        default:
+            if let needed = expectation.landlockABI, (landlockABI ?? 0) < needed {
+                let have = landlockABI.map { "ABI \($0)" } ?? "no Landlock"
+                judgement = .skipped("needs Landlock ABI \(needed), this kernel has \(have)")
+                result = "skipped"
+                detail = "\(line.verdict), but \(have) here: cannot be judged (\(line.detail))"
+            } else {
+                judgement = .failed
+            }
+        }
+    }
+
+    /// The table, one attempt per line, columns padded.
+    static func table(_ rows: [EscapeRow]) -> String {
+        let header = ["attempt", "expected", "result", "detail"]
+        let cells = rows.map { [$0.attempt, $0.expected, $0.result, $0.detail] }
+        let widths = (0..<3).map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
+        func line(_ c: [String]) -> String {
+            (0..<3).map { c[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: " | ")
+                + " | " + c[3]
+        }
+        let rule = widths.map { String(repeating: "-", count: $0) }.joined(separator: "-|-") + "-|-------"
+        return ([line(header), rule] + cells.map(line)).joined(separator: "\n")
+    }
+}
+
+/// A listening abstract UNIX socket of the test (the host process), for the
+/// abstract-socket attempt to aim at. Closed by `close()`.
+struct AbstractListener {
+    let name: String
+    let descriptor: Int32
+
+    init(name: String) throws {
+        self.name = name
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = [UInt8(0)] + Array(name.utf8)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            for (i, b) in bytes.prefix(raw.count).enumerated() { raw[i] = b }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        guard rc == 0, listen(fd, 8) == 0 else {
+            let e = errno
+            Glibc.close(fd)
+            throw POSIXError(POSIXErrorCode(rawValue: e) ?? .EIO)
+        }
+        descriptor = fd
+    }
+
+    func close() { _ = Glibc.close(descriptor) }
+}
+
+/// The `TracerPid:` of a process (0 when nobody traces it), or nil.
+func tracerPID(_ pid: Int32) -> Int32? {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    return status.split(separator: "\n").first { $0.hasPrefix("TracerPid:") }
+        .flatMap { Int32($0.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces)) }
+}
+
+/// The escape suite (issue 8): HostileApp, launched on a real host beside a victim
+/// app and the transfer daemon, tries each way out of its sandbox; every attempt
+/// must be denied, and the host, the victim and the daemon must be as they were.
+/// Prints a table: attempt | expected | result | detail.
+@Suite("Escape suite", .timeLimit(.minutes(3)),
+       .enabled(if: probeBuilt && hostileBuilt && transferDaemonBuilt,
+                "ProbeApp, HostileApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
+struct EscapeSuiteTests {
+    /// `body`'s value, or nil when it does not come within `timeout`.
+    func within<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async -> T?) async -> T? {
+        await withTaskGroup(of: T?.self) { group in
+            group.addTask { await body() }
+            group.addTask { try? await Task.sleep(for: timeout); return nil }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    @Test func aHostileAppIsDeniedEveryAttemptAndHarmsNoOne() async throws {
+        let host = try TestHost(label: "esc")
+        let state = host.dir.path
+        var logger = Logger(label: "escape")
+        logger.logLevel = .warning
+        let controlPath = state + "/" + ControlSocket.fileName
+        let server: ControlServer
+        do {
+            server = try await ControlServer.bind(path: controlPath, group: host.group, supervisor: host.supervisor, logger: logger)
+        } catch {
+            await host.stop()
+            throw error
+        }
+        let serving = Task { try? await server.serve() }
+        var listener: AbstractListener?
+        var leaked: Int32 = -1
+        do {
+            listener = try AbstractListener(name: "apphost-escape-\(UUID().uuidString.prefix(8))")
+            try await attack(host, controlPath: controlPath, listener: listener, leaked: &leaked)
+        } catch {
+            Issue.record("the escape suite could not run: \(error)")
+        }
+        if leaked >= 0 { close(leaked) }
+        listener?.close()
+        server.close()
+        await serving.value
+        await host.stop()
+    }
+
+    /// Sets up the victim, launches HostileApp against it, prints the table and checks everyone.
+    func attack(_ host: TestHost, controlPath: String, listener: AbstractListener?, leaked: inout Int32) async throws {
+        let state = host.dir.path
+        // The transfer daemon, up and ready.
+        let ready = await within(.seconds(30)) { () async -> Bool? in
+            let (past, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+            defer { Task { await host.supervisor.unsubscribe(sub) } }
+            if past.contains(where: { $0.cause.hasPrefix("transfer daemon ready") }) { return true }
+            for await e in live where e.cause.hasPrefix("transfer daemon ready") { return true }
+            return nil
+        }
+        #expect(ready == true, "the transfer daemon did not say it was ready")
+        let transferd = try #require(await host.supervisor.transferDaemonPID(), "no transfer daemon")
+
+        // The victim: a probe in the foreground, with a secret in its container.
+        let victim = "com.escape.victim"
+        try await host.installProbe(victim)
+        let victimPID = try await host.supervisor.launch(victim, background: false, arguments: [])
+        let victimContainer = state + "/containers/" + victim
+        let secretPath = victimContainer + "/Documents/secret.txt"
+        let secret = "victim secret \(UUID().uuidString)\n"
+        try secret.write(toFile: secretPath, atomically: true, encoding: .utf8)
+        // A descriptor the host opened without O_CLOEXEC, as a careless host would:
+        // the spawn must not hand it on.
+        leaked = open(secretPath, O_RDONLY)
+        #expect(leaked >= 0, "open \(secretPath): \(errno)")
+
+        // The attacker, launched in the background so the victim stays the active app
+        // (a SIGCONT that got through would change nothing).
+        let hostile = try await host.supervisor.install(path: packageRoot + "/manifests/Hostile.app", settings: [:]).bundleIdentifier
+        var arguments = [
+            "--state-dir", state, "--host-pid", "\(getpid())",
+            "--victim-container", victimContainer, "--victim-file", secretPath, "--victim-pid", "\(victimPID)",
+            "--transferd-pid", "\(transferd)", "--control-socket", controlPath, "--secret-file", "/etc/shadow",
+        ]
+        if let listener { arguments += ["--abstract-name", listener.name] }
+        if leaked >= 0 { arguments += ["--leaked-fd", "\(leaked)"] }
+        // launch returns once didFinishLaunching returned: every attempt has run and
+        // its line is in the log (HostileApp flushes each).
+        var launchError: String?
+        do {
+            _ = try await host.supervisor.launch(hostile, background: true, arguments: arguments)
+        } catch {
+            launchError = "\(error)"
+        }
+        close(leaked)
+        leaked = -1
+        let log = (try? String(contentsOfFile: state + "/logs/\(hostile).log", encoding: .utf8)) ?? ""
+        #expect(launchError == nil, "HostileApp's launch failed: \(launchError ?? "")\n\(log)")
+
+        // The table.
+        let (lines, done) = AttemptLine.parse(log)
+        let byName = Dictionary(lines.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let abi = Landlock.abiVersion
+        var rows = EscapeExpectation.all.map { EscapeRow($0, byName[$0.attempt], landlockABI: abi) }
+        let known = Set(EscapeExpectation.all.map(\.attempt))
+        for line in lines where !known.contains(line.name) {
+            rows.append(EscapeRow(EscapeExpectation(line.name, "not in the suite's list"), line, landlockABI: abi))
+        }
+        let counts = (passed: rows.filter { $0.judgement == .passed }.count,
+                      failed: rows.filter { $0.judgement == .failed }.count,
+                      skipped: rows.filter { if case .skipped = $0.judgement { return true } else { return false } }.count)
+        print("""
+
+            Escape suite: HostileApp on a host with pid \(getpid()), Landlock \(abi.map { "ABI \($0)" } ?? "missing"), uid \(getuid())
+            \(EscapeRow.table(rows))
+            \(counts.passed) denied, \(counts.failed) not denied, \(counts.skipped) skipped
+
+            """)
+        #expect(done == lines.count, "HostileApp's done line: \(done.map(String.init) ?? "none") after \(lines.count) attempts\n\(log)")
+        for row in rows where row.judgement == .failed {
+            Issue.record("escape: \(row.attempt) was \(row.result), expected \(row.expected): \(row.detail)")
+        }
+
+        // Everyone is as they were. The host serves its control socket (a real CLI call).
+        if FileManager.default.isExecutableFile(atPath: apphostPath) {
+            let status = await apphost(["status", "--json", "--state-dir", state])
+            #expect(status.status == 0, "apphost status after the attack: \(status.stderr)")
+            #expect(status.stdout.contains(victim), "apphost status lists the victim: \(status.stdout)")
+        }
+        let victimStatus = try await host.supervisor.status(victim).first
+        #expect(victimStatus?.pid == victimPID, "the victim keeps its process")
+        #expect(victimStatus?.state == .active, "the victim is still the active app")
+        #expect(processExists(victimPID))
+        #expect(kernelState(victimPID) != "T", "the victim is not stopped")
+        #expect(tracerPID(victimPID) == 0, "nobody traces the victim")
+        #expect((try? String(contentsOfFile: secretPath, encoding: .utf8)) == secret, "the victim's secret is unchanged")
+        let planted = victimContainer + "/Documents/hostile-was-here"
+        #expect(!FileManager.default.fileExists(atPath: planted), "nothing was planted in the victim's container")
+        #expect(!FileManager.default.fileExists(atPath: state + "/hostile-was-here"), "nothing was planted in the state dir")
+        // The app's verdicts agree with what the files show.
+        if byName["victim-container-write"]?.verdict == "denied" { #expect(!FileManager.default.fileExists(atPath: planted)) }
+        // The transfer daemon: same process, alive, untraced.
+        #expect(await host.supervisor.transferDaemonPID() == transferd, "the transfer daemon was not restarted")
+        #expect(processExists(transferd))
+        #expect(tracerPID(transferd) == 0, "nobody traces the transfer daemon")
+        // The host (this process): untraced, its database answers.
+        #expect(tracerPID(getpid()) == 0, "nobody traces the host")
+        #expect(await host.supervisor.list().contains { $0.bundleIdentifier == hostile })
+    }
+}
