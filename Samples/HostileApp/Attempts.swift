@@ -396,19 +396,27 @@ func connectToControlSocket(_ c: AttackContext) -> Outcome {
     guard let frame = try? Frame.encode(ControlRequest.ping(version: ControlSocket.version)) else {
         return .allowed("connected to \(path)")
     }
+    // The host may answer (a refusal) and close before reading: a failed write is not
+    // the end, what it sent is still there to read.
     let w = writeAll(fd, frame)
-    guard w == 0 else { return .allowed("connected to \(path) (write: \(errnoName(w)))") }
     setReceiveTimeout(fd, seconds: 5)
     var decoder = FrameDecoder()
     while true {
         let (bytes, re) = readSome(fd, limit: 4096, once: true)
-        if re != 0 || bytes.isEmpty { return .allowed("connected to \(path) (no answer: \(errnoName(re)))") }
+        if re != 0 || bytes.isEmpty {
+            if w != 0 { return .denied("connected to \(path), but the host closed it unanswered (write: \(errnoName(w)))") }
+            return .allowed("connected to \(path) (no answer: \(errnoName(re)))")
+        }
         decoder.append(bytes)
         if let payload = try? decoder.next() {
-            if case .pong(let pid, _)? = try? Frame.decode(ControlResponse.self, from: payload) {
+            switch try? Frame.decode(ControlResponse.self, from: payload) {
+            case .pong(let pid, _)?:
                 return .allowed("connected to \(path); the host answered a ping (pong from pid \(pid))")
+            case .error(let error)? where error.code == .refused:
+                return .denied("connected to \(path); the host refused: \(error.message)")
+            default:
+                return .allowed("connected to \(path); the host answered")
             }
-            return .allowed("connected to \(path); the host answered")
         }
     }
 }
