@@ -41,6 +41,13 @@ struct LaunchBench {
 
         let host = try InProcessHost(label: "launch")
         let id = "com.bench.launch"
+        // Row (c'): the confinement an installed app gets, around a state directory of its own.
+        let stateForRules = try TempDir("rules")
+        defer { stateForRules.remove() }
+        let confinedApp = InstalledApp(
+            bundleIdentifier: bareID, name: executable, bundlePath: home.path, executablePath: path, backgroundModes: [],
+            installedAt: Date(), manifest: Manifest(bundleIdentifier: bareID, executable: executable, name: executable,
+                                                  sourcePath: home.path + "/Info.plist"))
         var failure: (any Error)?
         var bare = Samples(), bareLaunched = Samples(), bareTerminate = Samples()
         var reaperNone = Samples(), reaperSeccomp = Samples(), reaperModeRules = Samples()
@@ -97,15 +104,17 @@ struct LaunchBench {
                         if policy.isEnabled { reaperSeccomp.add(r.hello) } else { reaperNone.add(r.hello) }
                     }
                 }
-                // (c') plus the kernel rules of an app that declares no background mode: the
-                //      AF_BLUETOOTH argument filter and the Landlock device rules (cached ruleset).
+                // (c') plus the confinement of an app that declares no background mode: seccomp
+                //      (AF_BLUETOOTH and AF_UNIX argument filters, listen) and the Landlock
+                //      allow-list, built for each spawn.
                 do {
-                    let denials = ModeRegistry.denials(for: [])
-                    var policy = SeccompPolicy.baseline
-                    policy.deniedSocketFamilies = denials.socketFamilies
-                    let rules = Landlock.abiVersion == nil ? nil : FileRules(deniedPaths: denials.devicePaths)
+                    let policy = AppConfinement.seccomp(.baseline, deniedSocketFamilies: ModeRegistry.denials(for: []).socketFamilies)
+                    let landlock = Landlock.abiVersion == nil ? nil : AppConfinement.landlockPolicy(
+                        app: confinedApp, container: home.path, groupContainers: [],
+                        devices: AppConfinement.devices(for: [], modeRules: true),
+                        stateDirectory: stateForRules.path, abiLimit: nil)
                     let r = try await reaperRun(path: path, environment: environment, home: home.path,
-                                                policy: policy, fileRules: rules, withProtocol: false, id: bareID)
+                                                policy: policy, landlock: landlock, withProtocol: false, id: bareID)
                     if measured { reaperModeRules.add(r.hello) }
                 }
 
@@ -189,9 +198,9 @@ struct LaunchBench {
                     note: "the host's spawn mechanism alone (CLONE_VM|CLONE_VFORK clone + pidfd)"),
                 Row("ProcessReaper.spawn, seccomp .baseline → hello", reaperSeccomp, against: base,
                     note: "as above plus the host's default seccomp filter"),
-                Row("ProcessReaper.spawn, + mode kernel rules → hello", reaperModeRules, against: base,
-                    note: Landlock.abiVersion == nil ? "socket-family filter only (no Landlock on this kernel)"
-                        : "as above plus the rules of an app with no mode: AF_BLUETOOTH filter, Landlock device rules (the host's default)"),
+                Row("ProcessReaper.spawn, + app confinement → hello", reaperModeRules, against: base,
+                    note: Landlock.abiVersion == nil ? "socket-family filters only (no Landlock on this kernel)"
+                        : "as above plus an app's confinement: AF_BLUETOOTH/AF_UNIX filters, no listen, Landlock allow-list built per spawn (the host's default)"),
                 reaperProto,
                 hostRow,
                 hostVsReaper,
@@ -230,13 +239,13 @@ struct LaunchBench {
     /// didFinishLaunching returned (from the spawn) and willTerminate → exited. The child is
     /// always killed or terminated and reaped by the reaper, also when a step fails.
     private func reaperRun(path: String, environment: [String: String], home: String, policy: SeccompPolicy,
-                           fileRules: FileRules? = nil, withProtocol: Bool, id: String) async throws -> (hello: Duration, launched: Duration?, terminate: Duration?) {
+                           landlock: LandlockPolicy? = nil, withProtocol: Bool, id: String) async throws -> (hello: Duration, launched: Duration?, terminate: Duration?) {
         let clock = ContinuousClock()
         let (h, a) = try benchSocketPair()
         defer { _ = close(h) }
         let settings = SpawnSettings(
             executablePath: path, arguments: [path], environment: environment,
-            workingDirectory: home, ipcDescriptor: FileDescriptor(rawValue: a), seccomp: policy, fileRules: fileRules)
+            workingDirectory: home, ipcDescriptor: FileDescriptor(rawValue: a), seccomp: policy, landlock: landlock)
         let t0 = clock.now
         let child: ChildProcess
         let events: AsyncStream<ChildEvent>

@@ -170,6 +170,16 @@ enum Action: Equatable, Sendable {
     case socket(SocketFamily)
     /// Try `open(2)` O_RDWR on a path.
     case open(path: String)
+    /// Open a path read-only and read from it.
+    case read(path: String)
+    /// Open a path for writing (created if missing, appended to, nothing written).
+    case write(path: String)
+    /// `kill(2)` a pid with a signal (0: only the permission check).
+    case kill(pid: Int32, signal: Int32)
+    /// Print the capability sets from /proc/self/status.
+    case capabilities
+    /// Print an App Group's container (`FileManager.containerURL(forSecurityApplicationGroupIdentifier:)`).
+    case group(identifier: String)
     /// `setMinimumBackgroundFetchInterval`.
     case fetchInterval(FetchInterval)
     /// Print `backgroundRefreshStatus`.
@@ -339,6 +349,18 @@ struct Script: Equatable, Sendable {
                                    ("[ProbeApp] socket bluetooth: EPERM")
           open:PATH                try open(2) PATH O_RDWR (no create); prints
                                    "[ProbeApp] open PATH: ok" or the errno name
+          read:PATH                open PATH read-only and read from it; prints
+                                   "[ProbeApp] read PATH: ok" or the errno name
+          write:PATH               open PATH for writing (O_APPEND, created if missing,
+                                   nothing written); "[ProbeApp] write PATH: ok" or the errno name
+          kill:PID[:SIGNAL]        kill(2) PID with SIGNAL (default 0: the permission
+                                   check only); "[ProbeApp] kill PID: ok" or the errno name
+          caps                     print "[ProbeApp] CapInh|CapPrm|CapEff|CapBnd|CapAmb HEX"
+                                   from /proc/self/status
+          group:ID                 print "[ProbeApp] group ID: PATH" (the App Group's
+                                   container) or "[ProbeApp] group ID: none"
+        A PATH of lock, posix-lock, unlock, open, read and write may start with
+        group:ID/, meaning that App Group's container (e.g. lock:group:group.x/db).
           fetch-interval:minimum|never|SECONDS  setMinimumBackgroundFetchInterval
           refresh-status           prints "[ProbeApp] refresh status available|denied|restricted"
                                    (a failure goes to stderr and reads denied)
@@ -567,6 +589,17 @@ struct Script: Equatable, Sendable {
             }
             return .socket(family)
         case ("open", let path?) where !path.isEmpty: return .open(path: path)
+        case ("read", let path?) where !path.isEmpty: return .read(path: path)
+        case ("write", let path?) where !path.isEmpty: return .write(path: path)
+        case ("kill", let target?):
+            let parts = target.split(separator: ":", omittingEmptySubsequences: false)
+            guard (1...2).contains(parts.count), let pid = Int32(parts[0]), pid > 0,
+                  let signal = parts.count == 2 ? Int32(parts[1]) : 0, (0...64).contains(signal) else {
+                throw ScriptError("kill needs PID[:SIGNAL] (a pid above 0, a signal 0-64), got \"\(text)\"")
+            }
+            return .kill(pid: pid, signal: signal)
+        case ("caps", nil): return .capabilities
+        case ("group", let id?) where !id.isEmpty: return .group(identifier: id)
         case ("fetch-interval", "minimum"): return .fetchInterval(.minimum)
         case ("fetch-interval", "never"): return .fetchInterval(.never)
         case ("fetch-interval", let value?):

@@ -502,13 +502,42 @@ final class ProbeDelegate: ApplicationDelegate {
         case .socket(let family):
             trySocket(family)
         case .open(let path):
-            let fd = Glibc.open(path, O_RDWR | O_CLOEXEC)
+            let fd = Glibc.open(resolved(path), O_RDWR | O_CLOEXEC)
             if fd >= 0 {
                 close(fd)
                 say("[ProbeApp] open \(path): ok")
             } else {
                 say("[ProbeApp] open \(path): \(errnoName(errno))")
             }
+        case .read(let path):
+            let fd = Glibc.open(resolved(path), O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                say("[ProbeApp] read \(path): \(errnoName(errno))")
+                break
+            }
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let n = Glibc.read(fd, &buffer, buffer.count)
+            let code = errno
+            close(fd)
+            say("[ProbeApp] read \(path): \(n >= 0 ? "ok" : errnoName(code))")
+        case .write(let path):
+            let fd = Glibc.open(resolved(path), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+            if fd >= 0 {
+                close(fd)
+                say("[ProbeApp] write \(path): ok")
+            } else {
+                say("[ProbeApp] write \(path): \(errnoName(errno))")
+            }
+        case .kill(let pid, let signal):
+            say("[ProbeApp] kill \(pid): \(Glibc.kill(pid, signal) == 0 ? "ok" : errnoName(errno))")
+        case .capabilities:
+            let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+            for line in status.split(separator: "\n") where line.hasPrefix("Cap") {
+                say("[ProbeApp] " + line.split(whereSeparator: { $0 == ":" || $0 == "\t" || $0 == " " }).joined(separator: " "))
+            }
+        case .group(let identifier):
+            let url = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: identifier)
+            say("[ProbeApp] group \(identifier): \(url?.path ?? "none")")
         case .fetchInterval(let interval):
             report("fetch-interval") { () throws(ServiceError) in try application.setMinimumBackgroundFetchInterval(interval) }
         case .refreshStatus:
@@ -671,7 +700,7 @@ final class ProbeDelegate: ApplicationDelegate {
     /// descriptor stays open so the lock is held until `unlock:` or exit.
     private func takeLock(_ kind: HeldLock.Kind, on path: String) {
         let action = kind == .flock ? "lock" : "posix-lock"
-        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        let fd = Glibc.open(resolved(path), O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             complain("\(action): cannot open \(path): \(describeErrno(errno))")
             return
@@ -718,6 +747,18 @@ final class ProbeDelegate: ApplicationDelegate {
             close(lock.descriptor)
         }
         say("[ProbeApp] unlocked \(path) (\(held.map { "\($0.kind.rawValue), fd \($0.descriptor)" }.joined(separator: "; ")))")
+    }
+
+    /// `path` with a leading `group:ID/` replaced by that App Group's container
+    /// (left as written when the app is not in the group: the open then fails).
+    private func resolved(_ path: String) -> String {
+        guard path.hasPrefix("group:") else { return path }
+        let rest = path.dropFirst("group:".count)
+        let identifier = rest.prefix { $0 != "/" }
+        guard let url = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: String(identifier)) else {
+            return path
+        }
+        return url.path + rest.dropFirst(identifier.count)
     }
 
     /// Writes bytes straight to the IPC descriptor, bypassing the SDK's framing.

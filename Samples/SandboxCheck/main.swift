@@ -5,6 +5,7 @@
 //
 //   pid <n> / sid <n> / cwd <path> / fd3 socket|other|closed / fds 0 1 2 3
 //   nonewprivs <n> / seccomp <n> / sigblk <hex> / sigign <hex> / thread ok|failed <errno>
+//   capinh / capprm / capeff / capbnd / capamb <hex>   (the capability sets)
 //   syscall <name> <errno> <ERRNAME>     (errno 0: the call succeeded)
 //   done
 //
@@ -24,8 +25,17 @@
 //   --socket-high F  the socket syscall with F in the low 32 bits of a register
 //                    whose high bits are set (the kernel reads an int) -> `socket-high F: ...`
 //   --wait-stdin     read stdin to EOF before the next check -> `wait-stdin: ok`
-// F is bluetooth (AF_BLUETOOTH, SOCK_SEQPACKET), unix, inet, inet6 (SOCK_STREAM)
-// or an AF_* number (SOCK_STREAM).
+//   --read PATH      open O_RDONLY and read            -> `read PATH: ok` or `... : <ERRNAME>`
+//   --exec PATH      posix_spawn PATH (no arguments) and reap it -> `exec PATH: ok` (it ran,
+//                    whatever its status) or the errno of the failed exec
+//   --kill PID:SIG   kill(PID, SIG)                     -> `kill PID:SIG: ok` or `... : EPERM`
+//   --bind-tcp -     bind a TCP socket to 127.0.0.1, any port -> `bind-tcp -: ok` or `... : EACCES`
+//   --listen-tcp -   listen on an unbound TCP socket (the kernel picks a port) -> `listen-tcp -: ...`
+//   --connect-unix P socket(AF_UNIX, SOCK_STREAM) and connect to P (`@NAME`: the abstract
+//                    name NAME) -> `connect-unix P: ok` or the errno of the failed step
+//   --rename A->B    rename(A, B)                       -> `rename A->B: ok` or `... : <ERRNAME>`
+// F is bluetooth (AF_BLUETOOTH, SOCK_SEQPACKET), unix, inet, inet6 (SOCK_STREAM),
+// unix-dgram (AF_UNIX, SOCK_DGRAM) or an AF_* number (SOCK_STREAM).
 //
 // Every probe uses arguments that fail harmlessly even without the filter and
 // as root (bad magic, bad flags, nonexistent paths, NULL pointers), so running
@@ -67,6 +77,9 @@ func errnoName(_ e: Int32) -> String {
     case EMFILE: return "EMFILE"
     case ENOMEM: return "ENOMEM"
     case ELOOP: return "ELOOP"
+    case EXDEV: return "EXDEV"
+    case ECONNREFUSED: return "ECONNREFUSED"
+    case EADDRINUSE: return "EADDRINUSE"
     default: return "E\(e)"
     }
 }
@@ -174,6 +187,7 @@ func socketFamily(_ name: String) -> (Int32, Int32)? {
     switch name {
     case "bluetooth": return (AF_BLUETOOTH, Int32(SOCK_SEQPACKET.rawValue))
     case "unix": return (AF_UNIX, stream)
+    case "unix-dgram": return (AF_UNIX, Int32(SOCK_DGRAM.rawValue))
     case "inet": return (AF_INET, stream)
     case "inet6": return (AF_INET6, stream)
     default: return Int32(name).map { ($0, stream) }
@@ -240,7 +254,78 @@ func checkCreate(_ path: String) -> String {
     return "create \(path): ok"
 }
 
-let checkOptions: Set<String> = ["--socket", "--socketpair", "--socket-high", "--open", "--create"]
+func checkRead(_ path: String) -> String {
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+    guard fd >= 0 else { return "read \(path): \(errnoName(errno))" }
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: 64)
+    guard read(fd, &buffer, buffer.count) >= 0 else { return "read \(path): \(errnoName(errno))" }
+    return "read \(path): ok"
+}
+
+func checkExec(_ path: String) -> String {
+    var pid: pid_t = 0
+    let argv: [UnsafeMutablePointer<CChar>?] = [strdup(path), nil]
+    let envp: [UnsafeMutablePointer<CChar>?] = [nil]
+    let rc = posix_spawn(&pid, path, nil, nil, argv, envp)
+    guard rc == 0 else { return "exec \(path): \(errnoName(rc))" }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    return "exec \(path): ok"
+}
+
+func checkKill(_ target: String) -> String {
+    let parts = target.split(separator: ":")
+    guard parts.count == 2, let pid = Int32(parts[0]), let sig = Int32(parts[1]) else { return "kill \(target): bad argument" }
+    return "kill \(target): " + (kill(pid, sig) == 0 ? "ok" : errnoName(errno))
+}
+
+func checkTCP(listen: Bool) -> String {
+    let label = listen ? "listen-tcp -" : "bind-tcp -"
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return "\(label): \(errnoName(errno))" }
+    defer { close(fd) }
+    if listen {
+        return "\(label): " + (Glibc.listen(fd, 1) == 0 ? "ok" : errnoName(errno))
+    }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = in_addr_t(0x7f00_0001).bigEndian
+    let rc = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    return "\(label): " + (rc == 0 ? "ok" : errnoName(errno))
+}
+
+func checkConnectUnix(_ path: String) -> String {
+    let label = "connect-unix \(path)"
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return "\(label): \(errnoName(errno))" }
+    defer { close(fd) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    var bytes = Array(path.utf8)
+    if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 } // abstract: a leading NUL, no terminator
+    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return "\(label): name too long" }
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        for (i, b) in bytes.enumerated() { raw[i] = b }
+    }
+    let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == 0 ? 0 : 1))
+    let rc = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
+    }
+    return "\(label): " + (rc == 0 ? "ok" : errnoName(errno))
+}
+
+func checkRename(_ argument: String) -> String {
+    let parts = argument.split(separator: ">", maxSplits: 1)
+    guard parts.count == 2, parts[0].hasSuffix("-") else { return "rename \(argument): bad argument" }
+    let from = String(parts[0].dropLast()), to = String(parts[1])
+    return "rename \(argument): " + (rename(from, to) == 0 ? "ok" : errnoName(errno))
+}
+
+let checkOptions: Set<String> = ["--socket", "--socketpair", "--socket-high", "--open", "--create", "--read", "--exec",
+                                 "--kill", "--bind-tcp", "--listen-tcp", "--connect-unix", "--rename"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.contains(where: { checkOptions.contains($0) || $0 == "--wait-stdin" }) {
     var index = 0
@@ -262,6 +347,13 @@ if arguments.contains(where: { checkOptions.contains($0) || $0 == "--wait-stdin"
         case "--socketpair": report(checkSocket(value, pair: true))
         case "--socket-high": report(checkSocketHighBits(value))
         case "--open": report(checkOpen(value))
+        case "--read": report(checkRead(value))
+        case "--exec": report(checkExec(value))
+        case "--kill": report(checkKill(value))
+        case "--bind-tcp": report(checkTCP(listen: false))
+        case "--listen-tcp": report(checkTCP(listen: true))
+        case "--connect-unix": report(checkConnectUnix(value))
+        case "--rename": report(checkRename(value))
         default: report(checkCreate(value))
         }
     }
@@ -317,6 +409,7 @@ if let file = fopen("/proc/self/status", "r") {
         case "Seccomp": report("seccomp \(value)")
         case "SigBlk": report("sigblk \(value)")
         case "SigIgn": report("sigign \(value)")
+        case "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb": report("\(parts[0].lowercased()) \(value)")
         default: break
         }
     }

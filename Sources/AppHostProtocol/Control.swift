@@ -98,10 +98,15 @@ public struct InstalledApp: Codable, Sendable, Equatable {
     public var manifest: Manifest
     /// Top-level keys of the bundle's entitlements file (nil: none, or installed before they were kept).
     public var entitlements: [String]?
+    /// The App Groups of its `com.apple.security.application-groups` entitlement, whose
+    /// shared containers it may read and write (nil: none, or installed before they were kept).
+    public var applicationGroups: [String]?
 
     public init(bundleIdentifier: String, name: String, bundlePath: String, executablePath: String,
-                backgroundModes: [BackgroundMode], installedAt: Date, manifest: Manifest, entitlements: [String]? = nil) {
+                backgroundModes: [BackgroundMode], installedAt: Date, manifest: Manifest, entitlements: [String]? = nil,
+                applicationGroups: [String]? = nil) {
         self.entitlements = entitlements
+        self.applicationGroups = applicationGroups
         self.bundleIdentifier = bundleIdentifier
         self.name = name
         self.bundlePath = bundlePath

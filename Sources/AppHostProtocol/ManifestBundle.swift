@@ -28,6 +28,58 @@ public struct Entitlements: Sendable, Equatable {
     public func propertyList() -> [String: Any] {
         PropertyListFile.dictionary(from: data)
     }
+
+    /// The entitlement listing the App Groups the app belongs to.
+    public static let applicationGroupsKey = "com.apple.security.application-groups"
+
+    /// The App Group identifiers of `com.apple.security.application-groups`, in the
+    /// file's order without repeats, build-setting references (`$(VAR)`) expanded
+    /// with `settings`; empty without the key.
+    ///
+    /// Each must then be `group.` followed by letters, digits, `.`, `-` or `_` (at
+    /// most 255 bytes in all), as Xcode requires on iOS: the identifier names the
+    /// group's shared container, `<state>/groups/<identifier>`, so it must be a plain
+    /// file name. Loading a bundle does not ask for them (entitlements files often
+    /// hold references only a build fills in); installing one does.
+    public func applicationGroups(settings: [String: String] = [:]) throws(ManifestError) -> [String] {
+        let key = Self.applicationGroupsKey
+        guard let value = propertyList()[key] else { return [] }
+        guard let array = value as? [Any] else {
+            throw ManifestError(.wrongType, file: path, key: key,
+                                detail: "expected an array of App Group identifiers (strings)")
+        }
+        let expander = BuildSettingExpander(settings: settings)
+        var groups: [String] = []
+        for (index, element) in array.enumerated() {
+            guard let written = element as? String else {
+                throw ManifestError(.wrongType, file: path, key: key, index: index,
+                                    detail: "expected a string (an App Group identifier such as group.com.example.shared)")
+            }
+            let (identifier, unresolved) = expander.expand(written)
+            if let first = unresolved.first {
+                throw ManifestError(.unresolvedBuildSetting, file: path, key: key, index: index, value: first.name,
+                                    detail: "\(first.reference) has no value: pass it as a build setting (apphost install --setting \(first.name)=...) or write the group identifier")
+            }
+            guard Self.isApplicationGroupIdentifier(identifier) else {
+                throw ManifestError(.invalidValue, file: path, key: key, index: index, value: identifier,
+                                    detail: "\"\(identifier)\" is not an App Group identifier (expected group.<name>: letters, digits, '.', '-' and '_', at most 255 bytes)")
+            }
+            if !groups.contains(identifier) { groups.append(identifier) }
+        }
+        return groups
+    }
+
+    /// Whether `identifier` is `group.` plus letters, digits, `.`, `-` and `_`, at
+    /// most 255 bytes: usable as a file name as it is.
+    public static func isApplicationGroupIdentifier(_ identifier: String) -> Bool {
+        let bytes = Array(identifier.utf8)
+        guard identifier.hasPrefix("group."), bytes.count > 6, bytes.count <= 255 else { return false }
+        return bytes.allSatisfy { byte in
+            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+        }
+    }
 }
 
 /// An app ready to launch: its manifest, the executable to run and its entitlements.

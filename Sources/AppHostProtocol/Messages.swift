@@ -11,6 +11,13 @@ public enum IPCProtocol {
     public static let descriptorEnvironmentKey = "APPHOST_IPC_FD"
     /// The environment variable holding the app's bundle identifier.
     public static let bundleIdentifierEnvironmentKey = "APPHOST_BUNDLE_ID"
+    /// The environment variable holding the absolute path of the app's bundle
+    /// (readable by the app, not writable).
+    public static let bundlePathEnvironmentKey = "APPHOST_BUNDLE_PATH"
+    /// The environment variable holding the app's App Group containers: a JSON
+    /// object from group identifier to the container's absolute path. Absent
+    /// when the app belongs to no group.
+    public static let applicationGroupContainersEnvironmentKey = "APPHOST_APP_GROUP_CONTAINERS"
 }
 
 /// The iOS application states.

@@ -1,66 +1,142 @@
 import CAppHostSys
-import Synchronization
 import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Paths a child may not open, enforced with Landlock (`SpawnSettings.fileRules`).
-///
-/// Each entry is an absolute path whose last component may hold `*`
-/// wildcards, e.g. `/dev/snd` or `/dev/ttyUSB*`. A matching file cannot be
-/// opened for reading, writing or execution, nor ioctl'ed; a matching
-/// directory denies everything beneath it, though it can still be listed
-/// (listing is granted at `/` and Landlock cannot withdraw a right further
-/// down). Everything else keeps every
-/// right, with two exceptions that follow from Landlock being an allow-list
-/// (see `Landlock`): nothing can be created, removed or renamed directly in
-/// a directory on the way to a denied path (`/`, `/dev`), and an entry that
-/// appears in such a directory after the child started (a hot-plugged
-/// `/dev/ttyUSB0`, but also any other new name there) cannot be opened by
-/// that child. `*` matches any run of bytes, a leading dot included;
-/// `stat` and `O_PATH` opens stay allowed (Landlock does not check them),
-/// and a symbolic link that matches protects nothing but itself.
-public struct FileRules: Sendable, Hashable {
-    /// The denied paths (order and duplicates do not matter). An empty list
-    /// denies nothing and installs no Landlock ruleset.
-    public var deniedPaths: [String]
+/// How a `PathGrant` lets a child use what lies beneath its path.
+public enum PathAccess: Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// Read files and list directories.
+    case readOnly
+    /// Read, list and execute: libraries, the Swift runtime, the executable.
+    case readExecute
+    /// Read, write, create, remove, rename and truncate: an app's own
+    /// containers. Not execute (an app cannot `execve` what it wrote or
+    /// downloaded; Landlock does not check `mmap`, so a library it wrote can
+    /// still be loaded) and not make device nodes.
+    case readWrite
+    /// Open a device for reading and writing, truncate it (`> /dev/null`)
+    /// and use its ioctls: `/dev/null`, a sound card, a serial line.
+    case device
 
-    /// Creates rules denying `deniedPaths`.
-    public init(deniedPaths: [String]) {
-        self.deniedPaths = deniedPaths
+    /// The Landlock file-system rights (before narrowing to the ABI).
+    var rights: LandlockFileAccess {
+        switch self {
+        case .readOnly: [.readFile, .readDirectory]
+        case .readExecute: [.readFile, .readDirectory, .execute]
+        case .readWrite: LandlockFileAccess.all.subtracting([.execute, .makeCharacterDevice, .makeBlockDevice, .ioctlDevice])
+        case .device: [.readFile, .writeFile, .truncate, .ioctlDevice]
+        }
+    }
+
+    /// "read-only", "read-execute", "read-write", "device".
+    public var description: String {
+        switch self {
+        case .readOnly: "read-only"
+        case .readExecute: "read-execute"
+        case .readWrite: "read-write"
+        case .device: "device"
+        }
     }
 }
 
-/// The kernel's Landlock LSM, as AppHost uses it for `FileRules`.
+/// One grant of a `LandlockPolicy`: `access` to `path` and everything beneath it.
+public struct PathGrant: Sendable, Hashable, CustomStringConvertible {
+    /// An absolute path. Symbolic links in it are followed when the ruleset
+    /// is built: the rule holds the file or directory they lead to (`/lib64`
+    /// on a merged-/usr system grants `/usr/lib64`). The last component may
+    /// hold `*` wildcards (`/dev/ttyUSB*`): every entry of the directory that
+    /// matches when the ruleset is built gets the grant; one that appears
+    /// later does not. A path that does not exist grants nothing.
+    public var path: String
+    /// What the grant allows.
+    public var access: PathAccess
+
+    /// Grants `access` beneath `path`.
+    public init(_ path: String, _ access: PathAccess) {
+        self.path = path
+        self.access = access
+    }
+
+    /// "/usr read-execute".
+    public var description: String { "\(path) \(access)" }
+}
+
+/// What a child may reach once Landlock confines it (`SpawnSettings.landlock`).
 ///
-/// Landlock only grants: a ruleset *handles* some access rights, and a
-/// handled right is allowed beneath the files and directories that rules
-/// name. "Deny these, allow the rest" is therefore built in the host, per
-/// spawn settings: the ruleset handles every file-system right of the
-/// running ABI; for each directory on the way to a denied path (say `/` and
-/// `/dev`) every entry that is neither denied nor on the way to one gets a
-/// rule granting everything; `/` itself gets a rule allowing only listing.
-/// The child applies the ruleset with `landlock_restrict_self` right after
-/// `PR_SET_NO_NEW_PRIVS`.
+/// An allow-list: the ruleset handles every file-system right of the ABI in
+/// use, so the child can open, create, remove, rename, truncate or execute
+/// nothing but what `grants` allow. Beyond files, where the ABI offers it:
+/// binding TCP sockets to any port (ABI 4), and signals and abstract Unix
+/// sockets reaching outside the child's own Landlock domain (ABI 6). Ptrace
+/// and the ptrace-checked `/proc/<pid>` files (`mem`, `environ`, `maps`,
+/// `fd`, ...) of processes outside its domain are refused at every ABI.
+/// Each child that enforces a policy gets a domain of its own, shared only
+/// with its own descendants.
 ///
-/// Rules pin the inodes present when they were added, so a ruleset is
-/// cached per (sorted) list of paths and rebuilt when one of those
-/// directories changes (its device, inode or mtime); a spawn normally reuses
-/// the cached descriptor (two `lstat`s for `/dev` patterns). A build opens
-/// every entry of those directories, about 4-5 µs each: keep denied paths
-/// in small directories (`/` and `/dev`, 134 entries: ~0.55 ms here; a
-/// `/tmp` with 3,800 entries: ~19 ms, on the reaper thread). A change that leaves the mtime as it was (a file system with
-/// coarse timestamps, a change within the same tick) is missed until the
-/// next one; the stale ruleset then denies too much, never too little:
-/// new entries have no rule, and a replaced one is denied (its rule holds
-/// the old inode).
+/// What Landlock does not see: path lookup, `stat`, `readlink`, `access`,
+/// `chdir`, and connecting to a Unix socket by path (no right for it before
+/// ABI 8); descriptors the child inherits or receives keep the access they
+/// were opened with.
+public struct LandlockPolicy: Sendable, Hashable {
+    /// What the child may reach.
+    public var grants: [PathGrant]
+    /// Paths no grant may reach by containing them. A granted directory that
+    /// holds one of these is split: its entries get the grant, except those
+    /// on the way to the excluded path, which are split in turn, so the
+    /// excluded path and what lies beneath it stay out of reach (the host's
+    /// state directory, should it lie under `/usr`). A split directory
+    /// itself cannot be listed (the right would reach the listing of the
+    /// excluded path too), and entries added to it later are not reachable.
+    /// A grant at or beneath an excluded path applies as given (an app's
+    /// container inside the state directory).
+    public var excluded: [String]
+    /// Refuse `bind(2)` of TCP sockets to every port (ABI 4; handled, no
+    /// port granted). `listen(2)` on an unbound socket still picks a port:
+    /// deny `listen` with seccomp for "no TCP server".
+    public var deniesTCPBind: Bool
+    /// Refuse signals to processes outside the child's domain (ABI 6).
+    public var scopesSignals: Bool
+    /// Refuse connecting or sending to abstract Unix sockets made outside
+    /// the child's domain (ABI 6).
+    public var scopesAbstractUnixSockets: Bool
+    /// Build the ruleset for at most this ABI; nil for the kernel's. A lower
+    /// number leaves out what later ABIs add (and warnings about it stay the
+    /// caller's): tests, or a kernel whose newer feature misbehaves.
+    public var abiLimit: Int?
+
+    /// Creates a policy; by default everything the ABI can restrict is.
+    public init(grants: [PathGrant], excluded: [String] = [], deniesTCPBind: Bool = true,
+                scopesSignals: Bool = true, scopesAbstractUnixSockets: Bool = true, abiLimit: Int? = nil) {
+        self.grants = grants
+        self.excluded = excluded
+        self.deniesTCPBind = deniesTCPBind
+        self.scopesSignals = scopesSignals
+        self.scopesAbstractUnixSockets = scopesAbstractUnixSockets
+        self.abiLimit = abiLimit
+    }
+}
+
+/// The kernel's Landlock LSM: which ABI it offers and what each ABI restricts.
 public enum Landlock {
     /// The Landlock ABI version of the running kernel (1, 2, ...), or nil
     /// when the kernel has no Landlock or has it disabled (ENOSYS,
-    /// EOPNOTSUPP). With nil, children start without their `FileRules`.
+    /// EOPNOTSUPP). With nil, children start without their `LandlockPolicy`.
     public static var abiVersion: Int? { landlockABIVersion }
+
+    /// ABI 2: renaming and linking between granted directories (before it,
+    /// any rename or link across directories fails with EXDEV).
+    public static func controlsRenames(abi: Int) -> Bool { abi >= 2 }
+    /// ABI 3: `truncate(2)` and `O_TRUNC` are checked (before it, any file
+    /// the user may write can be truncated, granted or not).
+    public static func controlsTruncation(abi: Int) -> Bool { abi >= 3 }
+    /// ABI 4: TCP `bind(2)` and `connect(2)` by port.
+    public static func controlsTCP(abi: Int) -> Bool { abi >= 4 }
+    /// ABI 5: ioctl on character and block devices.
+    public static func controlsDeviceIoctl(abi: Int) -> Bool { abi >= 5 }
+    /// ABI 6: signals and abstract Unix sockets scoped to the domain.
+    public static func scopesProcesses(abi: Int) -> Bool { abi >= 6 }
 }
 
 /// Asked once: the LSM cannot appear or vanish while the host runs.
@@ -69,84 +145,295 @@ private let landlockABIVersion: Int? = {
     return aph_landlock_abi_version(&abi) == 0 && abi > 0 ? Int(abi) : nil
 }()
 
-// MARK: - Ruleset cache
+/// Landlock's file-system access rights (`LANDLOCK_ACCESS_FS_*`).
+struct LandlockFileAccess: OptionSet, Hashable {
+    let rawValue: UInt64
 
-/// A Landlock ruleset descriptor owned by the host (close-on-exec), closed
-/// when the last spawn or cache entry using it lets go.
-final class LandlockRuleset: Sendable {
+    static let execute = Self(rawValue: 1 << 0)
+    static let writeFile = Self(rawValue: 1 << 1)
+    static let readFile = Self(rawValue: 1 << 2)
+    static let readDirectory = Self(rawValue: 1 << 3)
+    static let removeDirectory = Self(rawValue: 1 << 4)
+    static let removeFile = Self(rawValue: 1 << 5)
+    static let makeCharacterDevice = Self(rawValue: 1 << 6)
+    static let makeDirectory = Self(rawValue: 1 << 7)
+    static let makeRegular = Self(rawValue: 1 << 8)
+    static let makeSocket = Self(rawValue: 1 << 9)
+    static let makeFIFO = Self(rawValue: 1 << 10)
+    static let makeBlockDevice = Self(rawValue: 1 << 11)
+    static let makeSymbolicLink = Self(rawValue: 1 << 12)
+    /// ABI 2: link or rename into another directory.
+    static let refer = Self(rawValue: 1 << 13)
+    /// ABI 3.
+    static let truncate = Self(rawValue: 1 << 14)
+    /// ABI 5.
+    static let ioctlDevice = Self(rawValue: 1 << 15)
+
+    /// Every right some ABI knows.
+    static let all = Self(rawValue: (1 << 16) - 1)
+
+    /// The rights ABI `abi` handles.
+    static func handled(abi: Int) -> Self { Self(rawValue: aph_landlock_fs_rights(Int32(abi))) }
+}
+
+// MARK: - Building a ruleset
+
+/// A Landlock ruleset descriptor owned by the host (close-on-exec), built
+/// for one spawn and closed when the spawn is done with it.
+final class LandlockRuleset {
     /// The ruleset descriptor for `aph_spawn_settings.landlock_ruleset_fd`.
     let descriptor: Int32
 
-    init(descriptor: Int32) { self.descriptor = descriptor }
+    private init(descriptor: Int32) { self.descriptor = descriptor }
 
     deinit { _ = Glibc.close(descriptor) }
-}
 
-/// Compiled rulesets by sorted path list, each with the state of the
-/// directories it was built from. Entries are replaced, never evicted: a
-/// host has a handful of path lists (one per combination of modes).
-final class LandlockRulesetCache: Sendable {
-    /// The cache the reaper uses for every spawn.
-    static let shared = LandlockRulesetCache()
-
-    private struct Entry {
-        let plan: LandlockPlan
-        let stamps: [DirectoryStamp]
-        let ruleset: LandlockRuleset
-    }
-
-    private let entries = Mutex<[[String]: Entry]>([:])
-
-    /// The ruleset for `rules`, built or reused; nil when the rules deny
-    /// nothing or the kernel has no Landlock.
-    func ruleset(for rules: FileRules) throws(SpawnError) -> LandlockRuleset? {
-        let key = Array(Set(rules.deniedPaths)).sorted()
-        guard !key.isEmpty else { return nil }
-        guard let abi = Landlock.abiVersion else {
-            // Bad paths are refused on every kernel, not only where they matter.
-            _ = try LandlockPlan.parse(key)
-            return nil
+    /// Builds the ruleset of `policy` for `kernelABI` (capped by the policy's
+    /// `abiLimit`); nil when the cap is below 1.
+    ///
+    /// Rules hold inodes, so a ruleset is built for each spawn: a container
+    /// made again after a reinstall, or an `/etc/resolv.conf` replaced by
+    /// rename, is granted as it is now. About 4-5 µs a grant (open with
+    /// `O_PATH`, `fstat`, `landlock_add_rule`), plus a directory listing for
+    /// each wildcard and each split.
+    static func build(_ policy: LandlockPolicy, kernelABI: Int) throws(SpawnError) -> LandlockRuleset? {
+        let abi = min(kernelABI, policy.abiLimit ?? kernelABI)
+        guard abi >= 1 else { return nil }
+        try validate(policy)
+        let handled = LandlockFileAccess.handled(abi: abi)
+        var network: UInt64 = 0
+        if Landlock.controlsTCP(abi: abi), policy.deniesTCPBind {
+            network |= UInt64(APH_LANDLOCK_ACCESS_NET_BIND_TCP)
         }
-        if let entry = entries.withLock({ $0[key] }), entry.plan.stamps() == entry.stamps {
-            return entry.ruleset
+        var scoped: UInt64 = 0
+        if Landlock.scopesProcesses(abi: abi) {
+            if policy.scopesSignals { scoped |= UInt64(APH_LANDLOCK_SCOPE_SIGNAL) }
+            if policy.scopesAbstractUnixSockets { scoped |= UInt64(APH_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET) }
         }
-        let plan = try LandlockPlan(deniedPaths: key)
-        // Stamped before listing: a change during the build shows up as a
-        // newer stamp at the next spawn, which then rebuilds.
-        let stamps = plan.stamps()
-        let ruleset = try plan.build(abi: abi)
-        entries.withLock { $0[key] = Entry(plan: plan, stamps: stamps, ruleset: ruleset) }
+        var fd: Int32 = -1
+        let rc = aph_landlock_create_ruleset(handled.rawValue, network, scoped, &fd)
+        guard rc == 0 else {
+            throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: rc), detail: "landlock_create_ruleset")
+        }
+        let ruleset = LandlockRuleset(descriptor: fd)
+        let builder = RuleBuilder(ruleset: fd, excluded: excludedInodes(policy.excluded))
+        for grant in policy.grants {
+            let rights = grant.access.rights.intersection(handled)
+            try builder.grant(grant.path, rights)
+        }
         return ruleset
     }
-}
 
-/// What a directory looked like: a new, removed or renamed entry changes
-/// its mtime, a replaced directory its inode.
-struct DirectoryStamp: Hashable {
-    var path: String
-    var device: UInt64 = 0
-    var inode: UInt64 = 0
-    var seconds: Int = 0
-    var nanoseconds: Int = 0
-    var error: Int32 = 0
-
-    init(path: String) {
-        self.path = path
-        var st = stat()
-        if lstat(path, &st) != 0 {
-            error = errno
-            return
+    /// Refuses what no kernel would make sense of.
+    static func validate(_ policy: LandlockPolicy) throws(SpawnError) {
+        for (index, grant) in policy.grants.enumerated() {
+            func invalid(_ why: String) -> SpawnError {
+                SpawnError(code: .invalidSettings, detail: "landlock.grants[\(index)] \"\(grant.path)\": \(why)")
+            }
+            guard grant.path.hasPrefix("/") else { throw invalid("not an absolute path") }
+            guard !grant.path.utf8.contains(0) else { throw invalid("NUL byte") }
+            let components = grant.path.split(separator: "/")
+            if components.contains(where: { $0 == "." || $0 == ".." }) {
+                throw invalid("\".\" and \"..\" are not allowed")
+            }
+            if components.dropLast().contains(where: { $0.contains("*") }) {
+                throw invalid("\"*\" is allowed in the last component only")
+            }
         }
-        device = UInt64(st.st_dev)
-        inode = UInt64(st.st_ino)
-        seconds = st.st_mtim.tv_sec
-        nanoseconds = st.st_mtim.tv_nsec
+        for (index, path) in policy.excluded.enumerated() where !path.hasPrefix("/") || path.utf8.contains(0) {
+            throw SpawnError(code: .invalidSettings, detail: "landlock.excluded[\(index)] \"\(path)\": not an absolute path")
+        }
+    }
+
+    /// Each excluded path that exists, with its ancestors, by (device, inode):
+    /// a grant on any of those directories must be split.
+    private static func excludedInodes(_ paths: [String]) -> ExcludedTree {
+        var tree = ExcludedTree()
+        for path in paths {
+            guard let resolved = realpath(path, nil) else { continue }
+            defer { free(resolved) }
+            var current = String(cString: resolved)
+            guard let target = FileIdentity(path: current) else { continue }
+            tree.targets.insert(target)
+            // Walk up: each ancestor is "on the way" to this target.
+            var child = target
+            while current != "/" {
+                let parent = current.lastIndex(of: "/").map { String(current[..<$0]) } ?? "/"
+                let parentPath = parent.isEmpty ? "/" : parent
+                guard let identity = FileIdentity(path: parentPath) else { break }
+                tree.onTheWay[identity, default: []].insert(child)
+                child = identity
+                current = parentPath
+            }
+        }
+        return tree
     }
 }
 
-// MARK: - Plan
+/// A file by device and inode.
+struct FileIdentity: Hashable {
+    let device: UInt64
+    let inode: UInt64
 
-/// The last component of a denied path: literal bytes around `*`s.
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+    }
+
+    init?(path: String) {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        self.init(st)
+    }
+
+    init?(descriptor: Int32) {
+        var st = stat()
+        guard fstat(descriptor, &st) == 0 else { return nil }
+        self.init(st)
+    }
+}
+
+/// The excluded paths and the directories on the way to them.
+struct ExcludedTree {
+    /// The excluded directories (or files) themselves.
+    var targets: Set<FileIdentity> = []
+    /// Directory → its entries on the way to an excluded path.
+    var onTheWay: [FileIdentity: Set<FileIdentity>] = [:]
+}
+
+/// Adds path rules to one ruleset, splitting grants around excluded paths.
+private struct RuleBuilder {
+    let ruleset: Int32
+    let excluded: ExcludedTree
+
+    init(ruleset: Int32, excluded: ExcludedTree) {
+        self.ruleset = ruleset
+        self.excluded = excluded
+    }
+
+    /// Grants `rights` beneath `path` (a literal path, or a directory and a
+    /// wildcard pattern).
+    func grant(_ path: String, _ rights: LandlockFileAccess) throws(SpawnError) {
+        guard !rights.isEmpty else { return }
+        let slash = path.lastIndex(of: "/") ?? path.startIndex
+        let last = path[path.index(after: slash)...]
+        guard last.contains("*") else {
+            try grantLiteral(path, rights)
+            return
+        }
+        let directory = slash == path.startIndex ? "/" : String(path[..<slash])
+        let pattern = NamePattern(last)
+        try forEachEntry(of: AT_FDCWD, named: directory, display: directory) { (dirFD, name, shown) throws(SpawnError) in
+            guard pattern.matches(name) else { return }
+            // Follow a matching symbolic link (`/dev/serial0` -> `ttyS0`).
+            try addRule(opened: openPath(dirFD, name, follow: true), rights, path: shown, splitting: true)
+        }
+    }
+
+    private func grantLiteral(_ path: String, _ rights: LandlockFileAccess) throws(SpawnError) {
+        try addRule(opened: openPath(AT_FDCWD, Array(path.utf8), follow: true), rights, path: path, splitting: true)
+    }
+
+    /// An `O_PATH` descriptor for `name` in the directory `dirFD`, or the errno.
+    private func openPath(_ dirFD: Int32, _ name: [UInt8], follow: Bool) -> Result<Int32, Errno> {
+        var fd: Int32 = -1
+        let rc = name.withUnsafeBufferPointer { bytes in
+            withNameCString(bytes) { aph_open_path(dirFD, $0, follow ? 1 : 0, &fd) }
+        }
+        return rc == 0 ? .success(fd) : .failure(Errno(rawValue: rc))
+    }
+
+    /// Adds the rule for the opened descriptor (closed here). A directory that
+    /// is or holds an excluded path is split when `splitting`.
+    private func addRule(opened: Result<Int32, Errno>, _ rights: LandlockFileAccess, path: String,
+                         splitting: Bool) throws(SpawnError) {
+        let fd: Int32
+        switch opened {
+        case .success(let descriptor): fd = descriptor
+        case .failure(let e):
+            // Gone, never there, or not ours to open: nothing to grant.
+            if e == .noSuchFileOrDirectory || e == .notDirectory || e == .permissionDenied || e == .tooManySymbolicLinkLevels {
+                return
+            }
+            throw SpawnError(code: .landlockRuleset, errno: e, path: path)
+        }
+        defer { _ = Glibc.close(fd) }
+        if splitting, let identity = FileIdentity(descriptor: fd) {
+            if excluded.targets.contains(identity) { return }
+            if let ways = excluded.onTheWay[identity] {
+                try split(fd, path: path, rights, around: ways)
+                return
+            }
+        }
+        let rc = aph_landlock_add_path_rule(ruleset, fd, rights.rawValue)
+        guard rc == 0 else {
+            throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: rc), path: path)
+        }
+    }
+
+    /// Grants every entry of the directory `fd` except those in `ways`,
+    /// which are split in turn (or skipped when excluded themselves).
+    private func split(_ fd: Int32, path: String, _ rights: LandlockFileAccess,
+                       around ways: Set<FileIdentity>) throws(SpawnError) {
+        try forEachEntry(of: fd, named: ".", display: path) { (dirFD, name, shown) throws(SpawnError) in
+            // The entry itself, not where a link leads: a link gets a rule on
+            // itself (granting nothing), so no link can reach around the split.
+            let entry = openPath(dirFD, name, follow: false)
+            if case .success(let fd) = entry, let identity = FileIdentity(descriptor: fd), ways.contains(identity) {
+                try addRule(opened: entry, rights, path: shown, splitting: true)
+            } else {
+                try addRule(opened: entry, rights, path: shown, splitting: false)
+            }
+        }
+    }
+
+    /// Calls `body` with each entry name of the directory `name` (relative
+    /// to `base`) but `.` and `..`, and the directory's descriptor.
+    private func forEachEntry(
+        of base: Int32, named name: String, display: String,
+        _ body: (Int32, [UInt8], String) throws(SpawnError) -> Void
+    ) throws(SpawnError) {
+        let dirFD = openat(base, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dirFD >= 0 else {
+            let e = errno
+            if e == ENOENT || e == ENOTDIR || e == EACCES { return }
+            throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: e), path: display)
+        }
+        guard let stream = fdopendir(dirFD) else {
+            let e = errno
+            _ = Glibc.close(dirFD)
+            throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: e), path: display)
+        }
+        defer { closedir(stream) }
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                let e = errno
+                if e == 0 { return }
+                throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: e), path: display)
+            }
+            let entryName: [UInt8] = withUnsafePointer(to: &entry.pointee.d_name) { tuple in
+                tuple.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: tuple.pointee)) { cName in
+                    Array(UnsafeRawBufferPointer(start: cName, count: strlen(cName)))
+                }
+            }
+            if entryName == [UInt8(ascii: ".")] || entryName == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
+            let shown = (display == "/" ? "" : display) + "/" + String(decoding: entryName, as: UTF8.self)
+            try body(dirfd(stream), entryName, shown)
+        }
+    }
+}
+
+/// Calls `body` with `bytes` as a NUL-terminated C string.
+private func withNameCString<R>(_ bytes: UnsafeBufferPointer<UInt8>, _ body: (UnsafePointer<CChar>) -> R) -> R {
+    var copy = Array(bytes)
+    copy.append(0)
+    return copy.withUnsafeBufferPointer { buffer in
+        buffer.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
+    }
+}
+
+/// The last component of a wildcard grant: literal bytes around `*`s.
 struct NamePattern: Hashable {
     /// The pattern split at each `*` (one part: a literal name).
     let parts: [[UInt8]]
@@ -156,6 +443,7 @@ struct NamePattern: Hashable {
             .map(Array.init)
     }
 
+    /// Whether `name` matches; `*` matches any run of bytes, a leading dot included.
     func matches(_ name: [UInt8]) -> Bool {
         guard parts.count > 1 else { return name == parts[0] }
         let first = parts[0], last = parts[parts.count - 1]
@@ -177,145 +465,5 @@ struct NamePattern: Hashable {
             return index
         }
         return nil
-    }
-}
-
-/// Which entries of which directories get rules, from a list of denied paths.
-struct LandlockPlan {
-    /// Canonical directory → patterns of its denied entries.
-    var denied: [String: [NamePattern]] = [:]
-    /// Canonical directories on the way to a denied path (`/` included) →
-    /// names of their entries that are on the way too (these get no rule).
-    var ancestors: [String: Set<[UInt8]>] = [:]
-    /// Directories whose change makes the ruleset stale: the ancestors and
-    /// the directories as written (which may go through symbolic links).
-    var watched: [String] = []
-
-    /// Checks each path; returns its directory components (as written) and
-    /// its last component.
-    static func parse(_ deniedPaths: [String]) throws(SpawnError) -> [(directory: [String], last: Substring)] {
-        var parsed: [(directory: [String], last: Substring)] = []
-        for (index, path) in deniedPaths.enumerated() {
-            func invalid(_ why: String) -> SpawnError {
-                SpawnError(code: .invalidSettings, detail: "fileRules.deniedPaths[\(index)] \"\(path)\": \(why)")
-            }
-            guard path.hasPrefix("/") else { throw invalid("not an absolute path") }
-            guard !path.utf8.contains(0) else { throw invalid("NUL byte") }
-            let components = path.split(separator: "/")
-            guard let last = components.last else { throw invalid("denying / would deny everything") }
-            if components.contains(where: { $0 == "." || $0 == ".." }) {
-                throw invalid("\".\" and \"..\" are not allowed")
-            }
-            if components.dropLast().contains(where: { $0.contains("*") }) {
-                throw invalid("\"*\" is allowed in the last component only")
-            }
-            parsed.append((components.dropLast().map(String.init), last))
-        }
-        return parsed
-    }
-
-    init(deniedPaths: [String]) throws(SpawnError) {
-        var parsed: [(directory: [String], pattern: NamePattern)] = []
-        var watched: Set<String> = []
-        for (written, last) in try Self.parse(deniedPaths) {
-            for depth in 0...written.count { watched.insert(Self.path(written[0..<depth])) }
-            parsed.append((Self.canonical(written), NamePattern(last)))
-        }
-        for (directory, pattern) in parsed {
-            denied[Self.path(directory[...]), default: []].append(pattern)
-        }
-        // Walk down to each denied entry; stop where a step is itself denied
-        // (the whole subtree is then denied by that pattern).
-        ancestors["/"] = []
-        for (directory, _) in parsed {
-            for depth in directory.indices {
-                let parent = Self.path(directory[0..<depth])
-                let name = Array(directory[depth].utf8)
-                if isDenied(name, in: parent) { break }
-                ancestors[parent, default: []].insert(name)
-                let here = Self.path(directory[0...depth])
-                if ancestors[here] == nil { ancestors[here] = [] }
-            }
-        }
-        watched.formUnion(ancestors.keys)
-        self.watched = watched.sorted()
-    }
-
-    func isDenied(_ name: [UInt8], in directory: String) -> Bool {
-        denied[directory]?.contains { $0.matches(name) } ?? false
-    }
-
-    func stamps() -> [DirectoryStamp] { watched.map(DirectoryStamp.init(path:)) }
-
-    /// Creates the ruleset and adds every rule.
-    func build(abi: Int) throws(SpawnError) -> LandlockRuleset {
-        let all = aph_landlock_fs_rights(Int32(abi))
-        var fd: Int32 = -1
-        var rc = aph_landlock_create_ruleset(all, &fd)
-        guard rc == 0 else {
-            throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: rc), detail: "landlock_create_ruleset")
-        }
-        let ruleset = LandlockRuleset(descriptor: fd)
-        // `/` may be listed; everything else there comes from the rules below.
-        rc = aph_landlock_allow(fd, AT_FDCWD, "/", UInt64(APH_LANDLOCK_ACCESS_READ_DIR))
-        guard rc == 0 else { throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: rc), path: "/") }
-        for (directory, onTheWay) in ancestors.sorted(by: { $0.key < $1.key }) {
-            try allowEntries(of: directory, except: onTheWay, ruleset: fd, rights: all)
-        }
-        return ruleset
-    }
-
-    /// Grants `rights` beneath each entry of `directory` that is neither
-    /// denied nor in `onTheWay`. A directory that does not exist (yet) has
-    /// nothing to grant: whatever appears there later stays denied.
-    private func allowEntries(of directory: String, except onTheWay: Set<[UInt8]>,
-                              ruleset: Int32, rights: UInt64) throws(SpawnError) {
-        guard let stream = opendir(directory) else {
-            let e = errno
-            if e == ENOENT || e == ENOTDIR || e == EACCES { return }
-            throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: e), path: directory)
-        }
-        defer { closedir(stream) }
-        let directoryFD = dirfd(stream)
-        while true {
-            errno = 0
-            guard let entry = readdir(stream) else {
-                let e = errno
-                if e == 0 { return }
-                throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: e), path: directory)
-            }
-            let rc: Int32 = withUnsafePointer(to: &entry.pointee.d_name) { tuple in
-                tuple.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: tuple.pointee)) { cName in
-                    let name = Array(UnsafeRawBufferPointer(start: cName, count: strlen(cName)))
-                    if name == [UInt8(ascii: ".")] || name == [UInt8(ascii: "."), UInt8(ascii: ".")] { return 0 }
-                    if onTheWay.contains(name) || isDenied(name, in: directory) { return 0 }
-                    let rc = aph_landlock_allow(ruleset, directoryFD, cName, rights)
-                    // Gone since the listing, or not ours to open: no rule.
-                    return rc == ENOENT || rc == EACCES ? 0 : rc
-                }
-            }
-            if rc != 0 {
-                let name = withUnsafePointer(to: &entry.pointee.d_name) {
-                    $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
-                }
-                throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: rc),
-                                 path: directory == "/" ? "/" + name : directory + "/" + name)
-            }
-        }
-    }
-
-    private static func path(_ components: ArraySlice<String>) -> String {
-        "/" + components.joined(separator: "/")
-    }
-
-    /// The components with the longest existing prefix resolved by realpath.
-    private static func canonical(_ components: [String]) -> [String] {
-        for depth in stride(from: components.count, through: 0, by: -1) {
-            guard let resolved = realpath(path(components[0..<depth]), nil) else { continue }
-            defer { free(resolved) }
-            let real = String(cString: resolved).split(separator: "/").map(String.init)
-            return real + components[depth...]
-        }
-        return components
     }
 }

@@ -178,3 +178,33 @@ func retryingEINTR<T: SignedInteger>(_ body: () -> T) -> T {
         return result
     }
 }
+
+/// The shared libraries this process has loaded, from /proc/self/maps.
+public enum LoadedLibraries {
+    /// The folders holding the shared objects (`*.so`, `*.so.N`) mapped
+    /// executable into this process, sorted: where the Swift runtime and
+    /// Foundation were found (`/opt/swift/usr/lib/swift/linux`, or
+    /// `/usr/lib/swift/linux` for a packaged toolchain) and libc's folder.
+    /// Empty when /proc is not readable.
+    public static func directories() -> [String] {
+        guard let text = try? readProcFile("/proc/self/maps") else { return [] }
+        return parseDirectories(text)
+    }
+
+    /// The folders of the executable shared-object mappings in the text of a maps file.
+    public static func parseDirectories(_ text: String) -> [String] {
+        var directories: Set<String> = []
+        for line in text.split(separator: "\n") {
+            // address perms offset dev inode [path]; the path may hold spaces.
+            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count == 6, fields[1].contains("x") else { continue }
+            let path = fields[5].trimmingSpaces
+            guard path.hasPrefix("/"), !path.hasSuffix("(deleted)") else { continue }
+            guard let slash = path.lastIndex(of: "/") else { continue }
+            let name = path[path.index(after: slash)...]
+            guard name.hasSuffix(".so") || name.contains(".so.") else { continue }
+            directories.insert(slash == path.startIndex ? "/" : String(path[..<slash]))
+        }
+        return directories.sorted()
+    }
+}

@@ -290,10 +290,16 @@ private final class ReaperLoop {
             }
         }
 
-        // nil without rules or without Landlock in this kernel (the caller
+        // nil without a policy or without Landlock in this kernel (the caller
         // warns through `Landlock.abiVersion`). Held until aph_spawn returns.
-        let ruleset = try settings.fileRules.flatMap { rules throws(SpawnError) in
-            try LandlockRulesetCache.shared.ruleset(for: rules)
+        var ruleset: LandlockRuleset?
+        if let policy = settings.landlock {
+            if let abi = Landlock.abiVersion {
+                ruleset = try LandlockRuleset.build(policy, kernelABI: abi)
+            } else {
+                // Bad paths are refused on every kernel, not only where they matter.
+                try LandlockRuleset.validate(policy)
+            }
         }
 
         let argv = CStringArray(settings.arguments)
@@ -330,7 +336,8 @@ private final class ReaperLoop {
                                 rlimit_count: limitBuffer.count,
                                 seccomp: program == nil ? nil : bpfPointer,
                                 landlock_ruleset_fd: ruleset?.descriptor ?? -1,
-                                death_signal: settings.deathSignal ?? 0)
+                                death_signal: settings.deathSignal ?? 0,
+                                drop_capabilities: settings.dropsCapabilities ? 1 : 0)
                             // Locked across the spawn: the stop watcher must find
                             // the child if it stops right after execve.
                             return core.children.withLock { table -> (Int32, ChildProcess?) in
@@ -412,6 +419,10 @@ private final class ReaperLoop {
             let names = ["stdin", "stdout", "stderr", "the IPC descriptor"]
             let index = Int(result.detail)
             if names.indices.contains(index) { error.detail = "fd \(index) (\(names[index]))" }
+        case .dropCapabilities:
+            let stages = ["PR_SET_SECUREBITS", "PR_CAPBSET_DROP", "PR_CAP_AMBIENT_CLEAR_ALL", "capset"]
+            let index = Int(result.detail)
+            if stages.indices.contains(index) { error.detail = stages[index] }
         default:
             break
         }

@@ -25,16 +25,23 @@ public struct SeccompPolicy: Sendable, Hashable {
     /// `io_uring_setup`, whose IORING_OP_SOCKET would make the socket
     /// without the syscall.
     public var deniedSocketFamilies: [Int32]
+    /// Deny `socket(AF_UNIX, ...)`, so no Unix socket can be connected to by
+    /// path or abstract name (Landlock does not check `connect(2)`), and
+    /// `socketpair(AF_UNIX, ...)` of datagram kinds (a datagram end could
+    /// `sendto` any path). Stream and seqpacket pairs stay allowed: they are
+    /// connected to each other only. Denies `io_uring_setup` too.
+    public var deniesUnixSocketCreation: Bool
 
     /// Creates a policy.
     public init(isEnabled: Bool = true, deniesBaseline: Bool = true,
                 deniesNamespaceCreation: Bool = true, extraDenied: [String] = [],
-                deniedSocketFamilies: [Int32] = []) {
+                deniedSocketFamilies: [Int32] = [], deniesUnixSocketCreation: Bool = false) {
         self.isEnabled = isEnabled
         self.deniesBaseline = deniesBaseline
         self.deniesNamespaceCreation = deniesNamespaceCreation
         self.extraDenied = extraDenied
         self.deniedSocketFamilies = deniedSocketFamilies
+        self.deniesUnixSocketCreation = deniesUnixSocketCreation
     }
 
     /// No filter.
@@ -93,7 +100,8 @@ public struct SeccompProgram: Sendable, Hashable {
                     extra_denied_count: buffer.count,
                     denied_socket_families: familyBuffer.baseAddress,
                     denied_socket_family_count: familyBuffer.count,
-                    deny_errno: EPERM)
+                    deny_errno: EPERM,
+                    deny_unix_socket_creation: policy.deniesUnixSocketCreation ? 1 : 0)
                 return aph_seccomp_compile(&settings, &program)
             }
         }

@@ -53,13 +53,15 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Child: landlock_restrict_self failed (e.g. E2BIG: 16 Landlock
         /// layers already stacked on the host).
         public static let landlockRestrict = Code(rawValue: APH_STEP_LANDLOCK)
+        /// Child: dropping capabilities failed (`detail` says which stage).
+        public static let dropCapabilities = Code(rawValue: APH_STEP_CAPABILITIES)
         /// Compiling the seccomp policy failed (unknown syscall name, libseccomp error).
         public static let seccompCompile = Code(rawValue: 100)
         /// The reaper could not start its threads or descriptors.
         public static let reaperUnavailable = Code(rawValue: 101)
         /// The reaper could not watch the new child's pidfd (it was killed).
         public static let watchChild = Code(rawValue: 102)
-        /// Building the Landlock ruleset of `SpawnSettings.fileRules` in the
+        /// Building the Landlock ruleset of `SpawnSettings.landlock` in the
         /// host failed (`path` says which entry, when one did).
         public static let landlockRuleset = Code(rawValue: 103)
 
@@ -84,6 +86,7 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
             case .seccompLoad: "seccomp load"
             case .execve: "execve"
             case .landlockRestrict: "landlock_restrict_self"
+            case .dropCapabilities: "dropping capabilities"
             case .seccompCompile: "seccomp compile"
             case .reaperUnavailable: "reaper start"
             case .watchChild: "watching the pidfd"

@@ -30,11 +30,17 @@ public struct SpawnSettings: Sendable {
     public var resourceLimits: [ResourceLimit]
     /// The seccomp filter loaded last before execve.
     public var seccomp: SeccompPolicy
-    /// Paths the child may not open (Landlock), enforced right after
+    /// What the child may reach (Landlock), enforced right after
     /// PR_SET_NO_NEW_PRIVS; nil for no Landlock at all. Where the kernel has
     /// no Landlock (`Landlock.abiVersion == nil`) the child starts without
-    /// these rules: check `Landlock.abiVersion` to warn about it.
-    public var fileRules: FileRules?
+    /// it: check `Landlock.abiVersion` to warn about it.
+    public var landlock: LandlockPolicy?
+    /// Drop every capability in the child before execve (bounding, ambient,
+    /// inheritable, permitted and effective sets; with CAP_SETPCAP also the
+    /// securebits that would give uid 0 capabilities again on exec). A host
+    /// running as root then starts children with no more power than a host
+    /// running as that user would.
+    public var dropsCapabilities: Bool
     /// Signal the child gets when the spawning thread (the reaper's, which
     /// lives as long as the host) dies; nil for none. Default SIGKILL.
     public var deathSignal: Int32?
@@ -54,7 +60,8 @@ public struct SpawnSettings: Sendable {
         standardError: FileDescriptor? = nil,
         resourceLimits: [ResourceLimit] = [],
         seccomp: SeccompPolicy = .baseline,
-        fileRules: FileRules? = nil,
+        landlock: LandlockPolicy? = nil,
+        dropsCapabilities: Bool = true,
         deathSignal: Int32? = SIGKILL
     ) {
         self.executablePath = executablePath
@@ -67,7 +74,8 @@ public struct SpawnSettings: Sendable {
         self.ipcDescriptor = ipcDescriptor
         self.resourceLimits = resourceLimits
         self.seccomp = seccomp
-        self.fileRules = fileRules
+        self.landlock = landlock
+        self.dropsCapabilities = dropsCapabilities
         self.deathSignal = deathSignal
     }
 }

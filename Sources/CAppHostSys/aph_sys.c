@@ -166,7 +166,24 @@ int aph_seccomp_compile(const struct aph_seccomp_settings *s,
                                   SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, family));
         }
     }
-    if (rc == 0 && s->denied_socket_family_count > 0) {
+    if (rc == 0 && s->deny_unix_socket_creation) {
+        // socket(AF_UNIX, ...) would reach any listening Unix socket whose
+        // path (or abstract name) the app can name: Landlock does not check
+        // connect(2). socketpair(AF_UNIX) makes an already connected pair
+        // (stream and seqpacket ends cannot connect elsewhere: EISCONN); a
+        // datagram end could sendto(2) any path, so datagram pairs are denied
+        // (SOCK_RAW is a datagram socket for AF_UNIX). The type's low 4 bits
+        // are the kind; SOCK_CLOEXEC and SOCK_NONBLOCK live above them.
+        rc = seccomp_rule_add(ctx, deny, SCMP_SYS(socket), 1,
+                              SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)AF_UNIX));
+        const uint64_t datagram_kinds[] = { SOCK_DGRAM, SOCK_RAW };
+        for (size_t i = 0; i < 2 && rc == 0; i++) {
+            rc = seccomp_rule_add(ctx, deny, SCMP_SYS(socketpair), 2,
+                                  SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)AF_UNIX),
+                                  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xfULL, datagram_kinds[i]));
+        }
+    }
+    if (rc == 0 && (s->denied_socket_family_count > 0 || s->deny_unix_socket_creation)) {
         // io_uring's IORING_OP_SOCKET (Linux 5.19) makes sockets of any
         // family without entering the socket syscall.
         int nr = seccomp_syscall_resolve_name("io_uring_setup");
@@ -236,10 +253,12 @@ int aph_seccomp_compile(const struct aph_seccomp_settings *s,
 #define APH_LL_CREATE_RULESET_VERSION (1U << 0)
 #define APH_LL_RULE_PATH_BENEATH 1
 
-// struct landlock_ruleset_attr as of ABI 1: the kernel accepts a shorter
-// struct and treats the missing fields (network, scopes) as zero.
+// struct landlock_ruleset_attr as of ABI 6. Older kernels accept it as long
+// as the fields they do not know are zero (copy_struct_from_user).
 struct aph_landlock_ruleset_attr {
     uint64_t handled_access_fs;
+    uint64_t handled_access_net; // ABI 4
+    uint64_t scoped;             // ABI 6
 };
 
 // struct landlock_path_beneath_attr (packed in the uapi header).
@@ -265,9 +284,10 @@ uint64_t aph_landlock_fs_rights(int abi) {
     return rights;
 }
 
-int aph_landlock_create_ruleset(uint64_t handled_access_fs, int *fd_out) {
+int aph_landlock_create_ruleset(uint64_t handled_access_fs, uint64_t handled_access_net,
+                                uint64_t scoped, int *fd_out) {
     if (fd_out == NULL) return EINVAL;
-    struct aph_landlock_ruleset_attr attr = { handled_access_fs };
+    struct aph_landlock_ruleset_attr attr = { handled_access_fs, handled_access_net, scoped };
     // The kernel makes the descriptor close-on-exec.
     long fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0U);
     if (fd < 0) return errno;
@@ -275,27 +295,23 @@ int aph_landlock_create_ruleset(uint64_t handled_access_fs, int *fd_out) {
     return 0;
 }
 
-int aph_landlock_allow(int ruleset_fd, int dir_fd, const char *name, uint64_t allowed_access) {
-    if (name == NULL) return EINVAL;
-    int fd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+int aph_open_path(int dir_fd, const char *name, int follow, int *fd_out) {
+    if (name == NULL || fd_out == NULL) return EINVAL;
+    int fd = openat(dir_fd, name, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
     if (fd < 0) return errno;
+    *fd_out = fd;
+    return 0;
+}
+
+int aph_landlock_add_path_rule(int ruleset_fd, int path_fd, uint64_t allowed_access) {
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        (void)close(fd);
-        return e;
-    }
+    if (fstat(path_fd, &st) != 0) return errno;
     // Landlock refuses directory rights (EINVAL) on anything else.
     if (!S_ISDIR(st.st_mode)) allowed_access &= APH_LL_FILE_RIGHTS;
-    int e = 0;
-    if (allowed_access != 0) {
-        struct aph_landlock_path_beneath_attr attr = { allowed_access, fd };
-        if (syscall(SYS_landlock_add_rule, ruleset_fd, APH_LL_RULE_PATH_BENEATH, &attr, 0U) != 0) {
-            e = errno;
-        }
-    }
-    (void)close(fd);
-    return e;
+    if (allowed_access == 0) return 0;
+    struct aph_landlock_path_beneath_attr attr = { allowed_access, path_fd };
+    if (syscall(SYS_landlock_add_rule, ruleset_fd, APH_LL_RULE_PATH_BENEATH, &attr, 0U) != 0) return errno;
+    return 0;
 }
 
 // MARK: - Raw syscalls (child side)
@@ -469,6 +485,92 @@ static int aph_close_from(int first, int keep) {
     return 0;
 }
 
+// capget/capset (version 3: two 32-bit words per set).
+struct aph_cap_header {
+    uint32_t version;
+    int pid;
+};
+struct aph_cap_data {
+    uint32_t effective;
+    uint32_t permitted;
+    uint32_t inheritable;
+};
+#define APH_CAP_VERSION_3 0x20080522
+#define APH_CAP_SETPCAP 8
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#endif
+#ifndef PR_CAP_AMBIENT_CLEAR_ALL
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+#ifndef PR_SET_SECUREBITS
+#define PR_SET_SECUREBITS 28
+#endif
+#ifndef PR_CAPBSET_READ
+#define PR_CAPBSET_READ 23
+#endif
+#ifndef PR_CAPBSET_DROP
+#define PR_CAPBSET_DROP 24
+#endif
+// SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_NO_CAP_AMBIENT_RAISE,
+// each with its lock, and SECBIT_KEEP_CAPS locked off: uid 0 gains nothing
+// by execve, and no later setuid or ambient raise can bring a capability back.
+#define APH_SECUREBITS 0xEF
+
+// Drops every capability of the calling process. Returns 0, or a positive
+// errno with `*stage_out` saying which stage failed (0 securebits, 1
+// bounding set, 2 ambient set, 3 capset).
+APH_CHILD_CODE
+static int aph_drop_capabilities(long *stage_out) {
+    struct aph_cap_header header = { APH_CAP_VERSION_3, 0 };
+    struct aph_cap_data data[2];
+    long rc = APH_RAW2(SYS_capget, &header, data);
+    if (rc < 0) {
+        *stage_out = 3;
+        return (int)-rc;
+    }
+    // The securebits and the bounding set need CAP_SETPCAP; a host without
+    // it (not root) has nothing there to lose: NO_NEW_PRIVS already stops
+    // execve from granting more than the (empty) permitted set below.
+    if (data[0].effective & (1U << APH_CAP_SETPCAP)) {
+        rc = APH_RAW5(SYS_prctl, PR_SET_SECUREBITS, (unsigned long)APH_SECUREBITS, 0UL, 0UL, 0UL);
+        if (rc < 0) {
+            *stage_out = 0;
+            return (int)-rc;
+        }
+        for (unsigned long cap = 0; cap < 64; cap++) {
+            rc = APH_RAW5(SYS_prctl, PR_CAPBSET_READ, cap, 0UL, 0UL, 0UL);
+            if (rc < 0) break; // EINVAL: past the kernel's last capability
+            if (rc == 0) continue;
+            rc = APH_RAW5(SYS_prctl, PR_CAPBSET_DROP, cap, 0UL, 0UL, 0UL);
+            if (rc < 0) {
+                *stage_out = 1;
+                return (int)-rc;
+            }
+        }
+    }
+    // EINVAL: a kernel before 4.3 has no ambient set.
+    rc = APH_RAW5(SYS_prctl, PR_CAP_AMBIENT, (unsigned long)PR_CAP_AMBIENT_CLEAR_ALL, 0UL, 0UL, 0UL);
+    if (rc < 0 && rc != -EINVAL) {
+        *stage_out = 2;
+        return (int)-rc;
+    }
+    // Lowering is always allowed.
+    for (int i = 0; i < 2; i++) {
+        data[i].effective = 0;
+        data[i].permitted = 0;
+        data[i].inheritable = 0;
+    }
+    header.version = APH_CAP_VERSION_3;
+    header.pid = 0;
+    rc = APH_RAW2(SYS_capset, &header, data);
+    if (rc < 0) {
+        *stage_out = 3;
+        return (int)-rc;
+    }
+    return 0;
+}
+
 // The kernel's struct sigaction for rt_sigaction (not glibc's).
 struct aph_kernel_sigaction {
     void (*handler)(int);
@@ -582,7 +684,15 @@ static void aph_child(const struct aph_child_args *a) {
         if (rc < 0) aph_child_fail(report_fd, APH_STEP_RLIMIT, (int)-rc, (int)i);
     }
 
-    // 8. Seccomp last: everything above may use any syscall.
+    // 8. Capabilities (a host running as root): none survive into the app,
+    //    so CAP_KILL, CAP_DAC_OVERRIDE, CAP_SYS_ADMIN, CAP_NET_RAW ... are
+    //    gone. After chdir and rlimits, which may need them.
+    if (s->drop_capabilities) {
+        e = aph_drop_capabilities(&rc);
+        if (e != 0) aph_child_fail(report_fd, APH_STEP_CAPABILITIES, e, (int)rc);
+    }
+
+    // 9. Seccomp last: everything above may use any syscall.
     if (a->filter != NULL) {
         rc = APH_RAW5(SYS_prctl, PR_SET_SECCOMP, (unsigned long)SECCOMP_MODE_FILTER,
                       a->filter, 0UL, 0UL);

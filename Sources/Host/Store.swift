@@ -76,6 +76,11 @@ public final class Store: Sendable {
                 t.column("accepted", .boolean).notNull().defaults(to: false)
             }
         }
+        m.registerMigration("v5: app groups") { db in
+            try db.alter(table: "app") { t in
+                t.add(column: "applicationGroups", .text)
+            }
+        }
         return m
     }
 
@@ -201,14 +206,16 @@ public final class Store: Sendable {
         let manifest = try String(decoding: WireJSON.encoder().encode(app.manifest), as: UTF8.self)
         let settingsJSON = try String(decoding: WireJSON.encoder().encode(settings), as: UTF8.self)
         let entitlements = try app.entitlements.map { try String(decoding: WireJSON.encoder().encode($0), as: UTF8.self) }
+        let groups = try app.applicationGroups.map { try String(decoding: WireJSON.encoder().encode($0), as: UTF8.self) }
         try pool.write { db in
             try db.execute(
                 sql: """
-                INSERT OR REPLACE INTO app (bundleIdentifier, bundlePath, executablePath, settings, manifest, installedAt, entitlements)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
+                INSERT OR REPLACE INTO app (bundleIdentifier, bundlePath, executablePath, settings, manifest, installedAt, entitlements,
+                                            applicationGroups)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 arguments: [app.bundleIdentifier, app.bundlePath, app.executablePath, settingsJSON, manifest,
-                            app.installedAt.timeIntervalSince1970, entitlements])
+                            app.installedAt.timeIntervalSince1970, entitlements, groups])
             // A reinstall starts with no privacy decisions, as on iOS.
             try db.execute(sql: "DELETE FROM privacy WHERE bundleIdentifier = ?", arguments: [app.bundleIdentifier])
         }
@@ -235,12 +242,14 @@ public final class Store: Sendable {
                 let settings = try WireJSON.decoder().decode([String: String].self, from: Data(settingsText.utf8))
                 let entitlementsText: String? = row["entitlements"]
                 let entitlements = try entitlementsText.map { try WireJSON.decoder().decode([String].self, from: Data($0.utf8)) }
+                let groupsText: String? = row["applicationGroups"]
+                let groups = try groupsText.map { try WireJSON.decoder().decode([String].self, from: Data($0.utf8)) }
                 let app = InstalledApp(
                     bundleIdentifier: row["bundleIdentifier"], name: manifest.name,
                     bundlePath: row["bundlePath"], executablePath: row["executablePath"],
                     backgroundModes: manifest.backgroundModes,
                     installedAt: Date(timeIntervalSince1970: row["installedAt"]), manifest: manifest,
-                    entitlements: entitlements)
+                    entitlements: entitlements, applicationGroups: groups)
                 return AppRow(app: app, settings: settings)
             }
         }

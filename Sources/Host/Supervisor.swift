@@ -28,6 +28,10 @@ public struct HostConfiguration: Sendable {
     public var audioSink: AudioSinkKind = .wav
     /// Apply the background-mode kernel rules (AF_BLUETOOTH, sound and serial devices).
     public var modeRules = true
+    /// The Landlock ABI apps are confined with at most: nil for whatever the kernel
+    /// offers, a lower number to use only what that ABI restricts, 0 for no Landlock.
+    /// The host says at startup what is enforced and warns once about what is not.
+    public var landlockABI: Int?
     /// A policy restricting Background App Refresh for every app (`backgroundRefreshStatus`
     /// is `restricted`; no fetch, no task, no background launch for silent pushes).
     public var backgroundRefreshRestricted = false
@@ -53,6 +57,8 @@ public struct HostConfiguration: Sendable {
     var eventsPath: String { stateDirectory + "/events.jsonl" }
     var reportsDirectory: String { stateDirectory + "/reports" }
     var containersDirectory: String { stateDirectory + "/containers" }
+    /// App Group containers, `groups/<group-id>`.
+    var groupsDirectory: String { stateDirectory + "/groups" }
     var logsDirectory: String { stateDirectory + "/logs" }
     /// The control socket's path.
     public var controlSocketPath: String { stateDirectory + "/" + ControlSocket.fileName }
@@ -207,19 +213,19 @@ public actor Supervisor {
     private var feedDepth = 0
     /// Audio sinks of apps with an open audio session.
     private var audioSinks: [String: AudioSink] = [:]
-    /// Whether the missing-Landlock warning was given.
-    private var warnedLandlock = false
     /// The per-app cgroups, made at the first spawn that needs them (nil inside: none possible).
     private var cgroups: AppCgroups??
     /// Limits the host could not enforce as configured, warned about once each.
     private var warnedLimits: Set<String> = []
+    /// What the sandbox enforces here (logged once at startup).
+    let sandbox: SandboxSummary
 
     /// Opens the state directory's database and event log. The caller holds the state dir lock.
     public init(configuration: HostConfiguration, group: any EventLoopGroup, logger: Logger) throws {
         self.configuration = configuration
         let fm = FileManager.default
         for dir in [configuration.stateDirectory, configuration.reportsDirectory,
-                    configuration.containersDirectory, configuration.logsDirectory] {
+                    configuration.containersDirectory, configuration.groupsDirectory, configuration.logsDirectory] {
             try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
         }
         store = try Store(path: configuration.databasePath)
@@ -243,6 +249,16 @@ public actor Supervisor {
         modes.setRefreshRestrictedByPolicy(configuration.backgroundRefreshRestricted)
         transfers = try Self.restoredTransfers(store: store, installed: Set(apps.keys))
         events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
+        // Said once, at startup: what confines apps here and what does not.
+        let summary = SandboxSummary(kernelABI: Landlock.abiVersion, limit: configuration.landlockABI,
+                                     seccomp: configuration.seccomp, uid: geteuid())
+        events.append(.service, cause: summary.enforced, time: startDate)
+        logger.info("\(summary.enforced)")
+        if let warning = summary.warning {
+            events.append(.warning, cause: warning, time: startDate)
+            logger.warning("\(warning)")
+        }
+        sandbox = summary
     }
 
     // MARK: - Clock
@@ -483,11 +499,20 @@ public actor Supervisor {
         } catch {
             throw ControlError(.invalidManifest, "\(error)")
         }
+        // Checked here, not when a bundle is merely read: the identifiers become folders.
+        let groups: [String]
+        do {
+            groups = try bundle.entitlementsPath.map { path throws(ManifestError) in
+                try Entitlements.read(path: path).applicationGroups(settings: settings)
+            } ?? []
+        } catch {
+            throw ControlError(.invalidManifest, "\(error)")
+        }
         let app = InstalledApp(
             bundleIdentifier: bundle.manifest.bundleIdentifier, name: bundle.manifest.name,
             bundlePath: bundle.bundlePath ?? absolute, executablePath: bundle.executablePath,
             backgroundModes: bundle.manifest.backgroundModes, installedAt: now(), manifest: bundle.manifest,
-            entitlements: bundle.entitlementKeys)
+            entitlements: bundle.entitlementKeys, applicationGroups: groups)
         do {
             try store.saveApp(app, settings: settings)
         } catch {
@@ -1351,21 +1376,31 @@ public actor Supervisor {
         runtimes[id]?.cgroup = cgroup
         runtimes[id]?.oomKillsBefore = cgroup?.oomKills ?? 0
         runtimes[id]?.memoryLimit = limits.memory
-        // The kernel rules of the app's background modes: AF_BLUETOOTH sockets only
-        // with a bluetooth mode (seccomp), sound and serial devices only with audio /
-        // external-accessory (Landlock).
-        var seccomp = config.seccomp
-        var fileRules: FileRules?
-        if config.modeRules {
-            let denials = ModeRegistry.denials(for: row.app.manifest.backgroundModes)
-            if seccomp.isEnabled { seccomp.deniedSocketFamilies = denials.socketFamilies }
-            if !denials.devicePaths.isEmpty {
-                if Landlock.abiVersion != nil {
-                    fileRules = FileRules(deniedPaths: denials.devicePaths)
-                } else if !warnedLandlock {
-                    warnedLandlock = true
-                    events.append(.warning, cause: "Landlock is not available on this kernel: device rules (sound devices only with audio, serial devices only with external-accessory) are not enforced; socket rules still are", time: now())
-                }
+        let groups = (row.app.applicationGroups ?? []).map { (id: $0, path: config.groupsDirectory + "/" + $0) }
+        // The confinement (Confinement.swift): AF_BLUETOOTH sockets only with a
+        // bluetooth mode, no Unix sockets of its own, no listen (seccomp); its
+        // containers, system paths read-only, sound and serial devices only with
+        // audio / external-accessory (Landlock).
+        let modes = row.app.manifest.backgroundModes
+        let seccomp = AppConfinement.seccomp(
+            config.seccomp, deniedSocketFamilies: config.modeRules ? ModeRegistry.denials(for: modes).socketFamilies : [])
+        let landlock: LandlockPolicy? = sandbox.abi == nil ? nil : AppConfinement.landlockPolicy(
+            app: row.app, container: container, groupContainers: groups.map(\.path),
+            devices: AppConfinement.devices(for: modes, modeRules: config.modeRules),
+            stateDirectory: config.stateDirectory, abiLimit: sandbox.abi)
+        var environment = [
+            "HOME": container,
+            "TMPDIR": container + "/tmp",
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            IPCProtocol.descriptorEnvironmentKey: String(IPCProtocol.descriptor),
+            IPCProtocol.bundleIdentifierEnvironmentKey: id,
+            IPCProtocol.bundlePathEnvironmentKey: row.app.bundlePath,
+        ]
+        if !groups.isEmpty {
+            let map = Dictionary(groups.map { ($0.id, $0.path) }, uniquingKeysWith: { first, _ in first })
+            if let data = try? JSONSerialization.data(withJSONObject: map, options: [.sortedKeys, .withoutEscapingSlashes]) {
+                environment[IPCProtocol.applicationGroupContainersEnvironmentKey] = String(decoding: data, as: UTF8.self)
             }
         }
         Task {
@@ -1374,6 +1409,9 @@ public actor Supervisor {
                 for sub in ["Documents", "Library", "tmp"] {
                     try fm.createDirectory(atPath: container + "/" + sub, withIntermediateDirectories: true)
                 }
+                for group in groups {
+                    try fm.createDirectory(atPath: group.path, withIntermediateDirectories: true)
+                }
                 let (hostEnd, appEnd) = try makeSocketPair()
                 let log = try FileDescriptor.open(
                     FilePath(config.logsDirectory + "/\(id).log"), .writeOnly,
@@ -1381,21 +1419,14 @@ public actor Supervisor {
                 let settings = SpawnSettings(
                     executablePath: row.app.executablePath,
                     arguments: [row.app.executablePath] + options.arguments,
-                    environment: [
-                        "HOME": container,
-                        "TMPDIR": container + "/tmp",
-                        "PATH": "/usr/local/bin:/usr/bin:/bin",
-                        "LANG": "C.UTF-8",
-                        IPCProtocol.descriptorEnvironmentKey: String(IPCProtocol.descriptor),
-                        IPCProtocol.bundleIdentifierEnvironmentKey: id,
-                    ],
+                    environment: environment,
                     workingDirectory: container,
                     ipcDescriptor: appEnd,
                     standardOutput: log,
                     standardError: log,
                     resourceLimits: rlimits,
                     seccomp: seccomp,
-                    fileRules: fileRules)
+                    landlock: landlock)
                 let child: ChildProcess
                 do {
                     // Events go straight to the input stream (one hop); any that beat

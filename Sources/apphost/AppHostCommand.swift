@@ -131,6 +131,9 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("PEM private key of --push-gateway-cert.", valueName: "file"))
     var pushGatewayKey: String?
 
+    @Option(name: .long, help: ArgumentHelp("Confine apps with at most this Landlock ABI (default: the kernel's); 0 turns Landlock off. The host says at startup what is enforced and warns once about what is not.", valueName: "n"))
+    var landlockABI: Int?
+
     func validate() throws {
         if pushGatewayCert != nil || pushGatewayKey != nil {
             guard pushGatewayCert != nil, pushGatewayKey != nil else { throw ValidationError("--push-gateway-cert and --push-gateway-key go together") }
@@ -139,6 +142,7 @@ struct HostOptions: ParsableArguments {
         _ = try pushGatewaySettings()
         guard gracePeriod >= 0, gracePeriod.isFinite else { throw ValidationError("--grace-period must be a non-negative number of seconds") }
         guard settleTimeout > 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a positive number of seconds") }
+        if let landlockABI, landlockABI < 0 { throw ValidationError("--landlock-abi must be 0 (no Landlock) or an ABI version (1, 2, ...)") }
         _ = try budgets()
     }
 
@@ -160,6 +164,7 @@ struct HostOptions: ParsableArguments {
         config.profile = (try? budgets()) ?? .default
         config.settleTimeout = .milliseconds(Int64(settleTimeout * 1000))
         config.pushGateway = try? pushGatewaySettings()
+        config.landlockABI = landlockABI
         if let file = (try? self.config.map { try HostConfigFile.load(path: absolute($0)) }) ?? nil {
             if let sink = file.audioSink { config.audioSink = AudioSinkKind(rawValue: sink) ?? .wav }
             config.backgroundRefreshRestricted = file.backgroundRefreshRestricted

@@ -145,6 +145,36 @@ struct ManifestBundleTests {
             let entitlements = try Entitlements.read(path: path)
             #expect(entitlements.keys == ["aps-environment", "com.apple.security.application-groups"])
             #expect(entitlements.propertyList()["aps-environment"] as? String == "production")
+            #expect(try entitlements.applicationGroups() == ["group.x"])
+        }
+    }
+
+    @Test func applicationGroupsAreCheckedIdentifiers() throws {
+        try withTempDir { (dir: String) throws -> Void in
+            func groups(_ value: Any?, settings: [String: String] = [:]) throws(ManifestError) -> [String] {
+                let list: [String: Any] = value.map { ["com.apple.security.application-groups": $0] } ?? ["aps-environment": "production"]
+                let data = try! PropertyListSerialization.data(fromPropertyList: list, format: .xml, options: 0)
+                let path = try! write(data, to: "App.entitlements", in: dir)
+                return try Entitlements.read(path: path).applicationGroups(settings: settings)
+            }
+            #expect(try groups(nil) == [])
+            #expect(try groups(["group.b", "group.a-1_x", "group.b"]) == ["group.b", "group.a-1_x"], "file order, no repeats")
+            for bad in ["group.", "group./x", "group.../..", "com.example", "group.a b", String(repeating: "g", count: 250) + "group.x"] {
+                #expect(throws: ManifestError.self, "\(bad)") { try groups([bad]) }
+            }
+            #expect { try groups(["group.ok", "../escape"]) } throws: { error in
+                let e = error as? ManifestError
+                return e?.code == .invalidValue && e?.index == 1 && e?.value == "../escape"
+                    && e?.description.contains("com.apple.security.application-groups[1]") == true
+            }
+            // Build settings, as Xcode fills them in.
+            #expect(try groups(["group.$(TEAM).shared"], settings: ["TEAM": "acme"]) == ["group.acme.shared"])
+            #expect { try groups(["$(APPLICATION_GROUP_IDENTIFIER)"]) } throws: { error in
+                let e = error as? ManifestError
+                return e?.code == .unresolvedBuildSetting && e?.value == "APPLICATION_GROUP_IDENTIFIER"
+            }
+            #expect { try groups("group.x") } throws: { ($0 as? ManifestError)?.code == .wrongType }
+            #expect { try groups([1]) } throws: { ($0 as? ManifestError)?.code == .wrongType }
         }
     }
 }

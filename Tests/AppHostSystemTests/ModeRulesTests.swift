@@ -3,9 +3,10 @@ import Foundation
 import SystemPackage
 import Testing
 
-/// The kernel rules behind background modes: socket families denied by
-/// seccomp, device paths denied by Landlock (`FileRules`). Each test spawns
-/// `aph-sandbox-check` with check options and reads its one-line verdicts.
+/// The seccomp rules behind background modes and the app sandbox: socket
+/// families denied by argument, Unix sockets limited to connected pairs. Each
+/// test spawns `aph-sandbox-check` with check options and reads its one-line
+/// verdicts. (The Landlock side is in `LandlockTests`.)
 @Suite("ModeRules", .timeLimit(.minutes(1)))
 struct ModeRulesTests {
     /// AF_BLUETOOTH.
@@ -61,160 +62,37 @@ struct ModeRulesTests {
         #expect(more.instructionCount > plain.instructionCount)
     }
 
-    // MARK: - File rules (Landlock)
+    @Test func unixSocketsArePairsOnlyWhenDenied() async throws {
+        let arguments = ["--socket", "unix", "--socketpair", "unix", "--socketpair", "unix-dgram",
+                         "--socket", "inet", "--socket-high", "unix"]
+        let open = try await check(arguments, seccomp: .baseline)
+        #expect(open.values.allSatisfy { $0 == "ok" }, "\(open)")
 
-    @Test(.enabled(if: Landlock.abiVersion != nil,
-                   "Landlock is not available in this kernel (landlock_create_ruleset: ENOSYS or EOPNOTSUPP)"))
-    func deniedPathsCannotBeOpened() async throws {
-        let devices = try TemporaryDirectory()
-        let container = try TemporaryDirectory()
-        for name in ["ttyUSB0", "ttyUSB1", "other"] { try touch(devices.path + "/" + name) }
-        try FileManager.default.createDirectory(atPath: devices.path + "/snd", withIntermediateDirectories: false)
-        try touch(devices.path + "/snd/controlC0")
-        try touch(container.path + "/data")
-        let rules = FileRules(deniedPaths: [devices.path + "/ttyUSB*", devices.path + "/snd"])
-        let arguments = [
-            "--open", devices.path + "/ttyUSB0", "--open", devices.path + "/ttyUSB1",
-            "--open", devices.path + "/snd/controlC0", "--open", devices.path + "/snd",
-            "--open", devices.path + "/other", "--open", devices.path,
-            "--open", container.path + "/data", "--create", container.path + "/new",
-            "--open", "/dev/null", "--create", devices.path + "/made-by-child",
-        ]
-
-        let free = try await check(arguments, fileRules: nil, workingDirectory: container.path)
-        #expect(free.values.allSatisfy { $0 == "ok" }, "\(free)")
-        try FileManager.default.removeItem(atPath: container.path + "/new")
-        try FileManager.default.removeItem(atPath: devices.path + "/made-by-child")
-
-        let ruled = try await check(arguments, fileRules: rules, workingDirectory: container.path)
-        #expect(ruled["open \(devices.path)/ttyUSB0"] == "EACCES")
-        #expect(ruled["open \(devices.path)/ttyUSB1"] == "EACCES")
-        #expect(ruled["open \(devices.path)/snd/controlC0"] == "EACCES", "beneath a denied directory")
-        // Listing is a right `/` grants to every directory beneath it, and
-        // Landlock cannot take a right back lower down: a denied directory
-        // can still be listed (names only; nothing in it can be opened).
-        #expect(ruled["open \(devices.path)/snd"] == "ok")
-        #expect(ruled["open \(devices.path)/other"] == "ok")
-        #expect(ruled["open \(devices.path)"] == "ok", "the directory itself can be listed")
-        #expect(ruled["open \(container.path)/data"] == "ok")
-        #expect(ruled["create \(container.path)/new"] == "ok")
-        #expect(ruled["open /dev/null"] == "ok")
-        // Nothing can be created directly in a directory on the way to a
-        // denied path: it only has what it inherits from `/` (listing).
-        #expect(ruled["create \(devices.path)/made-by-child"] == "EACCES")
-        #expect(ruled.count == arguments.count / 2)
-    }
-
-    @Test(.enabled(if: Landlock.abiVersion != nil,
-                   "Landlock is not available in this kernel (landlock_create_ruleset: ENOSYS or EOPNOTSUPP)"))
-    func entriesThatAppearLater() async throws {
-        let devices = try TemporaryDirectory()
-        try touch(devices.path + "/other")
-        let rules = FileRules(deniedPaths: [devices.path + "/ttyUSB*"])
-        let late = devices.path + "/late", plugged = devices.path + "/ttyUSB0"
-
-        // A child already running when the entries appear: neither has a
-        // rule in its ruleset, so it can open neither (a hot-plugged device
-        // and any other new name in that directory alike).
-        let (stdinRead, stdinWrite) = try makePipe()
-        let (stdoutRead, stdoutWrite) = try makePipe()
-        defer { try? stdoutRead.close() }
-        let settings = SpawnSettings(
-            executablePath: try #require(sandboxCheckPath()),
-            arguments: ["aph-sandbox-check", "--wait-stdin", "--open", late, "--open", plugged,
-                        "--open", devices.path + "/other"],
-            standardInput: stdinRead, standardOutput: stdoutWrite, fileRules: rules)
-        let spawned: (process: ChildProcess, events: AsyncStream<ChildEvent>)
-        do {
-            spawned = try await ProcessReaper.shared.spawn(settings)
-        } catch {
-            for fd in [stdinRead, stdinWrite, stdoutWrite] { try? fd.close() }
-            throw error
-        }
-        try stdinRead.close()
-        try stdoutWrite.close()
-        // The spawn returned after execve: the ruleset is in force.
-        try touch(late)
-        try touch(plugged)
-        try stdinWrite.close()
-        let events = await collect(spawned.events)
-        let running = verdicts(try readAll(stdoutRead))
-        #expect(events == [.exited(.exited(code: 0))])
-        #expect(running["wait-stdin"] == "ok")
-        #expect(running["open \(late)"] == "EACCES")
-        #expect(running["open \(plugged)"] == "EACCES")
-        #expect(running["open \(devices.path)/other"] == "ok")
-
-        // A child spawned afterwards gets a rebuilt ruleset (the directory's
-        // mtime changed): the new name is allowed, the device still denied.
-        let next = try await check(["--open", late, "--open", plugged], fileRules: rules)
-        #expect(next["open \(late)"] == "ok")
-        #expect(next["open \(plugged)"] == "EACCES")
-    }
-
-    @Test(.enabled(if: Landlock.abiVersion != nil,
-                   "Landlock is not available in this kernel (landlock_create_ruleset: ENOSYS or EOPNOTSUPP)"))
-    func hostDevicePatternsLeaveTheRestAlone() async throws {
-        let container = try TemporaryDirectory()
-        try touch(container.path + "/existing")
-        // None of these exist here; the ruleset still builds (and would deny
-        // them if they were plugged in).
-        let rules = FileRules(deniedPaths: ["/dev/snd", "/dev/dsp*", "/dev/ttyUSB*", "/dev/ttyACM*"])
-        let verdict = try await check(
-            ["--open", "/dev/null", "--open", "/dev/urandom", "--open", "/dev/zero",
-             "--open", "/proc/self/status", "--open", "/etc/passwd",
-             "--open", "existing", "--create", "created", "--socket", "unix"],
-            fileRules: rules, workingDirectory: container.path)
-        #expect(verdict.count == 8)
-        #expect(verdict.values.allSatisfy { $0 == "ok" }, "\(verdict)")
-        #expect(FileManager.default.fileExists(atPath: container.path + "/created"))
-    }
-
-    @Test(.enabled(if: Landlock.abiVersion != nil,
-                   "Landlock is not available in this kernel (landlock_create_ruleset: ENOSYS or EOPNOTSUPP)"))
-    func rulesetDescriptorDoesNotReachTheChild() async throws {
-        let dir = try TemporaryDirectory()
-        let result = try await runToExit(SpawnSettings(
-            executablePath: try #require(sandboxCheckPath()),
-            arguments: ["aph-sandbox-check"],
-            workingDirectory: dir.path,
-            fileRules: FileRules(deniedPaths: ["/dev/ttyUSB*"])))
-        #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)")
-        #expect(result.stdout.contains("\nfds 0 1 2\n"), "stdout:\n\(result.stdout)")
-    }
-
-    @Test func badPatternsAreInvalidSettings() async throws {
-        for pattern in ["dev/ttyUSB*", "/dev/*/x", "/dev/../etc", "/"] {
-            await #expect {
-                _ = try await ProcessReaper.shared.spawn(SpawnSettings(
-                    executablePath: "/bin/true", fileRules: FileRules(deniedPaths: [pattern])))
-            } throws: { error in
-                // Refused with or without Landlock in the kernel.
-                let spawnError = error as? SpawnError
-                return spawnError?.code == .invalidSettings
-                    && spawnError?.description.contains("\"\(pattern)\"") == true
-            }
-        }
-    }
-
-    @Test func emptyRulesDenyNothing() async throws {
-        let verdict = try await check(["--open", "/dev/null"], fileRules: FileRules(deniedPaths: []))
-        #expect(verdict["open /dev/null"] == "ok")
+        var policy = SeccompPolicy.baseline
+        policy.deniesUnixSocketCreation = true
+        let denied = try await check(arguments, seccomp: policy)
+        // No socket to connect with: the control socket cannot be reached by its path.
+        #expect(denied["socket unix"] == "EPERM")
+        #expect(denied["socket-high unix"] == "EPERM")
+        // A connected stream pair stays (libcurl and others wake themselves with one);
+        // a datagram pair could sendto any path, so it goes too.
+        #expect(denied["socketpair unix"] == "ok")
+        #expect(denied["socketpair unix-dgram"] == "EPERM")
+        #expect(denied["socket inet"] == "ok")
+        let probes = try await syscallProbes(seccomp: policy)
+        #expect(probes["io_uring_setup"] == "1 EPERM")
     }
 
     // MARK: - Helpers
 
     /// Runs `aph-sandbox-check` with check options; returns label → verdict
     /// ("open /dev/null" → "ok") and expects a clean exit.
-    func check(_ arguments: [String], seccomp: SeccompPolicy = .baseline, fileRules: FileRules? = nil,
-               workingDirectory: String? = nil,
+    func check(_ arguments: [String], seccomp: SeccompPolicy = .baseline,
                sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: String] {
         let result = try await runToExit(SpawnSettings(
             executablePath: try #require(sandboxCheckPath(), sourceLocation: sourceLocation),
             arguments: ["aph-sandbox-check"] + arguments,
-            workingDirectory: workingDirectory,
-            seccomp: seccomp,
-            fileRules: fileRules))
+            seccomp: seccomp))
         #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)",
                 sourceLocation: sourceLocation)
         #expect(result.stdout.hasSuffix("done\n"), "stdout:\n\(result.stdout)", sourceLocation: sourceLocation)
@@ -244,11 +122,5 @@ struct ModeRulesTests {
             verdicts[String(line[..<colon.lowerBound])] = String(line[colon.upperBound...])
         }
         return verdicts
-    }
-
-    func touch(_ path: String) throws {
-        guard FileManager.default.createFile(atPath: path, contents: Data("x".utf8)) else {
-            throw Errno(rawValue: errno)
-        }
     }
 }

@@ -60,3 +60,28 @@ struct ProcStatusTests {
         #expect(info["Pid"] == String(getpid()))
     }
 }
+
+@Suite("LoadedLibraries")
+struct LoadedLibrariesTests {
+    @Test func foldersOfExecutableSharedObjectMappings() {
+        let maps = """
+            55c9a0000000-55c9a0100000 r-xp 00000000 fd:01 1 /work/app/.build/debug/ProbeApp
+            7f0000000000-7f0000100000 r-xp 00000000 fd:01 2 /opt/swift/usr/lib/swift/linux/libswiftCore.so
+            7f0000200000-7f0000300000 r--p 00000000 fd:01 2 /opt/swift/usr/lib/swift/linux/libswiftCore.so
+            7f0000400000-7f0000500000 r-xp 00000000 fd:01 3 /usr/lib/x86_64-linux-gnu/libc.so.6
+            7f0000600000-7f0000700000 r-xp 00000000 fd:01 4 /tmp/gone/libx.so (deleted)
+            7f0000800000-7f0000900000 r--p 00000000 fd:01 5 /data/only-read/liby.so
+            7f0000a00000-7f0000b00000 r-xp 00000000 fd:01 6 /with space/lib z.so.1
+            7f0000c00000-7f0000d00000 rw-p 00000000 00:00 0 [heap]
+            7ffd00000000-7ffd00001000 r-xp 00000000 00:00 0 [vdso]
+            """
+        #expect(LoadedLibraries.parseDirectories(maps) == [
+            "/opt/swift/usr/lib/swift/linux", "/usr/lib/x86_64-linux-gnu", "/with space",
+        ])
+    }
+
+    @Test func thisProcessLoadedTheSwiftRuntimeFromSomewhere() {
+        let folders = LoadedLibraries.directories()
+        #expect(folders.contains { FileManager.default.fileExists(atPath: $0 + "/libswiftCore.so") }, "\(folders)")
+    }
+}

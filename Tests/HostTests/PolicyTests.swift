@@ -158,19 +158,21 @@ struct PolicyTests {
         await host.stop()
     }
 
+    /// iOS's 0xdead10cc: a lock held in a shared (App Group) container when the app is
+    /// suspended. The app can reach no other place outside its own container.
     @Test(arguments: ["lock", "posix-lock"])
-    func lockOutsideTheContainerAtSuspensionIsKilledWithDead10cc(kind: String) async throws {
+    func lockInAGroupContainerAtSuspensionIsKilledWithDead10cc(kind: String) async throws {
         let host = try virtualHost()
-        let shared = host.dir.path + "/shared"
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
-        let id = try await host.installProbe("com.policy.lock.\(kind)")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "\(kind):\(shared)/db"])
+        let group = "group.com.policy.shared"
+        let id = try await host.installProbe("com.policy.lock.\(kind)",
+                                             entitlements: ["com.apple.security.application-groups": [group]])
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "\(kind):group:\(group)/db"])
         try await host.supervisor.background(id)
         await host.supervisor.waitUntil(id, is: .notRunning)
         #expect(!processExists(pid))
         let report = try #require(try await host.supervisor.reports(id).last)
         #expect(report.terminationCode == "0xdead10cc")
-        #expect(report.reason.contains("\(shared)/db"))
+        #expect(report.reason.contains("\(host.dir.path)/groups/\(group)/db"), "\(report.reason)")
         await host.stop()
     }
 

@@ -34,8 +34,10 @@ struct TempDir {
     func remove() { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// Writes `Name.app/Info.plist` for the probe app with the given identity and keys.
-func makeProbeBundle(in dir: String, id: String, executable: String = "ProbeApp", extra: [String: Any] = [:]) throws -> String {
+/// Writes `Name.app/Info.plist` for the probe app with the given identity and keys, and
+/// `Name.app/Name.entitlements` when `entitlements` are given.
+func makeProbeBundle(in dir: String, id: String, executable: String = "ProbeApp", extra: [String: Any] = [:],
+                     entitlements: [String: Any]? = nil) throws -> String {
     let bundle = dir + "/\(id).app"
     try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
     var plist: [String: Any] = [
@@ -46,6 +48,10 @@ func makeProbeBundle(in dir: String, id: String, executable: String = "ProbeApp"
     plist.merge(extra) { $1 }
     let data = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
     try data.write(to: URL(fileURLWithPath: bundle + "/Info.plist"))
+    if let entitlements {
+        let data = try PropertyListSerialization.data(fromPropertyList: entitlements, format: .xml, options: 0)
+        try data.write(to: URL(fileURLWithPath: bundle + "/\(id).entitlements"))
+    }
     return bundle
 }
 
@@ -99,8 +105,8 @@ final class TestHost: Sendable {
 
     /// Installs a probe bundle with `id`, returns its bundle id.
     @discardableResult
-    func installProbe(_ id: String, extra: [String: Any] = [:]) async throws -> String {
-        let path = try makeProbeBundle(in: dir.path, id: id, extra: extra)
+    func installProbe(_ id: String, extra: [String: Any] = [:], entitlements: [String: Any]? = nil) async throws -> String {
+        let path = try makeProbeBundle(in: dir.path, id: id, extra: extra, entitlements: entitlements)
         return try await supervisor.install(path: path, settings: [:]).bundleIdentifier
     }
 

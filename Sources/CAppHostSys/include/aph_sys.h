@@ -44,6 +44,10 @@ struct aph_seccomp_settings {
     size_t denied_socket_family_count;
     /// errno returned by denied calls; 0 means EPERM.
     int deny_errno;
+    /// Deny socket(AF_UNIX, ...) (no way to connect to a Unix socket by path
+    /// or abstract name) and socketpair(AF_UNIX) of datagram kinds; stream and
+    /// seqpacket pairs stay allowed. Denies io_uring_setup too.
+    int deny_unix_socket_creation;
 };
 
 /// The names of the syscalls the baseline denies; `*count_out` gets the count.
@@ -86,6 +90,7 @@ void aph_bpf_program_free(struct aph_bpf_program *program);
 #define APH_STEP_SECCOMP 16         // child: loading the seccomp program
 #define APH_STEP_EXEC 17            // child: execve(path)
 #define APH_STEP_LANDLOCK 18        // child: landlock_restrict_self
+#define APH_STEP_CAPABILITIES 19    // child: dropping capabilities (`detail`: 0 securebits, 1 bounding set, 2 ambient, 3 capset)
 
 /// One resource limit to set in the child (`RLIMIT_*`, soft, hard;
 /// UINT64_MAX means infinity).
@@ -125,6 +130,12 @@ struct aph_spawn_settings {
     /// PR_SET_PDEATHSIG signal (e.g. SIGKILL); 0 for none. It fires when the
     /// *thread* that calls aph_spawn exits: call it from a long-lived thread.
     int death_signal;
+    /// Non-zero: the child drops every capability before execve (after
+    /// chdir and rlimits, before seccomp). With CAP_SETPCAP it first locks
+    /// the securebits (no root privilege on exec, no ambient raise) and
+    /// empties the bounding set; then it clears the ambient set and sets
+    /// permitted, effective and inheritable to nothing (capset).
+    int drop_capabilities;
 };
 
 /// What `aph_spawn` reports. On success pid/pidfd are set; on failure step
@@ -143,7 +154,7 @@ struct aph_spawn_result {
 /// copied, and the calling thread is suspended until the child has exec'd or
 /// exited. In the child, with raw syscalls only: resets signals, setsid,
 /// PDEATHSIG, NO_NEW_PRIVS, Landlock, installs 0-3, closes every other descriptor,
-/// chdir, rlimits, seccomp, execve. Returns 0, or the errno of the failed step
+/// chdir, rlimits, capabilities, seccomp, execve. Returns 0, or the errno of the failed step
 /// (`result->step`). A child that failed before execve has already been
 /// reaped when this returns.
 int aph_spawn(const struct aph_spawn_settings *settings,
@@ -159,20 +170,33 @@ int aph_landlock_abi_version(int *abi_out);
 /// TRUNCATE from 3, IOCTL_DEV from 5); 0 for abi < 1.
 uint64_t aph_landlock_fs_rights(int abi);
 
-/// LANDLOCK_ACCESS_FS_READ_DIR: listing a directory.
-#define APH_LANDLOCK_ACCESS_READ_DIR 8
+/// LANDLOCK_ACCESS_NET_BIND_TCP (ABI 4): binding a TCP socket to a port.
+#define APH_LANDLOCK_ACCESS_NET_BIND_TCP 1
+/// LANDLOCK_ACCESS_NET_CONNECT_TCP (ABI 4): connecting a TCP socket.
+#define APH_LANDLOCK_ACCESS_NET_CONNECT_TCP 2
+/// LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (ABI 6): no connecting or sending to
+/// an abstract Unix socket made outside the domain.
+#define APH_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET 1
+/// LANDLOCK_SCOPE_SIGNAL (ABI 6): no signals to processes outside the domain.
+#define APH_LANDLOCK_SCOPE_SIGNAL 2
 
-/// landlock_create_ruleset handling `handled_access_fs` (no network, no
-/// scopes). The descriptor is close-on-exec.
-int aph_landlock_create_ruleset(uint64_t handled_access_fs, int *fd_out);
+/// landlock_create_ruleset handling `handled_access_fs`, `handled_access_net`
+/// (ABI 4; pass 0 before) and `scoped` (ABI 6; pass 0 before). The
+/// descriptor is close-on-exec.
+int aph_landlock_create_ruleset(uint64_t handled_access_fs, uint64_t handled_access_net,
+                                uint64_t scoped, int *fd_out);
 
-/// Grants `allowed_access` beneath `name` (relative to `dir_fd`, or a path
-/// with AT_FDCWD): opens it O_PATH|O_NOFOLLOW|O_CLOEXEC, narrows the rights
-/// to the file rights when it is not a directory (a symbolic link gets a
-/// rule on the link itself, which grants nothing through it), adds a
-/// path-beneath rule and closes it. ENOENT when the entry is gone.
-int aph_landlock_allow(int ruleset_fd, int dir_fd, const char *name,
-                       uint64_t allowed_access);
+/// openat(dir_fd, name, O_PATH | O_CLOEXEC, plus O_NOFOLLOW unless `follow`):
+/// a descriptor naming a file without opening it for reading, enough for
+/// fstat, a Landlock rule or a base of further *at calls. 0 or an errno.
+int aph_open_path(int dir_fd, const char *name, int follow, int *fd_out);
+
+/// Grants `allowed_access` beneath the file or directory open at `path_fd`
+/// (an O_PATH descriptor is enough; the caller keeps and closes it). On
+/// anything but a directory the rights are narrowed to the file rights
+/// (Landlock refuses directory rights there); a symbolic link opened with
+/// O_NOFOLLOW gets a rule on the link itself, which grants nothing through it.
+int aph_landlock_add_path_rule(int ruleset_fd, int path_fd, uint64_t allowed_access);
 
 // MARK: - pidfd and wait
 

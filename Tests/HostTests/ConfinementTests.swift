@@ -1,0 +1,213 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Testing
+@testable import Host
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let kernelLandlockABI = Landlock.abiVersion ?? 0
+
+/// The sandbox of a real app, seen from inside: the probe tries files, signals,
+/// sockets and its App Groups, and prints what the kernel said. Each test uses
+/// a host of its own, stops it (reaping every app) and removes its directories.
+@Suite("Confinement", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"))
+struct ConfinementTests {
+    /// Installs a probe whose bundle lies outside the state directory (as a user's would).
+    func install(_ host: TestHost, _ bundles: TempDir, _ id: String, groups: [String]? = nil) async throws -> String {
+        let path = try makeProbeBundle(in: bundles.path, id: id,
+                                       entitlements: groups.map { ["com.apple.security.application-groups": $0] })
+        return try await host.supervisor.install(path: path, settings: [:]).bundleIdentifier
+    }
+
+    /// Launches `id` in front with `actions` in didFinishLaunching; returns its pid and, once
+    /// the launch returned (every action has run), the `[ProbeApp]` lines of its log.
+    func run(_ host: TestHost, _ id: String, _ actions: [String], background: Bool = false) async throws -> (pid: Int32, log: [String]) {
+        let pid = try await host.supervisor.launch(id, background: background, arguments: actions.flatMap { ["--on", "launch", $0] })
+        let log = (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
+        return (pid, log.split(separator: "\n").map(String.init).filter { $0.hasPrefix("[ProbeApp] ") })
+    }
+
+    @Test(.enabled(if: kernelLandlockABI >= 1, "needs Landlock"))
+    func anAppReachesItsContainerAndTheSystemOnly() async throws {
+        let host = try TestHost(label: "cf")
+        let bundles = try TempDir("cfb")
+        defer { bundles.remove() }
+        let state = host.dir.path
+        let other = try await install(host, bundles, "com.confine.other")
+        let app = try await install(host, bundles, "com.confine.app")
+        let (otherPID, otherLog) = try await run(host, other, ["write:Documents/secret"], background: true)
+        #expect(otherLog.contains("[ProbeApp] write Documents/secret: ok"), "\(otherLog)")
+        let hostPID = getpid()
+        let outside = "/tmp/aph-confine-\(UUID().uuidString.prefix(8))"
+        let bundle = bundles.path + "/\(app).app"
+        let expected: [(String, String)] = [
+            // Its own container and bundle.
+            ("write Documents/mine", "ok"),
+            ("read \(bundle)/Info.plist", "ok"),
+            ("write \(bundle)/planted", "EACCES"),
+            // Another app's container, the state directory, other places.
+            ("read \(state)/containers/\(other)/Documents/secret", "EACCES"),
+            ("write \(state)/containers/\(other)/Documents/planted", "EACCES"),
+            ("read \(state)/apphost.sqlite", "EACCES"),
+            ("read \(state)/events.jsonl", "EACCES"),
+            ("read \(state)/logs/\(other).log", "EACCES"),
+            ("write \(state)/planted", "EACCES"),
+            ("write \(outside)", "EACCES"),
+            ("read /etc/shadow", "EACCES"),
+            ("read /etc/passwd", "ok"),
+            ("read /usr/share/ca-certificates", "EISDIR"),
+            // The host and the other app: /proc details, and (ABI 6) signals.
+            ("read /proc/\(hostPID)/environ", "EACCES"),
+            ("read /proc/\(otherPID)/environ", "EACCES"),
+            ("read /proc/\(otherPID)/cmdline", "ok"),
+            // Sockets: no Unix socket to reach the control socket with; TCP out is fine.
+            ("socket unix", "EPERM"),
+            ("socket inet", "ok"),
+        ] + (kernelLandlockABI >= 6 ? [("kill \(hostPID)", "EPERM"), ("kill \(otherPID)", "EPERM")] : [])
+        let actions = expected.map { line -> String in
+            let parts = line.0.split(separator: " ", maxSplits: 1)
+            return parts[0] + ":" + parts[1] + (parts[0] == "kill" ? ":0" : "")
+        } + ["caps"]
+        let (_, log) = try await run(host, app, actions)
+        for (what, verdict) in expected {
+            #expect(log.contains("[ProbeApp] \(what): \(verdict)"), "\(what): \(log.filter { $0.contains(what) })")
+        }
+        #expect(log.contains("[ProbeApp] CapEff 0000000000000000"), "\(log.filter { $0.contains("Cap") })")
+        #expect(log.contains("[ProbeApp] CapPrm 0000000000000000"), "\(log.filter { $0.contains("Cap") })")
+        #expect(!FileManager.default.fileExists(atPath: outside))
+        #expect(!FileManager.default.fileExists(atPath: state + "/containers/\(other)/Documents/planted"))
+        #expect(FileManager.default.fileExists(atPath: state + "/containers/\(app)/Documents/mine"))
+        // Both lived through it.
+        #expect(processExists(otherPID))
+        await host.stop()
+    }
+
+    @Test(.enabled(if: kernelLandlockABI >= 1, "needs Landlock"))
+    func anAppGroupContainerIsSharedByItsMembersOnly() async throws {
+        let host = try TestHost(label: "cg")
+        let bundles = try TempDir("cgb")
+        defer { bundles.remove() }
+        let group = "group.com.confine.shared"
+        let groupPath = host.dir.path + "/groups/" + group
+        let writer = try await install(host, bundles, "com.confine.writer", groups: [group])
+        let reader = try await install(host, bundles, "com.confine.reader", groups: ["group.com.confine.other", group])
+        let stranger = try await install(host, bundles, "com.confine.stranger")
+
+        let (_, wrote) = try await run(host, writer, ["group:\(group)", "write:group:\(group)/shared.db"])
+        #expect(wrote.contains("[ProbeApp] group \(group): \(groupPath)"), "\(wrote)")
+        #expect(wrote.contains("[ProbeApp] write group:\(group)/shared.db: ok"), "\(wrote)")
+        #expect(FileManager.default.fileExists(atPath: groupPath + "/shared.db"))
+
+        let (_, read) = try await run(host, reader, ["read:group:\(group)/shared.db", "group:group.com.confine.other"])
+        #expect(read.contains("[ProbeApp] read group:\(group)/shared.db: ok"), "\(read)")
+        #expect(read.contains("[ProbeApp] group group.com.confine.other: \(host.dir.path)/groups/group.com.confine.other"), "\(read)")
+
+        let (_, refused) = try await run(host, stranger, ["group:\(group)", "read:\(groupPath)/shared.db", "write:\(groupPath)/planted"])
+        #expect(refused.contains("[ProbeApp] group \(group): none"), "\(refused)")
+        #expect(refused.contains("[ProbeApp] read \(groupPath)/shared.db: EACCES"), "\(refused)")
+        #expect(refused.contains("[ProbeApp] write \(groupPath)/planted: EACCES"), "\(refused)")
+        await host.stop()
+    }
+
+    @Test func aBadAppGroupEntitlementIsRefusedAtInstall() async throws {
+        let host = try TestHost(label: "ce")
+        let key = "com.apple.security.application-groups"
+        for (value, says) in [(["../escape"] as Any, "\"../escape\" is not an App Group identifier"),
+                              (["com.example.nogroupprefix"] as Any, "is not an App Group identifier"),
+                              ("group.a" as Any, "expected an array")] {
+            let path = try makeProbeBundle(in: host.dir.path, id: "com.confine.bad", entitlements: [key: value])
+            await #expect {
+                _ = try await host.supervisor.install(path: path, settings: [:])
+            } throws: { error in
+                let message = "\(error)"
+                return message.contains(key) && message.contains(says)
+            }
+        }
+        await host.stop()
+    }
+
+    @Test func theSummaryNamesWhatEachABILacks() {
+        func lost(_ kernel: Int?, limit: Int? = nil, uid: uid_t = 1000) -> String {
+            SandboxSummary(kernelABI: kernel, limit: limit, seccomp: .baseline, uid: uid).warning ?? ""
+        }
+        #expect(lost(7).isEmpty)
+        #expect(lost(6).isEmpty)
+        #expect(lost(5).contains("signal") && !lost(5).contains("TCP"))
+        #expect(lost(3).contains("TCP") && !lost(3).contains("truncate"))
+        #expect(lost(2).contains("truncate") && !lost(2).contains("EXDEV"))
+        #expect(lost(1).contains("EXDEV"))
+        #expect(lost(nil).contains("no Landlock") && lost(nil).contains("other apps' containers"))
+        #expect(!lost(nil).contains("root"))
+        #expect(lost(nil, uid: 0).contains("root"), "a root host's apps own root's files")
+        #expect(lost(7, limit: 0).contains("no Landlock"))
+        #expect(lost(7, limit: 4).contains("Landlock ABI 4"))
+        let summary = SandboxSummary(kernelABI: 7, limit: 4, seccomp: .baseline, uid: 0)
+        #expect(summary.abi == 4)
+        #expect(summary.enforced.hasPrefix("sandbox: Landlock ABI 4 (kernel ABI 7, limited to 4)"), "\(summary.enforced)")
+        #expect(summary.enforced.contains("TCP bind denied") && !summary.enforced.contains("signals"))
+        let off = SandboxSummary(kernelABI: nil, limit: nil, seccomp: .none, uid: 1000)
+        #expect(off.abi == nil)
+        #expect(off.warning?.contains("seccomp is off") == true)
+    }
+
+    @Test func theHostSaysOnceWhatConfinesApps() async throws {
+        let host = try TestHost(label: "cs")
+        let id = try await host.installProbe("com.confine.said")
+        _ = try await host.supervisor.launch(id, background: false, arguments: [])
+        try await host.supervisor.terminate(id)
+        _ = try await host.supervisor.launch(id, background: false, arguments: [])
+        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+        await host.supervisor.unsubscribe(sub)
+        let said = past.filter { $0.kind == .service && $0.cause.hasPrefix("sandbox: ") }
+        #expect(said.count == 1, "\(said.map(\.cause))")
+        let warnings = past.filter { $0.kind == .warning && $0.cause.hasPrefix("sandbox: ") }
+        if let abi = Landlock.abiVersion {
+            #expect(said.first?.cause.hasPrefix("sandbox: Landlock ABI \(abi) (kernel ABI \(abi))") == true, "\(said.map(\.cause))")
+            #expect(said.first?.cause.contains("capabilities dropped") == true)
+            // Nothing is missing from ABI 6 on: no warning.
+            #expect(warnings.isEmpty == (abi >= 6), "\(warnings.map(\.cause))")
+        } else {
+            #expect(warnings.count == 1)
+        }
+        await host.stop()
+    }
+
+    @Test func withoutLandlockTheHostWarnsOnceAndAppsStillRun() async throws {
+        let host = try TestHost(label: "cn") { $0.landlockABI = 0 }
+        let a = try await host.installProbe("com.confine.bare.a")
+        let b = try await host.installProbe("com.confine.bare.b")
+        let (_, wrote) = try await run(host, a, ["write:Documents/note"])
+        #expect(wrote.contains("[ProbeApp] write Documents/note: ok"))
+        // What the warning says is lost: b reaches a's container.
+        let (_, read) = try await run(host, b, ["read:\(host.dir.path)/containers/\(a)/Documents/note", "caps"])
+        #expect(read.contains("[ProbeApp] read \(host.dir.path)/containers/\(a)/Documents/note: ok"), "\(read)")
+        #expect(read.contains("[ProbeApp] CapEff 0000000000000000"), "capabilities are dropped all the same")
+        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+        await host.supervisor.unsubscribe(sub)
+        let warnings = past.filter { $0.kind == .warning && $0.cause.hasPrefix("sandbox: ") }
+        #expect(warnings.count == 1, "\(warnings.map(\.cause))")
+        let warning = warnings.first?.cause ?? ""
+        #expect(warning.contains("no Landlock"), "\(warning)")
+        #expect(warning.contains("other apps' containers"), "\(warning)")
+        #expect(warning.contains("signal"), "\(warning)")
+        await host.stop()
+    }
+
+    @Test(.enabled(if: kernelLandlockABI >= 6, "needs a kernel above the ABI limited to"))
+    func anOlderABIWarnsAboutWhatItLacks() async throws {
+        let host = try TestHost(label: "co") { $0.landlockABI = 5 }
+        let id = try await host.installProbe("com.confine.older")
+        let (_, log) = try await run(host, id, ["kill:\(getpid()):0", "read:\(host.dir.path)/apphost.sqlite"])
+        // Signals are not scoped before ABI 6 (as the warning says); files still are.
+        #expect(log.contains("[ProbeApp] kill \(getpid()): ok"), "\(log)")
+        #expect(log.contains("[ProbeApp] read \(host.dir.path)/apphost.sqlite: EACCES"), "\(log)")
+        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+        await host.supervisor.unsubscribe(sub)
+        let warnings = past.filter { $0.kind == .warning && $0.cause.hasPrefix("sandbox: ") }.map(\.cause)
+        #expect(warnings.count == 1 && warnings[0].contains("Landlock ABI 5") && warnings[0].contains("signal"), "\(warnings)")
+        await host.stop()
+    }
+}
