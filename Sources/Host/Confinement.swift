@@ -133,7 +133,7 @@ public enum AppConfinement {
     }
 
     /// `path` with symbolic links resolved, or as given when it does not exist.
-    public static func canonical(_ path: String) -> String {
+    static func canonical(_ path: String) -> String {
         guard let resolved = realpath(path, nil) else { return path }
         defer { free(resolved) }
         return String(cString: resolved)

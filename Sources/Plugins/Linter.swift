@@ -84,7 +84,8 @@ public struct TraceError: Error, Sendable, Equatable, CustomStringConvertible {
 /// 2. Each declared mode's plugin ``BackgroundModePlugin/lint(_:)`` findings; a mode listed
 ///    twice is a warning; a mode AppHost knows but does not emulate yet is a note.
 /// 3. The entitlements file (`Name.entitlements` beside Info.plist, as the loader finds
-///    it): its keys and values as a note.
+///    it): its keys and values as a note; App Group identifiers the host would refuse
+///    to install (not `group.…`, not a plain file name, an unset build setting) as errors.
 /// 4. With a trace (the host's `events.jsonl`), for the events of this bundle id:
 ///    declared emulated modes never used (`modeUsed`) are warnings (App Review rejects
 ///    unused modes); services refused for lack of a mode (`modeRefused`) are counted per
@@ -149,6 +150,12 @@ public enum Linter {
                 let shown = describe(e)
                 entitlementFindings.append(LintFinding(.note, file: entitlementsFile,
                     "entitlements: " + (shown.isEmpty ? "none (the file has no keys)" : shown.joined(separator: ", "))))
+                // The identifiers name shared folders: the host refuses to install what it cannot use.
+                do {
+                    _ = try e.applicationGroups(settings: settings)
+                } catch {
+                    entitlementFindings.append(finding(for: error))
+                }
             } catch {
                 entitlementFindings.append(finding(for: error))
             }

@@ -9,8 +9,8 @@ import Testing
 /// clock: a week of fetches is checked in milliseconds.
 @Suite("Background work (virtual clock)", .timeLimit(.minutes(3)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct BackgroundWorkTests {
-    func host(_ profile: BudgetProfile = .default) throws -> TestHost {
-        try TestHost(label: "bw", clock: .virtual, profile: profile)
+    func host(_ profile: BudgetProfile = .default, settle: Duration = .seconds(2)) throws -> TestHost {
+        try TestHost(label: "bw", clock: .virtual, profile: profile, settle: settle)
     }
 
     func state(_ host: TestHost, _ id: String) async throws -> AppState? {
@@ -56,7 +56,10 @@ struct BackgroundWorkTests {
     }
 
     @Test func anExitedAppIsLaunchedInTheBackgroundForAFetchButNotAfterAUserTerminate() async throws {
-        let host = try host()
+        // The advance waits (real time, up to the settle timeout) for the background launch
+        // *and* the fetch it brings; with the whole suite on two cores that can pass 2 s.
+        // Nothing here hangs, so a longer bound costs nothing when the machine is quick.
+        let host = try host(settle: .seconds(10))
         let id = try await host.installProbe("com.bw.relaunch", extra: ["UIBackgroundModes": ["fetch"]])
         // It sets its interval, then exits on its own when sent home (not the user's doing).
         _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "fetch-interval:minimum", "--on", "background", "exit:0"])

@@ -156,6 +156,23 @@ struct LinterTests {
         #expect(note?.file == dir.path + "/T.app/T.entitlements")
     }
 
+    @Test func appGroupIdentifiersTheHostWouldRefuseAreErrors() throws {
+        let dir = try LintDir()
+        defer { dir.remove() }
+        let bad = Linter.lint(bundlePath: try dir.bundle("G", keys(modes: []), entitlements: """
+            <key>com.apple.security.application-groups</key><array><string>group.ok</string><string>../shared</string></array>
+            """))
+        let error = bad.with(.error).first
+        #expect(bad.with(.error).count == 1, "\(bad.shown)")
+        #expect(error?.file == dir.path + "/G.app/G.entitlements")
+        #expect(error?.key == "com.apple.security.application-groups")
+        #expect(error?.message.contains("\"../shared\" is not an App Group identifier") == true, "\(bad.shown)")
+        let good = Linter.lint(bundlePath: try dir.bundle("H", keys(modes: []), entitlements: """
+            <key>com.apple.security.application-groups</key><array><string>group.$(TEAM).shared</string></array>
+            """), settings: ["TEAM": "acme"])
+        #expect(!good.hasErrors, "\(good.shown)")
+    }
+
     @Test func notEmulatedModesAreWarnings() throws {
         let dir = try LintDir()
         defer { dir.remove() }
