@@ -61,7 +61,7 @@ rm -f "$work/warm.bin"; sync
 # The host and the daemon: a probe starts the download; a round ends when its
 # didCompleteWithError callback returned.
 "$bin/apphost" daemon --state-dir "$work/state" > "$work/daemon.log" 2>&1 &
-until grep -q "daemon ready" "$work/daemon.log"; do
+until grep -q "daemon ready" "$work/daemon.log" 2>/dev/null; do
   kill -0 $! 2>/dev/null || { cat "$work/daemon.log" >&2; exit 1; }
   sleep 0.05  # polling a log file for the daemon's readiness line (a shell script has no event to wait on)
 done
