@@ -5,11 +5,13 @@
 # daemon's CPU seconds and peak RSS. Needs a release build and nginx:
 #   swift build -c release --product apphost && swift build -c release --product apphost-transferd \
 #     && swift build -c release --product ProbeApp
-#   [ROUNDS=3] scripts/bench-transfer.sh [SIZE_MIB]   (default 1024)
+#   [ROUNDS=3] [BIN=.build/release] scripts/bench-transfer.sh [SIZE_MIB]   (default 1024)
+# BIN names the directory holding the three release binaries (e.g. a private
+# --scratch-path: BIN=.build-tp/release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size_mib=${1:-1024}
-bin=.build/release
+bin=${BIN:-.build/release}
 for b in apphost apphost-transferd ProbeApp; do
   test -x "$bin/$b" || { echo "build $b in release first (see the header of this script)" >&2; exit 1; }
 done
@@ -59,7 +61,7 @@ rm -f "$work/warm.bin"; sync
 # The host and the daemon: a probe starts the download; a round ends when its
 # didCompleteWithError callback returned.
 "$bin/apphost" daemon --state-dir "$work/state" > "$work/daemon.log" 2>&1 &
-until grep -q "daemon ready" "$work/daemon.log"; do
+until grep -q "daemon ready" "$work/daemon.log" 2>/dev/null; do
   kill -0 $! 2>/dev/null || { cat "$work/daemon.log" >&2; exit 1; }
   sleep 0.05  # polling a log file for the daemon's readiness line (a shell script has no event to wait on)
 done
@@ -89,7 +91,8 @@ results="$work/results.txt"
 for round in $(seq 1 "$rounds"); do
   # curl -o file
   sync
-  t0=$(date +%s.%N); curl -sf -o "$work/curl.bin" "$url"; t1=$(date +%s.%N)
+  # (bash's `time` gives curl's own CPU seconds, user + system, for the CPU comparison)
+  t0=$(date +%s.%N); ccpu=$( { TIMEFORMAT='%U %S'; time curl -sf -o "$work/curl.bin" "$url"; } 2>&1 | awk '{print $1+$2}'); t1=$(date +%s.%N)
   [ "$(sha256sum "$work/curl.bin" | cut -d' ' -f1)" = "$expected" ] || { echo "curl got another file" >&2; exit 1; }
   rm -f "$work/curl.bin"; sync
   # curl -o file, then fsync it (the daemon fsyncs before it reports a download finished)
@@ -108,7 +111,7 @@ for round in $(seq 1 "$rounds"); do
   [ "$(sha256sum "$downloads/$got" | cut -d' ' -f1)" = "$expected" ] || { echo "the app got another file (round $round)" >&2; exit 1; }
   "$bin/apphost" terminate com.bench.transfer --state-dir "$work/state" >/dev/null
   rm -f "$downloads/$got"; sync
-  echo "$t0 $t1 $t2 $t3 $t4 $t5 $cpu0 $cpu1" >> "$results"
+  echo "$t0 $t1 $t2 $t3 $t4 $t5 $cpu0 $cpu1 $ccpu" >> "$results"
 done
 kill $follower 2>/dev/null || true
 hwm=$(awk '/VmHWM/ {print $2}' "/proc/$dpid/status")
@@ -117,7 +120,7 @@ import statistics, sys
 size_mib, ticks, hwm = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
 curl = [r[1]-r[0] for r in rows]; curlsync = [r[3]-r[2] for r in rows]; host = [r[5]-r[4] for r in rows]
-cpu = [(r[7]-r[6])/ticks for r in rows]
+cpu = [(r[7]-r[6])/ticks for r in rows]; ccpu = [r[8] for r in rows]
 m = statistics.median
 each = lambda xs: " ".join("%.3f" % x for x in xs)
 print(f"1 file of {size_mib} MiB over loopback from nginx (sendfile), release build, {len(rows)} alternating rounds: median (each round)")
@@ -127,5 +130,6 @@ line("curl -o file", curl, "baseline")
 line("curl -o file, then sync the file", curlsync, f"{m(curl)/m(curlsync):.2f}x of curl")
 line("host + apphost-transferd", host, f"{m(curl)/m(host):.2f}x of curl, {m(curlsync)/m(host):.2f}x of curl+sync")
 print("    (apphost launch -> the app returned from didCompleteWithError: launch, session, enqueue, download, fsync, rename, delivery)")
-print(f"  daemon CPU {m(cpu):.2f} s a round ({m(cpu)/(size_mib/1024):.2f} CPU s per GiB); daemon peak RSS {hwm/1024:.1f} MiB; every sha256 matches")
+print(f"  daemon CPU {m(cpu):.2f} s a round ({m(cpu)/(size_mib/1024):.2f} CPU s per GiB; each round {each(cpu)}); daemon peak RSS {hwm/1024:.1f} MiB; every sha256 matches")
+print(f"  curl CPU {m(ccpu):.2f} s a round ({m(ccpu)/(size_mib/1024):.2f} CPU s per GiB)")
 ' "$results" "$size_mib" "$ticks" "$hwm"

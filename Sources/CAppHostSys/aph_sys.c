@@ -1067,3 +1067,13 @@ int aph_writeback_wait(int fd, int64_t offset, int64_t length, int drop) {
     }
     return 0;
 }
+
+int aph_open_direct(const char *path, int *fd_out) {
+    int fd;
+    do {
+        fd = open(path, O_WRONLY | O_CLOEXEC | O_DIRECT);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return errno;
+    *fd_out = fd;
+    return 0;
+}

@@ -58,7 +58,7 @@ struct Transferrer: Sendable {
 
     private func download(_ job: TransferJob) async -> AttemptResult {
         let part = job.destination + ".part"
-        var point = (try? store.resumePoint(id: job.id)) ?? ResumePoint()
+        let point = (try? store.resumePoint(id: job.id)) ?? ResumePoint()
         var st = stat()
         let fileSize: Int64 = stat(part, &st) == 0 ? Int64(st.st_size) : -1
         var offset = point.bytesDone
@@ -72,106 +72,157 @@ struct Transferrer: Sendable {
         }
         var closed = false
         defer { if !closed { close(fd) } }
-        if ftruncate(fd, off_t(offset)) != 0 || lseek(fd, off_t(offset), SEEK_SET) < 0 {
+        if ftruncate(fd, off_t(offset)) != 0 {
             return .fatal(code: "cannotWriteToFile", reason: "truncate \(part): \(String(cString: strerror(errno)))")
         }
 
-        var request = HTTPClientRequest(url: job.url)
-        request.method = HTTPMethod(rawValue: job.method.uppercased())
-        for (k, v) in job.headers { request.headers.replaceOrAdd(name: k, value: v) }
+        var headers = HTTPHeaders()
+        for (k, v) in job.headers { headers.replaceOrAdd(name: k, value: v) }
         if offset > 0, let validator {
-            request.headers.replaceOrAdd(name: "Range", value: "bytes=\(offset)-")
-            request.headers.replaceOrAdd(name: "If-Range", value: validator)
+            headers.replaceOrAdd(name: "Range", value: "bytes=\(offset)-")
+            headers.replaceOrAdd(name: "If-Range", value: validator)
         }
-        let startOffset = offset
-        var behind = WriteBehind(fd: fd, from: offset)
-        var done = offset
-        var lastCommit = offset
+        let request: HTTPClient.Request
         do {
-            let deadline = NIODeadline.now() + .milliseconds(Int64(max(0, job.created + job.timeoutForResource - Date().timeIntervalSince1970) * 1000))
-            let response = try await client.execute(request, deadline: deadline)
-            let code = Int(response.status.code)
-            var expected: Int64?
-            let length = response.headers.first(name: "Content-Length").flatMap { Int64($0) }
-            if code == 206 && offset > 0 {
-                // Content-Range: bytes a-b/total
-                let cr = response.headers.first(name: "Content-Range") ?? ""
-                let start = cr.split(separator: " ").dropFirst().first?.split(separator: "-").first.flatMap { Int64($0) }
-                guard start == offset else {
-                    point = ResumePoint()
-                    try? store.saveProgress(id: job.id, point)
-                    _ = ftruncate(fd, 0)
-                    return .retry(code: "badServerResponse", reason: "unexpected Content-Range '\(cr)'", progressed: false)
-                }
-                if let total = cr.split(separator: "/").last.flatMap({ Int64($0) }) { expected = total }
-                else if let length { expected = offset + length }
-            } else if (200..<300).contains(code) {
-                // A full answer (the resource changed, or no resume): start over.
-                if offset > 0 {
-                    guard ftruncate(fd, 0) == 0, lseek(fd, 0, SEEK_SET) == 0 else { throw WriteFailure(errnoValue: errno) }
-                    offset = 0; done = 0; lastCommit = 0
-                    behind = WriteBehind(fd: fd, from: 0)
-                }
-                expected = length
-            } else {
-                return .retry(code: "badServerResponse", reason: "HTTP \(code) from \(job.url)", progressed: false)
-            }
-            point = ResumePoint(bytesDone: offset, bytesExpected: expected,
-                                etag: response.headers.first(name: "ETag"),
-                                lastModified: response.headers.first(name: "Last-Modified"))
-            try? store.saveProgress(id: job.id, point)
-            for try await buffer in response.body {
-                try Self.writeAll(fd, buffer)
-                done += Int64(buffer.readableBytes)
-                behind.wrote(upTo: done)
-                if done - lastCommit >= commitBytes {
-                    point.bytesDone = done
-                    try? store.saveProgress(id: job.id, point)
-                    lastCommit = done
-                    await onProgress(job.id, done, expected)
-                }
-            }
-            if let expected, done != expected {
-                point.bytesDone = done
-                try? store.saveProgress(id: job.id, point)
-                return .retry(code: "networkConnectionLost", reason: "body ended at \(done) of \(expected) bytes", progressed: done > startOffset)
-            }
-            if fsync(fd) != 0 { throw WriteFailure(errnoValue: errno) }
-            close(fd)
-            closed = true
-            if rename(part, job.destination) != 0 {
-                return .fatal(code: "cannotMoveFile", reason: "rename to \(job.destination): \(String(cString: strerror(errno)))")
-            }
-            point.bytesDone = done
-            try? store.saveProgress(id: job.id, point)
-            return .completed(status: code == 206 ? 200 : code, bytes: done)
-        } catch let failure as WriteFailure {
-            return .fatal(code: "cannotWriteToFile", reason: "writing \(part): \(String(cString: strerror(failure.errnoValue)))")
+            request = try HTTPClient.Request(url: job.url, method: HTTPMethod(rawValue: job.method.uppercased()), headers: headers)
         } catch {
-            point.bytesDone = done
-            try? store.saveProgress(id: job.id, point)
-            if Task.isCancelled { return .stopped }
             let (code, reason) = Self.classify(error)
-            if code == "timedOut", Date().timeIntervalSince1970 >= job.created + job.timeoutForResource {
-                return .fatal(code: "timedOut", reason: "timeoutIntervalForResource elapsed")
-            }
             if Self.isFatal(code) { return .fatal(code: code, reason: reason) }
-            return .retry(code: code, reason: reason, progressed: done > startOffset)
+            return .retry(code: code, reason: reason, progressed: false)
+        }
+        // The body goes from the event loop straight to a BodyWriter (no hop to this
+        // task per part); this task checks the head, forwards progress and finishes.
+        let eventLoop = client.eventLoopGroup.any()
+        let delegate = DownloadDelegate(eventLoop: eventLoop)
+        let deadline = NIODeadline.now() + .milliseconds(Int64(max(0, job.created + job.timeoutForResource - Date().timeIntervalSince1970) * 1000))
+        let task = client.execute(request: request, delegate: delegate, eventLoop: .delegate(on: eventLoop), deadline: deadline, logger: nil)
+        task.futureResult.whenFailure { delegate.fail($0) }
+        return await withTaskCancellationHandler {
+            await receive(job, part: part, fd: fd, offset: offset, point: point, task: task, delegate: delegate, closed: &closed)
+        } onCancel: {
+            task.cancel()
         }
     }
 
-    static func writeAll(_ fd: Int32, _ buffer: ByteBuffer) throws {
-        try buffer.withUnsafeReadableBytes { raw in
-            var off = 0
-            while off < raw.count {
-                let n = write(fd, raw.baseAddress! + off, raw.count - off)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw WriteFailure(errnoValue: errno)
-                }
-                off += n
-            }
+    /// What a request whose head the attempt refused fails with.
+    private struct Rejected: Error {}
+
+    /// The attempt after the request went out: the head checked (Range answered as
+    /// asked, or a full answer that restarts the file), the body left to a `BodyWriter`
+    /// while progress is forwarded, then the outcome, fsync and rename.
+
+    private func receive(_ job: TransferJob, part: String, fd: Int32, offset startOffset: Int64, point: ResumePoint,
+                         task: HTTPClient.Task<Void>, delegate: DownloadDelegate, closed: inout Bool) async -> AttemptResult {
+        var point = point
+        var offset = startOffset
+        var done = offset
+        let head: HTTPResponseHead
+        do {
+            head = try await delegate.head.get()
+        } catch {
+            return failed(job, error, done: done, startOffset: startOffset, point: &point)
         }
+        let code = Int(head.status.code)
+        var expected: Int64?
+        let length = head.headers.first(name: "Content-Length").flatMap { Int64($0) }
+        if code == 206 && offset > 0 {
+            // Content-Range: bytes a-b/total
+            let cr = head.headers.first(name: "Content-Range") ?? ""
+            let start = cr.split(separator: " ").dropFirst().first?.split(separator: "-").first.flatMap { Int64($0) }
+            guard start == offset else {
+                await reject(task, delegate)
+                point = ResumePoint()
+                try? store.saveProgress(id: job.id, point)
+                _ = ftruncate(fd, 0)
+                return .retry(code: "badServerResponse", reason: "unexpected Content-Range '\(cr)'", progressed: false)
+            }
+            if let total = cr.split(separator: "/").last.flatMap({ Int64($0) }) { expected = total }
+            else if let length { expected = offset + length }
+        } else if (200..<300).contains(code) {
+            // A full answer (the resource changed, or no resume): start over.
+            if offset > 0 {
+                guard ftruncate(fd, 0) == 0 else {
+                    let e = errno
+                    await reject(task, delegate)
+                    return .fatal(code: "cannotWriteToFile", reason: "writing \(part): \(String(cString: strerror(e)))")
+                }
+                offset = 0
+                done = 0
+            }
+            expected = length
+        } else {
+            await reject(task, delegate)
+            return .retry(code: "badServerResponse", reason: "HTTP \(code) from \(job.url)", progressed: false)
+        }
+        point = ResumePoint(bytesDone: offset, bytesExpected: expected,
+                            etag: head.headers.first(name: "ETag"),
+                            lastModified: head.headers.first(name: "Last-Modified"))
+        try? store.saveProgress(id: job.id, point)
+
+        let (progress, progressSink) = AsyncStream<Int64>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let writer = BodyWriter(fd: fd, path: part, offset: offset, length: length, point: point, store: store, id: job.id,
+                                commitBytes: commitBytes, progress: progressSink, eventLoop: delegate.eventLoop)
+        delegate.accept(writer)
+        for await bytes in progress {
+            await onProgress(job.id, bytes, expected)
+        }
+        // Not cancellable: the writer must be done with the file before it is closed.
+        let end = try? await writer.end.get()
+        let response: (any Error)? = await { () async -> (any Error)? in
+            do { try await task.futureResult.get(); return nil } catch { return error }
+        }()
+        switch end {
+        case .failed(let failure, _)?:
+            return .fatal(code: "cannotWriteToFile", reason: "writing \(part): \(String(cString: strerror(failure.errnoValue)))")
+        case .stopped(let written)?:
+            done = written
+        case .finished(let written)?:
+            done = written
+        case nil:
+            break
+        }
+        if let response {
+            return failed(job, response, done: done, startOffset: startOffset, point: &point)
+        }
+        guard case .finished? = end else {
+            return failed(job, HTTPClientError.cancelled, done: done, startOffset: startOffset, point: &point)
+        }
+        if let expected, done != expected {
+            point.bytesDone = done
+            try? store.saveProgress(id: job.id, point)
+            return .retry(code: "networkConnectionLost", reason: "body ended at \(done) of \(expected) bytes", progressed: done > startOffset)
+        }
+        if fsync(fd) != 0 {
+            return .fatal(code: "cannotWriteToFile", reason: "writing \(part): \(String(cString: strerror(errno)))")
+        }
+        close(fd)
+        closed = true
+        if rename(part, job.destination) != 0 {
+            return .fatal(code: "cannotMoveFile", reason: "rename to \(job.destination): \(String(cString: strerror(errno)))")
+        }
+        point.bytesDone = done
+        try? store.saveProgress(id: job.id, point)
+        return .completed(status: code == 206 ? 200 : code, bytes: done)
+    }
+
+    /// Cancels a request whose head was refused and waits until it has ended.
+    private func reject(_ task: HTTPClient.Task<Void>, _ delegate: DownloadDelegate) async {
+        delegate.reject(Rejected())
+        _ = try? await task.futureResult.get()
+    }
+
+    /// The attempt failed after `done` bytes were in the file: progress saved, then
+    /// `.stopped` if cancelled, else the error classified.
+    private func failed(_ job: TransferJob, _ error: any Error, done: Int64, startOffset: Int64, point: inout ResumePoint) -> AttemptResult {
+        point.bytesDone = done
+        try? store.saveProgress(id: job.id, point)
+        if Task.isCancelled { return .stopped }
+        let (code, reason) = Self.classify(error)
+        if code == "timedOut", Date().timeIntervalSince1970 >= job.created + job.timeoutForResource {
+            return .fatal(code: "timedOut", reason: "timeoutIntervalForResource elapsed")
+        }
+        if Self.isFatal(code) { return .fatal(code: code, reason: reason) }
+        return .retry(code: code, reason: reason, progressed: done > startOffset)
     }
 
     /// URLError-like codes for which iOS does not retry: the answer would not change.

@@ -206,8 +206,11 @@ struct TransferDaemonTests {
         }
     }
 
-    @Test func fileSizeLimitFailsCannotWriteToFile() async throws {
-        let limit = ResourceLimit(.fileSize, soft: 2 << 20)
+    /// A page-aligned limit cuts a direct write short; an unaligned one makes it fail with
+    /// EINVAL, after which the daemon writes through the page cache and meets EFBIG.
+    @Test(arguments: [UInt64(2 << 20), UInt64(2 << 20) + 100])
+    func fileSizeLimitFailsCannotWriteToFile(limitBytes: UInt64) async throws {
+        let limit = ResourceLimit(.fileSize, soft: limitBytes)
         try await withSetup("fsize", limits: [limit]) { server, dir, daemon in
             try await daemon.next("ready")
             server.serve("/f", resource: .generated(size: 8 << 20, seed: 2))
@@ -441,6 +444,29 @@ struct TransferDaemonTests {
                 #expect(requests[1].status == 206)
                 #expect(requests[1].bodyBytesSent == resource.size - resume.bytes)
             }
+        }
+    }
+
+    /// Direct I/O needs page-aligned offsets: a partial that ends mid-page is completed
+    /// through the page cache up to the boundary, then page-wise, then the odd tail.
+    @Test func resumeFromAnOffsetInsideAPageCompletesTheFileExactly() async throws {
+        try await withSetup("odd") { server, dir, daemon in
+            try await daemon.next("ready")
+            let size: Int64 = (5 << 20) + 777
+            let resource = Resource.generated(size: size, seed: 21, etag: "\"o1\"")
+            server.serve("/o", resource: resource)
+            let have: Int64 = (3 << 20) + 1234
+            let partial = dir.path + "/o-old.part"
+            try resource.bytes(in: 0..<have).write(to: URL(fileURLWithPath: partial))
+            var resumed = job(1, url: server.url("/o"), destination: dir.path + "/o.bin")
+            resumed.resume = TransferResume(partialFile: partial, bytes: have, etag: "\"o1\"", lastModified: nil)
+            try daemon.send(.enqueue(resumed))
+            let fin = try await daemon.next("finished", where: isFinished(1))
+            #expect(finishedOutcome(fin) == .completed(status: 200, bytes: size))
+            #expect(try sha256(file: dir.path + "/o.bin") == expectedSHA(resource))
+            let requests = server.requests("/o")
+            #expect(requests.map(\.range) == ["bytes=\(have)-"])
+            #expect(requests.first?.bodyBytesSent == size - have)
         }
     }
 
