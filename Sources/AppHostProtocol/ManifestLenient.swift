@@ -35,9 +35,28 @@ extension ManifestReader {
         -> LenientManifest
     {
         let display = manifestPath(for: path)
+        return readLenient(settings: settings, bundleName: bundleName, displayPath: display) { () throws(ManifestError) in
+            try PropertyListFile.load(path: display, display: display)
+        }
+    }
+
+    /// Reads a manifest from bytes already read, as ``readLenient(path:settings:bundleName:)``
+    /// reads a file; `displayPath` names it in problems and gives the default bundle name.
+    static func readLenient(data: Data, displayPath: String, settings: [String: String] = [:], bundleName: String? = nil)
+        -> LenientManifest
+    {
+        readLenient(settings: settings, bundleName: bundleName, displayPath: displayPath) { () throws(ManifestError) in
+            try PropertyListFile.parse(data, display: displayPath)
+        }
+    }
+
+    private static func readLenient(
+        settings: [String: String], bundleName: String?, displayPath display: String,
+        load: () throws(ManifestError) -> (dictionary: [String: Any], data: Data, format: PropertyListFileFormat)
+    ) -> LenientManifest {
         let loaded: (dictionary: [String: Any], data: Data, format: PropertyListFileFormat)
         do {
-            loaded = try PropertyListFile.load(path: display, display: display)
+            loaded = try load()
         } catch {
             return LenientManifest(displayPath: display, problems: [error], manifest: nil,
                                    writtenBackgroundModes: nil, bundleIdentifierResolved: false)

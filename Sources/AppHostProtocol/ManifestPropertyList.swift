@@ -18,7 +18,14 @@ enum PropertyListFile {
     static func load(path: String, display: String) throws(ManifestError)
         -> (dictionary: [String: Any], data: Data, format: PropertyListFileFormat)
     {
-        let data = try read(path: path, display: display)
+        try parse(try read(path: path, display: display), display: display)
+    }
+
+    /// Parses bytes read from a file (shown in errors as `display`): the top-level
+    /// dictionary, the bytes and their format. Any bytes give a value or a ``ManifestError``.
+    static func parse(_ data: Data, display: String) throws(ManifestError)
+        -> (dictionary: [String: Any], data: Data, format: PropertyListFileFormat)
+    {
         let object: Any
         var format = PropertyListSerialization.PropertyListFormat.xml
         do {

@@ -97,7 +97,18 @@ public enum ManifestReader {
     /// are not expanded and no key is required. `path` is as in ``read(path:settings:bundleName:)``.
     public static func readRaw(path: String) throws(ManifestError) -> RawManifest {
         let display = manifestPath(for: path)
-        let loaded = try PropertyListFile.load(path: display, display: display)
+        return try readRaw(PropertyListFile.load(path: display, display: display), displayPath: display)
+    }
+
+    /// Reads a manifest from bytes already read (the file's contents), as
+    /// ``readRaw(path:)`` reads a file; `displayPath` names it in errors.
+    static func readRaw(data: Data, displayPath: String) throws(ManifestError) -> RawManifest {
+        try readRaw(PropertyListFile.parse(data, display: displayPath), displayPath: displayPath)
+    }
+
+    private static func readRaw(
+        _ loaded: (dictionary: [String: Any], data: Data, format: PropertyListFileFormat), displayPath display: String
+    ) throws(ManifestError) -> RawManifest {
         let fields = Fields(dictionary: loaded.dictionary, file: display)
         let bundleIdentifier = try fields.string(bundleIdentifierKey)
         let executable = try fields.string(executableKey)
