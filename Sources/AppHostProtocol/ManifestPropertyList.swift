@@ -27,9 +27,9 @@ enum PropertyListFile {
         -> (dictionary: [String: Any], data: Data, format: PropertyListFileFormat)
     {
         let object: Any
-        var format = PropertyListSerialization.PropertyListFormat.xml
+        let format: PropertyListSerialization.PropertyListFormat
         do {
-            object = try PropertyListSerialization.propertyList(from: data, options: [], format: &format)
+            (object, format) = try UntrustedPropertyList.object(from: data)
         } catch {
             throw ManifestError(.malformedPropertyList, file: display,
                                 detail: "not a valid property list (\(reason(error)))")
@@ -48,7 +48,7 @@ enum PropertyListFile {
 
     /// Parses bytes already read and validated by ``load(path:display:)``.
     static func dictionary(from data: Data) -> [String: Any] {
-        (try? PropertyListSerialization.propertyList(from: data, options: [], format: nil)) as? [String: Any] ?? [:]
+        (try? UntrustedPropertyList.object(from: data).object) as? [String: Any] ?? [:]
     }
 
     private static func read(path: String, display: String) throws(ManifestError) -> Data {
@@ -68,6 +68,7 @@ enum PropertyListFile {
 
     /// Foundation's own explanation of a parse or read failure, on one line.
     private static func reason(_ error: any Error) -> String {
+        if let refusal = error as? UntrustedPropertyList.Refusal { return refusal.reason }
         let ns = error as NSError
         let text = (ns.userInfo[NSDebugDescriptionErrorKey] as? String)
             ?? (ns.userInfo[NSUnderlyingErrorKey] as? NSError)?.localizedDescription

@@ -25,7 +25,7 @@ public struct LocationPlugin: BackgroundModePlugin {
 
     public func lint(_ app: LintSubject) -> [LintFinding] {
         guard let data = FileManager.default.contents(atPath: app.manifestPath),
-              let plist = (try? PropertyListSerialization.propertyList(from: data, format: nil)) as? [String: Any] else { return [] }
+              let plist = (try? UntrustedPropertyList.object(from: data).object) as? [String: Any] else { return [] }
         let missing = Self.usageKeys.filter { (plist[$0] as? String)?.isEmpty ?? true }
         guard !missing.isEmpty else { return [] }
         return [LintFinding(.warning, file: app.manifestPath, key: missing[0], mode: mode.rawValue,
