@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(manifest-xml manifest-binary frame apns)
+TARGETS=(manifest-xml manifest-binary frame apns mode-hub)
 WORK=${APPHOST_FUZZ_DIR:-.fuzz}
 SHARED=${APPHOST_CORPUS:-../shared/corpus}
 SWIFTC=${SWIFTC:-swiftc}
@@ -24,6 +24,7 @@ targets:
   manifest-binary  binary (bplist00) Info.plists through the same readers
   frame            IPC / control-socket byte streams through FrameDecoder and Frame.decode of every message type
   apns             .apns push payloads through APNsPayload.parse
+  mode-hub         app IPC streams through ModeHub and every background-mode plugin (virtual clock)
   all              each of the above for <seconds>
 
 Seeds: $SHARED (plists, entitlements, apns; skipped with a note if missing),
@@ -91,11 +92,15 @@ build_harness() {
     local sources=(Fuzz/FuzzSupport.swift)
     case $t in
         manifest-*) sources+=(Fuzz/ManifestFuzzing.swift) ;;
-        apns)
+        frame) sources+=(Fuzz/SeedMessages.swift) ;;
+    esac
+    case $t in
+        apns | mode-hub)
             build_module Plugins "$BUILD/AppHostProtocol.o" Sources/Plugins/*.swift
             objects+=("$BUILD/Plugins.o")
             ;;
     esac
+    [[ $t == mode-hub ]] && sources+=(Fuzz/SeedMessages.swift)
     sources+=("Fuzz/Targets/$t.swift")
     stale "$BUILD/$t" "${sources[@]}" "${objects[@]}" || return 0
     echo "fuzz: building harness $t"
@@ -128,7 +133,7 @@ assemble_seeds() {
     if [[ -d $SHARED ]]; then
         shared_plists=("$SHARED"/plists/* "$SHARED"/entitlements/*)
         shared_apns=("$SHARED"/apns/*)
-    elif [[ $t != frame ]]; then
+    elif [[ $t != frame && $t != mode-hub ]]; then
         echo "fuzz: note: $SHARED not found; seeds from the project's fixtures only"
     fi
     local project_plists=(manifests/*.app/Info.plist manifests/*.app/*.entitlements)
@@ -144,7 +149,7 @@ assemble_seeds() {
                 [[ $(head -c 6 "$f") == bplist ]] && cp "$f" "$dir/"
             done
             ;;
-        frame)
+        frame | mode-hub)
             APPHOST_FUZZ_MAKE_SEEDS=$dir "$BUILD/$t" >/dev/null
             ;;
         apns)
@@ -175,6 +180,7 @@ run_target() {
         manifest-xml) flags+=(-dict=Fuzz/dictionaries/plist.dict -max_len=65536) ;;
         manifest-binary) flags+=(-max_len=16384) ;;
         frame) flags+=(-dict=Fuzz/dictionaries/json.dict -max_len=8192) ;;
+        mode-hub) flags+=(-dict=Fuzz/dictionaries/json.dict -max_len=16384) ;;
         apns) flags+=(-dict=Fuzz/dictionaries/json.dict -max_len=5000) ;;
     esac
     # shellcheck disable=SC2206
