@@ -188,7 +188,7 @@ public struct LocationPlugin: BackgroundModePlugin {
         if let a = route.fixes[route.next - 1].timestamp, let b = route.fixes[route.next].timestamp, b > a {
             seconds = b.timeIntervalSince(a)
         }
-        ctx.emit(.startTimer(app: nil, name: "route", after: .milliseconds(Int64((seconds * 1000).rounded()))))
+        ctx.emit(.startTimer(app: nil, name: "route", after: Duration(clampingSeconds: seconds)))
     }
 
     /// Whether location keeps the app running in the background.
