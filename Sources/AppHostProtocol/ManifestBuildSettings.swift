@@ -9,7 +9,16 @@ import Foundation
 ///
 /// A reference that cannot be expanded is kept as written and reported, so a caller
 /// decides whether that is an error (keys AppHost needs) or not (display strings).
+///
+/// The text comes from the manifest, so the work is bounded by its length: brackets are
+/// matched in one pass, and references nested more than ``maximumDepth`` deep (in the
+/// text and through setting values together) are kept as written and reported. Fuzzing
+/// found that `$($($(…)))` a few thousand deep took minutes and gigabytes (SECURITY.md).
 struct BuildSettingExpander: Sendable {
+    /// How deep references may nest, counting `$(A_$(B))` as 2 and each setting value
+    /// expanded on the way as 1 more. Xcode projects use 2 or 3.
+    static let maximumDepth = 16
+
     /// A reference left as written.
     struct Unresolved: Sendable, Equatable {
         /// Why it was left.
@@ -18,6 +27,8 @@ struct BuildSettingExpander: Sendable {
             case undefined
             /// An operator AppHost does not know.
             case unknownOperator(String)
+            /// Nested more than ``BuildSettingExpander/maximumDepth`` deep.
+            case nestedTooDeep
         }
         /// The reference as written, e.g. `$(PRODUCT_BUNDLE_IDENTIFIER)`.
         var reference: String
@@ -31,26 +42,32 @@ struct BuildSettingExpander: Sendable {
 
     /// Expands every reference in `text`; unresolved ones stay as written.
     func expand(_ text: String) -> (value: String, unresolved: [Unresolved]) {
-        expand(text, expanding: [])
+        expand(text, expanding: [], depth: 1)
     }
 
-    private func expand(_ text: String, expanding stack: [String]) -> (value: String, unresolved: [Unresolved]) {
+    /// `depth` is that of the references in `text`; `stack` the settings being expanded.
+    private func expand(_ text: String, expanding stack: [String], depth: Int) -> (value: String, unresolved: [Unresolved]) {
         let chars = Array(text)
+        let closes = Self.matchingCloses(chars)
         var out = ""
         var unresolved: [Unresolved] = []
         var i = 0
         while i < chars.count {
-            guard chars[i] == "$", i + 1 < chars.count, chars[i + 1] == "(" || chars[i + 1] == "{",
-                  let close = Self.matchingClose(chars, openAt: i + 1)
-            else {
+            guard chars[i] == "$", i + 1 < chars.count, let close = closes[i + 1] else {
                 out.append(chars[i])
                 i += 1
                 continue
             }
             let reference = String(chars[i...close])
-            let inner = expand(String(chars[(i + 2)..<close]), expanding: stack)
+            guard depth <= Self.maximumDepth else {
+                out += reference
+                unresolved.append(Unresolved(reference: reference, name: String(chars[(i + 2)..<close]), problem: .nestedTooDeep))
+                i = close + 1
+                continue
+            }
+            let inner = expand(String(chars[(i + 2)..<close]), expanding: stack, depth: depth + 1)
             unresolved += inner.unresolved
-            let resolved = resolve(inner.value, reference: reference, expanding: stack)
+            let resolved = resolve(inner.value, reference: reference, expanding: stack, depth: depth)
             switch resolved {
             case .success(let expansion):
                 out += expansion.value
@@ -65,7 +82,7 @@ struct BuildSettingExpander: Sendable {
     }
 
     /// Resolves the inside of one reference, `NAME:op:op`, its own references already expanded.
-    private func resolve(_ body: String, reference: String, expanding stack: [String])
+    private func resolve(_ body: String, reference: String, expanding stack: [String], depth: Int)
         -> Result<(value: String, unresolved: [Unresolved]), Unresolved>
     {
         var parts = body.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
@@ -74,7 +91,7 @@ struct BuildSettingExpander: Sendable {
         var value: String?
         var nested: [Unresolved] = []
         if !stack.contains(name), let raw = settings[name] {
-            let expansion = expand(raw, expanding: stack + [name])
+            let expansion = expand(raw, expanding: stack + [name], depth: depth + 1)
             value = expansion.value
             nested = expansion.unresolved
         }
@@ -118,20 +135,22 @@ struct BuildSettingExpander: Sendable {
         return mapped.first?.isNumber == true ? "_" + mapped : mapped
     }
 
-    /// The index of the bracket closing the one at `open`, counting nested pairs of the same kind.
-    private static func matchingClose(_ chars: [Character], openAt open: Int) -> Int? {
-        let opening = chars[open]
-        let closing: Character = opening == "(" ? ")" : "}"
-        var depth = 0
-        for j in open..<chars.count {
-            if chars[j] == opening {
-                depth += 1
-            } else if chars[j] == closing {
-                depth -= 1
-                if depth == 0 { return j }
+    /// For each `(` and `{`, the index of the bracket that closes it, counting nested
+    /// pairs of the same kind (a `{` inside `(…)` does not need closing); nil where none does.
+    private static func matchingCloses(_ chars: [Character]) -> [Int?] {
+        var closes = [Int?](repeating: nil, count: chars.count)
+        var openParens: [Int] = []
+        var openBraces: [Int] = []
+        for (j, c) in chars.enumerated() {
+            switch c {
+            case "(": openParens.append(j)
+            case "{": openBraces.append(j)
+            case ")": if let open = openParens.popLast() { closes[open] = j }
+            case "}": if let open = openBraces.popLast() { closes[open] = j }
+            default: break
             }
         }
-        return nil
+        return closes
     }
 }
 

@@ -35,9 +35,28 @@ extension ManifestReader {
         -> LenientManifest
     {
         let display = manifestPath(for: path)
+        return readLenient(settings: settings, bundleName: bundleName, displayPath: display) { () throws(ManifestError) in
+            try PropertyListFile.load(path: display, display: display)
+        }
+    }
+
+    /// Reads a manifest from bytes already read, as ``readLenient(path:settings:bundleName:)``
+    /// reads a file; `displayPath` names it in problems and gives the default bundle name.
+    static func readLenient(data: Data, displayPath: String, settings: [String: String] = [:], bundleName: String? = nil)
+        -> LenientManifest
+    {
+        readLenient(settings: settings, bundleName: bundleName, displayPath: displayPath) { () throws(ManifestError) in
+            try PropertyListFile.parse(data, display: displayPath)
+        }
+    }
+
+    private static func readLenient(
+        settings: [String: String], bundleName: String?, displayPath display: String,
+        load: () throws(ManifestError) -> (dictionary: [String: Any], data: Data, format: PropertyListFileFormat)
+    ) -> LenientManifest {
         let loaded: (dictionary: [String: Any], data: Data, format: PropertyListFileFormat)
         do {
-            loaded = try PropertyListFile.load(path: display, display: display)
+            loaded = try load()
         } catch {
             return LenientManifest(displayPath: display, problems: [error], manifest: nil,
                                    writtenBackgroundModes: nil, bundleIdentifierResolved: false)
@@ -78,14 +97,30 @@ extension ManifestReader {
             data: loaded.data
         )
 
+        let bundle = bundleName ?? defaultBundleName(forManifestAt: display)
+
+        // `BGTaskSchedulerPermittedIdentifiers` entries are checked here, one pass over
+        // them (as `resolve` checks them, after the identity keys): an unresolved one is
+        // replaced by a stand-in and kept as written in the manifest.
+        let expander = Self.expander(settings: settings, bundleName: bundle)
+        var keptAsWritten: [Int: String] = [:]
+        var taskProblems: [ManifestError] = []
+        for (i, id) in raw.rawBGTaskIdentifiers.enumerated() {
+            do {
+                _ = try expandRequired(id, expander: expander, file: display, key: bgTaskIdentifiersKey, index: i)
+            } catch {
+                taskProblems.append(error)
+                keptAsWritten[i] = id
+                raw.rawBGTaskIdentifiers[i] = placeholderText
+            }
+        }
+
         // `resolve` stops at its first problem: record it, put a stand-in in its place, go
-        // again. Each round fixes one key or entry, so this ends.
+        // again. Each round fixes one identity key, so this ends within three rounds.
         var idResolved = !idMistyped
         var executableResolved = !executableMistyped
-        var keptAsWritten: [Int: String] = [:]
-        let bundle = bundleName ?? defaultBundleName(forManifestAt: display)
         var manifest: Manifest?
-        for _ in 0...(raw.rawBGTaskIdentifiers.count + 2) {
+        for _ in 0..<3 {
             do {
                 var m = try resolve(raw, settings: settings, bundleName: bundle)
                 if !idResolved { m.bundleIdentifier = idMistyped ? "" : bundleIdentifier ?? "" }
@@ -105,15 +140,12 @@ extension ManifestReader {
                 } else if error.key == executableKey, executableResolved {
                     executableResolved = false
                     raw.rawExecutable = placeholderText
-                } else if error.key == bgTaskIdentifiersKey, let i = error.index,
-                          raw.rawBGTaskIdentifiers.indices.contains(i), keptAsWritten[i] == nil {
-                    keptAsWritten[i] = raw.rawBGTaskIdentifiers[i]
-                    raw.rawBGTaskIdentifiers[i] = placeholderText
                 } else {
                     break  // not a problem a stand-in can route around (never expected)
                 }
             }
         }
+        problems += taskProblems
         return LenientManifest(displayPath: display, problems: problems, manifest: manifest,
                                writtenBackgroundModes: written, bundleIdentifierResolved: idResolved && manifest != nil)
     }

@@ -18,11 +18,18 @@ enum PropertyListFile {
     static func load(path: String, display: String) throws(ManifestError)
         -> (dictionary: [String: Any], data: Data, format: PropertyListFileFormat)
     {
-        let data = try read(path: path, display: display)
+        try parse(try read(path: path, display: display), display: display)
+    }
+
+    /// Parses bytes read from a file (shown in errors as `display`): the top-level
+    /// dictionary, the bytes and their format. Any bytes give a value or a ``ManifestError``.
+    static func parse(_ data: Data, display: String) throws(ManifestError)
+        -> (dictionary: [String: Any], data: Data, format: PropertyListFileFormat)
+    {
         let object: Any
-        var format = PropertyListSerialization.PropertyListFormat.xml
+        let format: PropertyListSerialization.PropertyListFormat
         do {
-            object = try PropertyListSerialization.propertyList(from: data, options: [], format: &format)
+            (object, format) = try UntrustedPropertyList.object(from: data)
         } catch {
             throw ManifestError(.malformedPropertyList, file: display,
                                 detail: "not a valid property list (\(reason(error)))")
@@ -41,7 +48,7 @@ enum PropertyListFile {
 
     /// Parses bytes already read and validated by ``load(path:display:)``.
     static func dictionary(from data: Data) -> [String: Any] {
-        (try? PropertyListSerialization.propertyList(from: data, options: [], format: nil)) as? [String: Any] ?? [:]
+        (try? UntrustedPropertyList.object(from: data).object) as? [String: Any] ?? [:]
     }
 
     private static func read(path: String, display: String) throws(ManifestError) -> Data {
@@ -61,6 +68,7 @@ enum PropertyListFile {
 
     /// Foundation's own explanation of a parse or read failure, on one line.
     private static func reason(_ error: any Error) -> String {
+        if let refusal = error as? UntrustedPropertyList.Refusal { return refusal.reason }
         let ns = error as NSError
         let text = (ns.userInfo[NSDebugDescriptionErrorKey] as? String)
             ?? (ns.userInfo[NSUnderlyingErrorKey] as? NSError)?.localizedDescription

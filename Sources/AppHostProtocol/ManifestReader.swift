@@ -97,7 +97,18 @@ public enum ManifestReader {
     /// are not expanded and no key is required. `path` is as in ``read(path:settings:bundleName:)``.
     public static func readRaw(path: String) throws(ManifestError) -> RawManifest {
         let display = manifestPath(for: path)
-        let loaded = try PropertyListFile.load(path: display, display: display)
+        return try readRaw(PropertyListFile.load(path: display, display: display), displayPath: display)
+    }
+
+    /// Reads a manifest from bytes already read (the file's contents), as
+    /// ``readRaw(path:)`` reads a file; `displayPath` names it in errors.
+    static func readRaw(data: Data, displayPath: String) throws(ManifestError) -> RawManifest {
+        try readRaw(PropertyListFile.parse(data, display: displayPath), displayPath: displayPath)
+    }
+
+    private static func readRaw(
+        _ loaded: (dictionary: [String: Any], data: Data, format: PropertyListFileFormat), displayPath display: String
+    ) throws(ManifestError) -> RawManifest {
         let fields = Fields(dictionary: loaded.dictionary, file: display)
         let bundleIdentifier = try fields.string(bundleIdentifierKey)
         let executable = try fields.string(executableKey)
@@ -129,17 +140,13 @@ public enum ManifestReader {
         throws(ManifestError) -> Manifest
     {
         let file = raw.displayPath
-        let expander = BuildSettingExpander(settings: defaultSettings(bundleName: bundleName).merging(settings) { $1 })
+        let expander = Self.expander(settings: settings, bundleName: bundleName)
 
         func required(_ key: String, _ value: String?, index: Int? = nil) throws(ManifestError) -> String {
             guard let value else {
                 throw ManifestError(.missingKey, file: file, key: key, detail: "required key is missing")
             }
-            let expansion = expander.expand(value)
-            if let first = expansion.unresolved.first {
-                throw unresolvedError(first, file: file, key: key, index: index)
-            }
-            return expansion.value
+            return try expandRequired(value, expander: expander, file: file, key: key, index: index)
         }
 
         let bundleIdentifier = try required(bundleIdentifierKey, raw.rawBundleIdentifier)
@@ -166,6 +173,22 @@ public enum ManifestReader {
             snapshotPolicy: raw.snapshotPolicy,
             launchImageFile: raw.launchImageFile.map { expander.expand($0).value }
         )
+    }
+
+    /// The expander ``resolve(_:settings:bundleName:)`` uses: `settings` over the defaults.
+    static func expander(settings: [String: String], bundleName: String) -> BuildSettingExpander {
+        BuildSettingExpander(settings: defaultSettings(bundleName: bundleName).merging(settings) { $1 })
+    }
+
+    /// `value` of a key AppHost needs, expanded; its first unresolved reference is an error.
+    static func expandRequired(_ value: String, expander: BuildSettingExpander, file: String, key: String, index: Int?)
+        throws(ManifestError) -> String
+    {
+        let expansion = expander.expand(value)
+        if let first = expansion.unresolved.first {
+            throw unresolvedError(first, file: file, key: key, index: index)
+        }
+        return expansion.value
     }
 
     /// The settings every manifest can use: `TARGET_NAME` = `bundleName`,
@@ -207,15 +230,24 @@ public enum ManifestReader {
     private static func unresolvedError(_ u: BuildSettingExpander.Unresolved, file: String, key: String, index: Int?)
         -> ManifestError
     {
+        let reference = shortened(u.reference)
         switch u.problem {
         case .undefined:
             return ManifestError(.unresolvedBuildSetting, file: file, key: key, index: index, value: u.name,
-                                 detail: "unresolved build setting \(u.reference) (pass --setting \(u.name)=...)")
+                                 detail: "unresolved build setting \(reference) (pass --setting \(shortened(u.name))=...)")
         case .unknownOperator(let op):
             let known = (BuildSettingExpander.operators.keys.sorted() + ["default=VALUE"]).joined(separator: ", ")
             return ManifestError(.unknownBuildSettingOperator, file: file, key: key, index: index, value: op,
-                                 detail: "unknown build setting operator \"\(op)\" in \(u.reference) (known: \(known))")
+                                 detail: "unknown build setting operator \"\(shortened(op))\" in \(reference) (known: \(known))")
+        case .nestedTooDeep:
+            return ManifestError(.unresolvedBuildSetting, file: file, key: key, index: index,
+                                 detail: "build setting references nested more than \(BuildSettingExpander.maximumDepth) deep at \(reference)")
         }
+    }
+
+    /// Text from the file as an error message quotes it: at most 80 characters.
+    private static func shortened(_ text: String) -> String {
+        text.count > 80 ? String(text.prefix(80)) + "…" : text
     }
 
     /// A bundle identifier names the app's container folder, so it must be a plain

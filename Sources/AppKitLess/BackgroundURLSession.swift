@@ -361,7 +361,7 @@ public final class BackgroundURLSession {
     /// changed since, it starts again from the beginning. Resume data the host cannot
     /// read completes the task with `cannotDecodeRawData` once it is resumed.
     public func downloadTask(withResumeData resumeData: Data) -> BackgroundURLSessionTask {
-        let plist = (try? PropertyListSerialization.propertyList(from: resumeData, options: [], format: nil)) as? [String: Any]
+        let plist = (try? UntrustedPropertyList.object(from: resumeData).object) as? [String: Any]
         let url = (plist?["NSURLSessionDownloadURL"] as? String).flatMap(URL.init(string:)) ?? URL(string: "about:blank")!
         let task = BackgroundURLSessionTask(session: self, kind: .download, request: BackgroundURLRequest(url: url),
                                             uploadFile: nil, resumeData: resumeData)

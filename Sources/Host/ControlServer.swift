@@ -201,7 +201,7 @@ public struct ControlServer: Sendable {
                 guard seconds.isFinite, seconds >= 0 else {
                     return .error(ControlError(.badRequest, "time only moves forward"))
                 }
-                _ = try await supervisor.advanceClock(by: .milliseconds(Int64((seconds * 1000).rounded())))
+                _ = try await supervisor.advanceClock(by: Duration(clampingSeconds: seconds))
                 return await clockResponse()
             case .clockNow:
                 return await clockResponse()

@@ -28,7 +28,7 @@ enum ResumeData {
     }
 
     static func decode(_ data: Data, transfersDirectory: String) -> Result<(url: String, headers: [String: String], resume: TransferResume), Problem> {
-        guard let object = try? PropertyListSerialization.propertyList(from: data, options: [], format: nil),
+        guard let object = try? UntrustedPropertyList.object(from: data).object,
               let plist = object as? [String: Any] else {
             return .failure(Problem(reason: "the resume data is not a property list (\(data.count) bytes)"))
         }

@@ -357,8 +357,9 @@ public actor Supervisor {
         timer = nil
         armedFor = earliest
         guard let earliest else { return }
-        let delay = max(.zero, earliest - hostNow())
-        let nanos = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+        // A deadline past `longestWait` (a plugin's "never") wakes the host early, once in
+        // a hundred years, and is armed again: the nanoseconds must fit an Int64.
+        let nanos = (earliest - hostNow()).clampedNanoseconds
         let input = self.input
         timer = group.any().scheduleTask(in: .nanoseconds(nanos)) {
             input.yield(.deadlinesDue)

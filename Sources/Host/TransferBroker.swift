@@ -509,7 +509,12 @@ extension Supervisor {
     /// The app's URLSession requests; nil if not a transfer request.
     func transferRequest(_ request: ServiceRequest, from app: String) -> ServiceReply? {
         switch request {
-        case .urlSessionCreate(let config):
+        case .urlSessionCreate(var config):
+            let timeout = config.timeoutIntervalForResource
+            guard timeout.isFinite, timeout > 0 else {
+                return .failed(code: "invalidArgument", reason: "timeoutIntervalForResource \(timeout) is not a number of seconds > 0")
+            }
+            config.timeoutIntervalForResource = min(timeout, Double(Duration.longestWait.components.seconds))
             transfers.sessions[app, default: [:]][config.identifier] = config
             do {
                 try store.saveTransferSession(bundleIdentifier: app, config: config,

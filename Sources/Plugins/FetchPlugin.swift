@@ -61,6 +61,9 @@ public struct FetchPlugin: BackgroundModePlugin {
         case .backgroundRefreshStatus:
             return .refreshStatus(ctx.state(DeviceState.self).refreshStatus(app))
         case .fetchSetMinimumInterval(let interval):
+            if case .seconds(let s) = interval, !(s.isFinite && s >= 0) {
+                return .failed(code: "invalidArgument", reason: "setMinimumBackgroundFetchInterval: \(s) is not a number of seconds ≥ 0")
+            }
             ctx.update(State.self) { s in
                 s.apps[app, default: App()].interval = interval
                 s.apps[app]?.since = ctx.now
@@ -176,8 +179,8 @@ public struct FetchPlugin: BackgroundModePlugin {
         let minimum = ctx.profile.fetchMinimum
         switch a.interval {
         case .never: return nil
-        case .minimum: return .milliseconds(Int64(minimum * 1000))
-        case .seconds(let s): return .milliseconds(Int64(max(s, minimum) * 1000))
+        case .minimum: return Duration(clampingSeconds: minimum)
+        case .seconds(let s): return Duration(clampingSeconds: max(s, minimum))
         }
     }
 

@@ -25,7 +25,7 @@ public struct LocationPlugin: BackgroundModePlugin {
 
     public func lint(_ app: LintSubject) -> [LintFinding] {
         guard let data = FileManager.default.contents(atPath: app.manifestPath),
-              let plist = (try? PropertyListSerialization.propertyList(from: data, format: nil)) as? [String: Any] else { return [] }
+              let plist = (try? UntrustedPropertyList.object(from: data).object) as? [String: Any] else { return [] }
         let missing = Self.usageKeys.filter { (plist[$0] as? String)?.isEmpty ?? true }
         guard !missing.isEmpty else { return [] }
         return [LintFinding(.warning, file: app.manifestPath, key: missing[0], mode: mode.rawValue,
@@ -188,7 +188,7 @@ public struct LocationPlugin: BackgroundModePlugin {
         if let a = route.fixes[route.next - 1].timestamp, let b = route.fixes[route.next].timestamp, b > a {
             seconds = b.timeIntervalSince(a)
         }
-        ctx.emit(.startTimer(app: nil, name: "route", after: .milliseconds(Int64((seconds * 1000).rounded()))))
+        ctx.emit(.startTimer(app: nil, name: "route", after: Duration(clampingSeconds: seconds)))
     }
 
     /// Whether location keeps the app running in the background.

@@ -71,7 +71,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
             return .ok
         case .bgSubmit(let request):
             if let refusal = submitRefusal(request, info, ctx) { return refusal }
-            let earliest = ctx.now + .milliseconds(Int64(max(0, request.earliestBegin ?? 0) * 1000))
+            let earliest = ctx.now + Duration(clampingSeconds: request.earliestBegin ?? 0)
             ctx.update(State.self) { $0.apps[app, default: App()].pending[request.identifier] = Pending(info: request, earliest: earliest) }
             ctx.emit(.used(app: app, mode: request.kind == .refresh ? .fetch : .processing, "submitted \(request.kind.rawValue) task \(request.identifier)"))
             reschedule(ctx)
@@ -98,6 +98,9 @@ public struct ProcessingPlugin: BackgroundModePlugin {
     }
 
     private func submitRefusal(_ r: BGTaskRequestInfo, _ info: ModeApp, _ ctx: ModeContext) -> ServiceReply? {
+        if let begin = r.earliestBegin, !begin.isFinite {
+            return .failed(code: "invalidArgument", reason: "earliestBeginDate is \(begin) seconds away: not a date")
+        }
         guard info.manifest.bgTaskIdentifiers.contains(r.identifier) else {
             return .failed(code: "notPermitted", reason: "\"\(r.identifier)\" is not in BGTaskSchedulerPermittedIdentifiers")
         }

@@ -94,7 +94,7 @@ struct Transferrer: Sendable {
         // task per part); this task checks the head, forwards progress and finishes.
         let eventLoop = client.eventLoopGroup.any()
         let delegate = DownloadDelegate(eventLoop: eventLoop)
-        let deadline = NIODeadline.now() + .milliseconds(Int64(max(0, job.created + job.timeoutForResource - Date().timeIntervalSince1970) * 1000))
+        let deadline = NIODeadline.now() + resourceTimeLeft(job)
         let task = client.execute(request: request, delegate: delegate, eventLoop: .delegate(on: eventLoop), deadline: deadline, logger: nil)
         task.futureResult.whenFailure { delegate.fail($0) }
         return await withTaskCancellationHandler {
@@ -278,7 +278,7 @@ struct Transferrer: Sendable {
         for (k, v) in job.headers { request.headers.replaceOrAdd(name: k, value: v) }
         request.body = .stream(FileChunks(fd: fd, size: size), length: .known(size))
         do {
-            let deadline = NIODeadline.now() + .milliseconds(Int64(max(0, job.created + job.timeoutForResource - Date().timeIntervalSince1970) * 1000))
+            let deadline = NIODeadline.now() + resourceTimeLeft(job)
             let response = try await client.execute(request, deadline: deadline)
             let code = Int(response.status.code)
             for try await _ in response.body {}
@@ -360,4 +360,10 @@ struct FileChunks: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(fd: fd, size: size) }
+}
+
+/// What is left of a job's `timeoutIntervalForResource`: never negative, and no longer
+/// than ``Duration/longestWait`` however large a timeout the app gave (no overflow).
+func resourceTimeLeft(_ job: TransferJob) -> TimeAmount {
+    .nanoseconds(Duration(clampingSeconds: job.created + job.timeoutForResource - Date().timeIntervalSince1970).clampedNanoseconds)
 }

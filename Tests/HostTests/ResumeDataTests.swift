@@ -53,4 +53,24 @@ struct ResumeDataTests {
         case .failure(let problem): #expect(problem.reason.contains(reason), "\(problem.reason)")
         }
     }
+
+    /// An app can hand back any bytes as resume data. A binary property list holding a
+    /// set killed the host (SIGSEGV in Foundation's reader); fuzzing the manifest reader
+    /// found it. Now it is refused like any other broken resume data.
+    @Test func resumeDataHoldingASetIsRefusedNotACrash() throws {
+        let values: [String: Any] = [
+            "NSURLSessionDownloadURL": "https://example.com/a", "NSURLSessionResumeBytesReceived": 10,
+            "NSURLSessionResumeInfoTempFileName": "CFNetworkDownload_1.tmp", "NSURLSessionResumeEntityTag": "\"e\"",
+            "Extra": ["x"],
+        ]
+        var bytes = [UInt8](try PropertyListSerialization.data(fromPropertyList: values, format: .binary, options: 0))
+        // Turn the one-element array ["x"] (marker 0xA1) into a one-element set (0xC1).
+        let arrays = bytes.indices.filter { bytes[$0] == 0xA1 }
+        try #require(arrays.count == 1)
+        bytes[arrays[0]] = 0xC1
+        switch ResumeData.decode(Data(bytes), transfersDirectory: dir) {
+        case .success(let decoded): Issue.record("accepted resume data holding a set: \(decoded)")
+        case .failure(let problem): #expect(problem.reason.contains("not a property list"), "\(problem.reason)")
+        }
+    }
 }
