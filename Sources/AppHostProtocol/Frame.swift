@@ -134,8 +134,21 @@ public enum WireJSON {
 /// ISO 8601 timestamps with millisecond precision, in UTC.
 public enum Timestamp {
     /// Formats a date as `2026-11-21T21:35:06.123Z`.
+    /// The milliseconds are rounded here, not left to the formatter, which truncates: a
+    /// parsed date is a double a hair below its milliseconds far from 1970 (year 22025),
+    /// and truncating again lost one each round trip (found by the `frame` fuzz target).
     public static func format(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        let t = date.timeIntervalSince1970
+        guard t.isFinite, abs(t) < 9e12 else {
+            return date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        }
+        let ms = Int64((t * 1000).rounded())
+        let seconds = ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000)
+        let fraction = ms - seconds * 1000
+        let whole = Date(timeIntervalSince1970: Double(seconds))
+            .formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).timeZone(separator: .omitted))
+        guard whole.hasSuffix("Z") else { return whole }
+        return String(whole.dropLast()) + "." + String(repeating: "0", count: 3 - String(fraction).count) + String(fraction) + "Z"
     }
 
     /// Parses what ``format(_:)`` writes (fractional seconds optional).
