@@ -151,6 +151,9 @@ let package = Package(
             dependencies: [
                 "TransferCore", "AppHostProtocol", "AppHostSystem", "HTTPTestServer",
                 .product(name: "SystemPackage", package: "swift-system"),
+                // BodyWriterTests drive the writer from an event loop of their own.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
     ],

@@ -34,7 +34,7 @@ final class BodyWriter: @unchecked Sendable {
         case finished(Int64)
         /// A write failed; the file holds the bytes up to the offset.
         case failed(WriteFailure, Int64)
-        /// The response stopped (error, cancel); the file holds the bytes up to the offset.
+        /// The response stopped (error, cancel); the file holds every byte received, up to the offset.
         case stopped(Int64)
     }
 
@@ -171,20 +171,30 @@ final class BodyWriter: @unchecked Sendable {
         if start { startWriter() }
     }
 
-    /// The response failed or was cancelled: no more writes; `end` is `.stopped` once the
-    /// running write (if any) returned.
+    /// The response failed or was cancelled: no more body parts are taken. What the ring
+    /// already holds is valid data received before the stop, so it is still written
+    /// (a resumed attempt then asks only for the rest); `end` is `.stopped` with the
+    /// offset reached once that is done.
     func stop() {
-        let (waiter, end) = lock.withLock { () -> (EventLoopPromise<Void>?, End?) in
+        let (waiter, end, start) = lock.withLock { () -> (EventLoopPromise<Void>?, End?, Bool) in
             shared.stopping = true
             let w = shared.waiter
             shared.waiter = nil
-            guard !shared.writerBusy, !shared.done else { return (w, nil) }
-            shared.done = true
-            if let f = shared.failure { return (w, .failed(f, shared.written)) }
-            return (w, .stopped(shared.written))
+            guard !shared.writerBusy, !shared.done else { return (w, nil, false) }
+            if let f = shared.failure {
+                shared.done = true
+                return (w, .failed(f, shared.written), false)
+            }
+            if shared.filled == shared.written {
+                shared.done = true
+                return (w, .stopped(shared.written), false)
+            }
+            shared.writerBusy = true
+            return (w, nil, true)
         }
         waiter?.fail(CancellationError())
         if let end { complete(end) }
+        if start { startWriter() }
     }
 
     private func startWriter() {
@@ -217,17 +227,14 @@ final class BodyWriter: @unchecked Sendable {
                     shared.done = true
                     return .end(.failed(f, shared.written))
                 }
-                if shared.stopping {
-                    shared.writerBusy = false
-                    shared.done = true
-                    return .end(.stopped(shared.written))
-                }
-                let (count, direct) = nextWrite(from: shared.written, pending: Int(shared.filled - shared.written), ending: shared.ending)
+                // Stopping: what is in the ring is written out, tail included, then `.stopped`.
+                let last = shared.ending || shared.stopping
+                let (count, direct) = nextWrite(from: shared.written, pending: Int(shared.filled - shared.written), ending: last)
                 if count == 0 {
                     shared.writerBusy = false
-                    guard shared.ending else { return .idle }
+                    guard last else { return .idle }
                     shared.done = true
-                    return .end(.finished(shared.written))
+                    return .end(shared.stopping ? .stopped(shared.written) : .finished(shared.written))
                 }
                 return .write(from: shared.written, count: count, direct: direct)
             }
