@@ -216,6 +216,8 @@ extension Supervisor {
             if let info = await task.value { return info }
             throw ControlError(.internalError, "the snapshot of \(id) could not be written (see `apphost events \(id)`)")
         }
+        // A picture still being drawn (the app just went home) is the one the switcher shows.
+        await waitForSnapshots()
         if let info = latestSnapshot(id) { return info }
         throw ControlError(.notRunning, "\(id) has no snapshot yet: it has not drawn a window and left the foreground (or its policy is none)")
     }
@@ -247,8 +249,10 @@ extension Supervisor {
         snapshots.switcher += earlier
     }
 
-    /// `apphost switcher`: the apps in the switcher, most recent first.
-    public func switcher() -> [SwitcherEntry] {
+    /// `apphost switcher`: the apps in the switcher, most recent first, with the pictures
+    /// being drawn when it is asked finished first.
+    public func switcher() async -> [SwitcherEntry] {
+        await waitForSnapshots()
         seedSwitcher()
         return snapshots.switcher.compactMap { id in
             guard let row = apps[id] else { return nil }

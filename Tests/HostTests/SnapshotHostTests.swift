@@ -118,6 +118,22 @@ struct SnapshotHostTests {
 }
 
 extension SnapshotHostTests {
+    /// `apphost background` then `apphost snapshot` at once: the answer is the picture
+    /// taken on the way home, even while it is still being drawn (not "no snapshot yet",
+    /// not an older one).
+    @Test func aSnapshotAskedForRightAfterHomeIsTheOneTakenOnTheWay() async throws {
+        let host = try TestHost(label: "snap")
+        let bank = try await install(host, "Bank")
+        _ = try await host.supervisor.launch(bank, background: false, arguments: [])
+        await host.supervisor.waitUntil(bank, is: .active)
+        try await host.supervisor.background(bank)
+        await host.supervisor.waitUntil(bank, is: .suspended)
+        let info = try await host.supervisor.snapshot(bank)
+        #expect(info.number == 1 && info.reason == "didEnterBackground")
+        #expect(await host.supervisor.switcher().first?.snapshot == info)
+        await host.stop()
+    }
+
     @Test func aSuspendedAppIsNotDrawnAgainAndTheSwitcherOutlivesTheHostUntilATerminate() async throws {
         let first = try TestHost(label: "snap")
         let bank = try await install(first, "Bank")
