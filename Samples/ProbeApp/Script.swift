@@ -193,8 +193,8 @@ enum Action: Equatable, Sendable {
     /// List the pending requests.
     case bgPending
     /// Make background session ID (if the probe has not yet) and list its tasks;
-    /// a session it makes here is discretionary and/or Wi-Fi only as asked.
-    case urlSession(id: String, discretionary: Bool = false, wifiOnly: Bool = false)
+    /// a session it makes here is discretionary, Wi-Fi only and/or without launch events as asked.
+    case urlSession(id: String, discretionary: Bool = false, wifiOnly: Bool = false, noLaunchEvents: Bool = false)
     /// Start a download of URL in session ID.
     case download(session: String, url: String)
     /// Start `count` downloads in session ID, of `url` with `{n}` replaced by 1...count.
@@ -383,9 +383,10 @@ struct Script: Equatable, Sendable {
           url-session:ID           make background URLSession ID (once; later: getAllTasks) and
                                    print "[ProbeApp] url-session ID: N tasks", then
                                    "[ProbeApp] url-task N download|upload STATE URL bytes=B" for each
-          url-session:ID[:discretionary][:wifi-only]  the same; the session made here has
-                                   isDiscretionary = true (waits for power and Wi-Fi) and/or
-                                   allowsCellularAccess = false (waits for Wi-Fi)
+          url-session:ID[:discretionary][:wifi-only][:no-launch-events]  the same; the session
+                                   made here has isDiscretionary = true (waits for power and
+                                   Wi-Fi), allowsCellularAccess = false (waits for Wi-Fi) and/or
+                                   sessionSendsLaunchEvents = false (no background launch)
           download:ID:URL          start a download in session ID (made if needed):
                                    "[ProbeApp] download started task=N", or
                                    "[ProbeApp] download: failed: CODE: REASON" (also refused)
@@ -667,19 +668,21 @@ struct Script: Equatable, Sendable {
         return items
     }
 
-    /// `ID[:discretionary][:wifi-only]`.
+    /// `ID[:discretionary][:wifi-only][:no-launch-events]`.
     private static func urlSession(_ argument: String, in text: String) throws(ScriptError) -> Action {
         let parts = argument.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-        guard !parts[0].isEmpty else { throw ScriptError("url-session needs ID[:discretionary][:wifi-only], got \"\(text)\"") }
-        var discretionary = false, wifiOnly = false
+        let grammar = "ID[:discretionary][:wifi-only][:no-launch-events]"
+        guard !parts[0].isEmpty else { throw ScriptError("url-session needs \(grammar), got \"\(text)\"") }
+        var discretionary = false, wifiOnly = false, noLaunchEvents = false
         for flag in parts.dropFirst() {
             switch flag {
             case "discretionary" where !discretionary: discretionary = true
             case "wifi-only" where !wifiOnly: wifiOnly = true
-            default: throw ScriptError("unexpected \"\(flag)\" in \"\(text)\" (url-session takes ID[:discretionary][:wifi-only])")
+            case "no-launch-events" where !noLaunchEvents: noLaunchEvents = true
+            default: throw ScriptError("unexpected \"\(flag)\" in \"\(text)\" (url-session takes \(grammar))")
             }
         }
-        return .urlSession(id: parts[0], discretionary: discretionary, wifiOnly: wifiOnly)
+        return .urlSession(id: parts[0], discretionary: discretionary, wifiOnly: wifiOnly, noLaunchEvents: noLaunchEvents)
     }
 
     /// `refresh:ID[:SECONDS]` or `processing:ID[:SECONDS][:power][:network]`.

@@ -214,12 +214,14 @@ final class ProbeDelegate: ApplicationDelegate {
     }
 
     /// Background session `identifier`, made (printing its tasks) if the probe has not yet,
-    /// then discretionary and/or Wi-Fi only as asked.
-    private func session(_ identifier: String, discretionary: Bool = false, wifiOnly: Bool = false) -> BackgroundURLSession {
+    /// then discretionary, Wi-Fi only and/or without launch events as asked.
+    private func session(_ identifier: String, discretionary: Bool = false, wifiOnly: Bool = false,
+                         noLaunchEvents: Bool = false) -> BackgroundURLSession {
         if let session = sessions[identifier] { return session }
         var configuration = BackgroundURLSessionConfiguration.background(withIdentifier: identifier)
         configuration.isDiscretionary = discretionary
         configuration.allowsCellularAccess = !wifiOnly
+        configuration.sessionSendsLaunchEvents = !noLaunchEvents
         let session = BackgroundURLSession(configuration: configuration, delegate: self)
         sessions[identifier] = session
         printTasks(identifier, session.getAllTasks())
@@ -588,14 +590,14 @@ final class ProbeDelegate: ApplicationDelegate {
                 }
                 say(line)
             }
-        case .urlSession(let identifier, let discretionary, let wifiOnly):
+        case .urlSession(let identifier, let discretionary, let wifiOnly, let noLaunchEvents):
             if let existing = sessions[identifier] {
-                if discretionary || wifiOnly {
+                if discretionary || wifiOnly || noLaunchEvents {
                     complain("url-session: session \(identifier) exists already; its configuration stays as it was made")
                 }
                 printTasks(identifier, existing.getAllTasks())
             } else {
-                _ = session(identifier, discretionary: discretionary, wifiOnly: wifiOnly)
+                _ = session(identifier, discretionary: discretionary, wifiOnly: wifiOnly, noLaunchEvents: noLaunchEvents)
             }
         case .urlTasks(let identifier):
             printTasks(identifier, session(identifier).getAllTasks())

@@ -103,6 +103,31 @@ struct TransferHostTests {
         try await server.stop()
     }
 
+    /// `sessionSendsLaunchEvents = false`: a transfer that finishes while the app is dead
+    /// launches nothing; its events wait until the app makes the session again.
+    @Test func withoutLaunchEventsTheEventsWaitForTheNextLaunch() async throws {
+        let (server, resource) = try await startServer(size: 128 << 10, faults: [.slow(bytesPerSecond: 64 << 10)])
+        let host = try TestHost(label: "tx")
+        let id = try await host.installProbe("com.tx.nolaunch")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s:no-launch-events", "--on", "launch", "download:s:\(server.url("/file"))",
+        ])
+        _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+        kill(pid, SIGKILL)
+        await host.supervisor.waitUntil(id, is: .notRunning)
+        let held = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("sessionSendsLaunchEvents is false") }
+        #expect(held != nil)
+        #expect(try await host.supervisor.status(id).first?.state == .notRunning, "no background launch")
+        #expect(await host.events(id).filter { $0.kind == .transition && $0.from == .notRunning }.count == 1, "launched once, by the test")
+        // The user opens the app; it makes the session again and collects the download.
+        _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "url-session:s:no-launch-events"])
+        await returned(host, id, "didCompleteWithError(task 1, nil)")
+        let moved = try Data(contentsOf: URL(fileURLWithPath: container(host, id) + "/Documents/downloads/1"))
+        #expect(moved == resource.bytes(in: 0..<(128 << 10)))
+        await host.stop()
+        try await server.stop()
+    }
+
     @Test func aTransferOutlivesAHostRestartAndIsDeliveredByABackgroundLaunch() async throws {
         // 3 s at this pace: the host stops well before the end.
         let (server, resource) = try await startServer(size: 192 << 10, faults: [.slow(bytesPerSecond: 64 << 10)])
