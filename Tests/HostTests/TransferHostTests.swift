@@ -128,6 +128,38 @@ struct TransferHostTests {
         try await server.stop()
     }
 
+    /// The host supervises the daemon: killed with SIGKILL mid-download, it is started
+    /// again (after its backoff) and the download resumes and reaches the app whole.
+    @Test func aKilledDaemonIsRestartedAndTheDownloadStillArrives() async throws {
+        let size = 512 << 10
+        let (server, resource) = try await startServer(size: size, faults: [.slow(bytesPerSecond: 256 << 10)])
+        let host = try TestHost(label: "tx")
+        let id = try await host.installProbe("com.tx.daemonkill")
+        _ = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+        ])
+        _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+        let first = try #require(await host.supervisor.transferDaemonPID())
+        let (_, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+        kill(first, SIGKILL)
+        var restarted = false
+        for await e in live where e.bundleIdentifier == nil {
+            if e.cause.hasPrefix("transfer daemon ready") { restarted = true; break }
+        }
+        await host.supervisor.unsubscribe(sub)
+        #expect(restarted)
+        let second = await host.supervisor.transferDaemonPID()
+        #expect(second != nil && second != first, "a new daemon process")
+        await returned(host, id, "didCompleteWithError(task 1, nil)")
+        let moved = try Data(contentsOf: URL(fileURLWithPath: container(host, id) + "/Documents/downloads/1"))
+        #expect(moved == resource.bytes(in: 0..<Int64(size)))
+        let (past, _, again) = await host.supervisor.subscribe(bundleIdentifier: nil)
+        await host.supervisor.unsubscribe(again)
+        #expect(past.contains { $0.cause.contains("transfer daemon exited") }, "the host saw the daemon die and said so")
+        await host.stop()
+        try await server.stop()
+    }
+
     @Test func aTransferOutlivesAHostRestartAndIsDeliveredByABackgroundLaunch() async throws {
         // 3 s at this pace: the host stops well before the end.
         let (server, resource) = try await startServer(size: 192 << 10, faults: [.slow(bytesPerSecond: 64 << 10)])
