@@ -375,8 +375,10 @@ extension Supervisor {
         }
         let done: ModeEffect = .deliver(app: app, .urlSessionDidFinishEvents(session: session), wake: .wake, because: "background URLSession events done")
         if round.completed {
+            // The completion came early: the activity held the app running until this last
+            // delivery, and ends behind it (the app stops once the callback returned).
             transfers.rounds[key] = nil
-            performMode([done] + round.next.flatMap { finishedDelivery($0) })
+            performMode([done, .endActivity(app: app, name: "URLSession events \(session)")] + round.next.flatMap { finishedDelivery($0) })
         } else {
             round.finishSent = true
             transfers.rounds[key] = round
@@ -387,15 +389,18 @@ extension Supervisor {
     /// The app called the completion of `handleEventsForBackgroundURLSession`: the round
     /// ends; transfers that finished meanwhile open the next one.
     private func roundCompleted(app: String, session: String) -> [ModeEffect] {
-        var effects: [ModeEffect] = [.cancelTimer(app: app, name: "transfer/\(session)"), .endActivity(app: app, name: "URLSession events \(session)")]
+        let endActivity: ModeEffect = .endActivity(app: app, name: "URLSession events \(session)")
         let key = "\(app)|\(session)"
-        guard var round = transfers.rounds[key] else { return effects }
+        guard var round = transfers.rounds[key] else { return [endActivity] }
         guard round.finishSent else {
-            // Early: the round's events and urlSessionDidFinishEvents still follow.
+            // Early: the round's events and urlSessionDidFinishEvents still follow, and the
+            // activity keeps the app running until they are delivered (else it would be
+            // stopped between two events and woken again at once).
             round.completed = true
             transfers.rounds[key] = round
-            return effects
+            return []
         }
+        var effects: [ModeEffect] = [.cancelTimer(app: app, name: "transfer/\(session)"), endActivity]
         transfers.rounds[key] = nil
         for id in round.next { effects += finishedDelivery(id) }
         return effects

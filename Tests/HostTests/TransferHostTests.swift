@@ -99,6 +99,14 @@ struct TransferHostTests {
         let moved = try Data(contentsOf: URL(fileURLWithPath: container(host, id) + "/Documents/downloads/1"))
         #expect(moved.count == 256 << 10)
         #expect(moved == resource.bytes(in: 0..<(256 << 10)))
+        // ProbeApp calls the completion at once, before the events: the app still runs
+        // until urlSessionDidFinishEvents, then is stopped once (not stopped between the
+        // events and woken again).
+        await returned(host, id, "urlSessionDidFinishEvents(s)")
+        await host.supervisor.waitUntil(id, is: .suspended)
+        let signals = await host.events(id).filter { $0.kind == .signal && $0.pid != pid }.map(\.cause)
+        #expect(signals.filter { $0.hasPrefix("SIGSTOP") }.count == 1, "\(signals)")
+        #expect(!signals.contains { $0.hasPrefix("SIGCONT") }, "\(signals)")
         await host.stop()
         try await server.stop()
     }
@@ -139,8 +147,12 @@ struct TransferHostTests {
             "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
         ])
         _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+        // The daemon may still be starting when the job is queued: wait until it is ready.
+        let (ready, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+        if !ready.contains(where: { $0.bundleIdentifier == nil && $0.cause.hasPrefix("transfer daemon ready") }) {
+            for await e in live where e.bundleIdentifier == nil && e.cause.hasPrefix("transfer daemon ready") { break }
+        }
         let first = try #require(await host.supervisor.transferDaemonPID())
-        let (_, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
         kill(first, SIGKILL)
         var restarted = false
         for await e in live where e.bundleIdentifier == nil {
