@@ -71,6 +71,8 @@ let package = Package(
                 "AppHostProtocol",
                 "AppHostSystem",
                 "Snapshots",
+                // `demo` act 4: the loopback server the background download comes from.
+                "HTTPTestServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

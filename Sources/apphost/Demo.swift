@@ -7,7 +7,7 @@ import Host
 extension AppHostCommand {
     struct Demo: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Show a host at work: two sample apps, foreground, home button, SIGSTOP, resume; then a watchdog and background modes on the virtual clock.",
+            abstract: "Show a host at work: the lifecycle with SIGSTOP, a watchdog and background modes on the virtual clock, a background download, app-switcher snapshots.",
             discussion: """
                 Act 1 starts a host on a fresh state directory, installs manifests/Plain.app and
                 manifests/TaskHolder.app, and walks through the lifecycle while every event
@@ -19,7 +19,13 @@ extension AppHostCommand {
                 Radio is suspended once audioIdle has passed after its sound; manifests/Tracker.app
                 (location, always-authorized) gets a fix at home; a VoIP push launches
                 manifests/Phone.app (voip) in the background and the call it reports keeps it
-                running. Each step prints the CLI verb that does the same against a daemon.
+                running. Act 4, on the real clock, downloads 8 MiB from an HTTP server on loopback
+                through apphost-transferd while manifests/Probe.app is suspended: the server cuts
+                the connection after 3 MiB and the daemon resumes with Range/If-Range; the app is
+                killed with SIGKILL and launched in the background to collect the file. Act 5
+                shows the redacted snapshot of manifests/Bank.app and runs the privacy check on
+                Bank, BankLeaky (fails, naming the balance) and BankCover.
+                Each step prints the CLI verb that does the same against a daemon.
                 Every wait is on a real event, never a fixed delay.
                 """)
 
@@ -59,7 +65,21 @@ extension AppHostCommand {
                 await ModesDemo(supervisor: s, manifests: manifestsDir, stateDirectory: dir + "-modes").run()
             }
             try await runHost(modes, logger: logger)
-            print("\nstate directories kept for a look: \(dir), \(dir)-virtual, \(dir)-modes (events.jsonl, apphost.sqlite, reports/, logs/)")
+
+            // Act 4 runs on the real clock: the download is paced by a real server.
+            let transfers = HostService(configuration: host.configuration(stateDirectory: dir + "-transfers"), logger: logger) { s in
+                await TransfersDemo(supervisor: s, manifests: manifestsDir, stateDirectory: dir + "-transfers").run()
+            }
+            try await runHost(transfers, logger: logger)
+
+            var snapshotsConfiguration = host.configuration(stateDirectory: dir + "-snapshots")
+            snapshotsConfiguration.clock = .virtual
+            snapshotsConfiguration.transferDaemon = false
+            let snapshots = HostService(configuration: snapshotsConfiguration, logger: logger) { s in
+                await SnapshotsDemo(supervisor: s, manifests: manifestsDir, stateDirectory: dir + "-snapshots").run()
+            }
+            try await runHost(snapshots, logger: logger)
+            print("\nstate directories kept for a look: \(dir), \(dir)-virtual, \(dir)-modes, \(dir)-transfers, \(dir)-snapshots (events.jsonl, apphost.sqlite, reports/, logs/, snapshots/)")
         }
     }
 }
@@ -189,7 +209,7 @@ struct PolicyDemo {
 }
 
 /// Act 3: background modes (audio, location, VoIP) on the virtual clock.
-struct ModesDemo {
+struct ModesDemo: DemoNarrator {
     let supervisor: Supervisor
     let manifests: String
     let stateDirectory: String
@@ -201,79 +221,6 @@ struct ModesDemo {
     let playSeconds = 2
     /// How far the event printer has got, so the script's own lines follow the events they report on.
     let cursor = EventCursor()
-
-    func line(_ text: String) {
-        print(text)
-        fflush(nil)
-    }
-
-    /// Waits until the printer has printed every event recorded so far.
-    func caughtUp() async {
-        let (past, _, subscription) = await supervisor.subscribe(bundleIdentifier: nil)
-        await supervisor.unsubscribe(subscription)
-        await cursor.wait(for: past.last?.seq ?? 0)
-    }
-
-    /// Prints a line of the script once every event so far has been printed.
-    func show(_ text: String) async {
-        await caughtUp()
-        line(text)
-    }
-
-    func say(_ text: String) async {
-        await show(isatty(1) == 1 ? "\n\u{1B}[1m== \(text)\u{1B}[0m" : "\n== \(text)")
-    }
-
-    func procState(_ id: String) async -> String {
-        guard let pid = await supervisor.pid(of: id), let stat = try? ProcStat.read(pid: pid) else { return "-" }
-        return "/proc/\(pid)/stat state \(stat.state)"
-    }
-
-    /// `com.example.radio   background   activities ["audio playback"]   /proc/123/stat state S`.
-    func status(_ id: String) async -> String {
-        await caughtUp()
-        guard let s = try? await supervisor.status(id).first else { return "   \(id): unknown" }
-        let activities = "[" + s.activities.map { "\"\($0)\"" }.joined(separator: ", ") + "]"
-        return "   \(id.padding(toLength: 20, withPad: " ", startingAt: 0)) \(s.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) activities \(activities)   \(await procState(id))"
-    }
-
-    /// The lines of `id`'s log (its stdout) that contain `text`.
-    func logLines(_ id: String, containing text: String) -> [String] {
-        let path = stateDirectory + "/logs/" + id + ".log"
-        guard let data = FileManager.default.contents(atPath: path) else { return [] }
-        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init).filter { $0.contains(text) }
-    }
-
-    /// Runs `action`, then waits until `id`'s callback `name` has returned (an event
-    /// of the host's log). Gives up after 10 s of real time so a broken app cannot
-    /// hang the demo; nil then.
-    @discardableResult
-    func expectCallback(_ id: String, _ name: String, after action: () async throws -> Void) async throws -> HostEvent? {
-        let (_, live, subscription) = await supervisor.subscribe(bundleIdentifier: id)
-        do {
-            try await action()
-        } catch {
-            await supervisor.unsubscribe(subscription)
-            throw error
-        }
-        let cause = "\(name) returned"
-        let event = await withTaskGroup(of: HostEvent?.self) { group in
-            group.addTask {
-                for await event in live where event.kind == .callback && event.cause == cause { return event }
-                return nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(10))
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
-        await supervisor.unsubscribe(subscription)
-        if event == nil { line("   (gave up waiting for \(id)'s \(cause))") }
-        return event
-    }
 
     /// Writes `bundles/Mute.app/Info.plist`: RadioApp's executable without UIBackgroundModes.
     func makeMuteBundle() throws -> String {
@@ -291,19 +238,9 @@ struct ModesDemo {
     }
 
     func run() async {
-        let (past, live, _) = await supervisor.subscribe(bundleIdentifier: nil)
-        await cursor.saw(past.last?.seq ?? 0)
-        let printer = Task {
-            for await event in live {
-                if event.kind != .callback && event.kind != .installed {
-                    line("   " + EventFormatter.line(event))
-                }
-                await cursor.saw(event.seq)
-            }
-        }
         let wall = ContinuousClock()
         let start = wall.now
-        do {
+        await narrate {
             await say("act 3: background modes, on the virtual clock again (apphost daemon --clock virtual)")
 
             // Audio: the same executable with and without the mode.
@@ -369,19 +306,19 @@ struct ModesDemo {
 
             let took = start.duration(to: wall.now)
             line("\n   act 3 took \(took.formatted(.units(allowed: [.milliseconds], width: .abbreviated))) of wall time")
-            await say("$ apphost shutdown")
-        } catch {
-            line("demo failed: \(error)")
         }
-        await supervisor.requestShutdown()
-        await printer.value
     }
 }
 
 /// How far a printer of host events has got (the highest sequence number seen), and
 /// waiting until it has got somewhere.
 actor EventCursor {
+    /// While true, the printer does not print (a step that reports on its own).
+    private(set) var quiet = false
     private var seen: UInt64 = 0
+
+    func setQuiet(_ value: Bool) { quiet = value }
+
     private var waiters: [(seq: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
 
     func saw(_ seq: UInt64) {
