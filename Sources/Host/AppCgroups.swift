@@ -20,11 +20,19 @@ private let hostCounter = Atomic<Int>(0)
 /// else v1 where its hierarchies are writable (this machine: a v1/v2 hybrid); else none,
 /// and the host falls back to rlimits (see `Supervisor.limitSettings`).
 final class AppCgroups: Sendable {
-    enum Layout: Sendable, Equatable {
+    enum Layout: Sendable, Equatable, CustomStringConvertible {
         /// One directory holding both controllers.
         case v2(root: String)
         /// The `memory` hierarchy's directory and the `pids` one's (nil if not writable).
         case v1(memory: String?, pids: String?)
+
+        /// "cgroup v2 at /sys/fs/cgroup/...", "cgroup v1: memory at ..., pids: none".
+        var description: String {
+            switch self {
+            case .v2(let root): "cgroup v2 at \(root)"
+            case .v1(let memory, let pids): "cgroup v1: memory at \(memory ?? "none"), pids at \(pids ?? "none")"
+            }
+        }
     }
 
     let layout: Layout
@@ -86,14 +94,20 @@ final class AppCgroups: Sendable {
                 rmdir(root)
             }
         }
-        // cgroup v1: the memory and pids hierarchies.
+        // cgroup v1: the memory and pids hierarchies. A controller's files (`pids.max`) exist
+        // in the directories below a hierarchy's root, not in the root itself: the root is
+        // known by its `cgroup.procs`, the controller by the file in the directory made.
         func v1Directory(_ controller: String, probe: String) -> String? {
             guard let path = v1[controller] else { return nil }
             let base = mount + "/" + controller + (path == "/" ? "" : path)
-            guard FileManager.default.fileExists(atPath: base + "/" + probe) else { return nil }
+            guard FileManager.default.fileExists(atPath: base + "/cgroup.procs") else { return nil }
             removeStale(in: base)
             let root = base + "/" + name
             guard mkdir(root, 0o755) == 0 || errno == EEXIST else { return nil }
+            guard FileManager.default.fileExists(atPath: root + "/" + probe) else {
+                rmdir(root)
+                return nil
+            }
             return root
         }
         let memory = v1Directory("memory", probe: "memory.limit_in_bytes")

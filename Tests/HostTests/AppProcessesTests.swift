@@ -1,0 +1,69 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Testing
+@testable import Host
+
+/// Whether this machine lets the host make per-app cgroups (root, a writable cgroupfs).
+let appCgroupsAvailable: Bool = {
+    let (made, _) = AppCgroups.make()
+    defer { made?.remove() }
+    return made != nil
+}()
+
+/// Whether this process is under a `pids` controller (a v1 `pids` hierarchy, or cgroup v2
+/// offering `pids`), found without the host's own detection, which is under test.
+let pidsControllerPresent: Bool = {
+    guard getuid() == 0, let text = try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8) else { return false }
+    for line in text.split(separator: "\n") {
+        let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3 else { continue }
+        if parts[1].split(separator: ",").contains("pids") {
+            return FileManager.default.fileExists(atPath: "/sys/fs/cgroup/pids/cgroup.procs")
+        }
+        if parts[0] == "0", parts[1].isEmpty,
+           let controllers = try? String(contentsOfFile: "/sys/fs/cgroup/cgroup.controllers", encoding: .utf8),
+           controllers.split(whereSeparator: \.isWhitespace).contains("pids") {
+            return true
+        }
+    }
+    return false
+}()
+
+/// The processes an app starts are the app's: the `processes` limit holds them.
+@Suite("App processes", .serialized, .timeLimit(.minutes(2)),
+       .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"),
+       .enabled(if: appCgroupsAvailable, "the host cannot make per-app cgroups here (not root, or a read-only cgroupfs)"))
+struct AppProcessesTests {
+    func appLog(_ host: TestHost, _ id: String) -> String {
+        (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
+    }
+
+    @Test(.enabled(if: pidsControllerPresent, "no pids controller here (or not root): the processes limit is not enforced"))
+    func theProcessesLimitStopsForksAndThreads() async throws {
+        let host = try TestHost(label: "pids") { $0.limits = LimitSettings(all: AppLimits(processes: 32)) }
+        let id = try await host.installProbe("com.proc.pids")
+        _ = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "fork-limit:64", "--on", "launch", "threads:64", "--on", "launch", "print:still-here",
+        ])
+        let log = appLog(host, id)
+        // As the app sees it: fork(2) and pthread_create(3) fail with EAGAIN past the limit,
+        // and the app goes on.
+        let forks = log.split(separator: "\n").first { $0.hasPrefix("[ProbeApp] fork-limit: ") }.map(String.init) ?? ""
+        let threads = log.split(separator: "\n").first { $0.hasPrefix("[ProbeApp] threads: ") }.map(String.init) ?? ""
+        #expect(forks.hasSuffix("of 64 (EAGAIN)"), "\(log)")
+        #expect(threads.hasSuffix("of 64 (EAGAIN)"), "\(log)")
+        #expect(log.contains("still-here"))
+        let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup)
+        let pidsMax = cgroup.directories.map { $0 + "/pids.max" }.first { FileManager.default.fileExists(atPath: $0) }
+        #expect(pidsMax.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } == "32\n")
+        // The event line says where the limits live, readably.
+        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+        await host.supervisor.unsubscribe(sub)
+        let service = past.filter { $0.cause.hasPrefix("per-app cgroups: ") }.map(\.cause)
+        let line = try #require(service.first, "no per-app cgroups line")
+        #expect(!line.contains("Optional"), "\(line)")
+        #expect(line.contains("process limits: yes"), "\(line)")
+        await host.stop()
+    }
+}
