@@ -30,13 +30,82 @@ let pidsControllerPresent: Bool = {
     return false
 }()
 
-/// The processes an app starts are the app's: the `processes` limit holds them.
+/// The processes an app starts are the app's: inside its cgroup from their first
+/// instruction, stopped while it is suspended, gone when it is; the `processes` limit
+/// holds them.
 @Suite("App processes", .serialized, .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"),
        .enabled(if: appCgroupsAvailable, "the host cannot make per-app cgroups here (not root, or a read-only cgroupfs)"))
 struct AppProcessesTests {
     func appLog(_ host: TestHost, _ id: String) -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
+    }
+
+    /// The pids of the log's `[ProbeApp] forked K of N: PID,...` line.
+    func forkedPIDs(_ log: String) -> [Int32] {
+        guard let line = log.split(separator: "\n").first(where: { $0.hasPrefix("[ProbeApp] forked ") }),
+              let colon = line.firstIndex(of: ":") else { return [] }
+        return line[line.index(after: colon)...].split(separator: " ").first.map {
+            $0.split(separator: ",").compactMap { Int32($0) }
+        } ?? []
+    }
+
+    /// Exited: no process, or a zombie nobody has reaped yet.
+    func exited(_ pid: Int32) -> Bool {
+        guard let state = kernelState(pid) else { return true }
+        return state == "Z" || state == "X"
+    }
+
+    @Test func aForkedChildIsInTheAppsCgroupAndDiesWithIt() async throws {
+        let host = try TestHost(label: "fork")
+        let id = try await host.installProbe("com.proc.fork")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "fork:2"])
+        let children = forkedPIDs(appLog(host, id))
+        #expect(children.count == 2, "\(appLog(host, id))")
+        let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup, "the app has no cgroup")
+        #expect(Set(cgroup.members) == Set([pid] + children), "the app and its children, no one else")
+        for child in children {
+            let text = (try? String(contentsOfFile: "/proc/\(child)/cgroup", encoding: .utf8)) ?? ""
+            for directory in cgroup.directories {
+                let relative = directory.split(separator: "/").suffix(2).joined(separator: "/")
+                #expect(text.contains("/" + relative + "\n"), "child \(child) is in \(directory): \(text)")
+            }
+        }
+
+        try await host.supervisor.terminate(id)
+        for child in children {
+            #expect(exited(child), "child \(child) outlived the app (state \(kernelState(child).map(String.init) ?? "?"))")
+        }
+        #expect(cgroup.members.isEmpty)
+        await host.stop()
+    }
+
+    @Test func anAppsChildrenAreStoppedWhileItIsSuspended() async throws {
+        let host = try TestHost(label: "stop")
+        let id = try await host.installProbe("com.proc.stop")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "fork:1"])
+        let child = try #require(forkedPIDs(appLog(host, id)).first, "\(appLog(host, id))")
+        #expect(kernelState(child) != "T")
+
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .suspended)
+        #expect(kernelState(pid) == "T", "the app itself is stopped (confirmed by the kernel)")
+        #expect(kernelState(child) == "T", "its child is stopped too")
+        let signals = await host.events(id).filter { $0.kind == .signal }.map(\.cause)
+        #expect(signals.contains { $0.contains("other processes: \(child)") }, "\(signals)")
+
+        try await host.supervisor.foreground(id)
+        await host.supervisor.waitUntil(id, is: .active)
+        #expect(kernelState(pid) != "T")
+        #expect(kernelState(child) != "T", "its child runs again")
+
+        // Killed by the host (a terminate that the app does not answer is not needed: a
+        // kill of a suspended app is the same path): the child goes with it.
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .suspended)
+        try await host.supervisor.terminate(id)
+        #expect(exited(child), "the child of a terminated suspended app is gone")
+        await host.stop()
     }
 
     @Test(.enabled(if: pidsControllerPresent, "no pids controller here (or not root): the processes limit is not enforced"))
