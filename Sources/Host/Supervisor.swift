@@ -134,9 +134,15 @@ public actor Supervisor {
         var viewTree: ViewTree?
         /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run.
         var ignoreNextSnapshot = false
-        /// Its cgroup (its processes; memory and process limits) and the OOM kills counted there before it started.
+        /// Its cgroup (its processes; memory and process limits).
         var cgroup: AppCgroup?
+        /// OOM kills counted in its cgroup that were not of the app's own process: those
+        /// before it started, and those before it last confirmed a stop (a process with
+        /// SIGKILL pending never stops).
         var oomKillsBefore = 0
+        /// The count when the host itself sent SIGKILL: a SIGKILL death is the OOM
+        /// killer's only if the count rose after that.
+        var oomKillsAtHostKill: Int?
         /// The memory limit it runs under (for its report).
         var memoryLimit: UInt64?
     }
@@ -843,6 +849,9 @@ public actor Supervisor {
             feed(id, .spawned(pid: child.pid))
             if runtimes[id]?.machine.killSent == true {
                 // Killed (a watchdog, a terminate) before the process existed.
+                if let cgroup = runtimes[id]?.cgroup, runtimes[id]?.oomKillsAtHostKill == nil {
+                    runtimes[id]?.oomKillsAtHostKill = cgroup.oomKills
+                }
                 try? child.signal(SIGKILL)
             }
             for event in early {
@@ -882,6 +891,8 @@ public actor Supervisor {
             }
             switch event {
             case .stopped:
+                // Stopped, so alive: no OOM kill counted so far was of the app itself.
+                if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
                 feed(id, .stopConfirmed)
             case .continued:
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)", time: now())
@@ -938,7 +949,12 @@ public actor Supervisor {
         }
         runtimes[id]?.exitStatus = status
         events.append(.exited, app: id, pid: runtimes[id]?.pid, cause: status.description, time: now())
-        if case .signaled(SIGKILL, _) = status, let rt = runtimes[id], let cgroup = rt.cgroup, cgroup.oomKills > rt.oomKillsBefore {
+        // JETSAM only when the OOM killer struck in this kill's window: after the host's own
+        // SIGKILL if it sent one, else since the app last proved alive (its start or a stop).
+        // (The kernel does not say whom it killed: a SIGKILL from outside the host, after a
+        // child's OOM kill and with no stop in between, still reads as JETSAM.)
+        if case .signaled(SIGKILL, _) = status, let rt = runtimes[id], let cgroup = rt.cgroup,
+           cgroup.oomKills > (rt.oomKillsAtHostKill ?? rt.oomKillsBefore) {
             let limit = rt.memoryLimit.map { ByteCountText.format($0) } ?? "its limit"
             feed(id, .limitExceeded(Lifecycle.TerminationRecord(
                 namespace: "JETSAM", code: nil,
@@ -1098,6 +1114,7 @@ public actor Supervisor {
             // it, and killed with it; only the app's own stop and continue are confirmed.
             var others: [Int32] = []
             if sig == .stop, let cgroup { others = cgroup.signalOthers(SIGSTOP, except: child.pid) }
+            if sig == .kill, let cgroup, runtimes[id]?.oomKillsAtHostKill == nil { runtimes[id]?.oomKillsAtHostKill = cgroup.oomKills }
             do {
                 try child.signal(number)
                 events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", time: now())
@@ -1398,6 +1415,7 @@ public actor Supervisor {
         let (rlimits, cgroup) = enforcement(of: limits, for: id)
         runtimes[id]?.cgroup = cgroup
         runtimes[id]?.oomKillsBefore = cgroup?.oomKills ?? 0
+        runtimes[id]?.oomKillsAtHostKill = nil
         runtimes[id]?.memoryLimit = limits.memory
         let groups = (row.app.applicationGroups ?? []).map { (id: $0, path: config.groupsDirectory + "/" + $0) }
         // The confinement (Confinement.swift): AF_BLUETOOTH sockets only with a

@@ -32,7 +32,7 @@ let pidsControllerPresent: Bool = {
 
 /// The processes an app starts are the app's: inside its cgroup from their first
 /// instruction, stopped while it is suspended, gone when it is; the `processes` limit
-/// holds them.
+/// holds them; an OOM kill of one of them is not the app's jetsam.
 @Suite("App processes", .serialized, .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"),
        .enabled(if: appCgroupsAvailable, "the host cannot make per-app cgroups here (not root, or a read-only cgroupfs)"))
@@ -133,6 +133,28 @@ struct AppProcessesTests {
         let line = try #require(service.first, "no per-app cgroups line")
         #expect(!line.contains("Optional"), "\(line)")
         #expect(line.contains("process limits: yes"), "\(line)")
+        await host.stop()
+    }
+
+    @Test(.enabled(if: memoryCgroupWritable, "no writable memory cgroup here"))
+    func aUserTerminateAfterAChildsOOMKillIsNotJetsam() async throws {
+        let host = try TestHost(label: "oom", grace: .milliseconds(300)) { $0.limits = LimitSettings(all: AppLimits(memory: 64 << 20)) }
+        let id = try await host.installProbe("com.proc.oom")
+        // The child goes over the limit and the OOM killer takes it; the app lives on, and
+        // does not answer willTerminate, so the host kills it with SIGKILL.
+        _ = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "fork-allocate:256", "--on", "terminate", "block:forever",
+        ])
+        #expect(appLog(host, id).contains("allocating 256 MiB: SIGKILL"), "\(appLog(host, id))")
+        let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup)
+        #expect(cgroup.oomKills >= 1, "the child was OOM-killed in the app's cgroup")
+
+        try await host.supervisor.terminate(id)
+        let exits = await host.events(id).filter { $0.kind == .exited }.map(\.cause)
+        #expect(exits.last == "SIGKILL", "the host killed it: \(exits)")
+        let reports = try await host.supervisor.reports(id)
+        #expect(!reports.contains { $0.terminationNamespace == "JETSAM" },
+                "a user terminate is not jetsam: \(reports.map(\.reason))")
         await host.stop()
     }
 }
