@@ -155,7 +155,15 @@ final class AppCgroups: Sendable {
             if let memoryRoot {
                 let dir = memoryRoot + "/" + app
                 try Self.makeDirectory(dir)
+                // memory.memsw (memory plus swap) must stay at or above memory.limit_in_bytes:
+                // raise it first when widening, set it after when narrowing.
+                let memsw = dir + "/memory.memsw.limit_in_bytes"
+                let hasMemsw = FileManager.default.fileExists(atPath: memsw)
+                if hasMemsw { Self.write("-1", to: memsw) }
                 try Self.set(dir + "/memory.limit_in_bytes", memory.map(String.init) ?? "-1")
+                // No swap: over the limit means killed, not paged out. Without memsw (swap
+                // accounting off) an app over its limit is swapped where there is swap.
+                if hasMemsw, let memory { try Self.set(memsw, String(memory)) }
                 procs.append(dir + "/cgroup.procs")
                 dirs.append(dir)
                 oom = dir + "/memory.oom_control"
