@@ -343,6 +343,25 @@ struct Script: Equatable, Sendable {
           crash                    crash (fatalError)
           garbage                  write a frame with a non-JSON payload to the socket
           oversized                write a frame header announcing 100 MiB
+        sandbox probes, which say what the app's sandbox lets it do (each prints one line):
+          socket:bluetooth         try socket(2) (AF_BLUETOOTH/SOCK_SEQPACKET, or
+          socket:inet|unix         AF_INET/AF_UNIX SOCK_STREAM); prints
+                                   "[ProbeApp] socket FAMILY: ok" or the errno name
+                                   ("[ProbeApp] socket bluetooth: EPERM")
+          open:PATH                try open(2) PATH O_RDWR (no create); prints
+                                   "[ProbeApp] open PATH: ok" or the errno name
+          read:PATH                open PATH read-only and read from it; prints
+                                   "[ProbeApp] read PATH: ok" or the errno name
+          write:PATH               open PATH for writing (O_APPEND, created if missing,
+                                   nothing written); "[ProbeApp] write PATH: ok" or the errno name
+          kill:PID[:SIGNAL]        kill(2) PID with SIGNAL (default 0: the permission
+                                   check only); "[ProbeApp] kill PID: ok" or the errno name
+          caps                     print "[ProbeApp] CapInh|CapPrm|CapEff|CapBnd|CapAmb HEX"
+                                   from /proc/self/status
+          group:ID                 print "[ProbeApp] group ID: PATH" (the App Group's
+                                   container) or "[ProbeApp] group ID: none"
+        A PATH of lock, posix-lock, unlock, open, read and write may start with
+        group:ID/, meaning that App Group's container (e.g. lock:group:group.x/db).
         service ACTIONs print "[ProbeApp] ACTION: ok" or "[ProbeApp] ACTION: refused: REASON"
         (ACTION is the keyword, e.g. "location-start: ok"; other failures say "failed: ..."):
           audio-play:SECONDS       play SECONDS (0-\(Int(maximumToneSeconds))) of a 440 Hz tone at 8000 Hz, one call
@@ -368,24 +387,6 @@ struct Script: Equatable, Sendable {
           register-push            registerForRemoteNotifications; the delegate prints
                                    "[ProbeApp] push token HEX" or
                                    "[ProbeApp] push registration failed: REASON"
-          socket:bluetooth         try socket(2) (AF_BLUETOOTH/SOCK_SEQPACKET, or
-          socket:inet|unix         AF_INET/AF_UNIX SOCK_STREAM); prints
-                                   "[ProbeApp] socket FAMILY: ok" or the errno name
-                                   ("[ProbeApp] socket bluetooth: EPERM")
-          open:PATH                try open(2) PATH O_RDWR (no create); prints
-                                   "[ProbeApp] open PATH: ok" or the errno name
-          read:PATH                open PATH read-only and read from it; prints
-                                   "[ProbeApp] read PATH: ok" or the errno name
-          write:PATH               open PATH for writing (O_APPEND, created if missing,
-                                   nothing written); "[ProbeApp] write PATH: ok" or the errno name
-          kill:PID[:SIGNAL]        kill(2) PID with SIGNAL (default 0: the permission
-                                   check only); "[ProbeApp] kill PID: ok" or the errno name
-          caps                     print "[ProbeApp] CapInh|CapPrm|CapEff|CapBnd|CapAmb HEX"
-                                   from /proc/self/status
-          group:ID                 print "[ProbeApp] group ID: PATH" (the App Group's
-                                   container) or "[ProbeApp] group ID: none"
-        A PATH of lock, posix-lock, unlock, open, read and write may start with
-        group:ID/, meaning that App Group's container (e.g. lock:group:group.x/db).
           fetch-interval:minimum|never|SECONDS  setMinimumBackgroundFetchInterval
           refresh-status           prints "[ProbeApp] refresh status available|denied|restricted"
                                    (a failure goes to stderr and reads denied)
