@@ -33,7 +33,7 @@ func seedRequest() -> (directory: String, inputs: [String])? {
     return (dir, Array(inputs))
 }
 
-/// Writes one seed file named after its content (as libFuzzer names corpus files).
+/// Writes one seed file as `name` in `directory` (callers make names unique).
 func writeSeed(_ data: Data, named name: String, in directory: String) {
     let url = URL(fileURLWithPath: directory).appendingPathComponent(name)
     do {

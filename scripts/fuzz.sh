@@ -112,12 +112,20 @@ build_harness() {
     fi
 }
 
-# Copies the files given (those that exist) into directory $1.
+# Copies the files given (those that exist) into directory $1, each named after a hash
+# of its content plus its base name: manifests/*.app/Info.plist are eleven files with one
+# base name, and a copy by base name alone kept only the last. Same content, one seed.
+seed_name() {
+    local hash
+    hash=$(sha1sum <"$1")
+    printf '%s-%s' "${hash:0:16}" "$(basename "$1")"
+}
+
 copy_seeds() {
     local dir=$1; shift
     local f
     for f in "$@"; do
-        [[ -f $f ]] && cp "$f" "$dir/$(basename "$f")"
+        [[ -f $f ]] && cp "$f" "$dir/$(seed_name "$f")"
     done
     return 0
 }
@@ -146,7 +154,7 @@ assemble_seeds() {
                 "Fuzz/regressions/manifest-xml/"* >/dev/null
             local f
             for f in "${shared_plists[@]}"; do
-                [[ $(head -c 6 "$f") == bplist ]] && cp "$f" "$dir/"
+                [[ $(head -c 6 "$f") == bplist ]] && cp "$f" "$dir/$(seed_name "$f")"
             done
             ;;
         frame | mode-hub)

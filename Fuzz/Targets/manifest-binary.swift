@@ -20,7 +20,8 @@ public func fuzzInitialize(_ argc: UnsafeMutablePointer<Int32>,
               let object = try? PropertyListSerialization.propertyList(from: data, options: [], format: nil),
               let binary = try? PropertyListSerialization.data(fromPropertyList: object, format: .binary, options: 0)
         else { continue }  // not a property list: nothing to convert
-        writeSeed(binary, named: (path as NSString).lastPathComponent + ".bplist", in: request.directory)
+        // Numbered: the Info.plists of manifests/*.app share one base name.
+        writeSeed(binary, named: "\(written)-" + (path as NSString).lastPathComponent + ".bplist", in: request.directory)
         written += 1
     }
     print("manifest-binary: \(written) of \(request.inputs.count) seeds converted to binary")

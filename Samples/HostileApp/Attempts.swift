@@ -358,12 +358,12 @@ func connectToTransferDaemon(_ c: AttackContext) -> Outcome {
     let bound = boundUnixSockets()
     for socket in descriptors.sockets {
         guard let address = bound[socket.inode] else { continue }
-        let (fd, ce) = connectUnix(address)
+        let (fd, ce, call) = connectUnix(address)
         if fd >= 0 {
             close(fd)
             return .allowed("connected to the daemon's socket \(address)")
         }
-        notes.append("connect \(address): \(errnoName(ce))")
+        notes.append("\(call == "connect" ? "connect \(address)" : call): \(errnoName(ce))")
     }
     if descriptors.error == 0 && descriptors.unreadable.isEmpty {
         notes.append("\(descriptors.sockets.filter { bound[$0.inode] != nil }.count) bound to a name")
@@ -371,17 +371,17 @@ func connectToTransferDaemon(_ c: AttackContext) -> Outcome {
     // Its descriptors' magic links as socket paths: its sockets, else every descriptor.
     let candidates = !descriptors.sockets.isEmpty ? descriptors.sockets.map(\.fd)
         : descriptors.error == 0 ? descriptors.all : Array(0..<16)
-    var errors: [Int32: Int] = [:]
+    var errors: [String: Int] = [:]
     for fd in candidates {
-        let (s, ce) = connectUnix(.path("/proc/\(daemon)/fd/\(fd)"))
+        let (s, ce, call) = connectUnix(.path("/proc/\(daemon)/fd/\(fd)"))
         if s >= 0 {
             close(s)
             return .allowed("connected through /proc/\(daemon)/fd/\(fd)")
         }
-        errors[ce, default: 0] += 1
+        errors["\(call == "connect" ? "connect" : call): \(errnoName(ce))", default: 0] += 1
     }
     if !errors.isEmpty {
-        notes.append("connect /proc/\(daemon)/fd/N: " + errors.sorted { $0.key < $1.key }.map { "\(errnoName($0.key))x\($0.value)" }.joined(separator: " "))
+        notes.append("to /proc/\(daemon)/fd/N: " + errors.sorted { $0.key < $1.key }.map { "\($0.key)x\($0.value)" }.joined(separator: " "))
     }
     return .denied(notes.joined(separator: "; "))
 }
@@ -389,8 +389,8 @@ func connectToTransferDaemon(_ c: AttackContext) -> Outcome {
 func connectToControlSocket(_ c: AttackContext) -> Outcome {
     guard let path = c.targets.controlSocket else { return .skipped("no control socket path") }
     guard exists(path) else { return .skipped("no \(path)") }
-    let (fd, e) = connectUnix(.path(path))
-    guard fd >= 0 else { return .denied("connect \(path): \(errnoName(e))") }
+    let (fd, e, call) = connectUnix(.path(path))
+    guard fd >= 0 else { return .denied("\(call == "connect" ? "connect \(path)" : "\(call) to reach \(path)"): \(errnoName(e))") }
     defer { close(fd) }
     // Prove it is the host: a ping, answered with a pong.
     guard let frame = try? Frame.encode(ControlRequest.ping(version: ControlSocket.version)) else {
@@ -423,8 +423,11 @@ func connectToControlSocket(_ c: AttackContext) -> Outcome {
 
 func connectToAbstractSocket(_ c: AttackContext) -> Outcome {
     guard let name = c.targets.abstractName else { return .skipped("no abstract socket to try") }
-    let (fd, e) = connectUnix(.abstract(name))
-    guard fd >= 0 else { return e == ECONNREFUSED ? .skipped("nobody listens on @\(name)") : .denied("connect @\(name): \(errnoName(e))") }
+    let (fd, e, call) = connectUnix(.abstract(name))
+    guard fd >= 0 else {
+        return e == ECONNREFUSED ? .skipped("nobody listens on @\(name)")
+            : .denied("\(call == "connect" ? "connect @\(name)" : "\(call) to reach @\(name)"): \(errnoName(e))")
+    }
     close(fd)
     return .allowed("connected to @\(name)")
 }
@@ -509,6 +512,10 @@ func holdCapabilities(_ c: AttackContext) -> Outcome {
 /// Runs `path --report-privileges` and compares what it has with what this process has.
 func compareAfterExec(_ path: String, _ what: String) -> Outcome {
     let before = Privileges.current()
+    // A setuid file owned by another uid: whether exec honours the bit shows even when
+    // this app is root already (a setuid-root file could give it nothing to see).
+    var st = stat()
+    let setuidOwner: UInt32? = stat(path, &st) == 0 && st.st_mode & UInt32(S_ISUID) != 0 ? st.st_uid : nil
     let (spawnError, output, status) = runHelper(path, ["--report-privileges"])
     guard spawnError == 0 else { return .denied("exec \(what) \(path): \(errnoName(spawnError))") }
     guard let after = output.split(separator: "\n").lazy.compactMap({ Privileges(line: String($0)) }).first else {
@@ -517,8 +524,13 @@ func compareAfterExec(_ path: String, _ what: String) -> Outcome {
     let gained = (before.euid != 0 && after.euid == 0) || after.effective & ~before.effective != 0
         || after.permitted & ~before.permitted != 0
     let bounding = capabilityBoundingSet()
-    let detail = "before: euid \(before.euid) CapEff \(hex(before.effective)); after exec: euid \(after.euid) CapEff \(hex(after.effective)) CapPrm \(hex(after.permitted)) (NoNewPrivs \(before.noNewPrivs), CapBnd \(hex(bounding)))"
+    let owner = setuidOwner.map { " (setuid uid \($0))" } ?? ""
+    let detail = "before: euid \(before.euid) CapEff \(hex(before.effective)); after exec\(owner): euid \(after.euid) CapEff \(hex(after.effective)) CapPrm \(hex(after.permitted)) (NoNewPrivs \(before.noNewPrivs), CapBnd \(hex(bounding)))"
     if gained { return .allowed("gained privileges: \(detail)") }
+    if let setuidOwner, setuidOwner != before.euid {
+        if after.euid == setuidOwner { return .allowed("the setuid bit took effect: \(detail)") }
+        return .denied("the setuid bit was ignored: \(detail)")
+    }
     // Root that already holds its whole (non-empty) bounding set has nothing left to
     // gain, so "no gain" proves nothing about no_new_privs.
     if before.euid == 0, bounding != 0, bounding & ~before.effective == 0 {

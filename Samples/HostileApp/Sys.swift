@@ -179,7 +179,9 @@ enum UnixAddress: CustomStringConvertible {
 }
 
 /// Connects a new stream socket to `address`: the connected descriptor, or -1 and the errno.
-func connectUnix(_ address: UnixAddress) -> (fd: Int32, error: Int32) {
+/// Connects a new AF_UNIX stream socket to `address`: the descriptor, or -1 with the
+/// errno and the call that failed ("socket" or "connect").
+func connectUnix(_ address: UnixAddress) -> (fd: Int32, error: Int32, call: String) {
     var addr = sockaddr_un()
     addr.sun_family = sa_family_t(AF_UNIX)
     let capacity = MemoryLayout.size(ofValue: addr.sun_path)
@@ -188,7 +190,7 @@ func connectUnix(_ address: UnixAddress) -> (fd: Int32, error: Int32) {
     case .path(let p): bytes = Array(p.utf8) + [0]
     case .abstract(let n): bytes = [0] + Array(n.utf8)
     }
-    guard bytes.count <= capacity else { return (-1, ENAMETOOLONG) }
+    guard bytes.count <= capacity else { return (-1, ENAMETOOLONG, "the address (too long)") }
     withUnsafeMutableBytes(of: &addr.sun_path) { raw in
         for (i, b) in bytes.enumerated() { raw[i] = b }
     }
@@ -199,16 +201,16 @@ func connectUnix(_ address: UnixAddress) -> (fd: Int32, error: Int32) {
     case .abstract: length = pathOffset + bytes.count
     }
     let (fd, e) = makeSocket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return (-1, e) }
+    guard fd >= 0 else { return (-1, e, "socket(AF_UNIX)") }
     let rc = withUnsafePointer(to: &addr) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(length)) }
     }
     if rc != 0 {
         let e = errno
         close(fd)
-        return (-1, e)
+        return (-1, e, "connect")
     }
-    return (fd, 0)
+    return (fd, 0, "connect")
 }
 
 /// Gives up on a blocking read after `seconds`.

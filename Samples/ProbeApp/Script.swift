@@ -114,6 +114,17 @@ enum Action: Equatable, Sendable {
     case waitFIFO(path: String)
     /// Allocate and touch `mebibytes` MiB, keeping it.
     case allocate(mebibytes: Int)
+    /// Fork `count` children that sleep for good (kept: they die with the app, or not).
+    case fork(count: Int)
+    /// Fork up to `count` sleeping children, stopping at the first failure; print how
+    /// many it got, then kill and reap them.
+    case forkLimit(count: Int)
+    /// Fork a child that allocates and touches `mebibytes` MiB, then exits; wait for it
+    /// and print how it ended.
+    case forkAllocate(mebibytes: Int)
+    /// Start up to `count` threads, stopping at the first failure; print how many it
+    /// got, then end and join them.
+    case threads(count: Int)
     /// Write `bytes` bytes to `path` (in 1 MiB writes), printing how many were written.
     case writeFile(path: String, bytes: Int64)
     /// Take an exclusive `flock` on `path` (created if missing) and keep it.
@@ -232,6 +243,8 @@ struct Script: Equatable, Sendable {
     static let maximumTaskCount = 10_000
     /// Most downloads one `downloads` may start.
     static let maximumDownloadCount = 100_000
+    /// Most processes or threads one `fork`, `fork-limit` or `threads` may start.
+    static let maximumProcessCount = 10_000
     /// Longest tone one `audio-play` may play, in seconds.
     static let maximumToneSeconds = 60.0
 
@@ -300,6 +313,18 @@ struct Script: Equatable, Sendable {
           block:forever            block the main thread forever (asleep in pause(),
                                    no CPU); the callback never returns
           allocate:MIB             allocate and touch MIB MiB and keep it ("[ProbeApp] allocated N MiB")
+          fork:N                   fork N (1-\(maximumProcessCount)) children that sleep in pause() for good:
+                                   "[ProbeApp] forked K of N: PID,PID..." (plus " (ERRNO)" when a fork
+                                   failed); they are the app's to lose: nothing here reaps or kills them
+          fork-limit:N             fork up to N (1-\(maximumProcessCount)) sleeping children, stopping at the
+                                   first failure: "[ProbeApp] fork-limit: forked K of N" (plus " (ERRNO)"),
+                                   then kill and reap them
+          fork-allocate:MIB        fork a child that allocates and touches MIB MiB, then exits; the
+                                   callback waits for it: "[ProbeApp] child PID allocating MIB MiB:
+                                   exit N|SIGNAL"
+          threads:N                start up to N (1-\(maximumProcessCount)) threads, stopping at the first
+                                   failure: "[ProbeApp] threads: started K of N" (plus " (ERRNO)"), then
+                                   end and join them
           write-file:PATH:BYTES    write BYTES bytes to PATH in 1 MiB writes ("[ProbeApp] wrote N of
                                    BYTES to PATH" and the error that stopped it, e.g. EFBIG)
           wait-fifo:PATH           block the main thread until one byte can be read from
@@ -318,6 +343,25 @@ struct Script: Equatable, Sendable {
           crash                    crash (fatalError)
           garbage                  write a frame with a non-JSON payload to the socket
           oversized                write a frame header announcing 100 MiB
+        sandbox probes, which say what the app's sandbox lets it do (each prints one line):
+          socket:bluetooth         try socket(2) (AF_BLUETOOTH/SOCK_SEQPACKET, or
+          socket:inet|unix         AF_INET/AF_UNIX SOCK_STREAM); prints
+                                   "[ProbeApp] socket FAMILY: ok" or the errno name
+                                   ("[ProbeApp] socket bluetooth: EPERM")
+          open:PATH                try open(2) PATH O_RDWR (no create); prints
+                                   "[ProbeApp] open PATH: ok" or the errno name
+          read:PATH                open PATH read-only and read from it; prints
+                                   "[ProbeApp] read PATH: ok" or the errno name
+          write:PATH               open PATH for writing (O_APPEND, created if missing,
+                                   nothing written); "[ProbeApp] write PATH: ok" or the errno name
+          kill:PID[:SIGNAL]        kill(2) PID with SIGNAL (default 0: the permission
+                                   check only); "[ProbeApp] kill PID: ok" or the errno name
+          caps                     print "[ProbeApp] CapInh|CapPrm|CapEff|CapBnd|CapAmb HEX"
+                                   from /proc/self/status
+          group:ID                 print "[ProbeApp] group ID: PATH" (the App Group's
+                                   container) or "[ProbeApp] group ID: none"
+        A PATH of lock, posix-lock, unlock, open, read and write may start with
+        group:ID/, meaning that App Group's container (e.g. lock:group:group.x/db).
         service ACTIONs print "[ProbeApp] ACTION: ok" or "[ProbeApp] ACTION: refused: REASON"
         (ACTION is the keyword, e.g. "location-start: ok"; other failures say "failed: ..."):
           audio-play:SECONDS       play SECONDS (0-\(Int(maximumToneSeconds))) of a 440 Hz tone at 8000 Hz, one call
@@ -343,24 +387,6 @@ struct Script: Equatable, Sendable {
           register-push            registerForRemoteNotifications; the delegate prints
                                    "[ProbeApp] push token HEX" or
                                    "[ProbeApp] push registration failed: REASON"
-          socket:bluetooth         try socket(2) (AF_BLUETOOTH/SOCK_SEQPACKET, or
-          socket:inet|unix         AF_INET/AF_UNIX SOCK_STREAM); prints
-                                   "[ProbeApp] socket FAMILY: ok" or the errno name
-                                   ("[ProbeApp] socket bluetooth: EPERM")
-          open:PATH                try open(2) PATH O_RDWR (no create); prints
-                                   "[ProbeApp] open PATH: ok" or the errno name
-          read:PATH                open PATH read-only and read from it; prints
-                                   "[ProbeApp] read PATH: ok" or the errno name
-          write:PATH               open PATH for writing (O_APPEND, created if missing,
-                                   nothing written); "[ProbeApp] write PATH: ok" or the errno name
-          kill:PID[:SIGNAL]        kill(2) PID with SIGNAL (default 0: the permission
-                                   check only); "[ProbeApp] kill PID: ok" or the errno name
-          caps                     print "[ProbeApp] CapInh|CapPrm|CapEff|CapBnd|CapAmb HEX"
-                                   from /proc/self/status
-          group:ID                 print "[ProbeApp] group ID: PATH" (the App Group's
-                                   container) or "[ProbeApp] group ID: none"
-        A PATH of lock, posix-lock, unlock, open, read and write may start with
-        group:ID/, meaning that App Group's container (e.g. lock:group:group.x/db).
           fetch-interval:minimum|never|SECONDS  setMinimumBackgroundFetchInterval
           refresh-status           prints "[ProbeApp] refresh status available|denied|restricted"
                                    (a failure goes to stderr and reads denied)
@@ -538,6 +564,20 @@ struct Script: Equatable, Sendable {
                 throw ScriptError("allocate needs MiB (1-65536), got \"\(text)\"")
             }
             return .allocate(mebibytes: n)
+        case ("fork", let value?), ("fork-limit", let value?), ("threads", let value?):
+            guard let n = Int(value), (1...maximumProcessCount).contains(n) else {
+                throw ScriptError("\(keyword) needs N (1-\(maximumProcessCount)), got \"\(text)\"")
+            }
+            switch keyword {
+            case "fork": return .fork(count: n)
+            case "fork-limit": return .forkLimit(count: n)
+            default: return .threads(count: n)
+            }
+        case ("fork-allocate", let value?):
+            guard let n = Int(value), (1...65536).contains(n) else {
+                throw ScriptError("fork-allocate needs MiB (1-65536), got \"\(text)\"")
+            }
+            return .forkAllocate(mebibytes: n)
         case ("write-file", let argument?):
             guard let colon = argument.lastIndex(of: ":"), colon != argument.startIndex,
                   let bytes = Int64(argument[argument.index(after: colon)...]), bytes >= 0 else {

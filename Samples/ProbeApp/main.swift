@@ -386,6 +386,42 @@ final class ProbeDelegate: ApplicationDelegate {
                 kept.append(block)
             }
             say("[ProbeApp] allocated \(mebibytes) MiB")
+        case .fork(let count):
+            var pids: [Int32] = []
+            var failure = ""
+            for _ in 0..<count {
+                let pid = forkSleeper()
+                guard pid > 0 else {
+                    failure = " (\(errnoName(-pid)))"
+                    break
+                }
+                pids.append(pid)
+            }
+            say("[ProbeApp] forked \(pids.count) of \(count): \(pids.map(String.init).joined(separator: ","))\(failure)")
+        case .forkLimit(let count):
+            var pids: [Int32] = []
+            var failure = ""
+            for _ in 0..<count {
+                let pid = forkSleeper()
+                guard pid > 0 else {
+                    failure = " (\(errnoName(-pid)))"
+                    break
+                }
+                pids.append(pid)
+            }
+            say("[ProbeApp] fork-limit: forked \(pids.count) of \(count)\(failure)")
+            for pid in pids { Glibc.kill(pid, SIGKILL) }
+            for pid in pids { reap(pid) }
+        case .forkAllocate(let mebibytes):
+            let pid = forkAllocator(mebibytes: mebibytes)
+            guard pid > 0 else {
+                say("[ProbeApp] fork-allocate: \(errnoName(-pid))")
+                return
+            }
+            say("[ProbeApp] child \(pid) allocating \(mebibytes) MiB: \(reap(pid))")
+        case .threads(let count):
+            let (started, error) = startBlockedThreads(count)
+            say("[ProbeApp] threads: started \(started) of \(count)\(error == 0 ? "" : " (\(errnoName(error)))")")
         case .writeFile(let path, let bytes):
             let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard fd >= 0 else {

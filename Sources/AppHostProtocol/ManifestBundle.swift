@@ -107,8 +107,11 @@ public enum AppBundleLoader {
     /// 2. in each of `productDirectories`, in the order given (see
     ///    ``defaultProductDirectories(forBundleAt:extra:)``).
     ///
-    /// The first regular file the current user may execute wins. An absolute
-    /// `CFBundleExecutable` is used as is. The entitlements file is `<folder>/<Name>.entitlements`,
+    /// The first regular file the current user may execute wins. Wherever it is named
+    /// from (`../x`, an absolute path, a symbolic link), the file must resolve to a place
+    /// inside the bundle folder or one of `productDirectories`: the app's sandbox grants
+    /// it the executable's folder, so a bundle naming a file elsewhere would widen its own
+    /// grant (`.executableOutsideBundle`). The entitlements file is `<folder>/<Name>.entitlements`,
     /// where `Name` is the bundle name (see ``ManifestReader/defaultBundleName(forManifestAt:)``).
     public static func load(path: String, settings: [String: String] = [:], productDirectories: [String] = [])
         throws(ManifestError) -> AppBundle
@@ -154,6 +157,14 @@ public enum AppBundleLoader {
         return result
     }
 
+    /// `path` with every symbolic link, `.` and `..` resolved (realpath), or nil when it
+    /// does not exist.
+    static func resolved(_ path: String) -> String? {
+        guard let real = realpath(path, nil) else { return nil }
+        defer { free(real) }
+        return String(cString: real)
+    }
+
     /// The nearest folder at or above `path` holding a `Package.swift`.
     static func packageRoot(above path: String) -> String? {
         var dir = path
@@ -167,18 +178,46 @@ public enum AppBundleLoader {
         }
     }
 
+    /// A problem with how `CFBundleExecutable` is written that the loader refuses wherever
+    /// the bundle lies (`..` components): nil when there is none. Shared with the linter.
+    public static func executableNameProblem(_ name: String) -> String? {
+        if name.split(separator: "/").contains("..") {
+            return "\"\(name)\" climbs out of its folder (\"..\"): the executable must lie inside the bundle folder or a products directory"
+        }
+        return nil
+    }
+
     private static func findExecutable(_ name: String, in directories: [String], manifestFile: String)
         throws(ManifestError) -> String
     {
+        if let problem = executableNameProblem(name) {
+            throw ManifestError(.executableOutsideBundle, file: manifestFile, key: ManifestReader.executableKey, value: name,
+                                detail: problem)
+        }
+        // Where an executable may be: each folder searched, symbolic links resolved.
+        let roots = directories.compactMap(resolved)
+        func inside(_ path: String) -> Bool {
+            roots.contains { $0 != "/" && (path == $0 || path.hasPrefix($0 + "/")) }
+        }
         let candidates = name.hasPrefix("/") ? [name] : directories.map { ($0 as NSString).appendingPathComponent(name) }
         var notExecutable: [String] = []
+        var outside: [(candidate: String, resolved: String)] = []
         for candidate in candidates {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue else {
                 continue
             }
+            guard let real = resolved(candidate), inside(real) else {
+                outside.append((candidate, resolved(candidate) ?? candidate))
+                continue
+            }
             if access(candidate, X_OK) == 0 { return ManifestReader.absolutePath(candidate) }
             notExecutable.append(candidate)
+        }
+        if let first = outside.first, notExecutable.isEmpty {
+            let shown = first.resolved == first.candidate ? first.candidate : "\(first.candidate), which is \(first.resolved)"
+            throw ManifestError(.executableOutsideBundle, file: manifestFile, key: ManifestReader.executableKey, value: name,
+                                detail: "executable \"\(name)\" is \(shown): outside the bundle folder and the products directories (\(directories.joined(separator: ", "))); put the executable inside one of them")
         }
         let looked = name.hasPrefix("/") ? "" : " (looked in: \(directories.joined(separator: ", ")))"
         let hint = notExecutable.isEmpty ? "" : "; \(notExecutable.joined(separator: ", ")) exists but is not executable (chmod +x)"

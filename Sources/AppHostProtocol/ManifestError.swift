@@ -28,6 +28,9 @@ public struct ManifestError: Error, CustomStringConvertible, Sendable, Equatable
         case unknownBuildSettingOperator
         /// The executable named by `CFBundleExecutable` was not found in any searched folder.
         case executableNotFound
+        /// `CFBundleExecutable` names a file outside the bundle folder and the host's
+        /// products directories (`../x`, an absolute path elsewhere, a symbolic link out).
+        case executableOutsideBundle
     }
 
     /// What kind of problem this is.

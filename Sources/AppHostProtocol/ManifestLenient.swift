@@ -72,6 +72,14 @@ extension ManifestReader {
         let bgTasks = fields.strings(bgTaskIdentifiersKey)
         let exitsOnSuspend = fields.bool(exitsOnSuspendKey)
         let protocols = fields.strings(externalAccessoryProtocolsKey)
+        // AppHost's own keys, as `readRaw` reads them last.
+        var snapshotPolicy: SnapshotPolicy?
+        do {
+            snapshotPolicy = try Fields(dictionary: loaded.dictionary, file: display).snapshotPolicy()
+        } catch {
+            fields.problems.append(error)
+        }
+        let launchImageFile = fields.string(launchImageFileKey)
         var problems = fields.problems
 
         // A mistyped identity key is already reported: give resolve a stand-in so it does
@@ -96,6 +104,8 @@ extension ManifestReader {
             keys: loaded.dictionary.keys.sorted(),
             data: loaded.data
         )
+        raw.snapshotPolicy = snapshotPolicy
+        raw.launchImageFile = launchImageFile
 
         let bundle = bundleName ?? defaultBundleName(forManifestAt: display)
 

@@ -262,7 +262,8 @@ public enum ManifestReader {
 }
 
 /// Typed access to the top-level dictionary, throwing errors that name the key and index.
-private struct Fields {
+/// The strict reader's typed access to a manifest's keys (the lenient reader borrows it).
+struct Fields {
     let dictionary: [String: Any]
     let file: String
 

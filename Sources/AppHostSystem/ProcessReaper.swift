@@ -304,7 +304,8 @@ private final class ReaperLoop {
 
         let argv = CStringArray(settings.arguments)
         let envp = CStringArray(settings.environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" })
-        guard argv.isComplete, envp.isComplete else {
+        let cgroupFiles = CStringArray(settings.cgroupProcsFiles)
+        guard argv.isComplete, envp.isComplete, cgroupFiles.isComplete else {
             throw SpawnError(code: .invalidSettings, errno: .noMemory, path: settings.executablePath)
         }
         let limits = settings.resourceLimits.map {
@@ -337,7 +338,10 @@ private final class ReaperLoop {
                                 seccomp: program == nil ? nil : bpfPointer,
                                 landlock_ruleset_fd: ruleset?.descriptor ?? -1,
                                 death_signal: settings.deathSignal ?? 0,
-                                drop_capabilities: settings.dropsCapabilities ? 1 : 0)
+                                drop_capabilities: settings.dropsCapabilities ? 1 : 0,
+                                cgroup_procs_files: UnsafeRawPointer(cgroupFiles.pointer)
+                                    .assumingMemoryBound(to: UnsafePointer<CChar>?.self),
+                                cgroup_procs_file_count: cgroupFiles.count)
                             // Locked across the spawn: the stop watcher must find
                             // the child if it stops right after execve.
                             return core.children.withLock { table -> (Int32, ChildProcess?) in
@@ -396,6 +400,9 @@ private final class ReaperLoop {
         for limit in settings.resourceLimits where limit.soft > limit.hard {
             throw invalid("\(limit): soft limit above hard limit")
         }
+        for file in settings.cgroupProcsFiles where file.isEmpty || file.utf8.contains(0) {
+            throw invalid("bad cgroup.procs path \"\(file)\"")
+        }
         if let sig = settings.deathSignal, sig <= 0 || sig >= 65 {
             throw invalid("bad death signal \(sig)")
         }
@@ -419,6 +426,9 @@ private final class ReaperLoop {
             let names = ["stdin", "stdout", "stderr", "the IPC descriptor"]
             let index = Int(result.detail)
             if names.indices.contains(index) { error.detail = "fd \(index) (\(names[index]))" }
+        case .joinCgroup:
+            let index = Int(result.detail)
+            error.path = settings.cgroupProcsFiles.indices.contains(index) ? settings.cgroupProcsFiles[index] : nil
         case .dropCapabilities:
             let stages = ["PR_SET_SECUREBITS", "PR_CAPBSET_DROP", "PR_CAP_AMBIENT_CLEAR_ALL", "capset"]
             let index = Int(result.detail)

@@ -55,6 +55,8 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let landlockRestrict = Code(rawValue: APH_STEP_LANDLOCK)
         /// Child: dropping capabilities failed (`detail` says which stage).
         public static let dropCapabilities = Code(rawValue: APH_STEP_CAPABILITIES)
+        /// Child: writing its pid to a `cgroup.procs` file failed (`path` says which).
+        public static let joinCgroup = Code(rawValue: APH_STEP_CGROUP)
         /// Compiling the seccomp policy failed (unknown syscall name, libseccomp error).
         public static let seccompCompile = Code(rawValue: 100)
         /// The reaper could not start its threads or descriptors.
@@ -87,6 +89,7 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
             case .execve: "execve"
             case .landlockRestrict: "landlock_restrict_self"
             case .dropCapabilities: "dropping capabilities"
+            case .joinCgroup: "joining the cgroup"
             case .seccompCompile: "seccomp compile"
             case .reaperUnavailable: "reaper start"
             case .watchChild: "watching the pidfd"
@@ -127,6 +130,7 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         case .installDescriptor: what = "installing \(detail ?? "a descriptor")"
         case .seccompCompile: what = "compiling the seccomp filter" + (detail.map { " (\($0))" } ?? "")
         case .parentExited: what = "spawning \(path ?? "?"): the parent exited first"
+        case .joinCgroup: what = "joining the cgroup (writing the child's pid to \(path ?? "?"))"
         case .landlockRuleset:
             what = "building the Landlock ruleset" + (detail.map { " for \($0)" } ?? "")
             if let path { what += " (at \(path))" }

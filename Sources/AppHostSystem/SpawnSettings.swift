@@ -44,6 +44,11 @@ public struct SpawnSettings: Sendable {
     /// Signal the child gets when the spawning thread (the reaper's, which
     /// lives as long as the host) dies; nil for none. Default SIGKILL.
     public var deathSignal: Int32?
+    /// `cgroup.procs` files (one per cgroup hierarchy) the child writes its own
+    /// pid to before it does anything else of its own: it, and everything it
+    /// ever forks, starts inside those cgroups. A write that fails fails the
+    /// spawn (`SpawnError.Code.joinCgroup`), so no child runs outside its limits.
+    public var cgroupProcsFiles: [String]
 
     /// The descriptor number the IPC descriptor gets in the child.
     public static let childIPCDescriptor: Int32 = APH_IPC_FD
@@ -62,7 +67,8 @@ public struct SpawnSettings: Sendable {
         seccomp: SeccompPolicy = .baseline,
         landlock: LandlockPolicy? = nil,
         dropsCapabilities: Bool = true,
-        deathSignal: Int32? = SIGKILL
+        deathSignal: Int32? = SIGKILL,
+        cgroupProcsFiles: [String] = []
     ) {
         self.executablePath = executablePath
         self.arguments = arguments ?? [executablePath]
@@ -77,6 +83,7 @@ public struct SpawnSettings: Sendable {
         self.landlock = landlock
         self.dropsCapabilities = dropsCapabilities
         self.deathSignal = deathSignal
+        self.cgroupProcsFiles = cgroupProcsFiles
     }
 }
 

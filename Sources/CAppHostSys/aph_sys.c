@@ -571,6 +571,22 @@ static int aph_drop_capabilities(long *stage_out) {
     return 0;
 }
 
+// Writes `value` (>= 0) in decimal into `buffer` (no terminator); returns
+// the length. No libc: the child may not call snprintf.
+APH_CHILD_CODE
+static int aph_format_decimal(long value, char *buffer, int capacity) {
+    char reversed[24];
+    int n = 0;
+    unsigned long v = value < 0 ? 0 : (unsigned long)value;
+    do {
+        reversed[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0 && n < (int)sizeof(reversed));
+    if (n > capacity) n = capacity;
+    for (int i = 0; i < n; i++) buffer[i] = reversed[n - 1 - i];
+    return n;
+}
+
 // The kernel's struct sigaction for rt_sigaction (not glibc's).
 struct aph_kernel_sigaction {
     void (*handler)(int);
@@ -609,6 +625,25 @@ static void aph_child(const struct aph_child_args *a) {
     // 2. A new session (and process group).
     rc = APH_RAW0(SYS_setsid);
     if (rc < 0) aph_child_fail(report_fd, APH_STEP_SETSID, (int)-rc, 0);
+
+    // 2b. Its cgroups, before it can run a single instruction of the app:
+    //     anything it forks later (a C constructor's fork included) is born
+    //     inside them. Before Landlock and the capability drop, which would
+    //     forbid the write. Each file takes the pid in decimal, in one write.
+    if (s->cgroup_procs_file_count > 0) {
+        char digits[24];
+        int length = aph_format_decimal(APH_RAW0(SYS_getpid), digits, sizeof(digits));
+        for (size_t i = 0; i < s->cgroup_procs_file_count; i++) {
+            long fd = APH_RAW4(SYS_openat, AT_FDCWD, s->cgroup_procs_files[i], O_WRONLY | O_CLOEXEC, 0);
+            if (fd < 0) aph_child_fail(report_fd, APH_STEP_CGROUP, (int)-fd, (int)i);
+            do {
+                rc = APH_RAW3(SYS_write, fd, digits, length);
+            } while (rc == -EINTR);
+            (void)APH_RAW1(SYS_close, fd);
+            if (rc < 0) aph_child_fail(report_fd, APH_STEP_CGROUP, (int)-rc, (int)i);
+            if (rc != length) aph_child_fail(report_fd, APH_STEP_CGROUP, EIO, (int)i);
+        }
+    }
 
     // 3. Die with the parent (thread). If the parent already died, PDEATHSIG
     //    will never fire: stop here.
@@ -739,7 +774,8 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
     r->step = APH_STEP_NONE;
     r->detail = 0;
     if (s == NULL || s->path == NULL || s->argv == NULL || s->envp == NULL ||
-        (s->rlimit_count > 0 && s->rlimits == NULL)) {
+        (s->rlimit_count > 0 && s->rlimits == NULL) ||
+        (s->cgroup_procs_file_count > 0 && s->cgroup_procs_files == NULL)) {
         r->step = APH_STEP_INVALID;
         return EINVAL;
     }

@@ -1,4 +1,5 @@
 import AppHostProtocol
+import AppHostSystem
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -7,24 +8,33 @@ import Glibc
 
 private let hostCounter = Atomic<Int>(0)
 
-/// Per-app cgroups for the memory and process limits.
+/// Per-app cgroups: the memory and process limits, and the app's processes as one set.
 ///
 /// Under the host's own cgroup the host makes `apphost-<pid>-<n>`, and in it one directory per
 /// app (its bundle identifier), with `memory.max`/`pids.max` (cgroup v2) or
-/// `memory.limit_in_bytes`/`pids.max` (the v1 `memory` and `pids` hierarchies). A spawned
-/// app is moved in as soon as its pid is known: the pages it touched before (a few, between
-/// `execve` and the move) stay charged to the host. When an app dies of SIGKILL, the
+/// `memory.limit_in_bytes`/`pids.max` (the v1 `memory` and `pids` hierarchies). The spawned
+/// child writes its own pid to each `cgroup.procs` before `execve` (`SpawnSettings.cgroupProcsFiles`),
+/// so the app and everything it forks, from its first instruction on, are inside: under its
+/// limits, stopped with it, killed with it (`AppCgroup`). When an app dies of SIGKILL, the
 /// cgroup's `oom_kill` count says whether the kernel's OOM killer did it for the limit.
 ///
 /// v2 is used where the host's cgroup can delegate `memory` (and `pids`) to children;
 /// else v1 where its hierarchies are writable (this machine: a v1/v2 hybrid); else none,
 /// and the host falls back to rlimits (see `Supervisor.limitSettings`).
 final class AppCgroups: Sendable {
-    enum Layout: Sendable, Equatable {
+    enum Layout: Sendable, Equatable, CustomStringConvertible {
         /// One directory holding both controllers.
         case v2(root: String)
         /// The `memory` hierarchy's directory and the `pids` one's (nil if not writable).
         case v1(memory: String?, pids: String?)
+
+        /// "cgroup v2 at /sys/fs/cgroup/...", "cgroup v1: memory at ..., pids: none".
+        var description: String {
+            switch self {
+            case .v2(let root): "cgroup v2 at \(root)"
+            case .v1(let memory, let pids): "cgroup v1: memory at \(memory ?? "none"), pids at \(pids ?? "none")"
+            }
+        }
     }
 
     let layout: Layout
@@ -86,14 +96,20 @@ final class AppCgroups: Sendable {
                 rmdir(root)
             }
         }
-        // cgroup v1: the memory and pids hierarchies.
+        // cgroup v1: the memory and pids hierarchies. A controller's files (`pids.max`) exist
+        // in the directories below a hierarchy's root, not in the root itself: the root is
+        // known by its `cgroup.procs`, the controller by the file in the directory made.
         func v1Directory(_ controller: String, probe: String) -> String? {
             guard let path = v1[controller] else { return nil }
             let base = mount + "/" + controller + (path == "/" ? "" : path)
-            guard FileManager.default.fileExists(atPath: base + "/" + probe) else { return nil }
+            guard FileManager.default.fileExists(atPath: base + "/cgroup.procs") else { return nil }
             removeStale(in: base)
             let root = base + "/" + name
             guard mkdir(root, 0o755) == 0 || errno == EEXIST else { return nil }
+            guard FileManager.default.fileExists(atPath: root + "/" + probe) else {
+                rmdir(root)
+                return nil
+            }
             return root
         }
         let memory = v1Directory("memory", probe: "memory.limit_in_bytes")
@@ -129,7 +145,9 @@ final class AppCgroups: Sendable {
             if FileManager.default.fileExists(atPath: dir + "/pids.max") {
                 try Self.set(dir + "/pids.max", processes.map(String.init) ?? "max")
             }
-            return AppCgroup(procsFiles: [dir + "/cgroup.procs"], oomFile: dir + "/memory.events", directories: [dir])
+            let kill = dir + "/cgroup.kill"
+            return AppCgroup(procsFiles: [dir + "/cgroup.procs"], oomFile: dir + "/memory.events", directories: [dir],
+                             killFile: FileManager.default.fileExists(atPath: kill) ? kill : nil)
         case .v1(let memoryRoot, let pidsRoot):
             var procs: [String] = []
             var dirs: [String] = []
@@ -137,7 +155,15 @@ final class AppCgroups: Sendable {
             if let memoryRoot {
                 let dir = memoryRoot + "/" + app
                 try Self.makeDirectory(dir)
+                // memory.memsw (memory plus swap) must stay at or above memory.limit_in_bytes:
+                // raise it first when widening, set it after when narrowing.
+                let memsw = dir + "/memory.memsw.limit_in_bytes"
+                let hasMemsw = FileManager.default.fileExists(atPath: memsw)
+                if hasMemsw { Self.write("-1", to: memsw) }
                 try Self.set(dir + "/memory.limit_in_bytes", memory.map(String.init) ?? "-1")
+                // No swap: over the limit means killed, not paged out. Without memsw (swap
+                // accounting off) an app over its limit is swapped where there is swap.
+                if hasMemsw, let memory { try Self.set(memsw, String(memory)) }
                 procs.append(dir + "/cgroup.procs")
                 dirs.append(dir)
                 oom = dir + "/memory.oom_control"
@@ -149,7 +175,7 @@ final class AppCgroups: Sendable {
                 procs.append(dir + "/cgroup.procs")
                 dirs.append(dir)
             }
-            return AppCgroup(procsFiles: procs, oomFile: oom, directories: dirs)
+            return AppCgroup(procsFiles: procs, oomFile: oom, directories: dirs, killFile: nil)
         }
     }
 
@@ -194,16 +220,33 @@ final class AppCgroups: Sendable {
 
 /// One app's cgroup directories.
 struct AppCgroup: Sendable, Equatable {
+    /// Each hierarchy's `cgroup.procs` (the child joins them all before `execve`).
     let procsFiles: [String]
     /// `memory.events` (v2) or `memory.oom_control` (v1): holds `oom_kill N`.
     let oomFile: String?
     let directories: [String]
+    /// v2 `cgroup.kill` where the kernel has it (5.14).
+    let killFile: String?
 
-    /// Moves `pid` (all its threads) in.
-    func place(_ pid: Int32) throws {
-        for file in procsFiles where !AppCgroups.write(String(pid), to: file) {
-            throw CgroupError(message: "write \(pid) to \(file): \(String(cString: strerror(errno)))")
-        }
+    /// The app's processes: its own and every one it started, orphans included.
+    var members: [Int32] {
+        procsFiles.first.map(CgroupProcesses.list) ?? []
+    }
+
+    /// Sends `signal` to every process of the app but `except` (its main process,
+    /// which the supervisor signals through its pidfd); returns those reached.
+    @discardableResult
+    func signalOthers(_ signal: Int32, except: Int32?) -> [Int32] {
+        guard let file = procsFiles.first else { return [] }
+        return CgroupProcesses.signal(signal, in: file, except: except.map { [$0] } ?? [])
+    }
+
+    /// Kills every process of the app and waits (bounded) until they are gone;
+    /// returns those still there.
+    @discardableResult
+    func killAll() -> [Int32] {
+        guard let file = procsFiles.first else { return [] }
+        return CgroupProcesses.killAll(procsFile: file, killFile: killFile)
     }
 
     /// How many times the kernel's OOM killer killed a process here (0 if unknown).

@@ -26,8 +26,9 @@ import Glibc
 ///
 /// Nothing of the state directory but its own containers: not other apps'
 /// containers, not the databases, logs, reports, snapshots or the control
-/// socket. A bundle or executable folder inside the state directory gets no
-/// folder grant (only the executable file itself), and a grant on a folder
+/// socket. A bundle or executable folder inside the state directory, `/` or a
+/// folder holding the state directory gets no folder grant (only the executable
+/// file itself), and a grant on a folder
 /// holding the state directory (`/usr` holding `/usr/local/var/apphost`) is
 /// split around it.
 ///
@@ -89,18 +90,24 @@ public enum AppConfinement {
         grants += (commonDevices + devices).map { PathGrant($0, .device) }
 
         // The app's own files: never a folder inside the state directory (other
-        // apps' containers, the database and the logs are there).
+        // apps' containers, the database and the logs are there), nor `/` or a folder
+        // holding the state directory (everything beside it would be granted). The
+        // installer keeps the executable inside its bundle or a products directory;
+        // this holds for what an older install recorded too.
         let state = canonical(stateDirectory)
-        func outsideState(_ path: String) -> Bool {
+        func grantable(_ path: String) -> Bool {
             let resolved = canonical(path)
-            return resolved != state && !resolved.hasPrefix(state == "/" ? "/" : state + "/")
+            guard !resolved.isEmpty, resolved != "/", resolved != state else { return false }
+            let insideState = resolved.hasPrefix(state == "/" ? "/" : state + "/")
+            let holdsState = state.hasPrefix(resolved + "/")
+            return !insideState && !holdsState
         }
         grants.append(PathGrant(app.executablePath, .readExecute))
         let executableFolder = (app.executablePath as NSString).deletingLastPathComponent
-        if !executableFolder.isEmpty, outsideState(executableFolder) {
+        if !executableFolder.isEmpty, grantable(executableFolder) {
             grants.append(PathGrant(executableFolder, .readExecute))
         }
-        if outsideState(app.bundlePath) {
+        if grantable(app.bundlePath) {
             grants.append(PathGrant(app.bundlePath, .readOnly))
         }
         return LandlockPolicy(grants: grants, excluded: [stateDirectory], abiLimit: abiLimit)

@@ -134,9 +134,15 @@ public actor Supervisor {
         var viewTree: ViewTree?
         /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run.
         var ignoreNextSnapshot = false
-        /// Its cgroup (memory and process limits) and the OOM kills counted there before it started.
+        /// Its cgroup (its processes; memory and process limits).
         var cgroup: AppCgroup?
+        /// OOM kills counted in its cgroup that were not of the app's own process: those
+        /// before it started, and those before it last confirmed a stop (a process with
+        /// SIGKILL pending never stops).
         var oomKillsBefore = 0
+        /// The count when the host itself sent SIGKILL: a SIGKILL death is the OOM
+        /// killer's only if the count rose after that.
+        var oomKillsAtHostKill: Int?
         /// The memory limit it runs under (for its report).
         var memoryLimit: UInt64?
     }
@@ -843,6 +849,9 @@ public actor Supervisor {
             feed(id, .spawned(pid: child.pid))
             if runtimes[id]?.machine.killSent == true {
                 // Killed (a watchdog, a terminate) before the process existed.
+                if let cgroup = runtimes[id]?.cgroup, runtimes[id]?.oomKillsAtHostKill == nil {
+                    runtimes[id]?.oomKillsAtHostKill = cgroup.oomKills
+                }
                 try? child.signal(SIGKILL)
             }
             for event in early {
@@ -882,11 +891,21 @@ public actor Supervisor {
             }
             switch event {
             case .stopped:
+                // Stopped, so alive: no OOM kill counted so far was of the app itself.
+                if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
                 feed(id, .stopConfirmed)
             case .continued:
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)", time: now())
                 feed(id, .continueConfirmed)
             case .exited(let status):
+                // The app is gone: so is everything it started (a child holding its end of
+                // the IPC socket would keep the connection open, too).
+                if let cgroup = runtimes[id]?.cgroup {
+                    let left = cgroup.killAll()
+                    if !left.isEmpty {
+                        events.append(.warning, app: id, cause: "processes \(left.map(String.init).joined(separator: ", ")) of the app's cgroup outlived SIGKILL", time: now())
+                    }
+                }
                 if runtimes[id]?.channelOpen == true {
                     runtimes[id]?.pendingExit = status
                     let input = self.input
@@ -930,7 +949,12 @@ public actor Supervisor {
         }
         runtimes[id]?.exitStatus = status
         events.append(.exited, app: id, pid: runtimes[id]?.pid, cause: status.description, time: now())
-        if case .signaled(SIGKILL, _) = status, let rt = runtimes[id], let cgroup = rt.cgroup, cgroup.oomKills > rt.oomKillsBefore {
+        // JETSAM only when the OOM killer struck in this kill's window: after the host's own
+        // SIGKILL if it sent one, else since the app last proved alive (its start or a stop).
+        // (The kernel does not say whom it killed: a SIGKILL from outside the host, after a
+        // child's OOM kill and with no stop in between, still reads as JETSAM.)
+        if case .signaled(SIGKILL, _) = status, let rt = runtimes[id], let cgroup = rt.cgroup,
+           cgroup.oomKills > (rt.oomKillsAtHostKill ?? rt.oomKillsBefore) {
             let limit = rt.memoryLimit.map { ByteCountText.format($0) } ?? "its limit"
             feed(id, .limitExceeded(Lifecycle.TerminationRecord(
                 namespace: "JETSAM", code: nil,
@@ -1085,12 +1109,24 @@ public actor Supervisor {
             case .kill: SIGKILL
             }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
+            let cgroup = runtimes[id]?.cgroup
+            // The app's other processes (its cgroup's) are stopped before it and continued after
+            // it, and killed with it; only the app's own stop and continue are confirmed.
+            var others: [Int32] = []
+            if sig == .stop, let cgroup { others = cgroup.signalOthers(SIGSTOP, except: child.pid) }
+            if sig == .kill, let cgroup, runtimes[id]?.oomKillsAtHostKill == nil { runtimes[id]?.oomKillsAtHostKill = cgroup.oomKills }
             do {
                 try child.signal(number)
                 events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", time: now())
             } catch {
                 // ESRCH: already gone; its exit is on its way.
                 logger.debug("signal \(sig.rawValue) to \(id) failed: \(error)")
+            }
+            if sig == .cont, let cgroup { others = cgroup.signalOthers(SIGCONT, except: child.pid) }
+            if sig == .kill, let cgroup { others = cgroup.signalOthers(SIGKILL, except: child.pid) }
+            if !others.isEmpty {
+                events.append(.signal, app: id, pid: child.pid,
+                              cause: "\(sig.rawValue) also to the app's other processes: \(others.map(String.init).joined(separator: ", "))", time: now())
             }
         case .transition(let from, let to, let cause):
             let time = now()
@@ -1327,18 +1363,21 @@ public actor Supervisor {
     /// memory by RLIMIT_AS (an address-space cap: an app over it fails to allocate rather
     /// than being killed with a report) and processes not at all (RLIMIT_NPROC counts
     /// every process of the user, the host's included). Each fallback is warned about once.
+    /// Every app gets a cgroup where the host can make one, limits or not: it is what
+    /// stops, kills and attributes the processes an app starts.
     private func enforcement(of limits: AppLimits, for id: String) -> (rlimits: [ResourceLimit], cgroup: AppCgroup?) {
         var rlimits: [ResourceLimit] = []
         if let n = limits.openFiles { rlimits.append(ResourceLimit(.openFiles, soft: UInt64(n))) }
         if let n = limits.fileSize { rlimits.append(ResourceLimit(.fileSize, soft: n)) }
-        guard limits.memory != nil || limits.processes != nil else { return (rlimits, nil) }
         if cgroups == nil {
             let (made, why) = AppCgroups.make()
             cgroups = .some(made)
             if let made {
                 events.append(.service, cause: "per-app cgroups: \(made.layout) (memory limits: \(made.limitsMemory ? "yes" : "no"), process limits: \(made.limitsProcesses ? "yes" : "no"))", time: now())
             } else {
-                logger.info("no per-app cgroups: \(why ?? "unknown")")
+                let message = "no per-app cgroups (\(why ?? "unknown")): an app's child processes are not stopped when it is suspended and can outlive it"
+                events.append(.warning, cause: message, time: now())
+                logger.warning("\(message)")
             }
         }
         let made = cgroups ?? nil
@@ -1376,6 +1415,7 @@ public actor Supervisor {
         let (rlimits, cgroup) = enforcement(of: limits, for: id)
         runtimes[id]?.cgroup = cgroup
         runtimes[id]?.oomKillsBefore = cgroup?.oomKills ?? 0
+        runtimes[id]?.oomKillsAtHostKill = nil
         runtimes[id]?.memoryLimit = limits.memory
         let groups = (row.app.applicationGroups ?? []).map { (id: $0, path: config.groupsDirectory + "/" + $0) }
         // The confinement (Confinement.swift): AF_BLUETOOTH sockets only with a
@@ -1427,7 +1467,8 @@ public actor Supervisor {
                     standardError: log,
                     resourceLimits: rlimits,
                     seccomp: seccomp,
-                    landlock: landlock)
+                    landlock: landlock,
+                    cgroupProcsFiles: cgroup?.procsFiles ?? [])
                 let child: ChildProcess
                 do {
                     // Events go straight to the input stream (one hop); any that beat
@@ -1443,18 +1484,6 @@ public actor Supervisor {
                 }
                 try? appEnd.close()
                 try? log.close()
-                if let cgroup {
-                    do {
-                        try cgroup.place(child.pid)
-                    } catch {
-                        // Not left running without its limits: its exit follows.
-                        try? child.signal(SIGKILL)
-                        try? hostEnd.close()
-                        input.yield(.spawned(app: id, instance: instance, child: child))
-                        input.yield(.violation(app: id, instance: instance, "could not apply its limits: \(error)"))
-                        return
-                    }
-                }
                 input.yield(.spawned(app: id, instance: instance, child: child))
                 do {
                     let channel = try await ClientBootstrap(group: group)

@@ -127,6 +127,15 @@ public enum Linter {
         }
         let modeKey = ManifestReader.backgroundModesKey
 
+        // The executable: the host refuses one outside the bundle and its products directories.
+        let executableKey = ManifestReader.executableKey
+        if let problem = AppBundleLoader.executableNameProblem(manifest.executable) {
+            findings.append(LintFinding(.error, file: file, key: executableKey, "\(executableKey): \(problem)"))
+        } else if manifest.executable.hasPrefix("/") {
+            findings.append(LintFinding(.warning, file: file, key: executableKey,
+                "\(executableKey): \"\(manifest.executable)\" is an absolute path: the host accepts it only inside the bundle folder or a products directory; name it relative to them"))
+        }
+
         // Modes: duplicates, then each mode's plugin.
         var modes: [BackgroundMode] = []
         for mode in manifest.backgroundModes where !modes.contains(mode) { modes.append(mode) }

@@ -116,7 +116,7 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Budget profile: ios6 (600 s background tasks), ios7 (180 s), ios13 (30 s, default). `apphost profile show` prints the table.", valueName: "name"))
     var profile: String?
 
-    @Option(name: .long, help: ArgumentHelp("JSON config file: {\"profile\": \"ios7\", \"budgets\": {\"backgroundTask\": \"45s\"}, \"audioSink\": \"wav\" or \"null\", \"transfers\": {\"extraCA\": \"ca.pem\", \"perHost\": 4, \"maxConcurrent\": 16}}.", valueName: "file"))
+    @Option(name: .long, help: ArgumentHelp("JSON config file: {\"profile\": \"ios7\", \"budgets\": {\"backgroundTask\": \"45s\"}, \"audioSink\": \"wav\" or \"null\", \"transfers\": {\"extraCA\": \"ca.pem\", \"perHost\": 4, \"maxConcurrent\": 16}, \"limits\": {\"openFiles\": 256, \"processes\": 512, \"fileSize\": \"2 GiB\", \"memory\": \"1 GiB\", \"apps\": {\"com.example.big\": {\"memory\": \"2 GiB\"}}}}.", valueName: "file"))
     var config: String?
 
     @Option(name: .long, help: ArgumentHelp("Virtual clock: real seconds `clock advance` waits for apps to answer before the next deadline.", valueName: "seconds"))

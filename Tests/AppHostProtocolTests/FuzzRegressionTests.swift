@@ -18,19 +18,22 @@ struct FuzzRegressionTests {
     }
 
     /// Each input gives a manifest or a ManifestError, and the lenient reader's first
-    /// problem is the strict reader's error (what the harness checks).
+    /// problem is the strict reader's error, or its manifest the strict one (what the
+    /// harness checks).
     @Test(arguments: fuzzRegressions("manifest-xml") + fuzzRegressions("manifest-binary"))
     func manifestInputsAreReadOrRefused(path: String) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
         let display = (path as NSString).lastPathComponent
         var strictError: ManifestError?
+        var strict: Manifest?
         do {
             let raw = try ManifestReader.readRaw(data: data, displayPath: display)
-            _ = try ManifestReader.resolve(raw, bundleName: "Fuzz")
+            strict = try ManifestReader.resolve(raw, bundleName: "Fuzz")
         } catch {
             strictError = error
         }
         let lenient = ManifestReader.readLenient(data: data, displayPath: display, bundleName: "Fuzz")
         #expect(lenient.problems.first == strictError)
+        if let strict { #expect(lenient.manifest == strict, "lint reads the manifest install reads") }
     }
 }

@@ -79,6 +79,51 @@ struct ManifestBundleTests {
         }
     }
 
+    @Test func anExecutableOutsideTheBundleAndProductsIsRefused() throws {
+        try withTempDir { dir in
+            // A file beside the bundle, reached by "..", by an absolute path, by a symbolic link.
+            let escaper = try writeExecutable("escaper", in: dir)
+            let products = (dir as NSString).appendingPathComponent("products")
+            try writeExecutable("Tool", in: products)
+            func bundle(_ name: String, executable: String) throws -> String {
+                let app = (dir as NSString).appendingPathComponent(name + ".app")
+                try write(plist(strings(["CFBundleIdentifier": "org.example.\(name)", "CFBundleExecutable": executable])),
+                          to: "Info.plist", in: app)
+                return app
+            }
+            let climbing = try bundle("Climb", executable: "../escaper")
+            let climbError = #expect(throws: ManifestError.self) {
+                try AppBundleLoader.load(path: climbing, productDirectories: [products])
+            }
+            #expect(climbError?.code == .executableOutsideBundle)
+            #expect(climbError?.key == "CFBundleExecutable")
+            #expect(climbError?.value == "../escaper")
+            #expect(climbError?.description == "\(climbing)/Info.plist: CFBundleExecutable: \"../escaper\" climbs out of its folder (\"..\"): the executable must lie inside the bundle folder or a products directory")
+
+            let absolute = try bundle("Absolute", executable: escaper)
+            let absoluteError = #expect(throws: ManifestError.self) {
+                try AppBundleLoader.load(path: absolute, productDirectories: [products])
+            }
+            #expect(absoluteError?.code == .executableOutsideBundle)
+            #expect(absoluteError?.value == escaper)
+            #expect(absoluteError?.description == "\(absolute)/Info.plist: CFBundleExecutable: executable \"\(escaper)\" is \(escaper): outside the bundle folder and the products directories (\(absolute), \(products)); put the executable inside one of them")
+
+            let linked = try bundle("Linked", executable: "Linked")
+            try FileManager.default.createSymbolicLink(atPath: linked + "/Linked", withDestinationPath: escaper)
+            let linkError = #expect(throws: ManifestError.self) { try AppBundleLoader.load(path: linked) }
+            #expect(linkError?.code == .executableOutsideBundle)
+            #expect(linkError?.description.contains("is \(linked)/Linked, which is \(escaper): outside the bundle folder") == true)
+
+            // Inside them, however named, it is found.
+            let inProducts = try bundle("Products", executable: products + "/Tool")
+            #expect(try AppBundleLoader.load(path: inProducts, productDirectories: [products]).executablePath == products + "/Tool")
+            let linkedIn = try bundle("LinkedIn", executable: "Tool")
+            try FileManager.default.createSymbolicLink(atPath: linkedIn + "/Tool", withDestinationPath: products + "/Tool")
+            // (The path recorded is standardized, which on Linux resolves the link.)
+            #expect(try AppBundleLoader.load(path: linkedIn, productDirectories: [products]).executablePath == products + "/Tool")
+        }
+    }
+
     @Test func aNonExecutableFileIsReportedAsSuch() throws {
         try withTempDir { dir in
             let app = (dir as NSString).appendingPathComponent("PlainApp.app")

@@ -129,6 +129,31 @@ struct ConfinementTests {
         await host.stop()
     }
 
+    @Test func noFolderGrantIsTheRootOrHoldsTheStateDirectory() throws {
+        let state = try TempDir("gs")
+        defer { state.remove() }
+        func folderGrants(executable: String, bundle: String) -> [PathGrant] {
+            let manifest = Manifest(bundleIdentifier: "com.grant.app", executable: "App", name: "App", sourcePath: bundle + "/Info.plist")
+            let app = InstalledApp(bundleIdentifier: "com.grant.app", name: "App", bundlePath: bundle, executablePath: executable,
+                                   backgroundModes: [], installedAt: Date(), manifest: manifest)
+            let policy = AppConfinement.landlockPolicy(app: app, container: state.path + "/containers/com.grant.app", groupContainers: [],
+                                                       devices: [], stateDirectory: state.path, abiLimit: nil)
+            let fixed = Set(AppConfinement.systemTrees + AppConfinement.runtimeDirectories + AppConfinement.systemFiles
+                + AppConfinement.certificatePaths + AppConfinement.systemInformation + AppConfinement.commonDevices
+                + ["/proc", state.path + "/containers/com.grant.app"])
+            return policy.grants.filter { !fixed.contains($0.path) }
+        }
+        // An executable at the root (an install before the loader refused it): the file only.
+        #expect(folderGrants(executable: "/escaper", bundle: "/").map(\.path) == ["/escaper"])
+        // An executable and a bundle in the folder holding the state directory: the file only.
+        let parent = (state.path as NSString).deletingLastPathComponent
+        #expect(folderGrants(executable: parent + "/escaper", bundle: parent).map(\.path) == [parent + "/escaper"])
+        // An ordinary products folder and bundle are granted.
+        let products = state.path + "-products"
+        #expect(folderGrants(executable: products + "/App", bundle: products + "/App.app").map(\.path)
+                == [products + "/App", products, products + "/App.app"])
+    }
+
     @Test func theSummaryNamesWhatEachABILacks() {
         func lost(_ kernel: Int?, limit: Int? = nil, uid: uid_t = 1000) -> String {
             SandboxSummary(kernelABI: kernel, limit: limit, seccomp: .baseline, uid: uid).warning ?? ""

@@ -29,6 +29,16 @@ struct EscapeExpectation: Sendable {
         self.landlockABI = landlock
     }
 
+    /// The list for a run: without a setuid helper of the test's (it cannot make one
+    /// unless root), HostileApp makes its own copy in its container, and what stops that
+    /// is Landlock refusing to execute from there, not no_new_privs.
+    static func all(setuidHelper: Bool) -> [EscapeExpectation] {
+        guard !setuidHelper else { return all }
+        return all.map {
+            $0.attempt == "exec-setuid" ? EscapeExpectation($0.attempt, "Landlock: no exec from its container (no setuid helper outside it: the test is not root)") : $0
+        }
+    }
+
     /// Every attempt HostileApp makes, in its order, with the layer meant to stop
     /// it once apps are confined (allow-list Landlock with signal and abstract-socket
     /// scoping, no capabilities). Measured on Linux 6.18, Landlock ABI 7:
@@ -36,8 +46,9 @@ struct EscapeExpectation: Sendable {
     ///   domain's `/proc/<pid>/maps` and `environ` (not `mem`, `fd/*`, `cwd`, nor
     ///   pidfd_getfd); without capabilities it reads none of them;
     /// - Landlock does not check connect() on a pathname UNIX socket, so a path it
-    ///   cannot open is still one it can connect to: the control socket needs
-    ///   another layer (a peer-credential check, another uid, a mount namespace).
+    ///   cannot open is still one it can connect to: seccomp denies apps a
+    ///   socket(AF_UNIX) of their own, and behind it the control server refuses a
+    ///   peer whose credentials (SO_PEERCRED) are an app's process.
     static let all: [EscapeExpectation] = [
         .init("victim-container-read", "Landlock: own container only", landlock: 1),
         .init("victim-container-write", "Landlock: own container only", landlock: 1),
@@ -61,9 +72,9 @@ struct EscapeExpectation: Sendable {
         .init("victim-proc-environ", "no caps: with CAP_SYS_PTRACE Landlock allows it"),
         .init("host-steal-fd", "Landlock ptrace rule"),
         .init("transferd-steal-fd", "Landlock ptrace rule"),
-        .init("transferd-connect", "no named socket; Landlock ptrace rule on /proc"),
-        .init("control-socket", "none yet: Landlock ABI <= 7 does not check connect()"),
-        .init("abstract-socket", "Landlock abstract-socket scope", landlock: 6),
+        .init("transferd-connect", "no named socket; seccomp: no AF_UNIX socket; Landlock ptrace rule on /proc"),
+        .init("control-socket", "seccomp: no AF_UNIX socket of its own; else the host refuses an app peer (SO_PEERCRED)"),
+        .init("abstract-socket", "seccomp: no AF_UNIX socket of its own; else the Landlock abstract-socket scope", landlock: 6),
         .init("socket-packet", "no CAP_NET_RAW"),
         .init("socket-raw-inet", "no CAP_NET_RAW"),
         .init("socket-netlink", "seccomp socket family"),
@@ -72,7 +83,7 @@ struct EscapeExpectation: Sendable {
         .init("keyctl", "seccomp"),
         .init("add-key", "seccomp"),
         .init("hold-capabilities", "capabilities dropped at spawn"),
-        .init("exec-setuid", "no_new_privs"),
+        .init("exec-setuid", "no_new_privs: the setuid bit of a helper outside the container is ignored"),
         .init("exec-regain-caps", "no_new_privs"),
         .init("sethostname", "no CAP_SYS_ADMIN"),
         .init("chroot", "no CAP_SYS_CHROOT"),
@@ -255,8 +266,40 @@ struct EscapeSuiteTests {
         await host.stop()
     }
 
+    /// Where HostileApp is installed from, and the setuid helper it is given.
+    ///
+    /// As root: a bundle of the test's own holding a copy of HostileApp and, beside it,
+    /// `setuid-helper`, another copy owned by nobody (65534) with the setuid bit. The
+    /// bundle is the executable's folder, which the app may execute from, so exec
+    /// succeeds and only no_new_privs can keep the bit from taking effect; a helper
+    /// owned by another uid shows that even though the app already runs as uid 0 (a
+    /// setuid-root file could give it nothing to see). Otherwise `manifests/Hostile.app`
+    /// and no helper.
+    func hostileBundle(in dir: TempDir) throws -> (path: String, setuidHelper: String?) {
+        let manifest = packageRoot + "/manifests/Hostile.app"
+        guard getuid() == 0 else { return (manifest, nil) }
+        let bundle = dir.path + "/Hostile.app"
+        let fm = FileManager.default
+        try fm.createDirectory(atPath: bundle, withIntermediateDirectories: true)
+        try fm.copyItem(atPath: manifest + "/Info.plist", toPath: bundle + "/Info.plist")
+        try fm.copyItem(atPath: productsDirectory + "/HostileApp", toPath: bundle + "/HostileApp")
+        let helper = bundle + "/setuid-helper"
+        try fm.copyItem(atPath: productsDirectory + "/HostileApp", toPath: helper)
+        guard chown(helper, 65534, 65534) == 0, chmod(helper, 0o4755) == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+        var fs = statvfs()
+        if statvfs(helper, &fs) == 0, fs.f_flag & 2 != 0 {  // ST_NOSUID
+            Issue.record("\(dir.path) is on a nosuid mount: the setuid helper cannot test no_new_privs there")
+        }
+        return (bundle, helper)
+    }
+
     /// Sets up the victim, launches HostileApp against it, prints the table and checks everyone.
     func attack(_ host: TestHost, controlPath: String, listener: AbstractListener?, leaked: inout Int32) async throws {
+        let bundleDir = try TempDir("hb")
+        defer { bundleDir.remove() }
+        let bundle = try hostileBundle(in: bundleDir)
         let state = host.dir.path
         // The transfer daemon, up and ready.
         let ready = await within(.seconds(30)) { () async -> Bool? in
@@ -284,7 +327,7 @@ struct EscapeSuiteTests {
 
         // The attacker, launched in the background so the victim stays the active app
         // (a SIGCONT that got through would change nothing).
-        let hostile = try await host.supervisor.install(path: packageRoot + "/manifests/Hostile.app", settings: [:]).bundleIdentifier
+        let hostile = try await host.supervisor.install(path: bundle.path, settings: [:]).bundleIdentifier
         var arguments = [
             "--state-dir", state, "--host-pid", "\(getpid())",
             "--victim-container", victimContainer, "--victim-file", secretPath, "--victim-pid", "\(victimPID)",
@@ -292,6 +335,7 @@ struct EscapeSuiteTests {
         ]
         if let listener { arguments += ["--abstract-name", listener.name] }
         if leaked >= 0 { arguments += ["--leaked-fd", "\(leaked)"] }
+        if let setuidHelper = bundle.setuidHelper { arguments += ["--setuid-helper", setuidHelper] }
         // launch returns once didFinishLaunching returned: every attempt has run and
         // its line is in the log (HostileApp flushes each).
         var launchError: String?
@@ -309,8 +353,9 @@ struct EscapeSuiteTests {
         let (lines, done) = AttemptLine.parse(log)
         let byName = Dictionary(lines.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let abi = Landlock.abiVersion
-        var rows = EscapeExpectation.all.map { EscapeRow($0, byName[$0.attempt], landlockABI: abi) }
-        let known = Set(EscapeExpectation.all.map(\.attempt))
+        let expectations = EscapeExpectation.all(setuidHelper: bundle.setuidHelper != nil)
+        var rows = expectations.map { EscapeRow($0, byName[$0.attempt], landlockABI: abi) }
+        let known = Set(expectations.map(\.attempt))
         for line in lines where !known.contains(line.name) {
             rows.append(EscapeRow(EscapeExpectation(line.name, "not in the suite's list"), line, landlockABI: abi))
         }
@@ -328,12 +373,21 @@ struct EscapeSuiteTests {
         for row in rows where row.judgement == .failed {
             Issue.record("escape: \(row.attempt) was \(row.result), expected \(row.expected): \(row.detail)")
         }
+        // A skipped attempt proved nothing: said as a known issue, so the run shows it.
+        for row in rows {
+            guard case .skipped(let why) = row.judgement else { continue }
+            withKnownIssue("escape: \(row.attempt) was skipped, not judged") {
+                Issue.record("escape: \(row.attempt) skipped: \(why)")
+            }
+        }
 
         // Everyone is as they were. The host serves its control socket (a real CLI call).
         if FileManager.default.isExecutableFile(atPath: apphostPath) {
             let status = await apphost(["status", "--json", "--state-dir", state])
             #expect(status.status == 0, "apphost status after the attack: \(status.stderr)")
             #expect(status.stdout.contains(victim), "apphost status lists the victim: \(status.stdout)")
+        } else {
+            Issue.record("apphost not built at \(apphostPath): the host's control socket was not checked after the attack (run `swift build`)")
         }
         let victimStatus = try await host.supervisor.status(victim).first
         #expect(victimStatus?.pid == victimPID, "the victim keeps its process")

@@ -245,6 +245,29 @@ struct SupervisorTests {
         await host.stop()
     }
 
+    @Test func anExecutableOutsideTheBundleIsRefusedAtInstall() async throws {
+        let host = try TestHost()
+        let outside = try TempDir("out")
+        defer { outside.remove() }
+        // A file beside the bundle: its folder would be granted read-execute to the app.
+        let escaper = outside.path + "/escaper"
+        try FileManager.default.copyItem(atPath: productsDirectory + "/ProbeApp", toPath: escaper)
+        for (id, executable) in [("com.test.climb", "../escaper"), ("com.test.absolute", escaper)] {
+            let path = try makeProbeBundle(in: outside.path, id: id, executable: executable)
+            do {
+                _ = try await host.supervisor.install(path: path, settings: [:])
+                Issue.record("install of CFBundleExecutable \(executable) succeeded")
+            } catch {
+                #expect(error.code == .invalidManifest)
+                #expect(error.message.contains("CFBundleExecutable: "), "\(error.message)")
+                #expect(error.message.contains("\"\(executable)\""), "\(error.message)")
+                #expect(error.message.contains("bundle folder"), "\(error.message)")
+            }
+        }
+        #expect(await host.supervisor.list().isEmpty)
+        await host.stop()
+    }
+
     @Test func executableRemovedAfterInstallFailsLaunchWithReport() async throws {
         let host = try TestHost()
         let path = try makeProbeBundle(in: host.dir.path, id: "com.test.gone", executable: "GoneApp")

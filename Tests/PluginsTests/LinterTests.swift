@@ -173,6 +173,25 @@ struct LinterTests {
         #expect(!good.hasErrors, "\(good.shown)")
     }
 
+    @Test func anExecutableClimbingOutOfTheBundleIsAnError() throws {
+        let dir = try LintDir()
+        defer { dir.remove() }
+        let climbing = Linter.lint(bundlePath: try dir.bundle("E", """
+            <key>CFBundleIdentifier</key><string>com.example.escape</string>
+            <key>CFBundleExecutable</key><string>../escaper</string>
+            """))
+        let error = climbing.with(.error).first
+        #expect(climbing.with(.error).count == 1, "\(climbing.shown)")
+        #expect(error?.key == "CFBundleExecutable")
+        #expect(error?.message == "CFBundleExecutable: \"../escaper\" climbs out of its folder (\"..\"): the executable must lie inside the bundle folder or a products directory")
+        let absolute = Linter.lint(bundlePath: try dir.bundle("F", """
+            <key>CFBundleIdentifier</key><string>com.example.absolute</string>
+            <key>CFBundleExecutable</key><string>/usr/bin/env</string>
+            """))
+        #expect(!absolute.hasErrors, "\(absolute.shown)")
+        #expect(absolute.with(.warning).contains { $0.key == "CFBundleExecutable" && $0.message.contains("absolute path") }, "\(absolute.shown)")
+    }
+
     @Test func notEmulatedModesAreWarnings() throws {
         let dir = try LintDir()
         defer { dir.remove() }

@@ -91,6 +91,7 @@ void aph_bpf_program_free(struct aph_bpf_program *program);
 #define APH_STEP_EXEC 17            // child: execve(path)
 #define APH_STEP_LANDLOCK 18        // child: landlock_restrict_self
 #define APH_STEP_CAPABILITIES 19    // child: dropping capabilities (`detail`: 0 securebits, 1 bounding set, 2 ambient, 3 capset)
+#define APH_STEP_CGROUP 20          // child: joining cgroup_procs_files[detail]
 
 /// One resource limit to set in the child (`RLIMIT_*`, soft, hard;
 /// UINT64_MAX means infinity).
@@ -136,6 +137,12 @@ struct aph_spawn_settings {
     /// empties the bounding set; then it clears the ambient set and sets
     /// permitted, effective and inheritable to nothing (capset).
     int drop_capabilities;
+    /// `cgroup.procs` files (one per cgroup hierarchy) the child writes its
+    /// own pid to, first thing after setsid: it runs its whole life, every
+    /// process it forks included, under its cgroups' limits. NULL when
+    /// count is 0.
+    const char *const *cgroup_procs_files;
+    size_t cgroup_procs_file_count;
 };
 
 /// What `aph_spawn` reports. On success pid/pidfd are set; on failure step
@@ -153,7 +160,7 @@ struct aph_spawn_result {
 /// pidfd_open). The child shares the caller's memory, so no page tables are
 /// copied, and the calling thread is suspended until the child has exec'd or
 /// exited. In the child, with raw syscalls only: resets signals, setsid,
-/// PDEATHSIG, NO_NEW_PRIVS, Landlock, installs 0-3, closes every other descriptor,
+/// joins its cgroups, PDEATHSIG, NO_NEW_PRIVS, Landlock, installs 0-3, closes every other descriptor,
 /// chdir, rlimits, capabilities, seccomp, execve. Returns 0, or the errno of the failed step
 /// (`result->step`). A child that failed before execve has already been
 /// reaped when this returns.
