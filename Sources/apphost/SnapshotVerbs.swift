@@ -25,6 +25,15 @@ extension AppHostCommand {
         @OptionGroup var state: StateOptions
         @OptionGroup var json: JSONOption
 
+        private func outputFile(_ path: String) -> OutputFile {
+            OutputFile(path, example: "\(bundleIdentifier).png")
+        }
+
+        func validate() throws {
+            guard let output else { return }
+            do throws(OutputFile.Failure) { try outputFile(output).check() } catch { throw ValidationError(error.description) }
+        }
+
         func run() throws {
             try reportingErrors {
                 let r = try state.client.request(.snapshot(bundleIdentifier: bundleIdentifier)).checked()
@@ -33,12 +42,11 @@ extension AppHostCommand {
                     guard let png = info.png else {
                         throw ControlError(.refused, "\(bundleIdentifier)'s snapshot policy is none: no picture is kept")
                     }
-                    let target = absolute(output)
-                    try? FileManager.default.removeItem(atPath: target)
-                    do {
-                        try FileManager.default.copyItem(atPath: png, toPath: target)
+                    // The bytes first, then an atomic write: -o may name the kept file itself.
+                    do throws(OutputFile.Failure) {
+                        try outputFile(output).write(try OutputFile.read(png))
                     } catch {
-                        throw ControlError(.internalError, "cannot write \(target): \(error.localizedDescription)")
+                        throw CLIError(description: error.description)
                     }
                 }
                 if json.json { return try printJSON(info) }
@@ -62,11 +70,20 @@ extension AppHostCommand {
         @OptionGroup var state: StateOptions
         @OptionGroup var json: JSONOption
 
+        private func sheetFile(_ path: String) -> OutputFile {
+            OutputFile(path, example: "switcher.png")
+        }
+
+        func validate() throws {
+            guard let sheet else { return }
+            do throws(OutputFile.Failure) { try sheetFile(sheet).check() } catch { throw ValidationError(error.description) }
+        }
+
         func run() throws {
             try reportingErrors {
                 let r = try state.client.request(.switcher).checked()
                 guard case .switcher(let entries) = r else { throw unexpected(r) }
-                if let sheet { try drawSheet(entries, to: absolute(sheet)) }
+                if let sheet { try drawSheet(entries, to: sheetFile(sheet)) }
                 if json.json { return try printJSON(entries) }
                 if entries.isEmpty { return print("the app switcher is empty") }
                 for e in entries {
@@ -77,7 +94,7 @@ extension AppHostCommand {
             }
         }
 
-        private func drawSheet(_ entries: [SwitcherEntry], to path: String) throws {
+        private func drawSheet(_ entries: [SwitcherEntry], to file: OutputFile) throws {
             var images: [(label: String, image: RGBAImage)] = []
             for e in entries {
                 guard let png = e.snapshot?.png, let data = FileManager.default.contents(atPath: png) else { continue }
@@ -88,10 +105,16 @@ extension AppHostCommand {
                 }
             }
             guard !images.isEmpty else { throw ControlError(.refused, "no snapshots to draw: no app in the switcher has a picture") }
+            let bytes: Data
             do {
-                try PNGCodec.encode(try ContactSheet.make(images)).write(to: URL(fileURLWithPath: path))
+                bytes = try PNGCodec.encode(try ContactSheet.make(images))
             } catch {
-                throw ControlError(.internalError, "cannot draw the contact sheet to \(path): \(error)")
+                throw ControlError(.internalError, "cannot draw the contact sheet: \(error)")
+            }
+            do throws(OutputFile.Failure) {
+                try file.write(bytes)
+            } catch {
+                throw CLIError(description: error.description)
             }
         }
     }
