@@ -15,6 +15,8 @@ struct SnapshotKeeperState {
     var counters: [String: Int] = [:]
     /// The latest kept snapshot of each app.
     var latest: [String: SnapshotInfo] = [:]
+    /// How many snapshots this host has taken (of any app); each gets the next number.
+    var serial: UInt64 = 0
     /// Every snapshot taken in this host's life, with the tree it was drawn from
     /// (privacy checks inspect them), newest last; bounded per app.
     var taken: [String: [TakenSnapshot]] = [:]
@@ -30,6 +32,9 @@ public struct TakenSnapshot: Sendable {
     public var tree: ViewTree
     /// What was rendered (nil under `none`).
     public var rendered: RenderedSnapshot?
+    /// Its place among every snapshot this host took, of any app (1, 2, ...): compare
+    /// with ``Supervisor/snapshotMark()`` to keep only those taken since.
+    public var serial: UInt64
 }
 
 /// The JSON written beside each PNG.
@@ -101,6 +106,8 @@ extension Supervisor {
             policy = policy.stricter(.launchImage)
             why += "; ignoreSnapshotOnNextApplicationLaunch"
         }
+        snapshots.serial += 1
+        let serial = snapshots.serial
         let dir = snapshotsDirectory + "/" + id
         let number = nextSnapshotNumber(id)
         let time = now()
@@ -109,7 +116,7 @@ extension Supervisor {
             try? FileManager.default.removeItem(atPath: dir)
             let info = SnapshotInfo(bundleIdentifier: id, number: number, reason: why, policy: policy, png: nil, textLayer: nil, time: time)
             snapshots.latest.removeValue(forKey: id)
-            record(TakenSnapshot(info: info, tree: tree, rendered: nil))
+            record(TakenSnapshot(info: info, tree: tree, rendered: nil, serial: serial))
             events.append(.snapshot, app: id, pid: rt.pid, cause: "snapshot \(number) not kept (\(why)): policy none; earlier snapshots deleted", time: time)
             return Task { info }
         }
@@ -148,7 +155,7 @@ extension Supervisor {
             case .success(let rendered):
                 let info = SnapshotInfo(bundleIdentifier: id, number: number, reason: why, policy: policy, png: png, textLayer: json, time: time)
                 snapshots.latest[id] = info
-                record(TakenSnapshot(info: info, tree: tree, rendered: rendered))
+                record(TakenSnapshot(info: info, tree: tree, rendered: rendered, serial: serial))
                 pruneSnapshots(id, keepingFrom: number - Self.snapshotsKept + 1)
                 events.append(.snapshot, app: id, pid: runtimes[id]?.pid,
                               cause: "snapshot \(number) taken (\(why)), policy \(policy.rawValue): \(png)", time: time)
@@ -206,6 +213,18 @@ extension Supervisor {
     /// Every snapshot taken of an app in this host's life, oldest first (with its tree).
     public func takenSnapshots(_ id: String) -> [TakenSnapshot] {
         snapshots.taken[id] ?? []
+    }
+
+    /// The snapshots of an app taken after `mark` (a ``snapshotMark()``), oldest first:
+    /// one run's pictures, not an earlier run's of the same bundle identifier.
+    public func takenSnapshots(_ id: String, since mark: UInt64) -> [TakenSnapshot] {
+        (snapshots.taken[id] ?? []).filter { $0.serial > mark }
+    }
+
+    /// The serial of the latest snapshot taken (0 before any): snapshots taken after
+    /// this call have a greater ``TakenSnapshot/serial``.
+    public func snapshotMark() -> UInt64 {
+        snapshots.serial
     }
 
     /// `apphost snapshot`: an app running code with a window is pictured now; otherwise (a

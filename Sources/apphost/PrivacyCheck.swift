@@ -174,6 +174,9 @@ struct PrivacyRun {
         }
         let id = app.bundleIdentifier
         var check = AppCheck(bundle: bundle, bundleIdentifier: id)
+        // Only this run's pictures: the same bundle (or another with its identifier) may
+        // have been checked before on this host.
+        let mark = await supervisor.snapshotMark()
         do {
             _ = try await supervisor.launch(id, background: false, arguments: [])
             await supervisor.waitUntil(id, is: .active)
@@ -196,7 +199,7 @@ struct PrivacyRun {
         }
         await supervisor.waitForSnapshots()
         let screen = await supervisor.configuration.screen
-        for taken in await supervisor.takenSnapshots(id) {
+        for taken in await supervisor.takenSnapshots(id, since: mark) {
             let sensitive = Self.sensitiveViews(taken.tree.views)
             let leaks = taken.rendered.map { PrivacyInspector.inspect(tree: taken.tree, snapshot: $0, screen: screen, bundlePath: app.bundlePath) } ?? []
             check.snapshots.append(SnapshotCheck(info: taken.info, leaks: leaks, sensitiveViews: sensitive))
@@ -222,14 +225,14 @@ struct PrivacyRun {
 
     /// Runs an action that should end in a snapshot, and waits for that snapshot's event.
     private func step(_ id: String, _ what: String, _ action: () async throws -> Void) async throws {
-        let before = await supervisor.takenSnapshots(id).count
+        let before = await supervisor.snapshotMark()
         let (_, live, sub) = await supervisor.subscribe(bundleIdentifier: id)
         defer { Task { await supervisor.unsubscribe(sub) } }
         try await action()
         // The host settles what the action started (callbacks returned, stops confirmed).
         _ = try await supervisor.advanceClock(by: .seconds(1))
         await supervisor.waitForSnapshots()
-        if await supervisor.takenSnapshots(id).count > before { return }
+        if await !supervisor.takenSnapshots(id, since: before).isEmpty { return }
         // Not yet: wait for the snapshot event, or for the app to end without one.
         for await event in live {
             if event.kind == .snapshot || event.kind == .warning && event.cause.hasPrefix("snapshot") { break }
@@ -238,7 +241,7 @@ struct PrivacyRun {
             }
             if event.kind == .transition, event.to == .suspended {
                 await supervisor.waitForSnapshots()
-                if await supervisor.takenSnapshots(id).count > before { return }
+                if await !supervisor.takenSnapshots(id, since: before).isEmpty { return }
                 throw StepError(message: "no snapshot after \(what): the app was suspended without one (did it run its callbacks?)")
             }
         }
