@@ -49,6 +49,14 @@ extension AppHostCommand {
 
         func validate() throws {
             _ = try hostOptions()
+            // A report that cannot be written is refused before any app is checked.
+            if let junit {
+                do throws(OutputFile.Failure) { try junitFile(junit).check() } catch { throw ValidationError(error.description) }
+            }
+        }
+
+        private func junitFile(_ path: String) -> OutputFile {
+            OutputFile(path, example: "privacy.xml")
         }
 
         /// The private host's options, parsed as `apphost daemon` parses its own (so --config
@@ -97,10 +105,10 @@ extension AppHostCommand {
                 print("run with --keep to look at the leaking pictures")
             }
             if let junit {
-                do {
-                    try Data(JUnitReport.xml(results).utf8).write(to: URL(fileURLWithPath: absolute(junit)))
+                do throws(OutputFile.Failure) {
+                    try junitFile(junit).write(Array(JUnitReport.xml(results).utf8))
                 } catch {
-                    FileHandle.standardError.write(Data("apphost: cannot write \(junit): \(error.localizedDescription)\n".utf8))
+                    FileHandle.standardError.write(Data("apphost: \(error.description)\n".utf8))
                     throw ExitCode(2)
                 }
             }

@@ -14,4 +14,16 @@ extension PrivacyCheckCLITests {
         }
         #expect(r.stdout.contains("2 app(s), 2 snapshot(s)"), "\(r.stdout)")
     }
+
+    @Test func aJUnitPathThatCannotBeWrittenIsRefusedBeforeAnyCheck() async throws {
+        let dir = try TempDir("pjunit")
+        defer { dir.remove() }
+        for path in [dir.path, dir.path + "/missing/report.xml"] {
+            let r = await apphost(["privacy-check", packageRoot + "/manifests/Bank.app", "--junit", path])
+            #expect(r.status == 64, "--junit \(path): stdout: \(r.stdout)\nstderr: \(r.stderr)")
+            #expect(r.stderr.contains("cannot write \(path)"), "\(r.stderr)")
+            #expect(r.stdout.isEmpty, "nothing checked: \(r.stdout)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).isEmpty)
+    }
 }
