@@ -148,10 +148,15 @@ struct AppCheck: Sendable {
     /// The readable report; with `pictures`, each snapshot's PNG path (kept by --keep).
     func report(pictures: Bool) -> String {
         let name = bundleIdentifier ?? bundle
-        if let error { return "ERROR \(name): \(error)" }
+        // An app that could not be checked to the end still shows the snapshots it had.
+        if let error, snapshots.isEmpty { return "ERROR \(name): \(error)" }
         var lines: [String] = []
         let failed = snapshots.contains { !$0.leaks.isEmpty }
-        lines.append("\(failed ? "FAIL" : "PASS") \(name) (\(bundle))")
+        if let error {
+            lines.append("ERROR \(name) (\(bundle)): \(error)")
+        } else {
+            lines.append("\(failed ? "FAIL" : "PASS") \(name) (\(bundle))")
+        }
         for s in snapshots {
             let picture = pictures ? "  [\(s.info.png ?? "no picture kept")]" : ""
             if s.leaks.isEmpty {
@@ -188,13 +193,16 @@ struct PrivacyRun {
         do {
             _ = try await supervisor.launch(id, background: false, arguments: [])
             await supervisor.waitUntil(id, is: .active)
-            try await step(id, "the home button") { try await supervisor.background(id) }
+            try await step(id, "the home button") {
+                try await supervisor.background(id)
+                return nil
+            }
             if app.backgroundModes.contains(.fetch) {
-                try await step(id, "a background fetch") { _ = try await supervisor.modeCommand(.fetchNow(bundleIdentifier: id)) }
+                try await step(id, "a background fetch") { try await supervisor.modeCommand(.fetchNow(bundleIdentifier: id)) }
             }
             if app.backgroundModes.contains(.remoteNotification) {
                 try await step(id, "a silent push") {
-                    _ = try await supervisor.modeCommand(.push(PushRequest(
+                    try await supervisor.modeCommand(.push(PushRequest(
                         bundleIdentifier: id, payload: #"{"aps": {"content-available": 1}}"#, pushType: "background", priority: 5, source: "privacy-check")))
                 }
             }
@@ -232,15 +240,23 @@ struct PrivacyRun {
     }
 
     /// Runs an action that should end in a snapshot, and waits for that snapshot's event.
-    private func step(_ id: String, _ what: String, _ action: () async throws -> Void) async throws {
+    /// The action returns what the host answered (said when no snapshot comes of it).
+    private func step(_ id: String, _ what: String, _ action: () async throws -> String?) async throws {
         let before = await supervisor.snapshotMark()
         let (_, live, sub) = await supervisor.subscribe(bundleIdentifier: id)
         defer { Task { await supervisor.unsubscribe(sub) } }
-        try await action()
+        let answer = try await action()
         // The host settles what the action started (callbacks returned, stops confirmed).
         _ = try await supervisor.advanceClock(by: .seconds(1))
         await supervisor.waitForSnapshots()
         if await !supervisor.takenSnapshots(id, since: before).isEmpty { return }
+        // Settled and not running: nothing woke it (a push not delivered, say), and no
+        // event is coming to wait for. (A snapshot on a completion is taken before the
+        // suspension that follows it.)
+        let state = try await supervisor.status(id).first?.state
+        if state == .suspended || state == .notRunning {
+            throw StepError(message: "no snapshot after \(what): the app was not woken for it\(answer.map { " (\($0))" } ?? "")")
+        }
         // Not yet: wait for the snapshot event, or for the app to end without one.
         for await event in live {
             if event.kind == .snapshot || event.kind == .warning && event.cause.hasPrefix("snapshot") { break }
@@ -263,18 +279,31 @@ enum JUnitReport {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
+    /// Whether an app gets the `check` testcase: it could not be checked (an error), or
+    /// no snapshot was taken (so the suite is not empty).
+    static func hasCheckCase(_ r: AppCheck) -> Bool {
+        r.error != nil || r.snapshots.isEmpty
+    }
+
+    /// The testcases of one app: one per snapshot, plus the `check` case.
+    static func testCount(_ r: AppCheck) -> Int {
+        r.snapshots.count + (hasCheckCase(r) ? 1 : 0)
+    }
+
     static func xml(_ results: [AppCheck]) -> String {
         var out = #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
-        let tests = results.reduce(0) { $0 + max(1, $1.snapshots.count) }
+        let tests = results.reduce(0) { $0 + testCount($1) }
         let failures = results.reduce(0) { $0 + $1.snapshots.filter { !$0.leaks.isEmpty }.count }
         let errors = results.filter { $0.error != nil }.count
         out += #"<testsuites name="apphost privacy-check" tests="\#(tests)" failures="\#(failures)" errors="\#(errors)">"# + "\n"
         for r in results {
             let name = escape(r.bundleIdentifier ?? r.bundle)
             let f = r.snapshots.filter { !$0.leaks.isEmpty }.count
-            out += #"  <testsuite name="\#(name)" tests="\#(max(1, r.snapshots.count))" failures="\#(f)" errors="\#(r.error == nil ? 0 : 1)">"# + "\n"
+            out += #"  <testsuite name="\#(name)" tests="\#(testCount(r))" failures="\#(f)" errors="\#(r.error == nil ? 0 : 1)">"# + "\n"
             if let error = r.error {
                 out += #"    <testcase classname="\#(name)" name="check"><error message="\#(escape(error))"/></testcase>"# + "\n"
+            } else if hasCheckCase(r) {
+                out += #"    <testcase classname="\#(name)" name="check"><system-out>no snapshot was taken</system-out></testcase>"# + "\n"
             }
             for s in r.snapshots {
                 let caseName = escape("snapshot \(s.info.number) after \(s.info.reason) (policy \(s.info.policy.rawValue))")
