@@ -78,15 +78,24 @@ extension Supervisor {
         }
     }
 
-    /// A callback returned: after `didEnterBackground`, and after a background fetch or a
-    /// silent push in the background, the host takes the app's picture.
-    func snapshotAfterCallback(_ callback: LifecycleCallback, app id: String, state: AppState) {
-        switch callback {
-        case .didEnterBackground:
+    /// A callback returned: after `didEnterBackground` the host takes the app's picture.
+    func snapshotAfterCallback(_ callback: LifecycleCallback, app id: String) {
+        if callback == .didEnterBackground {
             takeSnapshot(id, reason: "didEnterBackground")
-        case .service(.performFetch) where state == .background:
+        }
+    }
+
+    /// The app called a background fetch's or a remote notification's completion handler
+    /// and the host accepted it: in the background, iOS updates the app's snapshot then
+    /// (not when the delegate method returns: an app may complete later). The app sent
+    /// its window before the completion, so the tree is the one it completed with. A
+    /// completion in the foreground takes none.
+    func snapshotAfterCompletion(_ request: ServiceRequest, reply: ServiceReply, app id: String, state: AppState) {
+        guard state == .background, case .ok = reply else { return }
+        switch request {
+        case .fetchCompleted:
             takeSnapshot(id, reason: "background fetch")
-        case .service(.remoteNotification(_, _, true)) where state == .background:
+        case .remoteNotificationCompleted:
             takeSnapshot(id, reason: "silent push")
         default:
             break

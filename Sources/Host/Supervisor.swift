@@ -969,9 +969,8 @@ public actor Supervisor {
             } else if callback != .heartbeat {
                 events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", time: now())
             }
-            let stateBefore = rt.machine.state
             feed(id, .callbackReturned(callback))
-            snapshotAfterCallback(callback, app: id, state: stateBefore)
+            snapshotAfterCallback(callback, app: id)
             if case .service(let event) = callback {
                 transferCallbackReturned(event, app: id)
                 performMode(modes.callbackReturned(event, app: id, at: hostNow()))
@@ -1003,6 +1002,8 @@ public actor Supervisor {
             if case .refused(let reason) = reply {
                 events.append(.service, app: id, pid: rt.pid, cause: "\(request.apiName) refused: \(reason)", time: now())
             }
+            // Before the effects: ending the fetch's activity may suspend the app.
+            snapshotAfterCompletion(request, reply: reply, app: id, state: rt.machine.state)
             performMode(effects)
         }
     }

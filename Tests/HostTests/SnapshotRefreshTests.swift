@@ -1,0 +1,96 @@
+import AppHostProtocol
+import Foundation
+import Snapshots
+import Testing
+@testable import Host
+
+/// When the host takes snapshots besides didEnterBackground (a fetch's or a silent
+/// push's completion): probes (ProbeApp's `window:TEXT` shows a label) on hosts of their own.
+@Suite("App-switcher snapshot refreshes and launch images", .timeLimit(.minutes(2)),
+       .enabled(if: bankBuilt && probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+struct SnapshotRefreshTests {
+    /// Launches in front with `arguments`, sends it home; returns the didEnterBackground snapshot.
+    func launchAndSendHome(_ host: TestHost, _ id: String, _ arguments: [String]) async throws -> TakenSnapshot {
+        _ = try await host.supervisor.launch(id, background: false, arguments: arguments)
+        await host.supervisor.waitUntil(id, is: .active)
+        let mark = await host.supervisor.snapshotMark()
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .suspended)
+        await host.supervisor.waitForSnapshots()
+        return try #require(await host.supervisor.takenSnapshots(id, since: mark).last)
+    }
+
+    /// The strings of a snapshot's text layer file.
+    func texts(_ info: SnapshotInfo) throws -> [String] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: try #require(info.textLayer)))
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        return try #require(object["texts"] as? [[String: Any]]).compactMap { $0["text"] as? String }
+    }
+
+    /// Waits for a `snapshot` event of `id` whose cause contains `reason`, after `mark`;
+    /// returns the snapshots taken since `mark`.
+    func snapshots(_ host: TestHost, _ id: String, since mark: UInt64, reason: String) async -> [TakenSnapshot] {
+        _ = await host.waitForEvent(id) { $0.kind == .snapshot && $0.cause.contains("(\(reason)") }
+        await host.supervisor.waitForSnapshots()
+        return await host.supervisor.takenSnapshots(id, since: mark)
+    }
+
+    // MARK: - Refreshes on completion
+
+    /// iOS updates the snapshot when the app calls performFetch's completion handler, not
+    /// when the method returns: an app that completes later is pictured then, once.
+    @Test func aFetchIsPicturedWhenTheAppCompletesItNotWhenPerformFetchReturns() async throws {
+        let host = try TestHost(label: "snap")
+        let id = try await host.installProbe("com.snap.fetch", extra: ["UIBackgroundModes": ["fetch"]])
+        let home = try await launchAndSendHome(host, id, [
+            "--on", "launch", "window:launched", "--on", "fetch", "window:fetched", "--fetch-result", "after:2:newData",
+        ])
+        #expect(try texts(home.info) == ["launched"])
+        let mark = await host.supervisor.snapshotMark()
+        _ = try await host.supervisor.modeCommand(.fetchNow(bundleIdentifier: id))
+        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "performFetch returned" }
+        await host.supervisor.waitForSnapshots()
+        #expect(await host.supervisor.takenSnapshots(id, since: mark).isEmpty, "returned, but the fetch is still out: no picture yet")
+
+        let taken = await snapshots(host, id, since: mark, reason: "background fetch")
+        #expect(taken.map(\.info.reason) == ["background fetch"])
+        #expect(try texts(try #require(taken.first).info) == ["fetched"])
+        let completed = try #require(await host.events(id).first { $0.kind == .service && $0.cause.contains("completed: newData") })
+        let pictured = try #require(await host.events(id).first { $0.kind == .snapshot && $0.cause.contains("(background fetch)") })
+        #expect(completed.seq < pictured.seq)
+        await host.supervisor.waitUntil(id, is: .suspended)
+        #expect(await host.supervisor.takenSnapshots(id, since: mark).count == 1, "one picture per fetch")
+        await host.stop()
+    }
+
+    /// A silent push is pictured when its completion comes in the background; one to the
+    /// app in front is not.
+    @Test func aSilentPushIsPicturedWhenCompletedInTheBackgroundAndNotInFront() async throws {
+        let host = try TestHost(label: "snap")
+        let id = try await host.installProbe("com.snap.push", extra: ["UIBackgroundModes": ["remote-notification"]])
+        func push() async throws {
+            _ = try await host.supervisor.modeCommand(.push(PushRequest(
+                bundleIdentifier: id, payload: #"{"aps": {"content-available": 1}}"#, pushType: "background", priority: 5, source: "test")))
+        }
+        _ = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "window:inbox", "--on", "push", "window:pushed",
+        ])
+        await host.supervisor.waitUntil(id, is: .active)
+        let inFront = await host.supervisor.snapshotMark()
+        try await push()
+        _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.hasPrefix("push ") && $0.cause.contains(" completed: ") }
+        await host.supervisor.waitForSnapshots()
+        #expect(await host.supervisor.takenSnapshots(id, since: inFront).isEmpty, "completed in front: no picture")
+
+        try await host.supervisor.background(id)
+        await host.supervisor.waitUntil(id, is: .suspended)
+        await host.supervisor.waitForSnapshots()
+        let mark = await host.supervisor.snapshotMark()
+        try await push()
+        let taken = await snapshots(host, id, since: mark, reason: "silent push")
+        #expect(taken.map(\.info.reason) == ["silent push"])
+        #expect(taken.first?.info.policy == .default)
+        #expect(try texts(try #require(taken.first).info) == ["pushed"])
+        await host.stop()
+    }
+}
