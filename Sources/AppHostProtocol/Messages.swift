@@ -134,8 +134,8 @@ public enum AppMessage: Codable, Sendable, Equatable {
     /// The app's window changed: its whole view tree (sent before the callbackReturned of
     /// the callback that changed it, so the host has it when it takes a snapshot).
     case viewTree(ViewTree)
-    /// `ignoreSnapshotOnNextApplicationLaunch()`: the next snapshot is not shown; the
-    /// switcher shows the launch image instead.
+    /// `ignoreSnapshotOnNextApplicationLaunch()`: until the app is next active, its
+    /// snapshots are not of its window; the switcher shows the launch image instead.
     case ignoreSnapshotOnNextApplicationLaunch
 }
 

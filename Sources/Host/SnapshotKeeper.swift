@@ -102,6 +102,11 @@ extension Supervisor {
         }
     }
 
+    /// The app became active: `ignoreSnapshotOnNextApplicationLaunch` has done its work.
+    func snapshotsActivated(_ id: String) {
+        runtimes[id]?.ignoreSnapshotsUntilActive = false
+    }
+
     /// Takes a snapshot of the app's window as it is now, under its policy. Rendering
     /// runs off the supervisor; the `snapshot` event says when it is on disk.
     @discardableResult
@@ -110,8 +115,9 @@ extension Supervisor {
         let tree = rt.viewTree ?? ViewTree()
         var policy = snapshotPolicy(id)
         var why = reason
-        if rt.ignoreNextSnapshot {
-            runtimes[id]?.ignoreNextSnapshot = false
+        // Every snapshot until the app is next active, so a fetch or push refresh
+        // after it does not replace the launch image the next launch shows.
+        if rt.ignoreSnapshotsUntilActive {
             policy = policy.stricter(.launchImage)
             why += "; ignoreSnapshotOnNextApplicationLaunch"
         }

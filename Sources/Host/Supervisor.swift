@@ -132,8 +132,9 @@ public actor Supervisor {
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
         /// What the app's window shows now (its last `viewTree` message).
         var viewTree: ViewTree?
-        /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run.
-        var ignoreNextSnapshot = false
+        /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run and the app
+        /// has not been active since: every snapshot shows the launch image.
+        var ignoreSnapshotsUntilActive = false
         /// Its cgroup (memory and process limits) and the OOM kills counted there before it started.
         var cgroup: AppCgroup?
         var oomKillsBefore = 0
@@ -978,7 +979,7 @@ public actor Supervisor {
         case .viewTree(let tree):
             runtimes[id]?.viewTree = tree
         case .ignoreSnapshotOnNextApplicationLaunch:
-            runtimes[id]?.ignoreNextSnapshot = true
+            runtimes[id]?.ignoreSnapshotsUntilActive = true
         case .beginBackgroundTask(let taskID, let name):
             events.append(.backgroundTask, app: id, pid: rt.pid,
                           cause: "beginBackgroundTask \(name.map { "\"\($0)\"" } ?? "") id \(taskID)", time: now())
@@ -1102,7 +1103,10 @@ public actor Supervisor {
             pendingTransitions.append(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time))
             events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
             let machine = runtimes[id]?.machine
-            if to == .active { switcherActivated(id) }
+            if to == .active {
+                switcherActivated(id)
+                snapshotsActivated(id)
+            }
             if to == .notRunning, machine?.lastTermination == .user { switcherRemoved(id, uninstalled: false) }
             if to == .notRunning {
                 transfersAppExited(id, byUser: machine?.lastTermination == .user)

@@ -5,7 +5,8 @@ import Testing
 @testable import Host
 
 /// When the host takes snapshots besides didEnterBackground (a fetch's or a silent
-/// push's completion): probes (ProbeApp's `window:TEXT` shows a label) on hosts of their own.
+/// push's completion), and `ignoreSnapshotOnNextApplicationLaunch`: probes (ProbeApp's
+/// `window:TEXT` shows a label) on hosts of their own.
 @Suite("App-switcher snapshot refreshes and launch images", .timeLimit(.minutes(2)),
        .enabled(if: bankBuilt && probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct SnapshotRefreshTests {
@@ -91,6 +92,38 @@ struct SnapshotRefreshTests {
         #expect(taken.map(\.info.reason) == ["silent push"])
         #expect(taken.first?.info.policy == .default)
         #expect(try texts(try #require(taken.first).info) == ["pushed"])
+        await host.stop()
+    }
+
+    // MARK: - ignoreSnapshotOnNextApplicationLaunch
+
+    /// The launch image stands for every snapshot until the app is next active: a fetch's
+    /// refresh does not replace it.
+    @Test func ignoreSnapshotHoldsUntilTheAppIsNextActive() async throws {
+        let host = try TestHost(label: "snap")
+        let id = try await host.installProbe("com.snap.ignore", extra: ["UIBackgroundModes": ["fetch"]])
+        let home = try await launchAndSendHome(host, id, [
+            "--on", "launch", "window:balance 42", "--on", "background", "ignore-snapshot",
+        ])
+        #expect(home.info.policy == .launchImage)
+        #expect(home.info.reason == "didEnterBackground; ignoreSnapshotOnNextApplicationLaunch")
+        #expect(try texts(home.info).isEmpty)
+        let image = try PNGCodec.decode(try Data(contentsOf: URL(fileURLWithPath: try #require(home.info.png))))
+        #expect(image.pixel(x: 600, y: 300) == .launchBackground, "the plain launch screen")
+
+        let mark = await host.supervisor.snapshotMark()
+        _ = try await host.supervisor.modeCommand(.fetchNow(bundleIdentifier: id))
+        let fetched = try #require(await snapshots(host, id, since: mark, reason: "background fetch").first)
+        #expect(fetched.info.policy == .launchImage, "the fetch's refresh still shows the launch image")
+        #expect(fetched.info.reason == "background fetch; ignoreSnapshotOnNextApplicationLaunch")
+        #expect(await host.supervisor.switcher().first?.snapshot?.policy == .launchImage)
+
+        // Active again: the window is pictured again.
+        try await host.supervisor.foreground(id)
+        await host.supervisor.waitUntil(id, is: .active)
+        let now = try await host.supervisor.snapshot(id)
+        #expect(now.reason == "requested" && now.policy == .default)
+        #expect(try texts(now).contains("balance 42"))
         await host.stop()
     }
 }
