@@ -141,8 +141,11 @@ public enum AppMessage: Codable, Sendable, Equatable {
 
 /// Host → app.
 public enum HostMessage: Codable, Sendable, Equatable {
-    /// Answer to `hello`: the handshake succeeded.
-    case welcome(version: Int, bundleIdentifier: String)
+    /// Answer to `hello`: the handshake succeeded. `screen` is the screen the host draws
+    /// snapshots for (its `snapshots.screen`), so the app can lay its window out for it
+    /// (`Window.bounds`); nil from a host that does not say (the app assumes
+    /// ``ScreenSize/default``).
+    case welcome(version: Int, bundleIdentifier: String, screen: ScreenSize? = nil)
     /// Run a delegate callback with the application now in `state`; answer with
     /// ``AppMessage/callbackReturned(seq:)`` once it returns.
     case callback(seq: UInt64, callback: LifecycleCallback, state: AppState)

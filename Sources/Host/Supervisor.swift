@@ -955,7 +955,7 @@ public actor Supervisor {
                 feed(id, .protocolViolation("second hello"))
                 return
             }
-            send(id, .welcome(version: IPCProtocol.version, bundleIdentifier: id))
+            send(id, .welcome(version: IPCProtocol.version, bundleIdentifier: id, screen: configuration.screen))
             feed(id, .handshake)
         case _ where !rt.machine.connected:
             feed(id, .protocolViolation("message before hello"))

@@ -5,8 +5,9 @@ import Testing
 @testable import Host
 
 /// When the host takes snapshots besides didEnterBackground (a fetch's or a silent
-/// push's completion), and `ignoreSnapshotOnNextApplicationLaunch`: probes (ProbeApp's
-/// `window:TEXT` shows a label) on hosts of their own.
+/// push's completion), `ignoreSnapshotOnNextApplicationLaunch`, and the screen the app
+/// is told: probes (ProbeApp's `window:TEXT` shows a label) and BankCover, on hosts of
+/// their own.
 @Suite("App-switcher snapshot refreshes and launch images", .timeLimit(.minutes(2)),
        .enabled(if: bankBuilt && probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct SnapshotRefreshTests {
@@ -124,6 +125,27 @@ struct SnapshotRefreshTests {
         let now = try await host.supervisor.snapshot(id)
         #expect(now.reason == "requested" && now.policy == .default)
         #expect(try texts(now).contains("balance 42"))
+        await host.stop()
+    }
+
+    // MARK: - The screen
+
+    /// The app is told the configured screen: BankCover's cover (Window.bounds) spans a
+    /// larger screen than the default, and its snapshot passes the inspector there.
+    @Test func theCoverSpansAConfiguredScreenLargerThanTheDefault() async throws {
+        let screen = ScreenSize(width: 1500, height: 3000, scale: 2)
+        let host = try TestHost(label: "snap") { $0.screen = screen }
+        let id = try await host.supervisor.install(path: packageRoot + "/manifests/BankCover.app", settings: [:]).bundleIdentifier
+        let taken = try await launchAndSendHome(host, id, [])
+        let cover = try #require(taken.tree.views.last)
+        #expect(cover.frame == Rect(x: 0, y: 0, width: 750, height: 1500))
+        let rendered = try #require(taken.rendered)
+        #expect(rendered.image.width == 1500 && rendered.image.height == 3000)
+        let brand = RGBA(0, 82, 147)
+        #expect(rendered.image.pixel(x: 1499, y: 2999) == brand && rendered.image.pixel(x: 1400, y: 50) == brand)
+        let leaks = PrivacyInspector.inspect(tree: taken.tree, snapshot: rendered, screen: screen,
+                                             bundlePath: packageRoot + "/manifests/BankCover.app")
+        #expect(leaks.isEmpty, "\(leaks)")
         await host.stop()
     }
 }
