@@ -5,9 +5,9 @@ import Testing
 @testable import Host
 
 /// When the host takes snapshots besides didEnterBackground (a fetch's or a silent
-/// push's completion), `ignoreSnapshotOnNextApplicationLaunch`, and the screen the app
-/// is told: probes (ProbeApp's `window:TEXT` shows a label) and BankCover, on hosts of
-/// their own.
+/// push's completion), the `launch-image` policy and `ignoreSnapshotOnNextApplicationLaunch`,
+/// and the screen the app is told: probes (ProbeApp's `window:TEXT` shows a label) and
+/// BankCover, on hosts of their own.
 @Suite("App-switcher snapshot refreshes and launch images", .timeLimit(.minutes(2)),
        .enabled(if: bankBuilt && probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct SnapshotRefreshTests {
@@ -125,6 +125,41 @@ struct SnapshotRefreshTests {
         let now = try await host.supervisor.snapshot(id)
         #expect(now.reason == "requested" && now.policy == .default)
         #expect(try texts(now).contains("balance 42"))
+        await host.stop()
+    }
+
+    // MARK: - launch-image end to end
+
+    /// `AppHost.SnapshotPolicy` launch-image with a `UILaunchImageFile`: that picture, no text.
+    @Test func anAppsLaunchImagePolicyShowsItsLaunchImageFile() async throws {
+        let host = try TestHost(label: "snap")
+        let bundle = try makeProbeBundle(in: host.dir.path, id: "com.snap.launch", extra: [
+            "AppHost": ["SnapshotPolicy": "launch-image"], "UILaunchImageFile": "Launch.png",
+        ])
+        let orange = RGBA(255, 149, 0)
+        try PNGCodec.encode(RGBAImage(width: 39, height: 84, fill: orange)).write(to: URL(fileURLWithPath: bundle + "/Launch.png"))
+        let id = try await host.supervisor.install(path: bundle, settings: [:]).bundleIdentifier
+        let taken = try await launchAndSendHome(host, id, ["--on", "launch", "window:secret"])
+        #expect(taken.info.policy == .launchImage && taken.info.reason == "didEnterBackground")
+        #expect(try texts(taken.info).isEmpty)
+        #expect(taken.rendered?.warnings == [])
+        let image = try PNGCodec.decode(try Data(contentsOf: URL(fileURLWithPath: try #require(taken.info.png))))
+        #expect(image.width == 1170 && image.height == 2532)
+        #expect(image.pixel(x: 585, y: 1266) == orange && image.pixel(x: 1169, y: 2531) == orange)
+        await host.stop()
+    }
+
+    /// The host-wide launch-image policy wins over Bank's own redact: the plain launch
+    /// screen (Bank has no UILaunchImageFile), nothing of the window.
+    @Test func aHostWideLaunchImagePolicyShowsThePlainLaunchScreen() async throws {
+        let host = try TestHost(label: "snap") { $0.snapshotPolicy = .launchImage }
+        let id = try await host.supervisor.install(path: packageRoot + "/manifests/Bank.app", settings: [:]).bundleIdentifier
+        let taken = try await launchAndSendHome(host, id, [])
+        #expect(taken.info.policy == .launchImage)
+        #expect(try texts(taken.info).isEmpty)
+        let image = try PNGCodec.decode(try Data(contentsOf: URL(fileURLWithPath: try #require(taken.info.png))))
+        #expect(image.pixel(x: 100, y: 100) == .launchBackground && image.pixel(x: 585, y: 800) == .launchBackground)
+        #expect(PrivacyInspector.inspect(tree: taken.tree, snapshot: try #require(taken.rendered), screen: .default).isEmpty)
         await host.stop()
     }
 
