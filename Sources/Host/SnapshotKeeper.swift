@@ -150,10 +150,8 @@ extension Supervisor {
                 try PNGCodec.encode(rendered.image).write(to: URL(fileURLWithPath: png + ".tmp"))
                 let layer = SnapshotTextLayerFile(bundleIdentifier: id, number: number, reason: why, policy: policy, time: time,
                                                   screen: screen, texts: rendered.textLayer, warnings: rendered.warnings)
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                encoder.dateEncodingStrategy = .iso8601
-                try encoder.encode(layer).write(to: URL(fileURLWithPath: json))
+                // WireJSON: the time with its milliseconds, as every other AppHost file.
+                try WireJSON.encoder(pretty: true).encode(layer).write(to: URL(fileURLWithPath: json))
                 // The PNG appears complete or not at all.
                 guard rename(png + ".tmp", png) == 0 else { throw SnapshotWriteError(message: "rename \(png): \(String(cString: strerror(errno)))") }
                 return .success(rendered)
@@ -264,8 +262,7 @@ extension Supervisor {
             .filter { $0.hasSuffix(".png") }.compactMap { Int(($0 as NSString).deletingPathExtension) }
         guard let n = numbers.max() else { return nil }
         let json = dir + "/\(n).json"
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        let decoder = WireJSON.decoder()
         let layer = FileManager.default.contents(atPath: json).flatMap { try? decoder.decode(SnapshotTextLayerFile.self, from: $0) }
         return SnapshotInfo(bundleIdentifier: id, number: n, reason: layer?.reason ?? "earlier", policy: layer?.policy ?? snapshotPolicy(id),
                             png: dir + "/\(n).png", textLayer: json, time: layer?.time ?? Date(timeIntervalSince1970: 0))

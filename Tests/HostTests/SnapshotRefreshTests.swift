@@ -183,4 +183,23 @@ struct SnapshotRefreshTests {
         #expect(leaks.isEmpty, "\(leaks)")
         await host.stop()
     }
+
+    // MARK: - The text layer
+
+    @Test func theTextLayersTimeKeepsItsMilliseconds() async throws {
+        let host = try TestHost(label: "snap")
+        let id = try await host.installProbe("com.snap.time")
+        let taken = try await launchAndSendHome(host, id, ["--on", "launch", "window:hello"])
+        let data = try Data(contentsOf: URL(fileURLWithPath: try #require(taken.info.textLayer)))
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let time = try #require(object["time"] as? String)
+        #expect(time.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil, "\(time)")
+        // A later host reads the time back from the file, to the millisecond.
+        await host.stop(removing: false)
+        let again = try TestHost(reopening: host.dir)
+        let read = try await again.supervisor.snapshot(id)
+        #expect(read.number == taken.info.number)
+        #expect(abs(read.time.timeIntervalSince(taken.info.time)) < 0.001, "\(read.time) vs \(taken.info.time)")
+        await again.stop()
+    }
 }
