@@ -11,15 +11,18 @@ extension AppHostCommand {
             commandName: "privacy-check",
             abstract: "Check that apps' app-switcher snapshots never show what they mark sensitive.",
             discussion: """
-                Each bundle is installed on a private host (its own temporary state directory,
-                virtual clock) and taken through foreground → background, then a background
-                fetch if it declares fetch and a silent push if it declares remote-notification;
-                the host snapshots it after each. A snapshot fails if its text layer shows the
-                text of a privacy-sensitive view (isPrivacySensitive) or of a secure text field,
-                or if the pixels inside such a view's frame are not blanked (one colour: the
-                redaction grey, or a cover the app drew on top). The policy is the app's own
+                Each bundle is installed on a private host (its own temporary state directory, \
+                virtual clock) and taken through foreground → background, then a background \
+                fetch if it declares fetch and a silent push if it declares remote-notification; \
+                the host snapshots it after each (after a fetch or push, when the app calls the \
+                completion handler). A snapshot fails if its text layer shows the text of a \
+                privacy-sensitive view (isPrivacySensitive) or of a secure text field, or if the \
+                pixels inside such a view's frame are not blanked (one colour: the redaction \
+                grey, or a cover the app drew on top). The policy is the app's own \
                 (AppHost.SnapshotPolicy) or the one in --config when stricter.
-                Exit status: 0 all pass, 1 a leak, 2 an app could not be checked.
+
+                Exit status: 0 all pass, 1 a leak, 2 an app could not be checked (or the \
+                --junit file could not be written).
 
                 Examples:
                   apphost privacy-check manifests/Bank.app manifests/BankCover.app
@@ -30,7 +33,7 @@ extension AppHostCommand {
         @Argument(help: ArgumentHelp("App bundles (App.app folders) to check.", valueName: "bundle"))
         var bundles: [String]
 
-        @Option(name: .long, help: ArgumentHelp("Write a JUnit XML report here.", valueName: "file.xml"))
+        @Option(name: .long, help: ArgumentHelp("Write a JUnit XML report to this file (one testsuite per app, one testcase per snapshot).", valueName: "file.xml"))
         var junit: String?
 
         @Flag(name: .long, help: "Keep the private host's state directory (the snapshots' PNGs and text layers, events.jsonl) and print where.")
@@ -44,7 +47,7 @@ extension AppHostCommand {
         @Option(name: .long, help: ArgumentHelp("Extra directory to search for app executables (repeatable; also $APPHOST_PRODUCTS_DIR).", valueName: "dir"))
         var productsDir: [String] = []
 
-        @Option(name: .long, help: "The private host's log level: trace, debug, info, notice, warning, error, critical.")
+        @Option(name: .long, help: "How much the private host logs to stderr.")
         var logLevel: Logger.Level = .warning
 
         func validate() throws {

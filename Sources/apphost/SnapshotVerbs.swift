@@ -10,17 +10,20 @@ extension AppHostCommand {
             commandName: "snapshot",
             abstract: "Print an app's app-switcher snapshot: an app running code is pictured now, else its latest.",
             discussion: """
-                The snapshot is drawn from the app's window under its policy (the app's
-                AppHost.SnapshotPolicy in Info.plist, or the host's "snapshots": {"policy": ...}
-                when stricter) and kept as snapshots/<bundle-id>/<n>.png with <n>.json (every
-                visible string with its frame) beside it. Prints the PNG's path. A suspended or
+                The snapshot is drawn from the app's window under its policy (the app's \
+                AppHost.SnapshotPolicy in Info.plist, or the host's "snapshots": {"policy": ...} \
+                when stricter) and kept as snapshots/<bundle-id>/<n>.png, with <n>.json beside \
+                it (every visible string with its frame). Prints the PNG's path. A suspended or \
                 terminated app is not drawn again: its latest snapshot is the one the switcher shows.
+
+                -o writes a copy of the PNG to a file (replaced whole if it exists; a directory \
+                is refused).
 
                 Example:
                   apphost snapshot com.example.bank -o bank.png
                 """)
         @Argument(help: ArgumentHelp("The app.", valueName: "bundle-id")) var bundleIdentifier: String
-        @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Also copy the PNG here.", valueName: "file.png"))
+        @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Also write a copy of the PNG to this file.", valueName: "file.png"))
         var output: String?
         @OptionGroup var state: StateOptions
         @OptionGroup var json: JSONOption
@@ -59,14 +62,15 @@ extension AppHostCommand {
         static let configuration = CommandConfiguration(
             abstract: "List the apps in the app switcher, most recent first, with their snapshots.",
             discussion: """
-                An app joins the switcher when it first becomes active and leaves it when the
-                user terminates it (apphost terminate) or it is uninstalled. --sheet draws their
-                latest snapshots side by side into one PNG.
+                An app joins the switcher when it first becomes active and leaves it when the \
+                user terminates it (apphost terminate) or it is uninstalled. --sheet draws their \
+                latest snapshots side by side into one PNG file (replaced whole if it exists; a \
+                directory is refused).
 
                 Example:
                   apphost switcher --sheet switcher.png
                 """)
-        @Option(name: .long, help: ArgumentHelp("Draw a contact sheet of the snapshots.", valueName: "out.png")) var sheet: String?
+        @Option(name: .long, help: ArgumentHelp("Draw a contact sheet of the snapshots into this PNG file.", valueName: "out.png")) var sheet: String?
         @OptionGroup var state: StateOptions
         @OptionGroup var json: JSONOption
 
