@@ -143,6 +143,10 @@ enum Action: Equatable, Sendable {
     case oversized
     /// Print `backgroundTimeRemaining`.
     case timeRemaining
+    /// Show a window with one label reading `text` (or change the label's text).
+    case window(text: String)
+    /// `ignoreSnapshotOnNextApplicationLaunch()`.
+    case ignoreSnapshot
 
     // Services: each prints "[ProbeApp] <keyword>: ok" or "... refused: <reason>".
     /// Play `seconds` of a 440 Hz tone at 8000 Hz (one `play` call).
@@ -339,6 +343,12 @@ struct Script: Equatable, Sendable {
           unlock:PATH              release every lock taken on PATH (same spelling)
                                    and close those fds
           time-remaining           print backgroundTimeRemaining
+          window:TEXT              show a window (white, one label reading TEXT), or set
+                                   the label to TEXT if it shows: "[ProbeApp] window: TEXT";
+                                   what the host's app-switcher snapshots picture
+          ignore-snapshot          ignoreSnapshotOnNextApplicationLaunch(): the host's
+                                   snapshots show the launch image until the app is next
+                                   active ("[ProbeApp] ignore-snapshot: ok")
           exit:CODE                exit at once with status CODE (0-255)
           crash                    crash (fatalError)
           garbage                  write a frame with a non-JSON payload to the socket
@@ -599,6 +609,8 @@ struct Script: Equatable, Sendable {
         case ("garbage", nil): return .garbage
         case ("oversized", nil): return .oversized
         case ("time-remaining", nil): return .timeRemaining
+        case ("window", let text?): return .window(text: text)
+        case ("ignore-snapshot", nil): return .ignoreSnapshot
         case ("audio-play", let value?):
             guard let seconds = Double(value), seconds.isFinite, (0...maximumToneSeconds).contains(seconds) else {
                 throw ScriptError("audio-play needs SECONDS 0-\(Int(maximumToneSeconds)), got \"\(text)\"")

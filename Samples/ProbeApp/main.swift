@@ -138,6 +138,8 @@ final class ProbeDelegate: ApplicationDelegate {
     private var open: Set<BackgroundTaskIdentifier> = []
     /// Locks held, by PATH as written on the command line.
     private var locks: [String: [HeldLock]] = [:]
+    /// The label of the window `window:TEXT` shows.
+    private var label: Label?
 
     // The service objects, made at start so every event has a receiver.
     private let locationManager = LocationManager()
@@ -478,6 +480,18 @@ final class ProbeDelegate: ApplicationDelegate {
             writeRaw([UInt8(length >> 24), UInt8((length >> 16) & 0xff), UInt8((length >> 8) & 0xff), UInt8(length & 0xff)])
         case .timeRemaining:
             say("[ProbeApp] backgroundTimeRemaining=\(application.backgroundTimeRemaining)")
+        case .window(let text):
+            if let label {
+                label.text = text
+            } else {
+                let label = Label(text: text, frame: Rect(x: 20, y: 100, width: Window.bounds.width - 40, height: 40))
+                application.window = Window(backgroundColor: .white, rootView: label)
+                self.label = label
+            }
+            say("[ProbeApp] window: \(text)")
+        case .ignoreSnapshot:
+            application.ignoreSnapshotOnNextApplicationLaunch()
+            say("[ProbeApp] ignore-snapshot: ok")
         case .audioPlay(let seconds):
             let samples = tone(seconds: seconds, rate: 8000)
             report("audio-play") { () throws(ServiceError) in try AudioSession.shared.play(samples: samples, sampleRate: 8000) }

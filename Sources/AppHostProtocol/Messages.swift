@@ -134,15 +134,18 @@ public enum AppMessage: Codable, Sendable, Equatable {
     /// The app's window changed: its whole view tree (sent before the callbackReturned of
     /// the callback that changed it, so the host has it when it takes a snapshot).
     case viewTree(ViewTree)
-    /// `ignoreSnapshotOnNextApplicationLaunch()`: the next snapshot is not shown; the
-    /// switcher shows the launch image instead.
+    /// `ignoreSnapshotOnNextApplicationLaunch()`: until the app is next active, its
+    /// snapshots are not of its window; the switcher shows the launch image instead.
     case ignoreSnapshotOnNextApplicationLaunch
 }
 
 /// Host → app.
 public enum HostMessage: Codable, Sendable, Equatable {
-    /// Answer to `hello`: the handshake succeeded.
-    case welcome(version: Int, bundleIdentifier: String)
+    /// Answer to `hello`: the handshake succeeded. `screen` is the screen the host draws
+    /// snapshots for (its `snapshots.screen`), so the app can lay its window out for it
+    /// (`Window.bounds`); nil from a host that does not say (the app assumes
+    /// ``ScreenSize/default``).
+    case welcome(version: Int, bundleIdentifier: String, screen: ScreenSize? = nil)
     /// Run a delegate callback with the application now in `state`; answer with
     /// ``AppMessage/callbackReturned(seq:)`` once it returns.
     case callback(seq: UInt64, callback: LifecycleCallback, state: AppState)

@@ -438,10 +438,12 @@ public final class Application {
 
     // MARK: Window
 
-    /// `UIApplication.ignoreSnapshotOnNextApplicationLaunch()`: the snapshot taken
-    /// when the app next leaves the foreground is not shown in the app switcher (the
-    /// launch image is shown instead), e.g. while the app shows content about to
-    /// go stale. Callable from any thread; a lost host ends the process as usual.
+    /// `UIApplication.ignoreSnapshotOnNextApplicationLaunch()`: the app switcher (and
+    /// the next launch) shows the launch image instead of the app's window, e.g. while
+    /// the app shows content about to go stale. It holds for every snapshot the host
+    /// takes until the app is next active (a fetch's or a silent push's refresh
+    /// included), or until it is launched again. Callable from any thread; a lost host
+    /// ends the process as usual.
     public nonisolated func ignoreSnapshotOnNextApplicationLaunch() {
         do {
             try connection.send(.ignoreSnapshotOnNextApplicationLaunch)

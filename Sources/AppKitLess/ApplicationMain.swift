@@ -38,15 +38,17 @@ public func ApplicationMain(delegate: some ApplicationDelegate) -> Never {
     signal(SIGXFSZ, SIG_IGN)
 
     let connection = Connection(descriptor: descriptor)
-    let bundleIdentifier: String
+    let welcome: Connection.Welcome
     do {
-        bundleIdentifier = try connection.handshake(pid: getpid())
+        welcome = try connection.handshake(pid: getpid())
     } catch {
         writeStandardError("\(programName): \(error)")
         exit(1)
     }
+    // Before any window is made: Window.bounds is the host's screen.
+    Window.useScreen(welcome.screen)
 
-    let application = Application(bundleIdentifier: bundleIdentifier, delegate: delegate, connection: connection)
+    let application = Application(bundleIdentifier: welcome.bundleIdentifier, delegate: delegate, connection: connection)
     Application.install(application)
     application.startReceivingCallbacks()
 

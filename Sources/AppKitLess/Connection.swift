@@ -129,16 +129,25 @@ final class Connection: Sendable {
 
     // MARK: Handshake
 
-    /// Sends `hello` and waits for the host's answer; returns the bundle identifier
-    /// the host welcomed the app as.
-    func handshake(pid: Int32) throws(ConnectionError) -> String {
+    /// What the host's welcome says.
+    struct Welcome: Equatable {
+        /// The bundle identifier the host welcomed the app as.
+        var bundleIdentifier: String
+        /// The screen the host draws snapshots for: the one it named if usable, else
+        /// ``ScreenSize/default``.
+        var screen: ScreenSize
+    }
+
+    /// Sends `hello` and waits for the host's answer.
+    func handshake(pid: Int32) throws(ConnectionError) -> Welcome {
         try send(.hello(version: IPCProtocol.version, pid: pid))
         switch try receive() {
-        case .welcome(let version, let bundleIdentifier):
+        case .welcome(let version, let bundleIdentifier, let screen):
             guard version == IPCProtocol.version else {
                 throw .versionMismatch(host: version, app: IPCProtocol.version)
             }
-            return bundleIdentifier
+            let usable = screen.flatMap { $0.width > 0 && $0.height > 0 && $0.scale.isFinite && $0.scale > 0 ? $0 : nil }
+            return Welcome(bundleIdentifier: bundleIdentifier, screen: usable ?? .default)
         case .rejected(let reason):
             throw .rejected(reason: reason)
         case let other:

@@ -1,4 +1,5 @@
 import AppHostProtocol
+import Synchronization
 
 // What an app draws, like a very small UIKit: a `Window` with stacked `View`s
 // (filled rectangles, labels, text fields, secure text fields, images from the
@@ -241,11 +242,26 @@ public final class Window {
     /// The application showing this window, which sends its tree when it changes.
     weak var application: Application?
 
-    /// The screen in points (390 × 844, an iPhone 13 / 14), which the host renders.
-    public nonisolated static let bounds: Rect = {
-        let screen = ScreenSize.default
-        return Rect(x: 0, y: 0, width: Double(screen.width) / screen.scale, height: Double(screen.height) / screen.scale)
-    }()
+    /// The screen the host draws snapshots for (its `snapshots.screen`, told in the
+    /// handshake), in pixels with its scale; ``ScreenSize/default`` (an iPhone 13 / 14)
+    /// until then.
+    public nonisolated static var screen: ScreenSize { currentScreen.withLock { $0 } }
+
+    /// The screen in points (390 × 844 on the default screen), which the host renders:
+    /// a view with this frame covers the whole snapshot.
+    public nonisolated static var bounds: Rect { bounds(of: screen) }
+
+    private nonisolated static let currentScreen = Mutex(ScreenSize.default)
+
+    /// `screen` in points.
+    nonisolated static func bounds(of screen: ScreenSize) -> Rect {
+        Rect(x: 0, y: 0, width: Double(screen.width) / screen.scale, height: Double(screen.height) / screen.scale)
+    }
+
+    /// Takes the host's screen (from the handshake).
+    nonisolated static func useScreen(_ screen: ScreenSize) {
+        currentScreen.withLock { $0 = screen }
+    }
 
     /// The window's bounds: ``Window/bounds``.
     public var bounds: Rect { Self.bounds }

@@ -15,6 +15,8 @@ struct SnapshotKeeperState {
     var counters: [String: Int] = [:]
     /// The latest kept snapshot of each app.
     var latest: [String: SnapshotInfo] = [:]
+    /// How many snapshots this host has taken (of any app); each gets the next number.
+    var serial: UInt64 = 0
     /// Every snapshot taken in this host's life, with the tree it was drawn from
     /// (privacy checks inspect them), newest last; bounded per app.
     var taken: [String: [TakenSnapshot]] = [:]
@@ -30,6 +32,9 @@ public struct TakenSnapshot: Sendable {
     public var tree: ViewTree
     /// What was rendered (nil under `none`).
     public var rendered: RenderedSnapshot?
+    /// Its place among every snapshot this host took, of any app (1, 2, ...): compare
+    /// with ``Supervisor/snapshotMark()`` to keep only those taken since.
+    public var serial: UInt64
 }
 
 /// The JSON written beside each PNG.
@@ -73,19 +78,33 @@ extension Supervisor {
         }
     }
 
-    /// A callback returned: after `didEnterBackground`, and after a background fetch or a
-    /// silent push in the background, the host takes the app's picture.
-    func snapshotAfterCallback(_ callback: LifecycleCallback, app id: String, state: AppState) {
-        switch callback {
-        case .didEnterBackground:
+    /// A callback returned: after `didEnterBackground` the host takes the app's picture.
+    func snapshotAfterCallback(_ callback: LifecycleCallback, app id: String) {
+        if callback == .didEnterBackground {
             takeSnapshot(id, reason: "didEnterBackground")
-        case .service(.performFetch) where state == .background:
+        }
+    }
+
+    /// The app called a background fetch's or a remote notification's completion handler
+    /// and the host accepted it: in the background, iOS updates the app's snapshot then
+    /// (not when the delegate method returns: an app may complete later). The app sent
+    /// its window before the completion, so the tree is the one it completed with. A
+    /// completion in the foreground takes none.
+    func snapshotAfterCompletion(_ request: ServiceRequest, reply: ServiceReply, app id: String, state: AppState) {
+        guard state == .background, case .ok = reply else { return }
+        switch request {
+        case .fetchCompleted:
             takeSnapshot(id, reason: "background fetch")
-        case .service(.remoteNotification(_, _, true)) where state == .background:
+        case .remoteNotificationCompleted:
             takeSnapshot(id, reason: "silent push")
         default:
             break
         }
+    }
+
+    /// The app became active: `ignoreSnapshotOnNextApplicationLaunch` has done its work.
+    func snapshotsActivated(_ id: String) {
+        runtimes[id]?.ignoreSnapshotsUntilActive = false
     }
 
     /// Takes a snapshot of the app's window as it is now, under its policy. Rendering
@@ -96,11 +115,14 @@ extension Supervisor {
         let tree = rt.viewTree ?? ViewTree()
         var policy = snapshotPolicy(id)
         var why = reason
-        if rt.ignoreNextSnapshot {
-            runtimes[id]?.ignoreNextSnapshot = false
+        // Every snapshot until the app is next active, so a fetch or push refresh
+        // after it does not replace the launch image the next launch shows.
+        if rt.ignoreSnapshotsUntilActive {
             policy = policy.stricter(.launchImage)
             why += "; ignoreSnapshotOnNextApplicationLaunch"
         }
+        snapshots.serial += 1
+        let serial = snapshots.serial
         let dir = snapshotsDirectory + "/" + id
         let number = nextSnapshotNumber(id)
         let time = now()
@@ -109,7 +131,7 @@ extension Supervisor {
             try? FileManager.default.removeItem(atPath: dir)
             let info = SnapshotInfo(bundleIdentifier: id, number: number, reason: why, policy: policy, png: nil, textLayer: nil, time: time)
             snapshots.latest.removeValue(forKey: id)
-            record(TakenSnapshot(info: info, tree: tree, rendered: nil))
+            record(TakenSnapshot(info: info, tree: tree, rendered: nil, serial: serial))
             events.append(.snapshot, app: id, pid: rt.pid, cause: "snapshot \(number) not kept (\(why)): policy none; earlier snapshots deleted", time: time)
             return Task { info }
         }
@@ -128,10 +150,8 @@ extension Supervisor {
                 try PNGCodec.encode(rendered.image).write(to: URL(fileURLWithPath: png + ".tmp"))
                 let layer = SnapshotTextLayerFile(bundleIdentifier: id, number: number, reason: why, policy: policy, time: time,
                                                   screen: screen, texts: rendered.textLayer, warnings: rendered.warnings)
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                encoder.dateEncodingStrategy = .iso8601
-                try encoder.encode(layer).write(to: URL(fileURLWithPath: json))
+                // WireJSON: the time with its milliseconds, as every other AppHost file.
+                try WireJSON.encoder(pretty: true).encode(layer).write(to: URL(fileURLWithPath: json))
                 // The PNG appears complete or not at all.
                 guard rename(png + ".tmp", png) == 0 else { throw SnapshotWriteError(message: "rename \(png): \(String(cString: strerror(errno)))") }
                 return .success(rendered)
@@ -148,7 +168,7 @@ extension Supervisor {
             case .success(let rendered):
                 let info = SnapshotInfo(bundleIdentifier: id, number: number, reason: why, policy: policy, png: png, textLayer: json, time: time)
                 snapshots.latest[id] = info
-                record(TakenSnapshot(info: info, tree: tree, rendered: rendered))
+                record(TakenSnapshot(info: info, tree: tree, rendered: rendered, serial: serial))
                 pruneSnapshots(id, keepingFrom: number - Self.snapshotsKept + 1)
                 events.append(.snapshot, app: id, pid: runtimes[id]?.pid,
                               cause: "snapshot \(number) taken (\(why)), policy \(policy.rawValue): \(png)", time: time)
@@ -208,6 +228,18 @@ extension Supervisor {
         snapshots.taken[id] ?? []
     }
 
+    /// The snapshots of an app taken after `mark` (a ``snapshotMark()``), oldest first:
+    /// one run's pictures, not an earlier run's of the same bundle identifier.
+    public func takenSnapshots(_ id: String, since mark: UInt64) -> [TakenSnapshot] {
+        (snapshots.taken[id] ?? []).filter { $0.serial > mark }
+    }
+
+    /// The serial of the latest snapshot taken (0 before any): snapshots taken after
+    /// this call have a greater ``TakenSnapshot/serial``.
+    public func snapshotMark() -> UInt64 {
+        snapshots.serial
+    }
+
     /// `apphost snapshot`: an app running code with a window is pictured now; otherwise (a
     /// suspended app is what the switcher shows) its latest kept snapshot.
     public func snapshot(_ id: String) async throws(ControlError) -> SnapshotInfo {
@@ -230,8 +262,7 @@ extension Supervisor {
             .filter { $0.hasSuffix(".png") }.compactMap { Int(($0 as NSString).deletingPathExtension) }
         guard let n = numbers.max() else { return nil }
         let json = dir + "/\(n).json"
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        let decoder = WireJSON.decoder()
         let layer = FileManager.default.contents(atPath: json).flatMap { try? decoder.decode(SnapshotTextLayerFile.self, from: $0) }
         return SnapshotInfo(bundleIdentifier: id, number: n, reason: layer?.reason ?? "earlier", policy: layer?.policy ?? snapshotPolicy(id),
                             png: dir + "/\(n).png", textLayer: json, time: layer?.time ?? Date(timeIntervalSince1970: 0))

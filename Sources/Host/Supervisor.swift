@@ -132,8 +132,9 @@ public actor Supervisor {
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
         /// What the app's window shows now (its last `viewTree` message).
         var viewTree: ViewTree?
-        /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run.
-        var ignoreNextSnapshot = false
+        /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run and the app
+        /// has not been active since: every snapshot shows the launch image.
+        var ignoreSnapshotsUntilActive = false
         /// Its cgroup (its processes; memory and process limits).
         var cgroup: AppCgroup?
         /// OOM kills counted in its cgroup that were not of the app's own process: those
@@ -978,7 +979,7 @@ public actor Supervisor {
                 feed(id, .protocolViolation("second hello"))
                 return
             }
-            send(id, .welcome(version: IPCProtocol.version, bundleIdentifier: id))
+            send(id, .welcome(version: IPCProtocol.version, bundleIdentifier: id, screen: configuration.screen))
             feed(id, .handshake)
         case _ where !rt.machine.connected:
             feed(id, .protocolViolation("message before hello"))
@@ -993,9 +994,8 @@ public actor Supervisor {
             } else if callback != .heartbeat {
                 events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", time: now())
             }
-            let stateBefore = rt.machine.state
             feed(id, .callbackReturned(callback))
-            snapshotAfterCallback(callback, app: id, state: stateBefore)
+            snapshotAfterCallback(callback, app: id)
             if case .service(let event) = callback {
                 transferCallbackReturned(event, app: id)
                 performMode(modes.callbackReturned(event, app: id, at: hostNow()))
@@ -1003,7 +1003,7 @@ public actor Supervisor {
         case .viewTree(let tree):
             runtimes[id]?.viewTree = tree
         case .ignoreSnapshotOnNextApplicationLaunch:
-            runtimes[id]?.ignoreNextSnapshot = true
+            runtimes[id]?.ignoreSnapshotsUntilActive = true
         case .beginBackgroundTask(let taskID, let name):
             events.append(.backgroundTask, app: id, pid: rt.pid,
                           cause: "beginBackgroundTask \(name.map { "\"\($0)\"" } ?? "") id \(taskID)", time: now())
@@ -1027,6 +1027,8 @@ public actor Supervisor {
             if case .refused(let reason) = reply {
                 events.append(.service, app: id, pid: rt.pid, cause: "\(request.apiName) refused: \(reason)", time: now())
             }
+            // Before the effects: ending the fetch's activity may suspend the app.
+            snapshotAfterCompletion(request, reply: reply, app: id, state: rt.machine.state)
             performMode(effects)
         }
     }
@@ -1137,7 +1139,10 @@ public actor Supervisor {
             pendingTransitions.append(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time))
             events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
             let machine = runtimes[id]?.machine
-            if to == .active { switcherActivated(id) }
+            if to == .active {
+                switcherActivated(id)
+                snapshotsActivated(id)
+            }
             if to == .notRunning, machine?.lastTermination == .user { switcherRemoved(id, uninstalled: false) }
             if to == .notRunning {
                 transfersAppExited(id, byUser: machine?.lastTermination == .user)

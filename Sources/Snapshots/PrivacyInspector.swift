@@ -25,7 +25,8 @@ public enum PrivacyInspector {
     /// Sensitive strings are, in the tree as the app drew it: the text of every secure
     /// text field, and every string (label, field text, placeholder) in a privacy-sensitive
     /// view or its subviews, hidden or not. A `text` leak: one of them (non-empty) occurs in
-    /// a text-layer item. A `pixels` leak: the frame of a visible privacy-sensitive view or
+    /// a text-layer item (one shorter than ``shortestFoundInside`` characters only as the
+    /// whole item, or any label with its letter would leak a one-character password). A `pixels` leak: the frame of a visible privacy-sensitive view or
     /// secure field (outermost only; in pixels, clipped to the screen) is not one colour in
     /// the picture. The redaction colour and an opaque cover drawn on top both pass. A
     /// `launchImage` snapshot shows none of the tree, so only its text layer is checked.
@@ -41,7 +42,7 @@ public enum PrivacyInspector {
         }
         var leaks: [Leak] = []
         for secret in walker.strings where !secret.text.isEmpty {
-            let hits = snapshot.textLayer.filter { $0.text.contains(secret.text) }
+            let hits = snapshot.textLayer.filter { shows($0.text, secret.text) }
             guard let first = hits.first else { continue }
             let what = secret.isSecureText ? "the secure field's text" : "\"\(secret.text)\""
             var shown = "\(first.kind) at \(describe(first.frame))"
@@ -69,6 +70,16 @@ public enum PrivacyInspector {
             }
         }
         return leaks
+    }
+
+    /// Secrets shorter than this count as shown only by a text-layer string that is
+    /// exactly them: a one-letter password is in most labels.
+    public static let shortestFoundInside = 4
+
+    /// Whether `text` (a text-layer string) shows `secret`: it contains it, when the secret
+    /// is at least ``shortestFoundInside`` characters long, or it is exactly it.
+    static func shows(_ text: String, _ secret: String) -> Bool {
+        secret.count >= shortestFoundInside ? text.contains(secret) : text == secret
     }
 
     /// `tree` with the view at `indices` (top-level index first) drawing no content: no

@@ -107,7 +107,7 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Extra directory to search for app executables (repeatable; also $APPHOST_PRODUCTS_DIR).", valueName: "dir"))
     var productsDir: [String] = []
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    @Option(name: .long, help: "How much the host logs to stderr.")
     var logLevel: Logger.Level = .info
 
     @Option(name: .long, help: ArgumentHelp("real, or virtual: time moves only with `apphost clock advance` (policy tests).", valueName: "mode"))

@@ -11,15 +11,18 @@ extension AppHostCommand {
             commandName: "privacy-check",
             abstract: "Check that apps' app-switcher snapshots never show what they mark sensitive.",
             discussion: """
-                Each bundle is installed on a private host (its own temporary state directory,
-                virtual clock) and taken through foreground → background, then a background
-                fetch if it declares fetch and a silent push if it declares remote-notification;
-                the host snapshots it after each. A snapshot fails if its text layer shows the
-                text of a privacy-sensitive view (isPrivacySensitive) or of a secure text field,
-                or if the pixels inside such a view's frame are not blanked (one colour: the
-                redaction grey, or a cover the app drew on top). The policy is the app's own
+                Each bundle is installed on a private host (its own temporary state directory, \
+                virtual clock) and taken through foreground → background, then a background \
+                fetch if it declares fetch and a silent push if it declares remote-notification; \
+                the host snapshots it after each (after a fetch or push, when the app calls the \
+                completion handler). A snapshot fails if its text layer shows the text of a \
+                privacy-sensitive view (isPrivacySensitive) or of a secure text field, or if the \
+                pixels inside such a view's frame are not blanked (one colour: the redaction \
+                grey, or a cover the app drew on top). The policy is the app's own \
                 (AppHost.SnapshotPolicy) or the one in --config when stricter.
-                Exit status: 0 all pass, 1 a leak, 2 an app could not be checked.
+
+                Exit status: 0 all pass, 1 a leak, 2 an app could not be checked (or the \
+                --junit file could not be written).
 
                 Examples:
                   apphost privacy-check manifests/Bank.app manifests/BankCover.app
@@ -30,7 +33,7 @@ extension AppHostCommand {
         @Argument(help: ArgumentHelp("App bundles (App.app folders) to check.", valueName: "bundle"))
         var bundles: [String]
 
-        @Option(name: .long, help: ArgumentHelp("Write a JUnit XML report here.", valueName: "file.xml"))
+        @Option(name: .long, help: ArgumentHelp("Write a JUnit XML report to this file (one testsuite per app, one testcase per snapshot).", valueName: "file.xml"))
         var junit: String?
 
         @Flag(name: .long, help: "Keep the private host's state directory (the snapshots' PNGs and text layers, events.jsonl) and print where.")
@@ -44,11 +47,19 @@ extension AppHostCommand {
         @Option(name: .long, help: ArgumentHelp("Extra directory to search for app executables (repeatable; also $APPHOST_PRODUCTS_DIR).", valueName: "dir"))
         var productsDir: [String] = []
 
-        @Option(name: .long, help: "The private host's log level: trace, debug, info, notice, warning, error, critical.")
+        @Option(name: .long, help: "How much the private host logs to stderr.")
         var logLevel: Logger.Level = .warning
 
         func validate() throws {
             _ = try hostOptions()
+            // A report that cannot be written is refused before any app is checked.
+            if let junit {
+                do throws(OutputFile.Failure) { try junitFile(junit).check() } catch { throw ValidationError(error.description) }
+            }
+        }
+
+        private func junitFile(_ path: String) -> OutputFile {
+            OutputFile(path, example: "privacy.xml")
         }
 
         /// The private host's options, parsed as `apphost daemon` parses its own (so --config
@@ -97,10 +108,10 @@ extension AppHostCommand {
                 print("run with --keep to look at the leaking pictures")
             }
             if let junit {
-                do {
-                    try Data(JUnitReport.xml(results).utf8).write(to: URL(fileURLWithPath: absolute(junit)))
+                do throws(OutputFile.Failure) {
+                    try junitFile(junit).write(Array(JUnitReport.xml(results).utf8))
                 } catch {
-                    FileHandle.standardError.write(Data("apphost: cannot write \(junit): \(error.localizedDescription)\n".utf8))
+                    FileHandle.standardError.write(Data("apphost: \(error.description)\n".utf8))
                     throw ExitCode(2)
                 }
             }
@@ -140,10 +151,15 @@ struct AppCheck: Sendable {
     /// The readable report; with `pictures`, each snapshot's PNG path (kept by --keep).
     func report(pictures: Bool) -> String {
         let name = bundleIdentifier ?? bundle
-        if let error { return "ERROR \(name): \(error)" }
+        // An app that could not be checked to the end still shows the snapshots it had.
+        if let error, snapshots.isEmpty { return "ERROR \(name): \(error)" }
         var lines: [String] = []
         let failed = snapshots.contains { !$0.leaks.isEmpty }
-        lines.append("\(failed ? "FAIL" : "PASS") \(name) (\(bundle))")
+        if let error {
+            lines.append("ERROR \(name) (\(bundle)): \(error)")
+        } else {
+            lines.append("\(failed ? "FAIL" : "PASS") \(name) (\(bundle))")
+        }
         for s in snapshots {
             let picture = pictures ? "  [\(s.info.png ?? "no picture kept")]" : ""
             if s.leaks.isEmpty {
@@ -174,16 +190,22 @@ struct PrivacyRun {
         }
         let id = app.bundleIdentifier
         var check = AppCheck(bundle: bundle, bundleIdentifier: id)
+        // Only this run's pictures: the same bundle (or another with its identifier) may
+        // have been checked before on this host.
+        let mark = await supervisor.snapshotMark()
         do {
             _ = try await supervisor.launch(id, background: false, arguments: [])
             await supervisor.waitUntil(id, is: .active)
-            try await step(id, "the home button") { try await supervisor.background(id) }
+            try await step(id, "the home button") {
+                try await supervisor.background(id)
+                return nil
+            }
             if app.backgroundModes.contains(.fetch) {
-                try await step(id, "a background fetch") { _ = try await supervisor.modeCommand(.fetchNow(bundleIdentifier: id)) }
+                try await step(id, "a background fetch") { try await supervisor.modeCommand(.fetchNow(bundleIdentifier: id)) }
             }
             if app.backgroundModes.contains(.remoteNotification) {
                 try await step(id, "a silent push") {
-                    _ = try await supervisor.modeCommand(.push(PushRequest(
+                    try await supervisor.modeCommand(.push(PushRequest(
                         bundleIdentifier: id, payload: #"{"aps": {"content-available": 1}}"#, pushType: "background", priority: 5, source: "privacy-check")))
                 }
             }
@@ -196,7 +218,7 @@ struct PrivacyRun {
         }
         await supervisor.waitForSnapshots()
         let screen = await supervisor.configuration.screen
-        for taken in await supervisor.takenSnapshots(id) {
+        for taken in await supervisor.takenSnapshots(id, since: mark) {
             let sensitive = Self.sensitiveViews(taken.tree.views)
             let leaks = taken.rendered.map { PrivacyInspector.inspect(tree: taken.tree, snapshot: $0, screen: screen, bundlePath: app.bundlePath) } ?? []
             check.snapshots.append(SnapshotCheck(info: taken.info, leaks: leaks, sensitiveViews: sensitive))
@@ -221,15 +243,23 @@ struct PrivacyRun {
     }
 
     /// Runs an action that should end in a snapshot, and waits for that snapshot's event.
-    private func step(_ id: String, _ what: String, _ action: () async throws -> Void) async throws {
-        let before = await supervisor.takenSnapshots(id).count
+    /// The action returns what the host answered (said when no snapshot comes of it).
+    private func step(_ id: String, _ what: String, _ action: () async throws -> String?) async throws {
+        let before = await supervisor.snapshotMark()
         let (_, live, sub) = await supervisor.subscribe(bundleIdentifier: id)
         defer { Task { await supervisor.unsubscribe(sub) } }
-        try await action()
+        let answer = try await action()
         // The host settles what the action started (callbacks returned, stops confirmed).
         _ = try await supervisor.advanceClock(by: .seconds(1))
         await supervisor.waitForSnapshots()
-        if await supervisor.takenSnapshots(id).count > before { return }
+        if await !supervisor.takenSnapshots(id, since: before).isEmpty { return }
+        // Settled and not running: nothing woke it (a push not delivered, say), and no
+        // event is coming to wait for. (A snapshot on a completion is taken before the
+        // suspension that follows it.)
+        let state = try await supervisor.status(id).first?.state
+        if state == .suspended || state == .notRunning {
+            throw StepError(message: "no snapshot after \(what): the app was not woken for it\(answer.map { " (\($0))" } ?? "")")
+        }
         // Not yet: wait for the snapshot event, or for the app to end without one.
         for await event in live {
             if event.kind == .snapshot || event.kind == .warning && event.cause.hasPrefix("snapshot") { break }
@@ -238,7 +268,7 @@ struct PrivacyRun {
             }
             if event.kind == .transition, event.to == .suspended {
                 await supervisor.waitForSnapshots()
-                if await supervisor.takenSnapshots(id).count > before { return }
+                if await !supervisor.takenSnapshots(id, since: before).isEmpty { return }
                 throw StepError(message: "no snapshot after \(what): the app was suspended without one (did it run its callbacks?)")
             }
         }
@@ -252,18 +282,31 @@ enum JUnitReport {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
+    /// Whether an app gets the `check` testcase: it could not be checked (an error), or
+    /// no snapshot was taken (so the suite is not empty).
+    static func hasCheckCase(_ r: AppCheck) -> Bool {
+        r.error != nil || r.snapshots.isEmpty
+    }
+
+    /// The testcases of one app: one per snapshot, plus the `check` case.
+    static func testCount(_ r: AppCheck) -> Int {
+        r.snapshots.count + (hasCheckCase(r) ? 1 : 0)
+    }
+
     static func xml(_ results: [AppCheck]) -> String {
         var out = #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
-        let tests = results.reduce(0) { $0 + max(1, $1.snapshots.count) }
+        let tests = results.reduce(0) { $0 + testCount($1) }
         let failures = results.reduce(0) { $0 + $1.snapshots.filter { !$0.leaks.isEmpty }.count }
         let errors = results.filter { $0.error != nil }.count
         out += #"<testsuites name="apphost privacy-check" tests="\#(tests)" failures="\#(failures)" errors="\#(errors)">"# + "\n"
         for r in results {
             let name = escape(r.bundleIdentifier ?? r.bundle)
             let f = r.snapshots.filter { !$0.leaks.isEmpty }.count
-            out += #"  <testsuite name="\#(name)" tests="\#(max(1, r.snapshots.count))" failures="\#(f)" errors="\#(r.error == nil ? 0 : 1)">"# + "\n"
+            out += #"  <testsuite name="\#(name)" tests="\#(testCount(r))" failures="\#(f)" errors="\#(r.error == nil ? 0 : 1)">"# + "\n"
             if let error = r.error {
                 out += #"    <testcase classname="\#(name)" name="check"><error message="\#(escape(error))"/></testcase>"# + "\n"
+            } else if hasCheckCase(r) {
+                out += #"    <testcase classname="\#(name)" name="check"><system-out>no snapshot was taken</system-out></testcase>"# + "\n"
             }
             for s in r.snapshots {
                 let caseName = escape("snapshot \(s.info.number) after \(s.info.reason) (policy \(s.info.policy.rawValue))")

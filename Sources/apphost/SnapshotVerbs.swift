@@ -10,20 +10,32 @@ extension AppHostCommand {
             commandName: "snapshot",
             abstract: "Print an app's app-switcher snapshot: an app running code is pictured now, else its latest.",
             discussion: """
-                The snapshot is drawn from the app's window under its policy (the app's
-                AppHost.SnapshotPolicy in Info.plist, or the host's "snapshots": {"policy": ...}
-                when stricter) and kept as snapshots/<bundle-id>/<n>.png with <n>.json (every
-                visible string with its frame) beside it. Prints the PNG's path. A suspended or
+                The snapshot is drawn from the app's window under its policy (the app's \
+                AppHost.SnapshotPolicy in Info.plist, or the host's "snapshots": {"policy": ...} \
+                when stricter) and kept as snapshots/<bundle-id>/<n>.png, with <n>.json beside \
+                it (every visible string with its frame). Prints the PNG's path. A suspended or \
                 terminated app is not drawn again: its latest snapshot is the one the switcher shows.
+
+                -o writes a copy of the PNG to a file (replaced whole if it exists; a directory \
+                is refused).
 
                 Example:
                   apphost snapshot com.example.bank -o bank.png
                 """)
         @Argument(help: ArgumentHelp("The app.", valueName: "bundle-id")) var bundleIdentifier: String
-        @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Also copy the PNG here.", valueName: "file.png"))
+        @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Also write a copy of the PNG to this file.", valueName: "file.png"))
         var output: String?
         @OptionGroup var state: StateOptions
         @OptionGroup var json: JSONOption
+
+        private func outputFile(_ path: String) -> OutputFile {
+            OutputFile(path, example: "\(bundleIdentifier).png")
+        }
+
+        func validate() throws {
+            guard let output else { return }
+            do throws(OutputFile.Failure) { try outputFile(output).check() } catch { throw ValidationError(error.description) }
+        }
 
         func run() throws {
             try reportingErrors {
@@ -33,12 +45,11 @@ extension AppHostCommand {
                     guard let png = info.png else {
                         throw ControlError(.refused, "\(bundleIdentifier)'s snapshot policy is none: no picture is kept")
                     }
-                    let target = absolute(output)
-                    try? FileManager.default.removeItem(atPath: target)
-                    do {
-                        try FileManager.default.copyItem(atPath: png, toPath: target)
+                    // The bytes first, then an atomic write: -o may name the kept file itself.
+                    do throws(OutputFile.Failure) {
+                        try outputFile(output).write(try OutputFile.read(png))
                     } catch {
-                        throw ControlError(.internalError, "cannot write \(target): \(error.localizedDescription)")
+                        throw CLIError(description: error.description)
                     }
                 }
                 if json.json { return try printJSON(info) }
@@ -51,22 +62,32 @@ extension AppHostCommand {
         static let configuration = CommandConfiguration(
             abstract: "List the apps in the app switcher, most recent first, with their snapshots.",
             discussion: """
-                An app joins the switcher when it first becomes active and leaves it when the
-                user terminates it (apphost terminate) or it is uninstalled. --sheet draws their
-                latest snapshots side by side into one PNG.
+                An app joins the switcher when it first becomes active and leaves it when the \
+                user terminates it (apphost terminate) or it is uninstalled. --sheet draws their \
+                latest snapshots side by side into one PNG file (replaced whole if it exists; a \
+                directory is refused).
 
                 Example:
                   apphost switcher --sheet switcher.png
                 """)
-        @Option(name: .long, help: ArgumentHelp("Draw a contact sheet of the snapshots.", valueName: "out.png")) var sheet: String?
+        @Option(name: .long, help: ArgumentHelp("Draw a contact sheet of the snapshots into this PNG file.", valueName: "out.png")) var sheet: String?
         @OptionGroup var state: StateOptions
         @OptionGroup var json: JSONOption
+
+        private func sheetFile(_ path: String) -> OutputFile {
+            OutputFile(path, example: "switcher.png")
+        }
+
+        func validate() throws {
+            guard let sheet else { return }
+            do throws(OutputFile.Failure) { try sheetFile(sheet).check() } catch { throw ValidationError(error.description) }
+        }
 
         func run() throws {
             try reportingErrors {
                 let r = try state.client.request(.switcher).checked()
                 guard case .switcher(let entries) = r else { throw unexpected(r) }
-                if let sheet { try drawSheet(entries, to: absolute(sheet)) }
+                if let sheet { try drawSheet(entries, to: sheetFile(sheet)) }
                 if json.json { return try printJSON(entries) }
                 if entries.isEmpty { return print("the app switcher is empty") }
                 for e in entries {
@@ -77,7 +98,7 @@ extension AppHostCommand {
             }
         }
 
-        private func drawSheet(_ entries: [SwitcherEntry], to path: String) throws {
+        private func drawSheet(_ entries: [SwitcherEntry], to file: OutputFile) throws {
             var images: [(label: String, image: RGBAImage)] = []
             for e in entries {
                 guard let png = e.snapshot?.png, let data = FileManager.default.contents(atPath: png) else { continue }
@@ -88,10 +109,16 @@ extension AppHostCommand {
                 }
             }
             guard !images.isEmpty else { throw ControlError(.refused, "no snapshots to draw: no app in the switcher has a picture") }
+            let bytes: Data
             do {
-                try PNGCodec.encode(try ContactSheet.make(images)).write(to: URL(fileURLWithPath: path))
+                bytes = try PNGCodec.encode(try ContactSheet.make(images))
             } catch {
-                throw ControlError(.internalError, "cannot draw the contact sheet to \(path): \(error)")
+                throw ControlError(.internalError, "cannot draw the contact sheet: \(error)")
+            }
+            do throws(OutputFile.Failure) {
+                try file.write(bytes)
+            } catch {
+                throw CLIError(description: error.description)
             }
         }
     }

@@ -40,8 +40,24 @@ struct ConnectionTests {
         let connection = Connection(descriptor: host.appDescriptor)
         try host.send(.welcome(version: IPCProtocol.version, bundleIdentifier: "com.example.plain"))
 
-        #expect(try connection.handshake(pid: 4242) == "com.example.plain")
+        #expect(try connection.handshake(pid: 4242).bundleIdentifier == "com.example.plain")
         #expect(try host.receive() == .hello(version: IPCProtocol.version, pid: 4242))
+    }
+
+    @Test("the welcome tells the app the host's screen; an older host's welcome means the default screen")
+    func welcomeScreen() throws {
+        let big = ScreenSize(width: 1500, height: 3000, scale: 2)
+        for (sent, expected) in [(big, big), (nil, ScreenSize.default), (ScreenSize(width: 10, height: 10, scale: 0), .default)] {
+            let host = try TestHost()
+            defer { host.closeHostEnd(); host.closeAppEnd() }
+            let connection = Connection(descriptor: host.appDescriptor)
+            try host.send(.welcome(version: IPCProtocol.version, bundleIdentifier: "com.example.plain", screen: sent))
+            #expect(try connection.handshake(pid: 1) == Connection.Welcome(bundleIdentifier: "com.example.plain", screen: expected))
+        }
+        // What a host from before the screen was sent writes: no "screen" key at all.
+        let old = #"{"welcome":{"version":1,"bundleIdentifier":"com.example.plain"}}"#
+        let decoded = try Frame.decode(HostMessage.self, from: Array(old.utf8))
+        #expect(decoded == .welcome(version: 1, bundleIdentifier: "com.example.plain", screen: nil))
     }
 
     @Test("a rejected handshake throws the host's reason")

@@ -170,6 +170,8 @@ struct ViewTests {
         window.rootView = nil
         #expect(window.subviews.isEmpty && b.window == nil)
         #expect(Window.bounds == rect(0, 0, 390, 844))
+        // The host's screen, in points: what a full-screen cover must span.
+        #expect(Window.bounds(of: ScreenSize(width: 1500, height: 3000, scale: 2)) == rect(0, 0, 750, 1500))
     }
 
     // MARK: When the tree is sent

@@ -86,4 +86,27 @@ import Testing
         let snapshot = try render(hidden)
         #expect(PrivacyInspector.inspect(tree: hidden, snapshot: snapshot, screen: smallScreen) == [])
     }
+
+    /// A one-character password is in most labels: only a label that is exactly it shows it.
+    @Test func aShortSecretLeaksOnlyAsAWholeString() throws {
+        let tree = ViewTree(views: [
+            label("Bank account", Rect(x: 10, y: 10, width: 150, height: 20)),
+            ViewNode(content: .secureTextField(text: "a", fontSize: 14, color: .black), frame: Rect(x: 10, y: 40, width: 150, height: 30)),
+        ])
+        let quiet = PrivacyInspector.inspect(tree: tree, snapshot: try render(tree, policy: .redact), screen: smallScreen)
+        #expect(quiet.isEmpty, "\(quiet)")
+
+        var shown = tree
+        shown.views.append(label("a", Rect(x: 10, y: 80, width: 150, height: 20)))
+        let leaks = PrivacyInspector.inspect(tree: shown, snapshot: try render(shown, policy: .redact), screen: smallScreen)
+        #expect(leaks.map(\.kind) == ["text"] && leaks.first?.view == "secureTextField (1 characters) at window/1", "\(leaks)")
+    }
+
+    @Test func aSecretOfFourCharactersOrMoreLeaksInsideALongerString() {
+        #expect(PrivacyInspector.shortestFoundInside == 4)
+        #expect(PrivacyInspector.shows("PIN 1234 saved", "1234"))
+        #expect(!PrivacyInspector.shows("PIN 123 saved", "123"))
+        #expect(PrivacyInspector.shows("123", "123"))
+        #expect(!PrivacyInspector.shows("Total: 12", "1"))
+    }
 }
