@@ -140,6 +140,9 @@ let package = Package(
         .target(
             name: "HTTPTestServer",
             dependencies: [
+                // Tool.run: the tests' openssl, curl and sha256sum through the project's own spawn.
+                "AppHostSystem",
+                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

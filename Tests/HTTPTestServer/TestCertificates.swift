@@ -1,11 +1,5 @@
 import Foundation
 
-/// Taken around every Foundation `Process.run()` in the test binary (the suites run in
-/// parallel in one process): Foundation's `Process` on Linux hands descriptors it saw
-/// open to the child it spawns, and a CI run crashed inside `Process.run()` (a bad
-/// read in its memcpy) while other spawns ran. One at a time, both go away.
-public let foundationProcessLock = NSLock()
-
 /// A throwaway certificate authority and a server certificate it signed, made with
 /// the `openssl` command-line tool (scripts/setup.sh installs it) for HTTPS tests.
 ///
@@ -58,22 +52,15 @@ public struct TestCertificates: Sendable, Equatable {
 
     /// Runs `openssl` (found on PATH) with `arguments`; throws with its stderr if it fails.
     private static func openssl(_ arguments: [String]) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["openssl"] + arguments
-        let err = Pipe()
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = err
-        p.standardInput = FileHandle.nullDevice
+        let result: ToolResult
         do {
-            try foundationProcessLock.withLock { try p.run() }
+            result = try Tool.run("/usr/bin/env", ["openssl"] + arguments)
         } catch {
             throw Failure(description: "cannot run openssl: \(error) (scripts/setup.sh installs it)")
         }
-        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else {
-            throw Failure(description: "openssl \(arguments.prefix(2).joined(separator: " ")) failed (status \(p.terminationStatus); is openssl installed? scripts/setup.sh installs it): \(text)")
+        guard result.exitCode == 0 else {
+            let text = String(decoding: result.stderr, as: UTF8.self)
+            throw Failure(description: "openssl \(arguments.prefix(2).joined(separator: " ")) failed (\(result.status); is openssl installed? scripts/setup.sh installs it): \(text)")
         }
     }
 }

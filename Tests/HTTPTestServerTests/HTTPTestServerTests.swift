@@ -18,15 +18,8 @@ func curl(_ args: [String]) throws -> CurlResult {
     defer { try? FileManager.default.removeItem(at: dir) }
     let headerFile = dir.appendingPathComponent("h").path
     let bodyFile = dir.appendingPathComponent("b").path
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    p.arguments = ["-s", "--max-time", "30", "-D", headerFile, "-o", bodyFile] + args
-    let out = Pipe()
-    p.standardOutput = out
-    p.standardError = FileHandle.nullDevice
-    try foundationProcessLock.withLock { try p.run() }
-    let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    p.waitUntilExit()
+    let run = try Tool.run("/usr/bin/curl", ["-s", "--max-time", "30", "-D", headerFile, "-o", bodyFile] + args)
+    let stdout = String(decoding: run.stdout, as: UTF8.self)
     let headerText = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""
     // With -L several header blocks are written; keep the last one.
     let blocks = headerText.components(separatedBy: "\r\n\r\n").filter { !$0.isEmpty }
@@ -42,7 +35,7 @@ func curl(_ args: [String]) throws -> CurlResult {
         }
     }
     let body = FileManager.default.contents(atPath: bodyFile) ?? Data()
-    return CurlResult(exitCode: p.terminationStatus, status: status, headers: headers, body: body, stdout: stdout)
+    return CurlResult(exitCode: run.exitCode, status: status, headers: headers, body: body, stdout: stdout)
 }
 
 @Suite("HTTPTestServer")

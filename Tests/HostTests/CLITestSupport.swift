@@ -1,6 +1,9 @@
+import AppHostSystem
+import Dispatch
 import Foundation
 import HTTPTestServer
 import Synchronization
+import SystemPackage
 import Testing
 
 #if canImport(Glibc)
@@ -9,22 +12,15 @@ import Glibc
 
 // Helpers for driving the `apphost` binary as a user does: real processes, real
 // pipes, real signals. Nothing here sleeps: waits are on pipe lines (read by
-// dedicated threads) and on process exits (Process.terminationHandler), bridged
-// to async code with continuations.
+// dedicated threads) and on process exits (the project's own ProcessReaper, a
+// pidfd per child), bridged to async code with continuations. Not Foundation's
+// Process: its run() on Linux crashes now and then (see HTTPTestServer's Tool).
 
 /// The CLI under test, built beside the test bundle.
 let apphostPath = productsDirectory + "/apphost"
 
 /// Whether the CLI and the probe app are built (both are needed by `CLITests`).
 let cliBuilt = FileManager.default.isExecutableFile(atPath: apphostPath) && probeBuilt
-
-/// Serialises `Process.run()` of every `CLIProcess` with the test binary's other Foundation
-/// spawns (`foundationProcessLock`). Foundation's `Process` on Linux closes the
-/// descriptors it saw open when it spawns, and creates a socketpair of its own without
-/// CLOEXEC: two concurrent spawns could hand one child's pipe or exit-notification socket
-/// to the other child (a daemon, say), and then the first child's EOF or exit would not
-/// be seen until that daemon exits.
-private var spawnLock: NSLock { foundationProcessLock }
 
 /// How a process ended.
 struct CLIExit: Sendable, Equatable, CustomStringConvertible {
@@ -129,7 +125,7 @@ private final class CLIProcessState: Sendable {
 final class CLIProcess: Sendable {
     let arguments: [String]
     let pid: Int32
-    private let process: Process
+    private let child: ChildProcess
     private let shared: CLIProcessState
 
     /// Starts `apphost arguments...` (stdin is /dev/null; `APPHOST_STATE_DIR`,
@@ -138,51 +134,57 @@ final class CLIProcess: Sendable {
     init(_ arguments: [String], environment overrides: [String: String] = [:]) throws {
         self.arguments = arguments
         let shared = CLIProcessState()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: apphostPath)
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["APPHOST_STATE_DIR"] = nil
         environment["XDG_STATE_HOME"] = nil
         environment["APPHOST_PRODUCTS_DIR"] = nil
         environment.merge(overrides) { $1 }
-        process.environment = environment
-        process.standardInput = FileHandle.nullDevice
-        process.terminationHandler = { p in
-            let exit = CLIExit(status: p.terminationStatus, signaled: p.terminationReason == .uncaughtSignal)
+        let out = try makePipe(), err = try makePipe()
+        let settings = SpawnSettings(
+            executablePath: apphostPath, arguments: [apphostPath] + arguments, environment: environment,
+            standardOutput: out.write, standardError: err.write, seccomp: .none, dropsCapabilities: false)
+        let started = SpawnWait()
+        ProcessReaper.shared.spawn(settings, onEvent: { event in
+            guard case .exited(let status) = event else { return }
+            let exit: CLIExit
+            switch status {
+            case .exited(let code): exit = CLIExit(status: code, signaled: false)
+            case .signaled(let signal, _): exit = CLIExit(status: signal, signaled: true)
+            }
             shared.update { $0.exit = exit }
+        }, completion: { started.finish($0) })
+        let result = started.wait()
+        try? out.write.close()
+        try? err.write.close()
+        let child: ChildProcess
+        switch result {
+        case .success(let c):
+            child = c
+        case .failure(let error):
+            try? out.read.close()
+            try? err.read.close()
+            throw error
         }
-        spawnLock.lock()
-        defer { spawnLock.unlock() }
-        let out = Pipe()
-        let err = Pipe()
-        for handle in [out.fileHandleForReading, out.fileHandleForWriting, err.fileHandleForReading, err.fileHandleForWriting] {
-            _ = fcntl(handle.fileDescriptor, F_SETFD, FD_CLOEXEC)
-        }
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        self.process = process
+        self.child = child
         self.shared = shared
-        self.pid = process.processIdentifier
-        Self.pump(out.fileHandleForReading, stdout: true, into: shared)
-        Self.pump(err.fileHandleForReading, stdout: false, into: shared)
+        self.pid = child.pid
+        Self.pump(out.read, stdout: true, into: shared)
+        Self.pump(err.read, stdout: false, into: shared)
     }
 
     /// Reads a pipe to its end on a thread of its own (blocking reads stay off
     /// the cooperative pool).
-    private static func pump(_ handle: FileHandle, stdout: Bool, into shared: CLIProcessState) {
+    private static func pump(_ fd: FileDescriptor, stdout: Bool, into shared: CLIProcessState) {
         let thread = Thread {
-            let fd = handle.fileDescriptor
             var buffer = [UInt8](repeating: 0, count: 64 * 1024)
             while true {
-                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                let n = buffer.withUnsafeMutableBytes { read(fd.rawValue, $0.baseAddress, $0.count) }
                 if n < 0 && errno == EINTR { continue }
                 if n <= 0 { break }
                 shared.received(buffer[0..<n], stdout: stdout)
             }
             shared.endOfFile(stdout: stdout)
-            try? handle.close()
+            try? fd.close()
         }
         thread.name = "cli-pipe-\(stdout ? "out" : "err")"
         thread.start()
@@ -235,11 +237,9 @@ final class CLIProcess: Sendable {
         }
     }
 
-    /// Sends `signal` unless the process has already been reaped (its pid may be reused).
+    /// Sends `signal` through the child's pidfd (never to a reused pid once it is reaped).
     func send(_ signal: Int32) {
-        shared.state.withLock { s in
-            if s.exit == nil { _ = kill(pid, signal) }
-        }
+        try? child.signal(signal)
     }
 
     /// SIGTERM (SIGKILL if the test was cancelled, e.g. by its time limit), then waits.
@@ -352,4 +352,20 @@ func eventPID(_ line: String, id: String) -> Int32? {
     guard let start = line.range(of: id + "[") else { return nil }
     let digits = line[start.upperBound...].prefix { $0.isNumber }
     return Int32(digits)
+}
+
+/// A spawn's completion, waited for by a synchronous caller (the reaper thread completes it).
+private final class SpawnWait: Sendable {
+    private let result = Mutex<Result<ChildProcess, SpawnError>?>(nil)
+    private let signal = DispatchSemaphore(value: 0)
+
+    func finish(_ r: Result<ChildProcess, SpawnError>) {
+        result.withLock { $0 = r }
+        signal.signal()
+    }
+
+    func wait() -> Result<ChildProcess, SpawnError> {
+        signal.wait()
+        return result.withLock { $0! }
+    }
 }

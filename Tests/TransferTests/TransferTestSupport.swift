@@ -217,21 +217,7 @@ func isAccepted(_ id: UInt64) -> (TransferEvent) -> Bool {
 
 /// Runs a command, returns its stdout (the process is waited for).
 func run(_ path: String, _ args: [String], stdin: ((FileHandle) throws -> Void)? = nil) throws -> String {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    let out = Pipe()
-    p.standardOutput = out
-    let input = Pipe()
-    if stdin != nil { p.standardInput = input }
-    try foundationProcessLock.withLock { try p.run() }
-    if let stdin {
-        try stdin(input.fileHandleForWriting)
-        try input.fileHandleForWriting.close()
-    }
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return String(decoding: data, as: UTF8.self)
+    String(decoding: try Tool.run(path, args, stdin: stdin).stdout, as: UTF8.self)
 }
 
 func sha256(file: String) throws -> String {
