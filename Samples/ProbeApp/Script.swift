@@ -259,9 +259,11 @@ struct Script: Equatable, Sendable {
 
         A scripted AppHost app: at each callback it runs the actions given for it,
         in order, after printing "[ProbeApp] <delegate method> state=<state>".
-        Arguments are also read from $HOME/Library/Preferences/ProbeApp.args (one per
-        line, before those of the command line): the host relaunches an app in the
-        background with no arguments, so a test scripts that launch with the file.
+        Arguments are also read from ProbeApp.args in the bundle (beside Info.plist)
+        and from $HOME/Library/Preferences/ProbeApp.args, one per line, in that order,
+        before those of the command line: the host relaunches an app in the background
+        with no arguments, and privacy-check launches it with none, so a test scripts
+        those launches with the files.
         Each action prints a "[ProbeApp] ..." line (print:TEXT prints TEXT);
         failures go to stderr as "ProbeApp: ...".
 
@@ -483,12 +485,12 @@ struct Script: Equatable, Sendable {
         case run(Script)
     }
 
-    /// The arguments kept in the app's container, one per line (blank lines skipped).
-    static func savedArguments(home: String?) -> [String] {
-        guard let home, let text = try? String(contentsOfFile: home + "/Library/Preferences/ProbeApp.args", encoding: .utf8) else {
-            return []
-        }
-        return text.split(separator: "\n").map(String.init).filter { !$0.isEmpty }
+    /// The arguments kept in the app's bundle (`ProbeApp.args` beside Info.plist), then in
+    /// its container, one per line (blank lines skipped).
+    static func savedArguments(bundle: String?, home: String?) -> [String] {
+        [bundle.map { $0 + "/ProbeApp.args" }, home.map { $0 + "/Library/Preferences/ProbeApp.args" }].compactMap { path in
+            path.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }
+        }.flatMap { $0.split(separator: "\n").map(String.init).filter { !$0.isEmpty } }
     }
 
     /// Parses the arguments after the program name.

@@ -920,7 +920,10 @@ extension ProbeDelegate: BackgroundURLSessionDelegate {
     }
 }
 
-let arguments = Script.savedArguments(home: ProcessInfo.processInfo.environment["HOME"]) + CommandLine.arguments.dropFirst()
+// APPHOST_BUNDLE_PATH: where the host says the bundle is (IPCProtocol.bundlePathEnvironmentKey).
+let environment = ProcessInfo.processInfo.environment
+let arguments = Script.savedArguments(bundle: environment["APPHOST_BUNDLE_PATH"], home: environment["HOME"])
+    + CommandLine.arguments.dropFirst()
 switch Result(catching: { () throws(ScriptError) in try Script.parse(arguments) }) {
 case .success(.help):
     print(Script.usage)

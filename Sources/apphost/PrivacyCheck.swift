@@ -44,6 +44,11 @@ extension AppHostCommand {
             valueName: "file"))
         var config: String?
 
+        @Option(name: .long, help: ArgumentHelp(
+            "Real time to wait for an app still at work after a step (a completion it calls later) before the virtual clock is moved past its fetch and push budgets.",
+            valueName: "seconds"))
+        var waitForApp: Double = 10
+
         @Option(name: .long, help: ArgumentHelp("Extra directory to search for app executables (repeatable; also $APPHOST_PRODUCTS_DIR).", valueName: "dir"))
         var productsDir: [String] = []
 
@@ -51,6 +56,9 @@ extension AppHostCommand {
         var logLevel: Logger.Level = .warning
 
         func validate() throws {
+            guard waitForApp.isFinite, waitForApp >= 0, waitForApp <= 3600 else {
+                throw ValidationError("--wait-for-app: expected seconds from 0 to 3600, got \(waitForApp)")
+            }
             _ = try hostOptions()
             // A report that cannot be written is refused before any app is checked.
             if let junit {
@@ -85,9 +93,10 @@ extension AppHostCommand {
             let logger = host.logger("apphost.privacy-check")
             let box = ResultBox()
             let paths = bundles.map(absolute)
+            let patience = Duration.seconds(waitForApp)
             let service = HostService(configuration: config, logger: logger) { s in
                 for path in paths {
-                    await box.append(await PrivacyRun(supervisor: s, bundle: path).run())
+                    await box.append(await PrivacyRun(supervisor: s, bundle: path, patience: patience).run())
                 }
                 // A host serves until asked to stop: ask, or the check never ends.
                 await s.requestShutdown()
@@ -180,6 +189,8 @@ struct AppCheck: Sendable {
 struct PrivacyRun {
     let supervisor: Supervisor
     let bundle: String
+    /// Real time to wait for an app still at work before moving the virtual clock on.
+    var patience: Duration = .seconds(10)
 
     func run() async -> AppCheck {
         let app: InstalledApp
@@ -260,18 +271,57 @@ struct PrivacyRun {
         if state == .suspended || state == .notRunning {
             throw StepError(message: "no snapshot after \(what): the app was not woken for it\(answer.map { " (\($0))" } ?? "")")
         }
-        // Not yet: wait for the snapshot event, or for the app to end without one.
+        // Not yet: the app is still at work (a completion it calls later, on a timer of its
+        // own). Wait for the snapshot event, or for the app to end without one; after
+        // `patience` of real time, move the virtual clock past the budgets of a fetch and a
+        // push, so the app either completes or its watchdog ends it: the check never hangs.
+        let profile = await supervisor.configuration.profile
+        let budgetSeconds = max(profile.fetch, profile.silentPush, profile.wake) + 1
+        let budgets = Duration.seconds(budgetSeconds)
+        let outcome = await withTaskGroup(of: StepOutcome?.self) { group in
+            group.addTask { await Self.watch(live, supervisor: supervisor, id: id, since: before, what: what) }
+            group.addTask { [patience] in
+                try? await Task.sleep(for: patience)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        switch outcome {
+        case .snapshot?:
+            return
+        case .failed(let message)?:
+            throw StepError(message: message)
+        case nil:
+            _ = try await supervisor.advanceClock(by: budgets)
+            await supervisor.waitForSnapshots()
+            if await !supervisor.takenSnapshots(id, since: before).isEmpty { return }
+            let ended = await supervisor.subscribe(bundleIdentifier: id).past.last { $0.kind == .transition && $0.to == .notRunning }
+            throw StepError(message: "no snapshot after \(what): the app did not complete it within \(DurationText.format(budgetSeconds))\(ended.map { " and was ended: \($0.cause)" } ?? "")")
+        }
+    }
+
+    enum StepOutcome: Sendable {
+        case snapshot
+        case failed(String)
+    }
+
+    /// The events after an action, until its snapshot, or the app's end or suspension without one.
+    private static func watch(_ live: AsyncStream<HostEvent>, supervisor: Supervisor, id: String, since before: UInt64,
+                              what: String) async -> StepOutcome? {
         for await event in live {
-            if event.kind == .snapshot || event.kind == .warning && event.cause.hasPrefix("snapshot") { break }
+            if event.kind == .snapshot || event.kind == .warning && event.cause.hasPrefix("snapshot") { return .snapshot }
             if event.kind == .transition, event.to == .notRunning {
-                throw StepError(message: "the app ended during \(what): \(event.cause)")
+                return .failed("the app ended during \(what): \(event.cause)")
             }
             if event.kind == .transition, event.to == .suspended {
                 await supervisor.waitForSnapshots()
-                if await !supervisor.takenSnapshots(id, since: before).isEmpty { return }
-                throw StepError(message: "no snapshot after \(what): the app was suspended without one (did it run its callbacks?)")
+                if await !supervisor.takenSnapshots(id, since: before).isEmpty { return .snapshot }
+                return .failed("no snapshot after \(what): the app was suspended without one (did it run its callbacks?)")
             }
         }
+        return nil
     }
 }
 

@@ -56,4 +56,24 @@ extension PrivacyCheckCLITests {
         #expect(xml.contains(#"<testsuite name="com.example.bank.leaky" tests="3" failures="2" errors="1">"#), "\(xml)")
         #expect(xml.components(separatedBy: "<testcase ").count - 1 == 3, "\(xml)")
     }
+
+    /// An app that never calls its fetch completion cannot hang the check: after
+    /// --wait-for-app of real time the virtual clock moves past the budgets, the
+    /// watchdog ends the app, and the check says so.
+    @Test func anAppThatNeverCompletesItsFetchEndsTheCheckWithAnError() async throws {
+        let dir = try TempDir("pslow")
+        defer { dir.remove() }
+        let bundle = dir.path + "/Slow.app"
+        try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
+        let plist: [String: Any] = ["CFBundleIdentifier": "com.pc.slow", "CFBundleExecutable": "ProbeApp", "UIBackgroundModes": ["fetch"]]
+        try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0).write(to: URL(fileURLWithPath: bundle + "/Info.plist"))
+        // ProbeApp reads these from its bundle: privacy-check launches it with no arguments.
+        try Data("--fetch-result\nnever\n--on\nlaunch\nwindow:Hello\n".utf8).write(to: URL(fileURLWithPath: bundle + "/ProbeApp.args"))
+
+        let r = await apphost(["privacy-check", bundle, "--wait-for-app", "0.2"])
+        #expect(r.status == 2, "stdout: \(r.stdout)\nstderr: \(r.stderr)")
+        #expect(r.stdout.contains("ERROR com.pc.slow"), "\(r.stdout)")
+        #expect(r.stdout.contains("no snapshot after a background fetch: the app did not complete it within 31s and was ended"), "\(r.stdout)")
+        #expect(r.stdout.contains("did not call its completion handler within the fetch budget"), "the fetch watchdog ended it: \(r.stdout)")
+    }
 }
