@@ -3,6 +3,18 @@
 import Glibc
 #endif
 
+/// Forks up to `count` sleeping children, stopping at the first failure: their pids and
+/// "" or the failure (" (EAGAIN)", say).
+func forkSleepers(_ count: Int) -> (pids: [Int32], failure: String) {
+    var pids: [Int32] = []
+    for _ in 0..<count {
+        let pid = forkSleeper()
+        guard pid > 0 else { return (pids, " (\(errnoName(-pid)))") }
+        pids.append(pid)
+    }
+    return (pids, "")
+}
+
 /// Forks a child that sleeps in `pause()` for good. Returns its pid, or minus the errno.
 /// The child makes only async-signal-safe calls (the parent has other threads).
 func forkSleeper() -> Int32 {

@@ -389,28 +389,10 @@ final class ProbeDelegate: ApplicationDelegate {
             }
             say("[ProbeApp] allocated \(mebibytes) MiB")
         case .fork(let count):
-            var pids: [Int32] = []
-            var failure = ""
-            for _ in 0..<count {
-                let pid = forkSleeper()
-                guard pid > 0 else {
-                    failure = " (\(errnoName(-pid)))"
-                    break
-                }
-                pids.append(pid)
-            }
+            let (pids, failure) = forkSleepers(count)
             say("[ProbeApp] forked \(pids.count) of \(count): \(pids.map(String.init).joined(separator: ","))\(failure)")
         case .forkLimit(let count):
-            var pids: [Int32] = []
-            var failure = ""
-            for _ in 0..<count {
-                let pid = forkSleeper()
-                guard pid > 0 else {
-                    failure = " (\(errnoName(-pid)))"
-                    break
-                }
-                pids.append(pid)
-            }
+            let (pids, failure) = forkSleepers(count)
             say("[ProbeApp] fork-limit: forked \(pids.count) of \(count)\(failure)")
             for pid in pids { Glibc.kill(pid, SIGKILL) }
             for pid in pids { reap(pid) }

@@ -12,19 +12,7 @@ extension DemoNarrator {
         let (past, live, subscription) = await supervisor.subscribe(bundleIdentifier: id)
         defer { Task { await supervisor.unsubscribe(subscription) } }
         if let event = past.first(where: predicate) { return event }
-        let event = await withTaskGroup(of: HostEvent?.self) { group in
-            group.addTask {
-                for await event in live where predicate(event) { return event }
-                return nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: limit)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        let event = await firstEvent(in: live, within: limit, where: predicate)
         if event == nil { line("   (gave up waiting for \(id)'s \(what))") }
         return event
     }

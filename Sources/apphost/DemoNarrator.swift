@@ -68,7 +68,16 @@ extension DemoNarrator {
             await supervisor.unsubscribe(subscription)
             throw error
         }
-        let event = await withTaskGroup(of: HostEvent?.self) { group in
+        let event = await firstEvent(in: live, within: limit, where: predicate)
+        await supervisor.unsubscribe(subscription)
+        if event == nil { line("   (gave up waiting for \(id ?? "the host")'s \(what))") }
+        return event
+    }
+
+    /// The first event of `live` matching `predicate`, or nil after `limit` of real time.
+    func firstEvent(in live: AsyncStream<HostEvent>, within limit: Duration,
+                    where predicate: @escaping @Sendable (HostEvent) -> Bool) async -> HostEvent? {
+        await withTaskGroup(of: HostEvent?.self) { group in
             group.addTask {
                 for await event in live where predicate(event) { return event }
                 return nil
@@ -81,9 +90,6 @@ extension DemoNarrator {
             group.cancelAll()
             return first
         }
-        await supervisor.unsubscribe(subscription)
-        if event == nil { line("   (gave up waiting for \(id ?? "the host")'s \(what))") }
-        return event
     }
 
     /// Runs `action`, then waits until `id`'s callback `name` has returned.
