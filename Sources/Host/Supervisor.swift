@@ -1424,9 +1424,9 @@ public actor Supervisor {
         runtimes[id]?.memoryLimit = limits.memory
         let groups = (row.app.applicationGroups ?? []).map { (id: $0, path: config.groupsDirectory + "/" + $0) }
         // The confinement (Confinement.swift): AF_BLUETOOTH sockets only with a
-        // bluetooth mode, no Unix sockets of its own, no listen (seccomp); its
-        // containers, system paths read-only, sound and serial devices only with
-        // audio / external-accessory (Landlock).
+        // bluetooth mode, no Unix sockets of its own, no listen, no new process
+        // (seccomp); its containers, system paths read-only, sound and serial
+        // devices only with audio / external-accessory (Landlock).
         let modes = row.app.manifest.backgroundModes
         let seccomp = AppConfinement.seccomp(
             config.seccomp, deniedSocketFamilies: config.modeRules ? ModeRegistry.denials(for: modes).socketFamilies : [])
