@@ -33,7 +33,7 @@ let pidsControllerPresent: Bool = {
 /// What an app may start, as on iOS: threads, never a process. `fork` and
 /// `posix_spawn` fail with EPERM (seccomp) and the app goes on; the `processes` limit
 /// (a pids cgroup) caps its threads; an app with a limit is in its cgroup from its
-/// first instruction, alone in it.
+/// first instruction, alone in it; an app without one has none.
 @Suite("App processes", .serialized, .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
 struct AppProcessesTests {
@@ -101,6 +101,20 @@ struct AppProcessesTests {
         let line = try #require(service.first, "no per-app cgroups line")
         #expect(!line.contains("Optional"), "\(line)")
         #expect(line.contains("process limits: yes"), "\(line)")
+        await host.stop()
+    }
+
+    @Test func anAppWithoutAMemoryOrProcessesLimitHasNoCgroup() async throws {
+        // The standard limits (descriptors only): no cgroup to join at launch.
+        let host = try TestHost(label: "nocg") { $0.limits = LimitSettings(all: AppLimits(openFiles: 64, fileSize: 1 << 20)) }
+        let id = try await host.installProbe("com.proc.nocgroup")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+        #expect(await host.supervisor.runtimes[id]?.cgroup == nil)
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8)) ?? ""
+        #expect(!text.contains("/apphost-"), "the app is in no per-app cgroup: \(text)")
+        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+        await host.supervisor.unsubscribe(sub)
+        #expect(!past.contains { $0.cause.hasPrefix("per-app cgroups") }, "none was made")
         await host.stop()
     }
 
