@@ -1,6 +1,9 @@
-// The escape attempts. Each is a function that returns what happened; none throws,
-// forks this process or leaves anything changed that matters to others:
+// The escape attempts. Each is a function that returns what happened; none throws
+// or leaves anything changed that matters to others:
 //
+// - fork and spawn: a child that got made exits at once and is reaped (apps make no
+//   process: seccomp refuses, as iOS's sandbox does; the exec attempts spawn a helper,
+//   so they stop there too);
 // - a write that gets through creates only `hostile-was-here` files (evidence the
 //   test looks for) or opens for writing and writes nothing (the host's database,
 //   its event log, /proc/sys);
@@ -96,6 +99,9 @@ func allAttempts() -> [Attempt] {
         Attempt(name: "perf-event-open", run: openPerfEvent),
         Attempt(name: "keyctl", run: readUserKeyring),
         Attempt(name: "add-key", run: addKey),
+        // Processes: an app makes none (iOS).
+        Attempt(name: "fork", run: forkProcess),
+        Attempt(name: "spawn-process", run: spawnProcess),
         // Privileges.
         Attempt(name: "hold-capabilities", run: holdCapabilities),
         Attempt(name: "exec-setuid", run: execSetuid),
@@ -501,6 +507,38 @@ func addKey(_ c: AttackContext) -> Outcome {
     return r.error == 0 ? .allowed("add_key: key \(r.value) in the process keyring") : .denied("add_key: \(errnoName(r.error))")
 }
 
+// MARK: - Processes
+
+func forkProcess(_ c: AttackContext) -> Outcome {
+    // glibc's fork (a clone without CLONE_THREAD), then the fork syscall where there is one.
+    var said: [String] = []
+    let pid = fork()
+    if pid == 0 { _exit(0) }
+    if pid > 0 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return .allowed("fork: child \(pid) made")
+    }
+    said.append("fork: \(lastError())")
+    if let number = SyscallNumber.fork {
+        let r = rawSyscall(number)
+        if r.error == 0 && r.value == 0 { _exit(0) }
+        if r.error == 0 {
+            var status: Int32 = 0
+            while waitpid(pid_t(r.value), &status, 0) < 0 && errno == EINTR {}
+            return .allowed("fork syscall: child \(r.value) made")
+        }
+        said.append("fork syscall: \(errnoName(r.error))")
+    }
+    return .denied(said.joined(separator: "; "))
+}
+
+func spawnProcess(_ c: AttackContext) -> Outcome {
+    let (spawnError, _, status) = runHelper("/bin/true", [])
+    return spawnError == 0 ? .allowed("posix_spawn /bin/true: ran, exit \(status)")
+        : .denied("posix_spawn /bin/true: \(errnoName(spawnError))")
+}
+
 // MARK: - Privileges
 
 func holdCapabilities(_ c: AttackContext) -> Outcome {
@@ -517,7 +555,8 @@ func compareAfterExec(_ path: String, _ what: String) -> Outcome {
     var st = stat()
     let setuidOwner: UInt32? = stat(path, &st) == 0 && st.st_mode & UInt32(S_ISUID) != 0 ? st.st_uid : nil
     let (spawnError, output, status) = runHelper(path, ["--report-privileges"])
-    guard spawnError == 0 else { return .denied("exec \(what) \(path): \(errnoName(spawnError))") }
+    // EPERM: no process to exec it in (seccomp); EACCES: Landlock refused the exec.
+    guard spawnError == 0 else { return .denied("posix_spawn of \(what) \(path): \(errnoName(spawnError))") }
     guard let after = output.split(separator: "\n").lazy.compactMap({ Privileges(line: String($0)) }).first else {
         return .skipped("\(what) \(path) ran (exit \(status)) but did not say what it had: \(output.prefix(120))")
     }

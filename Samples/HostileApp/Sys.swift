@@ -37,9 +37,11 @@ enum SyscallNumber {
     #if arch(x86_64)
     static let ptrace = 101, bpf = 321, perfEventOpen = 298, keyctl = 250, addKey = 248
     static let capget = 125, prctl = 157, unshare = 272, setns = 308
+    static let fork: Int? = 57
     #elseif arch(arm64)
     static let ptrace = 117, bpf = 280, perfEventOpen = 241, keyctl = 219, addKey = 217
     static let capget = 90, prctl = 167, unshare = 97, setns = 268
+    static let fork: Int? = nil  // clone only
     #else
     #error("HostileApp knows the syscall numbers of x86_64 and arm64 only")
     #endif
@@ -357,7 +359,8 @@ func hex(_ value: UInt64) -> String {
 // MARK: - Spawning a helper
 
 /// Runs `path args...` with stdout to a pipe (posix_spawn, no fork of this
-/// process's memory): what it printed and how it ended, or the errno of the spawn.
+/// process's memory): what it printed and how it ended, or the errno of the spawn
+/// (EPERM under the host: apps make no process).
 func runHelper(_ path: String, _ args: [String]) -> (spawnError: Int32, output: String, status: Int32) {
     var readEnd: Int32 = -1, writeEnd: Int32 = -1
     let pe = aph_pipe(&readEnd, &writeEnd)

@@ -1,4 +1,6 @@
-// The processes and threads the probe starts: fork, fork-limit, fork-allocate, threads.
+// The processes and threads the probe starts: fork, fork-limit, fork-allocate, spawn,
+// threads. Under the host apps make no process (seccomp, as iOS's sandbox): every fork
+// and spawn fails with EPERM, and the output says so.
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -42,6 +44,24 @@ func forkAllocator(mebibytes: Int) -> Int32 {
         _exit(0)
     }
     return pid > 0 ? pid : -errno
+}
+
+/// posix_spawn `path` (no arguments, no environment) and waits for it: "exit N", a
+/// signal, or the spawn's errno ("EPERM" under the host).
+func spawnAndReap(_ path: String) -> String {
+    var pid: pid_t = 0
+    let argv: [UnsafeMutablePointer<CChar>?] = [strdup(path), nil]
+    defer { free(argv[0]) }
+    let envp: [UnsafeMutablePointer<CChar>?] = [nil]
+    let rc = posix_spawn(&pid, path, nil, nil, argv, envp)
+    guard rc == 0 else { return errnoName(rc) }
+    return reap(pid)
+}
+
+/// "forked 0 of 2 (EPERM)": the outcome of forking `count`, the pids (if any) after a colon.
+func forkLine(_ label: String, _ pids: [Int32], of count: Int, _ failure: String, listing: Bool) -> String {
+    let list = listing && !pids.isEmpty ? ": " + pids.map(String.init).joined(separator: ",") : ""
+    return "[ProbeApp] \(label) \(pids.count) of \(count)\(list)\(failure)"
 }
 
 /// Waits for child `pid`: "exit N", "SIGKILL", "signal N" or the waitpid error.

@@ -122,6 +122,9 @@ enum Action: Equatable, Sendable {
     /// Fork a child that allocates and touches `mebibytes` MiB, then exits; wait for it
     /// and print how it ended.
     case forkAllocate(mebibytes: Int)
+    /// posix_spawn the program at `path` and wait for it; print how it ended or the
+    /// spawn's errno.
+    case spawn(path: String)
     /// Start up to `count` threads, stopping at the first failure; print how many it
     /// got, then end and join them.
     case threads(count: Int)
@@ -321,13 +324,16 @@ struct Script: Equatable, Sendable {
           allocate:MIB             allocate and touch MIB MiB and keep it ("[ProbeApp] allocated N MiB")
           fork:N                   fork N (1-\(maximumProcessCount)) children that sleep in pause() for good:
                                    "[ProbeApp] forked K of N: PID,PID..." (plus " (ERRNO)" when a fork
-                                   failed); they are the app's to lose: nothing here reaps or kills them
+                                   failed; under the host "[ProbeApp] forked 0 of N (EPERM)": apps
+                                   make no process); nothing here reaps or kills them
           fork-limit:N             fork up to N (1-\(maximumProcessCount)) sleeping children, stopping at the
                                    first failure: "[ProbeApp] fork-limit: forked K of N" (plus " (ERRNO)"),
                                    then kill and reap them
           fork-allocate:MIB        fork a child that allocates and touches MIB MiB, then exits; the
                                    callback waits for it: "[ProbeApp] child PID allocating MIB MiB:
-                                   exit N|SIGNAL"
+                                   exit N|SIGNAL" (or "[ProbeApp] fork-allocate: EPERM")
+          spawn:PATH               posix_spawn PATH and wait for it: "[ProbeApp] spawn PATH: exit N|
+                                   SIGNAL" or the errno ("[ProbeApp] spawn PATH: EPERM" under the host)
           threads:N                start up to N (1-\(maximumProcessCount)) threads, stopping at the first
                                    failure: "[ProbeApp] threads: started K of N" (plus " (ERRNO)"), then
                                    end and join them
@@ -590,6 +596,8 @@ struct Script: Equatable, Sendable {
                 throw ScriptError("fork-allocate needs MiB (1-65536), got \"\(text)\"")
             }
             return .forkAllocate(mebibytes: n)
+        case ("spawn", let path?) where !path.isEmpty:
+            return .spawn(path: path)
         case ("write-file", let argument?):
             guard let colon = argument.lastIndex(of: ":"), colon != argument.startIndex,
                   let bytes = Int64(argument[argument.index(after: colon)...]), bytes >= 0 else {

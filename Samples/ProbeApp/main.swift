@@ -390,10 +390,10 @@ final class ProbeDelegate: ApplicationDelegate {
             say("[ProbeApp] allocated \(mebibytes) MiB")
         case .fork(let count):
             let (pids, failure) = forkSleepers(count)
-            say("[ProbeApp] forked \(pids.count) of \(count): \(pids.map(String.init).joined(separator: ","))\(failure)")
+            say(forkLine("forked", pids, of: count, failure, listing: true))
         case .forkLimit(let count):
             let (pids, failure) = forkSleepers(count)
-            say("[ProbeApp] fork-limit: forked \(pids.count) of \(count)\(failure)")
+            say(forkLine("fork-limit: forked", pids, of: count, failure, listing: false))
             for pid in pids { Glibc.kill(pid, SIGKILL) }
             for pid in pids { reap(pid) }
         case .forkAllocate(let mebibytes):
@@ -403,6 +403,8 @@ final class ProbeDelegate: ApplicationDelegate {
                 return
             }
             say("[ProbeApp] child \(pid) allocating \(mebibytes) MiB: \(reap(pid))")
+        case .spawn(let path):
+            say("[ProbeApp] spawn \(path): \(spawnAndReap(path))")
         case .threads(let count):
             let (started, error) = startBlockedThreads(count)
             say("[ProbeApp] threads: started \(started) of \(count)\(error == 0 ? "" : " (\(errnoName(error)))")")

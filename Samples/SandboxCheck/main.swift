@@ -34,6 +34,13 @@
 //   --connect-unix P socket(AF_UNIX, SOCK_STREAM) and connect to P (`@NAME`: the abstract
 //                    name NAME) -> `connect-unix P: ok` or the errno of the failed step
 //   --rename A->B    rename(A, B)                       -> `rename A->B: ok` or `... : <ERRNAME>`
+//   --fork -         fork(3) (glibc: clone without CLONE_THREAD); the child exits at
+//                    once and is reaped -> `fork -: ok` or `fork -: EPERM`
+//   --fork-syscall - the fork syscall itself, where the architecture has one
+//                    -> `fork-syscall -: ok`, `... : EPERM` or `... : none here`
+//   --thread -       pthread_create and join           -> `thread -: ok` or `... : <ERRNAME>`
+//   --dispatch -     a block on a new Dispatch queue, waited for -> `dispatch -: ok`
+//   --foundation-thread -  a Foundation Thread, waited for -> `foundation-thread -: ok`
 // F is bluetooth (AF_BLUETOOTH, SOCK_SEQPACKET), unix, inet, inet6 (SOCK_STREAM),
 // unix-dgram (AF_UNIX, SOCK_DGRAM) or an AF_* number (SOCK_STREAM).
 //
@@ -42,6 +49,8 @@
 // it unsandboxed changes nothing; under the filter each must report EPERM
 // (clone3: ENOSYS).
 import CAppHostSys
+import Dispatch
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -324,8 +333,55 @@ func checkRename(_ argument: String) -> String {
     return "rename \(argument): " + (rename(from, to) == 0 ? "ok" : errnoName(errno))
 }
 
+/// fork(3): the child exits at once; the parent reaps it.
+func checkFork() -> String {
+    let pid = fork()
+    if pid == 0 { _exit(0) }
+    guard pid > 0 else { return "fork -: \(errnoName(errno))" }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    return "fork -: ok"
+}
+
+/// The fork syscall (not glibc's clone): the child exits at once.
+func checkForkSyscall() -> String {
+    var number: Int32 = 0
+    guard aph_seccomp_resolve("fork", &number) == 0, number >= 0 else { return "fork-syscall -: none here" }
+    var pid = 0
+    let e = aph_syscall6(Int(number), 0, 0, 0, 0, 0, 0, &pid)
+    if e == 0 && pid == 0 { _exit(0) }
+    guard e == 0 else { return "fork-syscall -: \(errnoName(e))" }
+    var status: Int32 = 0
+    while waitpid(pid_t(pid), &status, 0) < 0 && errno == EINTR {}
+    return "fork-syscall -: ok"
+}
+
+nonisolated func emptyThreadBody(_: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? { nil }
+
+func checkThread() -> String {
+    var thread = pthread_t()
+    let rc = pthread_create(&thread, nil, emptyThreadBody, nil)
+    guard rc == 0 else { return "thread -: \(errnoName(rc))" }
+    pthread_join(thread, nil)
+    return "thread -: ok"
+}
+
+func checkDispatch() -> String {
+    let done = DispatchSemaphore(value: 0)
+    DispatchQueue(label: "aph-sandbox-check").async { done.signal() }
+    return "dispatch -: " + (done.wait(timeout: .now() + 10) == .success ? "ok" : "timed out")
+}
+
+func checkFoundationThread() -> String {
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread { done.signal() }
+    thread.start()
+    return "foundation-thread -: " + (done.wait(timeout: .now() + 10) == .success ? "ok" : "timed out")
+}
+
 let checkOptions: Set<String> = ["--socket", "--socketpair", "--socket-high", "--open", "--create", "--read", "--exec",
-                                 "--kill", "--bind-tcp", "--listen-tcp", "--connect-unix", "--rename"]
+                                 "--kill", "--bind-tcp", "--listen-tcp", "--connect-unix", "--rename",
+                                 "--fork", "--fork-syscall", "--thread", "--dispatch", "--foundation-thread"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.contains(where: { checkOptions.contains($0) || $0 == "--wait-stdin" }) {
     var index = 0
@@ -354,6 +410,11 @@ if arguments.contains(where: { checkOptions.contains($0) || $0 == "--wait-stdin"
         case "--listen-tcp": report(checkTCP(listen: true))
         case "--connect-unix": report(checkConnectUnix(value))
         case "--rename": report(checkRename(value))
+        case "--fork": report(checkFork())
+        case "--fork-syscall": report(checkForkSyscall())
+        case "--thread": report(checkThread())
+        case "--dispatch": report(checkDispatch())
+        case "--foundation-thread": report(checkFoundationThread())
         default: report(checkCreate(value))
         }
     }
@@ -417,7 +478,6 @@ if let file = fopen("/proc/self/status", "r") {
 }
 
 // Threads must still work under the filter (glibc falls back from clone3).
-nonisolated func emptyThreadBody(_: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? { nil }
 var thread = pthread_t()
 let threadRC = pthread_create(&thread, nil, emptyThreadBody, nil)
 if threadRC == 0 {

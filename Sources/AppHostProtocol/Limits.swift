@@ -10,7 +10,8 @@ import Foundation
 public struct AppLimits: Sendable, Equatable, Codable {
     /// Open descriptors (RLIMIT_NOFILE), iOS's default soft limit being 256.
     public var openFiles: Int?
-    /// Processes and threads (a `pids` cgroup where the host can make one, else RLIMIT_NPROC).
+    /// Processes and threads (a `pids` cgroup where the host can make one; apps make no
+    /// process, so this caps their threads). Not limited by default.
     public var processes: Int?
     /// Largest file the app may write, in bytes (RLIMIT_FSIZE: a larger write fails with EFBIG).
     public var fileSize: UInt64?
@@ -26,8 +27,10 @@ public struct AppLimits: Sendable, Equatable, Codable {
     }
 
     /// What a host applies when the config says nothing: 256 descriptors (iOS's soft
-    /// limit) and 512 processes/threads; file size and memory are not limited.
-    public static let standard = AppLimits(openFiles: 256, processes: 512)
+    /// limit). Threads, file size and memory are not limited: a processes or memory
+    /// limit puts the app in a cgroup, whose join costs every launch a kernel RCU grace
+    /// period (13-15 ms here), and apps make no process (seccomp) for one to cap.
+    public static let standard = AppLimits(openFiles: 256)
 
     /// These limits with `other`'s set fields on top.
     public func overridden(by other: AppLimits) -> AppLimits {

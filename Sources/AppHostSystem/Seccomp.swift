@@ -7,7 +7,7 @@ import Glibc
 
 /// Which syscalls the child's seccomp filter denies. The filter allows
 /// everything else; denied calls fail with EPERM (clone3 with ENOSYS, so
-/// glibc falls back to clone, whose namespace flags are then filtered).
+/// glibc falls back to clone, whose flags are then filtered).
 /// Socket families are denied by argument: `socket(AF_BLUETOOTH, ...)`
 /// fails, `socket(AF_UNIX, ...)` works.
 public struct SeccompPolicy: Sendable, Hashable {
@@ -31,17 +31,23 @@ public struct SeccompPolicy: Sendable, Hashable {
     /// `sendto` any path). Stream and seqpacket pairs stay allowed: they are
     /// connected to each other only. Denies `io_uring_setup` too.
     public var deniesUnixSocketCreation: Bool
+    /// Deny making processes, as iOS's sandbox does: `fork`, `vfork` and
+    /// `clone` without `CLONE_THREAD` fail with EPERM (so do `posix_spawn`
+    /// and `system`), `clone3` with ENOSYS. Threads are made as before.
+    public var deniesProcessCreation: Bool
 
     /// Creates a policy.
     public init(isEnabled: Bool = true, deniesBaseline: Bool = true,
                 deniesNamespaceCreation: Bool = true, extraDenied: [String] = [],
-                deniedSocketFamilies: [Int32] = [], deniesUnixSocketCreation: Bool = false) {
+                deniedSocketFamilies: [Int32] = [], deniesUnixSocketCreation: Bool = false,
+                deniesProcessCreation: Bool = false) {
         self.isEnabled = isEnabled
         self.deniesBaseline = deniesBaseline
         self.deniesNamespaceCreation = deniesNamespaceCreation
         self.extraDenied = extraDenied
         self.deniedSocketFamilies = deniedSocketFamilies
         self.deniesUnixSocketCreation = deniesUnixSocketCreation
+        self.deniesProcessCreation = deniesProcessCreation
     }
 
     /// No filter.
@@ -101,7 +107,8 @@ public struct SeccompProgram: Sendable, Hashable {
                     denied_socket_families: familyBuffer.baseAddress,
                     denied_socket_family_count: familyBuffer.count,
                     deny_errno: EPERM,
-                    deny_unix_socket_creation: policy.deniesUnixSocketCreation ? 1 : 0)
+                    deny_unix_socket_creation: policy.deniesUnixSocketCreation ? 1 : 0,
+                    deny_process_creation: policy.deniesProcessCreation ? 1 : 0)
                 return aph_seccomp_compile(&settings, &program)
             }
         }

@@ -189,8 +189,13 @@ int aph_seccomp_compile(const struct aph_seccomp_settings *s,
         int nr = seccomp_syscall_resolve_name("io_uring_setup");
         if (nr != __NR_SCMP_ERROR) rc = seccomp_rule_add(ctx, deny, nr, 0);
     }
-    if (rc == 0 && s->deny_namespace_clone) {
+    // clone3 passes its flags in memory, which a filter cannot read: refuse it
+    // with ENOSYS, so glibc falls back to clone, whose flags are argument 0.
+    // One rule for both settings that need it.
+    if (rc == 0 && (s->deny_namespace_clone || s->deny_process_creation)) {
         rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+    }
+    if (rc == 0 && s->deny_namespace_clone) {
         // clone's flags are argument 0 on every architecture. One rule per
         // flag: rules on one syscall are OR'ed. (CLONE_NEWTIME overlaps the
         // exit-signal byte of clone(2) and is only reachable through clone3
@@ -202,6 +207,24 @@ int aph_seccomp_compile(const struct aph_seccomp_settings *s,
         for (size_t i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]) && rc == 0; i++) {
             rc = seccomp_rule_add(ctx, deny, SCMP_SYS(clone), 1,
                                   SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+        }
+    }
+    if (rc == 0 && s->deny_process_creation) {
+        // No new process: a clone without CLONE_THREAD (fork, vfork,
+        // posix_spawn all come down to one) fails; a thread (CLONE_THREAD,
+        // which the kernel accepts only with CLONE_VM and CLONE_SIGHAND) is
+        // made. fork and vfork are missing on some architectures (aarch64,
+        // riscv64): libseccomp resolves them to nothing or a negative
+        // pseudo-number there.
+        const char *const process_calls[] = { "fork", "vfork" };
+        for (size_t i = 0; i < 2 && rc == 0; i++) {
+            int nr = seccomp_syscall_resolve_name(process_calls[i]);
+            if (nr == __NR_SCMP_ERROR || nr < 0) continue;
+            rc = seccomp_rule_add(ctx, deny, nr, 0);
+        }
+        if (rc == 0) {
+            rc = seccomp_rule_add(ctx, deny, SCMP_SYS(clone), 1,
+                                  SCMP_A0(SCMP_CMP_MASKED_EQ, (uint64_t)CLONE_THREAD, 0));
         }
     }
     if (rc != 0) {

@@ -8,15 +8,18 @@ import Glibc
 
 private let hostCounter = Atomic<Int>(0)
 
-/// Per-app cgroups: the memory and process limits, and the app's processes as one set.
+/// Per-app cgroups: the memory and process (thread) limits.
 ///
 /// Under the host's own cgroup the host makes `apphost-<pid>-<n>`, and in it one directory per
-/// app (its bundle identifier), with `memory.max`/`pids.max` (cgroup v2) or
-/// `memory.limit_in_bytes`/`pids.max` (the v1 `memory` and `pids` hierarchies). The spawned
-/// child writes its own pid to each `cgroup.procs` before `execve` (`SpawnSettings.cgroupProcsFiles`),
-/// so the app and everything it forks, from its first instruction on, are inside: under its
-/// limits, stopped with it, killed with it (`AppCgroup`). When an app dies of SIGKILL, the
-/// cgroup's `oom_kill` count says whether the kernel's OOM killer did it for the limit.
+/// app with a memory or processes limit (its bundle identifier), with `memory.max`/`pids.max`
+/// (cgroup v2) or `memory.limit_in_bytes`/`pids.max` (the v1 `memory` and `pids` hierarchies).
+/// An app without either gets none: joining a cgroup takes the kernel's
+/// cgroup_threadgroup_rwsem for writing, an RCU grace period (13-15 ms here) per launch. The
+/// spawned child writes its own pid to each `cgroup.procs` before `execve`
+/// (`SpawnSettings.cgroupProcsFiles`), so the app is under its limits from its first
+/// instruction. Apps make no process (seccomp); should one get in, it is stopped and killed
+/// with the app (`AppCgroup`). When an app dies of SIGKILL, the cgroup's `oom_kill` count
+/// says whether the kernel's OOM killer did it for the limit.
 ///
 /// v2 is used where the host's cgroup can delegate `memory` (and `pids`) to children;
 /// else v1 where its hierarchies are writable (this machine: a v1/v2 hybrid); else none,
@@ -228,7 +231,7 @@ struct AppCgroup: Sendable, Equatable {
     /// v2 `cgroup.kill` where the kernel has it (5.14).
     let killFile: String?
 
-    /// The app's processes: its own and every one it started, orphans included.
+    /// The processes in the app's cgroup: its own (apps make no other).
     var members: [Int32] {
         procsFiles.first.map(CgroupProcesses.list) ?? []
     }

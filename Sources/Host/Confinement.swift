@@ -36,7 +36,9 @@ import Glibc
 /// `listen` on an unbound socket picks a port without `bind`); signals and
 /// abstract Unix sockets stay inside the app's own Landlock domain (ABI 6); no
 /// `socket(AF_UNIX)` (seccomp: Landlock does not check `connect`, so the
-/// control socket would be reachable by its path); no capabilities.
+/// control socket would be reachable by its path); no new process (seccomp:
+/// as on iOS, `fork` and `posix_spawn` fail with EPERM, threads are made); no
+/// capabilities.
 public enum AppConfinement {
     /// Files of `/etc` an app reads to run: the dynamic linker's cache (the
     /// only one a sample app opens, traced with strace), and what glibc's name
@@ -114,7 +116,8 @@ public enum AppConfinement {
     }
 
     /// The seccomp policy of an app: the host's, plus the families its modes
-    /// do not grant, no Unix sockets of its own making and no `listen`.
+    /// do not grant, no Unix sockets of its own making, no `listen` and no new
+    /// process (the host's other children, the transfer daemon, keep `base`).
     public static func seccomp(_ base: SeccompPolicy, deniedSocketFamilies: [Int32]) -> SeccompPolicy {
         guard base.isEnabled else { return base }
         var policy = base
@@ -124,6 +127,9 @@ public enum AppConfinement {
         // too, so the rule does not rest on the capability drop alone.
         policy.deniedSocketFamilies = Array(Set(policy.deniedSocketFamilies + deniedSocketFamilies + [16, 17])).sorted()
         policy.deniesUnixSocketCreation = true
+        // iOS apps cannot make processes. It is also what keeps an app's lifecycle
+        // whole without a cgroup per app: nothing else of it to stop or kill.
+        policy.deniesProcessCreation = true
         if !policy.extraDenied.contains("listen") { policy.extraDenied.append("listen") }
         return policy
     }
@@ -205,9 +211,9 @@ struct SandboxSummary: Equatable {
             }
         }
         if seccomp.isEnabled {
-            enforced.append("seccomp: baseline, no Unix sockets of their own, no listen")
+            enforced.append("seccomp: baseline, no Unix sockets of their own, no listen, no new processes")
         } else {
-            lost.append("seccomp is off: ptrace, mount, namespaces, bpf and Unix sockets (the control socket by its path) are open to apps")
+            lost.append("seccomp is off: ptrace, mount, namespaces, bpf, Unix sockets (the control socket by its path) and fork are open to apps")
         }
         enforced.append("capabilities dropped")
         self.enforced = "sandbox: " + enforced.joined(separator: "; ")

@@ -135,7 +135,7 @@ public actor Supervisor {
         /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run and the app
         /// has not been active since: every snapshot shows the launch image.
         var ignoreSnapshotsUntilActive = false
-        /// Its cgroup (its processes; memory and process limits).
+        /// Its cgroup, where it has a memory or processes limit (else nil).
         var cgroup: AppCgroup?
         /// OOM kills counted in its cgroup that were not of the app's own process: those
         /// before it started, and those before it last confirmed a stop (a process with
@@ -899,8 +899,9 @@ public actor Supervisor {
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)", time: now())
                 feed(id, .continueConfirmed)
             case .exited(let status):
-                // The app is gone: so is everything it started (a child holding its end of
-                // the IPC socket would keep the connection open, too).
+                // The app is gone: so is anything left in its cgroup (a child holding its end
+                // of the IPC socket would keep the connection open, too). Apps make no process
+                // (seccomp), so there is none: this is defense in depth, harmless when empty.
                 if let cgroup = runtimes[id]?.cgroup {
                     let left = cgroup.killAll()
                     if !left.isEmpty {
@@ -952,8 +953,8 @@ public actor Supervisor {
         events.append(.exited, app: id, pid: runtimes[id]?.pid, cause: status.description, time: now())
         // JETSAM only when the OOM killer struck in this kill's window: after the host's own
         // SIGKILL if it sent one, else since the app last proved alive (its start or a stop).
-        // (The kernel does not say whom it killed: a SIGKILL from outside the host, after a
-        // child's OOM kill and with no stop in between, still reads as JETSAM.)
+        // (The kernel does not say whom it killed; apps make no process, so an OOM kill in an
+        // app's cgroup is of the app.)
         if case .signaled(SIGKILL, _) = status, let rt = runtimes[id], let cgroup = rt.cgroup,
            cgroup.oomKills > (rt.oomKillsAtHostKill ?? rt.oomKillsBefore) {
             let limit = rt.memoryLimit.map { ByteCountText.format($0) } ?? "its limit"
@@ -1112,8 +1113,9 @@ public actor Supervisor {
             }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
             let cgroup = runtimes[id]?.cgroup
-            // The app's other processes (its cgroup's) are stopped before it and continued after
-            // it, and killed with it; only the app's own stop and continue are confirmed.
+            // Any other process in its cgroup is stopped before it and continued after it, and
+            // killed with it; only the app's own stop and continue are confirmed. (Apps make no
+            // process: defense in depth, harmless when there is none.)
             var others: [Int32] = []
             if sig == .stop, let cgroup { others = cgroup.signalOthers(SIGSTOP, except: child.pid) }
             if sig == .kill, let cgroup, runtimes[id]?.oomKillsAtHostKill == nil { runtimes[id]?.oomKillsAtHostKill = cgroup.oomKills }
@@ -1368,21 +1370,23 @@ public actor Supervisor {
     /// memory by RLIMIT_AS (an address-space cap: an app over it fails to allocate rather
     /// than being killed with a report) and processes not at all (RLIMIT_NPROC counts
     /// every process of the user, the host's included). Each fallback is warned about once.
-    /// Every app gets a cgroup where the host can make one, limits or not: it is what
-    /// stops, kills and attributes the processes an app starts.
+    /// Only an app with a memory or processes limit gets a cgroup: joining one takes the
+    /// kernel's cgroup_threadgroup_rwsem for writing, an RCU grace period (13-15 ms here)
+    /// on every launch. Apps cannot make processes (seccomp), so there is nothing else of
+    /// an app's for a cgroup to hold.
     private func enforcement(of limits: AppLimits, for id: String) -> (rlimits: [ResourceLimit], cgroup: AppCgroup?) {
         var rlimits: [ResourceLimit] = []
         if let n = limits.openFiles { rlimits.append(ResourceLimit(.openFiles, soft: UInt64(n))) }
         if let n = limits.fileSize { rlimits.append(ResourceLimit(.fileSize, soft: n)) }
+        guard limits.memory != nil || limits.processes != nil else { return (rlimits, nil) }
         if cgroups == nil {
             let (made, why) = AppCgroups.make()
             cgroups = .some(made)
             if let made {
                 events.append(.service, cause: "per-app cgroups: \(made.layout) (memory limits: \(made.limitsMemory ? "yes" : "no"), process limits: \(made.limitsProcesses ? "yes" : "no"))", time: now())
             } else {
-                let message = "no per-app cgroups (\(why ?? "unknown")): an app's child processes are not stopped when it is suspended and can outlive it"
-                events.append(.warning, cause: message, time: now())
-                logger.warning("\(message)")
+                // What it costs (limits that fall back or go) is warned about per limit below.
+                logger.info("no per-app cgroups: \(why ?? "unknown")")
             }
         }
         let made = cgroups ?? nil
@@ -1424,9 +1428,9 @@ public actor Supervisor {
         runtimes[id]?.memoryLimit = limits.memory
         let groups = (row.app.applicationGroups ?? []).map { (id: $0, path: config.groupsDirectory + "/" + $0) }
         // The confinement (Confinement.swift): AF_BLUETOOTH sockets only with a
-        // bluetooth mode, no Unix sockets of its own, no listen (seccomp); its
-        // containers, system paths read-only, sound and serial devices only with
-        // audio / external-accessory (Landlock).
+        // bluetooth mode, no Unix sockets of its own, no listen, no new process
+        // (seccomp); its containers, system paths read-only, sound and serial
+        // devices only with audio / external-accessory (Landlock).
         let modes = row.app.manifest.backgroundModes
         let seccomp = AppConfinement.seccomp(
             config.seccomp, deniedSocketFamilies: config.modeRules ? ModeRegistry.denials(for: modes).socketFamilies : [])

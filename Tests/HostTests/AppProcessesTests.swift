@@ -30,113 +30,66 @@ let pidsControllerPresent: Bool = {
     return false
 }()
 
-/// The processes an app starts are the app's: inside its cgroup from their first
-/// instruction, stopped while it is suspended, gone when it is; the `processes` limit
-/// holds them; an OOM kill of one of them is not the app's jetsam.
+/// What an app may start, as on iOS: threads, never a process. `fork` and
+/// `posix_spawn` fail with EPERM (seccomp) and the app goes on; the `processes` limit
+/// (a pids cgroup) caps its threads; an app with a limit is in its cgroup from its
+/// first instruction, alone in it; an app without one has none.
 @Suite("App processes", .serialized, .timeLimit(.minutes(2)),
-       .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"),
-       .enabled(if: appCgroupsAvailable, "the host cannot make per-app cgroups here (not root, or a read-only cgroupfs)"))
+       .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
 struct AppProcessesTests {
     func appLog(_ host: TestHost, _ id: String) -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
     }
 
-    /// The pids of the log's `[ProbeApp] forked K of N: PID,...` line.
-    func forkedPIDs(_ log: String) -> [Int32] {
-        guard let line = log.split(separator: "\n").first(where: { $0.hasPrefix("[ProbeApp] forked ") }),
-              let colon = line.firstIndex(of: ":") else { return [] }
-        return line[line.index(after: colon)...].split(separator: " ").first.map {
-            $0.split(separator: ",").compactMap { Int32($0) }
-        } ?? []
-    }
-
-    /// Exited: no process, or a zombie nobody has reaped yet.
-    /// Whether `pid` (the app's child, not ours) reaches state T within 2 s. The host sends
-    /// SIGSTOP to it before the app's own, but only the app's stop is confirmed (by
-    /// `waitid`): a process stops in its own context, and the kernel reports the stop of
-    /// a process only to its parent, so for a grandchild there is no event to wait on.
-    /// Reading /proc until then, bounded, is the only way to see it.
-    func stopsSoon(_ pid: Int32) async -> Bool {
-        let clock = ContinuousClock()
-        let end = clock.now + .seconds(2)
-        while clock.now < end {
-            if kernelState(pid) == "T" { return true }
-            await Task.yield()
+    /// The children of every thread of `pid` (`/proc/PID/task/TID/children`), or nil
+    /// where the kernel does not list them (CONFIG_PROC_CHILDREN).
+    func children(of pid: Int32) -> [Int32]? {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+        var all: [Int32] = []
+        for task in tasks {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8) else { return nil }
+            all += text.split(separator: " ").compactMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         }
-        return kernelState(pid) == "T"
+        return all
     }
 
-    func exited(_ pid: Int32) -> Bool {
-        guard let state = kernelState(pid) else { return true }
-        return state == "Z" || state == "X"
-    }
-
-    @Test func aForkedChildIsInTheAppsCgroupAndDiesWithIt() async throws {
+    @Test func anAppCannotForkOrSpawnAndGoesOn() async throws {
         let host = try TestHost(label: "fork")
         let id = try await host.installProbe("com.proc.fork")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "fork:2"])
-        let children = forkedPIDs(appLog(host, id))
-        #expect(children.count == 2, "\(appLog(host, id))")
-        let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup, "the app has no cgroup")
-        #expect(Set(cgroup.members) == Set([pid] + children), "the app and its children, no one else")
-        for child in children {
-            let text = (try? String(contentsOfFile: "/proc/\(child)/cgroup", encoding: .utf8)) ?? ""
-            for directory in cgroup.directories {
-                let relative = directory.split(separator: "/").suffix(2).joined(separator: "/")
-                #expect(text.contains("/" + relative + "\n"), "child \(child) is in \(directory): \(text)")
-            }
-        }
-
-        try await host.supervisor.terminate(id)
-        for child in children {
-            #expect(exited(child), "child \(child) outlived the app (state \(kernelState(child).map(String.init) ?? "?"))")
-        }
-        #expect(cgroup.members.isEmpty)
-        await host.stop()
-    }
-
-    @Test func anAppsChildrenAreStoppedWhileItIsSuspended() async throws {
-        let host = try TestHost(label: "stop")
-        let id = try await host.installProbe("com.proc.stop")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "fork:1"])
-        let child = try #require(forkedPIDs(appLog(host, id)).first, "\(appLog(host, id))")
-        #expect(kernelState(child) != "T")
-
-        try await host.supervisor.background(id)
-        await host.supervisor.waitUntil(id, is: .suspended)
-        #expect(kernelState(pid) == "T", "the app itself is stopped (confirmed by the kernel)")
-        #expect(await stopsSoon(child), "its child is stopped too (state \(kernelState(child).map(String.init) ?? "?"))")
-        let signals = await host.events(id).filter { $0.kind == .signal }.map(\.cause)
-        #expect(signals.contains { $0.contains("other processes: \(child)") }, "\(signals)")
-
-        try await host.supervisor.foreground(id)
-        await host.supervisor.waitUntil(id, is: .active)
-        #expect(kernelState(pid) != "T")
-        #expect(kernelState(child) != "T", "its child runs again")
-
-        // Killed by the host (a terminate that the app does not answer is not needed: a
-        // kill of a suspended app is the same path): the child goes with it.
-        try await host.supervisor.background(id)
-        await host.supervisor.waitUntil(id, is: .suspended)
-        try await host.supervisor.terminate(id)
-        #expect(exited(child), "the child of a terminated suspended app is gone")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [
+            "--on", "launch", "fork:2", "--on", "launch", "fork-allocate:1", "--on", "launch", "spawn:/bin/true",
+            "--on", "launch", "threads:8", "--on", "launch", "print:still-here",
+        ])
+        let log = appLog(host, id)
+        // As iOS's sandbox refuses them: fork(2) and posix_spawn(3) fail with EPERM.
+        #expect(log.contains("[ProbeApp] forked 0 of 2 (EPERM)\n"), "\(log)")
+        #expect(log.contains("[ProbeApp] fork-allocate: EPERM\n"), "\(log)")
+        #expect(log.contains("[ProbeApp] spawn /bin/true: EPERM\n"), "\(log)")
+        // Threads are made as ever, and the app goes on.
+        #expect(log.contains("[ProbeApp] threads: started 8 of 8\n"), "\(log)")
+        #expect(log.contains("still-here"))
+        #expect(processExists(pid))
+        #expect(try await host.supervisor.status(id).first?.state == .active)
+        if let children = children(of: pid) { #expect(children.isEmpty, "the app has no child: \(children)") }
         await host.stop()
     }
 
     @Test(.enabled(if: pidsControllerPresent, "no pids controller here (or not root): the processes limit is not enforced"))
-    func theProcessesLimitStopsForksAndThreads() async throws {
+    func theProcessesLimitStopsThreadsPastIt() async throws {
         let host = try TestHost(label: "pids") { $0.limits = LimitSettings(all: AppLimits(processes: 32)) }
         let id = try await host.installProbe("com.proc.pids")
         _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "fork-limit:64", "--on", "launch", "threads:64", "--on", "launch", "print:still-here",
+            "--on", "launch", "threads:64", "--on", "launch", "fork-limit:4", "--on", "launch", "print:still-here",
         ])
         let log = appLog(host, id)
-        // As the app sees it: fork(2) and pthread_create(3) fail with EAGAIN past the limit,
-        // and the app goes on.
-        let forks = log.split(separator: "\n").first { $0.hasPrefix("[ProbeApp] fork-limit: ") }.map(String.init) ?? ""
+        // As the app sees it: pthread_create(3) fails with EAGAIN past the limit (the
+        // runtime's own threads count too), and the app goes on.
         let threads = log.split(separator: "\n").first { $0.hasPrefix("[ProbeApp] threads: ") }.map(String.init) ?? ""
-        #expect(forks.hasSuffix("of 64 (EAGAIN)"), "\(log)")
         #expect(threads.hasSuffix("of 64 (EAGAIN)"), "\(log)")
+        let started = Int(threads.dropFirst("[ProbeApp] threads: started ".count).prefix { $0.isNumber }) ?? -1
+        #expect((1..<32).contains(started), "\(threads)")
+        // A fork fails with EPERM before the limit is asked.
+        #expect(log.contains("[ProbeApp] fork-limit: forked 0 of 4 (EPERM)\n"), "\(log)")
         #expect(log.contains("still-here"))
         let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup)
         let pidsMax = cgroup.directories.map { $0 + "/pids.max" }.first { FileManager.default.fileExists(atPath: $0) }
@@ -151,25 +104,36 @@ struct AppProcessesTests {
         await host.stop()
     }
 
-    @Test(.enabled(if: memoryCgroupWritable, "no writable memory cgroup here"))
-    func aUserTerminateAfterAChildsOOMKillIsNotJetsam() async throws {
-        let host = try TestHost(label: "oom", grace: .milliseconds(300)) { $0.limits = LimitSettings(all: AppLimits(memory: 64 << 20)) }
-        let id = try await host.installProbe("com.proc.oom")
-        // The child goes over the limit and the OOM killer takes it; the app lives on, and
-        // does not answer willTerminate, so the host kills it with SIGKILL.
-        _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "fork-allocate:256", "--on", "terminate", "block:forever",
-        ])
-        #expect(appLog(host, id).contains("allocating 256 MiB: SIGKILL"), "\(appLog(host, id))")
-        let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup)
-        #expect(cgroup.oomKills >= 1, "the child was OOM-killed in the app's cgroup")
+    @Test func anAppWithoutAMemoryOrProcessesLimitHasNoCgroup() async throws {
+        // The standard limits (descriptors only): no cgroup to join at launch.
+        let host = try TestHost(label: "nocg") { $0.limits = LimitSettings(all: AppLimits(openFiles: 64, fileSize: 1 << 20)) }
+        let id = try await host.installProbe("com.proc.nocgroup")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+        #expect(await host.supervisor.runtimes[id]?.cgroup == nil)
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8)) ?? ""
+        #expect(!text.contains("/apphost-"), "the app is in no per-app cgroup: \(text)")
+        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+        await host.supervisor.unsubscribe(sub)
+        #expect(!past.contains { $0.cause.hasPrefix("per-app cgroups") }, "none was made")
+        await host.stop()
+    }
 
+    @Test(.enabled(if: appCgroupsAvailable, "the host cannot make per-app cgroups here (not root, or a read-only cgroupfs)"))
+    func anAppWithALimitIsAloneInItsCgroupFromItsFirstInstruction() async throws {
+        let host = try TestHost(label: "cg") { $0.limits = LimitSettings(all: AppLimits(memory: 256 << 20)) }
+        let id = try await host.installProbe("com.proc.cgroup")
+        let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+        let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup, "an app with a memory limit has a cgroup")
+        // The child joined before execve (no move after the spawn), so the cgroup holds
+        // the app and nothing else: not the host, not a process of the spawn.
+        #expect(cgroup.members == [pid], "the app, alone: \(cgroup.members)")
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8)) ?? ""
+        for directory in cgroup.directories {
+            let relative = directory.split(separator: "/").suffix(2).joined(separator: "/")
+            #expect(text.contains("/" + relative + "\n"), "the app is in \(directory): \(text)")
+        }
         try await host.supervisor.terminate(id)
-        let exits = await host.events(id).filter { $0.kind == .exited }.map(\.cause)
-        #expect(exits.last == "SIGKILL", "the host killed it: \(exits)")
-        let reports = try await host.supervisor.reports(id)
-        #expect(!reports.contains { $0.terminationNamespace == "JETSAM" },
-                "a user terminate is not jetsam: \(reports.map(\.reason))")
+        #expect(cgroup.members.isEmpty)
         await host.stop()
     }
 }

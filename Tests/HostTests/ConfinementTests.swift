@@ -173,6 +173,11 @@ struct ConfinementTests {
         #expect(summary.abi == 4)
         #expect(summary.enforced.hasPrefix("sandbox: Landlock ABI 4 (kernel ABI 7, limited to 4)"), "\(summary.enforced)")
         #expect(summary.enforced.contains("TCP bind denied") && !summary.enforced.contains("signals"))
+        // Apps run under the host's filter plus their own rules; other children keep the host's.
+        let app = AppConfinement.seccomp(.baseline, deniedSocketFamilies: [])
+        #expect(app.deniesProcessCreation && app.deniesUnixSocketCreation)
+        #expect(!SeccompPolicy.baseline.deniesProcessCreation, "the transfer daemon's filter lets it make processes")
+        #expect(AppConfinement.seccomp(.none, deniedSocketFamilies: []) == .none)
         let off = SandboxSummary(kernelABI: nil, limit: nil, seccomp: .none, uid: 1000)
         #expect(off.abi == nil)
         #expect(off.warning?.contains("seccomp is off") == true)
@@ -192,6 +197,7 @@ struct ConfinementTests {
         if let abi = Landlock.abiVersion {
             #expect(said.first?.cause.hasPrefix("sandbox: Landlock ABI \(abi) (kernel ABI \(abi))") == true, "\(said.map(\.cause))")
             #expect(said.first?.cause.contains("capabilities dropped") == true)
+            #expect(said.first?.cause.contains("no new processes") == true)
             // Nothing is missing from ABI 6 on: no warning.
             #expect(warnings.isEmpty == (abi >= 6), "\(warnings.map(\.cause))")
         } else {

@@ -30,12 +30,12 @@ struct EscapeExpectation: Sendable {
     }
 
     /// The list for a run: without a setuid helper of the test's (it cannot make one
-    /// unless root), HostileApp makes its own copy in its container, and what stops that
-    /// is Landlock refusing to execute from there, not no_new_privs.
+    /// unless root), HostileApp makes its own copy in its container, and what would stop
+    /// that behind seccomp is Landlock refusing to execute from there, not no_new_privs.
     static func all(setuidHelper: Bool) -> [EscapeExpectation] {
         guard !setuidHelper else { return all }
         return all.map {
-            $0.attempt == "exec-setuid" ? EscapeExpectation($0.attempt, "Landlock: no exec from its container (no setuid helper outside it: the test is not root)") : $0
+            $0.attempt == "exec-setuid" ? EscapeExpectation($0.attempt, "seccomp: no process creation (the spawn); behind it Landlock: no exec from its container (no setuid helper outside it: the test is not root)") : $0
         }
     }
 
@@ -48,7 +48,9 @@ struct EscapeExpectation: Sendable {
     /// - Landlock does not check connect() on a pathname UNIX socket, so a path it
     ///   cannot open is still one it can connect to: seccomp denies apps a
     ///   socket(AF_UNIX) of their own, and behind it the control server refuses a
-    ///   peer whose credentials (SO_PEERCRED) are an app's process.
+    ///   peer whose credentials (SO_PEERCRED) are an app's process;
+    /// - an app makes no process (seccomp, as iOS), so the exec attempts, which spawn
+    ///   a helper, fail at the spawn; no_new_privs would stop the gain behind it.
     static let all: [EscapeExpectation] = [
         .init("victim-container-read", "Landlock: own container only", landlock: 1),
         .init("victim-container-write", "Landlock: own container only", landlock: 1),
@@ -82,9 +84,11 @@ struct EscapeExpectation: Sendable {
         .init("perf-event-open", "seccomp"),
         .init("keyctl", "seccomp"),
         .init("add-key", "seccomp"),
+        .init("fork", "seccomp: no process creation"),
+        .init("spawn-process", "seccomp: no process creation"),
         .init("hold-capabilities", "capabilities dropped at spawn"),
-        .init("exec-setuid", "no_new_privs: the setuid bit of a helper outside the container is ignored"),
-        .init("exec-regain-caps", "no_new_privs"),
+        .init("exec-setuid", "seccomp: no process creation (the spawn); behind it no_new_privs ignores the setuid bit"),
+        .init("exec-regain-caps", "seccomp: no process creation (the spawn); behind it no_new_privs"),
         .init("sethostname", "no CAP_SYS_ADMIN"),
         .init("chroot", "no CAP_SYS_CHROOT"),
         .init("mount", "seccomp"),

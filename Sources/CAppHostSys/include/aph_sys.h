@@ -31,7 +31,8 @@ struct aph_seccomp_settings {
     /// Deny the baseline list (`aph_seccomp_baseline_names`).
     int include_baseline;
     /// Deny clone3 with ENOSYS (glibc then falls back to clone) and clone with
-    /// any CLONE_NEW* flag with `deny_errno`. Threads and fork keep working.
+    /// any CLONE_NEW* flag with `deny_errno`. Threads keep working (and fork,
+    /// unless `deny_process_creation`).
     int deny_namespace_clone;
     /// More syscall numbers to deny (resolve names with `aph_seccomp_resolve`).
     const int *extra_denied;
@@ -48,6 +49,12 @@ struct aph_seccomp_settings {
     /// or abstract name) and socketpair(AF_UNIX) of datagram kinds; stream and
     /// seqpacket pairs stay allowed. Denies io_uring_setup too.
     int deny_unix_socket_creation;
+    /// Deny making processes, as iOS's sandbox does: fork and vfork (where the
+    /// architecture has them) and clone without CLONE_THREAD fail with
+    /// `deny_errno`; clone3 fails with ENOSYS, so glibc's pthread_create falls
+    /// back to clone with CLONE_THREAD, which stays allowed. posix_spawn and
+    /// system(3) fail too (glibc spawns with clone3, then clone(CLONE_VFORK)).
+    int deny_process_creation;
 };
 
 /// The names of the syscalls the baseline denies; `*count_out` gets the count.

@@ -1,0 +1,95 @@
+import AppHostSystem
+import Foundation
+import SystemPackage
+import Testing
+
+/// `SeccompPolicy.deniesProcessCreation`, the rule apps run under: as on iOS, an
+/// app makes threads but no process. Each test spawns `aph-sandbox-check` with
+/// check options and reads its one-line verdicts.
+@Suite("SeccompPolicy process creation", .timeLimit(.minutes(1)))
+struct ProcessCreationTests {
+    /// fork(3), the fork syscall, posix_spawn, then the three ways a Swift app makes threads.
+    static let arguments = [
+        "--fork", "-", "--fork-syscall", "-", "--exec", "/bin/true",
+        "--thread", "-", "--dispatch", "-", "--foundation-thread", "-",
+    ]
+
+    static var denying: SeccompPolicy {
+        var policy = SeccompPolicy.baseline
+        policy.deniesProcessCreation = true
+        return policy
+    }
+
+    @Test func forkAndSpawnFailWithEPERMWhileThreadsWork() async throws {
+        let verdicts = try await check(Self.arguments, seccomp: Self.denying)
+        #expect(verdicts["fork -"] == "EPERM", "glibc's fork is a clone without CLONE_THREAD")
+        // x86_64 has a fork syscall; aarch64 does not.
+        #expect(["EPERM", "none here"].contains(verdicts["fork-syscall -"]), "\(verdicts)")
+        // posix_spawn: clone3 fails with ENOSYS, then clone(CLONE_VM|CLONE_VFORK) with EPERM.
+        #expect(verdicts["exec /bin/true"] == "EPERM")
+        #expect(verdicts["thread -"] == "ok")
+        #expect(verdicts["dispatch -"] == "ok")
+        #expect(verdicts["foundation-thread -"] == "ok")
+    }
+
+    @Test func withoutTheRuleProcessesAreMade() async throws {
+        let verdicts = try await check(Self.arguments, seccomp: .baseline)
+        #expect(verdicts["fork -"] == "ok")
+        #expect(["ok", "none here"].contains(verdicts["fork-syscall -"]), "\(verdicts)")
+        #expect(verdicts["exec /bin/true"] == "ok")
+        #expect(verdicts["thread -"] == "ok")
+    }
+
+    @Test func theRuleStandsWithAndWithoutTheNamespaceRule() async throws {
+        // Both add clone3 → ENOSYS: one rule, a valid filter either way.
+        var alone = Self.denying
+        alone.deniesNamespaceCreation = false
+        let both = try #require(try SeccompProgram.compile(Self.denying))
+        let plain = try #require(try SeccompProgram.compile(.baseline))
+        #expect(both.instructionCount > plain.instructionCount)
+        let verdicts = try await check(["--fork", "-", "--thread", "-"], seccomp: alone)
+        #expect(verdicts["fork -"] == "EPERM")
+        #expect(verdicts["thread -"] == "ok")
+        let probes = try await syscallProbes(seccomp: alone)
+        #expect(probes["clone3"] == "38 ENOSYS")
+        // A namespace clone is a clone without CLONE_THREAD: denied by this rule alone.
+        #expect(probes["clone-newuser"] == "1 EPERM")
+    }
+
+    // MARK: - Helpers
+
+    /// Runs `aph-sandbox-check` with check options; returns label → verdict
+    /// ("fork -" → "EPERM") and expects a clean exit.
+    func check(_ arguments: [String], seccomp: SeccompPolicy,
+               sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: String] {
+        let result = try await runToExit(SpawnSettings(
+            executablePath: try #require(sandboxCheckPath(), sourceLocation: sourceLocation),
+            arguments: ["aph-sandbox-check"] + arguments,
+            seccomp: seccomp))
+        #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)",
+                sourceLocation: sourceLocation)
+        #expect(result.stdout.hasSuffix("done\n"), "stdout:\n\(result.stdout)", sourceLocation: sourceLocation)
+        var verdicts: [String: String] = [:]
+        for line in result.stdout.split(separator: "\n") {
+            guard let colon = line.range(of: ": ", options: .backwards) else { continue }
+            verdicts[String(line[..<colon.lowerBound])] = String(line[colon.upperBound...])
+        }
+        return verdicts
+    }
+
+    /// The `syscall <name> <errno> <NAME>` lines of a full report.
+    func syscallProbes(seccomp: SeccompPolicy) async throws -> [String: String] {
+        let result = try await runToExit(SpawnSettings(
+            executablePath: try #require(sandboxCheckPath()),
+            arguments: ["aph-sandbox-check"],
+            seccomp: seccomp))
+        #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)")
+        #expect(result.stdout.contains("thread ok\n"), "stdout:\n\(result.stdout)")
+        var probes: [String: String] = [:]
+        for line in result.stdout.split(separator: "\n") where line.hasPrefix("syscall ") {
+            let parts = line.split(separator: " ", maxSplits: 2)
+            if parts.count == 3 { probes[String(parts[1])] = String(parts[2]) }
+        }
+        return probes
+    }
+}
