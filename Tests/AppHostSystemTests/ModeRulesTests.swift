@@ -19,7 +19,7 @@ struct ModeRulesTests {
             "--socket", "bluetooth", "--socketpair", "bluetooth", "--socket-high", "bluetooth",
             "--socket", "unix", "--socketpair", "unix", "--socket-high", "unix",
         ]
-        let open = try await check(arguments, seccomp: .baseline)
+        let open = try await sandboxCheck(arguments, seccomp: .baseline)
         // Not EPERM: the filter let it through. Without a bluetooth stack the
         // kernel answers EAFNOSUPPORT; with one the socket would be made.
         for label in ["socket bluetooth", "socketpair bluetooth", "socket-high bluetooth"] {
@@ -31,7 +31,7 @@ struct ModeRulesTests {
 
         var policy = SeccompPolicy.baseline
         policy.deniedSocketFamilies = [Self.bluetooth]
-        let denied = try await check(arguments, seccomp: policy)
+        let denied = try await sandboxCheck(arguments, seccomp: policy)
         #expect(denied["socket bluetooth"] == "EPERM")
         #expect(denied["socketpair bluetooth"] == "EPERM")
         // Garbage in the upper half of the register does not get around it.
@@ -65,12 +65,12 @@ struct ModeRulesTests {
     @Test func unixSocketsArePairsOnlyWhenDenied() async throws {
         let arguments = ["--socket", "unix", "--socketpair", "unix", "--socketpair", "unix-dgram",
                          "--socket", "inet", "--socket-high", "unix"]
-        let open = try await check(arguments, seccomp: .baseline)
+        let open = try await sandboxCheck(arguments, seccomp: .baseline)
         #expect(open.values.allSatisfy { $0 == "ok" }, "\(open)")
 
         var policy = SeccompPolicy.baseline
         policy.deniesUnixSocketCreation = true
-        let denied = try await check(arguments, seccomp: policy)
+        let denied = try await sandboxCheck(arguments, seccomp: policy)
         // No socket to connect with: the control socket cannot be reached by its path.
         #expect(denied["socket unix"] == "EPERM")
         #expect(denied["socket-high unix"] == "EPERM")
@@ -85,20 +85,6 @@ struct ModeRulesTests {
 
     // MARK: - Helpers
 
-    /// Runs `aph-sandbox-check` with check options; returns label → verdict
-    /// ("open /dev/null" → "ok") and expects a clean exit.
-    func check(_ arguments: [String], seccomp: SeccompPolicy = .baseline,
-               sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: String] {
-        let result = try await runToExit(SpawnSettings(
-            executablePath: try #require(sandboxCheckPath(), sourceLocation: sourceLocation),
-            arguments: ["aph-sandbox-check"] + arguments,
-            seccomp: seccomp))
-        #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)",
-                sourceLocation: sourceLocation)
-        #expect(result.stdout.hasSuffix("done\n"), "stdout:\n\(result.stdout)", sourceLocation: sourceLocation)
-        return verdicts(result.stdout)
-    }
-
     /// The `syscall <name> <errno> <NAME>` lines of a full report.
     func syscallProbes(seccomp: SeccompPolicy) async throws -> [String: String] {
         let result = try await runToExit(SpawnSettings(
@@ -112,15 +98,5 @@ struct ModeRulesTests {
             if parts.count == 3 { probes[String(parts[1])] = String(parts[2]) }
         }
         return probes
-    }
-
-    /// "label: verdict" lines by label.
-    func verdicts(_ stdout: String) -> [String: String] {
-        var verdicts: [String: String] = [:]
-        for line in stdout.split(separator: "\n") {
-            guard let colon = line.range(of: ": ", options: .backwards) else { continue }
-            verdicts[String(line[..<colon.lowerBound])] = String(line[colon.upperBound...])
-        }
-        return verdicts
     }
 }

@@ -21,7 +21,7 @@ struct ProcessCreationTests {
     }
 
     @Test func forkAndSpawnFailWithEPERMWhileThreadsWork() async throws {
-        let verdicts = try await check(Self.arguments, seccomp: Self.denying)
+        let verdicts = try await sandboxCheck(Self.arguments, seccomp: Self.denying)
         #expect(verdicts["fork -"] == "EPERM", "glibc's fork is a clone without CLONE_THREAD")
         // x86_64 has a fork syscall; aarch64 does not.
         #expect(["EPERM", "none here"].contains(verdicts["fork-syscall -"]), "\(verdicts)")
@@ -33,7 +33,7 @@ struct ProcessCreationTests {
     }
 
     @Test func withoutTheRuleProcessesAreMade() async throws {
-        let verdicts = try await check(Self.arguments, seccomp: .baseline)
+        let verdicts = try await sandboxCheck(Self.arguments, seccomp: .baseline)
         #expect(verdicts["fork -"] == "ok")
         #expect(["ok", "none here"].contains(verdicts["fork-syscall -"]), "\(verdicts)")
         #expect(verdicts["exec /bin/true"] == "ok")
@@ -47,7 +47,7 @@ struct ProcessCreationTests {
         let both = try #require(try SeccompProgram.compile(Self.denying))
         let plain = try #require(try SeccompProgram.compile(.baseline))
         #expect(both.instructionCount > plain.instructionCount)
-        let verdicts = try await check(["--fork", "-", "--thread", "-"], seccomp: alone)
+        let verdicts = try await sandboxCheck(["--fork", "-", "--thread", "-"], seccomp: alone)
         #expect(verdicts["fork -"] == "EPERM")
         #expect(verdicts["thread -"] == "ok")
         let probes = try await syscallProbes(seccomp: alone)
@@ -58,24 +58,6 @@ struct ProcessCreationTests {
 
     // MARK: - Helpers
 
-    /// Runs `aph-sandbox-check` with check options; returns label → verdict
-    /// ("fork -" → "EPERM") and expects a clean exit.
-    func check(_ arguments: [String], seccomp: SeccompPolicy,
-               sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: String] {
-        let result = try await runToExit(SpawnSettings(
-            executablePath: try #require(sandboxCheckPath(), sourceLocation: sourceLocation),
-            arguments: ["aph-sandbox-check"] + arguments,
-            seccomp: seccomp))
-        #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)",
-                sourceLocation: sourceLocation)
-        #expect(result.stdout.hasSuffix("done\n"), "stdout:\n\(result.stdout)", sourceLocation: sourceLocation)
-        var verdicts: [String: String] = [:]
-        for line in result.stdout.split(separator: "\n") {
-            guard let colon = line.range(of: ": ", options: .backwards) else { continue }
-            verdicts[String(line[..<colon.lowerBound])] = String(line[colon.upperBound...])
-        }
-        return verdicts
-    }
 
     /// The `syscall <name> <errno> <NAME>` lines of a full report.
     func syscallProbes(seccomp: SeccompPolicy) async throws -> [String: String] {

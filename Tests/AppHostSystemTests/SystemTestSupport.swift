@@ -75,3 +75,27 @@ func runToExit(_ settings: SpawnSettings) async throws -> (events: [ChildEvent],
     let events = await collect(spawned.events)
     return (events, try readAll(read))
 }
+
+/// Runs `aph-sandbox-check` with check options under `seccomp`; returns label → verdict
+/// ("open /dev/null" → "ok", "fork -" → "EPERM") and expects a clean exit.
+func sandboxCheck(_ arguments: [String], seccomp: SeccompPolicy = .baseline,
+                  sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: String] {
+    let result = try await runToExit(SpawnSettings(
+        executablePath: try #require(sandboxCheckPath(), sourceLocation: sourceLocation),
+        arguments: ["aph-sandbox-check"] + arguments,
+        seccomp: seccomp))
+    #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)",
+            sourceLocation: sourceLocation)
+    #expect(result.stdout.hasSuffix("done\n"), "stdout:\n\(result.stdout)", sourceLocation: sourceLocation)
+    return sandboxVerdicts(result.stdout)
+}
+
+/// "label: verdict" lines of `aph-sandbox-check`'s output (split at the last ": ").
+func sandboxVerdicts(_ stdout: String) -> [String: String] {
+    var verdicts: [String: String] = [:]
+    for line in stdout.split(separator: "\n") {
+        guard let colon = line.range(of: ": ", options: .backwards) else { continue }
+        verdicts[String(line[..<colon.lowerBound])] = String(line[colon.upperBound...])
+    }
+    return verdicts
+}
