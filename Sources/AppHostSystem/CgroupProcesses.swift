@@ -17,18 +17,8 @@ public enum CgroupProcesses {
     /// The pids in `procsFile` (a `cgroup.procs`: one line per live process,
     /// threads folded into their process); empty when it cannot be read.
     public static func list(_ procsFile: String) -> [Int32] {
-        let fd = open(procsFile, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return [] }
-        defer { _ = close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            bytes += chunk[0..<n]
-        }
-        return bytes.split(separator: UInt8(ascii: "\n")).compactMap { Int32(String(decoding: $0, as: UTF8.self)) }
+        guard let text = try? readProcFile(procsFile) else { return [] }
+        return text.split(separator: "\n").compactMap { Int32($0) }
     }
 
     /// Sends `signal` to every process listed in `procsFile` but those in

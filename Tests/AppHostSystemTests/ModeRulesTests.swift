@@ -45,9 +45,9 @@ struct ModeRulesTests {
         // io_uring's IORING_OP_SOCKET would make the socket without the syscall.
         var policy = SeccompPolicy.baseline
         policy.deniedSocketFamilies = [Self.bluetooth]
-        let denied = try await syscallProbes(seccomp: policy)
+        let denied = try await sandboxSyscallProbes(seccomp: policy)
         #expect(denied["io_uring_setup"] == "1 EPERM")
-        let allowed = try await syscallProbes(seccomp: .baseline)
+        let allowed = try await sandboxSyscallProbes(seccomp: .baseline)
         #expect(allowed["io_uring_setup"] == "14 EFAULT", "NULL params, past the filter")
     }
 
@@ -79,24 +79,7 @@ struct ModeRulesTests {
         #expect(denied["socketpair unix"] == "ok")
         #expect(denied["socketpair unix-dgram"] == "EPERM")
         #expect(denied["socket inet"] == "ok")
-        let probes = try await syscallProbes(seccomp: policy)
+        let probes = try await sandboxSyscallProbes(seccomp: policy)
         #expect(probes["io_uring_setup"] == "1 EPERM")
-    }
-
-    // MARK: - Helpers
-
-    /// The `syscall <name> <errno> <NAME>` lines of a full report.
-    func syscallProbes(seccomp: SeccompPolicy) async throws -> [String: String] {
-        let result = try await runToExit(SpawnSettings(
-            executablePath: try #require(sandboxCheckPath()),
-            arguments: ["aph-sandbox-check"],
-            seccomp: seccomp))
-        #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)")
-        var probes: [String: String] = [:]
-        for line in result.stdout.split(separator: "\n") where line.hasPrefix("syscall ") {
-            let parts = line.split(separator: " ", maxSplits: 2)
-            if parts.count == 3 { probes[String(parts[1])] = String(parts[2]) }
-        }
-        return probes
     }
 }

@@ -50,28 +50,9 @@ struct ProcessCreationTests {
         let verdicts = try await sandboxCheck(["--fork", "-", "--thread", "-"], seccomp: alone)
         #expect(verdicts["fork -"] == "EPERM")
         #expect(verdicts["thread -"] == "ok")
-        let probes = try await syscallProbes(seccomp: alone)
+        let probes = try await sandboxSyscallProbes(seccomp: alone)
         #expect(probes["clone3"] == "38 ENOSYS")
         // A namespace clone is a clone without CLONE_THREAD: denied by this rule alone.
         #expect(probes["clone-newuser"] == "1 EPERM")
-    }
-
-    // MARK: - Helpers
-
-
-    /// The `syscall <name> <errno> <NAME>` lines of a full report.
-    func syscallProbes(seccomp: SeccompPolicy) async throws -> [String: String] {
-        let result = try await runToExit(SpawnSettings(
-            executablePath: try #require(sandboxCheckPath()),
-            arguments: ["aph-sandbox-check"],
-            seccomp: seccomp))
-        #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)")
-        #expect(result.stdout.contains("thread ok\n"), "stdout:\n\(result.stdout)")
-        var probes: [String: String] = [:]
-        for line in result.stdout.split(separator: "\n") where line.hasPrefix("syscall ") {
-            let parts = line.split(separator: " ", maxSplits: 2)
-            if parts.count == 3 { probes[String(parts[1])] = String(parts[2]) }
-        }
-        return probes
     }
 }

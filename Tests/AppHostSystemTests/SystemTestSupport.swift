@@ -99,3 +99,20 @@ func sandboxVerdicts(_ stdout: String) -> [String: String] {
     }
     return verdicts
 }
+
+/// The `syscall <name> <errno> <NAME>` lines of a full `aph-sandbox-check` report, which
+/// also starts a thread (so "thread ok" must be in it whatever the policy).
+func sandboxSyscallProbes(seccomp: SeccompPolicy) async throws -> [String: String] {
+    let result = try await runToExit(SpawnSettings(
+        executablePath: try #require(sandboxCheckPath()),
+        arguments: ["aph-sandbox-check"],
+        seccomp: seccomp))
+    #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)")
+    #expect(result.stdout.contains("thread ok\n"), "stdout:\n\(result.stdout)")
+    var probes: [String: String] = [:]
+    for line in result.stdout.split(separator: "\n") where line.hasPrefix("syscall ") {
+        let parts = line.split(separator: " ", maxSplits: 2)
+        if parts.count == 3 { probes[String(parts[1])] = String(parts[2]) }
+    }
+    return probes
+}
