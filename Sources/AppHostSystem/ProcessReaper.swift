@@ -312,6 +312,12 @@ private final class ReaperLoop {
             aph_rlimit(resource: $0.resource.rawValue, soft: $0.soft, hard: $0.hard)
         }
         let seccompBytes = program?.bytes ?? []
+        let groups: [UInt32] = settings.identity?.groups ?? []
+        guard groups.count <= 65536, settings.keptCapabilities.allSatisfy({ (0..<64).contains($0.rawValue) }) else {
+            throw SpawnError(code: .invalidSettings, errno: .invalidArgument, path: settings.executablePath,
+                             detail: "over 65536 supplementary groups, or a capability number outside 0...63")
+        }
+        let kept = settings.keptCapabilities.reduce(UInt64(0)) { $0 | (1 << UInt64($1.rawValue)) }
 
         var result = aph_spawn_result()
         let core = self.core
@@ -319,6 +325,7 @@ private final class ReaperLoop {
         let (rc, child): (Int32, ChildProcess?) = settings.executablePath.withCString { path in
             withOptionalCString(settings.workingDirectory) { workingDirectory in
                 limits.withUnsafeBufferPointer { limitBuffer in
+                  groups.withUnsafeBufferPointer { groupBuffer in
                     seccompBytes.withUnsafeBytes { seccompRaw in
                         var bpf = aph_bpf_program(
                             instructions: UnsafeMutableRawPointer(mutating: seccompRaw.baseAddress),
@@ -341,7 +348,15 @@ private final class ReaperLoop {
                                 drop_capabilities: settings.dropsCapabilities ? 1 : 0,
                                 cgroup_procs_files: UnsafeRawPointer(cgroupFiles.pointer)
                                     .assumingMemoryBound(to: UnsafePointer<CChar>?.self),
-                                cgroup_procs_file_count: cgroupFiles.count)
+                                cgroup_procs_file_count: cgroupFiles.count,
+                                set_identity: settings.identity == nil ? 0 : 1,
+                                uid: settings.identity?.uid ?? 0,
+                                gid: settings.identity?.gid ?? 0,
+                                groups: groupBuffer.baseAddress,
+                                group_count: groupBuffer.count,
+                                set_umask: settings.umask == nil ? 0 : 1,
+                                umask: UInt32(settings.umask ?? 0),
+                                kept_capabilities: kept)
                             // Locked across the spawn: the stop watcher must find
                             // the child if it stops right after execve.
                             return core.children.withLock { table -> (Int32, ChildProcess?) in
@@ -353,6 +368,7 @@ private final class ReaperLoop {
                             }
                         }
                     }
+                  }
                 }
             }
         }
@@ -430,9 +446,13 @@ private final class ReaperLoop {
             let index = Int(result.detail)
             error.path = settings.cgroupProcsFiles.indices.contains(index) ? settings.cgroupProcsFiles[index] : nil
         case .dropCapabilities:
-            let stages = ["PR_SET_SECUREBITS", "PR_CAPBSET_DROP", "PR_CAP_AMBIENT_CLEAR_ALL", "capset"]
+            let stages = ["PR_SET_SECUREBITS", "PR_CAPBSET_DROP", "PR_CAP_AMBIENT", "capset"]
             let index = Int(result.detail)
             if stages.indices.contains(index) { error.detail = stages[index] }
+        case .takeIdentity:
+            let stages = ["setgroups", "setresgid", "setresuid"]
+            let index = Int(result.detail)
+            if stages.indices.contains(index) { error.detail = "\(stages[index]) to \(settings.identity?.description ?? "?")" }
         default:
             break
         }

@@ -57,6 +57,8 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let dropCapabilities = Code(rawValue: APH_STEP_CAPABILITIES)
         /// Child: writing its pid to a `cgroup.procs` file failed (`path` says which).
         public static let joinCgroup = Code(rawValue: APH_STEP_CGROUP)
+        /// Child: taking its uid, gid or groups failed (`detail` says which).
+        public static let takeIdentity = Code(rawValue: APH_STEP_IDENTITY)
         /// Compiling the seccomp policy failed (unknown syscall name, libseccomp error).
         public static let seccompCompile = Code(rawValue: 100)
         /// The reaper could not start its threads or descriptors.
@@ -90,6 +92,7 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
             case .landlockRestrict: "landlock_restrict_self"
             case .dropCapabilities: "dropping capabilities"
             case .joinCgroup: "joining the cgroup"
+            case .takeIdentity: "taking the app's identity"
             case .seccompCompile: "seccomp compile"
             case .reaperUnavailable: "reaper start"
             case .watchChild: "watching the pidfd"

@@ -49,6 +49,15 @@ public struct SpawnSettings: Sendable {
     /// ever forks, starts inside those cgroups. A write that fails fails the
     /// spawn (`SpawnError.Code.joinCgroup`), so no child runs outside its limits.
     public var cgroupProcsFiles: [String]
+    /// The uid, gid and supplementary groups the child runs as (set after the
+    /// rlimits, with the capability drop); nil keeps the caller's. Needs a host
+    /// running as root (CAP_SETUID, CAP_SETGID).
+    public var identity: ProcessIdentity?
+    /// The child's umask; nil keeps the caller's.
+    public var umask: mode_t?
+    /// With `dropsCapabilities`: capabilities kept through execve (as ambient
+    /// ones), for a trusted helper; empty for none.
+    public var keptCapabilities: Set<Capability>
 
     /// The descriptor number the IPC descriptor gets in the child.
     public static let childIPCDescriptor: Int32 = APH_IPC_FD
@@ -68,7 +77,10 @@ public struct SpawnSettings: Sendable {
         landlock: LandlockPolicy? = nil,
         dropsCapabilities: Bool = true,
         deathSignal: Int32? = SIGKILL,
-        cgroupProcsFiles: [String] = []
+        cgroupProcsFiles: [String] = [],
+        identity: ProcessIdentity? = nil,
+        umask: mode_t? = nil,
+        keptCapabilities: Set<Capability> = []
     ) {
         self.executablePath = executablePath
         self.arguments = arguments ?? [executablePath]
@@ -84,6 +96,56 @@ public struct SpawnSettings: Sendable {
         self.dropsCapabilities = dropsCapabilities
         self.deathSignal = deathSignal
         self.cgroupProcsFiles = cgroupProcsFiles
+        self.identity = identity
+        self.umask = umask
+        self.keptCapabilities = keptCapabilities
+    }
+}
+
+/// Who a child runs as: its uid, its primary gid and its supplementary groups.
+public struct ProcessIdentity: Sendable, Hashable, CustomStringConvertible {
+    /// The real, effective and saved uid.
+    public var uid: uid_t
+    /// The real, effective and saved gid.
+    public var gid: gid_t
+    /// The supplementary groups (replacing the caller's; empty for none).
+    public var groups: [gid_t]
+
+    /// Creates an identity.
+    public init(uid: uid_t, gid: gid_t, groups: [gid_t] = []) {
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+    }
+
+    /// "uid 200001 gid 200001 groups 200005".
+    public var description: String {
+        "uid \(uid) gid \(gid)" + (groups.isEmpty ? "" : " groups " + groups.map(String.init).joined(separator: ","))
+    }
+}
+
+/// A Linux capability (`CAP_*`), by number.
+public struct Capability: Sendable, Hashable, CustomStringConvertible {
+    /// The `CAP_*` number (0...63).
+    public let rawValue: Int32
+    /// Creates a capability from its number.
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// CAP_CHOWN: change any file's owner.
+    public static let chown = Capability(rawValue: 0)
+    /// CAP_DAC_OVERRIDE: read, write and search any file regardless of its mode.
+    public static let dacOverride = Capability(rawValue: 1)
+    /// CAP_FOWNER: act as the owner of any file.
+    public static let fowner = Capability(rawValue: 3)
+
+    /// The `CAP_*` name.
+    public var description: String {
+        switch self {
+        case .chown: "CAP_CHOWN"
+        case .dacOverride: "CAP_DAC_OVERRIDE"
+        case .fowner: "CAP_FOWNER"
+        default: "CAP(\(rawValue))"
+        }
     }
 }
 

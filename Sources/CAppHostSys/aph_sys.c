@@ -538,13 +538,23 @@ struct aph_cap_data {
 // SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP and SECBIT_NO_CAP_AMBIENT_RAISE,
 // each with its lock, and SECBIT_KEEP_CAPS locked off: uid 0 gains nothing
 // by execve, and no later setuid or ambient raise can bring a capability back.
+// NO_SETUID_FIXUP also keeps the capabilities through the child's own setresuid
+// (its identity), so the drop that follows is the one place they go.
 #define APH_SECUREBITS 0xEF
+// The same without SECBIT_NO_CAP_AMBIENT_RAISE (and its lock), for a child that
+// keeps some capabilities as ambient ones through execve.
+#define APH_SECUREBITS_AMBIENT 0x2F
+#ifndef PR_CAP_AMBIENT_RAISE
+#define PR_CAP_AMBIENT_RAISE 2
+#endif
 
-// Drops every capability of the calling process. Returns 0, or a positive
-// errno with `*stage_out` saying which stage failed (0 securebits, 1
-// bounding set, 2 ambient set, 3 capset).
+// First half of dropping every capability but `keep`: the securebits and the
+// bounding set (both need CAP_SETPCAP; a host without it, not root, has nothing
+// there to lose: NO_NEW_PRIVS already stops execve from granting more than the
+// permitted set). Returns 0, or a positive errno with `*stage_out` saying which
+// stage failed (0 securebits, 1 bounding set, 3 capget).
 APH_CHILD_CODE
-static int aph_drop_capabilities(long *stage_out) {
+static int aph_capabilities_lock(uint64_t keep, long *stage_out) {
     struct aph_cap_header header = { APH_CAP_VERSION_3, 0 };
     struct aph_cap_data data[2];
     long rc = APH_RAW2(SYS_capget, &header, data);
@@ -552,43 +562,85 @@ static int aph_drop_capabilities(long *stage_out) {
         *stage_out = 3;
         return (int)-rc;
     }
-    // The securebits and the bounding set need CAP_SETPCAP; a host without
-    // it (not root) has nothing there to lose: NO_NEW_PRIVS already stops
-    // execve from granting more than the (empty) permitted set below.
-    if (data[0].effective & (1U << APH_CAP_SETPCAP)) {
-        rc = APH_RAW5(SYS_prctl, PR_SET_SECUREBITS, (unsigned long)APH_SECUREBITS, 0UL, 0UL, 0UL);
+    if (!(data[0].effective & (1U << APH_CAP_SETPCAP))) return 0;
+    rc = APH_RAW5(SYS_prctl, PR_SET_SECUREBITS,
+                  (unsigned long)(keep != 0 ? APH_SECUREBITS_AMBIENT : APH_SECUREBITS), 0UL, 0UL, 0UL);
+    if (rc < 0) {
+        *stage_out = 0;
+        return (int)-rc;
+    }
+    for (unsigned long cap = 0; cap < 64; cap++) {
+        if (keep & (1ULL << cap)) continue;
+        rc = APH_RAW5(SYS_prctl, PR_CAPBSET_READ, cap, 0UL, 0UL, 0UL);
+        if (rc < 0) break; // EINVAL: past the kernel's last capability
+        if (rc == 0) continue;
+        rc = APH_RAW5(SYS_prctl, PR_CAPBSET_DROP, cap, 0UL, 0UL, 0UL);
         if (rc < 0) {
-            *stage_out = 0;
+            *stage_out = 1;
             return (int)-rc;
         }
-        for (unsigned long cap = 0; cap < 64; cap++) {
-            rc = APH_RAW5(SYS_prctl, PR_CAPBSET_READ, cap, 0UL, 0UL, 0UL);
-            if (rc < 0) break; // EINVAL: past the kernel's last capability
-            if (rc == 0) continue;
-            rc = APH_RAW5(SYS_prctl, PR_CAPBSET_DROP, cap, 0UL, 0UL, 0UL);
-            if (rc < 0) {
-                *stage_out = 1;
-                return (int)-rc;
-            }
-        }
     }
+    return 0;
+}
+
+// Second half: clears the ambient set and sets permitted, effective and
+// inheritable to `keep` (lowering is always allowed), then raises each kept
+// capability into the ambient set so that it survives execve (uid 0's own
+// capabilities do not: SECBIT_NOROOT). Returns 0, or a positive errno with
+// `*stage_out` saying which stage failed (2 ambient set, 3 capset).
+APH_CHILD_CODE
+static int aph_capabilities_finish(uint64_t keep, long *stage_out) {
     // EINVAL: a kernel before 4.3 has no ambient set.
-    rc = APH_RAW5(SYS_prctl, PR_CAP_AMBIENT, (unsigned long)PR_CAP_AMBIENT_CLEAR_ALL, 0UL, 0UL, 0UL);
+    long rc = APH_RAW5(SYS_prctl, PR_CAP_AMBIENT, (unsigned long)PR_CAP_AMBIENT_CLEAR_ALL, 0UL, 0UL, 0UL);
     if (rc < 0 && rc != -EINVAL) {
         *stage_out = 2;
         return (int)-rc;
     }
-    // Lowering is always allowed.
+    struct aph_cap_header header = { APH_CAP_VERSION_3, 0 };
+    struct aph_cap_data data[2];
     for (int i = 0; i < 2; i++) {
-        data[i].effective = 0;
-        data[i].permitted = 0;
-        data[i].inheritable = 0;
+        uint32_t word = (uint32_t)(keep >> (32 * i));
+        data[i].effective = word;
+        data[i].permitted = word;
+        data[i].inheritable = word;
     }
-    header.version = APH_CAP_VERSION_3;
-    header.pid = 0;
     rc = APH_RAW2(SYS_capset, &header, data);
     if (rc < 0) {
         *stage_out = 3;
+        return (int)-rc;
+    }
+    for (unsigned long cap = 0; cap < 64; cap++) {
+        if (!(keep & (1ULL << cap))) continue;
+        rc = APH_RAW5(SYS_prctl, PR_CAP_AMBIENT, (unsigned long)PR_CAP_AMBIENT_RAISE, cap, 0UL, 0UL);
+        if (rc < 0) {
+            *stage_out = 2;
+            return (int)-rc;
+        }
+    }
+    return 0;
+}
+
+// Takes the identity of `s` (umask, groups, gid, uid). Returns 0, or a positive
+// errno with `*stage_out` saying which stage failed (0 setgroups, 1 setresgid,
+// 2 setresuid).
+APH_CHILD_CODE
+static int aph_take_identity(const struct aph_spawn_settings *s, long *stage_out) {
+    long rc;
+    if (s->set_umask) (void)APH_RAW1(SYS_umask, (unsigned long)(s->umask & 0777));
+    if (!s->set_identity) return 0;
+    rc = APH_RAW2(SYS_setgroups, s->group_count, s->group_count > 0 ? s->groups : NULL);
+    if (rc < 0) {
+        *stage_out = 0;
+        return (int)-rc;
+    }
+    rc = APH_RAW3(SYS_setresgid, s->gid, s->gid, s->gid);
+    if (rc < 0) {
+        *stage_out = 1;
+        return (int)-rc;
+    }
+    rc = APH_RAW3(SYS_setresuid, s->uid, s->uid, s->uid);
+    if (rc < 0) {
+        *stage_out = 2;
         return (int)-rc;
     }
     return 0;
@@ -742,11 +794,21 @@ static void aph_child(const struct aph_child_args *a) {
         if (rc < 0) aph_child_fail(report_fd, APH_STEP_RLIMIT, (int)-rc, (int)i);
     }
 
-    // 8. Capabilities (a host running as root): none survive into the app,
-    //    so CAP_KILL, CAP_DAC_OVERRIDE, CAP_SYS_ADMIN, CAP_NET_RAW ... are
-    //    gone. After chdir and rlimits, which may need them.
+    // 8. Capabilities (a host running as root): none survive into the app
+    //    (but `kept_capabilities`), so CAP_KILL, CAP_DAC_OVERRIDE,
+    //    CAP_SYS_ADMIN, CAP_NET_RAW ... are gone. After chdir and rlimits,
+    //    which may need them. In two halves around the identity: the
+    //    securebits (NO_SETUID_FIXUP keeps the capabilities through
+    //    setresuid) and the bounding set first, then the identity, which
+    //    needs CAP_SETUID/CAP_SETGID, then the sets themselves.
     if (s->drop_capabilities) {
-        e = aph_drop_capabilities(&rc);
+        e = aph_capabilities_lock(s->kept_capabilities, &rc);
+        if (e != 0) aph_child_fail(report_fd, APH_STEP_CAPABILITIES, e, (int)rc);
+    }
+    e = aph_take_identity(s, &rc);
+    if (e != 0) aph_child_fail(report_fd, APH_STEP_IDENTITY, e, (int)rc);
+    if (s->drop_capabilities) {
+        e = aph_capabilities_finish(s->kept_capabilities, &rc);
         if (e != 0) aph_child_fail(report_fd, APH_STEP_CAPABILITIES, e, (int)rc);
     }
 
@@ -798,7 +860,8 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
     r->detail = 0;
     if (s == NULL || s->path == NULL || s->argv == NULL || s->envp == NULL ||
         (s->rlimit_count > 0 && s->rlimits == NULL) ||
-        (s->cgroup_procs_file_count > 0 && s->cgroup_procs_files == NULL)) {
+        (s->cgroup_procs_file_count > 0 && s->cgroup_procs_files == NULL) ||
+        (s->group_count > 0 && s->groups == NULL) || s->group_count > 65536) {
         r->step = APH_STEP_INVALID;
         return EINVAL;
     }

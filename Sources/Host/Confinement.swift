@@ -168,7 +168,7 @@ struct SandboxSummary: Equatable {
     /// The summary for a kernel offering `kernelABI`, used up to `limit`
     /// (0: Landlock off), with the seccomp policy `seccomp`, for a host whose
     /// effective uid is `uid`.
-    init(kernelABI: Int?, limit: Int?, seccomp: SeccompPolicy, uid: uid_t) {
+    init(kernelABI: Int?, limit: Int?, seccomp: SeccompPolicy, uid: uid_t, identities: (first: UInt32, count: UInt32)? = nil) {
         self.kernelABI = kernelABI
         let used = kernelABI.map { min($0, limit ?? $0) }
         abi = used.flatMap { $0 >= 1 ? $0 : nil }
@@ -198,15 +198,19 @@ struct SandboxSummary: Equatable {
             if !Landlock.controlsTCP(abi: abi) {
                 lost.append("apps can bind TCP ports (from Landlock ABI 4); listening stays denied by seccomp")
             }
-            if !Landlock.scopesProcesses(abi: abi) {
+            if !Landlock.scopesProcesses(abi: abi), identities == nil {
                 lost.append("apps can signal (kill) the host and other apps running as the same user (signal scoping comes with Landlock ABI 6)")
             }
         } else {
             enforced.append("no Landlock (\(source))")
-            lost.append("apps can read and write every file the host's user can: other apps' containers, the state directory (database, logs, reports), the home directory")
-            lost.append("apps can read /proc/<pid>/environ, maps, fd and mem of other apps running as the same user")
-            lost.append("apps can signal (kill) the host and other apps running as the same user")
-            if uid == 0 {
+            if identities != nil {
+                lost.append("apps can read every world-readable file of the machine and write world-writable ones (/tmp, /var/tmp): only their uid keeps them out of other apps' containers and the state directory")
+            } else {
+                lost.append("apps can read and write every file the host's user can: other apps' containers, the state directory (database, logs, reports), the home directory")
+                lost.append("apps can read /proc/<pid>/environ, maps, fd and mem of other apps running as the same user")
+                lost.append("apps can signal (kill) the host and other apps running as the same user")
+            }
+            if uid == 0 && identities == nil {
                 lost.append("the host runs as root: apps run as uid 0 without capabilities and own every root-owned file (/etc, /usr), so they can change them")
             }
         }
@@ -216,6 +220,13 @@ struct SandboxSummary: Equatable {
             lost.append("seccomp is off: ptrace, mount, namespaces, bpf, Unix sockets (the control socket by its path) and fork are open to apps")
         }
         enforced.append("capabilities dropped")
+        if let identities {
+            enforced.append("each app runs as a uid of its own (\(identities.first)...\(identities.first + identities.count - 1)), its container 0700 and its own")
+        } else if uid == 0 {
+            lost.append("apps run as uid 0 without capabilities (per-app identities are off): they own every root-owned file, so chmod, chown, xattrs and utimes reach files outside their container that Landlock does not govern, and they share one uid with the host and each other")
+        } else {
+            lost.append("apps run as the host's own uid \(uid) (per-app uids need a host running as root; no user namespace is used): chmod, chown, xattrs and utimes reach the user's files that Landlock does not govern, and apps share one uid with the host and each other (prlimit64 and setpriority on another process are denied by seccomp)")
+        }
         self.enforced = "sandbox: " + enforced.joined(separator: "; ")
         self.lost = lost
     }

@@ -56,6 +56,13 @@ public struct ControlServer: Sendable {
                     return try Connection(wrappingChannelSynchronously: channel)
                 }
             }
+        // 0600 whatever the umask: only the host's user (root for a root host) may drive it.
+        // (The state directory above it is 0700, or 0711 with per-app uids.)
+        guard chmod(path, 0o600) == 0 else {
+            let error = errno
+            server.channel.close(promise: nil)
+            throw ControlError(.internalError, "cannot make the control socket \(path) private (chmod 0600): \(String(cString: strerror(error)))")
+        }
         return ControlServer(server: server, supervisor: supervisor, logger: logger)
     }
 

@@ -10,6 +10,13 @@ public final class Store: Sendable {
 
     /// Opens (creating and migrating) the database at `path`.
     public init(path: String) throws {
+        // Made 0600 before SQLite opens it, whatever the umask: SQLite gives the -wal
+        // and -shm files the database file's mode.
+        let fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            _ = fchmod(fd, 0o600)
+            close(fd)
+        }
         var config = Configuration()
         config.label = "apphost"
         config.busyMode = .timeout(5)
@@ -81,7 +88,42 @@ public final class Store: Sendable {
                 t.add(column: "applicationGroups", .text)
             }
         }
+        m.registerMigration("v6: identities") { db in
+            // The uid of each app and the gid of each App Group, kept for the app's life.
+            try db.create(table: "identity") { t in
+                t.column("kind", .text).notNull()
+                t.column("name", .text).notNull()
+                t.column("id", .integer).notNull().unique()
+                t.primaryKey(["kind", "name"])
+            }
+        }
         return m
+    }
+
+    /// Every stored identity: an app's uid (`kind` "app") or an App Group's gid ("group").
+    public func identities() throws -> [(kind: String, name: String, id: UInt32)] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT kind, name, id FROM identity").compactMap { row in
+                let id: Int64 = row["id"]
+                guard let id32 = UInt32(exactly: id) else { return nil }
+                return (kind: row["kind"], name: row["name"], id: id32)
+            }
+        }
+    }
+
+    /// Records (or replaces) one identity.
+    public func saveIdentity(kind: String, name: String, id: UInt32) throws {
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM identity WHERE id = ? OR (kind = ? AND name = ?)", arguments: [Int64(id), kind, name])
+            try db.execute(sql: "INSERT INTO identity (kind, name, id) VALUES (?, ?, ?)", arguments: [kind, name, Int64(id)])
+        }
+    }
+
+    /// Forgets one identity.
+    public func deleteIdentity(kind: String, name: String) throws {
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM identity WHERE kind = ? AND name = ?", arguments: [kind, name])
+        }
     }
 
     /// Records a host setting or device condition; nil removes it (back to the default).

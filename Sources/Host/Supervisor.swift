@@ -48,6 +48,9 @@ public struct HostConfiguration: Sendable {
 
     /// The push gateway (APNs provider API over HTTP/2), or nil for none.
     public var pushGateway: PushGatewaySettings?
+    /// Per-app uids and App Group gids, used when the host runs as root; nil runs every
+    /// app as the host's uid (without capabilities), as a host run by a user always does.
+    public var identities: IdentitySettings? = .standard
 
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
@@ -226,17 +229,34 @@ public actor Supervisor {
     private var warnedLimits: Set<String> = []
     /// What the sandbox enforces here (logged once at startup).
     let sandbox: SandboxSummary
+    /// Per-app uids (a host running as root with `identities` set), else nil.
+    let identities: AppIdentities?
 
     /// Opens the state directory's database and event log. The caller holds the state dir lock.
     public init(configuration: HostConfiguration, group: any EventLoopGroup, logger: Logger) throws {
         self.configuration = configuration
         let fm = FileManager.default
-        for dir in [configuration.stateDirectory, configuration.reportsDirectory,
-                    configuration.containersDirectory, configuration.groupsDirectory, configuration.logsDirectory] {
+        let separateIdentities = configuration.identities != nil && geteuid() == 0
+        // Explicit modes, whatever the umask: nothing of the host's is open to apps or
+        // other users. With apps under uids of their own, the state directory and
+        // `containers`/`groups` are 0711 (apps pass through to their own container,
+        // 0700 and theirs; nobody lists the apps); else 0700.
+        let passThrough: mode_t = separateIdentities ? 0o711 : 0o700
+        for (dir, mode) in [(configuration.stateDirectory, passThrough), (configuration.reportsDirectory, 0o700),
+                            (configuration.containersDirectory, passThrough), (configuration.groupsDirectory, passThrough),
+                            (configuration.logsDirectory, 0o700), (configuration.stateDirectory + "/snapshots", 0o700),
+                            (configuration.stateDirectory + "/transfers", 0o700)] as [(String, mode_t)] {
             try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            guard chmod(dir, mode) == 0 else {
+                throw IdentityError(description: "cannot set the mode of \(dir): \(String(cString: strerror(errno)))")
+            }
         }
         store = try Store(path: configuration.databasePath)
+        identities = separateIdentities
+            ? try AppIdentities(settings: configuration.identities ?? .standard, stateDirectory: configuration.stateDirectory, store: store)
+            : nil
         events = EventLog(path: configuration.eventsPath)
+        _ = chmod(configuration.eventsPath, 0o600)
         self.group = group
         self.logger = logger
         realStart = realClock.now
@@ -258,7 +278,8 @@ public actor Supervisor {
         events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
         // Said once, at startup: what confines apps here and what does not.
         let summary = SandboxSummary(kernelABI: Landlock.abiVersion, limit: configuration.landlockABI,
-                                     seccomp: configuration.seccomp, uid: geteuid())
+                                     seccomp: configuration.seccomp, uid: geteuid(),
+                                     identities: identities.map { ($0.settings.first, $0.settings.count) })
         events.append(.service, cause: summary.enforced, time: startDate)
         logger.info("\(summary.enforced)")
         if let warning = summary.warning {
@@ -552,6 +573,7 @@ public actor Supervisor {
         switcherRemoved(id, uninstalled: true)
         // As on iOS, the app's data goes with it. Reports and history stay.
         try? FileManager.default.removeItem(atPath: configuration.containersDirectory + "/" + id)
+        identities?.release(app: id)
         events.append(.uninstalled, app: id, cause: "uninstalled (container removed)", time: now())
     }
 
@@ -1453,19 +1475,37 @@ public actor Supervisor {
                 environment[IPCProtocol.applicationGroupContainersEnvironmentKey] = String(decoding: data, as: UTF8.self)
             }
         }
+        // Its own uid (a host running as root): the container is made its own, 0700, and
+        // each App Group container is shared through the group's gid (setgid, 2770).
+        let identity: ProcessIdentity?
+        do {
+            identity = try identities?.identity(app: id, groups: groups.map(\.id))
+        } catch {
+            input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
+            return
+        }
         Task {
             do {
-                let fm = FileManager.default
-                for sub in ["Documents", "Library", "tmp"] {
-                    try fm.createDirectory(atPath: container + "/" + sub, withIntermediateDirectories: true)
+                if let identity {
+                    var st = stat()
+                    if lstat(container, &st) == 0, st.st_uid != identity.uid {
+                        // Made by an earlier host (as root, or for another uid): all of it becomes the app's.
+                        AppOwnership.ownTree(container, identity: identity)
+                    }
                 }
-                for group in groups {
-                    try fm.createDirectory(atPath: group.path, withIntermediateDirectories: true)
+                try AppOwnership.makeDirectory(container, below: config.containersDirectory, identity: identity, mode: 0o700)
+                for sub in ["Documents", "Library", "tmp"] {
+                    try AppOwnership.makeDirectory(container + "/" + sub, below: container, identity: identity, mode: 0o700)
+                }
+                for (group, gid) in zip(groups, identity?.groups ?? groups.map { _ in UInt32.max }) {
+                    let owner = identity.map { _ in ProcessIdentity(uid: 0, gid: gid) }
+                    try AppOwnership.makeDirectory(group.path, below: config.groupsDirectory, identity: owner,
+                                                   mode: owner == nil ? 0o700 : 0o2770)
                 }
                 let (hostEnd, appEnd) = try makeSocketPair()
                 let log = try FileDescriptor.open(
                     FilePath(config.logsDirectory + "/\(id).log"), .writeOnly,
-                    options: [.append, .create, .closeOnExec], permissions: [.ownerReadWrite, .groupRead])
+                    options: [.append, .create, .closeOnExec], permissions: [.ownerReadWrite])
                 let settings = SpawnSettings(
                     executablePath: row.app.executablePath,
                     arguments: [row.app.executablePath] + options.arguments,
@@ -1477,7 +1517,11 @@ public actor Supervisor {
                     resourceLimits: rlimits,
                     seccomp: seccomp,
                     landlock: landlock,
-                    cgroupProcsFiles: cgroup?.procsFiles ?? [])
+                    cgroupProcsFiles: cgroup?.procsFiles ?? [],
+                    identity: identity,
+                    // Group-writable for App Group containers (setgid folders); the
+                    // app's own files are its uid's and its own gid's.
+                    umask: identity == nil ? nil : 0o007)
                 let child: ChildProcess
                 do {
                     // Events go straight to the input stream (one hop); any that beat

@@ -139,14 +139,17 @@ extension Supervisor {
                 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
                 let (hostEnd, daemonEnd) = try makeSocketPair()
                 let log = try FileDescriptor.open(FilePath(logPath), .writeOnly, options: [.append, .create, .closeOnExec],
-                                                  permissions: [.ownerReadWrite, .groupRead])
+                                                  permissions: [.ownerReadWrite])
                 let settings = SpawnSettings(
                     executablePath: path, arguments: [path, "--state-dir", dir, "--power", device.pluggedIn ? "plugged" : "battery",
                                                      "--network", device.network.rawValue] + configuration.transferSettings.daemonArguments,
                     environment: ["HOME": dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
                                   "APPHOST_TRANSFERD_FD": String(IPCProtocol.descriptor)],
                     workingDirectory: dir, ipcDescriptor: daemonEnd, standardOutput: log, standardError: log,
-                    seccomp: .baseline)
+                    seccomp: .baseline,
+                    // Apps under uids of their own: it writes downloads into, and reads uploads
+                    // from, containers that are 0700 and the apps'. Nothing else survives.
+                    keptCapabilities: identities == nil ? [] : [.dacOverride])
                 let child: ChildProcess
                 do {
                     child = try await ProcessReaper.shared.spawn(settings) { event in
@@ -409,6 +412,10 @@ extension Supervisor {
     private func finishedEvents(_ r: TransferRecord, _ outcome: TransferOutcome) -> [ServiceEvent] {
         switch outcome {
         case .completed where r.job.kind == .download:
+            // Written by the daemon (uid 0): handed to the app's own uid before it hears of it.
+            if let uid = identities?.existingUID(app: r.job.bundleIdentifier) {
+                _ = lchown(r.job.destination, uid, uid)
+            }
             return [.urlSessionDidFinishDownloading(session: r.job.session, taskIdentifier: r.job.taskIdentifier, location: r.job.destination),
                     .urlSessionDidComplete(session: r.job.session, taskIdentifier: r.job.taskIdentifier, errorCode: nil, errorReason: nil)]
         case .completed:
@@ -613,7 +620,9 @@ extension Supervisor {
         transfers.nextID += 1
         let id = transfers.nextID
         let dir = transfersDirectory(app)
-        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let container = configuration.containersDirectory + "/" + app
+        let owner = identities?.existingUID(app: app).map { ProcessIdentity(uid: $0, gid: $0) }
+        try? AppOwnership.makeDirectory(dir, below: container, identity: owner, mode: 0o700)
         let job = TransferJob(id: id, bundleIdentifier: app, session: session, taskIdentifier: taskIdentifier, kind: kind,
                               url: url, method: method, headers: headers, uploadFile: upload,
                               destination: dir + "/CFNetworkDownload_\(id).tmp", discretionary: config.isDiscretionary,

@@ -158,15 +158,29 @@ struct ConfinementTests {
         func lost(_ kernel: Int?, limit: Int? = nil, uid: uid_t = 1000) -> String {
             SandboxSummary(kernelABI: kernel, limit: limit, seccomp: .baseline, uid: uid).warning ?? ""
         }
-        #expect(lost(7).isEmpty)
-        #expect(lost(6).isEmpty)
+        func lostWithIDs(_ kernel: Int?) -> String {
+            SandboxSummary(kernelABI: kernel, limit: nil, seccomp: .baseline, uid: 0,
+                           identities: (first: 200_000, count: 10)).warning ?? ""
+        }
+        // A host run by a user: its apps share its uid, and it says so whatever the ABI.
+        #expect(lost(7).contains("apps run as the host's own uid 1000") && !lost(7).contains("signal scoping"))
+        #expect(lost(6) == lost(7).replacingOccurrences(of: "ABI 7", with: "ABI 6"))
+        // A root host with per-app uids: nothing is lost from ABI 6 on, and signals stay
+        // between uids below it.
+        #expect(lostWithIDs(7).isEmpty)
+        #expect(lostWithIDs(6).isEmpty)
+        #expect(!lostWithIDs(5).contains("signal") && lostWithIDs(3).contains("TCP"))
+        #expect(lostWithIDs(nil).contains("world-readable") && !lostWithIDs(nil).contains("signal"))
+        #expect(SandboxSummary(kernelABI: 7, limit: nil, seccomp: .baseline, uid: 0, identities: (first: 200_000, count: 10))
+            .enforced.contains("each app runs as a uid of its own (200000...200009)"))
+        #expect(lost(0 + 7, uid: 0).contains("apps run as uid 0 without capabilities (per-app identities are off)"))
         #expect(lost(5).contains("signal") && !lost(5).contains("TCP"))
         #expect(lost(3).contains("TCP") && !lost(3).contains("truncate"))
         #expect(lost(2).contains("truncate") && !lost(2).contains("EXDEV"))
         #expect(lost(1).contains("EXDEV"))
         #expect(lost(nil).contains("no Landlock") && lost(nil).contains("other apps' containers"))
-        #expect(!lost(nil).contains("root"))
-        #expect(lost(nil, uid: 0).contains("root"), "a root host's apps own root's files")
+        #expect(!lost(nil).contains("own every root-owned file"))
+        #expect(lost(nil, uid: 0).contains("own every root-owned file"), "a root host's apps without uids of their own own root's files")
         #expect(lost(7, limit: 0).contains("no Landlock"))
         #expect(lost(7, limit: 4).contains("Landlock ABI 4"))
         let summary = SandboxSummary(kernelABI: 7, limit: 4, seccomp: .baseline, uid: 0)
@@ -198,8 +212,9 @@ struct ConfinementTests {
             #expect(said.first?.cause.hasPrefix("sandbox: Landlock ABI \(abi) (kernel ABI \(abi))") == true, "\(said.map(\.cause))")
             #expect(said.first?.cause.contains("capabilities dropped") == true)
             #expect(said.first?.cause.contains("no new processes") == true)
-            // Nothing is missing from ABI 6 on: no warning.
-            #expect(warnings.isEmpty == (abi >= 6), "\(warnings.map(\.cause))")
+            // Nothing is missing from ABI 6 on with per-app uids (a root host): no warning. A
+            // host run by a user warns that its apps share its uid.
+            #expect(warnings.isEmpty == (abi >= 6 && geteuid() == 0), "\(warnings.map(\.cause))")
         } else {
             #expect(warnings.count == 1)
         }
@@ -212,9 +227,14 @@ struct ConfinementTests {
         let b = try await host.installProbe("com.confine.bare.b")
         let (_, wrote) = try await run(host, a, ["write:Documents/note"])
         #expect(wrote.contains("[ProbeApp] write Documents/note: ok"))
-        // What the warning says is lost: b reaches a's container.
         let (_, read) = try await run(host, b, ["read:\(host.dir.path)/containers/\(a)/Documents/note", "caps"])
-        #expect(read.contains("[ProbeApp] read \(host.dir.path)/containers/\(a)/Documents/note: ok"), "\(read)")
+        if geteuid() == 0 {
+            // Each app its own uid: a's container (0700, a's) is closed to b by the kernel's own checks.
+            #expect(read.contains("[ProbeApp] read \(host.dir.path)/containers/\(a)/Documents/note: EACCES"), "\(read)")
+        } else {
+            // What the warning says is lost: b reaches a's container.
+            #expect(read.contains("[ProbeApp] read \(host.dir.path)/containers/\(a)/Documents/note: ok"), "\(read)")
+        }
         #expect(read.contains("[ProbeApp] CapEff 0000000000000000"), "capabilities are dropped all the same")
         let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
         await host.supervisor.unsubscribe(sub)
@@ -222,8 +242,12 @@ struct ConfinementTests {
         #expect(warnings.count == 1, "\(warnings.map(\.cause))")
         let warning = warnings.first?.cause ?? ""
         #expect(warning.contains("no Landlock"), "\(warning)")
-        #expect(warning.contains("other apps' containers"), "\(warning)")
-        #expect(warning.contains("signal"), "\(warning)")
+        if geteuid() == 0 {
+            #expect(warning.contains("world-readable"), "\(warning)")
+        } else {
+            #expect(warning.contains("other apps' containers"), "\(warning)")
+            #expect(warning.contains("signal"), "\(warning)")
+        }
         await host.stop()
     }
 
@@ -232,13 +256,18 @@ struct ConfinementTests {
         let host = try TestHost(label: "co") { $0.landlockABI = 5 }
         let id = try await host.installProbe("com.confine.older")
         let (_, log) = try await run(host, id, ["kill:\(getpid()):0", "read:\(host.dir.path)/apphost.sqlite"])
-        // Signals are not scoped before ABI 6 (as the warning says); files still are.
-        #expect(log.contains("[ProbeApp] kill \(getpid()): ok"), "\(log)")
+        // Signals are not scoped before ABI 6 (as the warning says) but by uid, where apps
+        // have their own (a root host); files still are.
+        #expect(log.contains("[ProbeApp] kill \(getpid()): \(geteuid() == 0 ? "EPERM" : "ok")"), "\(log)")
         #expect(log.contains("[ProbeApp] read \(host.dir.path)/apphost.sqlite: EACCES"), "\(log)")
         let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
         await host.supervisor.unsubscribe(sub)
         let warnings = past.filter { $0.kind == .warning && $0.cause.hasPrefix("sandbox: ") }.map(\.cause)
-        #expect(warnings.count == 1 && warnings[0].contains("Landlock ABI 5") && warnings[0].contains("signal"), "\(warnings)")
+        if geteuid() == 0 {
+            #expect(warnings.isEmpty, "apps of a root host have uids of their own: signals are refused by uid (\(warnings))")
+        } else {
+            #expect(warnings.count == 1 && warnings[0].contains("Landlock ABI 5") && warnings[0].contains("signal"), "\(warnings)")
+        }
         await host.stop()
     }
 }

@@ -99,6 +99,7 @@ void aph_bpf_program_free(struct aph_bpf_program *program);
 #define APH_STEP_LANDLOCK 18        // child: landlock_restrict_self
 #define APH_STEP_CAPABILITIES 19    // child: dropping capabilities (`detail`: 0 securebits, 1 bounding set, 2 ambient, 3 capset)
 #define APH_STEP_CGROUP 20          // child: joining cgroup_procs_files[detail]
+#define APH_STEP_IDENTITY 21        // child: taking its identity (`detail`: 0 setgroups, 1 setresgid, 2 setresuid)
 
 /// One resource limit to set in the child (`RLIMIT_*`, soft, hard;
 /// UINT64_MAX means infinity).
@@ -150,6 +151,25 @@ struct aph_spawn_settings {
     /// count is 0.
     const char *const *cgroup_procs_files;
     size_t cgroup_procs_file_count;
+    /// The identity the child takes before execve (after chdir and rlimits,
+    /// with the capability drop) when `set_identity` is non-zero: the
+    /// supplementary groups become `groups` (`group_count` of them, may be 0),
+    /// then the real, effective and saved gid `gid`, then the three uids
+    /// `uid`. Needs CAP_SETGID / CAP_SETUID (a host running as root). Zero
+    /// (as in a zeroed struct) keeps the caller's.
+    int set_identity;
+    uint32_t uid;
+    uint32_t gid;
+    const uint32_t *groups;
+    size_t group_count;
+    /// Non-zero: the child's umask becomes `umask`. Zero keeps the caller's.
+    int set_umask;
+    uint32_t umask;
+    /// With `drop_capabilities`: capabilities (bit n = capability n, n < 64)
+    /// kept through execve as ambient capabilities, e.g. CAP_DAC_OVERRIDE for
+    /// a trusted helper that must reach files of apps running as other uids.
+    /// Everything else is dropped as usual. 0: keep none.
+    uint64_t kept_capabilities;
 };
 
 /// What `aph_spawn` reports. On success pid/pidfd are set; on failure step
