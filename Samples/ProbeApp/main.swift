@@ -557,7 +557,7 @@ final class ProbeDelegate: ApplicationDelegate {
             close(fd)
             say("[ProbeApp] read \(path): \(n >= 0 ? "ok" : errnoName(code))")
         case .write(let path):
-            let fd = Glibc.open(resolved(path), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+            let fd = Glibc.open(resolved(path), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o666) // the umask decides, as for Foundation's writers
             if fd >= 0 {
                 close(fd)
                 say("[ProbeApp] write \(path): ok")

@@ -131,7 +131,8 @@ final class CLIProcess: Sendable {
     /// Starts `apphost arguments...` (stdin is /dev/null; `APPHOST_STATE_DIR`,
     /// `XDG_STATE_HOME` and `APPHOST_PRODUCTS_DIR` are removed from its environment
     /// so that only the command line decides, unless `environment` sets them).
-    init(_ arguments: [String], environment overrides: [String: String] = [:]) throws {
+    /// `umask` is the process's umask (nil: the test runner's).
+    init(_ arguments: [String], environment overrides: [String: String] = [:], umask: mode_t? = nil) throws {
         self.arguments = arguments
         let shared = CLIProcessState()
         var environment = ProcessInfo.processInfo.environment
@@ -142,7 +143,7 @@ final class CLIProcess: Sendable {
         let out = try makePipe(), err = try makePipe()
         let settings = SpawnSettings(
             executablePath: apphostPath, arguments: [apphostPath] + arguments, environment: environment,
-            standardOutput: out.write, standardError: err.write, seccomp: .none, dropsCapabilities: false)
+            standardOutput: out.write, standardError: err.write, seccomp: .none, dropsCapabilities: false, umask: umask)
         let started = SpawnWait()
         ProcessReaper.shared.spawn(settings, onEvent: { event in
             guard case .exited(let status) = event else { return }
@@ -285,8 +286,8 @@ final class CLISession: Sendable {
     }
 
     /// Starts `apphost args...` (with this session's state dir) and tracks it.
-    func start(_ args: [String]) throws -> CLIProcess {
-        let p = try CLIProcess(withStateDir(args))
+    func start(_ args: [String], umask: mode_t? = nil) throws -> CLIProcess {
+        let p = try CLIProcess(withStateDir(args), umask: umask)
         processes.withLock { $0.append(p) }
         return p
     }
@@ -297,8 +298,8 @@ final class CLISession: Sendable {
     }
 
     /// Starts `apphost daemon` on this state dir and waits for its ready line.
-    func startDaemon(_ extra: [String] = []) async throws -> CLIProcess {
-        let daemon = try start(["daemon"] + extra)
+    func startDaemon(_ extra: [String] = [], umask: mode_t? = nil) async throws -> CLIProcess {
+        let daemon = try start(["daemon"] + extra, umask: umask)
         guard let ready = await daemon.line(where: { $0.hasPrefix("apphost: daemon ready on") }) else {
             let exit = await daemon.waitForExit()
             throw CLITestFailure("the daemon never said it was ready (\(exit)); stderr:\n\(daemon.stderr)")

@@ -84,10 +84,11 @@ final class TestHost: Sendable {
     }
 
     /// Re-opens a host on an existing state directory.
-    init(reopening other: TempDir) throws {
+    init(reopening other: TempDir, configure: (inout HostConfiguration) -> Void = { _ in }) throws {
         dir = other
         var config = HostConfiguration(stateDirectory: other.path)
         config.productDirectories = [productsDirectory]
+        configure(&config)
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         supervisor = try Supervisor(configuration: config, group: group, logger: Logger(label: "test"))
         let s = supervisor
