@@ -81,7 +81,8 @@ let package = Package(
         // Sample apps (manifests in manifests/).
         .executableTarget(name: "PlainApp", dependencies: ["AppKitLess"], path: "Samples/PlainApp"),
         .executableTarget(name: "TaskHolderApp", dependencies: ["AppKitLess"], path: "Samples/TaskHolderApp"),
-        .executableTarget(name: "ProbeApp", dependencies: ["AppKitLess"], path: "Samples/ProbeApp"),
+        // AppHostProtocol for `--raw-unread`, which speaks the IPC without AppKitLess.
+        .executableTarget(name: "ProbeApp", dependencies: ["AppKitLess", "AppHostProtocol"], path: "Samples/ProbeApp"),
         .executableTarget(name: "RadioApp", dependencies: ["AppKitLess"], path: "Samples/RadioApp"),
         .executableTarget(name: "TrackerApp", dependencies: ["AppKitLess"], path: "Samples/TrackerApp"),
         .executableTarget(name: "PhoneApp", dependencies: ["AppKitLess"], path: "Samples/PhoneApp"),

@@ -259,6 +259,8 @@ struct Script: Equatable, Sendable {
         usage: ProbeApp [--on TRIGGER ACTION]... [--ignore-expiration] [--fetch-result PLAN]
                         [--push-result PLAN] [--bgtask complete|never|after:SECONDS]
                         [--bgtask-expire complete|ignore] [--events-completion now|never|finish] [--help]
+               ProbeApp --raw-unread N   (no AppKitLess: hello, N backgroundTimeRemaining
+                                          requests, then sleep reading no answer)
 
         A scripted AppHost app: at each callback it runs the actions given for it,
         in order, after printing "[ProbeApp] <delegate method> state=<state>".

@@ -5,6 +5,7 @@
 // services (audio, location, VoIP, BLE, accessories, push registration, background
 // fetch, BGTaskScheduler, background URLSession) and react to their events, or probe what the sandbox
 // lets it open.
+import AppHostProtocol
 import AppKitLess
 import Foundation
 
@@ -902,6 +903,34 @@ extension ProbeDelegate: BackgroundURLSessionDelegate {
             completion()
         }
     }
+}
+
+/// `ProbeApp --raw-unread N`: an app that never reads. Without AppKitLess it says hello on
+/// the IPC socket, sends N `backgroundTimeRemaining` requests and sleeps, reading none of
+/// the answers (the host must kill it once they pile up, not keep them).
+func rawUnread(_ count: Int) -> Never {
+    let fd = ProcessInfo.processInfo.environment[IPCProtocol.descriptorEnvironmentKey].flatMap { Int32($0) } ?? IPCProtocol.descriptor
+    func send(_ message: AppMessage) -> Bool {
+        guard let bytes = try? Frame.encode(message) else { return false }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { return false }
+        }
+        return true
+    }
+    var sent = 0
+    if send(.hello(version: IPCProtocol.version, pid: getpid())) {
+        while sent < count, send(.request(id: UInt64(sent + 1), request: .backgroundTimeRemaining)) { sent += 1 }
+    }
+    let line = Array("[ProbeApp] raw-unread: sent \(sent) requests, reading nothing\n".utf8)
+    _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    while true { pause() }
+}
+
+if CommandLine.arguments.count == 3, CommandLine.arguments[1] == "--raw-unread",
+   let count = Int(CommandLine.arguments[2]), (1...1_000_000).contains(count) {
+    rawUnread(count)
 }
 
 // APPHOST_BUNDLE_PATH: where the host says the bundle is (IPCProtocol.bundlePathEnvironmentKey).

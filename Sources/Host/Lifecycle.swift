@@ -127,6 +127,8 @@ public struct Lifecycle: Sendable, Equatable {
     public private(set) var placement: Placement = .foreground
     /// Background tasks held, by id.
     public private(set) var tasks: [Int: HeldTask] = [:]
+    /// Background tasks the app may hold at once; one more is a violation (kill, report).
+    public var maximumHeldTasks = AppBounds.standard.heldTasks
     /// Background-mode activities that keep the app running (audio playback, ...).
     public private(set) var activities: Set<String> = []
     /// Service events waiting for `didFinishLaunching` to return.
@@ -318,6 +320,8 @@ public struct Lifecycle: Sendable, Equatable {
             fx += enterForeground(cause: "foreground")
 
         // MARK: background tasks
+        case (_, .taskBegan(let id, _)) where tasks[id] == nil && tasks.count >= maximumHeldTasks:
+            fx += violation("holds more than \(maximumHeldTasks) background tasks at once (task \(id) would be one more)")
         case (_, .taskBegan(let id, let name)):
             if tasks[id] != nil {
                 fx.append(.log("background task \(id) begun twice"))

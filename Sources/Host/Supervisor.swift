@@ -51,6 +51,8 @@ public struct HostConfiguration: Sendable {
     /// Per-app uids and App Group gids, used when the host runs as root; nil runs every
     /// app as the host's uid (without capabilities), as a host run by a user always does.
     public var identities: IdentitySettings? = .standard
+    /// What one app can make the host keep or do (message rate, unread replies, tasks, names).
+    public var bounds: AppBounds = .standard
 
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
@@ -619,8 +621,9 @@ public actor Supervisor {
     /// A fresh runtime (new instance) for a launch.
     private func makeRuntime(_ id: String, _ row: Store.AppRow) {
         nextInstance += 1
-        let machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
+        var machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
                                 grace: configuration.terminationGracePeriod)
+        machine.maximumHeldTasks = configuration.bounds.heldTasks
         runtimes[id] = Runtime(machine: machine, instance: nextInstance, since: now())
     }
 
@@ -1027,7 +1030,8 @@ public actor Supervisor {
             runtimes[id]?.viewTree = tree
         case .ignoreSnapshotOnNextApplicationLaunch:
             runtimes[id]?.ignoreSnapshotsUntilActive = true
-        case .beginBackgroundTask(let taskID, let name):
+        case .beginBackgroundTask(let taskID, let rawName):
+            let name = configuration.bounds.taskName(rawName)
             events.append(.backgroundTask, app: id, pid: rt.pid,
                           cause: "beginBackgroundTask \(name.map { "\"\($0)\"" } ?? "") id \(taskID)", time: now())
             feed(id, .taskBegan(id: taskID, name: name))
@@ -1539,12 +1543,14 @@ public actor Supervisor {
                 try? log.close()
                 input.yield(.spawned(app: id, instance: instance, child: child))
                 do {
+                    let bounds = config.bounds
                     let channel = try await ClientBootstrap(group: group)
                         .channelOption(.autoRead, value: false)
+                        .channelOption(.writeBufferWaterMark, value: .init(low: bounds.unreadBytes / 2, high: bounds.unreadBytes))
                         .channelInitializer { channel in
                             channel.eventLoop.makeCompletedFuture {
                                 try channel.pipeline.syncOperations.addHandler(
-                                    AppConnectionHandler(app: id, instance: instance, input: input))
+                                    AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds))
                             }
                         }
                         .withConnectedSocket(hostEnd.rawValue)
@@ -1562,21 +1568,26 @@ public actor Supervisor {
 }
 
 /// Reads frames from one app's IPC socket and forwards decoded messages, in order,
-/// to the supervisor's input stream. A malformed or oversized frame reports a
-/// violation (the supervisor then kills the app) and nothing more is read.
+/// to the supervisor's input stream. A malformed or oversized frame, a flood of
+/// messages past the app's rate, or a reply buffer the app lets fill reports a
+/// violation (the supervisor then kills the app with a report) and nothing more is read.
 final class AppConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
     private let app: String
     private let instance: UInt64
     private let input: AsyncStream<Supervisor.Input>.Continuation
+    private let bounds: AppBounds
     private var decoder = FrameDecoder()
+    private var rate: MessageRateLimiter
     private var broken = false
 
-    init(app: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation) {
+    init(app: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation, bounds: AppBounds = .standard) {
         self.app = app
         self.instance = instance
         self.input = input
+        self.bounds = bounds
+        rate = MessageRateLimiter(burst: bounds.messageBurst, perSecond: bounds.messagesPerSecond)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -1585,15 +1596,32 @@ final class AppConnectionHandler: ChannelInboundHandler {
         decoder.append(buffer.readableBytesView)
         do {
             while let payload = try decoder.next() {
+                // Counted here, where it is read, so a flood never piles up in the
+                // supervisor's input stream: the app is stopped at the rate it crosses.
+                guard rate.take() else {
+                    fail("flooded the host: more than \(bounds.messageBurst) messages at once, or more than \(bounds.messagesPerSecond) a second after that")
+                    return
+                }
                 let message = try Frame.decode(AppMessage.self, from: payload)
                 input.yield(.message(app: app, instance: instance, message))
             }
         } catch {
             // Stop reading; the supervisor kills the app, and its death closes the
             // socket. Closing first would let the app exit on EOF before the kill.
-            broken = true
-            input.yield(.violation(app: app, instance: instance, "\(error)"))
+            fail("\(error)")
         }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if !context.channel.isWritable, !broken {
+            fail("does not read what the host sends: more than \(ByteCountText.format(UInt64(bounds.unreadBytes))) of replies and callbacks wait unread")
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func fail(_ reason: String) {
+        broken = true
+        input.yield(.violation(app: app, instance: instance, reason))
     }
 
     func channelInactive(context: ChannelHandlerContext) {

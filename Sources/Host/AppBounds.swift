@@ -1,0 +1,61 @@
+import Foundation
+
+/// What one app can make the host keep or do (issue 14): every input an app controls
+/// has a bound, and an app past one is killed with a report (namespace APPHOST) rather
+/// than slowing or filling the host for everyone.
+public struct AppBounds: Sendable, Equatable {
+    /// IPC messages an app may send at once, and per second after that (a token bucket
+    /// on the real clock, whatever the host's clock). Ten thousand background downloads
+    /// enqueued at once fit in the burst; a flood at full speed is stopped within a
+    /// fraction of a second.
+    public var messageBurst: Int = 20_000
+    /// See ``messageBurst``.
+    public var messagesPerSecond: Int = 2_000
+    /// Bytes the host may have written to an app that it has not read (the socket's
+    /// write buffer above the kernel's): an app that asks and never reads the answers is
+    /// killed past it.
+    public var unreadBytes: Int = 4 << 20
+    /// Background tasks one app may hold at once (iOS names no limit; an app holding a
+    /// thousand has lost count of them).
+    public var heldTasks: Int = 1_000
+    /// The longest background-task name kept, in characters: a longer one is cut there
+    /// (iOS keeps any name, for debugging only).
+    public var taskNameLength: Int = 256
+
+    public init() {}
+
+    /// The bounds in force unless the configuration says otherwise.
+    public static let standard = AppBounds()
+
+    /// `name` cut to ``taskNameLength`` characters, with "…" saying so.
+    func taskName(_ name: String?) -> String? {
+        guard let name, name.count > taskNameLength else { return name }
+        return String(name.prefix(taskNameLength)) + "…"
+    }
+}
+
+/// A token bucket: `burst` tokens, refilled at `perSecond`; each message takes one.
+struct MessageRateLimiter {
+    private let burst: Double
+    private let perSecond: Double
+    private var tokens: Double
+    private var last: ContinuousClock.Instant
+
+    init(burst: Int, perSecond: Int, now: ContinuousClock.Instant = ContinuousClock.now) {
+        self.burst = Double(max(1, burst))
+        self.perSecond = Double(max(0, perSecond))
+        tokens = self.burst
+        last = now
+    }
+
+    /// Takes one token; false when none is left (the sender is over its rate).
+    mutating func take(now: ContinuousClock.Instant = ContinuousClock.now) -> Bool {
+        let elapsed = now - last
+        last = now
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        tokens = min(burst, tokens + seconds * perSecond)
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
+    }
+}
