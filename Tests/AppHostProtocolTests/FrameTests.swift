@@ -177,4 +177,23 @@ struct BudgetTests {
         try Data(#"{"budgets": {"expirationWarning": 60}}"#.utf8).write(to: file)
         #expect(throws: BudgetError.self) { try HostConfigFile.resolve(profile: nil, file: try HostConfigFile.load(path: file.path)) }
     }
+
+    @Test func configFileSetsTheIdentityRangeOrTurnsItOff() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ids-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("config.json")
+        func load(_ json: String) throws -> IdentityConfig? {
+            try Data(json.utf8).write(to: file)
+            return try HostConfigFile.load(path: file.path).identities
+        }
+        #expect(try load("{}") == nil)
+        #expect(try load(#"{"identities": false}"#) == IdentityConfig(enabled: false))
+        #expect(try load(#"{"identities": {"first": 70000, "count": 500, "registry": "ids"}}"#)
+                == IdentityConfig(first: 70_000, count: 500, registry: dir.path + "/ids"))
+        for bad in [#"{"identities": {"first": 0}}"#, #"{"identities": {"count": 0}}"#, #"{"identities": {"frist": 1}}"#,
+                    #"{"identities": {"first": 4294967000, "count": 1000}}"#, #"{"identities": "on"}"#] {
+            #expect(throws: BudgetError.self, "\(bad)") { try load(bad) }
+        }
+    }
 }
