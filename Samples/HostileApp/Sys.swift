@@ -20,7 +20,7 @@ func errnoName(_ code: Int32) -> String {
         EPROTONOSUPPORT: "EPROTONOSUPPORT", ESOCKTNOSUPPORT: "ESOCKTNOSUPPORT", EOPNOTSUPP: "EOPNOTSUPP",
         EPFNOSUPPORT: "EPFNOSUPPORT", EAFNOSUPPORT: "EAFNOSUPPORT", ECONNREFUSED: "ECONNREFUSED",
         ECONNRESET: "ECONNRESET", ETIMEDOUT: "ETIMEDOUT", EDQUOT: "EDQUOT", EKEYREVOKED: "EKEYREVOKED",
-        ENOKEY: "ENOKEY", EDEADLK: "EDEADLK",
+        ENOKEY: "ENOKEY", EDEADLK: "EDEADLK", ENODATA: "ENODATA",
     ]
     return names[code] ?? "errno \(code)"
 }
@@ -37,10 +37,14 @@ enum SyscallNumber {
     #if arch(x86_64)
     static let ptrace = 101, bpf = 321, perfEventOpen = 298, keyctl = 250, addKey = 248
     static let capget = 125, prctl = 157, unshare = 272, setns = 308
+    static let setxattr = 188, removexattr = 197, getpriority = 140, setpriority = 141
+    static let prlimit64 = 302, userfaultfd = 323
     static let fork: Int? = 57
     #elseif arch(arm64)
     static let ptrace = 117, bpf = 280, perfEventOpen = 241, keyctl = 219, addKey = 217
     static let capget = 90, prctl = 167, unshare = 97, setns = 268
+    static let setxattr = 5, removexattr = 14, getpriority = 141, setpriority = 140
+    static let prlimit64 = 261, userfaultfd = 282
     static let fork: Int? = nil  // clone only
     #else
     #error("HostileApp knows the syscall numbers of x86_64 and arm64 only")
@@ -286,6 +290,20 @@ func boundUnixSockets() -> [UInt64: UnixAddress] {
         found[inode] = path.hasPrefix("@") ? .abstract(String(path.dropFirst())) : .path(path)
     }
     return found
+}
+
+/// The names of the abstract UNIX sockets someone listens on (`/proc/net/unix`
+/// entries with `__SO_ACCEPTCON`, 0x10000, in their flags), sorted.
+func listeningAbstractSockets() -> [String] {
+    guard let text = readText("/proc/net/unix", limit: 4 << 20) else { return [] }
+    var names: Set<String> = []
+    for line in text.split(separator: "\n").dropFirst() {
+        let fields = line.split(separator: " ", maxSplits: 7, omittingEmptySubsequences: true)
+        guard fields.count == 8, let flags = UInt32(fields[3], radix: 16), flags & 0x10000 != 0,
+              fields[7].hasPrefix("@") else { continue }
+        names.insert(String(fields[7].dropFirst()))
+    }
+    return names.sorted()
 }
 
 // MARK: - Privileges

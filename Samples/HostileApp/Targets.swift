@@ -1,6 +1,7 @@
 // What the attempts aim at: given on the command line (tests give all of them), or
 // found the way an attacker would (the parent is the host, the state directory is
-// two levels above the container, the other apps are the host's other children).
+// two levels above the container, the other apps are the host's other children,
+// the transfer daemon is the one named apphost-transferd).
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -27,6 +28,10 @@ struct Targets {
     var abstractName: String?
     /// A file no app may read.
     var secretFile = "/etc/shadow"
+    /// A file outside every container that is not this app's (its mode, owner,
+    /// times and extended attributes): the test's root-owned file, else the
+    /// state directory's `containers` folder.
+    var outsideFile: String?
     /// A descriptor number the host may have leaked to this app.
     var leakedDescriptor: Int32?
     /// A setuid executable that prints `privileges ...` when run with
@@ -36,7 +41,7 @@ struct Targets {
     static let usage = """
         usage: HostileApp [--state-dir DIR] [--host-pid N] [--victim-container DIR] [--victim-file FILE]
                           [--victim-pid N] [--transferd-pid N] [--control-socket PATH] [--abstract-name NAME]
-                          [--secret-file FILE] [--leaked-fd N] [--setuid-helper PATH]
+                          [--secret-file FILE] [--outside-file FILE] [--leaked-fd N] [--setuid-helper PATH]
                HostileApp --report-privileges
                HostileApp --help
 
@@ -44,8 +49,11 @@ struct Targets {
         (didFinishLaunching). One line per attempt on stdout:
           [Hostile] ATTEMPT <name> denied|ALLOWED|skipped <detail>
         then `[Hostile] done <count>`. Targets not given are looked for: the state directory two
-        levels above HOME, the host as the parent process, the victim as another container and
-        another child of the host, the transfer daemon as the host's child named apphost-transferd.
+        levels above HOME, the host as the parent process, the victim as another child of the host
+        and its container (guessed from its executable's name, as the folder cannot be listed),
+        the transfer daemon as the host's child named apphost-transferd,
+        the outside file as the state directory's containers folder, an abstract socket as one
+        the host or anyone else listens on.
         --report-privileges prints `privileges uid=.. euid=.. capeff=.. capprm=.. nnp=..` and exits
         (what the exec attempts run).
         """
@@ -79,6 +87,7 @@ struct Targets {
             case "--control-socket": t.controlSocket = value
             case "--abstract-name": t.abstractName = value
             case "--secret-file": t.secretFile = value
+            case "--outside-file": t.outsideFile = value
             case "--leaked-fd":
                 guard let fd = Int32(value), fd >= 0 else { return .failure(ParseError("--leaked-fd: not a descriptor: \(value)")) }
                 t.leakedDescriptor = fd
@@ -105,25 +114,54 @@ struct Targets {
             let parent = getppid()
             if parent > 1 { hostPID = parent }
         }
+        let mine = container.map { String($0.split(separator: "/").last ?? "") }
         if victimContainer == nil, let stateDirectory {
-            let mine = container.map { String($0.split(separator: "/").last ?? "") }
+            // Listed, where the sandbox allows it (it does not: the containers folder
+            // is outside this app's grants).
             let others = listDirectory(stateDirectory + "/containers").names.filter { $0 != mine }.sorted()
             if let first = others.first { victimContainer = stateDirectory + "/containers/" + first }
+        }
+        // The host's other children: the transfer daemon (by its name, which
+        // /proc/<pid>/comm shows to anyone) and the other apps.
+        var otherApps: [Int32] = []
+        if let hostPID {
+            for pid in Self.children(of: hostPID) where pid != ownPID {
+                if commandName(of: pid)?.hasPrefix("apphost-transfe") == true {
+                    if transferdPID == nil { transferdPID = pid }
+                } else {
+                    otherApps.append(pid)
+                }
+            }
+        }
+        if let stateDirectory, victimContainer == nil || victimPID == nil {
+            // An app's HOME (environ, cwd) is ptrace-checked and the containers folder
+            // cannot be listed, but a container's name is a bundle identifier and a
+            // lookup by name is not refused: guess it from another app's executable
+            // (/proc/<pid>/cmdline), under this app's own prefix (com.example.hostile:
+            // com.example.), and keep the guess that exists.
+            for pid in otherApps where victimPID == nil || victimPID == pid {
+                guard let found = Self.guessContainer(of: pid, in: stateDirectory + "/containers", mine: mine),
+                      victimContainer == nil || victimContainer == found else { continue }
+                victimContainer = found
+                victimPID = pid
+                break
+            }
         }
         if victimFile == nil, let victimContainer {
             victimFile = Self.firstFile(in: victimContainer, depth: 3)
         }
-        if let hostPID, victimPID == nil || transferdPID == nil {
-            for pid in Self.children(of: hostPID) where pid != ownPID {
-                if transferdPID == nil, commandName(of: pid)?.hasPrefix("apphost-transfe") == true {
-                    transferdPID = pid
-                } else if victimPID == nil, let victimContainer, Self.home(of: pid) == victimContainer {
-                    victimPID = pid
-                }
-            }
+        if victimPID == nil, let victimContainer {
+            victimPID = otherApps.first { Self.home(of: $0) == victimContainer }
         }
+        // Whose container it is cannot always be told: another app's process will do.
+        if victimPID == nil { victimPID = otherApps.first }
+        // The folder of every container: the host's, outside this app's, and nothing
+        // writes it but an install (the host's database and event log are written all
+        // the time, and an mtime set back to what it was could undo a write's).
+        if outsideFile == nil, let stateDirectory { outsideFile = stateDirectory + "/containers" }
         if abstractName == nil, let hostPID {
-            // An abstract socket the host listens on, if it has one.
+            // An abstract socket the host listens on, if it has one (its descriptors
+            // are ptrace-checked: hidden from a sandboxed app).
             let bound = boundUnixSockets()
             for socket in ProcessDescriptors(of: hostPID).sockets {
                 if case .abstract(let name)? = bound[socket.inode] {
@@ -132,6 +170,40 @@ struct Targets {
                 }
             }
         }
+        if abstractName == nil {
+            // Else anyone's: /proc/net/unix lists every listening abstract socket.
+            abstractName = listeningAbstractSockets().first
+        }
+    }
+
+    /// A file of another app: the victim file, else its container's Documents
+    /// folder, which every launched app has (the sandbox refuses the container's
+    /// listing, not a lookup by name).
+    var victimPath: String? {
+        victimFile ?? victimContainer.map { $0 + "/Documents" }
+    }
+
+    /// The container (`containers/<bundle-id>`) of the app running as `pid`, guessed
+    /// from its executable's name (`ProbeApp`: `probe`, `probeapp`, `ProbeApp`, under
+    /// this app's identifier prefix and bare), or nil when no guess exists.
+    static func guessContainer(of pid: Int32, in containers: String, mine: String?) -> String? {
+        guard let cmdline = readText("/proc/\(pid)/cmdline", limit: 4096),
+              let argv0 = cmdline.split(separator: "\u{0}").first,
+              let name = argv0.split(separator: "/").last.map(String.init), !name.isEmpty else { return nil }
+        var stems = [name.lowercased(), name]
+        if name.hasSuffix("App"), name.count > 3 { stems.insert(String(name.dropLast(3)).lowercased(), at: 0) }
+        var prefixes = [""]
+        if let mine, let dot = mine.lastIndex(of: ".") { prefixes.insert(String(mine[...dot]), at: 0) }
+        for prefix in prefixes {
+            for stem in stems {
+                let candidate = prefix + stem
+                guard candidate != mine, !candidate.contains("/") else { continue }
+                var st = stat()
+                let path = containers + "/" + candidate
+                if stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR { return path }
+            }
+        }
+        return nil
     }
 
     /// A process's HOME (from `/proc/<pid>/environ`, else its working directory).

@@ -36,7 +36,7 @@ final class HostileDelegate: ApplicationDelegate {
     func didFinishLaunching(_ application: Application, options: LaunchOptions) -> Bool {
         let t = context.targets
         func show<T>(_ value: T?) -> String { value.map { "\($0)" } ?? "-" }
-        say("[Hostile] targets state=\(show(t.stateDirectory)) host=\(show(t.hostPID)) victim=\(show(t.victimPID)) victim-container=\(show(t.victimContainer)) transferd=\(show(t.transferdPID)) control=\(show(t.controlSocket)) abstract=\(show(t.abstractName))")
+        say("[Hostile] targets state=\(show(t.stateDirectory)) host=\(show(t.hostPID)) victim=\(show(t.victimPID)) victim-container=\(show(t.victimContainer)) transferd=\(show(t.transferdPID)) control=\(show(t.controlSocket)) abstract=\(show(t.abstractName)) outside=\(show(t.outsideFile))")
         say("[Hostile] \(Privileges.current().line)")
         let attempts = allAttempts()
         for attempt in attempts {

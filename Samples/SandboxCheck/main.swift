@@ -47,7 +47,9 @@
 // Every probe uses arguments that fail harmlessly even without the filter and
 // as root (bad magic, bad flags, nonexistent paths, NULL pointers), so running
 // it unsandboxed changes nothing; under the filter each must report EPERM
-// (clone3: ENOSYS).
+// (clone3: ENOSYS). Two are meant to succeed under the baseline too:
+// prlimit64-self (pid 0, reads and sets nothing) and setpriority-self (its own
+// nice value, set to what it is).
 import CAppHostSys
 import Dispatch
 import Foundation
@@ -102,6 +104,16 @@ let noneType = cString("none")
 let emptyString = cString("")
 let noSuchModule = cString("aph_no_such_module")
 
+/// This thread's nice value (the raw getpriority syscall returns 20 - nice), so
+/// the setpriority-self probe sets what is already there.
+let ownNice: Int = {
+    var number: Int32 = 0
+    var raw = 0
+    guard aph_seccomp_resolve("getpriority", &number) == 0,
+          aph_syscall6(Int(number), 0, 0, 0, 0, 0, 0, &raw) == 0 else { return 0 }
+    return 20 - raw
+}()
+
 let CLONE_NEWUSER_FLAG = 0x1000_0000
 let CLONE_FS_FLAG = 0x0000_0200
 
@@ -133,6 +145,18 @@ let probes: [(String, String, [Int])] = [
     ("clone3", "clone3", [0 /* NULL args */, 0]),
     // NULL params: EFAULT unless the filter denies it (socket families denied).
     ("io_uring_setup", "io_uring_setup", [1, 0]),
+    // UFFD_USER_MODE_ONLY (which any process may ask for) with an unknown flag:
+    // EINVAL, no descriptor, unless the filter denies it.
+    ("userfaultfd", "userfaultfd", [0x4000_0001]),
+    // Another process's limits and nice value: no such pid (ESRCH) unless the
+    // filter denies it; a which the kernel does not know (EINVAL) with who 0.
+    ("prlimit64-other", "prlimit64", [0x7fff_ffff, Int(RLIMIT_NOFILE.rawValue), 0, 0]),
+    ("setpriority-other", "setpriority", [0 /* PRIO_PROCESS */, 0x7fff_ffff, 0]),
+    ("setpriority-which", "setpriority", [3 /* no such which */, 0, 0]),
+    // Its own: a read of nothing (NULL new and old limits), and its own nice
+    // value set to what it is. Both must stay allowed (glibc, libdispatch).
+    ("prlimit64-self", "prlimit64", [0, Int(RLIMIT_NOFILE.rawValue), 0, 0]),
+    ("setpriority-self", "setpriority", [0 /* PRIO_PROCESS */, 0, ownNice]),
 ]
 
 // MARK: - PDEATHSIG mode

@@ -13,7 +13,11 @@ import Glibc
 public struct SeccompPolicy: Sendable, Hashable {
     /// Whether a filter is loaded at all.
     public var isEnabled: Bool
-    /// Deny `SeccompPolicy.baselineDeniedSyscalls`.
+    /// Deny `SeccompPolicy.baselineDeniedSyscalls`, and by argument another
+    /// process's limits and nice value: `prlimit64` with a pid other than 0,
+    /// `setpriority` with a `who` other than 0 or a `which` other than
+    /// `PRIO_PROCESS` (glibc's `getrlimit`/`setrlimit` pass pid 0, libdispatch
+    /// sets its workers' nice value with `setpriority(PRIO_PROCESS, 0, n)`).
     public var deniesBaseline: Bool
     /// Deny creating namespaces through clone/clone3 (unshare and setns are
     /// in the baseline).
@@ -61,7 +65,8 @@ public struct SeccompPolicy: Sendable, Hashable {
         SeccompPolicy(extraDenied: extraDenied)
     }
 
-    /// The syscalls the baseline denies with EPERM.
+    /// The syscalls the baseline denies with EPERM whatever their arguments
+    /// (`prlimit64` and `setpriority` are denied by argument, not listed).
     public static var baselineDeniedSyscalls: [String] {
         var count = 0
         guard let names = aph_seccomp_baseline_names(&count) else { return [] }

@@ -63,7 +63,10 @@
 
 // Kernel-wide or cross-process powers no app needs: tracing, namespaces and
 // mounts (old and new mount API), BPF and perf, modules and kexec, reboot,
-// the kernel keyring, other processes' memory, swap, clock setting.
+// the kernel keyring, other processes' memory, swap, clock setting, and
+// userfaultfd (a way to stall the kernel mid-copy that exploits use; container
+// runtimes' default profiles deny it too). Other processes' limits and nice
+// values are denied by argument (aph_seccomp_compile).
 static const char *const aph_baseline_names[] = {
     "ptrace", "mount", "umount2", "unshare", "setns", "bpf", "perf_event_open",
     "kexec_load", "kexec_file_load", "init_module", "finit_module",
@@ -71,7 +74,7 @@ static const char *const aph_baseline_names[] = {
     "process_vm_readv", "process_vm_writev", "pivot_root", "swapon", "swapoff",
     "open_by_handle_at", "fsopen", "fsconfig", "fsmount", "fspick",
     "move_mount", "open_tree", "quotactl", "acct", "settimeofday",
-    "clock_settime", "iopl", "ioperm",
+    "clock_settime", "iopl", "ioperm", "userfaultfd",
 };
 
 const char *const *aph_seccomp_baseline_names(size_t *count_out) {
@@ -149,6 +152,26 @@ int aph_seccomp_compile(const struct aph_seccomp_settings *s,
             int nr = seccomp_syscall_resolve_name(aph_baseline_names[i]);
             if (nr == __NR_SCMP_ERROR) continue; // not on this architecture
             rc = seccomp_rule_add(ctx, deny, nr, 0);
+        }
+    }
+    if (rc == 0 && s->include_baseline) {
+        // Another process's resource limits and nice value, which the kernel
+        // allows to the same uid: prlimit64 with a pid (argument 0) other
+        // than 0 (itself); setpriority with a who (argument 1) other than 0
+        // or a which (argument 0) other than PRIO_PROCESS (PRIO_USER with who
+        // 0 is every process of the caller's uid). glibc's getrlimit and
+        // setrlimit call prlimit64(0, ...); libdispatch sets its workers' nice
+        // value with setpriority(PRIO_PROCESS, 0, n). pid_t, id_t and the
+        // which enum are 32 bits: comparing all 64 with 0 denies a value whose
+        // low half is 0 and high half is not, which the kernel reads as 0:
+        // more than needed, never less.
+        rc = seccomp_rule_add(ctx, deny, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_NE, 0));
+        if (rc == 0) {
+            rc = seccomp_rule_add(ctx, deny, SCMP_SYS(setpriority), 1, SCMP_A1(SCMP_CMP_NE, 0));
+        }
+        if (rc == 0) {
+            rc = seccomp_rule_add(ctx, deny, SCMP_SYS(setpriority), 1,
+                                  SCMP_A0(SCMP_CMP_NE, (uint64_t)PRIO_PROCESS));
         }
     }
     for (size_t i = 0; i < s->extra_denied_count && rc == 0; i++) {

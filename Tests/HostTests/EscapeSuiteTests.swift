@@ -1,5 +1,6 @@
 import AppHostProtocol
 import AppHostSystem
+import CAppHostSys
 import Foundation
 import Logging
 import NIOPosix
@@ -22,11 +23,16 @@ struct EscapeExpectation: Sendable {
     /// The Landlock ABI that layer needs, when it is Landlock alone: on a kernel
     /// without it an ALLOWED result cannot be judged and is reported as skipped.
     let landlockABI: Int?
+    /// Whether that layer is the app's own uid, which only a root host gives apps:
+    /// under a host that is not root, apps run as the host's user, so an ALLOWED
+    /// result cannot be judged and is reported as skipped.
+    let needsRootHost: Bool
 
-    init(_ attempt: String, _ layer: String, landlock: Int? = nil) {
+    init(_ attempt: String, _ layer: String, landlock: Int? = nil, rootHost: Bool = false) {
         self.attempt = attempt
         self.layer = layer
         self.landlockABI = landlock
+        self.needsRootHost = rootHost
     }
 
     /// The list for a run: without a setuid helper of the test's (it cannot make one
@@ -50,7 +56,12 @@ struct EscapeExpectation: Sendable {
     ///   socket(AF_UNIX) of their own, and behind it the control server refuses a
     ///   peer whose credentials (SO_PEERCRED) are an app's process;
     /// - an app makes no process (seccomp, as iOS), so the exec attempts, which spawn
-    ///   a helper, fail at the spawn; no_new_privs would stop the gain behind it.
+    ///   a helper, fail at the spawn; no_new_privs would stop the gain behind it;
+    /// - Landlock (up to ABI 7) does not cover a file's metadata (chmod, chown,
+    ///   utimensat, xattrs), stat, or inotify watches: what stops those on another's
+    ///   files is DAC, which needs the app to run as a uid of its own (a root host
+    ///   gives each app one; its container is 0700, the state dir 0700). A uid-0 app
+    ///   without capabilities still owns root's files.
     static let all: [EscapeExpectation] = [
         .init("victim-container-read", "Landlock: own container only", landlock: 1),
         .init("victim-container-write", "Landlock: own container only", landlock: 1),
@@ -63,6 +74,13 @@ struct EscapeExpectation: Sendable {
         .init("dev-mem", "Landlock; no CAP_SYS_RAWIO", landlock: 1),
         .init("mknod", "no CAP_MKNOD; Landlock"),
         .init("inherited-fd", "spawn closes every descriptor above 3"),
+        .init("chmod-outside", "DAC: the app's own uid (not the owner; no CAP_FOWNER)", rootHost: true),
+        .init("chown-outside", "DAC: the app's own uid (not the owner; no CAP_CHOWN)", rootHost: true),
+        .init("setxattr-outside", "DAC: the app's own uid (no write permission)", rootHost: true),
+        .init("removexattr-outside", "DAC: the app's own uid (no write permission)", rootHost: true),
+        .init("utimensat-outside", "DAC: the app's own uid (not the owner; no CAP_FOWNER)", rootHost: true),
+        .init("victim-stat", "DAC: the app's own uid (the victim's container is 0700)", rootHost: true),
+        .init("victim-inotify", "DAC: the app's own uid (the victim's container is 0700)", rootHost: true),
         .init("signal-host", "Landlock signal scope", landlock: 6),
         .init("signal-victim", "Landlock signal scope", landlock: 6),
         .init("signal-transferd", "Landlock signal scope", landlock: 6),
@@ -74,6 +92,10 @@ struct EscapeExpectation: Sendable {
         .init("victim-proc-environ", "no caps: with CAP_SYS_PTRACE Landlock allows it"),
         .init("host-steal-fd", "Landlock ptrace rule"),
         .init("transferd-steal-fd", "Landlock ptrace rule"),
+        .init("prlimit-host", "seccomp: prlimit64 of another pid; behind it DAC: the app's own uid"),
+        .init("prlimit-transferd", "seccomp: prlimit64 of another pid; behind it DAC: the app's own uid"),
+        .init("setpriority-host", "seccomp: setpriority of another pid; behind it DAC: the app's own uid"),
+        .init("setpriority-transferd", "seccomp: setpriority of another pid; behind it DAC: the app's own uid"),
         .init("transferd-connect", "no named socket; seccomp: no AF_UNIX socket; Landlock ptrace rule on /proc"),
         .init("control-socket", "seccomp: no AF_UNIX socket of its own; else the host refuses an app peer (SO_PEERCRED)"),
         .init("abstract-socket", "seccomp: no AF_UNIX socket of its own; else the Landlock abstract-socket scope", landlock: 6),
@@ -84,6 +106,7 @@ struct EscapeExpectation: Sendable {
         .init("perf-event-open", "seccomp"),
         .init("keyctl", "seccomp"),
         .init("add-key", "seccomp"),
+        .init("userfaultfd", "seccomp; /dev/userfaultfd: Landlock (no such device granted)"),
         .init("fork", "seccomp: no process creation"),
         .init("spawn-process", "seccomp: no process creation"),
         .init("hold-capabilities", "capabilities dropped at spawn"),
@@ -141,8 +164,9 @@ struct EscapeRow: Sendable {
     var detail: String
     var judgement: Judgement
 
-    /// Judges the app's line for `expectation` on a kernel with `landlockABI`.
-    init(_ expectation: EscapeExpectation, _ line: AttemptLine?, landlockABI: Int?) {
+    /// Judges the app's line for `expectation` on a kernel with `landlockABI`, under a
+    /// host whose effective uid is `hostUID`.
+    init(_ expectation: EscapeExpectation, _ line: AttemptLine?, landlockABI: Int?, hostUID: uid_t = geteuid()) {
         attempt = expectation.attempt
         expected = "denied (\(expectation.layer))"
         guard let line else {
@@ -164,6 +188,10 @@ struct EscapeRow: Sendable {
                 judgement = .skipped("needs Landlock ABI \(needed), this kernel has \(have)")
                 result = "skipped"
                 detail = "\(line.verdict), but \(have) here: cannot be judged (\(line.detail))"
+            } else if expectation.needsRootHost, hostUID != 0 {
+                judgement = .skipped("needs a root host (apps get a uid of their own only there); this host is uid \(hostUID)")
+                result = "skipped"
+                detail = "\(line.verdict), but the host is not root: cannot be judged (\(line.detail))"
             } else {
                 judgement = .failed
             }
@@ -213,6 +241,65 @@ struct AbstractListener {
     }
 
     func close() { _ = Glibc.close(descriptor) }
+}
+
+/// A file outside the state directory that belongs to the test (root's when the
+/// test is root), mode 0600, in a folder anyone may search (0755), so what stops an
+/// app is the file's own owner and mode, not the path to it. Its stat and content,
+/// to compare after the attack.
+struct OutsideFile {
+    let dir: TempDir
+    let path: String
+    let content: String
+    let before: stat
+
+    init() throws {
+        dir = try TempDir("out")
+        guard chmod(dir.path, 0o755) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        path = dir.path + "/outside-target"
+        content = "outside the state dir \(UUID().uuidString)\n"
+        guard FileManager.default.createFile(atPath: path, contents: Data(content.utf8), attributes: [.posixPermissions: 0o600]),
+              chmod(path, 0o600) == 0 else {
+            dir.remove()
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            dir.remove()
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+        before = st
+    }
+
+    /// What changed since it was made (ctime aside: a no-op chmod that got
+    /// through moves it), one phrase each; empty when nothing did.
+    func changes() -> [String] {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return ["stat: errno \(errno)"] }
+        var changed: [String] = []
+        if st.st_mode != before.st_mode { changed.append("mode \(String(before.st_mode, radix: 8)) -> \(String(st.st_mode, radix: 8))") }
+        if st.st_uid != before.st_uid || st.st_gid != before.st_gid {
+            changed.append("owner \(before.st_uid):\(before.st_gid) -> \(st.st_uid):\(st.st_gid)")
+        }
+        if st.st_mtim.tv_sec != before.st_mtim.tv_sec || st.st_mtim.tv_nsec != before.st_mtim.tv_nsec { changed.append("mtime") }
+        if (try? String(contentsOfFile: path, encoding: .utf8)) != content { changed.append("content") }
+        // listxattr(2): the Glibc module has no <sys/xattr.h>.
+        var number: Int32 = 0
+        if aph_seccomp_resolve("listxattr", &number) == 0 {
+            var names = [CChar](repeating: 0, count: 4096)
+            var length = 0
+            let e = path.withCString { p in
+                names.withUnsafeMutableBufferPointer { b in
+                    aph_syscall6(Int(number), Int(bitPattern: p), Int(bitPattern: b.baseAddress), b.count, 0, 0, 0, &length)
+                }
+            }
+            if e == 0 {
+                let list = names.prefix(length).split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
+                if list.contains(where: { $0.hasPrefix("user.") }) { changed.append("user xattrs: \(list)") }
+            }
+        }
+        return changed
+    }
 }
 
 /// The `TracerPid:` of a process (0 when nobody traces it), or nil.
@@ -303,6 +390,8 @@ struct EscapeSuiteTests {
     func attack(_ host: TestHost, controlPath: String, listener: AbstractListener?, leaked: inout Int32) async throws {
         let bundleDir = try TempDir("hb")
         defer { bundleDir.remove() }
+        let outside = try OutsideFile()
+        defer { outside.dir.remove() }
         let bundle = try hostileBundle(in: bundleDir)
         let state = host.dir.path
         // The transfer daemon, up and ready.
@@ -336,6 +425,7 @@ struct EscapeSuiteTests {
             "--state-dir", state, "--host-pid", "\(getpid())",
             "--victim-container", victimContainer, "--victim-file", secretPath, "--victim-pid", "\(victimPID)",
             "--transferd-pid", "\(transferd)", "--control-socket", controlPath, "--secret-file", "/etc/shadow",
+            "--outside-file", outside.path,
         ]
         if let listener { arguments += ["--abstract-name", listener.name] }
         if leaked >= 0 { arguments += ["--leaked-fd", "\(leaked)"] }
@@ -403,6 +493,8 @@ struct EscapeSuiteTests {
         let planted = victimContainer + "/Documents/hostile-was-here"
         #expect(!FileManager.default.fileExists(atPath: planted), "nothing was planted in the victim's container")
         #expect(!FileManager.default.fileExists(atPath: state + "/hostile-was-here"), "nothing was planted in the state dir")
+        // The outside file: a metadata attempt that got through set what was there.
+        #expect(outside.changes().isEmpty, "the outside file changed: \(outside.changes())")
         // The app's verdicts agree with what the files show.
         if byName["victim-container-write"]?.verdict == "denied" { #expect(!FileManager.default.fileExists(atPath: planted)) }
         // The transfer daemon: same process, alive, untraced.

@@ -28,7 +28,10 @@ struct aph_bpf_program {
 /// What `aph_seccomp_compile` puts in the filter. The default action is
 /// "allow"; denied calls fail with `deny_errno` (EPERM when 0).
 struct aph_seccomp_settings {
-    /// Deny the baseline list (`aph_seccomp_baseline_names`).
+    /// Deny the baseline list (`aph_seccomp_baseline_names`), and by argument
+    /// prlimit64 of a pid other than 0 and setpriority of a who other than 0
+    /// or a which other than PRIO_PROCESS (another process's limits and nice
+    /// value).
     int include_baseline;
     /// Deny clone3 with ENOSYS (glibc then falls back to clone) and clone with
     /// any CLONE_NEW* flag with `deny_errno`. Threads keep working (and fork,
