@@ -233,10 +233,13 @@ extension AppHostBench {
     struct LaunchCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "launch", abstract: "Launch vs bare posix_spawn → hello.")
         @OptionGroup var common: CommonOptions
+        @Flag(help: "Run the app as the host's uid (no per-app uid), to measure what the uid costs a launch.")
+        var noIdentities = false
 
         func run() async throws {
             var report = Report()
-            report.sections = try await LaunchBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
+            report.sections = try await LaunchBench(iterations: common.iterations, warmup: common.warmup, executable: common.app,
+                                                    identities: !noIdentities).run()
             try report.emit(json: common.json)
         }
     }

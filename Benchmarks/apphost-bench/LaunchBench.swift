@@ -21,6 +21,8 @@ struct LaunchBench {
     let iterations: Int
     let warmup: Int
     let executable: String
+    /// Per-app uids (a root host's default); false runs the app as the host's uid.
+    var identities = true
 
     func run() async throws -> [Section] {
         let path = productsDirectory + "/" + executable
@@ -39,7 +41,7 @@ struct LaunchBench {
             environment[String(parts[0])] = String(parts[1])
         }
 
-        let host = try InProcessHost(label: "launch")
+        let host = try InProcessHost(label: "launch") { if !identities { $0.identities = nil } }
         let id = "com.bench.launch"
         // Row (c'): the confinement an installed app gets, around a state directory of its own.
         let stateForRules = try TempDir("rules")
