@@ -48,6 +48,11 @@ public struct HostConfiguration: Sendable {
 
     /// The push gateway (APNs provider API over HTTP/2), or nil for none.
     public var pushGateway: PushGatewaySettings?
+    /// When `events.jsonl` is rotated and how many older files are kept.
+    public var eventLog = EventLogLimits()
+    /// How long a control connection may take to send its request before it is closed
+    /// (`events --follow` streams are not timed once streaming).
+    public var controlRequestTimeout: Duration = .seconds(10)
 
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
@@ -201,6 +206,10 @@ public actor Supervisor {
     private var stoppedWaiters: [CheckedContinuation<Void, Never>] = []
     /// Transitions of the current step, written in one transaction at its end.
     private var pendingTransitions: [Store.TransitionRow] = []
+    /// Transition writes the database refused (counted on GRDB's queue).
+    private let databaseFailures = RecordingFailures()
+    /// Shutdown's real-time bound on the grace period (see ``shutdown()``).
+    private var shutdownTimer: Scheduled<Void>?
     /// Child events that arrived before their `.spawned` (replayed after it).
     private var earlyChildEvents: [UInt64: [ChildEvent]] = [:]
     private var stateWaiters: [String: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
@@ -236,7 +245,7 @@ public actor Supervisor {
             try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
         }
         store = try Store(path: configuration.databasePath)
-        events = EventLog(path: configuration.eventsPath)
+        events = try EventLog(path: configuration.eventsPath, limits: configuration.eventLog, logger: logger)
         self.group = group
         self.logger = logger
         realStart = realClock.now
@@ -569,6 +578,7 @@ public actor Supervisor {
                        terminateRunning: Bool = false) async throws(ControlError) -> Int32 {
         let row = try installed(id)
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
+        let mark = recordingMark()
         if terminateRunning, runtimes[id]?.machine.isRunning == true {
             feed(id, .terminate(.user))
             await waitForExit(id)
@@ -583,8 +593,9 @@ public actor Supervisor {
         makeRuntime(id, row)
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments)
         feed(id, .launch(options, placement: background ? .background : .foreground))
+        let pid: Int32
         do {
-            return try await withCheckedThrowingContinuation { c in
+            pid = try await withCheckedThrowingContinuation { c in
                 runtimes[id]?.launchWaiters.append(c)
             }
         } catch let error as ControlError {
@@ -592,6 +603,36 @@ public actor Supervisor {
         } catch {
             throw ControlError(.internalError, "\(error)")
         }
+        try checkRecorded(since: mark, "launched", id)
+        return pid
+    }
+
+    /// How many writes of the event log and of the database have failed so far.
+    private func recordingMark() -> (events: UInt64, database: UInt64) {
+        (events.failures, databaseFailures.count)
+    }
+
+    /// Throws if an event or a transition could not be written since `mark`: the verb
+    /// happened, but the host has no record of it. (Waits for the database's queue.)
+    private func checkRecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: String) throws(ControlError) {
+        do {
+            try store.flush()
+        } catch {
+            databaseFailures.note("\(error)")
+            logger.error("could not flush \(configuration.databasePath): \(error)")
+        }
+        var problems: [String] = []
+        if events.failures > mark.events, let error = events.lastError {
+            problems.append("\(error)")
+        }
+        if databaseFailures.count > mark.database, let error = databaseFailures.last {
+            problems.append("cannot write to \(configuration.databasePath): \(error)")
+        }
+        guard !problems.isEmpty else { return }
+        let state = runtimes[id]?.machine.state ?? .notRunning
+        throw ControlError(.internalError, "\(id) \(what), but the host could not record it in its state directory "
+            + "\(configuration.stateDirectory): \(problems.joined(separator: "; ")). \(id) is now \(state.rawValue); "
+            + "free space there (or repair the file system) and see the host's log")
     }
 
     /// A fresh runtime (new instance) for a launch.
@@ -721,8 +762,10 @@ public actor Supervisor {
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
         }
+        let mark = recordingMark()
         sendOthersHome(except: id)
         feed(id, .foreground)
+        try checkRecorded(since: mark, "came to the foreground", id)
     }
 
     /// Home button for `id`.
@@ -731,7 +774,9 @@ public actor Supervisor {
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
         }
+        let mark = recordingMark()
         feed(id, .home)
+        try checkRecorded(since: mark, "went home", id)
     }
 
     /// Terminates `id` (as a swipe in the app switcher) and waits until it is gone.
@@ -740,8 +785,10 @@ public actor Supervisor {
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
         }
+        let mark = recordingMark()
         feed(id, .terminate(.user))
         await waitForExit(id)
+        try checkRecorded(since: mark, "was terminated", id)
     }
 
     /// Terminates `id` if it runs and waits until it is gone, moving the virtual clock past
@@ -777,7 +824,7 @@ public actor Supervisor {
     }
 
     /// Past events plus a live stream; call ``unsubscribe(_:)`` when done.
-    public func subscribe(bundleIdentifier: String?) -> (past: [HostEvent], live: AsyncStream<HostEvent>, id: UInt64) {
+    public func subscribe(bundleIdentifier: String?) -> (past: EventLogPast, live: AsyncStream<HostEvent>, id: UInt64) {
         events.subscribe(filter: bundleIdentifier)
     }
 
@@ -1075,8 +1122,11 @@ public actor Supervisor {
     private func flushTransitions() {
         guard !pendingTransitions.isEmpty else { return }
         let logger = self.logger
+        let failures = databaseFailures
+        let path = configuration.databasePath
         store.recordTransitions(pendingTransitions) { error in
-            logger.error("could not record state transitions: \(error)")
+            logger.error("could not record state transitions in \(path): \(error)")
+            failures.note("\(error)")
         }
         pendingTransitions.removeAll()
     }
