@@ -817,8 +817,10 @@ public actor Supervisor {
             let state = rt?.machine.state ?? .notRunning
             let since = lastStateChange[id] ?? apps[id]?.app.installedAt ?? now()
             let tasks = rt?.machine.tasks.sorted { $0.key < $1.key }.map { $0.value.name ?? "#\($0.key)" } ?? []
+            // Bounded: one app's answer must fit a control frame whatever it holds.
             return AppStatus(bundleIdentifier: id, state: state, pid: state == .notRunning ? nil : rt?.pid,
-                             since: since, backgroundTasks: tasks, activities: rt?.machine.activities.sorted() ?? [],
+                             since: since, backgroundTasks: AppStatus.bounded(tasks),
+                             activities: AppStatus.bounded(rt?.machine.activities.sorted() ?? []),
                              isFrontmost: state == .active || (state == .inactive && rt?.machine.placement == .foreground))
         }
     }
