@@ -113,6 +113,9 @@ public actor Supervisor {
         case transferEvent(TransferEvent, generation: UInt64)
         case transferDaemonExited(ExitStatus, generation: UInt64)
         case transferDaemonRestart
+        /// Shutdown: the grace period (in real time, whatever the clock) is over; `final`:
+        /// so is the wait for killed apps to be reaped.
+        case shutdownGraceOver(final: Bool)
     }
 
     /// A running (or starting) app.
@@ -492,11 +495,59 @@ public actor Supervisor {
         for id in running {
             feed(id, .terminate(.shutdown))
         }
+        // The grace timers run on the host clock, which on the virtual clock nobody moves
+        // now: after the grace period in real time the apps still there are killed, and
+        // after 5 s more (a process SIGKILL cannot end at once) no longer waited for.
+        if runtimes.values.contains(where: { $0.machine.isRunning }) {
+            armShutdownTimer(final: false)
+        }
         for id in running {
             await waitForExit(id)
         }
+        shutdownTimer?.cancel()
+        shutdownTimer = nil
         await stopTransferDaemon()
         if case .some(.some(let cgroups)) = cgroups { cgroups.remove() }
+    }
+
+    private func armShutdownTimer(final: Bool) {
+        let input = self.input
+        let after: Duration = final ? .seconds(5) : max(configuration.terminationGracePeriod, .milliseconds(100))
+        shutdownTimer = group.any().scheduleTask(in: .nanoseconds(after.clampedNanoseconds)) {
+            input.yield(.shutdownGraceOver(final: final))
+        }
+    }
+
+    /// The grace period of a shutdown is over in real time: what its timers would have
+    /// done on the real clock is done now (kill, with a FRONTBOARD report); then, once
+    /// more time has passed, apps that are still not reaped are given up on.
+    private func shutdownGraceOver(final: Bool) {
+        guard shuttingDown else { return }
+        let left = runtimes.filter { $0.value.machine.isRunning }.map(\.key).sorted()
+        guard !left.isEmpty else { return }
+        if !final {
+            for id in left {
+                guard let rt = runtimes[id], !rt.machine.killSent else { continue }
+                removeDeadline(DeadlineKey(app: id, instance: rt.instance, timer: .lifecycle(.grace)))
+                logger.warning("\(id) did not exit within the shutdown's grace period (real time): killing it")
+                feed(id, .timerFired(.grace))
+                if runtimes[id]?.machine.killSent != true, let child = runtimes[id]?.child {
+                    // Not terminating in the machine's eyes: kill it all the same.
+                    try? child.signal(SIGKILL)
+                }
+            }
+            armShutdownTimer(final: true)
+            return
+        }
+        for id in left {
+            let pid = runtimes[id]?.pid.map { " (pid \($0))" } ?? ""
+            logger.error("\(id)\(pid) was not reaped after SIGKILL; the host stops without waiting for it")
+            events.append(.warning, app: id, pid: runtimes[id]?.pid,
+                          cause: "not reaped after SIGKILL; the host stopped without waiting for it", time: now())
+            let waiters = runtimes[id]?.exitWaiters ?? []
+            runtimes[id]?.exitWaiters.removeAll()
+            for w in waiters { w.resume() }
+        }
     }
 
     private func waitForExit(_ id: String) async {
@@ -990,6 +1041,8 @@ public actor Supervisor {
             feed(id, .lockHeldAtSuspension(what))
         case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferDaemonExited, .transferDaemonRestart:
             handleTransferInput(item)
+        case .shutdownGraceOver(let final):
+            shutdownGraceOver(final: final)
         }
     }
 
