@@ -268,6 +268,8 @@ public actor Supervisor {
         modes.setRefreshRestrictedByPolicy(configuration.backgroundRefreshRestricted)
         transfers = try Self.restoredTransfers(store: store, installed: Set(apps.keys))
         events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
+        lastStateChange = Self.recordEndedWithHost(apps: apps.keys.sorted(), store: store, events: events,
+                                                   configuration: configuration, time: startDate, logger: logger)
         // Said once, at startup: what confines apps here and what does not.
         let summary = SandboxSummary(kernelABI: Landlock.abiVersion, limit: configuration.landlockABI,
                                      seccomp: configuration.seccomp, uid: geteuid())
@@ -278,6 +280,49 @@ public actor Supervisor {
             logger.warning("\(warning)")
         }
         sandbox = summary
+    }
+
+    /// After a crash of the host (kill -9, a power cut) its apps died with it (PDEATHSIG)
+    /// and nothing said how. For each app whose last recorded state is not notRunning,
+    /// records the transition to notRunning and an APPHOST report. Returns when each changed.
+    private static func recordEndedWithHost(apps: [String], store: Store, events: EventLog, configuration: HostConfiguration,
+                                            time: Date, logger: Logger) -> [String: Date] {
+        let cause = "ended with the host (the host stopped without shutting down)"
+        var changed: [String: Date] = [:]
+        var rows: [Store.TransitionRow] = []
+        for id in apps {
+            let states: [StateRecord]
+            do {
+                states = try store.recentStates(bundleIdentifier: id, limit: 16)
+            } catch {
+                logger.error("could not read the last state of \(id): \(error)")
+                continue
+            }
+            guard let last = states.last, last.state != .notRunning else { continue }
+            rows.append(Store.TransitionRow(bundleIdentifier: id, pid: nil, from: last.state, to: .notRunning, cause: cause, time: time))
+            events.append(.transition, app: id, from: last.state, to: .notRunning, cause: cause, time: time)
+            let reportID = "\(id)-\(Int(time.timeIntervalSince1970 * 1000))-0"
+            let report = TerminationReport(
+                id: reportID, bundleIdentifier: id, pid: 0, time: time, exceptionType: "HOST_ENDED",
+                exitStatus: nil, signal: nil, signalName: nil, terminationNamespace: "APPHOST", terminationCode: nil,
+                reason: "the app was \(last.state.rawValue) when the host ended without shutting down (killed, or the machine stopped); "
+                    + "the app ended with it (its parent-death signal)",
+                explanation: "Found by the next host at its start; how the app's process ended was not observed.",
+                lastStates: states + [StateRecord(state: .notRunning, time: time, cause: cause)])
+            do {
+                try store.saveReport(report)
+                let data = try WireJSON.encoder(pretty: true).encode(report)
+                try data.write(to: URL(fileURLWithPath: configuration.reportsDirectory + "/\(reportID).json"))
+            } catch {
+                logger.error("could not write the termination report of \(id): \(error)")
+            }
+            events.append(.report, app: id, cause: "termination report \(reportID): \(report.reason)", time: time)
+            changed[id] = time
+        }
+        if !rows.isEmpty {
+            store.recordTransitions(rows) { error in logger.error("could not record state transitions: \(error)") }
+        }
+        return changed
     }
 
     // MARK: - Clock
