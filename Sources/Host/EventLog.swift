@@ -72,6 +72,10 @@ final class EventLog {
     private(set) var failures: UInt64 = 0
     private(set) var lastError: EventLogError?
     private var failingSince: UInt64?
+    /// After a failed rotation, the size at which it is tried again (meanwhile the
+    /// current file grows past the limit rather than events being lost).
+    private var nextRotation: Int64?
+    private var closed = false
     private var subscribers: [UInt64: (filter: String?, continuation: AsyncStream<HostEvent>.Continuation)] = [:]
     private var nextSubscriber: UInt64 = 0
     private let encoder = WireJSON.encoder()
@@ -134,6 +138,10 @@ final class EventLog {
         }
         let event = HostEvent(seq: lastSeq + 1, time: time, kind: kind, bundleIdentifier: app, pid: pid,
                               from: from, to: to, cause: cause, mode: mode)
+        guard !closed else {
+            // After the host stopped: nothing is written after hostStopped.
+            return .failure(EventLogError(path: path, operation: "write to (closed)", code: EBADF))
+        }
         do throws(EventLogError) {
             guard let data = try? encoder.encode(event) else {
                 throw EventLogError(path: path, operation: "encode an event for", code: EINVAL)
@@ -161,8 +169,15 @@ final class EventLog {
 
     /// Writes one line whole or not at all, rotating first if it would pass the limit.
     private func write(_ line: [UInt8]) throws(EventLogError) {
-        if end > 0, end + Int64(line.count) > limits.rotateAt {
-            try rotate()
+        if end > 0, end + Int64(line.count) > max(limits.rotateAt, nextRotation ?? 0) {
+            do {
+                try rotate()
+                nextRotation = nil
+            } catch {
+                // The events matter more than the limit: keep appending, try again 1 MiB on.
+                logger.error("event log: could not rotate (\(error)); \(path) grows past \(limits.rotateAt) bytes meanwhile")
+                nextRotation = end + (1 << 20)
+            }
         }
         if descriptor == nil {
             descriptor = try Self.open(path)
@@ -230,6 +245,7 @@ final class EventLog {
 
     /// Ends every subscription and closes the file.
     func close() {
+        closed = true
         for (_, sub) in subscribers { sub.continuation.finish() }
         subscribers.removeAll()
         try? descriptor?.close()
@@ -370,7 +386,7 @@ public final class EventLogPast: Sequence, Sendable {
                 if let newline = buffer[position...].firstIndex(of: 0x0a) {
                     let line = buffer[position..<newline]
                     position = newline + 1
-                    if skippingLongLine {
+                    if skippingLongLine || line.count > EventLog.maximumLine {
                         skippingLongLine = false
                         continue
                     }

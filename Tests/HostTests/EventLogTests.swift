@@ -200,6 +200,37 @@ func eventLines(_ path: String) throws -> [HostEvent] {
         log.close()
     }
 
+    @Test func aLineOverTheReadLimitIsSkippedNotHeld() throws {
+        let dir = try TempDir("evbig")
+        defer { dir.remove() }
+        let path = dir.path + "/events.jsonl"
+        let encoder = WireJSON.encoder()
+        var data = try encoder.encode(HostEvent(seq: 1, time: t0, kind: .service, cause: "before")) + Data([0x0a])
+        // Not written by the log (it cuts causes), but a file may hold one: over 1 MiB.
+        data += try encoder.encode(HostEvent(seq: 2, time: t0, kind: .service, cause: String(repeating: "z", count: EventLog.maximumLine + 10))) + Data([0x0a])
+        data += try encoder.encode(HostEvent(seq: 3, time: t0, kind: .service, cause: "after")) + Data([0x0a])
+        // Just at the limit: read.
+        data += try encoder.encode(HostEvent(seq: 4, time: t0, kind: .service, cause: String(repeating: "a", count: EventLog.maximumLine - 200))) + Data([0x0a])
+        try data.write(to: URL(fileURLWithPath: path))
+        let log = try EventLog(path: path, logger: logger)
+        #expect(log.lastSeq == 4)
+        let (past, _, sub) = log.subscribe(filter: nil)
+        log.unsubscribe(sub)
+        #expect(past.map(\.seq) == [1, 3, 4])
+        log.close()
+    }
+
+    @Test func nothingIsWrittenAfterClose() throws {
+        let dir = try TempDir("evclosed")
+        defer { dir.remove() }
+        let path = dir.path + "/events.jsonl"
+        let log = try EventLog(path: path, logger: logger)
+        _ = try log.append(.hostStopped, cause: "host stopped", time: t0).get()
+        log.close()
+        #expect(throws: EventLogError.self) { try log.append(.warning, cause: "late", time: t0).get() }
+        #expect(try eventLines(path).map(\.kind) == [.hostStopped])
+    }
+
     @Test func aLongCauseIsCutSoAnEventFitsAFrame() throws {
         let dir = try TempDir("evlong")
         defer { dir.remove() }
