@@ -725,6 +725,11 @@ public actor Supervisor {
             problems.append("cannot write to \(configuration.databasePath): \(error)")
         }
         guard !problems.isEmpty else { return }
+        // SQLite says "disk is full" without an errno: say what the file system has left.
+        var fs = statvfs()
+        if statvfs(configuration.stateDirectory, &fs) == 0 {
+            problems.append("\(UInt64(fs.f_bavail) * UInt64(fs.f_frsize)) bytes free on that file system")
+        }
         let state = runtimes[id]?.machine.state ?? .notRunning
         throw ControlError(.internalError, "\(id) \(what), but the host could not record it in its state directory "
             + "\(configuration.stateDirectory): \(problems.joined(separator: "; ")). \(id) is now \(state.rawValue); "
