@@ -5,7 +5,7 @@ public enum ControlSocket {
     /// `control.sock`.
     public static let fileName = "control.sock"
     /// Version announced by clients; the daemon refuses others.
-    /// 2: `status` and `reports` are streamed, one frame per app or report, then `end`.
+    /// 2: `list`, `status` and `reports` are streamed, one frame per app or report, then `end`.
     public static let version = 2
 }
 
@@ -17,7 +17,7 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     case install(path: String, settings: [String: String])
     /// Remove an installed app (terminating it first if it runs).
     case uninstall(bundleIdentifier: String)
-    /// The installed apps.
+    /// The installed apps: one ``ControlResponse/app(_:)`` each, then ``ControlResponse/end``.
     case list
     /// Launch an installed app; with `terminateRunning` a running one is terminated first.
     case launch(bundleIdentifier: String, background: Bool, arguments: [String], terminateRunning: Bool = false)
@@ -55,7 +55,8 @@ public enum ControlResponse: Codable, Sendable, Equatable {
     case pong(pid: Int32, stateDirectory: String)
     case ok(message: String)
     case installed(InstalledApp)
-    case apps([InstalledApp])
+    /// One app of a ``ControlRequest/list`` answer.
+    case app(InstalledApp)
     /// `wasRunning`: the app was already running, so it kept its process (and arguments).
     case launched(bundleIdentifier: String, pid: Int32, wasRunning: Bool)
     /// One app of a ``ControlRequest/status(bundleIdentifier:)`` answer.
@@ -94,6 +95,17 @@ public struct ControlError: Error, Codable, Sendable, Equatable, CustomStringCon
 
 /// An installed app as the daemon knows it.
 public struct InstalledApp: Codable, Sendable, Equatable {
+    /// The app with its manifest's and entitlements' lists cut as a status is (see
+    /// ``AppStatus/bounded(_:)``), for an answer that would not fit a control frame.
+    public func boundedForWire() -> InstalledApp {
+        var app = self
+        app.manifest.bgTaskIdentifiers = AppStatus.bounded(manifest.bgTaskIdentifiers)
+        app.manifest.externalAccessoryProtocols = AppStatus.bounded(manifest.externalAccessoryProtocols)
+        app.entitlements = entitlements.map(AppStatus.bounded)
+        app.applicationGroups = applicationGroups.map(AppStatus.bounded)
+        return app
+    }
+
     public var bundleIdentifier: String
     public var name: String
     public var bundlePath: String

@@ -131,6 +131,12 @@ public struct ControlServer: Sendable {
                     try await write(.error(error), to: outbound)
                 }
                 return
+            case .list:
+                for app in await supervisor.list() {
+                    try await write(.app(app), orBounded: .app(app.boundedForWire()), to: outbound)
+                }
+                try await write(.end, to: outbound)
+                return
             case .reports(let app):
                 do {
                     for report in try await supervisor.reports(app) {
@@ -215,12 +221,14 @@ public struct ControlServer: Sendable {
                 }
                 return .pong(pid: getpid(), stateDirectory: supervisor.configuration.stateDirectory)
             case .install(let path, let settings):
-                return .installed(try await supervisor.install(path: path, settings: settings))
+                let app = try await supervisor.install(path: path, settings: settings)
+                // An answer that does not fit a frame (a manifest listing thousands of
+                // identifiers) is sent cut rather than not at all.
+                let full = ControlResponse.installed(app)
+                return (try? Frame.encode(full)) != nil ? full : .installed(app.boundedForWire())
             case .uninstall(let id):
                 try await supervisor.uninstall(id)
                 return .ok(message: "uninstalled \(id)")
-            case .list:
-                return .apps(await supervisor.list())
             case .launch(let id, let background, let arguments, let terminateRunning):
                 let runningPID = await supervisor.pid(of: id)
                 let wasRunning = !terminateRunning && runningPID != nil
@@ -236,8 +244,8 @@ public struct ControlServer: Sendable {
             case .terminate(let id):
                 try await supervisor.terminate(id)
                 return .ok(message: "terminated \(id)")
-            case .status, .reports:
-                return .error(ControlError(.badRequest, "status and reports are streamed"))
+            case .list, .status, .reports:
+                return .error(ControlError(.badRequest, "list, status and reports are streamed"))
             case .shutdown:
                 // Answer once the daemon has terminated its apps and released the
                 // state directory, so a new daemon can start right after (systemctl stop).

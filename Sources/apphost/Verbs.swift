@@ -41,8 +41,10 @@ extension AppHostCommand {
 
         func run() throws {
             try reportingErrors {
-                let r = try state.client.request(.list).checked()
-                guard case .apps(let apps) = r else { throw unexpected(r) }
+                let apps = try state.client.collect(.list) { r -> InstalledApp? in
+                    if case .app(let app) = r { return app }
+                    return nil
+                }
                 if output.json { return try printJSON(apps) }
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { [$0.bundleIdentifier, $0.name, $0.backgroundModes.map(\.rawValue).joined(separator: ","), $0.bundlePath] }

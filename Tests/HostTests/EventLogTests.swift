@@ -301,6 +301,19 @@ func eventLines(_ path: String) throws -> [HostEvent] {
         #expect(try Frame.encode(ControlResponse.report(bounded)).count < 64 << 10)
     }
 
+    @Test func anInstalledAppTooLargeForAFrameIsCut() throws {
+        let names = (1...300).map { "com.example.task\($0)." + String(repeating: "t", count: 4000) }
+        let manifest = Manifest(bundleIdentifier: "com.a", executable: "A", name: "A", bgTaskIdentifiers: names,
+                                externalAccessoryProtocols: names, sourcePath: "/a/Info.plist")
+        let app = InstalledApp(bundleIdentifier: "com.a", name: "A", bundlePath: "/a", executablePath: "/a/A",
+                               backgroundModes: [], installedAt: Date(), manifest: manifest, entitlements: names)
+        #expect(throws: FrameError.self) { try Frame.encode(ControlResponse.app(app)) }
+        let bounded = app.boundedForWire()
+        #expect(bounded.manifest.bgTaskIdentifiers.count == AppStatus.maximumListed + 1)
+        #expect(try Frame.encode(ControlResponse.app(bounded)).count < 64 << 10)
+        #expect(AppStatus.bounded(["com.x"]) == ["com.x"], "a small app is sent as it is")
+    }
+
     @Test func transferDaemonRestartsBackOffAndResetOnlyAfterStayingUp() {
         var b = RestartBackoff()
         // Dies at once, again and again: 1, 2, 4, ... 60, 60.
