@@ -14,6 +14,7 @@ public struct EventLogLimits: Sendable, Equatable {
     /// Older files kept: `events.1.jsonl` (newest) … `events.<keep>.jsonl` (oldest).
     public var keep = 3
 
+    /// Limits of at least 1 byte and 1 old file.
     public init(rotateAt: Int64 = 64 << 20, keep: Int = 3) {
         self.rotateAt = max(1, rotateAt)
         self.keep = max(1, keep)
@@ -29,6 +30,7 @@ public struct EventLogError: Error, Sendable, Equatable, CustomStringConvertible
     /// The `errno` of the failed call.
     public var code: Int32
 
+    /// `cannot write to <path>: No space left on device (ENOSPC, errno 28)`.
     public var description: String {
         "cannot \(operation) \(path): \(Self.errnoText(code))"
     }
@@ -358,8 +360,10 @@ public final class EventLogPast: Sequence, Sendable {
         return last
     }
 
+    /// Reads the files from the start, oldest first.
     public func makeIterator() -> Iterator { Iterator(past: self) }
 
+    /// Reads one chunk at a time and decodes the lines in it.
     public struct Iterator: IteratorProtocol {
         static let chunk = 256 << 10
         private let past: EventLogPast
@@ -381,6 +385,7 @@ public final class EventLogPast: Sequence, Sendable {
             }
         }
 
+        /// The next event (of the filtered app), reading the next chunk when needed.
         public mutating func next() -> HostEvent? {
             while true {
                 if let newline = buffer[position...].firstIndex(of: 0x0a) {
