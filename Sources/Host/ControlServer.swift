@@ -36,7 +36,7 @@ struct PeerCredentials: Sendable {
 }
 
 /// The control socket: one request per connection, answered with one response or a
-/// stream (events; status, one frame per app; reports, one frame each), framed like
+/// stream (events; list and status, one frame per app; reports, one frame each), framed like
 /// the app IPC. A connection that has not sent its whole request within
 /// ``HostConfiguration/controlRequestTimeout`` is closed.
 public struct ControlServer: Sendable {
