@@ -56,3 +56,19 @@ func controlRequest(_ socketPath: String, _ request: ControlRequest) throws -> C
     _ = try c.reader.drainToEnd(ControlResponse.self)
     return response
 }
+
+/// Sends a request answered with a stream (status, reports, events) and returns every
+/// response before `end`.
+func controlStream(_ socketPath: String, _ request: ControlRequest) throws -> [ControlResponse] {
+    var c = try ControlConnection(socketPath: socketPath)
+    defer { c.close() }
+    try c.send(request)
+    var out: [ControlResponse] = []
+    while let response = try c.next() {
+        if case .end = response { break }
+        if case .error(let e) = response { throw BenchError("daemon: \(request): \(e.message)") }
+        out.append(response)
+    }
+    _ = try c.reader.drainToEnd(ControlResponse.self)
+    return out
+}

@@ -117,8 +117,9 @@ struct IdleBench {
         progress(String(format: "idle: all %d suspended after %.1f s; %.0f s idle (measured)", apps, setupSeconds, idleSeconds))
 
         // Final check through status (after the event stream said so), and the kernel's view.
-        guard case .status(let statuses) = try controlRequest(socketPath, .status(bundleIdentifier: nil)) else {
-            throw BenchError("status: unexpected answer")
+        let statuses = try controlStream(socketPath, .status(bundleIdentifier: nil)).compactMap { r -> AppStatus? in
+            if case .appStatus(let s) = r { return s }
+            return nil
         }
         let suspendedPerStatus = statuses.filter { ids.contains($0.bundleIdentifier) && $0.state == .suspended }.count
         let inTBefore = appPIDs.filter { (try? ProcStat.read(pid: $0.pid).state) == "T" }.count

@@ -5,7 +5,8 @@ public enum ControlSocket {
     /// `control.sock`.
     public static let fileName = "control.sock"
     /// Version announced by clients; the daemon refuses others.
-    public static let version = 1
+    /// 2: `list`, `status` and `reports` are streamed, one frame per app or report, then `end`.
+    public static let version = 2
 }
 
 /// A request from the CLI to the daemon, one per connection (``events`` may stream).
@@ -16,7 +17,7 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     case install(path: String, settings: [String: String])
     /// Remove an installed app (terminating it first if it runs).
     case uninstall(bundleIdentifier: String)
-    /// The installed apps.
+    /// The installed apps: one ``ControlResponse/app(_:)`` each, then ``ControlResponse/end``.
     case list
     /// Launch an installed app; with `terminateRunning` a running one is terminated first.
     case launch(bundleIdentifier: String, background: Bool, arguments: [String], terminateRunning: Bool = false)
@@ -26,11 +27,12 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     case background(bundleIdentifier: String)
     /// Terminate an app, as a swipe in the app switcher.
     case terminate(bundleIdentifier: String)
-    /// Status of one app or of all installed apps.
+    /// Status of one app or of all installed apps: one ``ControlResponse/appStatus(_:)``
+    /// per app, then ``ControlResponse/end``.
     case status(bundleIdentifier: String?)
     /// Past events; with `follow`, new ones as they happen until the client hangs up.
     case events(follow: Bool, bundleIdentifier: String?)
-    /// Termination reports, newest last.
+    /// Termination reports, newest last: one ``ControlResponse/report(_:)`` each, then ``ControlResponse/end``.
     case reports(bundleIdentifier: String?)
     /// Ask the daemon to shut down gracefully.
     case shutdown
@@ -53,13 +55,17 @@ public enum ControlResponse: Codable, Sendable, Equatable {
     case pong(pid: Int32, stateDirectory: String)
     case ok(message: String)
     case installed(InstalledApp)
-    case apps([InstalledApp])
+    /// One app of a ``ControlRequest/list`` answer.
+    case app(InstalledApp)
     /// `wasRunning`: the app was already running, so it kept its process (and arguments).
     case launched(bundleIdentifier: String, pid: Int32, wasRunning: Bool)
-    case status([AppStatus])
+    /// One app of a ``ControlRequest/status(bundleIdentifier:)`` answer.
+    case appStatus(AppStatus)
     case event(HostEvent)
-    case reports([TerminationReport])
-    /// Sent after the last ``event(_:)`` of a non-following ``ControlRequest/events(follow:bundleIdentifier:)``.
+    /// One report of a ``ControlRequest/reports(bundleIdentifier:)`` answer.
+    case report(TerminationReport)
+    /// Ends a streamed answer: after the last ``event(_:)`` of a non-following
+    /// ``ControlRequest/events(follow:bundleIdentifier:)``, the last ``appStatus(_:)``, the last ``report(_:)``.
     case end
     /// Clock mode (`real`/`virtual`), host time in seconds since the host started, and that time as a date.
     case clock(mode: String, seconds: Double, date: Date)
@@ -89,6 +95,17 @@ public struct ControlError: Error, Codable, Sendable, Equatable, CustomStringCon
 
 /// An installed app as the daemon knows it.
 public struct InstalledApp: Codable, Sendable, Equatable {
+    /// The app with its manifest's and entitlements' lists cut as a status is (see
+    /// ``AppStatus/bounded(_:)``), for an answer that would not fit a control frame.
+    public func boundedForWire() -> InstalledApp {
+        var app = self
+        app.manifest.bgTaskIdentifiers = AppStatus.bounded(manifest.bgTaskIdentifiers)
+        app.manifest.externalAccessoryProtocols = AppStatus.bounded(manifest.externalAccessoryProtocols)
+        app.entitlements = entitlements.map(AppStatus.bounded)
+        app.applicationGroups = applicationGroups.map(AppStatus.bounded)
+        return app
+    }
+
     public var bundleIdentifier: String
     public var name: String
     public var bundlePath: String
@@ -129,6 +146,22 @@ public struct AppStatus: Codable, Sendable, Equatable {
     public var isFrontmost: Bool
     /// Background-mode activities keeping it running (audio playback, location updates, a VoIP call).
     public var activities: [String]
+
+    /// At most this many background tasks (or activities) are listed; the rest are counted.
+    public static let maximumListed = 64
+    /// Longer task names (and activities) are cut to this many characters.
+    public static let maximumNameLength = 256
+
+    /// `names` cut to ``maximumListed`` entries of at most ``maximumNameLength`` characters,
+    /// the rest counted in a last entry (`… and 236 more`): what one app puts in a status
+    /// answer is bounded (about 17 KiB), whatever it holds.
+    public static func bounded(_ names: [String]) -> [String] {
+        var out = names.prefix(maximumListed).map { name in
+            name.count > maximumNameLength ? String(name.prefix(maximumNameLength)) + "…" : name
+        }
+        if names.count > maximumListed { out.append("… and \(names.count - maximumListed) more") }
+        return out
+    }
 
     public init(bundleIdentifier: String, state: AppState, pid: Int32?, since: Date, backgroundTasks: [String],
                 activities: [String] = [], isFrontmost: Bool) {

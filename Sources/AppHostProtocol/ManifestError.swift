@@ -10,6 +10,8 @@ public struct ManifestError: Error, CustomStringConvertible, Sendable, Equatable
         case fileNotFound
         /// The file exists but could not be read (permissions, a directory, I/O).
         case unreadable
+        /// The file is larger than AppHost reads (1 MiB for a property list).
+        case fileTooLarge
         /// Foundation could not parse the file as a property list.
         case malformedPropertyList
         /// The property list's top level is not a dictionary.

@@ -1,4 +1,11 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The encoding a property list file was written in.
 public enum PropertyListFileFormat: String, Codable, Sendable, Equatable {
@@ -13,6 +20,10 @@ public enum PropertyListFileFormat: String, Codable, Sendable, Equatable {
 /// Reads property list files with Foundation and describes their values. Internal:
 /// the manifest, entitlements and bundle readers share it.
 enum PropertyListFile {
+    /// The largest property list file read (Info.plist, entitlements): 1 MiB. A real
+    /// Info.plist is a few KiB; a larger file is refused from its size alone, unread.
+    static let maximumFileSize = 1 << 20
+
     /// Reads `path` (shown in errors as `display`) and returns its top-level dictionary,
     /// the bytes read and their format.
     static func load(path: String, display: String) throws(ManifestError)
@@ -59,11 +70,47 @@ enum PropertyListFile {
         if isDirectory.boolValue {
             throw ManifestError(.unreadable, file: display, detail: "is a directory, not a property list file")
         }
-        do {
-            return try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            throw ManifestError(.unreadable, file: display, detail: "cannot be read (\(reason(error)))")
+        // Opened without blocking (a FIFO would wait for a writer), then sized with
+        // fstat on that descriptor, so the size checked is the size of what is read.
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw ManifestError(.unreadable, file: display, detail: "cannot be read (\(String(cString: strerror(errno))))")
         }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            throw ManifestError(.unreadable, file: display, detail: "cannot be read (\(String(cString: strerror(errno))))")
+        }
+        guard (st.st_mode & mode_t(S_IFMT)) == mode_t(S_IFREG) else {
+            throw ManifestError(.unreadable, file: display, detail: "is not a regular file")
+        }
+        let limit = maximumFileSize
+        guard Int64(st.st_size) <= Int64(limit) else {
+            throw tooLarge(display, size: Int64(st.st_size))
+        }
+        // Read at most one byte past the limit: a file growing meanwhile is refused too.
+        var data = Data(count: Int(st.st_size) + 1)
+        var got = 0
+        while got < data.count {
+            let n = data.withUnsafeMutableBytes { raw in
+                readBytes(fd, raw.baseAddress! + got, raw.count - got)
+            }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 {
+                throw ManifestError(.unreadable, file: display, detail: "cannot be read (\(String(cString: strerror(errno))))")
+            }
+            if n == 0 { break }
+            got += n
+            if got > limit { throw tooLarge(display, size: Int64(got)) }
+            if got == data.count { data.count += 4096 }
+        }
+        data.count = got
+        return data
+    }
+
+    private static func tooLarge(_ display: String, size: Int64) -> ManifestError {
+        ManifestError(.fileTooLarge, file: display, value: String(size),
+                      detail: "is \(size) bytes, over the limit of \(maximumFileSize) bytes (1 MiB) for a property list; not read")
     }
 
     /// Foundation's own explanation of a parse or read failure, on one line.
@@ -99,4 +146,9 @@ enum PropertyListFile {
         default: return "a \(type(of: value))"
         }
     }
+}
+
+/// read(2), out of reach of ``PropertyListFile``'s own `read`.
+private func readBytes(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+    read(fd, buffer, count)
 }

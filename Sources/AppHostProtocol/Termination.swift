@@ -144,3 +144,22 @@ public struct TerminationReport: Codable, Sendable, Equatable {
         self.lastStates = lastStates
     }
 }
+
+extension TerminationReport {
+    /// The report cut so it fits a control frame whatever the app held: at most
+    /// ``AppStatus/maximumListed`` tasks with names of at most ``AppStatus/maximumNameLength``
+    /// characters, the reason and the last states' causes cut as well.
+    public func boundedForWire() -> TerminationReport {
+        func cut(_ text: String, _ limit: Int) -> String {
+            text.count > limit ? String(text.prefix(limit)) + "…" : text
+        }
+        var r = self
+        r.backgroundTasks = backgroundTasks.prefix(AppStatus.maximumListed).map {
+            HeldTaskRecord(id: $0.id, name: $0.name.map { cut($0, AppStatus.maximumNameLength) }, age: $0.age)
+        }
+        r.reason = cut(reason, 4096)
+        r.explanation = explanation.map { cut($0, 4096) }
+        r.lastStates = lastStates.suffix(16).map { StateRecord(state: $0.state, time: $0.time, cause: cut($0.cause, 1024)) }
+        return r
+    }
+}

@@ -35,8 +35,10 @@ struct PeerCredentials: Sendable {
     static let option: Int32 = 17
 }
 
-/// The control socket: one request per connection, answered with one response
-/// (or a stream of events), framed like the app IPC.
+/// The control socket: one request per connection, answered with one response or a
+/// stream (events; list and status, one frame per app; reports, one frame each), framed like
+/// the app IPC. A connection that has not sent its whole request within
+/// ``HostConfiguration/controlRequestTimeout`` is closed.
 public struct ControlServer: Sendable {
     private typealias Connection = NIOAsyncChannel<[UInt8], ByteBuffer>
     private let server: NIOAsyncChannel<Connection, Never>
@@ -101,9 +103,20 @@ public struct ControlServer: Sendable {
             }
             return
         }
+        let channel = connection.channel
+        let timeout = supervisor.configuration.controlRequestTimeout
+        let logger = self.logger
+        // A client that connects and says nothing (or half a frame) must not hold a task
+        // and a descriptor for ever: it is hung up on.
+        let idle = channel.eventLoop.scheduleTask(in: .nanoseconds(timeout.clampedNanoseconds)) {
+            logger.info("closed a control connection that sent no request within \(timeout)")
+            channel.close(promise: nil)
+        }
         try await connection.executeThenClose { inbound, outbound in
             var iterator = inbound.makeAsyncIterator()
-            guard let payload = try await iterator.next() else { return }
+            let first = try await iterator.next()
+            idle.cancel()
+            guard let payload = first else { return }
             let request: ControlRequest
             do {
                 request = try Frame.decode(ControlRequest.self, from: payload)
@@ -111,9 +124,38 @@ public struct ControlServer: Sendable {
                 try await write(.error(ControlError(.badRequest, "unreadable request: \(error)")), to: outbound)
                 return
             }
-            if case .events(let follow, let app) = request {
+            switch request {
+            case .events(let follow, let app):
                 try await streamEvents(follow: follow, app: app, channel: connection.channel, outbound: outbound)
                 return
+            case .status(let app):
+                do {
+                    for status in try await supervisor.status(app) {
+                        try await write(.appStatus(status), to: outbound)
+                    }
+                    try await write(.end, to: outbound)
+                } catch let error as ControlError {
+                    try await write(.error(error), to: outbound)
+                }
+                return
+            case .list:
+                for app in await supervisor.list() {
+                    try await write(.app(app), orBounded: .app(app.boundedForWire()), to: outbound)
+                }
+                try await write(.end, to: outbound)
+                return
+            case .reports(let app):
+                do {
+                    for report in try await supervisor.reports(app) {
+                        try await write(.report(report), orBounded: .report(report.boundedForWire()), to: outbound)
+                    }
+                    try await write(.end, to: outbound)
+                } catch let error as ControlError {
+                    try await write(.error(error), to: outbound)
+                }
+                return
+            default:
+                break
             }
             let response = await respond(to: request)
             try await write(response, to: outbound)
@@ -124,6 +166,16 @@ public struct ControlServer: Sendable {
         try await outbound.write(ByteBuffer(bytes: try Frame.encode(response)))
     }
 
+    /// Writes `response`, or `bounded` if `response` does not fit a frame.
+    private func write(_ response: ControlResponse, orBounded bounded: @autoclosure () -> ControlResponse,
+                       to outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+        do {
+            try await outbound.write(ByteBuffer(bytes: try Frame.encode(response)))
+        } catch FrameError.oversized {
+            try await write(bounded(), to: outbound)
+        }
+    }
+
     private func streamEvents(follow: Bool, app: String?, channel: any Channel,
                               outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
         if let app, !(await supervisor.isKnown(app)) {
@@ -132,8 +184,13 @@ public struct ControlServer: Sendable {
         }
         let (past, live, id) = await supervisor.subscribe(bundleIdentifier: app)
         defer { Task { await supervisor.unsubscribe(id) } }
+        // Read here, off the supervisor's actor, in bounded chunks; each write waits
+        // for the client to take it, so a slow reader costs nothing but its socket.
+        var count = 0
         for event in past {
             try await write(.event(event), to: outbound)
+            count += 1
+            if count % 256 == 0 { await Task.yield() }
         }
         guard follow else {
             try await write(.end, to: outbound)
@@ -171,12 +228,14 @@ public struct ControlServer: Sendable {
                 }
                 return .pong(pid: getpid(), stateDirectory: supervisor.configuration.stateDirectory)
             case .install(let path, let settings):
-                return .installed(try await supervisor.install(path: path, settings: settings))
+                let app = try await supervisor.install(path: path, settings: settings)
+                // An answer that does not fit a frame (a manifest listing thousands of
+                // identifiers) is sent cut rather than not at all.
+                let full = ControlResponse.installed(app)
+                return (try? Frame.encode(full)) != nil ? full : .installed(app.boundedForWire())
             case .uninstall(let id):
                 try await supervisor.uninstall(id)
                 return .ok(message: "uninstalled \(id)")
-            case .list:
-                return .apps(await supervisor.list())
             case .launch(let id, let background, let arguments, let terminateRunning):
                 let runningPID = await supervisor.pid(of: id)
                 let wasRunning = !terminateRunning && runningPID != nil
@@ -192,10 +251,8 @@ public struct ControlServer: Sendable {
             case .terminate(let id):
                 try await supervisor.terminate(id)
                 return .ok(message: "terminated \(id)")
-            case .status(let id):
-                return .status(try await supervisor.status(id))
-            case .reports(let id):
-                return .reports(try await supervisor.reports(id))
+            case .list, .status, .reports:
+                return .error(ControlError(.badRequest, "list, status and reports are streamed"))
             case .shutdown:
                 // Answer once the daemon has terminated its apps and released the
                 // state directory, so a new daemon can start right after (systemctl stop).

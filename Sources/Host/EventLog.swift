@@ -1,62 +1,239 @@
 import AppHostProtocol
 import Foundation
+import Logging
+import Synchronization
+import SystemPackage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How large `events.jsonl` may grow and how many older files are kept.
+public struct EventLogLimits: Sendable, Equatable {
+    /// The size at which `events.jsonl` is renamed `events.1.jsonl` and a new one begun.
+    public var rotateAt: Int64 = 64 << 20
+    /// Older files kept: `events.1.jsonl` (newest) … `events.<keep>.jsonl` (oldest).
+    public var keep = 3
+
+    /// Limits of at least 1 byte and 1 old file.
+    public init(rotateAt: Int64 = 64 << 20, keep: Int = 3) {
+        self.rotateAt = max(1, rotateAt)
+        self.keep = max(1, keep)
+    }
+}
+
+/// An event the host could not write to its log.
+public struct EventLogError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The file concerned.
+    public var path: String
+    /// What was being done: "write to", "rename", "open".
+    public var operation: String
+    /// The `errno` of the failed call.
+    public var code: Int32
+
+    /// `cannot write to <path>: No space left on device (ENOSPC, errno 28)`.
+    public var description: String {
+        "cannot \(operation) \(path): \(Self.errnoText(code))"
+    }
+
+    /// `No space left on device (ENOSPC, errno 28)`.
+    static func errnoText(_ code: Int32) -> String {
+        let names: [Int32: String] = [ENOSPC: "ENOSPC", EDQUOT: "EDQUOT", EIO: "EIO", EROFS: "EROFS", EFBIG: "EFBIG",
+                                      EACCES: "EACCES", EPERM: "EPERM", ENOENT: "ENOENT", EBADF: "EBADF"]
+        let text = String(cString: strerror(code))
+        return "\(text) (\(names[code].map { "\($0), " } ?? "")errno \(code))"
+    }
+}
 
 /// `events.jsonl`: every host event, one JSON object a line, plus live subscribers.
 /// Owned by the ``Supervisor`` actor (not thread-safe on its own).
+///
+/// - Each line is written with one `write(2)` (finished by more only after a short
+///   write) on an `O_APPEND` descriptor; if the line cannot be written whole (ENOSPC,
+///   EIO), the file is truncated back to where the line began: no torn line is left.
+/// - At ``EventLimits/rotateAt`` bytes the file becomes `events.1.jsonl` (older ones
+///   move up to `events.<keep>.jsonl`; the oldest is dropped).
+/// - Opening reads only the file's tail (the last sequence number), after cutting off
+///   a last line without its newline (a write cut short by a crash or a full disk).
+/// - Subscribers get the past as ``EventLogPast``: descriptors of the files as they
+///   were, read later in bounded chunks, off the actor.
 final class EventLog {
-    private let path: String
-    private var handle: FileHandle?
+    /// The longest `cause` written; longer ones are cut (an app controls much of it, and
+    /// one event must fit a control frame).
+    static let maximumCause = 8_192
+    /// Lines longer than this are skipped when reading (none is written).
+    static let maximumLine = 1 << 20
+
+    let path: String
+    private let limits: EventLogLimits
+    private let logger: Logger
+    private var descriptor: FileDescriptor?
+    /// Bytes of whole lines in the current file (where the next line begins).
+    private var end: Int64 = 0
     private(set) var lastSeq: UInt64
+    /// Appends that could not be written, and the last reason.
+    private(set) var failures: UInt64 = 0
+    private(set) var lastError: EventLogError?
+    private var failingSince: UInt64?
+    /// After a failed rotation, the size at which it is tried again (meanwhile the
+    /// current file grows past the limit rather than events being lost).
+    private var nextRotation: Int64?
+    private var closed = false
     private var subscribers: [UInt64: (filter: String?, continuation: AsyncStream<HostEvent>.Continuation)] = [:]
     private var nextSubscriber: UInt64 = 0
     private let encoder = WireJSON.encoder()
-    /// The newest events in memory, so `events` does not re-read the file.
-    private var recent: [HostEvent] = []
-    /// Whether `recent` holds every event of the file (else older ones are read from it).
-    private var recentIsComplete = true
-    /// How many events are kept in memory.
-    static let memoryLimit = 20_000
 
-    init(path: String) {
+    /// Opens (or creates) the log at `path`, repairing a cut last line.
+    init(path: String, limits: EventLogLimits = EventLogLimits(), logger: Logger) throws(EventLogError) {
         self.path = path
-        if !FileManager.default.fileExists(atPath: path) {
-            _ = FileManager.default.createFile(atPath: path, contents: nil)
+        self.limits = limits
+        self.logger = logger
+        let fd = try Self.open(path)
+        descriptor = fd
+        var whole: Int64 = 0
+        do throws(EventLogError) {
+            let size = try Self.size(fd, path)
+            whole = try Self.wholeLinesEnd(fd, size: size)
+            if whole < size {
+                guard ftruncate(fd.rawValue, off_t(whole)) == 0 else {
+                    throw EventLogError(path: path, operation: "truncate", code: errno)
+                }
+                logger.warning("\(path): removed a cut last line (\(size - whole) bytes without a newline)")
+            }
+        } catch {
+            try? fd.close()
+            throw error
         }
-        let existing = Self.read(path: path)
-        lastSeq = existing.last?.seq ?? 0
-        recent = Array(existing.suffix(Self.memoryLimit))
-        recentIsComplete = existing.count <= Self.memoryLimit
-        handle = FileHandle(forWritingAtPath: path)
-        _ = try? handle?.seekToEnd()
+        end = whole
+        var seq = Self.lastEvent(fd, end: whole)?.seq
+        if seq == nil {
+            // Just rotated: the newest event is in the newest old file.
+            for k in 1...limits.keep where seq == nil {
+                if let old = try? FileDescriptor.open(FilePath(Self.rotatedPath(path, k)), .readOnly, options: .closeOnExec) {
+                    if let n = try? Self.size(old, path) { seq = Self.lastEvent(old, end: n)?.seq }
+                    try? old.close()
+                }
+            }
+        }
+        lastSeq = seq ?? 0
     }
 
-    /// Appends an event, writes it to the file and hands it to subscribers.
+    deinit {
+        try? descriptor?.close()
+    }
+
+    /// `events.<k>.jsonl` beside `events.jsonl`.
+    static func rotatedPath(_ path: String, _ k: Int) -> String {
+        let base = path.hasSuffix(".jsonl") ? String(path.dropLast(".jsonl".count)) : path
+        return "\(base).\(k).jsonl"
+    }
+
+    /// Appends an event: writes it to the file and hands it to subscribers. An event
+    /// that cannot be written whole is not written at all, not numbered and not handed
+    /// out; the error is returned (and logged, once until writing works again).
     @discardableResult
     func append(_ kind: HostEvent.Kind, app: String? = nil, pid: Int32? = nil, from: AppState? = nil,
-                to: AppState? = nil, cause: String, mode: String? = nil, time: Date) -> HostEvent {
-        lastSeq += 1
-        let event = HostEvent(seq: lastSeq, time: time, kind: kind, bundleIdentifier: app, pid: pid,
+                to: AppState? = nil, cause: String, mode: String? = nil, time: Date) -> Result<HostEvent, EventLogError> {
+        var cause = cause
+        if cause.utf8.count > Self.maximumCause {
+            let cut = cause.utf8.count - Self.maximumCause
+            cause = String(decoding: cause.utf8.prefix(Self.maximumCause), as: UTF8.self) + "… (\(cut) more bytes cut)"
+        }
+        let event = HostEvent(seq: lastSeq + 1, time: time, kind: kind, bundleIdentifier: app, pid: pid,
                               from: from, to: to, cause: cause, mode: mode)
-        if let data = try? encoder.encode(event) {
-            // The throwing API: the old `write(_:)` traps on I/O errors.
-            try? handle?.write(contentsOf: data + Data([0x0a]))
+        guard !closed else {
+            // After the host stopped: nothing is written after hostStopped.
+            return .failure(EventLogError(path: path, operation: "write to (closed)", code: EBADF))
         }
-        recent.append(event)
-        if recent.count > Self.memoryLimit + Self.memoryLimit / 4 {
-            recent.removeFirst(recent.count - Self.memoryLimit)
-            recentIsComplete = false
+        do throws(EventLogError) {
+            guard let data = try? encoder.encode(event) else {
+                throw EventLogError(path: path, operation: "encode an event for", code: EINVAL)
+            }
+            try write(Array(data) + [0x0a])
+        } catch {
+            failures += 1
+            lastError = error
+            if failingSince == nil {
+                failingSince = failures
+                logger.error("event log: \(error); events are not recorded until this is fixed")
+            }
+            return .failure(error)
         }
+        if let since = failingSince {
+            logger.notice("event log: writing again after \(failures - since + 1) event(s) could not be written")
+            failingSince = nil
+        }
+        lastSeq += 1
         for (_, sub) in subscribers where sub.filter == nil || sub.filter == app {
             sub.continuation.yield(event)
         }
-        return event
+        return .success(event)
     }
 
-    /// Events recorded so far (from the file) and, atomically with that read, a
-    /// stream of every later event. The stream ends when `cancel` is called or the log closes.
-    func subscribe(filter: String?) -> (past: [HostEvent], live: AsyncStream<HostEvent>, id: UInt64) {
-        let all = recentIsComplete ? recent : Self.read(path: path)
-        let past = all.filter { filter == nil || $0.bundleIdentifier == filter }
+    /// Writes one line whole or not at all, rotating first if it would pass the limit.
+    private func write(_ line: [UInt8]) throws(EventLogError) {
+        if end > 0, end + Int64(line.count) > max(limits.rotateAt, nextRotation ?? 0) {
+            do {
+                try rotate()
+                nextRotation = nil
+            } catch {
+                // The events matter more than the limit: keep appending, try again 1 MiB on.
+                logger.error("event log: could not rotate (\(error)); \(path) grows past \(limits.rotateAt) bytes meanwhile")
+                nextRotation = end + (1 << 20)
+            }
+        }
+        if descriptor == nil {
+            descriptor = try Self.open(path)
+            end = try Self.size(descriptor!, path)
+        }
+        guard let fd = descriptor else { return }
+        var written = 0
+        while written < line.count {
+            let n = line.withUnsafeBytes { raw in
+                Glibc.write(fd.rawValue, raw.baseAddress! + written, raw.count - written)
+            }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                let code = n < 0 ? errno : EIO
+                // Nothing of this line may stay: the next one would be appended to it.
+                _ = ftruncate(fd.rawValue, off_t(end))
+                throw EventLogError(path: path, operation: "write to", code: code)
+            }
+            written += n
+        }
+        end += Int64(line.count)
+    }
+
+    /// `events.jsonl` → `events.1.jsonl` → … → `events.<keep>.jsonl` (the oldest dropped).
+    private func rotate() throws(EventLogError) {
+        try? descriptor?.close()
+        descriptor = nil
+        for k in stride(from: limits.keep - 1, through: 1, by: -1) {
+            let from = Self.rotatedPath(path, k)
+            if Glibc.rename(from, Self.rotatedPath(path, k + 1)) != 0, errno != ENOENT {
+                throw EventLogError(path: from, operation: "rename", code: errno)
+            }
+        }
+        if Glibc.rename(path, Self.rotatedPath(path, 1)) != 0, errno != ENOENT {
+            throw EventLogError(path: path, operation: "rename", code: errno)
+        }
+        descriptor = try Self.open(path)
+        end = 0
+    }
+
+    /// Events recorded so far (the files as they are now, read later) and, atomically
+    /// with that cut, a stream of every later event. The stream ends when `cancel` is
+    /// called or the log closes.
+    func subscribe(filter: String?) -> (past: EventLogPast, live: AsyncStream<HostEvent>, id: UInt64) {
+        var files: [(FileDescriptor, Int64)] = []
+        for k in stride(from: limits.keep, through: 1, by: -1) {
+            if let fd = try? FileDescriptor.open(FilePath(Self.rotatedPath(path, k)), .readOnly, options: .closeOnExec) {
+                files.append((fd, (try? Self.size(fd, path)) ?? 0))
+            }
+        }
+        if let fd = try? FileDescriptor.open(FilePath(path), .readOnly, options: .closeOnExec) {
+            files.append((fd, end))
+        }
+        let past = EventLogPast(files: files, filter: filter, lastSeq: lastSeq)
         let (stream, continuation) = AsyncStream<HostEvent>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
         nextSubscriber += 1
         subscribers[nextSubscriber] = (filter, continuation)
@@ -70,17 +247,203 @@ final class EventLog {
 
     /// Ends every subscription and closes the file.
     func close() {
+        closed = true
         for (_, sub) in subscribers { sub.continuation.finish() }
         subscribers.removeAll()
-        try? handle?.close()
-        handle = nil
+        try? descriptor?.close()
+        descriptor = nil
     }
 
-    /// Parses an events file; lines that do not parse (a torn last line) are skipped.
-    static func read(path: String) -> [HostEvent] {
-        guard let data = FileManager.default.contents(atPath: path) else { return [] }
+    // MARK: - Files
+
+    private static func open(_ path: String) throws(EventLogError) -> FileDescriptor {
+        do {
+            let fd = try FileDescriptor.open(FilePath(path), .readWrite, options: [.append, .create, .closeOnExec],
+                                             permissions: [.ownerReadWrite])
+            // 0600 whatever the umask (and for a file an older host made with its own).
+            _ = fchmod(fd.rawValue, 0o600)
+            return fd
+        } catch {
+            throw EventLogError(path: path, operation: "open", code: (error as? Errno)?.rawValue ?? EIO)
+        }
+    }
+
+    private static func size(_ fd: FileDescriptor, _ path: String) throws(EventLogError) -> Int64 {
+        var st = stat()
+        guard fstat(fd.rawValue, &st) == 0 else { throw EventLogError(path: path, operation: "stat", code: errno) }
+        return Int64(st.st_size)
+    }
+
+    /// Reads `count` bytes at `offset` (fewer at end of file).
+    static func read(_ fd: FileDescriptor, at offset: Int64, count: Int) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        var got = 0
+        while got < count {
+            let n = buffer.withUnsafeMutableBytes { raw in
+                pread(fd.rawValue, raw.baseAddress! + got, count - got, off_t(offset) + off_t(got))
+            }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            got += n
+        }
+        buffer.removeSubrange(got...)
+        return buffer
+    }
+
+    /// Where the last whole line of a file of `size` bytes ends (0 if it has none),
+    /// reading backwards in chunks.
+    static func wholeLinesEnd(_ fd: FileDescriptor, size: Int64) throws(EventLogError) -> Int64 {
+        var upTo = size
+        let chunk: Int64 = 64 << 10
+        while upTo > 0 {
+            let from = max(0, upTo - chunk)
+            let bytes = read(fd, at: from, count: Int(upTo - from))
+            if let i = bytes.lastIndex(of: 0x0a) { return from + Int64(i) + 1 }
+            upTo = from
+        }
+        return 0
+    }
+
+    /// The last event that parses in the first `end` bytes, reading at most a few MiB
+    /// from the end (a file that ends in that much garbage starts numbering again).
+    static func lastEvent(_ fd: FileDescriptor, end: Int64) -> HostEvent? {
         let decoder = WireJSON.decoder()
-        return data.split(separator: 0x0a).compactMap { try? decoder.decode(HostEvent.self, from: Data($0)) }
+        for window: Int64 in [64 << 10, 2 << 20, 8 << 20] {
+            let from = max(0, end - window)
+            let bytes = read(fd, at: from, count: Int(end - from))
+            var lines = bytes.split(separator: 0x0a, omittingEmptySubsequences: true)
+            // A line cut by the window's start is not whole.
+            if from > 0, !lines.isEmpty, bytes.first != 0x0a { lines.removeFirst() }
+            for line in lines.reversed() {
+                if let event = try? decoder.decode(HostEvent.self, from: Data(line)) { return event }
+            }
+            if from == 0 { break }
+        }
+        return nil
+    }
+}
+
+/// The events recorded before a subscription: the log files as they were then (kept
+/// open, so a rotation does not change them), read lazily in chunks of 256 KiB. Lines
+/// that do not parse are skipped. Iterating does blocking file reads: do it off the
+/// supervisor's actor.
+public final class EventLogPast: Sequence, Sendable {
+    private let files: [(descriptor: FileDescriptor, end: Int64)]
+    private let filter: String?
+    /// The sequence number of the last event recorded when the subscription began.
+    public let lastSeq: UInt64
+
+    init(files: [(FileDescriptor, Int64)], filter: String?, lastSeq: UInt64) {
+        self.files = files.map { (descriptor: $0.0, end: $0.1) }
+        self.filter = filter
+        self.lastSeq = lastSeq
+    }
+
+    deinit {
+        for f in files { try? f.descriptor.close() }
+    }
+
+    /// The first event (of the filtered app).
+    public var first: HostEvent? {
+        var iterator = makeIterator()
+        return iterator.next()
+    }
+
+    /// The last event (of the filtered app); reads everything.
+    public var last: HostEvent? {
+        var last: HostEvent?
+        for e in self { last = e }
+        return last
+    }
+
+    /// The last event that matches; reads everything.
+    public func last(where predicate: (HostEvent) throws -> Bool) rethrows -> HostEvent? {
+        var last: HostEvent?
+        for e in self where try predicate(e) { last = e }
+        return last
+    }
+
+    /// Reads the files from the start, oldest first.
+    public func makeIterator() -> Iterator { Iterator(past: self) }
+
+    /// Reads one chunk at a time and decodes the lines in it.
+    public struct Iterator: IteratorProtocol {
+        static let chunk = 256 << 10
+        private let past: EventLogPast
+        private let decoder = WireJSON.decoder()
+        /// `"bundleIdentifier":"<id>"`: lines without it are not decoded.
+        private let needle: [UInt8]?
+        private var file = 0
+        private var offset: Int64 = 0
+        private var buffer: [UInt8] = []
+        private var position = 0
+        private var skippingLongLine = false
+
+        init(past: EventLogPast) {
+            self.past = past
+            if let filter = past.filter, let id = try? WireJSON.encoder().encode(filter) {
+                needle = Array("\"bundleIdentifier\":".utf8) + Array(id)
+            } else {
+                needle = nil
+            }
+        }
+
+        /// The next event (of the filtered app), reading the next chunk when needed.
+        public mutating func next() -> HostEvent? {
+            while true {
+                if let newline = buffer[position...].firstIndex(of: 0x0a) {
+                    let line = buffer[position..<newline]
+                    position = newline + 1
+                    if skippingLongLine || line.count > EventLog.maximumLine {
+                        skippingLongLine = false
+                        continue
+                    }
+                    if let event = decode(line) { return event }
+                    continue
+                }
+                // No whole line buffered: keep the partial one and read on.
+                buffer.removeSubrange(..<position)
+                position = 0
+                if buffer.count > EventLog.maximumLine {
+                    buffer.removeAll()
+                    skippingLongLine = true
+                }
+                guard file < past.files.count else { return nil }
+                let (fd, end) = past.files[file]
+                if offset >= end {
+                    file += 1
+                    offset = 0
+                    buffer.removeAll()
+                    skippingLongLine = false
+                    continue
+                }
+                let bytes = EventLog.read(fd, at: offset, count: Int(Swift.min(Int64(Self.chunk), end - offset)))
+                if bytes.isEmpty {
+                    offset = end
+                    continue
+                }
+                offset += Int64(bytes.count)
+                buffer += bytes
+            }
+        }
+
+        private func decode(_ line: ArraySlice<UInt8>) -> HostEvent? {
+            if let needle, !contains(line, needle) { return nil }
+            guard let event = try? decoder.decode(HostEvent.self, from: Data(line)) else { return nil }
+            if let filter = past.filter, event.bundleIdentifier != filter { return nil }
+            return event
+        }
+
+        private func contains(_ line: ArraySlice<UInt8>, _ needle: [UInt8]) -> Bool {
+            guard let first = needle.first, line.count >= needle.count else { return false }
+            var i = line.startIndex
+            let last = line.endIndex - needle.count
+            while i <= last {
+                if line[i] == first, line[i..<(i + needle.count)].elementsEqual(needle) { return true }
+                i += 1
+            }
+            return false
+        }
     }
 }
 
@@ -100,4 +463,16 @@ public enum EventFormatter {
             return "\(time)  \(app)\(pid)  \(e.kind.rawValue): \(e.cause)"
         }
     }
+}
+
+/// Writes that failed, counted from any thread (the database reports on its own queue).
+final class RecordingFailures: Sendable {
+    private let state = Mutex<(count: UInt64, last: String?)>((0, nil))
+
+    func note(_ error: String) {
+        state.withLock { $0.count += 1; $0.last = error }
+    }
+
+    var count: UInt64 { state.withLock { $0.count } }
+    var last: String? { state.withLock { $0.last } }
 }

@@ -53,6 +53,11 @@ public struct HostConfiguration: Sendable {
     public var identities: IdentitySettings? = .standard
     /// What one app can make the host keep or do (message rate, unread replies, tasks, names).
     public var bounds: AppBounds = .standard
+    /// When `events.jsonl` is rotated and how many older files are kept.
+    public var eventLog = EventLogLimits()
+    /// How long a control connection may take to send its request before it is closed
+    /// (`events --follow` streams are not timed once streaming).
+    public var controlRequestTimeout: Duration = .seconds(10)
 
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
@@ -113,6 +118,9 @@ public actor Supervisor {
         case transferEvent(TransferEvent, generation: UInt64)
         case transferDaemonExited(ExitStatus, generation: UInt64)
         case transferDaemonRestart
+        /// Shutdown: the grace period (in real time, whatever the clock) is over; `final`:
+        /// so is the wait for killed apps to be reaped.
+        case shutdownGraceOver(final: Bool)
     }
 
     /// A running (or starting) app.
@@ -206,6 +214,10 @@ public actor Supervisor {
     private var stoppedWaiters: [CheckedContinuation<Void, Never>] = []
     /// Transitions of the current step, written in one transaction at its end.
     private var pendingTransitions: [Store.TransitionRow] = []
+    /// Transition writes the database refused (counted on GRDB's queue).
+    private let databaseFailures = RecordingFailures()
+    /// Shutdown's real-time bound on the grace period (see ``shutdown()``).
+    private var shutdownTimer: Scheduled<Void>?
     /// Child events that arrived before their `.spawned` (replayed after it).
     private var earlyChildEvents: [UInt64: [ChildEvent]] = [:]
     private var stateWaiters: [String: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
@@ -257,8 +269,7 @@ public actor Supervisor {
         identities = separateIdentities
             ? try AppIdentities(settings: configuration.identities ?? .standard, stateDirectory: configuration.stateDirectory, store: store)
             : nil
-        events = EventLog(path: configuration.eventsPath)
-        _ = chmod(configuration.eventsPath, 0o600)
+        events = try EventLog(path: configuration.eventsPath, limits: configuration.eventLog, logger: logger)
         self.group = group
         self.logger = logger
         realStart = realClock.now
@@ -278,6 +289,8 @@ public actor Supervisor {
         modes.setRefreshRestrictedByPolicy(configuration.backgroundRefreshRestricted)
         transfers = try Self.restoredTransfers(store: store, installed: Set(apps.keys))
         events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
+        lastStateChange = Self.recordEndedWithHost(apps: apps.keys.sorted(), store: store, events: events,
+                                                   configuration: configuration, time: startDate, logger: logger)
         // Said once, at startup: what confines apps here and what does not.
         let summary = SandboxSummary(kernelABI: Landlock.abiVersion, limit: configuration.landlockABI,
                                      seccomp: configuration.seccomp, uid: geteuid(),
@@ -289,6 +302,49 @@ public actor Supervisor {
             logger.warning("\(warning)")
         }
         sandbox = summary
+    }
+
+    /// After a crash of the host (kill -9, a power cut) its apps died with it (PDEATHSIG)
+    /// and nothing said how. For each app whose last recorded state is not notRunning,
+    /// records the transition to notRunning and an APPHOST report. Returns when each changed.
+    private static func recordEndedWithHost(apps: [String], store: Store, events: EventLog, configuration: HostConfiguration,
+                                            time: Date, logger: Logger) -> [String: Date] {
+        let cause = "ended with the host (the host stopped without shutting down)"
+        var changed: [String: Date] = [:]
+        var rows: [Store.TransitionRow] = []
+        for id in apps {
+            let states: [StateRecord]
+            do {
+                states = try store.recentStates(bundleIdentifier: id, limit: 16)
+            } catch {
+                logger.error("could not read the last state of \(id): \(error)")
+                continue
+            }
+            guard let last = states.last, last.state != .notRunning else { continue }
+            rows.append(Store.TransitionRow(bundleIdentifier: id, pid: nil, from: last.state, to: .notRunning, cause: cause, time: time))
+            events.append(.transition, app: id, from: last.state, to: .notRunning, cause: cause, time: time)
+            let reportID = "\(id)-\(Int(time.timeIntervalSince1970 * 1000))-0"
+            let report = TerminationReport(
+                id: reportID, bundleIdentifier: id, pid: 0, time: time, exceptionType: "HOST_ENDED",
+                exitStatus: nil, signal: nil, signalName: nil, terminationNamespace: "APPHOST", terminationCode: nil,
+                reason: "the app was \(last.state.rawValue) when the host ended without shutting down (killed, or the machine stopped); "
+                    + "the app ended with it (its parent-death signal)",
+                explanation: "Found by the next host at its start; how the app's process ended was not observed.",
+                lastStates: states + [StateRecord(state: .notRunning, time: time, cause: cause)])
+            do {
+                try store.saveReport(report)
+                let data = try WireJSON.encoder(pretty: true).encode(report)
+                try data.write(to: URL(fileURLWithPath: configuration.reportsDirectory + "/\(reportID).json"))
+            } catch {
+                logger.error("could not write the termination report of \(id): \(error)")
+            }
+            events.append(.report, app: id, cause: "termination report \(reportID): \(report.reason)", time: time)
+            changed[id] = time
+        }
+        if !rows.isEmpty {
+            store.recordTransitions(rows) { error in logger.error("could not record state transitions: \(error)") }
+        }
+        return changed
     }
 
     // MARK: - Clock
@@ -506,11 +562,59 @@ public actor Supervisor {
         for id in running {
             feed(id, .terminate(.shutdown))
         }
+        // The grace timers run on the host clock, which on the virtual clock nobody moves
+        // now: after the grace period in real time the apps still there are killed, and
+        // after 5 s more (a process SIGKILL cannot end at once) no longer waited for.
+        if runtimes.values.contains(where: { $0.machine.isRunning }) {
+            armShutdownTimer(final: false)
+        }
         for id in running {
             await waitForExit(id)
         }
+        shutdownTimer?.cancel()
+        shutdownTimer = nil
         await stopTransferDaemon()
         if case .some(.some(let cgroups)) = cgroups { cgroups.remove() }
+    }
+
+    private func armShutdownTimer(final: Bool) {
+        let input = self.input
+        let after: Duration = final ? .seconds(5) : max(configuration.terminationGracePeriod, .milliseconds(100))
+        shutdownTimer = group.any().scheduleTask(in: .nanoseconds(after.clampedNanoseconds)) {
+            input.yield(.shutdownGraceOver(final: final))
+        }
+    }
+
+    /// The grace period of a shutdown is over in real time: what its timers would have
+    /// done on the real clock is done now (kill, with a FRONTBOARD report); then, once
+    /// more time has passed, apps that are still not reaped are given up on.
+    private func shutdownGraceOver(final: Bool) {
+        guard shuttingDown else { return }
+        let left = runtimes.filter { $0.value.machine.isRunning }.map(\.key).sorted()
+        guard !left.isEmpty else { return }
+        if !final {
+            for id in left {
+                guard let rt = runtimes[id], !rt.machine.killSent else { continue }
+                removeDeadline(DeadlineKey(app: id, instance: rt.instance, timer: .lifecycle(.grace)))
+                logger.warning("\(id) did not exit within the shutdown's grace period (real time): killing it")
+                feed(id, .timerFired(.grace))
+                if runtimes[id]?.machine.killSent != true, let child = runtimes[id]?.child {
+                    // Not terminating in the machine's eyes: kill it all the same.
+                    try? child.signal(SIGKILL)
+                }
+            }
+            armShutdownTimer(final: true)
+            return
+        }
+        for id in left {
+            let pid = runtimes[id]?.pid.map { " (pid \($0))" } ?? ""
+            logger.error("\(id)\(pid) was not reaped after SIGKILL; the host stops without waiting for it")
+            events.append(.warning, app: id, pid: runtimes[id]?.pid,
+                          cause: "not reaped after SIGKILL; the host stopped without waiting for it", time: now())
+            let waiters = runtimes[id]?.exitWaiters ?? []
+            runtimes[id]?.exitWaiters.removeAll()
+            for w in waiters { w.resume() }
+        }
     }
 
     private func waitForExit(_ id: String) async {
@@ -593,6 +697,7 @@ public actor Supervisor {
                        terminateRunning: Bool = false) async throws(ControlError) -> Int32 {
         let row = try installed(id)
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
+        let mark = recordingMark()
         if terminateRunning, runtimes[id]?.machine.isRunning == true {
             feed(id, .terminate(.user))
             await waitForExit(id)
@@ -607,8 +712,9 @@ public actor Supervisor {
         makeRuntime(id, row)
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments)
         feed(id, .launch(options, placement: background ? .background : .foreground))
+        let pid: Int32
         do {
-            return try await withCheckedThrowingContinuation { c in
+            pid = try await withCheckedThrowingContinuation { c in
                 runtimes[id]?.launchWaiters.append(c)
             }
         } catch let error as ControlError {
@@ -616,6 +722,41 @@ public actor Supervisor {
         } catch {
             throw ControlError(.internalError, "\(error)")
         }
+        try checkRecorded(since: mark, "launched", id)
+        return pid
+    }
+
+    /// How many writes of the event log and of the database have failed so far.
+    private func recordingMark() -> (events: UInt64, database: UInt64) {
+        (events.failures, databaseFailures.count)
+    }
+
+    /// Throws if an event or a transition could not be written since `mark`: the verb
+    /// happened, but the host has no record of it. (Waits for the database's queue.)
+    private func checkRecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: String) throws(ControlError) {
+        do {
+            try store.flush()
+        } catch {
+            databaseFailures.note("\(error)")
+            logger.error("could not flush \(configuration.databasePath): \(error)")
+        }
+        var problems: [String] = []
+        if events.failures > mark.events, let error = events.lastError {
+            problems.append("\(error)")
+        }
+        if databaseFailures.count > mark.database, let error = databaseFailures.last {
+            problems.append("cannot write to \(configuration.databasePath): \(error)")
+        }
+        guard !problems.isEmpty else { return }
+        // SQLite says "disk is full" without an errno: say what the file system has left.
+        var fs = statvfs()
+        if statvfs(configuration.stateDirectory, &fs) == 0 {
+            problems.append("\(UInt64(fs.f_bavail) * UInt64(fs.f_frsize)) bytes free on that file system")
+        }
+        let state = runtimes[id]?.machine.state ?? .notRunning
+        throw ControlError(.internalError, "\(id) \(what), but the host could not record it in its state directory "
+            + "\(configuration.stateDirectory): \(problems.joined(separator: "; ")). \(id) is now \(state.rawValue); "
+            + "free space there (or repair the file system) and see the host's log")
     }
 
     /// A fresh runtime (new instance) for a launch.
@@ -746,8 +887,10 @@ public actor Supervisor {
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
         }
+        let mark = recordingMark()
         sendOthersHome(except: id)
         feed(id, .foreground)
+        try checkRecorded(since: mark, "came to the foreground", id)
     }
 
     /// Home button for `id`.
@@ -756,7 +899,9 @@ public actor Supervisor {
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
         }
+        let mark = recordingMark()
         feed(id, .home)
+        try checkRecorded(since: mark, "went home", id)
     }
 
     /// Terminates `id` (as a swipe in the app switcher) and waits until it is gone.
@@ -765,8 +910,10 @@ public actor Supervisor {
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
         }
+        let mark = recordingMark()
         feed(id, .terminate(.user))
         await waitForExit(id)
+        try checkRecorded(since: mark, "was terminated", id)
     }
 
     /// Terminates `id` if it runs and waits until it is gone, moving the virtual clock past
@@ -795,14 +942,16 @@ public actor Supervisor {
             let state = rt?.machine.state ?? .notRunning
             let since = lastStateChange[id] ?? apps[id]?.app.installedAt ?? now()
             let tasks = rt?.machine.tasks.sorted { $0.key < $1.key }.map { $0.value.name ?? "#\($0.key)" } ?? []
+            // Bounded: one app's answer must fit a control frame whatever it holds.
             return AppStatus(bundleIdentifier: id, state: state, pid: state == .notRunning ? nil : rt?.pid,
-                             since: since, backgroundTasks: tasks, activities: rt?.machine.activities.sorted() ?? [],
+                             since: since, backgroundTasks: AppStatus.bounded(tasks),
+                             activities: AppStatus.bounded(rt?.machine.activities.sorted() ?? []),
                              isFrontmost: state == .active || (state == .inactive && rt?.machine.placement == .foreground))
         }
     }
 
     /// Past events plus a live stream; call ``unsubscribe(_:)`` when done.
-    public func subscribe(bundleIdentifier: String?) -> (past: [HostEvent], live: AsyncStream<HostEvent>, id: UInt64) {
+    public func subscribe(bundleIdentifier: String?) -> (past: EventLogPast, live: AsyncStream<HostEvent>, id: UInt64) {
         events.subscribe(filter: bundleIdentifier)
     }
 
@@ -966,6 +1115,8 @@ public actor Supervisor {
             feed(id, .lockHeldAtSuspension(what))
         case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferDaemonExited, .transferDaemonRestart:
             handleTransferInput(item)
+        case .shutdownGraceOver(let final):
+            shutdownGraceOver(final: final)
         }
     }
 
@@ -1101,8 +1252,11 @@ public actor Supervisor {
     private func flushTransitions() {
         guard !pendingTransitions.isEmpty else { return }
         let logger = self.logger
+        let failures = databaseFailures
+        let path = configuration.databasePath
         store.recordTransitions(pendingTransitions) { error in
-            logger.error("could not record state transitions: \(error)")
+            logger.error("could not record state transitions in \(path): \(error)")
+            failures.note("\(error)")
         }
         pendingTransitions.removeAll()
     }

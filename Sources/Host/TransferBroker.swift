@@ -22,6 +22,33 @@ struct TransferRecord {
     var resumeDataRequested = false
 }
 
+/// When to restart a process that keeps dying: 1 s, 2 s, 4 s, … up to `maximum`; back to
+/// `initial` only once a start has stayed up for `stableAfter`. Times are the host's clock.
+struct RestartBackoff: Sendable, Equatable {
+    var initial: Duration = .seconds(1)
+    var maximum: Duration = .seconds(60)
+    var stableAfter: Duration = .seconds(30)
+    /// Deaths in a row (starts that did not stay up for `stableAfter`).
+    private(set) var failures = 0
+    /// When the current process started (nil: none running).
+    private(set) var upSince: Duration?
+
+    /// The process started (or said it is ready) at host time `now`.
+    mutating func started(at now: Duration) {
+        upSince = now
+    }
+
+    /// The process died, or could not be started, at host time `now`: the delay before the next start.
+    mutating func ended(at now: Duration) -> Duration {
+        if let upSince, now - upSince >= stableAfter { failures = 0 }
+        upSince = nil
+        var delay = initial
+        for _ in 0..<min(failures, 32) where delay < maximum { delay *= 2 }
+        failures += 1
+        return min(delay, maximum)
+    }
+}
+
 /// The host's side of the shared transfer daemon (iOS's background URLSession): the
 /// daemon process (started, supervised, restarted with backoff), the sessions and
 /// transfers of each app, and the delivery of their events.
@@ -30,7 +57,8 @@ struct TransferBrokerState {
     var child: ChildProcess?
     var channel: (any Channel)?
     var ready = false
-    var restarts = 0
+    /// How long to wait before starting a daemon that died (see ``RestartBackoff``).
+    var backoff = RestartBackoff()
     var stopping = false
     var unavailable: String?
     var nextID = UInt64(Date().timeIntervalSince1970 * 1000) << 12
@@ -195,6 +223,7 @@ extension Supervisor {
             }
             transfers.child = child
             transfers.channel = channel
+            transfers.backoff.started(at: hostNow())
             // A shutdown that began meanwhile closes the channel and waits for the exit.
             guard !transfers.stopping else { return }
             events.append(.service, pid: child.pid, cause: "transfer daemon started (pid \(child.pid))", time: now())
@@ -225,12 +254,15 @@ extension Supervisor {
         }
     }
 
+    /// The host-wide timer that restarts the daemon (on the host's clock, real or virtual).
+    static let transferRestartTimer = "transfer/restart"
+
     private func scheduleTransferRestart() {
         guard !transfers.stopping else { return }
-        let delay = min(30, 1 << min(transfers.restarts, 5))
-        transfers.restarts += 1
-        let input = self.input
-        _ = group.any().scheduleTask(in: .seconds(Int64(delay))) { input.yield(.transferDaemonRestart) }
+        let delay = transfers.backoff.ended(at: hostNow())
+        let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+        events.append(.service, cause: "transfer daemon: next start in \(DurationText.format(seconds)) (\(transfers.backoff.failures) start(s) in a row did not stay up)", time: now())
+        performMode([.startTimer(app: nil, name: Self.transferRestartTimer, after: delay)])
     }
 
     /// Sends the device conditions and every job the daemon has not accepted yet
@@ -260,7 +292,6 @@ extension Supervisor {
         switch event {
         case .ready(let pid, let unfinished):
             transfers.ready = true
-            transfers.restarts = 0
             events.append(.service, pid: pid, cause: "transfer daemon ready (\(unfinished) unfinished transfer(s))", time: now())
             syncDaemon()
         case .accepted(let id):
@@ -460,6 +491,10 @@ extension Supervisor {
 
     /// The plugin-style timer of a session's events ran out: the completion never came.
     func transferTimerFired(_ name: String, app: String) {
+        if app.isEmpty, name == Self.transferRestartTimer {
+            handleTransferInput(.transferDaemonRestart)
+            return
+        }
         let session = String(name.dropFirst("transfer/".count))
         guard runtimes[app]?.machine.activities.contains("URLSession events \(session)") == true else { return }
         performMode([.kill(app: app, namespace: "RUNNINGBOARD", code: .backgroundURLSessionTimeout,

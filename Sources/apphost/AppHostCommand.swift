@@ -122,6 +122,9 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Virtual clock: real seconds `clock advance` waits for apps to answer before the next deadline.", valueName: "seconds"))
     var settleTimeout: Double = 2
 
+    @Option(name: .long, help: ArgumentHelp("Seconds a control connection may take to send its request before the daemon hangs up (`events --follow` streams are not timed).", valueName: "seconds"))
+    var controlTimeout: Double = 10
+
     @Option(name: .long, help: ArgumentHelp("Serve the APNs provider API (HTTP/2, POST /3/device/<token>) on this address; port 0 picks a free one (written to <state dir>/push-gateway.address).", valueName: "host:port"))
     var pushGateway: String?
 
@@ -142,6 +145,7 @@ struct HostOptions: ParsableArguments {
         _ = try pushGatewaySettings()
         guard gracePeriod >= 0, gracePeriod.isFinite else { throw ValidationError("--grace-period must be a non-negative number of seconds") }
         guard settleTimeout > 0, settleTimeout.isFinite else { throw ValidationError("--settle-timeout must be a positive number of seconds") }
+        guard controlTimeout > 0, controlTimeout <= 86_400 else { throw ValidationError("--control-timeout must be a positive number of seconds (at most a day)") }
         if let landlockABI, landlockABI < 0 { throw ValidationError("--landlock-abi must be 0 (no Landlock) or an ABI version (1, 2, ...)") }
         _ = try budgets()
     }
@@ -163,6 +167,7 @@ struct HostOptions: ParsableArguments {
         config.clock = clock
         config.profile = (try? budgets()) ?? .default
         config.settleTimeout = .milliseconds(Int64(settleTimeout * 1000))
+        config.controlRequestTimeout = .milliseconds(Int64(controlTimeout * 1000))
         config.pushGateway = try? pushGatewaySettings()
         config.landlockABI = landlockABI
         if let file = (try? self.config.map { try HostConfigFile.load(path: absolute($0)) }) ?? nil {

@@ -63,8 +63,9 @@ struct ControlClient {
         return response
     }
 
-    /// Sends one request and calls `body` for each streamed response until `.end` or hangup.
-    func stream(_ request: ControlRequest, _ body: (ControlResponse) throws -> Void) throws {
+    /// Sends one request and calls `body` for each streamed response until `.end` or
+    /// hangup (with `untilEnd`, a hangup before `.end` is an error: the answer is cut).
+    func stream(_ request: ControlRequest, untilEnd: Bool = false, _ body: (ControlResponse) throws -> Void) throws {
         let fd = try connect()
         defer { try? fd.close() }
         try send(request, on: fd)
@@ -72,7 +73,24 @@ struct ControlClient {
         while let response = try next(ControlResponse.self, from: fd, decoder: &decoder) {
             if case .end = response { return }
             try body(response)
+            // An error ends a streamed answer.
+            if case .error = response { return }
         }
+        if untilEnd {
+            throw CLIError(description: "the daemon closed the connection before the end of its answer (see its log)")
+        }
+    }
+
+    /// Sends a request answered with a stream of items then `.end` (`status`, `reports`)
+    /// and returns the items `item` extracts; an `.error` answer is thrown.
+    func collect<T>(_ request: ControlRequest, _ item: (ControlResponse) -> T?) throws -> [T] {
+        var items: [T] = []
+        try stream(request, untilEnd: true) { r in
+            if case .error(let e) = r { throw e }
+            guard let value = item(r) else { throw unexpected(r) }
+            items.append(value)
+        }
+        return items
     }
 
     private func send(_ request: ControlRequest, on fd: FileDescriptor) throws {
@@ -84,7 +102,12 @@ struct ControlClient {
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             if let payload = try decoder.next() {
-                return try Frame.decode(M.self, from: payload)
+                do {
+                    return try Frame.decode(M.self, from: payload)
+                } catch {
+                    throw CLIError(description: "cannot read the daemon's answer (\(error)); is the daemon the same apphost build? "
+                                   + "This one speaks control version \(ControlSocket.version)")
+                }
             }
             let n = try chunk.withUnsafeMutableBytes { try fd.read(into: $0, retryOnInterrupt: true) }
             if n == 0 {

@@ -22,7 +22,7 @@ extension DemoNarrator {
     func caughtUp() async {
         let (past, _, subscription) = await supervisor.subscribe(bundleIdentifier: nil)
         await supervisor.unsubscribe(subscription)
-        await cursor.wait(for: past.last?.seq ?? 0)
+        await cursor.wait(for: past.lastSeq)
     }
 
     /// Prints a line of the script once every event so far has been printed.
@@ -113,7 +113,7 @@ extension DemoNarrator {
     /// host down and prints its last events.
     func narrate(_ body: () async throws -> Void) async {
         let (past, live, _) = await supervisor.subscribe(bundleIdentifier: nil)
-        await cursor.saw(past.last?.seq ?? 0)
+        await cursor.saw(past.lastSeq)
         let printer = Task {
             for await event in live {
                 if event.kind != .callback && event.kind != .installed, await !cursor.quiet {

@@ -41,8 +41,10 @@ extension AppHostCommand {
 
         func run() throws {
             try reportingErrors {
-                let r = try state.client.request(.list).checked()
-                guard case .apps(let apps) = r else { throw unexpected(r) }
+                let apps = try state.client.collect(.list) { r -> InstalledApp? in
+                    if case .app(let app) = r { return app }
+                    return nil
+                }
                 if output.json { return try printJSON(apps) }
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { [$0.bundleIdentifier, $0.name, $0.backgroundModes.map(\.rawValue).joined(separator: ","), $0.bundlePath] }
@@ -106,8 +108,10 @@ extension AppHostCommand {
         @OptionGroup var output: JSONOption
         func run() throws {
             try reportingErrors {
-                let r = try state.client.request(.status(bundleIdentifier: bundleIdentifier)).checked()
-                guard case .status(let apps) = r else { throw unexpected(r) }
+                let apps = try state.client.collect(.status(bundleIdentifier: bundleIdentifier)) { r -> AppStatus? in
+                    if case .appStatus(let s) = r { return s }
+                    return nil
+                }
                 if output.json { return try printJSON(apps) }
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { s in
@@ -148,8 +152,10 @@ extension AppHostCommand {
         @OptionGroup var output: JSONOption
         func run() throws {
             try reportingErrors {
-                let r = try state.client.request(.reports(bundleIdentifier: bundleIdentifier)).checked()
-                guard case .reports(let reports) = r else { throw unexpected(r) }
+                let reports = try state.client.collect(.reports(bundleIdentifier: bundleIdentifier)) { r -> TerminationReport? in
+                    if case .report(let report) = r { return report }
+                    return nil
+                }
                 if output.json { return try printJSON(reports) }
                 if reports.isEmpty { return print("no termination reports") }
                 for report in reports {

@@ -122,7 +122,7 @@ final class TestHost: Sendable {
     func events(_ id: String) async -> [HostEvent] {
         let (past, _, sub) = await supervisor.subscribe(bundleIdentifier: id)
         await supervisor.unsubscribe(sub)
-        return past
+        return Array(past)
     }
 
     /// Waits for the first event of `id` (past or future) matching `predicate`.

@@ -1,0 +1,367 @@
+import AppHostProtocol
+import Foundation
+import Testing
+@testable import Host
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Issue 14: the host survives broken and hostile apps (and full disks, idle clients,
+// oversized files, its own crash). Real daemons, real files, real signals.
+
+/// Connects to a Unix socket; the caller closes the descriptor.
+private func connectUnix(_ path: String) throws -> Int32 {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw CLITestFailure("socket: \(String(cString: strerror(errno)))") }
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+        let bytes = Array(path.utf8)
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    let rc = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard rc == 0 else {
+        let code = errno
+        close(fd)
+        throw CLITestFailure("connect \(path): \(String(cString: strerror(code)))")
+    }
+    // A safety net only: the daemon is expected to hang up long before.
+    var limit = timeval(tv_sec: 30, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+    return fd
+}
+
+/// Reads until the peer hangs up (0), on a thread of its own; returns what the last
+/// read returned (0: end of file, -1: error or the 30 s safety net) and the bytes read.
+private func readUntilClosed(_ fd: Int32) async -> (last: Int, bytes: Int) {
+    await withCheckedContinuation { c in
+        let thread = Thread {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            var total = 0
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 {
+                    c.resume(returning: (n, total))
+                    return
+                }
+                total += n
+            }
+        }
+        thread.start()
+    }
+}
+
+/// Writes an Info.plist with `id` into `<dir>/<name>.app` (a short folder name, so any id fits).
+private func writeBundle(in dir: String, name: String, id: String) throws -> String {
+    let bundle = dir + "/\(name).app"
+    try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
+    let plist: [String: Any] = ["CFBundleIdentifier": id, "CFBundleExecutable": "ProbeApp", "CFBundleName": name]
+    try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+        .write(to: URL(fileURLWithPath: bundle + "/Info.plist"))
+    return bundle
+}
+
+/// Makes `path` a sparse file of `size` bytes.
+private func makeSparse(_ path: String, size: Int64) throws {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw CLITestFailure("open \(path): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    guard ftruncate(fd, off_t(size)) == 0 else { throw CLITestFailure("ftruncate: \(String(cString: strerror(errno)))") }
+}
+
+@Suite(.enabled(if: cliBuilt, "needs the apphost and ProbeApp products"))
+struct RobustnessCLITests {
+    // MARK: 1. the event log on a full disk
+
+    @Test(.enabled(if: SmallFileSystem.available, "needs root and tmpfs"), .timeLimit(.minutes(3)))
+    func aFullDiskFailsVerbsClearlyAndLeavesNoTornLine() async throws {
+        let session = try CLISession("full")
+        let fs = try SmallFileSystem(mountingOn: session.stateDir, bytes: 24 << 20)
+        do {
+            try await fullDisk(session, fs)
+        } catch {
+            await session.close()
+            fs.unmount()
+            throw error
+        }
+        await session.close()
+        fs.unmount()
+    }
+
+    private func fullDisk(_ s: CLISession, _ fs: SmallFileSystem) async throws {
+        let daemon = try await s.startDaemon()
+        let id = "com.robust.full"
+        let install = await s.run("install", try makeProbeBundle(in: s.stateDir, id: id))
+        try #require(install.status == 0, "install: \(install.stderr)")
+        let launch = await s.run("launch", id)
+        try #require(launch.status == 0, "launch: \(launch.stderr)")
+
+        try fs.fill()
+        // Lines still fit in the page the log ends in; soon they do not.
+        var failed: (status: Int32, stdout: String, stderr: String)?
+        for i in 0..<40 {
+            let r = await s.run(i % 2 == 0 ? "background" : "foreground", id)
+            if r.status != 0 {
+                failed = r
+                break
+            }
+        }
+        let failure = try #require(failed, "no verb failed on a full state directory")
+        #expect(failure.stderr.contains(s.stateDir), "names the state dir: \(failure.stderr)")
+        #expect(failure.stderr.contains("ENOSPC") || failure.stderr.contains("disk is full"), "names the error: \(failure.stderr)")
+        #expect(failure.stderr.contains("could not record"), "\(failure.stderr)")
+        let during = try eventLines(s.stateDir + "/events.jsonl")
+        #expect(during.map(\.seq) == Array(1...UInt64(during.count)), "whole lines, numbered without a gap")
+
+        fs.free()
+        let again = await s.run("foreground", id)
+        #expect(again.status == 0, "with space again: \(again.stderr)")
+        await daemon.stop()
+
+        // The next host appends whole lines after the last one.
+        _ = try await s.startDaemon()
+        let after = try eventLines(s.stateDir + "/events.jsonl")
+        #expect(after.map(\.seq) == Array(1...UInt64(after.count)))
+        #expect(after.contains { $0.kind == .hostStopped })
+        #expect(after.last?.kind != .hostStopped, "the new host wrote after the old one's last event")
+    }
+
+    // MARK: 2. the control socket
+
+    @Test(.timeLimit(.minutes(1)))
+    func idleControlConnectionsAreClosedButFollowersAreNot() async throws {
+        try await withCLISession("idle") { s in
+            _ = try await s.startDaemon(["--control-timeout", "1"])
+            let id = "com.robust.idle"
+            let install = await s.run("install", try makeProbeBundle(in: s.stateDir, id: id))
+            try #require(install.status == 0, "install: \(install.stderr)")
+            let follow = try s.start(["events", "--follow", id])
+            _ = try #require(await follow.line(containing: "installed"), "follower: \(follow.lines)")
+
+            let clock = ContinuousClock()
+            let start = clock.now
+            // Says nothing.
+            let silent = try connectUnix(s.stateDir + "/control.sock")
+            defer { close(silent) }
+            // Half a frame: a length prefix announcing 10 bytes, then nothing.
+            let half = try connectUnix(s.stateDir + "/control.sock")
+            defer { close(half) }
+            let prefix: [UInt8] = [0, 0, 0, 10, 0x7b]
+            #expect(prefix.withUnsafeBytes { write(half, $0.baseAddress, $0.count) } == prefix.count)
+            async let silentEnd = readUntilClosed(silent)
+            async let halfEnd = readUntilClosed(half)
+            let (a, b) = await (silentEnd, halfEnd)
+            let elapsed = clock.now - start
+            #expect(a.last == 0 && a.bytes == 0, "hung up on the silent client: \(a)")
+            #expect(b.last == 0 && b.bytes == 0, "hung up on the half request: \(b)")
+            #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(20), "\(elapsed)")
+
+            // The follower, connected longer than the timeout, still gets new events; verbs work.
+            let launch = await s.run("launch", id)
+            #expect(launch.status == 0, "launch: \(launch.stderr)")
+            #expect(await follow.line(containing: "inactive → active") != nil, "follower: \(follow.lines)")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func statusStaysWithinAFrameWhateverOneAppHolds() async throws {
+        try await withCLISession("bigst") { s in
+            _ = try await s.startDaemon()
+            let big = "com.robust.bigtasks"
+            let small = "com.robust.small"
+            for id in [big, small] {
+                let install = await s.run("install", try makeProbeBundle(in: s.stateDir, id: id))
+                try #require(install.status == 0, "install: \(install.stderr)")
+            }
+            let follow = try s.start(["events", "--follow", big])
+            // 300 background tasks named with 4,000 characters each: 1.2 MB of names.
+            let prefix = String(repeating: "n", count: 4000)
+            let launch = await s.run("launch", big, "--", "--on", "active", "hold-tasks:300:\(prefix)")
+            try #require(launch.status == 0, "launch: \(launch.stderr)")
+            // The callback returns once the 300 tasks are begun (a cheap line to look for).
+            _ = try #require(await follow.line(containing: "didBecomeActive returned"), "the tasks began")
+
+            let json = await s.run("status", "--json")
+            try #require(json.status == 0, "status: \(json.stderr.prefix(500))")
+            let apps = try #require(try parseJSON(json.stdout) as? [[String: Any]])
+            #expect(apps.map { $0["bundleIdentifier"] as? String } == [big, small])
+            let tasks = try #require(apps.first?["backgroundTasks"] as? [String])
+            #expect(tasks.count == AppStatus.maximumListed + 1)
+            #expect(tasks.last == "… and 236 more")
+            #expect(tasks.allSatisfy { $0.count <= AppStatus.maximumNameLength + 1 })
+            let text = await s.run("status")
+            #expect(text.status == 0 && text.stdout.contains(small), "status: \(text.stderr.prefix(500))")
+
+            // Its report (the tasks it held when it was killed) also reaches the client.
+            let terminate = await s.run("terminate", big)
+            #expect(terminate.status == 0, "terminate: \(terminate.stderr)")
+            let reports = await s.run("reports", "--json", big)
+            #expect(reports.status == 0, "reports: \(reports.stderr.prefix(500))")
+        }
+    }
+
+    // MARK: 3. oversized and invalid input
+
+    @Test func aHugeInfoPlistIsRefusedUnread() async throws {
+        let dir = try TempDir("bigpl")
+        defer { dir.remove() }
+        let bundle = dir.path + "/Big.app"
+        try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
+        try makeSparse(bundle + "/Info.plist", size: 2 << 30)
+        let clock = ContinuousClock()
+        let start = clock.now
+        do throws(ManifestError) {
+            _ = try ManifestReader.read(path: bundle)
+            Issue.record("a 2 GiB Info.plist was accepted")
+        } catch {
+            #expect(error.code == .fileTooLarge)
+            #expect(error.description.contains(bundle + "/Info.plist"), "\(error)")
+            #expect(error.description.contains("2147483648 bytes") && error.description.contains("1048576"), "\(error)")
+        }
+        #expect(clock.now - start < .milliseconds(500), "refused from its size, not read")
+
+        // One byte over the limit is refused; at the limit the parser has its say.
+        try makeSparse(bundle + "/Info.plist", size: 1 << 20 + 1)
+        #expect(throws: ManifestError.self) { try ManifestReader.read(path: bundle) }
+        try makeSparse(bundle + "/Info.plist", size: 1 << 20)
+        do throws(ManifestError) {
+            _ = try ManifestReader.read(path: bundle)
+        } catch {
+            #expect(error.code == .malformedPropertyList, "\(error)")
+        }
+
+        if cliBuilt {
+            try makeSparse(bundle + "/Info.plist", size: 2 << 30)
+            let shown = await apphost(["manifest", "show", bundle])
+            #expect(shown.status == 65, "\(shown)")
+            #expect(shown.stderr.contains("Info.plist") && shown.stderr.contains("2147483648 bytes"), "\(shown.stderr)")
+        }
+    }
+
+    @Test func aHugeEntitlementsFileIsRefusedUnread() throws {
+        let dir = try TempDir("bigent")
+        defer { dir.remove() }
+        let id = "com.robust.ent"
+        let bundle = try makeProbeBundle(in: dir.path, id: id, entitlements: [:])
+        try makeSparse(bundle + "/\(id).entitlements", size: 2 << 30)
+        do throws(ManifestError) {
+            _ = try AppBundleLoader.load(path: bundle, productDirectories: [productsDirectory])
+            Issue.record("a 2 GiB entitlements file was accepted")
+        } catch {
+            #expect(error.code == .fileTooLarge)
+            #expect(error.description.contains("\(id).entitlements") && error.description.contains("over the limit"), "\(error)")
+        }
+    }
+
+    @Test func overlongBundleIdentifiersAreRefused() async throws {
+        try await withCLISession("longid") { s in
+            _ = try await s.startDaemon()
+            for length in [5000, 240, 156] {
+                let id = "com." + String(repeating: "a", count: length - 4)
+                let bundle = try writeBundle(in: s.stateDir, name: "L\(length)", id: id)
+                let shown = await apphost(["manifest", "show", bundle])
+                #expect(shown.status == 65, "manifest show, \(length) characters: \(shown.stdout)")
+                #expect(shown.stderr.contains(bundle + "/Info.plist: CFBundleIdentifier:"), "\(shown.stderr)")
+                #expect(shown.stderr.contains("is \(length) characters long, over the limit of 155"), "\(shown.stderr)")
+                #expect(shown.stderr.count < 1000, "the id is shortened in the message")
+                let install = await s.run("install", bundle)
+                #expect(install.status != 0)
+                #expect(install.stderr.contains("over the limit of 155"), "install: \(install.stderr)")
+            }
+            let list = await s.run("list", "--json")
+            #expect((try parseJSON(list.stdout) as? [Any])?.isEmpty == true, "nothing installed: \(list.stdout)")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aBundleIdentifierOf155CharactersInstallsRunsAndGetsItsReport() async throws {
+        let host = try TestHost(label: "id155")
+        do {
+            let id = "com.example." + String(repeating: "x", count: 155 - 12)
+            #expect(id.count == 155)
+            try await host.installProbe(id)
+            _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "exit:3"])
+            let report = await host.waitForEvent(id) { $0.kind == .report }
+            #expect(report != nil)
+            let files = try FileManager.default.contentsOfDirectory(atPath: host.dir.path + "/reports")
+            let file = try #require(files.first { $0.hasPrefix(id + "-") }, "\(files)")
+            #expect(file.utf8.count <= 255)
+            let data = try Data(contentsOf: URL(fileURLWithPath: host.dir.path + "/reports/" + file))
+            #expect(try WireJSON.decoder().decode(TerminationReport.self, from: data).bundleIdentifier == id)
+            #expect(FileManager.default.fileExists(atPath: host.dir.path + "/logs/\(id).log"))
+        } catch {
+            await host.stop()
+            throw error
+        }
+        await host.stop()
+    }
+
+    // MARK: 4. shutdown never hangs
+
+    @Test(.timeLimit(.minutes(1)))
+    func shutdownKillsAHungAppOnTheVirtualClockAfterTheGracePeriodInRealTime() async throws {
+        try await withCLISession("vshut") { s in
+            let daemon = try await s.startDaemon(["--clock", "virtual", "--grace-period", "1"])
+            let id = "com.robust.hung"
+            let install = await s.run("install", try makeProbeBundle(in: s.stateDir, id: id))
+            try #require(install.status == 0, "install: \(install.stderr)")
+            let follow = try s.start(["events", "--follow", id])
+            let launch = await s.run("launch", id, "--", "--on", "active", "hang")
+            try #require(launch.status == 0, "launch: \(launch.stderr)")
+            let pid = try #require(launchedPID(launch.stdout, id: id))
+            _ = try #require(await follow.line(containing: "didBecomeActive returned"), "\(follow.lines)")
+
+            let clock = ContinuousClock()
+            let start = clock.now
+            daemon.send(SIGTERM)
+            let exit = await daemon.waitForExit()
+            let elapsed = clock.now - start
+            #expect(exit == .exited(0), "\(exit): \(daemon.stderr)")
+            #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(20), "\(elapsed)")
+            #expect(!processExists(pid))
+            let events = try eventLines(s.stateDir + "/events.jsonl")
+            #expect(events.last?.kind == .hostStopped)
+            #expect(events.contains { $0.kind == .signal && $0.cause.contains("grace period after willTerminate ran out") })
+            let reports = try FileManager.default.contentsOfDirectory(atPath: s.stateDir + "/reports")
+            let texts = try reports.map { try String(contentsOfFile: s.stateDir + "/reports/" + $0, encoding: .utf8) }
+            #expect(texts.contains { $0.contains("FRONTBOARD") && $0.contains("did not exit within") }, "\(texts)")
+        }
+    }
+
+    // MARK: 5. after a crash of the host
+
+    @Test(.timeLimit(.minutes(1)))
+    func appsThatEndedWithACrashedHostAreRecordedAtTheNextStart() async throws {
+        try await withCLISession("crash") { s in
+            let first = try await s.startDaemon()
+            let id = "com.robust.crash"
+            let idle = "com.robust.idle2"
+            for app in [id, idle] {
+                let install = await s.run("install", try makeProbeBundle(in: s.stateDir, id: app))
+                try #require(install.status == 0, "install: \(install.stderr)")
+            }
+            let launch = await s.run("launch", id)
+            try #require(launch.status == 0, "launch: \(launch.stderr)")
+            first.send(SIGKILL)
+            #expect(await first.waitForExit() == CLIExit(status: SIGKILL, signaled: true))
+
+            _ = try await s.startDaemon()
+            let status = try #require(try parseJSON(await s.run("status", "--json", id).stdout) as? [[String: Any]])
+            #expect(status.first?["state"] as? String == "notRunning")
+            let events = await s.run("events", "--json", id)
+            let lines = events.stdout.split(separator: "\n").compactMap { try? WireJSON.decoder().decode(HostEvent.self, from: Data($0.utf8)) }
+            let ended = try #require(lines.last { $0.kind == .transition }, "\(events.stdout)")
+            #expect(ended.to == .notRunning && ended.from == .active)
+            #expect(ended.cause == "ended with the host (the host stopped without shutting down)")
+            let reports = try #require(try parseJSON(await s.run("reports", "--json", id).stdout) as? [[String: Any]])
+            #expect(reports.last?["terminationNamespace"] as? String == "APPHOST", "\(reports)")
+            let none = await s.run("reports", "--json", idle)
+            #expect((try parseJSON(none.stdout) as? [Any])?.isEmpty == true, "an app that was not running gets nothing: \(none)")
+        }
+    }
+}
