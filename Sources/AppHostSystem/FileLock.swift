@@ -42,11 +42,12 @@ public final class FileLock: Sendable {
 
     deinit { release() }
 
-    /// Takes the lock on `path` (creating the file, mode 0644) and writes this
+    /// Takes the lock on `path` (creating the file, mode 0600) and writes this
     /// process's pid into it. Throws `.held` with the holder's pid when taken.
     public static func acquire(path: String) throws(FileLockError) -> FileLock {
-        let fd = retryingEINTR { Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        let fd = retryingEINTR { Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600) }
         guard fd >= 0 else { throw .failed(path: path, operation: "open", errno: Errno(rawValue: errno)) }
+        _ = fchmod(fd, 0o600) // whatever the umask, and for a file made earlier with another mode
         let rc = aph_flock_exclusive_nonblocking(fd)
         guard rc == 0 else {
             let holder = rc == EWOULDBLOCK ? readPID(fd) : nil

@@ -117,7 +117,7 @@ struct IdentityTests {
                 (dir, 0o711), (dir + "/containers", 0o711), (dir + "/groups", 0o711),
                 (dir + "/logs", 0o700), (dir + "/reports", 0o700), (dir + "/snapshots", 0o700), (dir + "/transfers", 0o700),
                 (dir + "/apphost.sqlite", 0o600), (dir + "/apphost.sqlite-wal", 0o600), (dir + "/events.jsonl", 0o600),
-                (dir + "/control.sock", 0o600), (dir + "/logs/com.example.probe.log", 0o600),
+                (dir + "/control.sock", 0o600), (dir + "/apphost.lock", 0o600), (dir + "/logs/com.example.probe.log", 0o600),
                 (dir + "/containers/com.example.probe", 0o700),
             ]
             for (path, mode) in expected {
