@@ -72,7 +72,7 @@ let package = Package(
                 "AppHostSystem",
                 "Snapshots",
                 // `demo` act 4: the loopback server the background download comes from.
-                "HTTPTestServer",
+                "LoopbackHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -100,7 +100,7 @@ let package = Package(
             dependencies: [
                 "Host", "AppHostSystem", "AppHostProtocol", "Plugins",
                 // `transfers`: the loopback server the daemon and both baselines fetch from.
-                "HTTPTestServer",
+                "LoopbackHTTP",
                 // `snapshot`: render + redact + PNG encode.
                 "Snapshots",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -137,17 +137,26 @@ let package = Package(
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),
         .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots"]),
         .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol"]),
-        // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO for transfer tests, and its self-tests.
+        // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO: the demo's download and the
+        // transfer tests' server (resources with Range/If-Range, faults, a request log).
         .target(
-            name: "HTTPTestServer",
+            name: "LoopbackHTTP",
             dependencies: [
-                // Tool.run: the tests' openssl, curl and sha256sum through the project's own spawn.
-                "AppHostSystem",
-                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
+        // What tests add to it: a throwaway CA and the tests' tools; re-exports LoopbackHTTP.
+        .target(
+            name: "HTTPTestServer",
+            dependencies: [
+                "LoopbackHTTP",
+                // Tool.run: the tests' openssl, curl and sha256sum through the project's own spawn.
+                "AppHostSystem",
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/HTTPTestServer"
         ),

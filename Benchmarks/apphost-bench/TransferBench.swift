@@ -3,7 +3,7 @@ import AppHostSystem
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
-import HTTPTestServer
+import LoopbackHTTP
 import Host
 import NIOCore
 import NIOHTTP1

@@ -1,7 +1,7 @@
 import AppHostProtocol
 import Foundation
 import Host
-import HTTPTestServer
+import LoopbackHTTP
 
 extension DemoNarrator {
     /// Waits for the first event of `id` (past or future) matching `predicate`, at most
