@@ -114,7 +114,8 @@ let package = Package(
         .target(
             name: "TransferCore",
             dependencies: [
-                "AppHostProtocol", "CAppHostSys",
+                // AppHostSystem's wrappers (WriteBack), never the C shim directly.
+                "AppHostProtocol", "AppHostSystem",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),

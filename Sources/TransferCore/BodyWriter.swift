@@ -1,5 +1,5 @@
 import AsyncHTTPClient
-import CAppHostSys
+import AppHostSystem
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -284,8 +284,7 @@ final class BodyWriter: @unchecked Sendable {
 
     /// Opens the O_DIRECT descriptor; false (direct I/O off from here) when the file system refuses.
     private func openDirect(at offset: Int64) -> Bool {
-        var dfd: Int32 = -1
-        if aph_open_direct(path, &dfd) == 0 {
+        if case .success(let dfd) = WriteBack.openDirect(path) {
             directFD = dfd
             return true
         }

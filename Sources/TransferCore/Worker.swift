@@ -1,6 +1,6 @@
 import AppHostProtocol
 import AsyncHTTPClient
-import CAppHostSys
+import AppHostSystem
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -319,8 +319,8 @@ struct WriteBehind {
 
     mutating func wrote(upTo done: Int64) {
         guard done - started >= Self.window else { return }
-        _ = aph_writeback_start(fd, started, done - started)
-        if started > waited { _ = aph_writeback_wait(fd, waited, started - waited, 1) }
+        WriteBack.start(fd, offset: started, length: done - started)
+        if started > waited { WriteBack.wait(fd, offset: waited, length: started - waited, drop: true) }
         waited = started
         started = done
     }

@@ -1,0 +1,30 @@
+import CAppHostSys
+import SystemPackage
+
+/// Page-cache control for large writes (the transfer daemon's downloads): start and
+/// wait for writeback of a range, drop it from the cache, and direct I/O.
+public enum WriteBack {
+    /// Starts writeback of `length` bytes at `offset` of `fd` without waiting
+    /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`).
+    @discardableResult
+    public static func start(_ fd: Int32, offset: Int64, length: Int64) -> Errno? {
+        let rc = aph_writeback_start(fd, offset, length)
+        return rc == 0 ? nil : Errno(rawValue: rc)
+    }
+
+    /// Waits until the range is written back (starting what is not yet), then, with
+    /// `drop`, drops it from the page cache (`POSIX_FADV_DONTNEED`).
+    @discardableResult
+    public static func wait(_ fd: Int32, offset: Int64, length: Int64, drop: Bool) -> Errno? {
+        let rc = aph_writeback_wait(fd, offset, length, drop ? 1 : 0)
+        return rc == 0 ? nil : Errno(rawValue: rc)
+    }
+
+    /// Opens the existing file at `path` for writing with `O_DIRECT` and `O_CLOEXEC`.
+    /// `EINVAL` means the file system does not do direct I/O.
+    public static func openDirect(_ path: String) -> Result<Int32, Errno> {
+        var fd: Int32 = -1
+        let rc = aph_open_direct(path, &fd)
+        return rc == 0 ? .success(fd) : .failure(Errno(rawValue: rc))
+    }
+}
