@@ -245,6 +245,8 @@ public actor Supervisor {
     let sandbox: SandboxSummary
     /// Per-app uids (a host running as root with `identities` set), else nil.
     let identities: AppIdentities?
+    /// Where termination reports go (database and `reports/`).
+    let reportWriter: ReportWriter
 
     /// Opens the state directory's database and event log. The caller holds the state dir lock.
     public init(configuration: HostConfiguration, group: any EventLoopGroup, logger: Logger) throws {
@@ -266,6 +268,7 @@ public actor Supervisor {
             }
         }
         store = try Store(path: configuration.databasePath)
+        reportWriter = ReportWriter(store: store, directory: configuration.reportsDirectory, logger: logger)
         identities = separateIdentities
             ? try AppIdentities(settings: configuration.identities ?? .standard, stateDirectory: configuration.stateDirectory, store: store)
             : nil
@@ -289,8 +292,8 @@ public actor Supervisor {
         modes.setRefreshRestrictedByPolicy(configuration.backgroundRefreshRestricted)
         transfers = try Self.restoredTransfers(store: store, installed: Set(apps.keys))
         events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
-        lastStateChange = Self.recordEndedWithHost(apps: apps.keys.sorted(), store: store, events: events,
-                                                   configuration: configuration, time: startDate, logger: logger)
+        lastStateChange = Self.recordEndedWithHost(apps: apps.keys.sorted(), store: store, reports: reportWriter, events: events,
+                                                   time: startDate, logger: logger)
         // Said once, at startup: what confines apps here and what does not.
         let summary = SandboxSummary(kernelABI: Landlock.abiVersion, limit: configuration.landlockABI,
                                      seccomp: configuration.seccomp, uid: geteuid(),
@@ -307,7 +310,7 @@ public actor Supervisor {
     /// After a crash of the host (kill -9, a power cut) its apps died with it (PDEATHSIG)
     /// and nothing said how. For each app whose last recorded state is not notRunning,
     /// records the transition to notRunning and an APPHOST report. Returns when each changed.
-    private static func recordEndedWithHost(apps: [String], store: Store, events: EventLog, configuration: HostConfiguration,
+    private static func recordEndedWithHost(apps: [String], store: Store, reports: ReportWriter, events: EventLog,
                                             time: Date, logger: Logger) -> [String: Date] {
         let cause = "ended with the host (the host stopped without shutting down)"
         var changed: [String: Date] = [:]
@@ -323,22 +326,15 @@ public actor Supervisor {
             guard let last = states.last, last.state != .notRunning else { continue }
             rows.append(Store.TransitionRow(bundleIdentifier: id, pid: nil, from: last.state, to: .notRunning, cause: cause, time: time))
             events.append(.transition, app: id, from: last.state, to: .notRunning, cause: cause, time: time)
-            let reportID = "\(id)-\(Int(time.timeIntervalSince1970 * 1000))-0"
             let report = TerminationReport(
-                id: reportID, bundleIdentifier: id, pid: 0, time: time, exceptionType: "HOST_ENDED",
+                id: ReportWriter.reportID(app: id, time: time, pid: nil), bundleIdentifier: id, pid: 0, time: time,
+                exceptionType: "HOST_ENDED",
                 exitStatus: nil, signal: nil, signalName: nil, terminationNamespace: "APPHOST", terminationCode: nil,
                 reason: "the app was \(last.state.rawValue) when the host ended without shutting down (killed, or the machine stopped); "
                     + "the app ended with it (its parent-death signal)",
                 explanation: "Found by the next host at its start; how the app's process ended was not observed.",
                 lastStates: states + [StateRecord(state: .notRunning, time: time, cause: cause)])
-            do {
-                try store.saveReport(report)
-                let data = try WireJSON.encoder(pretty: true).encode(report)
-                try data.write(to: URL(fileURLWithPath: configuration.reportsDirectory + "/\(reportID).json"))
-            } catch {
-                logger.error("could not write the termination report of \(id): \(error)")
-            }
-            events.append(.report, app: id, cause: "termination report \(reportID): \(report.reason)", time: time)
+            reports.write(report, events: events)
             changed[id] = time
         }
         if !rows.isEmpty {
@@ -1474,38 +1470,8 @@ public actor Supervisor {
 
     private func writeReport(_ id: String, _ record: Lifecycle.TerminationRecord) {
         guard let rt = runtimes[id] else { return }
-        let time = now()
-        let status = rt.exitStatus
-        var signal: Int32?
-        var exitCode: Int32?
-        var exceptionType = "EXIT"
-        switch status {
-        case .signaled(let s, _)?:
-            signal = s
-            exceptionType = "EXC_CRASH (\(signalName(s)))"
-        case .exited(let code)?:
-            exitCode = code
-            exceptionType = code == 0 ? "EXIT" : "EXIT (code \(code))"
-        case nil:
-            exceptionType = "SPAWN_FAILED"
-        }
-        let reportID = "\(id)-\(Int(time.timeIntervalSince1970 * 1000))-\(rt.pid ?? 0)"
-        let history = Array(rt.history.suffix(16))
-        let report = TerminationReport(
-            id: reportID, bundleIdentifier: id, pid: rt.pid ?? 0, time: time, exceptionType: exceptionType,
-            exitStatus: exitCode, signal: signal, signalName: signal.map(signalName),
-            terminationNamespace: record.namespace, terminationCode: record.code?.hex,
-            reason: record.reason,
-            explanation: record.code.map { "\($0.meaning). What to do: \($0.advice)." },
-            backgroundTasks: record.tasks, budget: record.budget, lastStates: history)
-        do {
-            try store.saveReport(report)
-            let data = try WireJSON.encoder(pretty: true).encode(report)
-            try data.write(to: URL(fileURLWithPath: configuration.reportsDirectory + "/\(reportID).json"))
-        } catch {
-            logger.error("could not write the termination report of \(id): \(error)")
-        }
-        events.append(.report, app: id, pid: rt.pid, cause: "termination report \(reportID): \(record.reason)", time: time)
+        reportWriter.write(ReportWriter.report(app: id, pid: rt.pid, status: rt.exitStatus, record: record,
+                                               history: rt.history, time: now()), events: events)
     }
 
     // MARK: - Who a process is

@@ -37,6 +37,11 @@ struct AppBoundsTests {
         let id = try await host.installProbe("com.bounds.tasks")
         let reason = try await endOf(host, id, ["--on", "launch", "hold-tasks:51:t"])
         #expect(reason.contains("holds more than 50 background tasks at once"), "\(reason)")
+        // Its report file is whole (no .tmp left) and the host's alone, whatever the umask.
+        let files = try FileManager.default.contentsOfDirectory(atPath: host.dir.path + "/reports")
+        #expect(files.count == 1 && files[0].hasSuffix(".json"), "\(files)")
+        let mode = try FileManager.default.attributesOfItem(atPath: host.dir.path + "/reports/" + files[0])[.posixPermissions] as? Int
+        #expect(mode == 0o600)
         await host.stop()
     }
 

@@ -1,0 +1,70 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Logging
+import SystemPackage
+
+/// Termination reports, written in one place: the `report` row of the database and
+/// `reports/<id>.json` (0600, whole or not at all), then a `report` event.
+struct ReportWriter {
+    let store: Store
+    let directory: String
+    let logger: Logger
+
+    /// `<bundle id>-<ms since 1970>-<pid>`: unique per app and process, sorts by time, and
+    /// fits a file name for any valid bundle id (155 characters at most).
+    static func reportID(app: String, time: Date, pid: Int32?) -> String {
+        "\(app)-\(Int(time.timeIntervalSince1970 * 1000))-\(pid ?? 0)"
+    }
+
+    /// The report of a process that ended (or never started: `status` nil) as `record` says.
+    static func report(app: String, pid: Int32?, status: ExitStatus?, record: Lifecycle.TerminationRecord,
+                       history: [StateRecord], time: Date) -> TerminationReport {
+        var signal: Int32?
+        var exitCode: Int32?
+        let exceptionType: String
+        switch status {
+        case .signaled(let s, _)?:
+            signal = s
+            exceptionType = "EXC_CRASH (\(signalName(s)))"
+        case .exited(let code)?:
+            exitCode = code
+            exceptionType = code == 0 ? "EXIT" : "EXIT (code \(code))"
+        case nil:
+            exceptionType = "SPAWN_FAILED"
+        }
+        return TerminationReport(
+            id: reportID(app: app, time: time, pid: pid), bundleIdentifier: app, pid: pid ?? 0, time: time,
+            exceptionType: exceptionType, exitStatus: exitCode, signal: signal, signalName: signal.map(signalName),
+            terminationNamespace: record.namespace, terminationCode: record.code?.hex, reason: record.reason,
+            explanation: record.code.map { "\($0.meaning). What to do: \($0.advice)." },
+            backgroundTasks: record.tasks, budget: record.budget, lastStates: Array(history.suffix(16)))
+    }
+
+    /// Stores `report` and writes its JSON file, then records the `report` event. A write
+    /// that fails is logged: the event still says the app ended and why.
+    func write(_ report: TerminationReport, events: EventLog) {
+        do {
+            try store.saveReport(report)
+            let data = try WireJSON.encoder(pretty: true).encode(report)
+            let path = directory + "/\(report.id).json"
+            let temp = path + ".tmp"
+            guard FileManager.default.createFile(atPath: temp, contents: data, attributes: [.posixPermissions: 0o600]),
+                  rename(temp, path) == 0 else {
+                unlink(temp)
+                throw ReportWriteError(path: path, code: errno)
+            }
+        } catch {
+            logger.error("could not write the termination report of \(report.bundleIdentifier): \(error)")
+        }
+        events.append(.report, app: report.bundleIdentifier, pid: report.pid == 0 ? nil : report.pid,
+                      cause: "termination report \(report.id): \(report.reason)", time: report.time)
+    }
+}
+
+/// A report file that could not be written.
+struct ReportWriteError: Error, CustomStringConvertible {
+    var path: String
+    var code: Int32
+    var description: String { "cannot write \(path): \(Errno(rawValue: code))" }
+}
