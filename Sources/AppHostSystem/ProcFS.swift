@@ -208,3 +208,30 @@ public enum LoadedLibraries {
         return directories.sorted()
     }
 }
+
+/// Walks of `/proc` that answer "whose process is this?".
+public enum ProcessTree {
+    /// The parents of `pid`, nearest first, read from each `/proc/<pid>/stat`; the walk
+    /// stops below pid 1 and `stop` (neither is listed), at a process that is gone, or
+    /// after `limit` steps.
+    public static func ancestors(of pid: Int32, stoppingAt stop: Int32 = getpid(), limit: Int = 64) -> [Int32] {
+        var chain: [Int32] = []
+        var current = pid
+        for _ in 0..<limit {
+            guard let parent = try? ProcStat.read(pid: current).parentPID, parent > 1, parent != stop else { break }
+            chain.append(parent)
+            current = parent
+        }
+        return chain
+    }
+
+    /// The cgroup paths of `pid`, one per hierarchy (`/proc/<pid>/cgroup`'s third field:
+    /// `0::/a/b` gives `/a/b`); empty when the process is gone.
+    public static func cgroupPaths(of pid: Int32) -> [String] {
+        guard let text = try? readProcFile("/proc/\(pid)/cgroup") else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            return fields.count == 3 ? String(fields[2]) : nil
+        }
+    }
+}

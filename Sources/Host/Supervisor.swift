@@ -1482,26 +1482,15 @@ public actor Supervisor {
     public func appOwning(pid: Int32) -> String? {
         let apps = Dictionary(runtimes.compactMap { id, rt in rt.pid.map { ($0, id) } }, uniquingKeysWith: { a, _ in a })
         if let app = apps[pid] { return app }
-        if let text = try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8) {
-            for line in text.split(separator: "\n") {
-                for (id, rt) in runtimes {
-                    if let dir = rt.cgroup?.directories.first, let name = dir.split(separator: "/").suffix(2).first,
-                       line.hasSuffix("/\(name)/\(id)") {
-                        return id
-                    }
+        for path in ProcessTree.cgroupPaths(of: pid) {
+            for (id, rt) in runtimes {
+                if let dir = rt.cgroup?.directories.first, let name = dir.split(separator: "/").suffix(2).first,
+                   path.hasSuffix("/\(name)/\(id)") {
+                    return id
                 }
             }
         }
-        var current = pid
-        for _ in 0..<64 {
-            guard let stat = try? String(contentsOfFile: "/proc/\(current)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { return nil }
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 1, let parent = Int32(fields[1]), parent > 1, parent != getpid() else { return nil }
-            if let app = apps[parent] { return app }
-            current = parent
-        }
-        return nil
+        return ProcessTree.ancestors(of: pid).lazy.compactMap { apps[$0] }.first
     }
 
     /// An app tried the control socket: said once per app and pid.

@@ -84,4 +84,22 @@ struct LoadedLibrariesTests {
         let folders = LoadedLibraries.directories()
         #expect(folders.contains { FileManager.default.fileExists(atPath: $0 + "/libswiftCore.so") }, "\(folders)")
     }
+
+    @Test func ancestorsWalkUpToTheGivenStop() throws {
+        // This test process's parents: the first is getppid(), and a walk that stops at
+        // it lists nothing.
+        let chain = ProcessTree.ancestors(of: getpid(), stoppingAt: 0)
+        if getppid() > 1 {
+            #expect(chain.first == getppid(), "\(chain)")
+        }
+        #expect(!chain.contains(1))
+        #expect(ProcessTree.ancestors(of: getpid(), stoppingAt: getppid()).isEmpty)
+        #expect(ProcessTree.ancestors(of: Int32.max).isEmpty, "a process that is gone has no parents")
+    }
+
+    @Test func cgroupPathsAreTheThirdField() {
+        let paths = ProcessTree.cgroupPaths(of: getpid())
+        #expect(!paths.isEmpty && paths.allSatisfy { $0.hasPrefix("/") }, "\(paths)")
+        #expect(ProcessTree.cgroupPaths(of: Int32.max).isEmpty)
+    }
 }
