@@ -806,68 +806,14 @@ public actor Supervisor {
     /// whatever the device then does with it; what happened is in the event log.
     public func apnsPush(token: String, topic: String?, pushType: String?, priority: Int?, expiration: Int?,
                          collapseID: String?, apnsID: String?, payload: Data) -> Result<String, APNsRejection> {
-        let token = token.lowercased()
-        guard token.count == 64, token.allSatisfy(\.isHexDigit) else {
-            return .failure(APNsRejection("BadDeviceToken", "the device token must be 64 hex digits"))
+        let request = APNsRequest(token: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
+                                  collapseID: collapseID, apnsID: apnsID, payload: payload)
+        let accepted: APNsRequest.Accepted
+        switch request.validate(owner: { modes.deviceTokenOwner($0) }) {
+        case .success(let a): accepted = a
+        case .failure(let rejection): return .failure(rejection)
         }
-        let id: String
-        switch modes.deviceTokenOwner(token) {
-        case .installed(let owner): id = owner
-        case .uninstalled(let owner):
-            return .failure(APNsRejection("Unregistered", status: 410, "the device token belonged to \(owner), which is no longer installed"))
-        case .unknown:
-            return .failure(APNsRejection("BadDeviceToken", "no installed app registered this device token"))
-        }
-        let knownTypes = ["alert", "background", "voip", "complication", "fileprovider", "mdm", "location", "liveactivity", "pushtotalk", "widgets", "controls"]
-        if let pushType, !knownTypes.contains(pushType) {
-            return .failure(APNsRejection("InvalidPushType", "apns-push-type \"\(pushType)\" is not one of \(knownTypes.joined(separator: ", "))"))
-        }
-        guard let topic, !topic.isEmpty else {
-            return .failure(APNsRejection("MissingTopic", "apns-topic is required (the app's bundle id)"))
-        }
-        let expectedTopic = pushType == "voip" ? id + ".voip" : id
-        guard topic == expectedTopic else {
-            return .failure(APNsRejection("DeviceTokenNotForTopic", "the device token is \(id)'s; apns-topic must be \(expectedTopic)"))
-        }
-        if let priority, ![1, 5, 10].contains(priority) {
-            return .failure(APNsRejection("BadPriority", "apns-priority must be 10, 5 or 1"))
-        }
-        if pushType == "background", priority == 10 {
-            return .failure(APNsRejection("BadPriority", "a background push must have apns-priority 5"))
-        }
-        if let expiration, expiration < 0 {
-            return .failure(APNsRejection("BadExpirationDate", "apns-expiration must be a UNIX time in seconds or 0"))
-        }
-        if let collapseID, collapseID.utf8.count > 64 {
-            return .failure(APNsRejection("BadCollapseId", "apns-collapse-id may have at most 64 bytes"))
-        }
-        let messageID: String
-        if let apnsID {
-            guard UUID(uuidString: apnsID) != nil else {
-                return .failure(APNsRejection("BadMessageId", "apns-id must be a UUID (8-4-4-4-12 hex digits)"))
-            }
-            messageID = apnsID.uppercased()
-        } else {
-            messageID = UUID().uuidString
-        }
-        let command: ModeCommand
-        if pushType == "voip" {
-            guard let text = String(data: payload, encoding: .utf8), !payload.isEmpty else {
-                return .failure(APNsRejection("PayloadEmpty", "the payload is empty"))
-            }
-            guard payload.count <= 5120 else {
-                return .failure(APNsRejection("PayloadTooLarge", status: 413, "a VoIP payload carries at most 5120 bytes"))
-            }
-            command = .voipPush(bundleIdentifier: id, payload: text)
-        } else {
-            do throws(APNsRejection) {
-                let parsed = try APNsPayload.parse(payload, name: "payload")
-                command = .push(PushRequest(bundleIdentifier: id, payload: parsed.json, pushType: pushType, priority: priority,
-                                            collapseID: collapseID, apnsID: messageID, expiration: expiration, source: "gateway"))
-            } catch {
-                return .failure(error)
-            }
-        }
+        let (id, messageID, command) = (accepted.bundleIdentifier, accepted.messageID, accepted.command)
         let (result, effects) = modes.command(command, at: hostNow())
         performMode(effects)
         if case .failure(let error) = result {

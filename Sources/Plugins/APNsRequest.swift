@@ -1,0 +1,113 @@
+import AppHostProtocol
+import Foundation
+
+/// One provider request to the push gateway, as APNs reads it: the device token, the
+/// `apns-*` headers and the payload. ``validate(owner:)`` applies every rule APNs applies
+/// before it accepts a push (the gateway answers with the rejection's reason and status)
+/// and says which app it is for and what to deliver; delivery itself is the plugins'.
+public struct APNsRequest: Sendable, Equatable {
+    public var token: String
+    public var topic: String?
+    public var pushType: String?
+    public var priority: Int?
+    public var expiration: Int?
+    public var collapseID: String?
+    public var apnsID: String?
+    public var payload: Data
+
+    public init(token: String, topic: String?, pushType: String?, priority: Int?, expiration: Int?,
+                collapseID: String?, apnsID: String?, payload: Data) {
+        self.token = token
+        self.topic = topic
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.apnsID = apnsID
+        self.payload = payload
+    }
+
+    /// The `apns-push-type` values APNs knows.
+    public static let pushTypes = ["alert", "background", "voip", "complication", "fileprovider", "mdm", "location",
+                                   "liveactivity", "pushtotalk", "widgets", "controls"]
+    /// The largest VoIP payload APNs takes, in bytes.
+    public static let voipPayloadLimit = 5120
+
+    /// What an accepted request delivers.
+    public struct Accepted: Sendable, Equatable {
+        /// The app the device token is registered to.
+        public var bundleIdentifier: String
+        /// The `apns-id` answered (the request's, upper-cased, or a new UUID).
+        public var messageID: String
+        /// The command for the mode plugins.
+        public var command: ModeCommand
+    }
+
+    /// Checks the request as APNs does; `owner` says whose a device token is.
+    /// `makeID` gives the `apns-id` when the request has none.
+    public func validate(owner: (String) -> ModeHub.TokenOwner,
+                         makeID: () -> String = { UUID().uuidString }) -> Result<Accepted, APNsRejection> {
+        let token = token.lowercased()
+        guard token.count == 64, token.allSatisfy(\.isHexDigit) else {
+            return .failure(APNsRejection("BadDeviceToken", "the device token must be 64 hex digits"))
+        }
+        let id: String
+        switch owner(token) {
+        case .installed(let app): id = app
+        case .uninstalled(let app):
+            return .failure(APNsRejection("Unregistered", status: 410, "the device token belonged to \(app), which is no longer installed"))
+        case .unknown:
+            return .failure(APNsRejection("BadDeviceToken", "no installed app registered this device token"))
+        }
+        if let pushType, !Self.pushTypes.contains(pushType) {
+            return .failure(APNsRejection("InvalidPushType", "apns-push-type \"\(pushType)\" is not one of \(Self.pushTypes.joined(separator: ", "))"))
+        }
+        guard let topic, !topic.isEmpty else {
+            return .failure(APNsRejection("MissingTopic", "apns-topic is required (the app's bundle id)"))
+        }
+        let expectedTopic = pushType == "voip" ? id + ".voip" : id
+        guard topic == expectedTopic else {
+            return .failure(APNsRejection("DeviceTokenNotForTopic", "the device token is \(id)'s; apns-topic must be \(expectedTopic)"))
+        }
+        if let priority, ![1, 5, 10].contains(priority) {
+            return .failure(APNsRejection("BadPriority", "apns-priority must be 10, 5 or 1"))
+        }
+        if pushType == "background", priority == 10 {
+            return .failure(APNsRejection("BadPriority", "a background push must have apns-priority 5"))
+        }
+        if let expiration, expiration < 0 {
+            return .failure(APNsRejection("BadExpirationDate", "apns-expiration must be a UNIX time in seconds or 0"))
+        }
+        if let collapseID, collapseID.utf8.count > 64 {
+            return .failure(APNsRejection("BadCollapseId", "apns-collapse-id may have at most 64 bytes"))
+        }
+        let messageID: String
+        if let apnsID {
+            guard UUID(uuidString: apnsID) != nil else {
+                return .failure(APNsRejection("BadMessageId", "apns-id must be a UUID (8-4-4-4-12 hex digits)"))
+            }
+            messageID = apnsID.uppercased()
+        } else {
+            messageID = makeID()
+        }
+        let command: ModeCommand
+        if pushType == "voip" {
+            guard let text = String(data: payload, encoding: .utf8), !payload.isEmpty else {
+                return .failure(APNsRejection("PayloadEmpty", "the payload is empty"))
+            }
+            guard payload.count <= Self.voipPayloadLimit else {
+                return .failure(APNsRejection("PayloadTooLarge", status: 413, "a VoIP payload carries at most \(Self.voipPayloadLimit) bytes"))
+            }
+            command = .voipPush(bundleIdentifier: id, payload: text)
+        } else {
+            do throws(APNsRejection) {
+                let parsed = try APNsPayload.parse(payload, name: "payload")
+                command = .push(PushRequest(bundleIdentifier: id, payload: parsed.json, pushType: pushType, priority: priority,
+                                            collapseID: collapseID, apnsID: messageID, expiration: expiration, source: "gateway"))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return .success(Accepted(bundleIdentifier: id, messageID: messageID, command: command))
+    }
+}
