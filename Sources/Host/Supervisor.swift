@@ -1561,18 +1561,11 @@ public actor Supervisor {
                     try AppOwnership.makeDirectory(group.path, below: config.groupsDirectory, identity: owner,
                                                    mode: owner == nil ? 0o700 : 0o2770)
                 }
-                let (hostEnd, appEnd) = try makeSocketPair()
-                let log = try FileDescriptor.open(
-                    FilePath(config.logsDirectory + "/\(id).log"), .writeOnly,
-                    options: [.append, .create, .closeOnExec], permissions: [.ownerReadWrite])
                 let settings = SpawnSettings(
                     executablePath: row.app.executablePath,
                     arguments: [row.app.executablePath] + options.arguments,
                     environment: environment,
                     workingDirectory: container,
-                    ipcDescriptor: appEnd,
-                    standardOutput: log,
-                    standardError: log,
                     resourceLimits: rlimits,
                     seccomp: seccomp,
                     landlock: landlock,
@@ -1581,39 +1574,27 @@ public actor Supervisor {
                     // Group-writable for App Group containers (setgid folders); the
                     // app's own files are its uid's and its own gid's.
                     umask: identity == nil ? nil : 0o007)
-                let child: ChildProcess
-                do {
+                let bounds = config.bounds
+                do throws(ChildLauncher.Failure) {
                     // Events go straight to the input stream (one hop); any that beat
-                    // `.spawned` there are held by the supervisor until it arrives.
-                    child = try await ProcessReaper.shared.spawn(settings) { event in
-                        input.yield(.child(app: id, instance: instance, event))
-                    }
-                } catch {
-                    try? appEnd.close()
-                    try? hostEnd.close()
-                    try? log.close()
-                    throw error
-                }
-                try? appEnd.close()
-                try? log.close()
-                input.yield(.spawned(app: id, instance: instance, child: child))
-                do {
-                    let bounds = config.bounds
-                    let channel = try await ClientBootstrap(group: group)
-                        .channelOption(.autoRead, value: false)
-                        .channelOption(.writeBufferWaterMark, value: .init(low: bounds.unreadBytes / 2, high: bounds.unreadBytes))
-                        .channelInitializer { channel in
-                            channel.eventLoop.makeCompletedFuture {
-                                try channel.pipeline.syncOperations.addHandler(
-                                    AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds))
-                            }
-                        }
-                        .withConnectedSocket(hostEnd.rawValue)
-                        .get()
+                    // `.spawned` there are held by the supervisor until it arrives. Nothing
+                    // is read before `.connected` is in the stream.
+                    let (_, channel) = try await ChildLauncher.launch(
+                        settings, logPath: config.logsDirectory + "/\(id).log", group: group, autoRead: false,
+                        writeBufferWaterMark: .init(low: bounds.unreadBytes / 2, high: bounds.unreadBytes),
+                        makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds) },
+                        onEvent: { event in input.yield(.child(app: id, instance: instance, event)) },
+                        spawned: { child in input.yield(.spawned(app: id, instance: instance, child: child)) })
                     input.yield(.connected(app: id, instance: instance, channel: channel))
-                    try await channel.setOption(.autoRead, value: true).get()
-                } catch {
+                    do {
+                        try await channel.setOption(.autoRead, value: true).get()
+                    } catch {
+                        input.yield(.violation(app: id, instance: instance, "could not read the IPC socket: \(error)"))
+                    }
+                } catch .attach(_, let error) {
                     input.yield(.violation(app: id, instance: instance, "could not attach the IPC socket: \(error)"))
+                } catch .spawn(let error) {
+                    throw error
                 }
             } catch {
                 input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))

@@ -165,38 +165,32 @@ extension Supervisor {
             defer { transfers.starting = nil }
             do {
                 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-                let (hostEnd, daemonEnd) = try makeSocketPair()
-                let log = try FileDescriptor.open(FilePath(logPath), .writeOnly, options: [.append, .create, .closeOnExec],
-                                                  permissions: [.ownerReadWrite])
                 let settings = SpawnSettings(
                     executablePath: path, arguments: [path, "--state-dir", dir, "--power", device.pluggedIn ? "plugged" : "battery",
                                                      "--network", device.network.rawValue] + configuration.transferSettings.daemonArguments,
                     environment: ["HOME": dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
                                   "APPHOST_TRANSFERD_FD": String(IPCProtocol.descriptor)],
-                    workingDirectory: dir, ipcDescriptor: daemonEnd, standardOutput: log, standardError: log,
+                    workingDirectory: dir,
                     seccomp: .baseline,
                     // Apps under uids of their own: it writes downloads into, and reads uploads
                     // from, containers that are 0700 and the apps'. Nothing else survives.
                     keptCapabilities: identities == nil ? [] : [.dacOverride])
                 let child: ChildProcess
-                do {
-                    child = try await ProcessReaper.shared.spawn(settings) { event in
-                        if case .exited(let status) = event { input.yield(.transferDaemonExited(status, generation: generation)) }
-                    }
-                } catch {
-                    try? daemonEnd.close(); try? hostEnd.close(); try? log.close()
+                let channel: any Channel
+                do throws(ChildLauncher.Failure) {
+                    (child, channel) = try await ChildLauncher.launch(
+                        settings, logPath: logPath, group: group,
+                        makeHandler: { TransferDaemonHandler(input: input, generation: generation) },
+                        onEvent: { event in
+                            if case .exited(let status) = event { input.yield(.transferDaemonExited(status, generation: generation)) }
+                        })
+                } catch .attach(let started, let error) {
+                    // It runs but cannot be reached: end it (its exit restarts it, after the backoff).
+                    try? started.signal(SIGKILL)
+                    throw error
+                } catch .spawn(let error) {
                     throw error
                 }
-                try? daemonEnd.close()
-                try? log.close()
-                let channel = try await ClientBootstrap(group: group)
-                    .channelInitializer { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.addHandler(TransferDaemonHandler(input: input, generation: generation))
-                        }
-                    }
-                    .withConnectedSocket(hostEnd.rawValue)
-                    .get()
                 handleTransferInput(.transferDaemonStarted(child: child, channel: channel, generation: generation))
             } catch {
                 handleTransferInput(.transferDaemonFailed("\(error)", generation: generation))
