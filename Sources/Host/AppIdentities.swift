@@ -198,8 +198,17 @@ final class AppIdentities {
     }
 
     /// Whether `id` is a user or a group of the machine (`/etc/passwd`, `/etc/group`, NSS).
+    /// The reentrant lookups: several hosts in one process (tests) ask at once, and
+    /// `getpwuid`/`getgrgid` share one static buffer.
     private static func namesAccount(_ id: UInt32) -> Bool {
-        getpwuid(id) != nil || getgrgid(id) != nil
+        var buffer = [CChar](repeating: 0, count: 16 << 10)
+        var user = passwd()
+        var userResult: UnsafeMutablePointer<passwd>?
+        if getpwuid_r(id, &user, &buffer, buffer.count, &userResult) == 0, userResult != nil { return true }
+        var groupEntry = group()
+        var groupResult: UnsafeMutablePointer<group>?
+        if getgrgid_r(id, &groupEntry, &buffer, buffer.count, &groupResult) == 0, groupResult != nil { return true }
+        return false
     }
 
     /// FNV-1a, stable across runs (Swift's `hashValue` is seeded per process).

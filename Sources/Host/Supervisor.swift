@@ -159,6 +159,8 @@ public actor Supervisor {
         var oomKillsAtHostKill: Int?
         /// The memory limit it runs under (for its report).
         var memoryLimit: UInt64?
+        /// The bound on waiting for its socket's EOF after its exit (see `.drainExpired`).
+        var drainTimer: Scheduled<Void>?
     }
 
     public let configuration: HostConfiguration
@@ -465,10 +467,10 @@ public actor Supervisor {
         guard !isSettled() else { return }
         settleToken += 1
         let token = settleToken
-        let timeout = configuration.settleTimeout
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
-            await self?.settleTimedOut(token)
+        // Real time whatever the host clock, on the event loop's timer: a cancelled
+        // `Task.sleep` leaves its dispatch timer armed on Linux (a wake-up for nothing).
+        let timer = group.any().scheduleTask(in: .nanoseconds(configuration.settleTimeout.clampedNanoseconds)) { [weak self] in
+            Task { await self?.settleTimedOut(token) }
         }
         await withCheckedContinuation { settleWaiter = $0 }
         timer.cancel()
@@ -1026,9 +1028,10 @@ public actor Supervisor {
                 }
                 if runtimes[id]?.channelOpen == true {
                     runtimes[id]?.pendingExit = status
+                    // At most 1 s (real time) for the socket to reach EOF, on the event loop's
+                    // timer, cancelled when it does.
                     let input = self.input
-                    Task {
-                        try? await Task.sleep(for: .seconds(1))
+                    runtimes[id]?.drainTimer = group.any().scheduleTask(in: .seconds(1)) {
                         input.yield(.drainExpired(app: id, instance: instance))
                     }
                 } else {
@@ -1039,6 +1042,8 @@ public actor Supervisor {
         case .disconnected(let id, let instance):
             guard runtimes[id]?.instance == instance else { return }
             runtimes[id]?.channelOpen = false
+            runtimes[id]?.drainTimer?.cancel()
+            runtimes[id]?.drainTimer = nil
             if let status = runtimes[id]?.pendingExit {
                 processExit(id, status)
             }
