@@ -154,4 +154,39 @@ struct IdentityTests {
         #expect(try String(contentsOfFile: registry.path + "/232001", encoding: .utf8) == "\(live.path)\napp:com.other\n")
         await full.stop()
     }
+
+    @Test func aContainerAnEarlierHostMadeIsHandedOverWhole() async throws {
+        let registry = try TempDir("ido")
+        defer { registry.remove() }
+        let host = try host("io", registry: registry, first: 233_000)
+        let id = try await host.installProbe("com.identity.older")
+        // As a host before per-app uids left it: root's, with a file and a folder inside.
+        let container = host.dir.path + "/containers/" + id
+        try FileManager.default.createDirectory(atPath: container + "/Documents/old", withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: container + "/Documents/old/note", contents: Data("kept".utf8))
+        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "read:Documents/old/note",
+                                                                                      "--on", "launch", "write:Documents/old/new"])
+        let uid = try #require(credentials(pid).uids.first)
+        for path in [container, container + "/Documents", container + "/Documents/old", container + "/Documents/old/note"] {
+            #expect(owner(path)?.uid == uid, "\(path): \(String(describing: owner(path)))")
+        }
+        let log = (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
+        #expect(log.contains("[ProbeApp] read Documents/old/note: ok") && log.contains("[ProbeApp] write Documents/old/new: ok"), "\(log)")
+        await host.stop()
+    }
+
+    @Test func aRegistryThatCannotBeMadeFailsTheLaunchClearly() async throws {
+        let host = try TestHost(label: "ir") { config in
+            config.identities = IdentitySettings(first: 234_000, count: 10, registryDirectory: "/dev/null/ids")
+        }
+        let id = try await host.installProbe("com.identity.noregistry")
+        do {
+            _ = try await host.supervisor.launch(id, background: true, arguments: [])
+            Issue.record("launched without an identity")
+        } catch {
+            #expect("\(error)".contains("cannot create the identity registry /dev/null/ids"), "\(error)")
+        }
+        #expect(try await host.supervisor.status(id).first?.state == .notRunning)
+        await host.stop()
+    }
 }
