@@ -85,40 +85,9 @@ public struct PushGatewayError: Error, Sendable, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// One push as the gateway received it, before the supervisor's checks.
-public struct PushGatewayRequest: Sendable, Equatable {
-    /// The `<token>` of `/3/device/<token>`, as sent.
-    public var token: String
-    /// `apns-topic`.
-    public var topic: String?
-    /// `apns-push-type`.
-    public var pushType: String?
-    /// `apns-priority`.
-    public var priority: Int?
-    /// `apns-expiration` (UNIX seconds, 0: deliver once or not at all).
-    public var expiration: Int?
-    /// `apns-collapse-id`.
-    public var collapseID: String?
-    /// `apns-id`, as sent (the supervisor checks it is a UUID).
-    public var apnsID: String?
-    /// The request body.
-    public var payload: Data
+/// One push as the gateway received it, before APNs' checks (``APNsRequest/validate(owner:makeID:)``).
+public typealias PushGatewayRequest = APNsRequest
 
-    /// A push as sent (the supervisor checks every field).
-    public init(token: String, topic: String? = nil, pushType: String? = nil, priority: Int? = nil, expiration: Int? = nil,
-                collapseID: String? = nil, apnsID: String? = nil, payload: Data) {
-        self.token = token
-        self.topic = topic
-        self.pushType = pushType
-        self.priority = priority
-        self.expiration = expiration
-        self.collapseID = collapseID
-        self.apnsID = apnsID
-        self.payload = payload
-    }
-}
-
-/// What answers a push: the accepted push's `apns-id`, or why APNs would refuse it.
 public typealias PushResponder = @Sendable (PushGatewayRequest) async -> Result<String, APNsRejection>
 
 // MARK: - The wire rules (pure)
@@ -403,12 +372,11 @@ public final class PushGateway: Sendable {
         port = local?.port ?? settings.port
     }
 
-    /// Binds a gateway whose pushes go to `supervisor` (``Supervisor/apnsPush(token:topic:pushType:priority:expiration:collapseID:apnsID:payload:)``).
+    /// Binds a gateway whose pushes go to `supervisor` (``Supervisor/apnsPush(_:)``).
     public static func bind(settings: PushGatewaySettings, group: any EventLoopGroup, supervisor: Supervisor,
                             logger: Logger) async throws -> PushGateway {
-        try await bind(settings: settings, group: group, logger: logger) { r in
-            await supervisor.apnsPush(token: r.token, topic: r.topic, pushType: r.pushType, priority: r.priority,
-                                      expiration: r.expiration, collapseID: r.collapseID, apnsID: r.apnsID, payload: r.payload)
+        try await bind(settings: settings, group: group, logger: logger) { request in
+            await supervisor.apnsPush(request)
         }
     }
 

@@ -806,10 +806,7 @@ public actor Supervisor {
     /// payload) and hands the notification to the remote-notification plugin. Returns
     /// the `apns-id`, or the rejection APNs would answer with. APNs accepts a valid push
     /// whatever the device then does with it; what happened is in the event log.
-    public func apnsPush(token: String, topic: String?, pushType: String?, priority: Int?, expiration: Int?,
-                         collapseID: String?, apnsID: String?, payload: Data) -> Result<String, APNsRejection> {
-        let request = APNsRequest(token: token, topic: topic, pushType: pushType, priority: priority, expiration: expiration,
-                                  collapseID: collapseID, apnsID: apnsID, payload: payload)
+    public func apnsPush(_ request: APNsRequest) -> Result<String, APNsRejection> {
         let accepted: APNsRequest.Accepted
         switch request.validate(owner: { modes.deviceTokenOwner($0) }) {
         case .success(let a): accepted = a

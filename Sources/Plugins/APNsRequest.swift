@@ -6,17 +6,26 @@ import Foundation
 /// before it accepts a push (the gateway answers with the rejection's reason and status)
 /// and says which app it is for and what to deliver; delivery itself is the plugins'.
 public struct APNsRequest: Sendable, Equatable {
+    /// The `<token>` of `/3/device/<token>`, as sent.
     public var token: String
+    /// `apns-topic`.
     public var topic: String?
+    /// `apns-push-type`.
     public var pushType: String?
+    /// `apns-priority`.
     public var priority: Int?
+    /// `apns-expiration` (UNIX seconds, 0: deliver once or not at all).
     public var expiration: Int?
+    /// `apns-collapse-id`.
     public var collapseID: String?
+    /// `apns-id`, as sent (checked to be a UUID).
     public var apnsID: String?
+    /// The request body.
     public var payload: Data
 
-    public init(token: String, topic: String?, pushType: String?, priority: Int?, expiration: Int?,
-                collapseID: String?, apnsID: String?, payload: Data) {
+    /// A push as sent (``validate(owner:makeID:)`` checks every field).
+    public init(token: String, topic: String? = nil, pushType: String? = nil, priority: Int? = nil, expiration: Int? = nil,
+                collapseID: String? = nil, apnsID: String? = nil, payload: Data) {
         self.token = token
         self.topic = topic
         self.pushType = pushType
