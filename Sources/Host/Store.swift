@@ -338,6 +338,19 @@ public final class Store: Sendable {
         try pool.barrierWriteWithoutTransaction { _ in }
     }
 
+    /// Waits, without blocking the caller's thread or actor, until every write scheduled
+    /// so far is committed (a barrier on GRDB's writer queue).
+    public func flushed() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            pool.asyncBarrierWriteWithoutTransaction { result in
+                switch result {
+                case .success: continuation.resume()
+                case .failure(let error): continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
     /// The last `limit` states of an app, oldest first.
     public func recentStates(bundleIdentifier: String, limit: Int = 8) throws -> [StateRecord] {
         try pool.read { db in

@@ -701,7 +701,7 @@ public actor Supervisor {
             await waitForExit(id)
         }
         if let rt = runtimes[id], rt.machine.isRunning {
-            if !background { try foreground(id) }
+            if !background { try await foreground(id) }
             guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
             return pid
         }
@@ -720,7 +720,7 @@ public actor Supervisor {
         } catch {
             throw ControlError(.internalError, "\(error)")
         }
-        try checkRecorded(since: mark, "launched", id)
+        try await checkRecorded(since: mark, "launched", id)
         return pid
     }
 
@@ -730,10 +730,11 @@ public actor Supervisor {
     }
 
     /// Throws if an event or a transition could not be written since `mark`: the verb
-    /// happened, but the host has no record of it. (Waits for the database's queue.)
-    private func checkRecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: String) throws(ControlError) {
+    /// happened, but the host has no record of it. Waits for the database's queue without
+    /// holding the actor (a kernel report or an app's answer is handled meanwhile).
+    private func checkRecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: String) async throws(ControlError) {
         do {
-            try store.flush()
+            try await store.flushed()
         } catch {
             databaseFailures.note("\(error)")
             logger.error("could not flush \(configuration.databasePath): \(error)")
@@ -823,7 +824,7 @@ public actor Supervisor {
     }
 
     /// Makes `id` the active app, sending the previously active app home.
-    public func foreground(_ id: String) throws(ControlError) {
+    public func foreground(_ id: String) async throws(ControlError) {
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
@@ -831,18 +832,18 @@ public actor Supervisor {
         let mark = recordingMark()
         sendOthersHome(except: id)
         feed(id, .foreground)
-        try checkRecorded(since: mark, "came to the foreground", id)
+        try await checkRecorded(since: mark, "came to the foreground", id)
     }
 
     /// Home button for `id`.
-    public func background(_ id: String) throws(ControlError) {
+    public func background(_ id: String) async throws(ControlError) {
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
         }
         let mark = recordingMark()
         feed(id, .home)
-        try checkRecorded(since: mark, "went home", id)
+        try await checkRecorded(since: mark, "went home", id)
     }
 
     /// Terminates `id` (as a swipe in the app switcher) and waits until it is gone.
@@ -854,7 +855,7 @@ public actor Supervisor {
         let mark = recordingMark()
         feed(id, .terminate(.user))
         await waitForExit(id)
-        try checkRecorded(since: mark, "was terminated", id)
+        try await checkRecorded(since: mark, "was terminated", id)
     }
 
     /// Terminates `id` if it runs and waits until it is gone, moving the virtual clock past
