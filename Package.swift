@@ -160,6 +160,8 @@ let package = Package(
                 // BodyWriterTests drive the writer from an event loop of their own.
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                // TransferStoreTests write rows as an older daemon left them.
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
     ],

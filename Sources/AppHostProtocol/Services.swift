@@ -159,17 +159,31 @@ public struct BackgroundSessionConfig: Codable, Sendable, Equatable {
     }
 }
 
+/// Where a background task is, as the host tells an app in `getAllTasks`. The raw
+/// value is the string on the wire (unchanged from when this was a string); a string
+/// this build does not know fails the decoding of the answer, naming the value.
+public enum TransferTaskState: String, Codable, Sendable, CaseIterable {
+    /// Handed to the transfer daemon, no attempt yet.
+    case queued
+    /// Waiting for the device conditions or for a retry.
+    case waiting
+    /// Transferring (progress has come).
+    case running
+    /// Ended: the outcome is delivered, or on its way, to the app.
+    case completed
+}
+
 /// A background task as `getAllTasks` lists it.
 public struct TransferTaskSnapshot: Codable, Sendable, Equatable {
     public var taskIdentifier: Int
     public var kind: TransferKind
     public var url: String
-    /// `running`, `waiting` (conditions, retry), `completed`.
-    public var state: String
+    /// Where the task is.
+    public var state: TransferTaskState
     public var bytesDone: Int64
     public var bytesExpected: Int64?
 
-    public init(taskIdentifier: Int, kind: TransferKind, url: String, state: String, bytesDone: Int64, bytesExpected: Int64?) {
+    public init(taskIdentifier: Int, kind: TransferKind, url: String, state: TransferTaskState, bytesDone: Int64, bytesExpected: Int64?) {
         self.taskIdentifier = taskIdentifier
         self.kind = kind
         self.url = url

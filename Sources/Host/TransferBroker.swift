@@ -13,7 +13,7 @@ struct TransferRecord {
     enum Stage { case inFlight, pending, nextRound, delivering }
     var job: TransferJob
     var accepted = false
-    var state = "queued"
+    var state: TransferTaskState = .queued
     var bytesDone: Int64 = 0
     var bytesExpected: Int64?
     var outcome: TransferOutcome?
@@ -303,7 +303,7 @@ extension Supervisor {
             guard var r = transfers.records[id] else { return }
             r.bytesDone = done
             r.bytesExpected = expected
-            r.state = "running"
+            r.state = .running
             transfers.records[id] = r
             if transfers.progressInFlight.contains(id) {
                 transfers.progressPending[id] = (done, expected)
@@ -311,7 +311,7 @@ extension Supervisor {
                 deliverProgress(id, done, expected)
             }
         case .waiting(let id, let reason):
-            transfers.records[id]?.state = "waiting"
+            transfers.records[id]?.state = .waiting
             if let app = transfers.records[id]?.job.bundleIdentifier {
                 events.append(.service, app: app, cause: "transfer \(id) waiting: \(reason)", time: now())
             }
@@ -323,7 +323,7 @@ extension Supervisor {
             }
             guard r.outcome == nil else { return }
             r.outcome = outcome
-            r.state = "completed"
+            r.state = .completed
             transfers.records[id] = r
             events.append(.service, app: r.job.bundleIdentifier, cause: "transfer \(id) (task \(r.job.taskIdentifier) of \(r.job.session)) finished: \(outcome)", time: now())
             deliverFinished(id)
@@ -680,7 +680,7 @@ extension Supervisor {
         transfers.records.values.filter { $0.job.bundleIdentifier == app && $0.job.session == session }
             .sorted { $0.job.taskIdentifier < $1.job.taskIdentifier }
             .map { TransferTaskSnapshot(taskIdentifier: $0.job.taskIdentifier, kind: $0.job.kind, url: $0.job.url,
-                                        state: $0.outcome == nil ? $0.state : "completed", bytesDone: $0.bytesDone, bytesExpected: $0.bytesExpected) }
+                                        state: $0.outcome == nil ? $0.state : .completed, bytesDone: $0.bytesDone, bytesExpected: $0.bytesExpected) }
     }
 }
 
