@@ -416,7 +416,7 @@ extension Supervisor {
         } else {
             round.finishSent = true
             transfers.rounds[key] = round
-            performMode([done, .startTimer(app: app, name: "transfer/\(session)", after: budgetDuration("backgroundTask"))])
+            performMode([done, .startTimer(app: app, name: "transfer/\(session)", after: configuration.profile.duration(.backgroundTask))])
         }
     }
 
@@ -461,10 +461,6 @@ extension Supervisor {
             return [.urlSessionResumeData(session: r.job.session, taskIdentifier: r.job.taskIdentifier, data: data),
                     .urlSessionDidComplete(session: r.job.session, taskIdentifier: r.job.taskIdentifier, errorCode: "cancelled", errorReason: "cancelled")]
         }
-    }
-
-    func budgetDuration(_ key: String) -> Duration {
-        .milliseconds(Int64(((configuration.profile[key] ?? 30) * 1000).rounded()))
     }
 
     /// A service callback about transfers returned: delete a handed-over file, acknowledge a completion.

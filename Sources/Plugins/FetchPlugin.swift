@@ -78,7 +78,7 @@ public struct FetchPlugin: BackgroundModePlugin {
                 return .refused(reason: "performFetch \(id) is not running (completion called twice, or after the budget)")
             }
             let took = ctx.now - out.started
-            let slow = took > ctx.budget("fetch") / 2
+            let slow = took > ctx.profile.duration(.fetch) / 2
             ctx.update(State.self) { s in
                 var a = s.apps[app] ?? App()
                 a.outstanding = nil
@@ -220,7 +220,7 @@ public struct FetchPlugin: BackgroundModePlugin {
 
     /// Runs every fetch due now or within the coalescing window.
     private func runDue(_ ctx: ModeContext) {
-        let window = ctx.budget("fetchCoalescing")
+        let window = ctx.profile.duration(.fetchCoalescing)
         var due: [String] = []
         for app in ctx.apps.keys.sorted() {
             if case .success(let at) = Self.next(app, ctx), at <= ctx.now + window { due.append(app) }
@@ -251,7 +251,7 @@ public struct FetchPlugin: BackgroundModePlugin {
         }
         ctx.emit(.beginActivity(app: app, name: Self.activity))
         ctx.emit(.deliver(app: app, .performFetch(id: id), wake: .launch(.backgroundFetch), because: "background fetch (\(why))"))
-        ctx.emit(.startTimer(app: app, name: "budget", after: ctx.budget("fetch")))
+        ctx.emit(.startTimer(app: app, name: "budget", after: ctx.profile.duration(.fetch)))
         ctx.emit(.used(app: app, mode: mode, "background fetch \(id) (\(why))"))
         return id
     }

@@ -153,11 +153,6 @@ public final class ModeContext {
         return try body(&s)
     }
 
-    /// Budget `key` of the profile as a duration.
-    public func budget(_ key: String) -> Duration {
-        .milliseconds(Int64(((profile[key] ?? 0) * 1000).rounded()))
-    }
-
     /// Apps in id order.
     public var sortedApps: [ModeApp] { apps.values.sorted { $0.bundleIdentifier < $1.bundleIdentifier } }
 }

@@ -142,7 +142,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
             }
             expire(app, identifier, ctx)
             // As at the real expiration: it has the warning lead to complete.
-            ctx.emit(.startTimer(app: app, name: "end/\(identifier)", after: ctx.budget("expirationWarning")))
+            ctx.emit(.startTimer(app: app, name: "end/\(identifier)", after: ctx.profile.duration(.expirationWarning)))
             return "expiration handler of \(identifier) called in \(app); it has \(DurationText.format(ctx.profile.expirationWarning)) to call setTaskCompleted"
         case .bgTaskList(let only):
             if let only, ctx.apps[only] == nil { throw ModeCommandError("unknown bundle id \"\(only)\"") }
@@ -248,7 +248,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
     }
 
     private func runDue(_ ctx: ModeContext) {
-        let horizon = ctx.now + ctx.budget("fetchCoalescing")
+        let horizon = ctx.now + ctx.profile.duration(.fetchCoalescing)
         var due: [(String, String)] = []
         for (app, a) in ctx.state(State.self).apps.sorted(by: { $0.key < $1.key }) {
             for p in a.pending.values.sorted(by: { $0.info.identifier < $1.info.identifier })
@@ -268,8 +268,8 @@ public struct ProcessingPlugin: BackgroundModePlugin {
             s.apps[app]?.pending.removeValue(forKey: identifier)
             s.apps[app]?.running[identifier] = Running(kind: p.info.kind, started: ctx.now)
         }
-        let budget = ctx.budget(p.info.kind == .refresh ? "fetch" : "processing")
-        let lead = ctx.budget("expirationWarning")
+        let budget = ctx.profile.duration(p.info.kind == .refresh ? .fetch : .processing)
+        let lead = ctx.profile.duration(.expirationWarning)
         ctx.emit(.beginActivity(app: app, name: Self.activity(identifier)))
         ctx.emit(.deliver(app: app, .bgTaskLaunch(identifier: identifier, kind: p.info.kind), wake: .launch(.backgroundTask),
                           because: "BGTaskScheduler \(p.info.kind.rawValue) task (\(why))"))

@@ -178,7 +178,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         ctx.emit(.beginActivity(app: app, name: Self.activity(id)))
         ctx.emit(.deliver(app: app, .remoteNotification(id: id, userInfo: payload.json, silent: true), wake: .launch(.remoteNotification),
                           because: why))
-        ctx.emit(.startTimer(app: app, name: "budget/\(id)", after: ctx.budget("silentPush")))
+        ctx.emit(.startTimer(app: app, name: "budget/\(id)", after: ctx.profile.duration(.silentPush)))
         ctx.emit(.used(app: app, mode: mode, "silent push \(id) (\(request.source))"))
     }
 

@@ -82,9 +82,9 @@ public struct VoIPPlugin: BackgroundModePlugin {
         }
         ctx.update(State.self) { $0.apps[app, default: App()].pushOutstanding = true }
         ctx.emit(.deliver(app: app, .voipPush(payload: payload), wake: .launch(.voipPush), because: "VoIP push"))
-        ctx.emit(.startTimer(app: app, name: "report", after: ctx.budget("voipReport")))
+        ctx.emit(.startTimer(app: app, name: "report", after: ctx.profile.duration(.voipReport)))
         ctx.emit(.used(app: app, mode: mode, "VoIP push delivered"))
-        return "VoIP push delivered to \(app) (must report a call within \(DurationText.format(ctx.profile["voipReport"] ?? 0)))"
+        return "VoIP push delivered to \(app) (must report a call within \(DurationText.format(ctx.profile[.voipReport])))"
     }
 
     public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
@@ -97,7 +97,7 @@ public struct VoIPPlugin: BackgroundModePlugin {
             return n
         }
         ctx.emit(.kill(app: app, namespace: "FRONTBOARD", code: .badCall,
-                       reason: "did not report an incoming call to CallKit within \(DurationText.format(ctx.profile["voipReport"] ?? 0)) of a VoIP push (\(count) unreported in a row)"))
+                       reason: "did not report an incoming call to CallKit within \(DurationText.format(ctx.profile[.voipReport])) of a VoIP push (\(count) unreported in a row)"))
         if count >= Self.maximumUnreported {
             ctx.emit(.note(app: app, "\(count) VoIP pushes in a row not reported: VoIP pushes to this app are no longer delivered"))
         }
