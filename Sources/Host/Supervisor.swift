@@ -171,10 +171,16 @@ public actor Supervisor {
     private let startDate: Date
     private var virtualNow: Duration = .zero
 
-    /// A lifecycle timer of one app, or a plugin's timer (per app or world-wide).
-    private enum TimerID: Hashable {
+    /// What a deadline is for: a lifecycle timer of one app, a plugin's timer (per app or
+    /// world-wide), or one of the transfer broker's. Routed by case, never by name.
+    enum TimerID: Hashable {
         case lifecycle(Lifecycle.Timer)
-        case plugin(String)
+        case plugin(PluginTimer)
+        /// A background URLSession's events round: the completion handler must come
+        /// within the background budget of `urlSessionDidFinishEvents` (per app).
+        case transferRound(session: String)
+        /// The transfer daemon's restart after its backoff (host-wide).
+        case transferRestart
     }
     /// Deadlines by (app, instance, timer): when they fall due on the host clock.
     /// Plugin timers have instance 0 (they outlive a process; plugins cancel them).
@@ -409,11 +415,25 @@ public actor Supervisor {
         case .lifecycle(let timer):
             guard runtimes[key.app]?.instance == key.instance else { return }
             feed(key.app, .timerFired(timer))
-        case .plugin(let name) where name.hasPrefix("transfer/"):
-            transferTimerFired(name, app: key.app)
-        case .plugin(let name):
-            performMode(modes.timerFired(name, app: key.app.isEmpty ? nil : key.app, at: hostNow()))
+        case .plugin(let timer):
+            performMode(modes.timerFired(timer, app: key.app.isEmpty ? nil : key.app, at: hostNow()))
+        case .transferRound(let session):
+            transferRoundTimedOut(app: key.app, session: session)
+        case .transferRestart:
+            transferRestartDue()
         }
+    }
+
+    /// Starts (or moves) a deadline of no process instance: a plugin's or the transfer
+    /// broker's (`app` nil: host-wide). It outlives the app's process; its owner cancels it.
+    func startHostTimer(_ timer: TimerID, app: String?, after: Duration) {
+        deadlines[DeadlineKey(app: app ?? "", instance: 0, timer: timer)] = hostNow() + after
+        rearm()
+    }
+
+    /// Cancels a deadline started with ``startHostTimer(_:app:after:)``.
+    func cancelHostTimer(_ timer: TimerID, app: String?) {
+        removeDeadline(DeadlineKey(app: app ?? "", instance: 0, timer: timer))
     }
 
     private func startTimer(_ id: String, _ timer: Lifecycle.Timer, after: Duration) {
@@ -1391,11 +1411,10 @@ public actor Supervisor {
             guard runtimes[app]?.machine.isRunning == true else { return }
             events.append(.warning, app: app, pid: runtimes[app]?.pid, cause: "killing: \(reason)", time: now())
             feed(app, .modeViolation(Lifecycle.TerminationRecord(namespace: namespace, code: code, reason: reason)))
-        case .startTimer(let app, let name, let after):
-            deadlines[DeadlineKey(app: app ?? "", instance: 0, timer: .plugin(name))] = hostNow() + after
-            rearm()
-        case .cancelTimer(let app, let name):
-            removeDeadline(DeadlineKey(app: app ?? "", instance: 0, timer: .plugin(name)))
+        case .startTimer(let app, let timer, let after):
+            startHostTimer(.plugin(timer), app: app, after: after)
+        case .cancelTimer(let app, let timer):
+            cancelHostTimer(.plugin(timer), app: app)
         case .used(let app, let mode, let what):
             events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode.rawValue, time: now())
         case .refused(let app, let mode, let what):

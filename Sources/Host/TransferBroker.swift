@@ -254,15 +254,13 @@ extension Supervisor {
         }
     }
 
-    /// The host-wide timer that restarts the daemon (on the host's clock, real or virtual).
-    static let transferRestartTimer = "transfer/restart"
-
     private func scheduleTransferRestart() {
         guard !transfers.stopping else { return }
         let delay = transfers.backoff.ended(at: hostNow())
         let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
         events.append(.service, cause: "transfer daemon: next start in \(DurationText.format(seconds)) (\(transfers.backoff.failures) start(s) in a row did not stay up)", time: now())
-        performMode([.startTimer(app: nil, name: Self.transferRestartTimer, after: delay)])
+        // A host-clock deadline (real or virtual): `TimerID.transferRestart`.
+        startHostTimer(.transferRestart, app: nil, after: delay)
     }
 
     /// Sends the device conditions and every job the daemon has not accepted yet
@@ -416,7 +414,8 @@ extension Supervisor {
         } else {
             round.finishSent = true
             transfers.rounds[key] = round
-            performMode([done, .startTimer(app: app, name: "transfer/\(session)", after: configuration.profile.duration(.backgroundTask))])
+            performMode([done])
+            startHostTimer(.transferRound(session: session), app: app, after: configuration.profile.duration(.backgroundTask))
         }
     }
 
@@ -434,7 +433,8 @@ extension Supervisor {
             transfers.rounds[key] = round
             return []
         }
-        var effects: [ModeEffect] = [.cancelTimer(app: app, name: "transfer/\(session)"), endActivity]
+        cancelHostTimer(.transferRound(session: session), app: app)
+        var effects: [ModeEffect] = [endActivity]
         transfers.rounds[key] = nil
         for id in round.next { effects += finishedDelivery(id) }
         return effects
@@ -485,13 +485,13 @@ extension Supervisor {
         }
     }
 
-    /// The plugin-style timer of a session's events ran out: the completion never came.
-    func transferTimerFired(_ name: String, app: String) {
-        if app.isEmpty, name == Self.transferRestartTimer {
-            handleTransferInput(.transferDaemonRestart)
-            return
-        }
-        let session = String(name.dropFirst("transfer/".count))
+    /// The daemon's restart backoff ran out (``Supervisor/TimerID/transferRestart``).
+    func transferRestartDue() {
+        handleTransferInput(.transferDaemonRestart)
+    }
+
+    /// The deadline of a session's events round ran out: the completion never came.
+    func transferRoundTimedOut(app: String, session: String) {
         guard runtimes[app]?.machine.activities.contains("URLSession events \(session)") == true else { return }
         performMode([.kill(app: app, namespace: "RUNNINGBOARD", code: .backgroundURLSessionTimeout,
                            reason: "handleEventsForBackgroundURLSession(\(session)): the completion handler was not called within \(DurationText.format(configuration.profile.backgroundTask))")])

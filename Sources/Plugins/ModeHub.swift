@@ -186,13 +186,12 @@ public final class ModeHub {
         return each { $0.callbackReturned(event, app: id, in: ctx) }
     }
 
-    /// A plugin timer (named as the host got it from ``ModeEffect/startTimer(app:name:after:)``) fired.
-    public func timerFired(_ qualified: String, app id: String?, at now: Duration) -> [ModeEffect] {
+    /// A plugin timer (as the host got it from ``ModeEffect/startTimer(app:timer:after:)``)
+    /// fired: its plugin hears it by the plugin's own name for it.
+    public func timerFired(_ timer: PluginTimer, app id: String?, at now: Duration) -> [ModeEffect] {
         ctx.now = now
-        guard let slash = qualified.firstIndex(of: "/"),
-              let mode = BackgroundMode(rawValue: String(qualified[..<slash])),
-              let plugin = plugins.first(where: { $0.mode == mode }) else { return [] }
-        plugin.timerFired(String(qualified[qualified.index(after: slash)...]), app: id, in: ctx)
+        guard let plugin = plugins.first(where: { $0.mode == timer.mode }) else { return [] }
+        plugin.timerFired(timer.name, app: id, in: ctx)
         return collect(plugin)
     }
 
@@ -297,14 +296,14 @@ public final class ModeHub {
         return all
     }
 
-    /// Takes the effects a plugin asked for, qualifying its timer names with its mode.
+    /// Takes the effects a plugin asked for; its timers are its own (their mode is the plugin's).
     private func collect(_ plugin: any BackgroundModePlugin) -> [ModeEffect] {
         ctx.takeEffects().map { effect in
             switch effect {
-            case .startTimer(let app, let name, let after):
-                .startTimer(app: app, name: "\(plugin.mode.rawValue)/\(name)", after: after)
-            case .cancelTimer(let app, let name):
-                .cancelTimer(app: app, name: "\(plugin.mode.rawValue)/\(name)")
+            case .startTimer(let app, let timer, let after):
+                .startTimer(app: app, timer: PluginTimer(plugin.mode, timer.name), after: after)
+            case .cancelTimer(let app, let timer):
+                .cancelTimer(app: app, timer: PluginTimer(plugin.mode, timer.name))
             default:
                 effect
             }
