@@ -135,7 +135,9 @@ let package = Package(
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol"]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots"]),
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots",
+                                                  // PrivacyStoreTests write rows as another host left them.
+                                                  .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol"]),
         // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO for transfer tests, and its self-tests.
         .target(

@@ -403,11 +403,78 @@ public enum PrivacyAction: String, Codable, Sendable, CaseIterable {
     case grant, revoke, reset
 }
 
+/// A privacy-protected service, named as `simctl privacy` names it (the raw value, kept
+/// in the host's `privacy` table and on the control socket).
+public enum PrivacyService: String, Codable, Sendable, CaseIterable {
+    case calendar
+    case contactsLimited = "contacts-limited"
+    case contacts
+    case location
+    case locationAlways = "location-always"
+    case photosAdd = "photos-add"
+    case photos
+    case mediaLibrary = "media-library"
+    case microphone
+    case motion
+    case reminders
+    case siri
+    case camera
+}
+
+/// What a privacy decision says about a service. The raw value is what the host's
+/// `privacy` table holds; no row means not determined (after `reset`).
+public enum PrivacyDecision: String, Codable, Sendable, CaseIterable {
+    /// `apphost privacy grant`.
+    case granted
+    /// `apphost privacy revoke`.
+    case denied
+}
+
+/// The services an `apphost privacy` command is about: one, or `all` of them. Coded
+/// as the plain string (`"all"`, `"location-always"`, ...), so the control request
+/// reads as it did when this was a string; an unknown name fails to decode.
+public enum PrivacyScope: RawRepresentable, Codable, Sendable, Hashable, CaseIterable {
+    /// Every service.
+    case all
+    /// One service.
+    case service(PrivacyService)
+
+    /// `all` or a service's name; nil for anything else.
+    public init?(rawValue: String) {
+        if rawValue == "all" {
+            self = .all
+        } else if let service = PrivacyService(rawValue: rawValue) {
+            self = .service(service)
+        } else {
+            return nil
+        }
+    }
+
+    /// `all` or the service's name.
+    public var rawValue: String {
+        switch self {
+        case .all: "all"
+        case .service(let service): service.rawValue
+        }
+    }
+
+    /// `all` first, then every service, in `simctl privacy`'s order.
+    public static var allCases: [PrivacyScope] { [.all] + PrivacyService.allCases.map { .service($0) } }
+
+    /// The services it stands for.
+    public var services: [PrivacyService] {
+        switch self {
+        case .all: PrivacyService.allCases
+        case .service(let service): [service]
+        }
+    }
+}
+
 /// A CLI command to the background-mode plugins: privacy, outside events, the
 /// simulated worlds (location, BLE, accessories).
 public enum ModeCommand: Codable, Sendable, Equatable {
     /// `apphost privacy grant|revoke|reset <service> [<id>]`.
-    case privacy(action: PrivacyAction, service: String, bundleIdentifier: String?)
+    case privacy(action: PrivacyAction, service: PrivacyScope, bundleIdentifier: String?)
     /// `apphost location set <lat>,<lon>`.
     case locationSet(LocationFix)
     /// `apphost location route <file.gpx>`: fixes played on the host clock, one every

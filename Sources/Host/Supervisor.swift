@@ -287,7 +287,13 @@ public actor Supervisor {
             _ = modes.install(Self.modeApp(row.app, configuration))
         }
         for decision in try store.privacy() {
-            modes.restorePrivacy(app: decision.bundleIdentifier, service: decision.service, value: decision.value)
+            // A row this build cannot read (a newer host's service or decision) counts as
+            // not determined, as after `privacy reset`; it is left in the table.
+            guard let service = PrivacyService(rawValue: decision.service), let value = PrivacyDecision(rawValue: decision.value) else {
+                logger.warning("ignoring the privacy decision \"\(decision.value)\" for \"\(decision.service)\" of \(decision.bundleIdentifier): unknown to this host")
+                continue
+            }
+            modes.restorePrivacy(app: decision.bundleIdentifier, service: service, value: value)
         }
         for setting in try store.settings() {
             modes.restoreSetting(key: setting.key, value: setting.value)

@@ -56,11 +56,11 @@ public struct LocationPlugin: BackgroundModePlugin {
     /// The app's authorization from the privacy decisions.
     static func authorization(_ app: String, _ ctx: ModeContext) -> LocationAuthorization {
         let privacy = ctx.state(PrivacyState.self)
-        let always = privacy.value(app, "location-always")
-        let inUse = privacy.value(app, "location")
-        if always == "granted" { return .always }
-        if always == "denied" || inUse == "denied" { return .denied }
-        if inUse == "granted" { return .whenInUse }
+        let always = privacy.value(app, .locationAlways)
+        let inUse = privacy.value(app, .location)
+        if always == .granted { return .always }
+        if always == .denied || inUse == .denied { return .denied }
+        if inUse == .granted { return .whenInUse }
         return .notDetermined
     }
 
@@ -108,7 +108,7 @@ public struct LocationPlugin: BackgroundModePlugin {
 
     public func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String? {
         switch command {
-        case .privacy(_, let service, let id) where ["location", "location-always", "all"].contains(service):
+        case .privacy(_, let scope, let id) where scope.services.contains(.location) || scope.services.contains(.locationAlways):
             for app in id.map({ [$0] }) ?? ctx.apps.keys.sorted() {
                 let auth = Self.authorization(app, ctx)
                 let before = ctx.state(State.self).managers[app]?.lastAuthorization

@@ -117,7 +117,7 @@ public enum ModeEffect: Sendable, Equatable {
     /// Audio to the host's sink.
     case audio(app: String, AudioOutput)
     /// A privacy decision to persist (nil: reset to not determined).
-    case persistPrivacy(app: String, service: String, value: String?)
+    case persistPrivacy(app: String, service: PrivacyService, value: PrivacyDecision?)
     /// A host setting or device condition to persist (nil: back to the default).
     case persistSetting(key: String, value: String?)
 }

@@ -280,7 +280,7 @@ struct ModesDemo: DemoNarrator {
             // Location: a fix reaches a backgrounded, always-authorized app.
             await say("$ apphost install manifests/Tracker.app; apphost privacy grant location-always \(tracker)")
             _ = try await supervisor.install(path: manifests + "/Tracker.app", settings: [:])
-            await show("   " + (try await supervisor.modeCommand(.privacy(action: .grant, service: "location-always", bundleIdentifier: tracker))))
+            await show("   " + (try await supervisor.modeCommand(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: tracker))))
             await say("$ apphost launch \(tracker)   (starts updates with allowsBackgroundLocationUpdates = true)")
             let trackerPid = try await supervisor.launch(tracker, background: false, arguments: [])
             await supervisor.waitUntil(tracker, is: .active)

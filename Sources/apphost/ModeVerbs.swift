@@ -44,15 +44,17 @@ extension AppHostCommand {
         @OptionGroup var state: StateOptions
 
         func run() throws {
+            var scope = PrivacyScope.all
             try reportingErrors {
-                guard ModeHub.privacyServices.contains(service) else {
+                guard let parsed = PrivacyScope(rawValue: service) else {
                     throw ModeInput.usage("unknown privacy service \"\(service)\"; one of: \(ModeHub.privacyServices.joined(separator: ", "))")
                 }
+                scope = parsed
                 if action != .reset, bundleIdentifier == nil {
                     throw ModeInput.usage("privacy \(action.rawValue) needs a bundle id: apphost privacy \(action.rawValue) \(service) <bundle-id>")
                 }
             }
-            try state.perform(.mode(.privacy(action: action, service: service, bundleIdentifier: bundleIdentifier)))
+            try state.perform(.mode(.privacy(action: action, service: scope, bundleIdentifier: bundleIdentifier)))
         }
     }
 

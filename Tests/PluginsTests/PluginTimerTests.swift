@@ -29,7 +29,7 @@ private struct TimerStub: BackgroundModePlugin {
     /// The hub stamps the emitting plugin's mode: a plugin only ever owns its own timers.
     @Test func hubStampsThePluginsMode() {
         let h = ModeHub(plugins: [TimerStub()], profile: .default)
-        let (answer, fx) = h.command(.privacy(action: .reset, service: "all", bundleIdentifier: nil), at: .zero)
+        let (answer, fx) = h.command(.privacy(action: .reset, service: .all, bundleIdentifier: nil), at: .zero)
         #expect((try? answer.get()) == "started")
         #expect(fx == [.startTimer(app: "a", timer: PluginTimer(.audio, "budget/7"), after: .seconds(3))])
     }
