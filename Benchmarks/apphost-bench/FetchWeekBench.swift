@@ -47,7 +47,7 @@ struct FetchWeekBench {
                 try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
                     .write(to: URL(fileURLWithPath: bundle + "/Info.plist"))
                 _ = try await supervisor.install(path: bundle, settings: [:])
-                _ = try await supervisor.launch(id, background: true, arguments: ["--on", "launch", "fetch-interval:minimum"])
+                _ = try await supervisor.launch(try BundleID(validating: id), background: true, arguments: ["--on", "launch", "fetch-interval:minimum"])
                 await supervisor.waitUntil(id, is: .suspended)
             }
             setup = clock.now - s0

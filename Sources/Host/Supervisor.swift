@@ -691,7 +691,8 @@ public actor Supervisor {
     }
 
     /// Uninstalls an app, terminating it first.
-    public func uninstall(_ id: String) async throws(ControlError) {
+    public func uninstall(_ bundle: BundleID) async throws(ControlError) {
+        let id = bundle.rawValue
         _ = try installed(id)
         if runtimes[id]?.machine.isRunning == true {
             feed(id, .terminate(.uninstall))
@@ -719,8 +720,9 @@ public actor Supervisor {
     /// With `terminateRunning`, a running app is terminated first (simctl's
     /// `--terminate-running-process`); otherwise it is brought to the foreground
     /// (unless `background`) and keeps its process and arguments.
-    public func launch(_ id: String, background: Bool, arguments: [String],
+    public func launch(_ bundle: BundleID, background: Bool, arguments: [String],
                        terminateRunning: Bool = false) async throws(ControlError) -> Int32 {
+        let id = bundle.rawValue
         let row = try installed(id)
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
         let mark = recordingMark()
@@ -729,7 +731,7 @@ public actor Supervisor {
             await waitForExit(id)
         }
         if let rt = runtimes[id], rt.machine.isRunning {
-            if !background { try foreground(id) }
+            if !background { try foreground(bundle) }
             guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
             return pid
         }
@@ -908,7 +910,8 @@ public actor Supervisor {
     }
 
     /// Makes `id` the active app, sending the previously active app home.
-    public func foreground(_ id: String) throws(ControlError) {
+    public func foreground(_ bundle: BundleID) throws(ControlError) {
+        let id = bundle.rawValue
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
@@ -920,7 +923,8 @@ public actor Supervisor {
     }
 
     /// Home button for `id`.
-    public func background(_ id: String) throws(ControlError) {
+    public func background(_ bundle: BundleID) throws(ControlError) {
+        let id = bundle.rawValue
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
@@ -931,7 +935,8 @@ public actor Supervisor {
     }
 
     /// Terminates `id` (as a swipe in the app switcher) and waits until it is gone.
-    public func terminate(_ id: String) async throws(ControlError) {
+    public func terminate(_ bundle: BundleID) async throws(ControlError) {
+        let id = bundle.rawValue
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
@@ -945,7 +950,8 @@ public actor Supervisor {
     /// Terminates `id` if it runs and waits until it is gone, moving the virtual clock past
     /// the grace period after willTerminate: an app that ignores willTerminate is then killed
     /// as on the real clock. For a host nobody else drives (`apphost privacy-check`).
-    public func terminateMovingClock(_ id: String) async {
+    public func terminateMovingClock(_ bundle: BundleID) async {
+        let id = bundle.rawValue
         guard let rt = runtimes[id], rt.machine.isRunning else { return }
         feed(id, .terminate(.user))
         if configuration.clock == .virtual, runtimes[id]?.machine.isRunning == true {
@@ -955,7 +961,8 @@ public actor Supervisor {
     }
 
     /// Status of one app or all installed apps.
-    public func status(_ id: String?) throws(ControlError) -> [AppStatus] {
+    public func status(_ bundle: BundleID?) throws(ControlError) -> [AppStatus] {
+        let id = bundle?.rawValue
         let ids: [String]
         if let id {
             _ = try installed(id)
@@ -1005,7 +1012,8 @@ public actor Supervisor {
     }
 
     /// Termination reports, oldest first.
-    public func reports(_ id: String?) throws(ControlError) -> [TerminationReport] {
+    public func reports(_ bundle: BundleID?) throws(ControlError) -> [TerminationReport] {
+        let id = bundle?.rawValue
         if let id, apps[id] == nil {
             // Reports of an uninstalled app are still readable.
             let r = (try? store.reports(bundleIdentifier: id)) ?? []

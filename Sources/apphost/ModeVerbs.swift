@@ -757,3 +757,8 @@ enum ModeInput {
         try choice(word, ["on": true, "off": false], what: what)
     }
 }
+
+extension BundleID: ExpressibleByArgument {
+    /// A bundle id operand; ArgumentParser refuses a malformed one before anything is sent.
+    public init?(argument: String) { self.init(argument) }
+}

@@ -63,4 +63,19 @@ import Testing
         #expect(a < b && [b, a].sorted() == [a, b])
         #expect(Set([a, try BundleID(validating: "com.a")]).count == 1)
     }
+
+    /// Control requests carry a BundleID and still code the plain string; a request with
+    /// a malformed id no longer decodes (the daemon answers badRequest).
+    @Test func controlRequestsKeepTheirWireForm() throws {
+        let request = ControlRequest.launch(bundleIdentifier: try BundleID(validating: "com.example.a"), background: true,
+                                            arguments: ["x"], terminateRunning: false)
+        let text = String(decoding: try WireJSON.encoder().encode(request), as: UTF8.self)
+        #expect(text.contains(#""bundleIdentifier":"com.example.a""#), "\(text)")
+        #expect(try WireJSON.decoder().decode(ControlRequest.self, from: Data(text.utf8)) == request)
+        let status = #"{"status":{"bundleIdentifier":"com.example.b"}}"#
+        #expect(try WireJSON.decoder().decode(ControlRequest.self, from: Data(status.utf8))
+            == .status(bundleIdentifier: try BundleID(validating: "com.example.b")))
+        let bad = text.replacingOccurrences(of: "com.example.a", with: "../../etc")
+        #expect(throws: DecodingError.self) { try WireJSON.decoder().decode(ControlRequest.self, from: Data(bad.utf8)) }
+    }
 }
