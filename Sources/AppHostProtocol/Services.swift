@@ -180,9 +180,12 @@ public struct TransferTaskSnapshot: Codable, Sendable, Equatable {
     public var url: String
     /// Where the task is.
     public var state: TransferTaskState
+    /// Bytes transferred so far.
     public var bytesDone: Int64
+    /// The size, once the server said it.
     public var bytesExpected: Int64?
 
+    /// A task as the host lists it.
     public init(taskIdentifier: Int, kind: TransferKind, url: String, state: TransferTaskState, bytesDone: Int64, bytesExpected: Int64?) {
         self.taskIdentifier = taskIdentifier
         self.kind = kind
@@ -406,18 +409,31 @@ public enum PrivacyAction: String, Codable, Sendable, CaseIterable {
 /// A privacy-protected service, named as `simctl privacy` names it (the raw value, kept
 /// in the host's `privacy` table and on the control socket).
 public enum PrivacyService: String, Codable, Sendable, CaseIterable {
+    /// Calendar events.
     case calendar
+    /// Contacts, limited access.
     case contactsLimited = "contacts-limited"
+    /// Contacts.
     case contacts
+    /// Location while in use (the location plugin reads it).
     case location
+    /// Location always, in the background too (the location plugin reads it).
     case locationAlways = "location-always"
+    /// Adding photos only.
     case photosAdd = "photos-add"
+    /// The photo library.
     case photos
+    /// The media library.
     case mediaLibrary = "media-library"
+    /// The microphone.
     case microphone
+    /// Motion and fitness.
     case motion
+    /// Reminders.
     case reminders
+    /// Siri.
     case siri
+    /// The camera.
     case camera
 }
 

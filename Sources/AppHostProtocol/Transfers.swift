@@ -137,10 +137,14 @@ public struct TransferStatus: Codable, Sendable, Equatable {
     public var job: TransferJob
     /// Where it is in the daemon's queue.
     public var state: TransferState
+    /// Bytes transferred so far.
     public var bytesDone: Int64
+    /// The size, once the server said it.
     public var bytesExpected: Int64?
+    /// How it ended, once ``state`` is ``TransferState/finished``.
     public var outcome: TransferOutcome?
 
+    /// A status as the daemon lists it.
     public init(job: TransferJob, state: TransferState, bytesDone: Int64, bytesExpected: Int64?, outcome: TransferOutcome?) {
         self.job = job
         self.state = state
