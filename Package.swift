@@ -136,7 +136,9 @@ let package = Package(
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol"]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots"]),
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots",
+                                                  // PrivacyStoreTests write rows as another host left them.
+                                                  .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol"]),
         // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO: the demo's download and the
         // transfer tests' server (resources with Range/If-Range, faults, a request log).
@@ -170,6 +172,8 @@ let package = Package(
                 // BodyWriterTests drive the writer from an event loop of their own.
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                // TransferStoreTests write rows as an older daemon left them.
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
     ],

@@ -76,18 +76,24 @@ enum SeedMessages {
         .reply(id: 4, reply: .service(.accessories([accessory]))),
         .reply(id: 5, reply: .service(.bgRequests([BGTaskRequestInfo(kind: .refresh, identifier: "r")]))),
         .reply(id: 6, reply: .service(.transferTasks([TransferTaskSnapshot(taskIdentifier: 1, kind: .download, url: "https://e/a",
-                                                                             state: "running", bytesDone: 1, bytesExpected: 2)]))),
+                                                                             state: .running, bytesDone: 1, bytesExpected: 2)]))),
         .reply(id: 7, reply: .service(.refused(reason: "no mode"))),
         .reply(id: 8, reply: .service(.failed(code: "x", reason: "y"))),
     ] + events.enumerated().map { .callback(seq: UInt64($0.offset + 10), callback: .service($0.element), state: .background) }
 
-    static let control: [ControlRequest] = [
-        .ping(version: 1), .install(path: "manifests/Probe.app", settings: ["A": "b"]), .uninstall(bundleIdentifier: "a.b"),
-        .list, .launch(bundleIdentifier: "a.b", background: true, arguments: ["--x"], terminateRunning: true),
-        .foreground(bundleIdentifier: "a.b"), .background(bundleIdentifier: "a.b"), .terminate(bundleIdentifier: "a.b"),
-        .status(bundleIdentifier: nil), .events(follow: true, bundleIdentifier: "a.b"), .reports(bundleIdentifier: nil),
+    /// The requests that name an app, for `a.b` (a BundleID has no literal form).
+    static let appRequests: [ControlRequest] = BundleID("a.b").map { ab in
+        [.uninstall(bundleIdentifier: ab), .launch(bundleIdentifier: ab, background: true, arguments: ["--x"], terminateRunning: true),
+         .foreground(bundleIdentifier: ab), .background(bundleIdentifier: ab), .terminate(bundleIdentifier: ab),
+         .events(follow: true, bundleIdentifier: ab)]
+    } ?? []
+
+    static let control: [ControlRequest] = appRequests + [
+        .ping(version: 1), .install(path: "manifests/Probe.app", settings: ["A": "b"]),
+        .list,
+        .status(bundleIdentifier: nil), .reports(bundleIdentifier: nil),
         .shutdown, .clockAdvance(seconds: 31), .clockNow, .profile,
-        .mode(.privacy(action: .grant, service: "location-always", bundleIdentifier: "a.b")), .mode(.locationSet(fix)),
+        .mode(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: "a.b")), .mode(.locationSet(fix)),
         .mode(.locationRoute(name: "commute", fixes: [fix, fix], interval: 1)), .mode(.voipPush(bundleIdentifier: "a.b", payload: "{}")),
         .mode(.bleLoad([peripheral])), .mode(.bleNotify(peripheral: "hr", characteristic: "2A37", value: Data([0x48]))),
         .mode(.accessoryConnect(name: "Printer", protocols: ["com.acme.printer"])), .mode(.accessorySend(protocolString: "p", bytes: Data([0]))),
@@ -106,7 +112,7 @@ enum SeedMessages {
         .ready(pid: 1, unfinished: 2), .accepted(id: 7), .progress(id: 7, bytesDone: 5, bytesExpected: 10),
         .waiting(id: 7, reason: "no network"), .finished(id: 7, outcome: .completed(status: 200, bytes: 10)),
         .finished(id: 8, outcome: .cancelledResumable(resume)), .finished(id: 9, outcome: .failed(code: "x", reason: "y")),
-        .transfers([TransferStatus(job: job, state: "waiting", bytesDone: 0, bytesExpected: nil, outcome: .cancelled)]),
+        .transfers([TransferStatus(job: job, state: .waiting, bytesDone: 0, bytesExpected: nil, outcome: .cancelled)]),
         .error("bad"),
     ]
 }

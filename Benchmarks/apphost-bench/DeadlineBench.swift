@@ -64,10 +64,10 @@ struct DeadlineBench {
                     windowsThisChunk += 1
                     guard windowsThisChunk <= 10 else { throw BenchError("the host fired only \(got.count) of \(n) deadlines in 10 windows") }
                     if !launched {
-                        _ = try await supervisor.launch(id, background: false, arguments: [])
+                        _ = try await supervisor.launch(try BundleID(validating: id), background: false, arguments: [])
                         launched = true
                     } else {
-                        try await supervisor.foreground(id)
+                        try await supervisor.foreground(try BundleID(validating: id))
                     }
                     _ = await supervisor.takeDeadlineLateness()  // nothing of the launch or the resume
                     let window = Double(n - got.count) * period * 1.03
@@ -75,7 +75,7 @@ struct DeadlineBench {
                     let w0 = clock.now
                     // The measurement window: the host fires its heartbeats meanwhile.
                     try await Task.sleep(for: .nanoseconds(Int64(window * 1e9)))
-                    try await supervisor.background(id)  // stops the heartbeats
+                    try await supervisor.background(try BundleID(validating: id))  // stops the heartbeats
                     let w1 = clock.now
                     await supervisor.waitUntil(id, is: .suspended)
                     let late = await supervisor.takeDeadlineLateness()
@@ -87,7 +87,7 @@ struct DeadlineBench {
                 }
                 host.values += got.prefix(n)
             }
-            let reports = try await supervisor.reports(id)
+            let reports = try await supervisor.reports(try BundleID(validating: id))
             report.appKilled = !reports.isEmpty
         } catch {
             failure = error

@@ -47,7 +47,7 @@ struct FetchWeekBench {
                 try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
                     .write(to: URL(fileURLWithPath: bundle + "/Info.plist"))
                 _ = try await supervisor.install(path: bundle, settings: [:])
-                _ = try await supervisor.launch(id, background: true, arguments: ["--on", "launch", "fetch-interval:minimum"])
+                _ = try await supervisor.launch(try BundleID(validating: id), background: true, arguments: ["--on", "launch", "fetch-interval:minimum"])
                 await supervisor.waitUntil(id, is: .suspended)
             }
             setup = clock.now - s0
@@ -86,15 +86,19 @@ struct FetchWeekBench {
     /// The same week through the hub: timers kept in a dictionary, completions at once.
     func runModel() -> Int {
         let hub = ModeHub(profile: .default)
-        var deadlines: [String: Duration] = [:]
+        struct Key: Hashable {
+            var app: String?
+            var timer: PluginTimer
+        }
+        var deadlines: [Key: Duration] = [:]
         var fetches = 0
         func apply(_ effects: [ModeEffect], _ now: Duration) {
             var pending = effects
             while !pending.isEmpty {
                 let effect = pending.removeFirst()
                 switch effect {
-                case .startTimer(let app, let name, let after): deadlines["\(app ?? "")|\(name)"] = now + after
-                case .cancelTimer(let app, let name): deadlines.removeValue(forKey: "\(app ?? "")|\(name)")
+                case .startTimer(let app, let timer, let after): deadlines[Key(app: app, timer: timer)] = now + after
+                case .cancelTimer(let app, let timer): deadlines.removeValue(forKey: Key(app: app, timer: timer))
                 case .deliver(let app, .performFetch(let id), _, _):
                     fetches += 1
                     pending += hub.request(.fetchCompleted(id: id, result: .newData), from: app, at: now).1
@@ -113,9 +117,7 @@ struct FetchWeekBench {
         let end = Duration.seconds(Int64(days * 86400))
         while let (key, due) = deadlines.min(by: { $0.value < $1.value }), due <= end {
             deadlines.removeValue(forKey: key)
-            let parts = key.split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-            let app = parts[0].isEmpty ? nil : parts[0]
-            apply(hub.timerFired(parts[1], app: app, at: due), due)
+            apply(hub.timerFired(key.timer, app: key.app, at: due), due)
         }
         return fetches
     }

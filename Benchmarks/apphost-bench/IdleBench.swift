@@ -104,11 +104,11 @@ struct IdleBench {
         for (n, id) in ids.enumerated() {
             let path = try makeBundle(in: bundles.path, name: "app-\(n + 1)", id: id, executable: executable)
             _ = try controlRequest(socketPath, .install(path: path, settings: [:]))
-            guard case .launched(_, let pid, _) = try controlRequest(socketPath, .launch(bundleIdentifier: id, background: false, arguments: [])) else {
+            guard case .launched(_, let pid, _) = try controlRequest(socketPath, .launch(bundleIdentifier: try BundleID(validating: id), background: false, arguments: [])) else {
                 throw BenchError("launch \(id): unexpected answer")
             }
             appPIDs.append((pid, (try? ProcStat.read(pid: pid).startTicks) ?? 0))
-            _ = try controlRequest(socketPath, .background(bundleIdentifier: id))
+            _ = try controlRequest(socketPath, .background(bundleIdentifier: try BundleID(validating: id)))
         }
         guard follower.waitAllSuspended(timeout: 300) else {
             throw BenchError("not all \(apps) apps reached suspended within 300 s (\(follower.suspendedCount) did)")
@@ -183,7 +183,7 @@ struct IdleBench {
         let requests: [(String, ControlRequest)] = [
             ("ping", .ping(version: ControlSocket.version)),
             ("status (all apps)", .status(bundleIdentifier: nil)),
-            ("events of one app (not following)", .events(follow: false, bundleIdentifier: app)),
+            ("events of one app (not following)", .events(follow: false, bundleIdentifier: try BundleID(validating: app))),
         ]
         var out: [(String, Samples)] = []
         for (name, request) in requests {

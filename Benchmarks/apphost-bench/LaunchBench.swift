@@ -136,10 +136,10 @@ struct LaunchBench {
                 do {
                     let called = Date()
                     let t0 = clock.now
-                    _ = try await host.supervisor.launch(id, background: false, arguments: [])
+                    _ = try await host.supervisor.launch(try BundleID(validating: id), background: false, arguments: [])
                     let t1 = clock.now
                     let returned = Date()
-                    try await host.supervisor.terminate(id)
+                    try await host.supervisor.terminate(try BundleID(validating: id))
                     let t2 = clock.now
                     if measured {
                         hostLaunch.add(t1 - t0)

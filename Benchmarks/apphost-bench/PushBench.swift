@@ -180,7 +180,7 @@ struct PushBench {
             do {
                 let client = try await PushGatewayClient.connect(host: "127.0.0.1", port: gateway.port, group: clientGroup)
                 let toBase = try await PushGatewayClient.connect(host: "127.0.0.1", port: baseline.port, group: clientGroup)
-                pid = try await host.supervisor.launch(id, background: true, arguments: [])
+                pid = try await host.supervisor.launch(try BundleID(validating: id), background: true, arguments: [])
                 await host.supervisor.waitUntil(id, is: .suspended)
                 let clock = ContinuousClock()
                 for i in 0..<(warmup + wakes) {

@@ -34,7 +34,8 @@ struct SuspendBench {
                 }
                 throw BenchError("event stream ended before \(what)")
             }
-            let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+            let bundle = try BundleID(validating: id)
+            let pid = try await host.supervisor.launch(bundle, background: false, arguments: [])
             _ = try await next("didBecomeActive returned") { $0.isReturn(of: "didBecomeActive") }
             threads = (try? ProcStat.read(pid: pid).threadCount) ?? 0
 
@@ -47,7 +48,7 @@ struct SuspendBench {
                 }
                 // Home button → suspended (the kernel has reported the stop).
                 let t0 = clock.now
-                try await host.supervisor.background(id)
+                try await host.supervisor.background(bundle)
                 await host.supervisor.waitUntil(id, is: .suspended)
                 let t1 = clock.now
                 let returned = try await next("didEnterBackground returned") { $0.isReturn(of: "didEnterBackground") }
@@ -58,7 +59,7 @@ struct SuspendBench {
                 // Foreground → active; then until the app has run didBecomeActive.
                 let called = Date()
                 let t2 = clock.now
-                try await host.supervisor.foreground(id)
+                try await host.supervisor.foreground(bundle)
                 await host.supervisor.waitUntil(id, is: .active)
                 let t3 = clock.now
                 let cont = try await next("SIGCONT") { $0.kind == .signal && $0.cause.hasPrefix("SIGCONT") }

@@ -302,7 +302,7 @@ struct TransferBench {
             if background { arguments += ["--events-completion", "finish"] }
             phase.arguments = arguments
             let launchCall = Date()
-            let pid = try await host.supervisor.launch(id, background: background, arguments: arguments)
+            let pid = try await host.supervisor.launch(try BundleID(validating: id), background: background, arguments: arguments)
             let launchReturned = Date()
             phase.appPID = pid
             let complete = await marks.wait(.done)

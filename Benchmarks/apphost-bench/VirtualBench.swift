@@ -67,7 +67,7 @@ struct VirtualBench {
             for id in ids { try await host.install(id: id, executable: executable) }
             var pids: [String: Int32] = [:]
             for id in ids {
-                pids[id] = try await supervisor.launch(id, background: true, arguments: Self.arguments)
+                pids[id] = try await supervisor.launch(try BundleID(validating: id), background: true, arguments: Self.arguments)
                 await supervisor.waitUntil(id, is: .suspended)
             }
             run.setupSeconds = seconds(clock.now - s0)
@@ -89,7 +89,7 @@ struct VirtualBench {
                 let app = ids[turn % ids.count]
                 let t0 = clock.now
                 do {
-                    try await supervisor.foreground(app)  // sends `previous` home
+                    try await supervisor.foreground(try BundleID(validating: app))  // sends `previous` home
                 } catch {
                     run.foregroundErrors += 1
                 }
@@ -105,7 +105,7 @@ struct VirtualBench {
             // Close: the last app goes home and completes its cycle.
             let c0 = clock.now
             if let last = previous {
-                try await supervisor.background(last)
+                try await supervisor.background(try BundleID(validating: last))
                 _ = try await supervisor.advanceClock(by: step)
             }
             let w1 = clock.now

@@ -35,7 +35,7 @@ private struct World {
     let hub = ModeHub(profile: .default)
     var now = Duration.zero
     var states = [everything: AppState.background, nothing: AppState.active]
-    var timers: [(at: Duration, app: String?, name: String)] = []
+    var timers: [(at: Duration, app: String?, timer: PluginTimer)] = []
     var budget = 400  // hub calls per input, so that timers restarting themselves end
 
     init() {
@@ -51,10 +51,10 @@ private struct World {
         for effect in effects {
             guard budget > 0 else { return }
             switch effect {
-            case .startTimer(let app, let name, let after):
-                timers.append((now + after, app, name))
-            case .cancelTimer(let app, let name):
-                timers.removeAll { $0.app == app && $0.name == name }
+            case .startTimer(let app, let timer, let after):
+                timers.append((now + after, app, timer))
+            case .cancelTimer(let app, let timer):
+                timers.removeAll { $0.app == app && $0.timer == timer }
             case .deliver(let app, let event, _, _):
                 budget -= 1
                 run(hub.callbackReturned(event, app: app, at: now))
@@ -69,7 +69,7 @@ private struct World {
             let timer = timers.remove(at: next)
             now = max(now, timer.at)
             budget -= 1
-            run(hub.timerFired(timer.name, app: timer.app, at: now))
+            run(hub.timerFired(timer.timer, app: timer.app, at: now))
         }
         now = max(now, time)
     }

@@ -1,5 +1,62 @@
 import Foundation
 
+/// The name of a budget in a ``BudgetProfile``: the key of the config file's `budgets`
+/// object, of `apphost profile show` and of a report's budget. Every key has a value in
+/// every profile.
+public enum BudgetKey: String, CaseIterable, Codable, Sendable {
+    /// See ``BudgetProfile/backgroundTask``.
+    case backgroundTask
+    /// See ``BudgetProfile/fetch``.
+    case fetch
+    /// See ``BudgetProfile/silentPush``.
+    case silentPush
+    /// See ``BudgetProfile/didEnterBackground``.
+    case didEnterBackground
+    /// See ``BudgetProfile/launch``.
+    case launch
+    /// See ``BudgetProfile/foregroundHang``.
+    case foregroundHang
+    /// See ``BudgetProfile/expirationWarning``.
+    case expirationWarning
+    /// See ``BudgetProfile/heartbeatInterval``.
+    case heartbeatInterval
+    /// See ``BudgetProfile/wake``.
+    case wake
+    /// See ``BudgetProfile/audioIdle``.
+    case audioIdle
+    /// See ``BudgetProfile/voipReport``.
+    case voipReport
+    /// See ``BudgetProfile/fetchMinimum``.
+    case fetchMinimum
+    /// See ``BudgetProfile/fetchCoalescing``.
+    case fetchCoalescing
+    /// See ``BudgetProfile/silentPushesPerHour``.
+    case silentPushesPerHour
+    /// See ``BudgetProfile/processing``.
+    case processing
+
+    /// Where the value comes from (IOS-MODEL.md); UNCONFIRMED ones are profile settings by design.
+    public var note: String {
+        switch self {
+        case .backgroundTask: "beginBackgroundTask: ~600 s iOS ≤ 6, 180 s iOS 7–12, ~30 s iOS 13+ (DTS logs)"
+        case .fetch: "performFetch: up to 30 s (Apple doc)"
+        case .silentPush: "30 s widely cited — UNCONFIRMED"
+        case .didEnterBackground: "\"has five seconds to perform any tasks and return\" (Apple doc)"
+        case .launch: "~20 s commonly said — UNCONFIRMED (\"not formally documented\")"
+        case .foregroundHang: "scene-update watchdog 10 s seen in crash logs"
+        case .expirationWarning: "handlers run \"shortly before\" expiry — lead time UNCONFIRMED"
+        case .heartbeatInterval: "AppHost's own: how often an active app's main run loop is probed"
+        case .wake: "~10 s for a BLE or accessory event handler, widely cited — UNCONFIRMED"
+        case .audioIdle: "AppHost's own: an audio app that stopped playing is suspended after this"
+        case .voipReport: "callservicesd checks ~7 s after a VoIP push (Apple DTS, forum 817976)"
+        case .fetchMinimum: "iOS decides; AppHost's own: 15 min between fetches at the minimum interval"
+        case .fetchCoalescing: "AppHost's own: due fetches and tasks within 5 min run together"
+        case .silentPushesPerHour: "\"two or three per hour\" (Apple, Pushing background updates) — UNCONFIRMED"
+        case .processing: "BGProcessingTask: \"several minutes\" — UNCONFIRMED"
+        }
+    }
+}
+
 /// The time budgets the host enforces, as one table of named profiles.
 ///
 /// Values are seconds. Where IOS-MODEL.md marks a value UNCONFIRMED, the profile
@@ -39,10 +96,7 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
     public var processing: Double
 
     /// Every budget key, in table order.
-    public static let keys = ["backgroundTask", "fetch", "silentPush", "didEnterBackground", "launch",
-                              "foregroundHang", "expirationWarning", "heartbeatInterval",
-                              "wake", "audioIdle", "voipReport",
-                              "fetchMinimum", "fetchCoalescing", "silentPushesPerHour", "processing"]
+    public static var keys: [BudgetKey] { BudgetKey.allCases }
 
     public init(name: String, backgroundTask: Double, fetch: Double = 30, silentPush: Double = 30,
                 didEnterBackground: Double = 5, launch: Double = 20, foregroundHang: Double = 10,
@@ -85,75 +139,62 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
         all.first { $0.name == name }
     }
 
-    /// A value by key.
-    public subscript(key: String) -> Double? {
+    /// A value by key, in seconds (a count for ``BudgetKey/silentPushesPerHour``).
+    public subscript(key: BudgetKey) -> Double {
         get {
             switch key {
-            case "backgroundTask": backgroundTask
-            case "fetch": fetch
-            case "silentPush": silentPush
-            case "didEnterBackground": didEnterBackground
-            case "launch": launch
-            case "foregroundHang": foregroundHang
-            case "expirationWarning": expirationWarning
-            case "heartbeatInterval": heartbeatInterval
-            case "wake": wake
-            case "audioIdle": audioIdle
-            case "voipReport": voipReport
-            case "fetchMinimum": fetchMinimum
-            case "fetchCoalescing": fetchCoalescing
-            case "silentPushesPerHour": silentPushesPerHour
-            case "processing": processing
-            default: nil
+            case .backgroundTask: backgroundTask
+            case .fetch: fetch
+            case .silentPush: silentPush
+            case .didEnterBackground: didEnterBackground
+            case .launch: launch
+            case .foregroundHang: foregroundHang
+            case .expirationWarning: expirationWarning
+            case .heartbeatInterval: heartbeatInterval
+            case .wake: wake
+            case .audioIdle: audioIdle
+            case .voipReport: voipReport
+            case .fetchMinimum: fetchMinimum
+            case .fetchCoalescing: fetchCoalescing
+            case .silentPushesPerHour: silentPushesPerHour
+            case .processing: processing
             }
         }
         set {
-            guard let v = newValue else { return }
             switch key {
-            case "backgroundTask": backgroundTask = v
-            case "fetch": fetch = v
-            case "silentPush": silentPush = v
-            case "didEnterBackground": didEnterBackground = v
-            case "launch": launch = v
-            case "foregroundHang": foregroundHang = v
-            case "expirationWarning": expirationWarning = v
-            case "heartbeatInterval": heartbeatInterval = v
-            case "wake": wake = v
-            case "audioIdle": audioIdle = v
-            case "voipReport": voipReport = v
-            case "fetchMinimum": fetchMinimum = v
-            case "fetchCoalescing": fetchCoalescing = v
-            case "silentPushesPerHour": silentPushesPerHour = v
-            case "processing": processing = v
-            default: break
+            case .backgroundTask: backgroundTask = newValue
+            case .fetch: fetch = newValue
+            case .silentPush: silentPush = newValue
+            case .didEnterBackground: didEnterBackground = newValue
+            case .launch: launch = newValue
+            case .foregroundHang: foregroundHang = newValue
+            case .expirationWarning: expirationWarning = newValue
+            case .heartbeatInterval: heartbeatInterval = newValue
+            case .wake: wake = newValue
+            case .audioIdle: audioIdle = newValue
+            case .voipReport: voipReport = newValue
+            case .fetchMinimum: fetchMinimum = newValue
+            case .fetchCoalescing: fetchCoalescing = newValue
+            case .silentPushesPerHour: silentPushesPerHour = newValue
+            case .processing: processing = newValue
             }
         }
     }
 
-    /// Where each value comes from (IOS-MODEL.md); UNCONFIRMED ones are profile settings by design.
-    public static let notes: [String: String] = [
-        "backgroundTask": "beginBackgroundTask: ~600 s iOS ≤ 6, 180 s iOS 7–12, ~30 s iOS 13+ (DTS logs)",
-        "fetch": "performFetch: up to 30 s (Apple doc)",
-        "silentPush": "30 s widely cited — UNCONFIRMED",
-        "didEnterBackground": "\"has five seconds to perform any tasks and return\" (Apple doc)",
-        "launch": "~20 s commonly said — UNCONFIRMED (\"not formally documented\")",
-        "foregroundHang": "scene-update watchdog 10 s seen in crash logs",
-        "expirationWarning": "handlers run \"shortly before\" expiry — lead time UNCONFIRMED",
-        "heartbeatInterval": "AppHost's own: how often an active app's main run loop is probed",
-        "wake": "~10 s for a BLE or accessory event handler, widely cited — UNCONFIRMED",
-        "audioIdle": "AppHost's own: an audio app that stopped playing is suspended after this",
-        "voipReport": "callservicesd checks ~7 s after a VoIP push (Apple DTS, forum 817976)",
-        "fetchMinimum": "iOS decides; AppHost's own: 15 min between fetches at the minimum interval",
-        "fetchCoalescing": "AppHost's own: due fetches and tasks within 5 min run together",
-        "silentPushesPerHour": "\"two or three per hour\" (Apple, Pushing background updates) — UNCONFIRMED",
-        "processing": "BGProcessingTask: \"several minutes\" — UNCONFIRMED",
-    ]
+    /// Budget `key` as a duration: the one way host, lifecycle and plugins read a budget.
+    /// Whole milliseconds, kept within `0...Duration.longestWait` (a validated profile is
+    /// always inside; nothing traps on a value that is not). Every key has a value, so
+    /// there is no default to disagree about.
+    public func duration(_ key: BudgetKey) -> Duration {
+        Duration(clampingSeconds: self[key])
+    }
 
     /// Checks every value is a finite, positive number of seconds and the warning fits the budget.
     public func validate() throws(BudgetError) {
         for key in Self.keys {
-            guard let v = self[key], v.isFinite, v > 0 else {
-                throw BudgetError(message: "budget \(key) must be a positive number of seconds, got \(self[key].map { "\($0)" } ?? "nothing")")
+            let v = self[key]
+            guard v.isFinite, v > 0 else {
+                throw BudgetError(message: "budget \(key.rawValue) must be a positive number of seconds, got \(v)")
             }
         }
         guard expirationWarning < backgroundTask else {
@@ -177,7 +218,7 @@ public struct BudgetError: Error, Sendable, Equatable, CustomStringConvertible {
 /// ```
 public struct HostConfigFile: Sendable, Equatable {
     public var profile: String?
-    public var budgets: [String: Double]
+    public var budgets: [BudgetKey: Double]
     /// `wav` (a WAV file per audio session in the app's container, the default) or `null`.
     public var audioSink: String? = nil
 
@@ -252,14 +293,14 @@ public struct HostConfigFile: Sendable, Equatable {
             case "budgets":
                 guard let budgets = value as? [String: Any] else { throw BudgetError(message: "\(path): budgets: expected an object") }
                 for (name, raw) in budgets {
-                    guard BudgetProfile.keys.contains(name) else {
-                        throw BudgetError(message: "\(path): budgets.\(name): unknown budget (known: \(BudgetProfile.keys.joined(separator: ", ")))")
+                    guard let key = BudgetKey(rawValue: name) else {
+                        throw BudgetError(message: "\(path): budgets.\(name): unknown budget (known: \(BudgetProfile.keys.map(\.rawValue).joined(separator: ", ")))")
                     }
                     if let n = raw as? Double {
-                        file.budgets[name] = n
+                        file.budgets[key] = n
                     } else if let s = raw as? String {
                         do {
-                            file.budgets[name] = try DurationText.seconds(s)
+                            file.budgets[key] = try DurationText.seconds(s)
                         } catch {
                             throw BudgetError(message: "\(path): budgets.\(name): \(error.message)")
                         }

@@ -16,24 +16,24 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     /// Install (or update) the bundle at `path`; `settings` expand build-setting references.
     case install(path: String, settings: [String: String])
     /// Remove an installed app (terminating it first if it runs).
-    case uninstall(bundleIdentifier: String)
+    case uninstall(bundleIdentifier: BundleID)
     /// The installed apps: one ``ControlResponse/app(_:)`` each, then ``ControlResponse/end``.
     case list
     /// Launch an installed app; with `terminateRunning` a running one is terminated first.
-    case launch(bundleIdentifier: String, background: Bool, arguments: [String], terminateRunning: Bool = false)
+    case launch(bundleIdentifier: BundleID, background: Bool, arguments: [String], terminateRunning: Bool = false)
     /// Make an app the active app; the previously active app goes home.
-    case foreground(bundleIdentifier: String)
+    case foreground(bundleIdentifier: BundleID)
     /// Home button for this app.
-    case background(bundleIdentifier: String)
+    case background(bundleIdentifier: BundleID)
     /// Terminate an app, as a swipe in the app switcher.
-    case terminate(bundleIdentifier: String)
+    case terminate(bundleIdentifier: BundleID)
     /// Status of one app or of all installed apps: one ``ControlResponse/appStatus(_:)``
     /// per app, then ``ControlResponse/end``.
-    case status(bundleIdentifier: String?)
+    case status(bundleIdentifier: BundleID?)
     /// Past events; with `follow`, new ones as they happen until the client hangs up.
-    case events(follow: Bool, bundleIdentifier: String?)
+    case events(follow: Bool, bundleIdentifier: BundleID?)
     /// Termination reports, newest last: one ``ControlResponse/report(_:)`` each, then ``ControlResponse/end``.
-    case reports(bundleIdentifier: String?)
+    case reports(bundleIdentifier: BundleID?)
     /// Ask the daemon to shut down gracefully.
     case shutdown
     /// Virtual clock: move time forward, firing every deadline inside, in order.
@@ -45,7 +45,7 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     /// A command to the background-mode plugins (privacy, location, VoIP push, BLE, accessories).
     case mode(ModeCommand)
     /// Take an app's snapshot now (a running app with a window), else its latest one.
-    case snapshot(bundleIdentifier: String)
+    case snapshot(bundleIdentifier: BundleID)
     /// The apps in the app switcher, most recent first.
     case switcher
 }

@@ -250,22 +250,20 @@ public enum ManifestReader {
         text.count > 80 ? String(text.prefix(80)) + "…" : text
     }
 
-    /// The longest bundle identifier: 155 characters, App Store Connect's limit (Xcode
-    /// accepts longer ones; the store does not). It names the app's container, its log
-    /// (`logs/<id>.log`) and its reports (`reports/<id>-<ms>-<pid>.json`, 185 bytes at
-    /// most), all well within NAME_MAX (255).
-    public static let maximumBundleIdentifierLength = 155
+    /// The longest bundle identifier: ``BundleID/maximumLength`` (155, App Store Connect's limit).
+    public static let maximumBundleIdentifierLength = BundleID.maximumLength
 
     /// A bundle identifier names the app's container folder, so it must be a plain
-    /// reverse-DNS string: `A-Z a-z 0-9 - .`, not starting or ending with a dot, no `..`,
-    /// at most ``maximumBundleIdentifierLength`` characters.
+    /// reverse-DNS string: the rule is ``BundleID``'s (``BundleID/problem(with:)``); this
+    /// only words the error for a manifest.
     private static func checkBundleIdentifier(_ id: String, file: String) throws(ManifestError) {
-        guard id.utf8.count <= maximumBundleIdentifierLength else {
+        switch BundleID.problem(with: id) {
+        case nil:
+            return
+        case .tooLong:
             throw ManifestError(.invalidValue, file: file, key: bundleIdentifierKey, value: id,
                                 detail: "bundle identifier \"\(shortened(id))\" is \(id.count) characters long, over the limit of \(maximumBundleIdentifierLength) (App Store Connect's)")
-        }
-        let allowed = id.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
-        guard !id.isEmpty, allowed, !id.hasPrefix("."), !id.hasSuffix("."), !id.contains("..") else {
+        case .malformed:
             throw ManifestError(.invalidValue, file: file, key: bundleIdentifierKey, value: id,
                                 detail: "invalid bundle identifier \"\(shortened(id))\" (use reverse-DNS form with only A-Z, a-z, 0-9, '-' and '.', e.g. com.example.App)")
         }

@@ -159,17 +159,34 @@ public struct BackgroundSessionConfig: Codable, Sendable, Equatable {
     }
 }
 
+/// Where a background task is, as the host tells an app in `getAllTasks`. The raw
+/// value is the string on the wire (unchanged from when this was a string); a string
+/// this build does not know fails the decoding of the answer, naming the value.
+public enum TransferTaskState: String, Codable, Sendable, CaseIterable {
+    /// Handed to the transfer daemon, no attempt yet.
+    case queued
+    /// Waiting for the device conditions or for a retry.
+    case waiting
+    /// Transferring (progress has come).
+    case running
+    /// Ended: the outcome is delivered, or on its way, to the app.
+    case completed
+}
+
 /// A background task as `getAllTasks` lists it.
 public struct TransferTaskSnapshot: Codable, Sendable, Equatable {
     public var taskIdentifier: Int
     public var kind: TransferKind
     public var url: String
-    /// `running`, `waiting` (conditions, retry), `completed`.
-    public var state: String
+    /// Where the task is.
+    public var state: TransferTaskState
+    /// Bytes transferred so far.
     public var bytesDone: Int64
+    /// The size, once the server said it.
     public var bytesExpected: Int64?
 
-    public init(taskIdentifier: Int, kind: TransferKind, url: String, state: String, bytesDone: Int64, bytesExpected: Int64?) {
+    /// A task as the host lists it.
+    public init(taskIdentifier: Int, kind: TransferKind, url: String, state: TransferTaskState, bytesDone: Int64, bytesExpected: Int64?) {
         self.taskIdentifier = taskIdentifier
         self.kind = kind
         self.url = url
@@ -389,11 +406,91 @@ public enum PrivacyAction: String, Codable, Sendable, CaseIterable {
     case grant, revoke, reset
 }
 
+/// A privacy-protected service, named as `simctl privacy` names it (the raw value, kept
+/// in the host's `privacy` table and on the control socket).
+public enum PrivacyService: String, Codable, Sendable, CaseIterable {
+    /// Calendar events.
+    case calendar
+    /// Contacts, limited access.
+    case contactsLimited = "contacts-limited"
+    /// Contacts.
+    case contacts
+    /// Location while in use (the location plugin reads it).
+    case location
+    /// Location always, in the background too (the location plugin reads it).
+    case locationAlways = "location-always"
+    /// Adding photos only.
+    case photosAdd = "photos-add"
+    /// The photo library.
+    case photos
+    /// The media library.
+    case mediaLibrary = "media-library"
+    /// The microphone.
+    case microphone
+    /// Motion and fitness.
+    case motion
+    /// Reminders.
+    case reminders
+    /// Siri.
+    case siri
+    /// The camera.
+    case camera
+}
+
+/// What a privacy decision says about a service. The raw value is what the host's
+/// `privacy` table holds; no row means not determined (after `reset`).
+public enum PrivacyDecision: String, Codable, Sendable, CaseIterable {
+    /// `apphost privacy grant`.
+    case granted
+    /// `apphost privacy revoke`.
+    case denied
+}
+
+/// The services an `apphost privacy` command is about: one, or `all` of them. Coded
+/// as the plain string (`"all"`, `"location-always"`, ...), so the control request
+/// reads as it did when this was a string; an unknown name fails to decode.
+public enum PrivacyScope: RawRepresentable, Codable, Sendable, Hashable, CaseIterable {
+    /// Every service.
+    case all
+    /// One service.
+    case service(PrivacyService)
+
+    /// `all` or a service's name; nil for anything else.
+    public init?(rawValue: String) {
+        if rawValue == "all" {
+            self = .all
+        } else if let service = PrivacyService(rawValue: rawValue) {
+            self = .service(service)
+        } else {
+            return nil
+        }
+    }
+
+    /// `all` or the service's name.
+    public var rawValue: String {
+        switch self {
+        case .all: "all"
+        case .service(let service): service.rawValue
+        }
+    }
+
+    /// `all` first, then every service, in `simctl privacy`'s order.
+    public static var allCases: [PrivacyScope] { [.all] + PrivacyService.allCases.map { .service($0) } }
+
+    /// The services it stands for.
+    public var services: [PrivacyService] {
+        switch self {
+        case .all: PrivacyService.allCases
+        case .service(let service): [service]
+        }
+    }
+}
+
 /// A CLI command to the background-mode plugins: privacy, outside events, the
 /// simulated worlds (location, BLE, accessories).
 public enum ModeCommand: Codable, Sendable, Equatable {
     /// `apphost privacy grant|revoke|reset <service> [<id>]`.
-    case privacy(action: PrivacyAction, service: String, bundleIdentifier: String?)
+    case privacy(action: PrivacyAction, service: PrivacyScope, bundleIdentifier: String?)
     /// `apphost location set <lat>,<lon>`.
     case locationSet(LocationFix)
     /// `apphost location route <file.gpx>`: fixes played on the host clock, one every

@@ -108,16 +108,44 @@ public enum TransferRequest: Codable, Sendable, Equatable {
     case acknowledge(id: UInt64)
 }
 
+/// Where a transfer is in the daemon's queue. The raw value is what the daemon's
+/// database (`transfer.state` in `transfers.sqlite`) and its `list` answer hold, so
+/// the strings written before this type existed read back unchanged.
+public enum TransferState: String, Codable, Sendable, CaseIterable {
+    /// Waiting for its turn on its host (or for its first attempt).
+    case queued
+    /// Waiting for the device conditions (power, Wi-Fi) or for a retry after an error.
+    case waiting
+    /// An attempt is under way.
+    case running
+    /// Ended; the outcome is kept (and reported again) until the host acknowledges it.
+    case finished
+
+    /// The state a transfer resumes in when the daemon reads `stored` back from its
+    /// database at start: `finished` stays finished; everything else is queued again —
+    /// `running` and `waiting` are not trusted after a restart, and a string this build
+    /// does not know (a newer daemon's, a damaged row) is attempted again rather than
+    /// lost or crashing the daemon.
+    public init(restoring stored: String) {
+        self = TransferState(rawValue: stored) == .finished ? .finished : .queued
+    }
+}
+
 /// A transfer as the daemon reports it in `list`.
 public struct TransferStatus: Codable, Sendable, Equatable {
+    /// The transfer as the host enqueued it.
     public var job: TransferJob
-    /// queued, waiting (for conditions or a retry), running, finished.
-    public var state: String
+    /// Where it is in the daemon's queue.
+    public var state: TransferState
+    /// Bytes transferred so far.
     public var bytesDone: Int64
+    /// The size, once the server said it.
     public var bytesExpected: Int64?
+    /// How it ended, once ``state`` is ``TransferState/finished``.
     public var outcome: TransferOutcome?
 
-    public init(job: TransferJob, state: String, bytesDone: Int64, bytesExpected: Int64?, outcome: TransferOutcome?) {
+    /// A status as the daemon lists it.
+    public init(job: TransferJob, state: TransferState, bytesDone: Int64, bytesExpected: Int64?, outcome: TransferOutcome?) {
         self.job = job
         self.state = state
         self.bytesDone = bytesDone

@@ -252,7 +252,7 @@ public final class BackgroundURLSessionTask: @MainActor CustomStringConvertible 
 
     /// Takes the state and counts of a host listing.
     func update(from snapshot: TransferTaskSnapshot) {
-        state = snapshot.state == "completed" ? .completed : .running
+        state = snapshot.state == .completed ? .completed : .running
         switch kind {
         case .download:
             countOfBytesReceived = snapshot.bytesDone

@@ -126,7 +126,7 @@ public struct ControlServer: Sendable {
             }
             switch request {
             case .events(let follow, let app):
-                try await streamEvents(follow: follow, app: app, channel: connection.channel, outbound: outbound)
+                try await streamEvents(follow: follow, app: app?.rawValue, channel: connection.channel, outbound: outbound)
                 return
             case .status(let app):
                 do {
@@ -237,11 +237,11 @@ public struct ControlServer: Sendable {
                 try await supervisor.uninstall(id)
                 return .ok(message: "uninstalled \(id)")
             case .launch(let id, let background, let arguments, let terminateRunning):
-                let runningPID = await supervisor.pid(of: id)
+                let runningPID = await supervisor.pid(of: id.rawValue)
                 let wasRunning = !terminateRunning && runningPID != nil
                 let pid = try await supervisor.launch(id, background: background, arguments: arguments,
                                                       terminateRunning: terminateRunning)
-                return .launched(bundleIdentifier: id, pid: pid, wasRunning: wasRunning)
+                return .launched(bundleIdentifier: id.rawValue, pid: pid, wasRunning: wasRunning)
             case .foreground(let id):
                 try await supervisor.foreground(id)
                 return .ok(message: "\(id) is coming to the foreground")

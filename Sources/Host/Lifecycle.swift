@@ -191,10 +191,6 @@ public struct Lifecycle: Sendable, Equatable {
         Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }
 
-    private func budget(_ key: String) -> Duration {
-        .milliseconds(Int64(((profile[key] ?? 0) * 1000).rounded()))
-    }
-
     /// Whether the app holds an assertion that keeps it running in the background.
     public var hasAssertion: Bool { !tasks.isEmpty || !activities.isEmpty }
 
@@ -225,7 +221,7 @@ public struct Lifecycle: Sendable, Equatable {
             self.placement = placement
             launchOptions = options
             fx.append(.spawn(options))
-            fx.append(.startTimer(.launch, after: budget("launch")))
+            fx.append(.startTimer(.launch, after: profile.duration(.launch)))
             fx += move(to: placement == .foreground ? .inactive : .background,
                        cause: placement == .foreground ? "launch" : "launch in background")
             if placement == .background { fx += startBackgroundBudget() }
@@ -296,7 +292,7 @@ public struct Lifecycle: Sendable, Equatable {
         case (_, .callbackReturned(.heartbeat)):
             heartbeatOutstanding = false
             fx.append(.cancelTimer(.hang))
-            if state == .active { fx.append(.startTimer(.heartbeat, after: budget("heartbeatInterval"))) }
+            if state == .active { fx.append(.startTimer(.heartbeat, after: profile.duration(.heartbeatInterval))) }
 
         // MARK: foreground
         case (.active, .foreground):
@@ -381,13 +377,13 @@ public struct Lifecycle: Sendable, Equatable {
                 // The wake budget times one handler, not the queue in front of it: events
                 // the host sent in a burst (a session's finished transfers) are not
                 // charged to the app while it keeps returning them.
-                fx.append(.startTimer(.wake, after: budget("wake")))
+                fx.append(.startTimer(.wake, after: profile.duration(.wake)))
             }
             if state == .background { fx += suspendIfIdle() }
 
         case (.background, .timerFired(.wake)) where callbacksInFlight > 0 && terminating == nil:
-            fx += watchdog(reason: "a service event handler did not return within the wake budget of \(fmt("wake"))",
-                           budget: "wake", namespace: "RUNNINGBOARD")
+            fx += watchdog(reason: "a service event handler did not return within the wake budget of \(fmt(.wake))",
+                           budget: .wake, namespace: "RUNNINGBOARD")
 
         // MARK: kernel reports
         case (.background, .stopConfirmed) where stopPending:
@@ -432,12 +428,12 @@ public struct Lifecycle: Sendable, Equatable {
             fx.append(kill("grace period after willTerminate ran out"))
 
         case (_, .timerFired(.launch)) where !launched && terminating == nil && state != .notRunning:
-            fx += watchdog(reason: "didFinishLaunching did not return within the launch budget of \(fmt("launch"))",
-                           budget: "launch", namespace: "FRONTBOARD")
+            fx += watchdog(reason: "didFinishLaunching did not return within the launch budget of \(fmt(.launch))",
+                           budget: .launch, namespace: "FRONTBOARD")
 
         case (.background, .timerFired(.backgroundCallback)) where !backgroundCallbackReturned && terminating == nil:
-            fx += watchdog(reason: "didEnterBackground did not return within \(fmt("didEnterBackground"))",
-                           budget: "didEnterBackground", namespace: "FRONTBOARD")
+            fx += watchdog(reason: "didEnterBackground did not return within \(fmt(.didEnterBackground))",
+                           budget: .didEnterBackground, namespace: "FRONTBOARD")
 
         case (.background, .timerFired(.expirationWarning)) where terminating == nil:
             expirationSent = true
@@ -451,17 +447,17 @@ public struct Lifecycle: Sendable, Equatable {
             }
             let what = names.isEmpty ? "with a callback still running (an expiration handler that did not return)"
                 : "while holding background task\(names.count == 1 ? "" : "s") \(names.joined(separator: ", "))"
-            fx += watchdog(reason: "background time of \(fmt("backgroundTask")) used up \(what)",
-                           budget: "backgroundTask", namespace: "RUNNINGBOARD")
+            fx += watchdog(reason: "background time of \(fmt(.backgroundTask)) used up \(what)",
+                           budget: .backgroundTask, namespace: "RUNNINGBOARD")
 
         case (.active, .timerFired(.heartbeat)) where !heartbeatOutstanding && terminating == nil:
             heartbeatOutstanding = true
             fx.append(.send(.heartbeat, state: .active))
-            fx.append(.startTimer(.hang, after: budget("foregroundHang")))
+            fx.append(.startTimer(.hang, after: profile.duration(.foregroundHang)))
 
         case (.active, .timerFired(.hang)) where heartbeatOutstanding && terminating == nil:
-            fx += watchdog(reason: "main run loop unresponsive for \(fmt("foregroundHang")) while active (heartbeat unanswered)",
-                           budget: "foregroundHang", namespace: "FRONTBOARD")
+            fx += watchdog(reason: "main run loop unresponsive for \(fmt(.foregroundHang)) while active (heartbeat unanswered)",
+                           budget: .foregroundHang, namespace: "FRONTBOARD")
 
         case (_, .timerFired):
             // A timer whose condition no longer holds (state moved on).
@@ -548,7 +544,7 @@ public struct Lifecycle: Sendable, Equatable {
     private mutating func sendDidEnterBackground() -> [Effect] {
         backgroundCallbackReturned = false
         return [.send(.didEnterBackground, state: .background),
-                .startTimer(.backgroundCallback, after: budget("didEnterBackground"))]
+                .startTimer(.backgroundCallback, after: profile.duration(.didEnterBackground))]
     }
 
     private mutating func enterForeground(cause: String) -> [Effect] {
@@ -575,7 +571,7 @@ public struct Lifecycle: Sendable, Equatable {
             placement = .background
             launchOptions = LaunchOptions(reason: reason)
             queued = [service]
-            var fx: [Effect] = [.spawn(launchOptions), .startTimer(.launch, after: budget("launch"))]
+            var fx: [Effect] = [.spawn(launchOptions), .startTimer(.launch, after: profile.duration(.launch))]
             fx += move(to: .background, cause: "launched in the background for \(callback.name)")
             fx += startBackgroundBudget()
             return fx
@@ -592,7 +588,7 @@ public struct Lifecycle: Sendable, Equatable {
                 fx.append(.signal(.cont, reason: "woken for \(callback.name) before the stop was confirmed"))
             }
             fx.append(.send(callback, state: .background))
-            fx.append(.startTimer(.wake, after: budget("wake")))
+            fx.append(.startTimer(.wake, after: profile.duration(.wake)))
             return fx
         case .suspended:
             guard wake else { return [.log("\(callback.name) not delivered: the app is suspended")] }
@@ -600,7 +596,7 @@ public struct Lifecycle: Sendable, Equatable {
             fx += move(to: .background, cause: "woken for \(callback.name)")
             fx += startBackgroundBudget()
             fx.append(.send(callback, state: .background))
-            fx.append(.startTimer(.wake, after: budget("wake")))
+            fx.append(.startTimer(.wake, after: profile.duration(.wake)))
             return fx
         }
     }
@@ -613,7 +609,7 @@ public struct Lifecycle: Sendable, Equatable {
         for event in queued {
             fx.append(.send(.service(event), state: target))
         }
-        if !queued.isEmpty && target == .background { fx.append(.startTimer(.wake, after: budget("wake"))) }
+        if !queued.isEmpty && target == .background { fx.append(.startTimer(.wake, after: profile.duration(.wake))) }
         return fx
     }
 
@@ -624,15 +620,15 @@ public struct Lifecycle: Sendable, Equatable {
         backgroundSince = now
         expirationSent = false
         if !activities.isEmpty { return [.cancelTimer(.expirationWarning), .cancelTimer(.backgroundBudget)] }
-        let total = budget("backgroundTask")
-        let lead = budget("expirationWarning")
+        let total = profile.duration(.backgroundTask)
+        let lead = profile.duration(.expirationWarning)
         return [.startTimer(.expirationWarning, after: total > lead ? total - lead : .zero),
                 .startTimer(.backgroundBudget, after: total)]
     }
 
     private mutating func startHeartbeat() -> [Effect] {
         heartbeatOutstanding = false
-        return [.startTimer(.heartbeat, after: budget("heartbeatInterval"))]
+        return [.startTimer(.heartbeat, after: profile.duration(.heartbeatInterval))]
     }
 
     private mutating func stopHeartbeat() -> [Effect] {
@@ -640,8 +636,8 @@ public struct Lifecycle: Sendable, Equatable {
         return [.cancelTimer(.heartbeat), .cancelTimer(.hang)]
     }
 
-    private func fmt(_ key: String) -> String {
-        DurationText.format(profile[key] ?? 0)
+    private func fmt(_ key: BudgetKey) -> String {
+        DurationText.format(profile[key])
     }
 
     private func heldTasks() -> [HeldTaskRecord] {
@@ -649,10 +645,10 @@ public struct Lifecycle: Sendable, Equatable {
     }
 
     /// Kill for a watchdog rule: SIGKILL, 0x8badf00d, a report naming the budget.
-    private mutating func watchdog(reason: String, budget key: String, namespace: String) -> [Effect] {
+    private mutating func watchdog(reason: String, budget key: BudgetKey, namespace: String) -> [Effect] {
         pendingRecord = TerminationRecord(
             namespace: namespace, code: .watchdog, reason: reason, tasks: heldTasks(),
-            budget: BudgetRecord(name: key, seconds: profile[key] ?? 0, profile: profile.name))
+            budget: BudgetRecord(name: key.rawValue, seconds: profile[key], profile: profile.name))
         terminating = .system
         stopPending = false
         return [kill("watchdog: \(reason)")]

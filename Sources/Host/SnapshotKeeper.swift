@@ -242,7 +242,8 @@ extension Supervisor {
 
     /// `apphost snapshot`: an app running code with a window is pictured now; otherwise (a
     /// suspended app is what the switcher shows) its latest kept snapshot.
-    public func snapshot(_ id: String) async throws(ControlError) -> SnapshotInfo {
+    public func snapshot(_ bundle: BundleID) async throws(ControlError) -> SnapshotInfo {
+        let id = bundle.rawValue
         _ = try installed(id)
         if runtimes[id]?.machine.isRunningCode == true, runtimes[id]?.viewTree != nil, let task = takeSnapshot(id, reason: "requested") {
             if let info = await task.value { return info }

@@ -145,19 +145,20 @@ public final class Store: Sendable {
     }
 
     /// Records a privacy decision (`apphost privacy`); nil removes it (reset).
-    public func setPrivacy(bundleIdentifier: String, service: String, value: String?) throws {
+    public func setPrivacy(bundleIdentifier: String, service: PrivacyService, value: PrivacyDecision?) throws {
         try pool.write { db in
             if let value {
                 try db.execute(sql: "INSERT OR REPLACE INTO privacy (bundleIdentifier, service, value) VALUES (?, ?, ?)",
-                               arguments: [bundleIdentifier, service, value])
+                               arguments: [bundleIdentifier, service.rawValue, value.rawValue])
             } else {
                 try db.execute(sql: "DELETE FROM privacy WHERE bundleIdentifier = ? AND service = ?",
-                               arguments: [bundleIdentifier, service])
+                               arguments: [bundleIdentifier, service.rawValue])
             }
         }
     }
 
-    /// Every privacy decision.
+    /// Every privacy decision, as stored (service and decision are the raw values of
+    /// ``PrivacyService`` and ``PrivacyDecision``; the reader decides about unknown ones).
     public func privacy() throws -> [(bundleIdentifier: String, service: String, value: String)] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM privacy ORDER BY bundleIdentifier, service").map {

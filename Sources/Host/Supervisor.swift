@@ -173,10 +173,16 @@ public actor Supervisor {
     private let startDate: Date
     private var virtualNow: Duration = .zero
 
-    /// A lifecycle timer of one app, or a plugin's timer (per app or world-wide).
-    private enum TimerID: Hashable {
+    /// What a deadline is for: a lifecycle timer of one app, a plugin's timer (per app or
+    /// world-wide), or one of the transfer broker's. Routed by case, never by name.
+    enum TimerID: Hashable {
         case lifecycle(Lifecycle.Timer)
-        case plugin(String)
+        case plugin(PluginTimer)
+        /// A background URLSession's events round: the completion handler must come
+        /// within the background budget of `urlSessionDidFinishEvents` (per app).
+        case transferRound(session: String)
+        /// The transfer daemon's restart after its backoff (host-wide).
+        case transferRestart
     }
     /// Deadlines by (app, instance, timer): when they fall due on the host clock.
     /// Plugin timers have instance 0 (they outlive a process; plugins cancel them).
@@ -286,7 +292,13 @@ public actor Supervisor {
             _ = modes.install(Self.modeApp(row.app, configuration))
         }
         for decision in try store.privacy() {
-            modes.restorePrivacy(app: decision.bundleIdentifier, service: decision.service, value: decision.value)
+            // A row this build cannot read (a newer host's service or decision) counts as
+            // not determined, as after `privacy reset`; it is left in the table.
+            guard let service = PrivacyService(rawValue: decision.service), let value = PrivacyDecision(rawValue: decision.value) else {
+                logger.warning("ignoring the privacy decision \"\(decision.value)\" for \"\(decision.service)\" of \(decision.bundleIdentifier): unknown to this host")
+                continue
+            }
+            modes.restorePrivacy(app: decision.bundleIdentifier, service: service, value: value)
         }
         for setting in try store.settings() {
             modes.restoreSetting(key: setting.key, value: setting.value)
@@ -407,11 +419,25 @@ public actor Supervisor {
         case .lifecycle(let timer):
             guard runtimes[key.app]?.instance == key.instance else { return }
             feed(key.app, .timerFired(timer))
-        case .plugin(let name) where name.hasPrefix("transfer/"):
-            transferTimerFired(name, app: key.app)
-        case .plugin(let name):
-            performMode(modes.timerFired(name, app: key.app.isEmpty ? nil : key.app, at: hostNow()))
+        case .plugin(let timer):
+            performMode(modes.timerFired(timer, app: key.app.isEmpty ? nil : key.app, at: hostNow()))
+        case .transferRound(let session):
+            transferRoundTimedOut(app: key.app, session: session)
+        case .transferRestart:
+            transferRestartDue()
         }
+    }
+
+    /// Starts (or moves) a deadline of no process instance: a plugin's or the transfer
+    /// broker's (`app` nil: host-wide). It outlives the app's process; its owner cancels it.
+    func startHostTimer(_ timer: TimerID, app: String?, after: Duration) {
+        deadlines[DeadlineKey(app: app ?? "", instance: 0, timer: timer)] = hostNow() + after
+        rearm()
+    }
+
+    /// Cancels a deadline started with ``startHostTimer(_:app:after:)``.
+    func cancelHostTimer(_ timer: TimerID, app: String?) {
+        removeDeadline(DeadlineKey(app: app ?? "", instance: 0, timer: timer))
     }
 
     private func startTimer(_ id: String, _ timer: Lifecycle.Timer, after: Duration) {
@@ -663,7 +689,8 @@ public actor Supervisor {
     }
 
     /// Uninstalls an app, terminating it first.
-    public func uninstall(_ id: String) async throws(ControlError) {
+    public func uninstall(_ bundle: BundleID) async throws(ControlError) {
+        let id = bundle.rawValue
         _ = try installed(id)
         if runtimes[id]?.machine.isRunning == true {
             feed(id, .terminate(.uninstall))
@@ -691,8 +718,9 @@ public actor Supervisor {
     /// With `terminateRunning`, a running app is terminated first (simctl's
     /// `--terminate-running-process`); otherwise it is brought to the foreground
     /// (unless `background`) and keeps its process and arguments.
-    public func launch(_ id: String, background: Bool, arguments: [String],
+    public func launch(_ bundle: BundleID, background: Bool, arguments: [String],
                        terminateRunning: Bool = false) async throws(ControlError) -> Int32 {
+        let id = bundle.rawValue
         let row = try installed(id)
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
         let mark = recordingMark()
@@ -701,7 +729,7 @@ public actor Supervisor {
             await waitForExit(id)
         }
         if let rt = runtimes[id], rt.machine.isRunning {
-            if !background { try await foreground(id) }
+            if !background { try await foreground(bundle) }
             guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
             return pid
         }
@@ -824,7 +852,8 @@ public actor Supervisor {
     }
 
     /// Makes `id` the active app, sending the previously active app home.
-    public func foreground(_ id: String) async throws(ControlError) {
+    public func foreground(_ bundle: BundleID) async throws(ControlError) {
+        let id = bundle.rawValue
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
@@ -836,7 +865,8 @@ public actor Supervisor {
     }
 
     /// Home button for `id`.
-    public func background(_ id: String) async throws(ControlError) {
+    public func background(_ bundle: BundleID) async throws(ControlError) {
+        let id = bundle.rawValue
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
@@ -847,7 +877,8 @@ public actor Supervisor {
     }
 
     /// Terminates `id` (as a swipe in the app switcher) and waits until it is gone.
-    public func terminate(_ id: String) async throws(ControlError) {
+    public func terminate(_ bundle: BundleID) async throws(ControlError) {
+        let id = bundle.rawValue
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
@@ -861,7 +892,8 @@ public actor Supervisor {
     /// Terminates `id` if it runs and waits until it is gone, moving the virtual clock past
     /// the grace period after willTerminate: an app that ignores willTerminate is then killed
     /// as on the real clock. For a host nobody else drives (`apphost privacy-check`).
-    public func terminateMovingClock(_ id: String) async {
+    public func terminateMovingClock(_ bundle: BundleID) async {
+        let id = bundle.rawValue
         guard let rt = runtimes[id], rt.machine.isRunning else { return }
         feed(id, .terminate(.user))
         if configuration.clock == .virtual, runtimes[id]?.machine.isRunning == true {
@@ -871,7 +903,8 @@ public actor Supervisor {
     }
 
     /// Status of one app or all installed apps.
-    public func status(_ id: String?) throws(ControlError) -> [AppStatus] {
+    public func status(_ bundle: BundleID?) throws(ControlError) -> [AppStatus] {
+        let id = bundle?.rawValue
         let ids: [String]
         if let id {
             _ = try installed(id)
@@ -921,7 +954,8 @@ public actor Supervisor {
     }
 
     /// Termination reports, oldest first.
-    public func reports(_ id: String?) throws(ControlError) -> [TerminationReport] {
+    public func reports(_ bundle: BundleID?) throws(ControlError) -> [TerminationReport] {
+        let id = bundle?.rawValue
         if let id, apps[id] == nil {
             // Reports of an uninstalled app are still readable.
             let r = (try? store.reports(bundleIdentifier: id)) ?? []
@@ -1336,11 +1370,10 @@ public actor Supervisor {
             guard runtimes[app]?.machine.isRunning == true else { return }
             events.append(.warning, app: app, pid: runtimes[app]?.pid, cause: "killing: \(reason)", time: now())
             feed(app, .modeViolation(Lifecycle.TerminationRecord(namespace: namespace, code: code, reason: reason)))
-        case .startTimer(let app, let name, let after):
-            deadlines[DeadlineKey(app: app ?? "", instance: 0, timer: .plugin(name))] = hostNow() + after
-            rearm()
-        case .cancelTimer(let app, let name):
-            removeDeadline(DeadlineKey(app: app ?? "", instance: 0, timer: .plugin(name)))
+        case .startTimer(let app, let timer, let after):
+            startHostTimer(.plugin(timer), app: app, after: after)
+        case .cancelTimer(let app, let timer):
+            cancelHostTimer(.plugin(timer), app: app)
         case .used(let app, let mode, let what):
             events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode.rawValue, time: now())
         case .refused(let app, let mode, let what):

@@ -13,7 +13,7 @@ struct TransferRecord {
     enum Stage { case inFlight, pending, nextRound, delivering }
     var job: TransferJob
     var accepted = false
-    var state = "queued"
+    var state: TransferTaskState = .queued
     var bytesDone: Int64 = 0
     var bytesExpected: Int64?
     var outcome: TransferOutcome?
@@ -248,15 +248,13 @@ extension Supervisor {
         }
     }
 
-    /// The host-wide timer that restarts the daemon (on the host's clock, real or virtual).
-    static let transferRestartTimer = "transfer/restart"
-
     private func scheduleTransferRestart() {
         guard !transfers.stopping else { return }
         let delay = transfers.backoff.ended(at: hostNow())
         let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
         events.append(.service, cause: "transfer daemon: next start in \(DurationText.format(seconds)) (\(transfers.backoff.failures) start(s) in a row did not stay up)", time: now())
-        performMode([.startTimer(app: nil, name: Self.transferRestartTimer, after: delay)])
+        // A host-clock deadline (real or virtual): `TimerID.transferRestart`.
+        startHostTimer(.transferRestart, app: nil, after: delay)
     }
 
     /// Sends the device conditions and every job the daemon has not accepted yet
@@ -297,7 +295,7 @@ extension Supervisor {
             guard var r = transfers.records[id] else { return }
             r.bytesDone = done
             r.bytesExpected = expected
-            r.state = "running"
+            r.state = .running
             transfers.records[id] = r
             if transfers.progressInFlight.contains(id) {
                 transfers.progressPending[id] = (done, expected)
@@ -305,7 +303,7 @@ extension Supervisor {
                 deliverProgress(id, done, expected)
             }
         case .waiting(let id, let reason):
-            transfers.records[id]?.state = "waiting"
+            transfers.records[id]?.state = .waiting
             if let app = transfers.records[id]?.job.bundleIdentifier {
                 events.append(.service, app: app, cause: "transfer \(id) waiting: \(reason)", time: now())
             }
@@ -317,7 +315,7 @@ extension Supervisor {
             }
             guard r.outcome == nil else { return }
             r.outcome = outcome
-            r.state = "completed"
+            r.state = .completed
             transfers.records[id] = r
             events.append(.service, app: r.job.bundleIdentifier, cause: "transfer \(id) (task \(r.job.taskIdentifier) of \(r.job.session)) finished: \(outcome)", time: now())
             deliverFinished(id)
@@ -410,7 +408,8 @@ extension Supervisor {
         } else {
             round.finishSent = true
             transfers.rounds[key] = round
-            performMode([done, .startTimer(app: app, name: "transfer/\(session)", after: budgetDuration("backgroundTask"))])
+            performMode([done])
+            startHostTimer(.transferRound(session: session), app: app, after: configuration.profile.duration(.backgroundTask))
         }
     }
 
@@ -428,7 +427,8 @@ extension Supervisor {
             transfers.rounds[key] = round
             return []
         }
-        var effects: [ModeEffect] = [.cancelTimer(app: app, name: "transfer/\(session)"), endActivity]
+        cancelHostTimer(.transferRound(session: session), app: app)
+        var effects: [ModeEffect] = [endActivity]
         transfers.rounds[key] = nil
         for id in round.next { effects += finishedDelivery(id) }
         return effects
@@ -457,10 +457,6 @@ extension Supervisor {
         }
     }
 
-    func budgetDuration(_ key: String) -> Duration {
-        .milliseconds(Int64(((configuration.profile[key] ?? 30) * 1000).rounded()))
-    }
-
     /// A service callback about transfers returned: delete a handed-over file, acknowledge a completion.
     func transferCallbackReturned(_ event: ServiceEvent, app: String) {
         switch event {
@@ -483,13 +479,13 @@ extension Supervisor {
         }
     }
 
-    /// The plugin-style timer of a session's events ran out: the completion never came.
-    func transferTimerFired(_ name: String, app: String) {
-        if app.isEmpty, name == Self.transferRestartTimer {
-            handleTransferInput(.transferDaemonRestart)
-            return
-        }
-        let session = String(name.dropFirst("transfer/".count))
+    /// The daemon's restart backoff ran out (``Supervisor/TimerID/transferRestart``).
+    func transferRestartDue() {
+        handleTransferInput(.transferDaemonRestart)
+    }
+
+    /// The deadline of a session's events round ran out: the completion never came.
+    func transferRoundTimedOut(app: String, session: String) {
         guard runtimes[app]?.machine.activities.contains("URLSession events \(session)") == true else { return }
         performMode([.kill(app: app, namespace: "RUNNINGBOARD", code: .backgroundURLSessionTimeout,
                            reason: "handleEventsForBackgroundURLSession(\(session)): the completion handler was not called within \(DurationText.format(configuration.profile.backgroundTask))")])
@@ -674,7 +670,7 @@ extension Supervisor {
         transfers.records.values.filter { $0.job.bundleIdentifier == app && $0.job.session == session }
             .sorted { $0.job.taskIdentifier < $1.job.taskIdentifier }
             .map { TransferTaskSnapshot(taskIdentifier: $0.job.taskIdentifier, kind: $0.job.kind, url: $0.job.url,
-                                        state: $0.outcome == nil ? $0.state : "completed", bytesDone: $0.bytesDone, bytesExpected: $0.bytesExpected) }
+                                        state: $0.outcome == nil ? $0.state : .completed, bytesDone: $0.bytesDone, bytesExpected: $0.bytesExpected) }
     }
 }
 

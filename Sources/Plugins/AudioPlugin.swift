@@ -70,7 +70,7 @@ public struct AudioPlugin: BackgroundModePlugin {
                     ctx.emit(.used(app: app, mode: mode, "playing audio"))
                 }
                 // Kept running while frames last, then for the idle grace.
-                ctx.emit(.startTimer(app: app, name: "idle", after: (session.playsUntil - ctx.now) + ctx.budget("audioIdle")))
+                ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "idle"), after: (session.playsUntil - ctx.now) + ctx.profile.duration(.audioIdle)))
             }
             return .ok
         case .audioStop:
@@ -82,7 +82,7 @@ public struct AudioPlugin: BackgroundModePlugin {
             }
             ctx.emit(.audio(app: app, .close))
             if was, info.declares(.audio) {
-                ctx.emit(.startTimer(app: app, name: "idle", after: ctx.budget("audioIdle")))
+                ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "idle"), after: ctx.profile.duration(.audioIdle)))
             }
             return .ok
         default:
@@ -94,7 +94,7 @@ public struct AudioPlugin: BackgroundModePlugin {
         guard name == "idle", let app, let session = ctx.state(State.self).sessions[app] else { return }
         guard !session.playing || session.playsUntil <= ctx.now else { return }
         ctx.update(State.self) { $0.sessions[app]?.playing = false }
-        ctx.emit(.note(app: app, "no audio played for \(DurationText.format(ctx.profile["audioIdle"] ?? 0)): audio no longer keeps the app running"))
+        ctx.emit(.note(app: app, "no audio played for \(DurationText.format(ctx.profile[.audioIdle])): audio no longer keeps the app running"))
         ctx.emit(.endActivity(app: app, name: Self.activity))
     }
 
@@ -125,7 +125,7 @@ public struct AudioPlugin: BackgroundModePlugin {
         if ctx.state(State.self).sessions[app] != nil {
             ctx.update(State.self) { $0.sessions.removeValue(forKey: app) }
             ctx.emit(.audio(app: app, .close))
-            ctx.emit(.cancelTimer(app: app, name: "idle"))
+            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "idle")))
         }
     }
 

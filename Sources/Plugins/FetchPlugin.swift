@@ -78,7 +78,7 @@ public struct FetchPlugin: BackgroundModePlugin {
                 return .refused(reason: "performFetch \(id) is not running (completion called twice, or after the budget)")
             }
             let took = ctx.now - out.started
-            let slow = took > ctx.budget("fetch") / 2
+            let slow = took > ctx.profile.duration(.fetch) / 2
             ctx.update(State.self) { s in
                 var a = s.apps[app] ?? App()
                 a.outstanding = nil
@@ -87,7 +87,7 @@ public struct FetchPlugin: BackgroundModePlugin {
                 a.backoff = result == .newData && !slow ? 1 : min(a.backoff * 2, Self.maximumBackoff)
                 s.apps[app] = a
             }
-            ctx.emit(.cancelTimer(app: app, name: "budget"))
+            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget")))
             ctx.emit(.endActivity(app: app, name: Self.activity))
             let backoff = ctx.state(State.self).apps[app]?.backoff ?? 1
             ctx.emit(.note(app: app, "fetch \(id) completed: \(result.rawValue) after \(DurationText.format(seconds(took)))\(slow ? " (slow)" : ""); backoff ×\(backoff)"))
@@ -150,7 +150,7 @@ public struct FetchPlugin: BackgroundModePlugin {
             if byUser { s.apps[app, default: App()].userTerminated = true }
             return had
         }
-        if had { ctx.emit(.cancelTimer(app: app, name: "budget")) }
+        if had { ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget"))) }
         if byUser, ctx.state(State.self).apps[app]?.interval != .never {
             ctx.emit(.note(app: app, "terminated by the user: no background fetch until the user launches it again"))
         }
@@ -212,15 +212,15 @@ public struct FetchPlugin: BackgroundModePlugin {
         guard earliest != armed else { return }
         ctx.update(State.self) { $0.armedFor = earliest }
         if let earliest {
-            ctx.emit(.startTimer(app: nil, name: "tick", after: max(.zero, earliest - ctx.now)))
+            ctx.emit(.startTimer(app: nil, timer: PluginTimer(mode, "tick"), after: max(.zero, earliest - ctx.now)))
         } else {
-            ctx.emit(.cancelTimer(app: nil, name: "tick"))
+            ctx.emit(.cancelTimer(app: nil, timer: PluginTimer(mode, "tick")))
         }
     }
 
     /// Runs every fetch due now or within the coalescing window.
     private func runDue(_ ctx: ModeContext) {
-        let window = ctx.budget("fetchCoalescing")
+        let window = ctx.profile.duration(.fetchCoalescing)
         var due: [String] = []
         for app in ctx.apps.keys.sorted() {
             if case .success(let at) = Self.next(app, ctx), at <= ctx.now + window { due.append(app) }
@@ -251,7 +251,7 @@ public struct FetchPlugin: BackgroundModePlugin {
         }
         ctx.emit(.beginActivity(app: app, name: Self.activity))
         ctx.emit(.deliver(app: app, .performFetch(id: id), wake: .launch(.backgroundFetch), because: "background fetch (\(why))"))
-        ctx.emit(.startTimer(app: app, name: "budget", after: ctx.budget("fetch")))
+        ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "budget"), after: ctx.profile.duration(.fetch)))
         ctx.emit(.used(app: app, mode: mode, "background fetch \(id) (\(why))"))
         return id
     }

@@ -56,11 +56,11 @@ public struct LocationPlugin: BackgroundModePlugin {
     /// The app's authorization from the privacy decisions.
     static func authorization(_ app: String, _ ctx: ModeContext) -> LocationAuthorization {
         let privacy = ctx.state(PrivacyState.self)
-        let always = privacy.value(app, "location-always")
-        let inUse = privacy.value(app, "location")
-        if always == "granted" { return .always }
-        if always == "denied" || inUse == "denied" { return .denied }
-        if inUse == "granted" { return .whenInUse }
+        let always = privacy.value(app, .locationAlways)
+        let inUse = privacy.value(app, .location)
+        if always == .granted { return .always }
+        if always == .denied || inUse == .denied { return .denied }
+        if inUse == .granted { return .whenInUse }
         return .notDetermined
     }
 
@@ -108,7 +108,7 @@ public struct LocationPlugin: BackgroundModePlugin {
 
     public func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String? {
         switch command {
-        case .privacy(_, let service, let id) where ["location", "location-always", "all"].contains(service):
+        case .privacy(_, let scope, let id) where scope.services.contains(.location) || scope.services.contains(.locationAlways):
             for app in id.map({ [$0] }) ?? ctx.apps.keys.sorted() {
                 let auth = Self.authorization(app, ctx)
                 let before = ctx.state(State.self).managers[app]?.lastAuthorization
@@ -125,7 +125,7 @@ public struct LocationPlugin: BackgroundModePlugin {
                 throw ModeCommandError("latitude must be -90...90 and longitude -180...180, got \(fix.latitude),\(fix.longitude)")
             }
             ctx.update(State.self) { $0.route = nil; $0.current = fix }
-            ctx.emit(.cancelTimer(app: nil, name: "route"))
+            ctx.emit(.cancelTimer(app: nil, timer: PluginTimer(mode, "route")))
             let n = broadcast(fix, ctx)
             return "location set to \(fix.latitude),\(fix.longitude); delivered to \(n) app(s)"
         case .locationRoute(let name, let fixes, let interval):
@@ -137,7 +137,7 @@ public struct LocationPlugin: BackgroundModePlugin {
             return "playing route \(name): \(fixes.count) point(s) on the host clock; first delivered to \(n) app(s)"
         case .locationClear:
             ctx.update(State.self) { $0.route = nil; $0.current = nil }
-            ctx.emit(.cancelTimer(app: nil, name: "route"))
+            ctx.emit(.cancelTimer(app: nil, timer: PluginTimer(mode, "route")))
             return "location cleared (no fix, no route)"
         default:
             return nil
@@ -188,7 +188,7 @@ public struct LocationPlugin: BackgroundModePlugin {
         if let a = route.fixes[route.next - 1].timestamp, let b = route.fixes[route.next].timestamp, b > a {
             seconds = b.timeIntervalSince(a)
         }
-        ctx.emit(.startTimer(app: nil, name: "route", after: Duration(clampingSeconds: seconds)))
+        ctx.emit(.startTimer(app: nil, timer: PluginTimer(mode, "route"), after: Duration(clampingSeconds: seconds)))
     }
 
     /// Whether location keeps the app running in the background.

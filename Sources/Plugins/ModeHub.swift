@@ -54,11 +54,13 @@ struct RetiredTokens: PluginState {
 /// The privacy decisions (`apphost privacy`), by app and service. Kept by the host
 /// in its database; plugins read them (location reads `location`/`location-always`).
 public struct PrivacyState: PluginState {
-    /// app → service → "granted" / "denied".
-    public var decisions: [String: [String: String]] = [:]
+    /// app → service → decision (no entry: not determined).
+    public var decisions: [String: [PrivacyService: PrivacyDecision]] = [:]
+    /// No decisions.
     public init() {}
 
-    public func value(_ app: String, _ service: String) -> String? { decisions[app]?[service] }
+    /// The app's decision for `service`; nil while not determined.
+    public func value(_ app: String, _ service: PrivacyService) -> PrivacyDecision? { decisions[app]?[service] }
 }
 
 /// The host side of all plugins: routes service requests, CLI commands, state
@@ -69,8 +71,7 @@ public final class ModeHub {
     let ctx: ModeContext
 
     /// The privacy services `apphost privacy` accepts (as `simctl privacy`).
-    public static let privacyServices = ["all", "calendar", "contacts-limited", "contacts", "location", "location-always",
-                                         "photos-add", "photos", "media-library", "microphone", "motion", "reminders", "siri", "camera"]
+    public static var privacyServices: [String] { PrivacyScope.allCases.map(\.rawValue) }
 
     public init(plugins: [any BackgroundModePlugin] = ModeRegistry.all, profile: BudgetProfile) {
         self.plugins = plugins
@@ -175,7 +176,7 @@ public final class ModeHub {
         }
         if case .privacy(let action, let service, let id) = command {
             let who = id ?? "every app"
-            return (.success("\(action.rawValue) \(service) for \(who) (kept; no AppHost service uses it yet)"), ctx.takeEffects())
+            return (.success("\(action.rawValue) \(service.rawValue) for \(who) (kept; no AppHost service uses it yet)"), ctx.takeEffects())
         }
         return (.failure(ModeCommandError("no plugin handles \(command)")), ctx.takeEffects())
     }
@@ -186,13 +187,12 @@ public final class ModeHub {
         return each { $0.callbackReturned(event, app: id, in: ctx) }
     }
 
-    /// A plugin timer (named as the host got it from ``ModeEffect/startTimer(app:name:after:)``) fired.
-    public func timerFired(_ qualified: String, app id: String?, at now: Duration) -> [ModeEffect] {
+    /// A plugin timer (as the host got it from ``ModeEffect/startTimer(app:timer:after:)``)
+    /// fired: its plugin hears it by the plugin's own name for it.
+    public func timerFired(_ timer: PluginTimer, app id: String?, at now: Duration) -> [ModeEffect] {
         ctx.now = now
-        guard let slash = qualified.firstIndex(of: "/"),
-              let mode = BackgroundMode(rawValue: String(qualified[..<slash])),
-              let plugin = plugins.first(where: { $0.mode == mode }) else { return [] }
-        plugin.timerFired(String(qualified[qualified.index(after: slash)...]), app: id, in: ctx)
+        guard let plugin = plugins.first(where: { $0.mode == timer.mode }) else { return [] }
+        plugin.timerFired(timer.name, app: id, in: ctx)
         return collect(plugin)
     }
 
@@ -252,7 +252,7 @@ public final class ModeHub {
     }
 
     /// Restores a persisted privacy decision (at host start).
-    public func restorePrivacy(app: String, service: String, value: String) {
+    public func restorePrivacy(app: String, service: PrivacyService, value: PrivacyDecision) {
         ctx.update(PrivacyState.self) { $0.decisions[app, default: [:]][service] = value }
     }
 
@@ -261,10 +261,7 @@ public final class ModeHub {
 
     // MARK: helpers
 
-    private func privacy(_ action: PrivacyAction, _ service: String, _ id: String?) throws(ModeCommandError) {
-        guard Self.privacyServices.contains(service) else {
-            throw ModeCommandError("unknown privacy service \"\(service)\" (one of: \(Self.privacyServices.joined(separator: ", ")))")
-        }
+    private func privacy(_ action: PrivacyAction, _ scope: PrivacyScope, _ id: String?) throws(ModeCommandError) {
         if action != .reset, id == nil {
             throw ModeCommandError("privacy \(action.rawValue) needs a bundle id (as simctl: \"Requires bundle identifier\")")
         }
@@ -272,12 +269,11 @@ public final class ModeHub {
             throw ModeCommandError("unknown bundle id \"\(id)\"")
         }
         let targets = id.map { [$0] } ?? ctx.apps.keys.sorted()
-        let services = service == "all" ? Self.privacyServices.filter { $0 != "all" } : [service]
         for app in targets {
-            for s in services {
-                let value: String? = switch action {
-                case .grant: "granted"
-                case .revoke: "denied"
+            for s in scope.services {
+                let value: PrivacyDecision? = switch action {
+                case .grant: .granted
+                case .revoke: .denied
                 case .reset: nil
                 }
                 ctx.update(PrivacyState.self) { state in
@@ -297,14 +293,14 @@ public final class ModeHub {
         return all
     }
 
-    /// Takes the effects a plugin asked for, qualifying its timer names with its mode.
+    /// Takes the effects a plugin asked for; its timers are its own (their mode is the plugin's).
     private func collect(_ plugin: any BackgroundModePlugin) -> [ModeEffect] {
         ctx.takeEffects().map { effect in
             switch effect {
-            case .startTimer(let app, let name, let after):
-                .startTimer(app: app, name: "\(plugin.mode.rawValue)/\(name)", after: after)
-            case .cancelTimer(let app, let name):
-                .cancelTimer(app: app, name: "\(plugin.mode.rawValue)/\(name)")
+            case .startTimer(let app, let timer, let after):
+                .startTimer(app: app, timer: PluginTimer(plugin.mode, timer.name), after: after)
+            case .cancelTimer(let app, let timer):
+                .cancelTimer(app: app, timer: PluginTimer(plugin.mode, timer.name))
             default:
                 effect
             }

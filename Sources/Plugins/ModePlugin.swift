@@ -74,6 +74,26 @@ public enum AudioOutput: Sendable, Equatable {
     case close
 }
 
+/// A plugin's timer as the host keeps it: the mode of the plugin it belongs to (the
+/// host hands it back to that plugin when it fires) and the plugin's own name for it,
+/// which only the plugin reads (`tick`, `budget/<id>`, ...).
+public struct PluginTimer: Hashable, Sendable, CustomStringConvertible {
+    /// The plugin's mode. ``ModeHub`` sets it to the emitting plugin's, so a plugin
+    /// only ever starts and cancels timers of its own.
+    public var mode: BackgroundMode
+    /// The plugin's name for the timer.
+    public var name: String
+
+    /// A timer of the plugin of `mode`, named `name`.
+    public init(_ mode: BackgroundMode, _ name: String) {
+        self.mode = mode
+        self.name = name
+    }
+
+    /// `mode/name`, for logs.
+    public var description: String { "\(mode.rawValue)/\(name)" }
+}
+
 /// What a plugin asks the host to do.
 public enum ModeEffect: Sendable, Equatable {
     /// Deliver a service event as a callback, subject to `wake`; `because` says why
@@ -86,8 +106,8 @@ public enum ModeEffect: Sendable, Equatable {
     case kill(app: String, namespace: String, code: TerminationCode?, reason: String)
     /// A plugin timer on the host clock; fires ``BackgroundModePlugin/timerFired(_:app:in:)``.
     /// `app` is nil for world timers (a GPX route).
-    case startTimer(app: String?, name: String, after: Duration)
-    case cancelTimer(app: String?, name: String)
+    case startTimer(app: String?, timer: PluginTimer, after: Duration)
+    case cancelTimer(app: String?, timer: PluginTimer)
     /// A service was used under a mode (`used`) or refused for lack of one (`refused`):
     /// written to the event log, where `apphost lint --trace` reads them.
     case used(app: String, mode: BackgroundMode, String)
@@ -97,7 +117,7 @@ public enum ModeEffect: Sendable, Equatable {
     /// Audio to the host's sink.
     case audio(app: String, AudioOutput)
     /// A privacy decision to persist (nil: reset to not determined).
-    case persistPrivacy(app: String, service: String, value: String?)
+    case persistPrivacy(app: String, service: PrivacyService, value: PrivacyDecision?)
     /// A host setting or device condition to persist (nil: back to the default).
     case persistSetting(key: String, value: String?)
 }
@@ -151,11 +171,6 @@ public final class ModeContext {
         var s = state(type)
         defer { setState(s) }
         return try body(&s)
-    }
-
-    /// Budget `key` of the profile as a duration.
-    public func budget(_ key: String) -> Duration {
-        .milliseconds(Int64(((profile[key] ?? 0) * 1000).rounded()))
     }
 
     /// Apps in id order.

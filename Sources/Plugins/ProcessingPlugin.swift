@@ -142,7 +142,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
             }
             expire(app, identifier, ctx)
             // As at the real expiration: it has the warning lead to complete.
-            ctx.emit(.startTimer(app: app, name: "end/\(identifier)", after: ctx.budget("expirationWarning")))
+            ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "end/\(identifier)"), after: ctx.profile.duration(.expirationWarning)))
             return "expiration handler of \(identifier) called in \(app); it has \(DurationText.format(ctx.profile.expirationWarning)) to call setTaskCompleted"
         case .bgTaskList(let only):
             if let only, ctx.apps[only] == nil { throw ModeCommandError("unknown bundle id \"\(only)\"") }
@@ -195,8 +195,8 @@ public struct ProcessingPlugin: BackgroundModePlugin {
             return ids
         }
         for identifier in running {
-            ctx.emit(.cancelTimer(app: app, name: "warn/\(identifier)"))
-            ctx.emit(.cancelTimer(app: app, name: "end/\(identifier)"))
+            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "warn/\(identifier)")))
+            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "end/\(identifier)")))
         }
         reschedule(ctx)
     }
@@ -241,14 +241,14 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         guard earliest != ctx.state(State.self).armedFor else { return }
         ctx.update(State.self) { $0.armedFor = earliest }
         if let earliest {
-            ctx.emit(.startTimer(app: nil, name: "tick", after: max(.zero, earliest - ctx.now)))
+            ctx.emit(.startTimer(app: nil, timer: PluginTimer(mode, "tick"), after: max(.zero, earliest - ctx.now)))
         } else {
-            ctx.emit(.cancelTimer(app: nil, name: "tick"))
+            ctx.emit(.cancelTimer(app: nil, timer: PluginTimer(mode, "tick")))
         }
     }
 
     private func runDue(_ ctx: ModeContext) {
-        let horizon = ctx.now + ctx.budget("fetchCoalescing")
+        let horizon = ctx.now + ctx.profile.duration(.fetchCoalescing)
         var due: [(String, String)] = []
         for (app, a) in ctx.state(State.self).apps.sorted(by: { $0.key < $1.key }) {
             for p in a.pending.values.sorted(by: { $0.info.identifier < $1.info.identifier })
@@ -268,26 +268,26 @@ public struct ProcessingPlugin: BackgroundModePlugin {
             s.apps[app]?.pending.removeValue(forKey: identifier)
             s.apps[app]?.running[identifier] = Running(kind: p.info.kind, started: ctx.now)
         }
-        let budget = ctx.budget(p.info.kind == .refresh ? "fetch" : "processing")
-        let lead = ctx.budget("expirationWarning")
+        let budget = ctx.profile.duration(p.info.kind == .refresh ? .fetch : .processing)
+        let lead = ctx.profile.duration(.expirationWarning)
         ctx.emit(.beginActivity(app: app, name: Self.activity(identifier)))
         ctx.emit(.deliver(app: app, .bgTaskLaunch(identifier: identifier, kind: p.info.kind), wake: .launch(.backgroundTask),
                           because: "BGTaskScheduler \(p.info.kind.rawValue) task (\(why))"))
-        ctx.emit(.startTimer(app: app, name: "warn/\(identifier)", after: budget > lead ? budget - lead : .zero))
-        ctx.emit(.startTimer(app: app, name: "end/\(identifier)", after: budget))
+        ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "warn/\(identifier)"), after: budget > lead ? budget - lead : .zero))
+        ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "end/\(identifier)"), after: budget))
         ctx.emit(.used(app: app, mode: p.info.kind == .refresh ? .fetch : .processing, "BGTask \(identifier) launched (\(why))"))
     }
 
     private func expire(_ app: String, _ identifier: String, _ ctx: ModeContext) {
         ctx.update(State.self) { $0.apps[app]?.running[identifier]?.expired = true }
-        ctx.emit(.cancelTimer(app: app, name: "warn/\(identifier)"))
+        ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "warn/\(identifier)")))
         ctx.emit(.deliver(app: app, .bgTaskExpire(identifier: identifier), wake: .wake, because: "BGTask \(identifier) is about to run out of time"))
     }
 
     private func finish(_ app: String, _ identifier: String, _ ctx: ModeContext) {
         ctx.update(State.self) { _ = $0.apps[app]?.running.removeValue(forKey: identifier) }
-        ctx.emit(.cancelTimer(app: app, name: "warn/\(identifier)"))
-        ctx.emit(.cancelTimer(app: app, name: "end/\(identifier)"))
+        ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "warn/\(identifier)")))
+        ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "end/\(identifier)")))
         ctx.emit(.endActivity(app: app, name: Self.activity(identifier)))
         reschedule(ctx)
     }

@@ -69,7 +69,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
                 return .refused(reason: "push \(id) is not waiting for its completion (called twice, or after the budget)")
             }
             ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
-            ctx.emit(.cancelTimer(app: app, name: "budget/\(id)"))
+            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget/\(id)")))
             ctx.emit(.endActivity(app: app, name: Self.activity(id)))
             ctx.emit(.note(app: app, "push \(id) completed: \(result.rawValue)"))
             return .ok
@@ -178,7 +178,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         ctx.emit(.beginActivity(app: app, name: Self.activity(id)))
         ctx.emit(.deliver(app: app, .remoteNotification(id: id, userInfo: payload.json, silent: true), wake: .launch(.remoteNotification),
                           because: why))
-        ctx.emit(.startTimer(app: app, name: "budget/\(id)", after: ctx.budget("silentPush")))
+        ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "budget/\(id)"), after: ctx.profile.duration(.silentPush)))
         ctx.emit(.used(app: app, mode: mode, "silent push \(id) (\(request.source))"))
     }
 
@@ -212,7 +212,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
             }
             return (ids, dropped)
         }
-        for id in outstanding { ctx.emit(.cancelTimer(app: app, name: "budget/\(id)")) }
+        for id in outstanding { ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget/\(id)"))) }
         if dropped { ctx.emit(.note(app: app, "held silent push dropped: the user terminated the app")) }
     }
 

@@ -50,7 +50,7 @@ public struct VoIPPlugin: BackgroundModePlugin {
                 state.apps[app] = a
                 return was
             }
-            if wasOutstanding { ctx.emit(.cancelTimer(app: app, name: "report")) }
+            if wasOutstanding { ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "report"))) }
             ctx.emit(.beginActivity(app: app, name: "VoIP call \(uuid)"))
             ctx.emit(.used(app: app, mode: mode, "reported incoming call \(uuid) from \(handle)"))
             return .ok
@@ -82,9 +82,9 @@ public struct VoIPPlugin: BackgroundModePlugin {
         }
         ctx.update(State.self) { $0.apps[app, default: App()].pushOutstanding = true }
         ctx.emit(.deliver(app: app, .voipPush(payload: payload), wake: .launch(.voipPush), because: "VoIP push"))
-        ctx.emit(.startTimer(app: app, name: "report", after: ctx.budget("voipReport")))
+        ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "report"), after: ctx.profile.duration(.voipReport)))
         ctx.emit(.used(app: app, mode: mode, "VoIP push delivered"))
-        return "VoIP push delivered to \(app) (must report a call within \(DurationText.format(ctx.profile["voipReport"] ?? 0)))"
+        return "VoIP push delivered to \(app) (must report a call within \(DurationText.format(ctx.profile[.voipReport])))"
     }
 
     public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
@@ -97,7 +97,7 @@ public struct VoIPPlugin: BackgroundModePlugin {
             return n
         }
         ctx.emit(.kill(app: app, namespace: "FRONTBOARD", code: .badCall,
-                       reason: "did not report an incoming call to CallKit within \(DurationText.format(ctx.profile["voipReport"] ?? 0)) of a VoIP push (\(count) unreported in a row)"))
+                       reason: "did not report an incoming call to CallKit within \(DurationText.format(ctx.profile[.voipReport])) of a VoIP push (\(count) unreported in a row)"))
         if count >= Self.maximumUnreported {
             ctx.emit(.note(app: app, "\(count) VoIP pushes in a row not reported: VoIP pushes to this app are no longer delivered"))
         }
@@ -110,7 +110,7 @@ public struct VoIPPlugin: BackgroundModePlugin {
             state.apps[app]?.calls = []
             return was
         }
-        if outstanding { ctx.emit(.cancelTimer(app: app, name: "report")) }
+        if outstanding { ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "report"))) }
     }
 
     public func appInstalled(_ app: String, in ctx: ModeContext) {

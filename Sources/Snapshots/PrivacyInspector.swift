@@ -1,16 +1,28 @@
 import AppHostProtocol
 import Foundation
 
+/// What kind of leak a ``Leak`` is. The raw value is what reports (JSON, JUnit) and the
+/// `privacy-check` output say.
+public enum LeakKind: String, Codable, Sendable, CaseIterable, CustomStringConvertible {
+    /// A sensitive string is in the text layer.
+    case text
+    /// A sensitive view's frame is not blanked.
+    case pixels
+
+    /// The raw value.
+    public var description: String { rawValue }
+}
+
 /// Something a snapshot shows that it should not.
 public struct Leak: Codable, Equatable, Sendable {
-    /// `text`: a sensitive string is in the text layer. `pixels`: a sensitive view's frame is not blanked.
-    public var kind: String
+    /// Text in the text layer, or pixels on the picture.
+    public var kind: LeakKind
     /// The view: its kind, its text (never a secure field's), and its path, as `label "…" at window/2/0`.
     public var view: String
     /// What was found where.
     public var detail: String
 
-    public init(kind: String, view: String, detail: String) {
+    public init(kind: LeakKind, view: String, detail: String) {
         self.kind = kind
         self.view = view
         self.detail = detail
@@ -48,7 +60,7 @@ public enum PrivacyInspector {
             var shown = "\(first.kind) at \(describe(first.frame))"
             if !secret.isSecureText { shown += " \"\(first.text)\"" }
             let more = hits.count > 1 ? " (and \(hits.count - 1) more)" : ""
-            leaks.append(Leak(kind: "text", view: secret.view, detail: "\(what) is readable in the text layer: \(shown)\(more)"))
+            leaks.append(Leak(kind: .text, view: secret.view, detail: "\(what) is readable in the text layer: \(shown)\(more)"))
         }
         let image = snapshot.image
         let bounds = PixelRect(x0: 0, y0: 0, x1: Swift.min(image.width, screen.width), y1: Swift.min(image.height, screen.height))
@@ -64,7 +76,7 @@ public enum PrivacyInspector {
                     continue
                 }
                 let c = unpackPixel(reference)
-                leaks.append(Leak(kind: "pixels", view: region.view,
+                leaks.append(Leak(kind: .pixels, view: region.view,
                                   detail: "\(differing) of \(area.pixelCount) pixels in its frame \(area) differ from the colour at its "
                                       + "top-left (\(c.r), \(c.g), \(c.b), \(c.a)): not blanked"))
             }

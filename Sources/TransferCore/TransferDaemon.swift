@@ -43,7 +43,7 @@ public actor TransferDaemon {
 
     private struct Entry {
         var job: TransferJob
-        var state: String
+        var state: TransferState
         var bytesDone: Int64
         var bytesExpected: Int64?
         var attempts: Int
@@ -144,15 +144,15 @@ public actor TransferDaemon {
     private func start() throws {
         for row in try store.loadAll() {
             entries[row.job.id] = Entry(
-                job: row.job, state: row.state == "finished" ? "finished" : "queued", bytesDone: row.bytesDone,
+                job: row.job, state: row.state, bytesDone: row.bytesDone,
                 bytesExpected: row.bytesExpected, attempts: row.attempts, nextAttempt: row.nextAttempt,
                 outcome: row.outcome, waitReason: nil, hostKey: Transferrer.hostKey(row.job.url))
         }
-        let unfinished = entries.values.filter { $0.state != "finished" }.count
+        let unfinished = entries.values.filter { $0.state != .finished }.count
         link.send(.ready(pid: getpid(), unfinished: unfinished))
         for id in entries.keys.sorted() {
             guard let e = entries[id] else { continue }
-            if e.state == "finished", let outcome = e.outcome {
+            if e.state == .finished, let outcome = e.outcome {
                 link.send(.finished(id: id, outcome: outcome))
             } else {
                 deadlines.insert(Due(at: e.job.created + e.job.timeoutForResource, id: id))
@@ -189,7 +189,7 @@ public actor TransferDaemon {
             link.send(.transfers(list))
         case .acknowledge(let id):
             guard let e = entries[id] else { return }
-            guard e.state == "finished" else {
+            guard e.state == .finished else {
                 link.send(.error("acknowledge \(id): transfer not finished"))
                 return
             }
@@ -222,7 +222,7 @@ public actor TransferDaemon {
             link.send(.error("enqueue \(job.id): \(error)"))
             return
         }
-        entries[job.id] = Entry(job: job, state: "queued", bytesDone: 0, bytesExpected: nil, attempts: 0,
+        entries[job.id] = Entry(job: job, state: .queued, bytesDone: 0, bytesExpected: nil, attempts: 0,
                                 nextAttempt: 0, outcome: nil, waitReason: nil, hostKey: Transferrer.hostKey(job.url))
         if let resume = job.resume, job.kind == .download {
             adoptPartial(job, resume)
@@ -248,7 +248,7 @@ public actor TransferDaemon {
     }
 
     private func cancel(_ id: UInt64, keepingPartial: Bool = false) {
-        guard entries[id] != nil, entries[id]!.state != "finished" else { return }
+        guard entries[id] != nil, entries[id]!.state != .finished else { return }
         if running[id] != nil {
             running[id]!.stop = keepingPartial ? .cancelledForResume : .cancelled
             running[id]!.task.cancel()
@@ -297,7 +297,7 @@ public actor TransferDaemon {
         } catch {
             link.send(.error("recording \(id) finished: \(error)"))
         }
-        e.state = "finished"
+        e.state = .finished
         e.outcome = outcome
         e.waitReason = nil
         entries[id] = e
@@ -323,7 +323,7 @@ public actor TransferDaemon {
             e.bytesDone = point.bytesDone
             e.bytesExpected = point.bytesExpected
         }
-        e.state = "queued"
+        e.state = .queued
         entries[id] = e
         switch (r.stop, result) {
         case (_, .completed(let status, let bytes)):
@@ -350,14 +350,14 @@ public actor TransferDaemon {
                 let delay = min(config.retryBase * pow(2, Double(attempts - 1)), config.retryCap)
                 e.attempts = attempts
                 e.nextAttempt = Date().timeIntervalSince1970 + delay
-                e.state = "waiting"
+                e.state = .waiting
                 e.waitReason = "retry \(attempts + 1) in \(delay) s after \(code): \(reason)"
                 entries[id] = e
-                try? store.setState(id: id, state: "waiting", attempts: attempts, nextAttempt: e.nextAttempt)
+                try? store.setState(id: id, state: .waiting, attempts: attempts, nextAttempt: e.nextAttempt)
                 link.send(.waiting(id: id, reason: e.waitReason!))
             }
         }
-        if entries[id]?.state != "finished" && !shuttingDown { place(id) }
+        if entries[id]?.state != .finished && !shuttingDown { place(id) }
         startRunnable()
     }
 
@@ -373,11 +373,11 @@ public actor TransferDaemon {
     /// Puts an unfinished transfer that is not running where it belongs: blocked by the
     /// device conditions, waiting for its retry, or runnable behind its host's queue.
     private func place(_ id: UInt64) {
-        guard var e = entries[id], e.state != "finished", running[id] == nil else { return }
+        guard var e = entries[id], e.state != .finished, running[id] == nil else { return }
         if let reason = blockReason(e.job) {
             if e.waitReason != reason {
                 e.waitReason = reason
-                e.state = "waiting"
+                e.state = .waiting
                 entries[id] = e
                 link.send(.waiting(id: id, reason: reason))
             }
@@ -385,13 +385,13 @@ public actor TransferDaemon {
         }
         if e.nextAttempt > Date().timeIntervalSince1970 {
             // Its `waiting` (with the retry's reason) was sent when the attempt failed.
-            e.state = "waiting"
+            e.state = .waiting
             entries[id] = e
             retries.insert(Due(at: e.nextAttempt, id: id))
             arm(e.nextAttempt)
             return
         }
-        e.state = "queued"
+        e.state = .queued
         entries[id] = e
         runnable[e.hostKey, default: []].append(id)
     }
@@ -403,7 +403,7 @@ public actor TransferDaemon {
             var best: (host: String, id: UInt64)?
             for host in Array(runnable.keys) where perHost[host, default: 0] < config.perHostLimit {
                 // Transfers cancelled or finished while queued leave their id behind.
-                while let head = runnable[host]?.first, entries[head]?.state != "queued" || running[head] != nil {
+                while let head = runnable[host]?.first, entries[head]?.state != .queued || running[head] != nil {
                     runnable[host]!.removeFirst()
                 }
                 guard let head = runnable[host]?.first else {
@@ -421,7 +421,7 @@ public actor TransferDaemon {
 
     private func launch(_ id: UInt64) {
         guard var e = entries[id] else { return }
-        e.state = "running"
+        e.state = .running
         e.waitReason = nil
         entries[id] = e
         perHost[e.hostKey, default: 0] += 1
@@ -444,7 +444,7 @@ public actor TransferDaemon {
                 r.task.cancel()
             }
         }
-        let waiting = entries.keys.filter { running[$0] == nil && entries[$0]?.state != "finished" }.sorted()
+        let waiting = entries.keys.filter { running[$0] == nil && entries[$0]?.state != .finished }.sorted()
         runnable.removeAll()
         retries = Heap()
         for id in waiting { place(id) }
@@ -459,7 +459,7 @@ public actor TransferDaemon {
         let now = Date().timeIntervalSince1970
         while let due = deadlines.min, due.at <= now {
             deadlines.removeMin()
-            guard let e = entries[due.id], e.state != "finished",
+            guard let e = entries[due.id], e.state != .finished,
                   e.job.created + e.job.timeoutForResource == due.at else { continue }
             if let r = running[due.id] {
                 if r.stop == nil {
@@ -473,7 +473,7 @@ public actor TransferDaemon {
         }
         while let due = retries.min, due.at <= now {
             retries.removeMin()
-            guard let e = entries[due.id], e.state == "waiting", running[due.id] == nil, e.nextAttempt == due.at else { continue }
+            guard let e = entries[due.id], e.state == .waiting, running[due.id] == nil, e.nextAttempt == due.at else { continue }
             entries[due.id]!.nextAttempt = 0
             place(due.id)
         }

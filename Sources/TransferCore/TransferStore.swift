@@ -5,8 +5,8 @@ import GRDB
 /// One row of the daemon's queue as stored in `transfers.sqlite`.
 struct StoredTransfer: Sendable {
     var job: TransferJob
-    /// queued, waiting, running, finished (running is never trusted after a restart).
-    var state: String
+    /// As the daemon resumes it: finished, or queued (see ``TransferState/init(restoring:)``).
+    var state: TransferState
     var bytesDone: Int64
     var bytesExpected: Int64?
     var etag: String?
@@ -69,9 +69,10 @@ final class TransferStore: Sendable {
             try db.execute(
                 sql: """
                     INSERT OR IGNORE INTO transfer (id, bundleIdentifier, job, state, partPath)
-                    VALUES (?, ?, ?, 'queued', ?)
+                    VALUES (?, ?, ?, ?, ?)
                     """,
-                arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text, job.destination + ".part"])
+                arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text, TransferState.queued.rawValue,
+                            job.destination + ".part"])
             return db.changesCount > 0
         }
     }
@@ -86,7 +87,7 @@ final class TransferStore: Sendable {
                     outcome = try? WireJSON.decoder().decode(TransferOutcome.self, from: Data(o.utf8))
                 }
                 return StoredTransfer(
-                    job: job, state: row["state"], bytesDone: row["bytesDone"], bytesExpected: row["bytesExpected"],
+                    job: job, state: TransferState(restoring: row["state"]), bytesDone: row["bytesDone"], bytesExpected: row["bytesExpected"],
                     etag: row["etag"], lastModified: row["lastModified"], attempts: row["attempts"],
                     nextAttempt: row["nextAttempt"], outcome: outcome)
             }
@@ -112,11 +113,11 @@ final class TransferStore: Sendable {
         }
     }
 
-    func setState(id: UInt64, state: String, attempts: Int, nextAttempt: Double) throws {
+    func setState(id: UInt64, state: TransferState, attempts: Int, nextAttempt: Double) throws {
         try pool.write { db in
             try db.execute(
                 sql: "UPDATE transfer SET state = ?, attempts = ?, nextAttempt = ? WHERE id = ?",
-                arguments: [state, attempts, nextAttempt, Int64(bitPattern: id)])
+                arguments: [state.rawValue, attempts, nextAttempt, Int64(bitPattern: id)])
         }
     }
 
@@ -124,14 +125,15 @@ final class TransferStore: Sendable {
         let text = try Self.json(outcome)
         try pool.write { db in
             try db.execute(
-                sql: "UPDATE transfer SET state = 'finished', outcome = ? WHERE id = ?",
-                arguments: [text, Int64(bitPattern: id)])
+                sql: "UPDATE transfer SET state = ?, outcome = ? WHERE id = ?",
+                arguments: [TransferState.finished.rawValue, text, Int64(bitPattern: id)])
         }
     }
 
     func delete(id: UInt64) throws {
         try pool.write { db in
-            try db.execute(sql: "DELETE FROM transfer WHERE id = ? AND state = 'finished'", arguments: [Int64(bitPattern: id)])
+            try db.execute(sql: "DELETE FROM transfer WHERE id = ? AND state = ?",
+                           arguments: [Int64(bitPattern: id), TransferState.finished.rawValue])
         }
     }
 }

@@ -82,7 +82,7 @@ extension AppHostCommand {
                 print("budgets (\(source)), seconds:")
                 let header = ["BUDGET"] + profiles.map(\.name) + ["SOURCE"]
                 let rows = BudgetProfile.keys.map { key in
-                    [key] + profiles.map { DurationText.format($0[key] ?? 0) } + [BudgetProfile.notes[key] ?? ""]
+                    [key.rawValue] + profiles.map { DurationText.format($0[key]) } + [key.note]
                 }
                 print(table(header, rows))
             }

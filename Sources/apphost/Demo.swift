@@ -122,18 +122,18 @@ struct DemoScript {
             _ = try await supervisor.install(path: manifests + "/TaskHolder.app", settings: [:])
 
             say("$ apphost launch \(plain)")
-            let p1 = try await supervisor.launch(plain, background: false, arguments: [])
+            let p1 = try await supervisor.launch(try BundleID(validating: plain), background: false, arguments: [])
             await supervisor.waitUntil(plain, is: .active)
             line("   \(plain): \(p1)")
 
             say("$ apphost launch \(holder) -- --hold \(hold)   (Plain goes home: it holds no task, so it is suspended)")
-            let p2 = try await supervisor.launch(holder, background: false, arguments: ["--hold", String(hold)])
+            let p2 = try await supervisor.launch(try BundleID(validating: holder), background: false, arguments: ["--hold", String(hold)])
             line("   \(holder): \(p2)")
             await supervisor.waitUntil(plain, is: .suspended)
             line("   \(plain): \(await procState(plain))   (T = stopped by SIGSTOP)")
 
             say("$ apphost foreground \(plain)   (TaskHolder goes home holding an \"upload\" task for \(hold)s)")
-            try await supervisor.foreground(plain)
+            try await supervisor.foreground(try BundleID(validating: plain))
             await supervisor.waitUntil(plain, is: .active)
             line("   \(plain): \(await procState(plain))")
             await supervisor.waitUntil(holder, is: .background)
@@ -147,7 +147,7 @@ struct DemoScript {
             }
 
             say("$ apphost foreground \(holder)   (SIGCONT, willEnterForeground, didBecomeActive)")
-            try await supervisor.foreground(holder)
+            try await supervisor.foreground(try BundleID(validating: holder))
             await supervisor.waitUntil(holder, is: .active)
             await supervisor.waitUntil(plain, is: .suspended)
 
@@ -186,9 +186,9 @@ struct PolicyDemo {
             say("act 2: a host on the virtual clock (apphost daemon --clock virtual)")
             _ = try await supervisor.install(path: manifests + "/Probe.app", settings: [:])
             say("$ apphost launch \(probe) -- --ignore-expiration --on background begin-task:upload")
-            _ = try await supervisor.launch(probe, background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:upload"])
+            _ = try await supervisor.launch(try BundleID(validating: probe), background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:upload"])
             say("$ apphost background \(probe)   (it begins \"upload\" and will ignore its expiration handler)")
-            try await supervisor.background(probe)
+            try await supervisor.background(try BundleID(validating: probe))
             await supervisor.waitUntil(probe, is: .background)
             let wall = ContinuousClock()
             let start = wall.now
@@ -197,7 +197,7 @@ struct PolicyDemo {
             let took = start.duration(to: wall.now)
             line("   31 s of host time took \(took.formatted(.units(allowed: [.milliseconds], width: .abbreviated))) of wall time")
             say("$ apphost reports \(probe)")
-            if let report = try await supervisor.reports(probe).last {
+            if let report = try await supervisor.reports(try BundleID(validating: probe)).last {
                 line(ReportFormatter.text(report).split(separator: "\n").map { "   " + $0 }.joined(separator: "\n"))
             }
         } catch {
@@ -251,18 +251,18 @@ struct ModesDemo: DemoNarrator {
             _ = try await supervisor.install(path: muteBundle, settings: [:])
 
             await say("$ apphost launch \(radio) -- --seconds \(playSeconds)   (activates an audio session and plays a tune)")
-            let radioPid = try await supervisor.launch(radio, background: false, arguments: ["--seconds", String(playSeconds)])
+            let radioPid = try await supervisor.launch(try BundleID(validating: radio), background: false, arguments: ["--seconds", String(playSeconds)])
             await supervisor.waitUntil(radio, is: .active)
             await show("   \(radio): \(radioPid)")
             await say("$ apphost background \(radio)   (\"audio\" in UIBackgroundModes: playing keeps it running)")
-            try await expectCallback(radio, "didEnterBackground") { try await supervisor.background(radio) }
+            try await expectCallback(radio, "didEnterBackground") { try await supervisor.background(try BundleID(validating: radio)) }
             await show(await status(radio))
 
             await say("$ apphost launch \(mute) -- --seconds \(playSeconds); apphost background \(mute)   (no audio mode)")
-            let mutePid = try await supervisor.launch(mute, background: false, arguments: ["--seconds", String(playSeconds)])
+            let mutePid = try await supervisor.launch(try BundleID(validating: mute), background: false, arguments: ["--seconds", String(playSeconds)])
             await supervisor.waitUntil(mute, is: .active)
             await show("   \(mute): \(mutePid)")
-            try await supervisor.background(mute)
+            try await supervisor.background(try BundleID(validating: mute))
             await supervisor.waitUntil(mute, is: .suspended)
             for text in logLines(mute, containing: "interruption") { await show("   logs/\(mute).log: \(text)") }
 
@@ -280,13 +280,13 @@ struct ModesDemo: DemoNarrator {
             // Location: a fix reaches a backgrounded, always-authorized app.
             await say("$ apphost install manifests/Tracker.app; apphost privacy grant location-always \(tracker)")
             _ = try await supervisor.install(path: manifests + "/Tracker.app", settings: [:])
-            await show("   " + (try await supervisor.modeCommand(.privacy(action: .grant, service: "location-always", bundleIdentifier: tracker))))
+            await show("   " + (try await supervisor.modeCommand(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: tracker))))
             await say("$ apphost launch \(tracker)   (starts updates with allowsBackgroundLocationUpdates = true)")
-            let trackerPid = try await supervisor.launch(tracker, background: false, arguments: [])
+            let trackerPid = try await supervisor.launch(try BundleID(validating: tracker), background: false, arguments: [])
             await supervisor.waitUntil(tracker, is: .active)
             await show("   \(tracker): \(trackerPid)")
             await say("$ apphost background \(tracker)   (\"location\" mode and always-authorized: updates keep it running)")
-            try await expectCallback(tracker, "didEnterBackground") { try await supervisor.background(tracker) }
+            try await expectCallback(tracker, "didEnterBackground") { try await supervisor.background(try BundleID(validating: tracker)) }
             await show(await status(tracker))
             await say("$ apphost location set 59.3293,18.0686   (Stockholm)")
             try await expectCallback(tracker, "didUpdateLocations(1)") {

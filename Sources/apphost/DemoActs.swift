@@ -51,14 +51,14 @@ struct TransfersDemo: DemoNarrator {
             await say("$ apphost launch \(probe) -- --on launch url-session:dl --on launch download:dl:\(url)")
             var pid: Int32 = 0
             try await expectEvent(probe, "the download queued", after: {
-                pid = try await supervisor.launch(probe, background: false, arguments: [
+                pid = try await supervisor.launch(try BundleID(validating: probe), background: false, arguments: [
                     "--on", "launch", "url-session:dl", "--on", "launch", "download:dl:\(url)",
                 ])
             }, where: { $0.kind == .service && $0.cause.contains("queued") })
             await show("   \(probe): \(pid)")
 
             await say("$ apphost background \(probe)   (nothing holds it: suspended while the daemon downloads)")
-            try await supervisor.background(probe)
+            try await supervisor.background(try BundleID(validating: probe))
             await supervisor.waitUntil(probe, is: .suspended)
             await show(await status(probe))
 
@@ -103,12 +103,12 @@ struct SnapshotsDemo: DemoNarrator {
             await say("act 5: app-switcher snapshots (virtual clock)")
             await say("$ apphost install manifests/Bank.app; apphost launch \(bank)")
             _ = try await supervisor.install(path: manifests + "/Bank.app", settings: [:])
-            _ = try await supervisor.launch(bank, background: false, arguments: [])
+            _ = try await supervisor.launch(try BundleID(validating: bank), background: false, arguments: [])
             await supervisor.waitUntil(bank, is: .active)
             await say("$ apphost background \(bank)   (its Info.plist says AppHost.SnapshotPolicy = redact)")
-            try await expectEvent(bank, "its snapshot", after: { try await supervisor.background(bank) },
+            try await expectEvent(bank, "its snapshot", after: { try await supervisor.background(try BundleID(validating: bank)) },
                                   where: { $0.kind == .snapshot })
-            let info = try await supervisor.snapshot(bank)
+            let info = try await supervisor.snapshot(try BundleID(validating: bank))
             if let layer = info.textLayer, let data = FileManager.default.contents(atPath: layer),
                let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
                let texts = object["texts"] as? [[String: Any]] {
@@ -116,7 +116,7 @@ struct SnapshotsDemo: DemoNarrator {
                 await show("   text layer \(layer): \(shown) (no balance, no password)")
             }
             await say("$ apphost terminate \(bank)")
-            try await supervisor.terminate(bank)
+            try await supervisor.terminate(try BundleID(validating: bank))
 
             await say("$ apphost privacy-check manifests/Bank.app manifests/BankLeaky.app manifests/BankCover.app")
             await show("   (each app: foreground, home button, a background fetch if it has the mode; every snapshot checked)")

@@ -43,7 +43,7 @@ extension DemoNarrator {
     /// `com.example.radio   background   activities ["audio playback"]   /proc/123/stat state S`.
     func status(_ id: String) async -> String {
         await caughtUp()
-        guard let s = try? await supervisor.status(id).first else { return "   \(id): unknown" }
+        guard let s = try? await supervisor.status(try BundleID(validating: id)).first else { return "   \(id): unknown" }
         let activities = "[" + s.activities.map { "\"\($0)\"" }.joined(separator: ", ") + "]"
         return "   \(id.padding(toLength: 20, withPad: " ", startingAt: 0)) \(s.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) activities \(activities)   \(await procState(id))"
     }

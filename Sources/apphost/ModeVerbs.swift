@@ -44,15 +44,17 @@ extension AppHostCommand {
         @OptionGroup var state: StateOptions
 
         func run() throws {
+            var scope = PrivacyScope.all
             try reportingErrors {
-                guard ModeHub.privacyServices.contains(service) else {
+                guard let parsed = PrivacyScope(rawValue: service) else {
                     throw ModeInput.usage("unknown privacy service \"\(service)\"; one of: \(ModeHub.privacyServices.joined(separator: ", "))")
                 }
+                scope = parsed
                 if action != .reset, bundleIdentifier == nil {
                     throw ModeInput.usage("privacy \(action.rawValue) needs a bundle id: apphost privacy \(action.rawValue) \(service) <bundle-id>")
                 }
             }
-            try state.perform(.mode(.privacy(action: action, service: service, bundleIdentifier: bundleIdentifier)))
+            try state.perform(.mode(.privacy(action: action, service: scope, bundleIdentifier: bundleIdentifier)))
         }
     }
 
@@ -754,4 +756,9 @@ enum ModeInput {
     static func onOff(_ word: String, what: String) throws(CLIError) -> Bool {
         try choice(word, ["on": true, "off": false], what: what)
     }
+}
+
+extension BundleID: ExpressibleByArgument {
+    /// A bundle id operand; ArgumentParser refuses a malformed one before anything is sent.
+    public init?(argument: String) { self.init(argument) }
 }

@@ -205,10 +205,10 @@ struct PrivacyRun {
         // have been checked before on this host.
         let mark = await supervisor.snapshotMark()
         do {
-            _ = try await supervisor.launch(id, background: false, arguments: [])
+            _ = try await supervisor.launch(try BundleID(validating: id), background: false, arguments: [])
             await supervisor.waitUntil(id, is: .active)
             try await step(id, "the home button") {
-                try await supervisor.background(id)
+                try await supervisor.background(try BundleID(validating: id))
                 return nil
             }
             if app.backgroundModes.contains(.fetch) {
@@ -235,7 +235,8 @@ struct PrivacyRun {
             check.snapshots.append(SnapshotCheck(info: taken.info, leaks: leaks, sensitiveViews: sensitive))
         }
         // Gone before the next app starts (and before the host shuts down).
-        await supervisor.terminateMovingClock(id)
+        // The id was installed, so it is well formed.
+        if let bundle = BundleID(id) { await supervisor.terminateMovingClock(bundle) }
         return check
     }
 
@@ -267,7 +268,7 @@ struct PrivacyRun {
         // Settled and not running: nothing woke it (a push not delivered, say), and no
         // event is coming to wait for. (A snapshot on a completion is taken before the
         // suspension that follows it.)
-        let state = try await supervisor.status(id).first?.state
+        let state = try await supervisor.status(try BundleID(validating: id)).first?.state
         if state == .suspended || state == .notRunning {
             throw StepError(message: "no snapshot after \(what): the app was not woken for it\(answer.map { " (\($0))" } ?? "")")
         }

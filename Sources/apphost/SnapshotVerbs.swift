@@ -22,7 +22,7 @@ extension AppHostCommand {
                 Example:
                   apphost snapshot com.example.bank -o bank.png
                 """)
-        @Argument(help: ArgumentHelp("The app.", valueName: "bundle-id")) var bundleIdentifier: String
+        @Argument(help: ArgumentHelp("The app.", valueName: "bundle-id")) var bundleIdentifier: BundleID
         @Option(name: [.short, .customLong("output")], help: ArgumentHelp("Also write a copy of the PNG to this file.", valueName: "file.png"))
         var output: String?
         @OptionGroup var state: StateOptions

@@ -28,7 +28,7 @@ extension AppHostCommand {
 
     struct Uninstall: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Uninstall an app (terminating it first).")
-        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
         @OptionGroup var state: StateOptions
 
         func run() throws { try state.perform(.uninstall(bundleIdentifier: bundleIdentifier)) }
@@ -57,7 +57,7 @@ extension AppHostCommand {
         static let configuration = CommandConfiguration(
             abstract: "Launch an installed app (prints `bundle-id: pid` once didFinishLaunching has returned).",
             discussion: "Arguments after `--` are passed to the app (argv and launch options). Launching a running app brings it to the foreground.")
-        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
         @Flag(name: .long, help: "Launch into the background (notRunning → background) instead of the foreground.")
         var background = false
         @Flag(name: .long, help: "Terminate the app first if it is running (otherwise a running app is only brought to the foreground and keeps its arguments).")
@@ -82,28 +82,28 @@ extension AppHostCommand {
 
     struct Foreground: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Make an app the active app; the previously active app goes home.")
-        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
         @OptionGroup var state: StateOptions
         func run() throws { try state.perform(.foreground(bundleIdentifier: bundleIdentifier)) }
     }
 
     struct Background: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Press the home button for an app: willResignActive, didEnterBackground, then suspension once it has no assertion.")
-        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
         @OptionGroup var state: StateOptions
         func run() throws { try state.perform(.background(bundleIdentifier: bundleIdentifier)) }
     }
 
     struct Terminate: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Terminate an app, as a swipe in the app switcher (a suspended app is killed without a callback).")
-        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: String
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
         @OptionGroup var state: StateOptions
         func run() throws { try state.perform(.terminate(bundleIdentifier: bundleIdentifier)) }
     }
 
     struct Status: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show the state of one app or of every installed app.")
-        @Argument(help: ArgumentHelp("Bundle identifier (all apps if omitted).", valueName: "bundle-id")) var bundleIdentifier: String?
+        @Argument(help: ArgumentHelp("Bundle identifier (all apps if omitted).", valueName: "bundle-id")) var bundleIdentifier: BundleID?
         @OptionGroup var state: StateOptions
         @OptionGroup var output: JSONOption
         func run() throws {
@@ -125,7 +125,7 @@ extension AppHostCommand {
 
     struct Events: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Print the host's events (transitions with time, app, from, to and cause).")
-        @Argument(help: ArgumentHelp("Only this app's events.", valueName: "bundle-id")) var bundleIdentifier: String?
+        @Argument(help: ArgumentHelp("Only this app's events.", valueName: "bundle-id")) var bundleIdentifier: BundleID?
         @Flag(name: [.short, .long], help: "Keep printing new events as they happen (Ctrl-C to stop).")
         var follow = false
         @OptionGroup var state: StateOptions
@@ -147,7 +147,7 @@ extension AppHostCommand {
 
     struct Reports: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show termination reports (oldest first).")
-        @Argument(help: ArgumentHelp("Only this app's reports.", valueName: "bundle-id")) var bundleIdentifier: String?
+        @Argument(help: ArgumentHelp("Only this app's reports.", valueName: "bundle-id")) var bundleIdentifier: BundleID?
         @OptionGroup var state: StateOptions
         @OptionGroup var output: JSONOption
         func run() throws {

@@ -137,7 +137,7 @@ struct BudgetTests {
         #expect(BudgetProfile.default == .ios13)
         let p = BudgetProfile.ios13
         #expect([p.fetch, p.silentPush, p.didEnterBackground, p.launch, p.foregroundHang] == [30, 30, 5, 20, 10])
-        for key in BudgetProfile.keys { #expect(BudgetProfile.notes[key] != nil, "\(key) has no source note") }
+        for key in BudgetProfile.keys { #expect(!key.note.isEmpty, "\(key) has no source note") }
     }
 
     @Test func durationsParse() throws {

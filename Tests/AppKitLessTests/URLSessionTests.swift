@@ -173,8 +173,8 @@ struct URLSessionTests {
         #expect(defaults.timeoutIntervalForResource == 7 * 86400)
 
         let earlier = [
-            TransferTaskSnapshot(taskIdentifier: 4, kind: .download, url: "https://example.com/a", state: "running", bytesDone: 10, bytesExpected: 100),
-            TransferTaskSnapshot(taskIdentifier: 5, kind: .upload, url: "https://example.com/b", state: "waiting", bytesDone: 0, bytesExpected: nil),
+            TransferTaskSnapshot(taskIdentifier: 4, kind: .download, url: "https://example.com/a", state: .running, bytesDone: 10, bytesExpected: 100),
+            TransferTaskSnapshot(taskIdentifier: 5, kind: .upload, url: "https://example.com/b", state: .waiting, bytesDone: 0, bytesExpected: nil),
         ]
         let session = try await fixture.makeSession("com.x.bg", id: 1, tasks: earlier, delegate: recorder) {
             $0.isDiscretionary = true
@@ -303,8 +303,8 @@ struct URLSessionTests {
         defer { fixture.tearDown() }
         let recorder = SessionRecorder()
         let tasks = [
-            TransferTaskSnapshot(taskIdentifier: 1, kind: .download, url: "https://e.com/1", state: "running", bytesDone: 0, bytesExpected: nil),
-            TransferTaskSnapshot(taskIdentifier: 2, kind: .upload, url: "https://e.com/2", state: "running", bytesDone: 0, bytesExpected: 50),
+            TransferTaskSnapshot(taskIdentifier: 1, kind: .download, url: "https://e.com/1", state: .running, bytesDone: 0, bytesExpected: nil),
+            TransferTaskSnapshot(taskIdentifier: 2, kind: .upload, url: "https://e.com/2", state: .running, bytesDone: 0, bytesExpected: 50),
         ]
         let session = try await fixture.makeSession("s", id: 1, tasks: tasks, delegate: recorder)
         let destination = FileManager.default.temporaryDirectory.appendingPathComponent("akl-moved-\(UUID().uuidString)")

@@ -116,7 +116,7 @@ struct ModeMatrixTests {
     @Test func allowsBackgroundLocationUpdatesWithoutTheModeKillsWithAReport() async throws {
         let host = try TestHost(label: "mxl", clock: .virtual)
         let id = try await host.installProbe("com.matrix.loc.error")
-        _ = try await host.supervisor.modeCommand(.privacy(action: .grant, service: "location-always", bundleIdentifier: id))
+        _ = try await host.supervisor.modeCommand(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: id))
         do {
             _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "location-background:on"])
         } catch {
@@ -253,7 +253,7 @@ struct MatrixWorld {
 
     func location() async throws -> String {
         try await install()
-        _ = await command(.privacy(action: .grant, service: "location-always", bundleIdentifier: id))
+        _ = await command(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: id))
         var script = ["--on", "active", "location-auth:always", "--on", "active", "location-start"]
         if row.declared { script += ["--on", "active", "location-background:on"] }
         try await launch(script, installed: true)

@@ -60,8 +60,8 @@ struct SnapshotHostTests {
         #expect(taken.info.policy == .default)
         #expect(try texts(taken.info).contains(balance))
         let leaks = PrivacyInspector.inspect(tree: taken.tree, snapshot: try #require(taken.rendered), screen: .default)
-        #expect(leaks.contains { $0.kind == "text" && ($0.view + $0.detail).contains(balance) }, "\(leaks)")
-        #expect(leaks.contains { $0.kind == "pixels" }, "\(leaks)")
+        #expect(leaks.contains { $0.kind == .text && ($0.view + $0.detail).contains(balance) }, "\(leaks)")
+        #expect(leaks.contains { $0.kind == .pixels }, "\(leaks)")
         await host.stop()
     }
 

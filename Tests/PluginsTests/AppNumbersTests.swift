@@ -17,8 +17,8 @@ struct AppNumbersTests {
         var pending = effects
         for _ in 0..<5 {
             var next: [ModeEffect] = []
-            for case .startTimer(let app, let name, let after) in pending {
-                next += h.timerFired(name, app: app, at: now + after)
+            for case .startTimer(let app, let timer, let after) in pending {
+                next += h.timerFired(timer, app: app, at: now + after)
             }
             pending = next
         }

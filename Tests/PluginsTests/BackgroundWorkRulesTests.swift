@@ -19,7 +19,7 @@ struct BackgroundWorkRulesTests {
     }
     func timers(_ fx: [ModeEffect]) -> [String: Duration] {
         var out: [String: Duration] = [:]
-        for e in fx { if case .startTimer(_, let name, let after) = e { out[name] = after } }
+        for e in fx { if case .startTimer(_, let timer, let after) = e { out[timer.description] = after } }
         return out
     }
     func kills(_ fx: [ModeEffect]) -> [TerminationCode?] {
@@ -37,7 +37,7 @@ struct BackgroundWorkRulesTests {
         #expect(timers(set)["fetch/tick"] == .seconds(900), "the minimum interval is 15 min")
         _ = h.appMoved("f", from: .inactive, to: .background, runningCode: true, at: .seconds(1))
         _ = h.appMoved("f", from: .background, to: .suspended, runningCode: false, at: .seconds(1))
-        let run = h.timerFired("fetch/tick", app: nil, at: .seconds(900))
+        let run = h.timerFired(PluginTimer(.fetch, "tick"), app: nil, at: .seconds(900))
         #expect(delivered(run) == ["f performFetch"])
         #expect(run.contains(.beginActivity(app: "f", name: "background fetch")))
         #expect(timers(run)["fetch/budget"] == .seconds(30))
@@ -56,8 +56,8 @@ struct BackgroundWorkRulesTests {
     @Test func aFetchThatNeverCompletesIsKilledWith2182bad4() {
         let h = hub(app("f", modes: [.fetch]))
         _ = h.request(.fetchSetMinimumInterval(.minimum), from: "f", at: .zero)
-        _ = h.timerFired("fetch/tick", app: nil, at: .seconds(900))
-        let fx = h.timerFired("fetch/budget", app: "f", at: .seconds(930))
+        _ = h.timerFired(PluginTimer(.fetch, "tick"), app: nil, at: .seconds(900))
+        let fx = h.timerFired(PluginTimer(.fetch, "budget"), app: "f", at: .seconds(930))
         #expect(kills(fx) == [.backgroundFetchTimeout])
     }
 
@@ -66,7 +66,7 @@ struct BackgroundWorkRulesTests {
         _ = h.request(.fetchSetMinimumInterval(.minimum), from: "a", at: .zero)
         _ = h.request(.fetchSetMinimumInterval(.seconds(1000)), from: "b", at: .zero)
         _ = h.request(.fetchSetMinimumInterval(.seconds(1300)), from: "c", at: .zero)
-        let run = h.timerFired("fetch/tick", app: nil, at: .seconds(900))
+        let run = h.timerFired(PluginTimer(.fetch, "tick"), app: nil, at: .seconds(900))
         #expect(delivered(run) == ["a performFetch", "b performFetch"], "b (due at 1000) is inside the 300 s window; c (1300) is not")
         #expect(notes(run).contains { $0.contains("coalesced") })
     }
@@ -75,7 +75,7 @@ struct BackgroundWorkRulesTests {
         let h = hub(app("f", modes: [.fetch]))
         _ = h.request(.fetchSetMinimumInterval(.minimum), from: "f", at: .zero)
         let off = h.command(.settingsBackgroundRefresh(bundleIdentifier: "f", on: false), at: .zero).1
-        #expect(off.contains(.cancelTimer(app: nil, name: "fetch/tick")))
+        #expect(off.contains(.cancelTimer(app: nil, timer: PluginTimer(.fetch, "tick"))))
         #expect(h.request(.backgroundRefreshStatus, from: "f", at: .zero).0 == .refreshStatus(.denied))
         _ = h.command(.settingsBackgroundRefresh(bundleIdentifier: "f", on: true), at: .zero)
         _ = h.command(.settingsLowPower(true), at: .zero)
@@ -121,12 +121,12 @@ struct BackgroundWorkRulesTests {
         #expect(try h.command(.bgTaskList(bundleIdentifier: nil), at: .zero).0.get().contains("requires external power"))
         let plugged = h.command(.devicePower(plugged: true), at: .seconds(5)).1
         #expect(timers(plugged)["processing/tick"] == .zero)
-        let run = h.timerFired("processing/tick", app: nil, at: .seconds(5))
+        let run = h.timerFired(PluginTimer(.processing, "tick"), app: nil, at: .seconds(5))
         #expect(delivered(run) == ["t BGTask launch(t.clean)"])
         #expect(timers(run)["processing/warn/t.clean"] == .seconds(295))
-        let warn = h.timerFired("processing/warn/t.clean", app: "t", at: .seconds(300))
+        let warn = h.timerFired(PluginTimer(.processing, "warn/t.clean"), app: "t", at: .seconds(300))
         #expect(delivered(warn) == ["t BGTask expiration(t.clean)"])
-        let end = h.timerFired("processing/end/t.clean", app: "t", at: .seconds(305))
+        let end = h.timerFired(PluginTimer(.processing, "end/t.clean"), app: "t", at: .seconds(305))
         #expect(kills(end) == [.backgroundTaskTimeout])
     }
 
@@ -196,7 +196,7 @@ struct BackgroundWorkRulesTests {
     @Test func aSilentPushWhoseCompletionNeverComesKills() {
         let h = hub(app("p", modes: [.remoteNotification]))
         _ = h.command(.push(PushRequest(bundleIdentifier: "p", payload: silent)), at: .zero)
-        let fx = h.timerFired("remote-notification/budget/1", app: "p", at: .seconds(30))
+        let fx = h.timerFired(PluginTimer(.remoteNotification, "budget/1"), app: "p", at: .seconds(30))
         #expect(kills(fx) == [.watchdog])
     }
 

@@ -15,11 +15,11 @@ import Testing
     @Test func defaultPolicyLeaksTextAndPixels() throws {
         let snapshot = try render(Self.bank)
         let leaks = PrivacyInspector.inspect(tree: Self.bank, snapshot: snapshot, screen: smallScreen)
-        let text = leaks.filter { $0.kind == "text" }
+        let text = leaks.filter { $0.kind == .text }
         #expect(text.count == 1)
         #expect(text.first?.view == "label \"Balance: $9,876.54\" at window/1/0")
         #expect(text.first?.detail.contains("\"Balance: $9,876.54\"") == true)
-        let pixels = leaks.filter { $0.kind == "pixels" }
+        let pixels = leaks.filter { $0.kind == .pixels }
         #expect(pixels.map(\.view) == ["view (privacy-sensitive) at window/1", "secureTextField (8 characters) at window/2"])
         // A report never spells out a secure field's text.
         #expect(!leaks.contains { $0.view.contains("pa55word") || $0.detail.contains("pa55word") })
@@ -60,13 +60,13 @@ import Testing
                                       subviews: [ViewNode(content: .image(name: "logo.png"), frame: Rect(x: 20, y: 50, width: 100, height: 50))]))
         let snapshot = try render(covered, bundle: bundle.path)
         // Not one colour, and without the bundle the inspector cannot tell the logo from the content.
-        #expect(PrivacyInspector.inspect(tree: covered, snapshot: snapshot, screen: smallScreen).map(\.kind) == ["pixels", "pixels"])
+        #expect(PrivacyInspector.inspect(tree: covered, snapshot: snapshot, screen: smallScreen).map(\.kind) == [.pixels, .pixels])
         // Drawn again without each sensitive view's content, the frames come out the same: nothing shows.
         #expect(PrivacyInspector.inspect(tree: covered, snapshot: snapshot, screen: smallScreen, bundlePath: bundle.path) == [])
         // Uncovered, the redraw differs: still two pixel leaks.
         let bare = try render(Self.bank, bundle: bundle.path)
         let leaks = PrivacyInspector.inspect(tree: Self.bank, snapshot: bare, screen: smallScreen, bundlePath: bundle.path)
-        #expect(leaks.filter { $0.kind == "pixels" }.count == 2, "\(leaks)")
+        #expect(leaks.filter { $0.kind == .pixels }.count == 2, "\(leaks)")
     }
 
     @Test func aSecureFieldsTextShownElsewhereIsATextLeak() throws {
@@ -75,7 +75,7 @@ import Testing
         let snapshot = try render(echoed, policy: .redact)
         let leaks = PrivacyInspector.inspect(tree: echoed, snapshot: snapshot, screen: smallScreen)
         #expect(leaks.count == 1)
-        #expect(leaks.first?.kind == "text" && leaks.first?.view == "secureTextField (8 characters) at window/2")
+        #expect(leaks.first?.kind == .text && leaks.first?.view == "secureTextField (8 characters) at window/2")
         #expect(leaks.first?.detail.contains("pa55word") == false)
     }
 
@@ -99,7 +99,7 @@ import Testing
         var shown = tree
         shown.views.append(label("a", Rect(x: 10, y: 80, width: 150, height: 20)))
         let leaks = PrivacyInspector.inspect(tree: shown, snapshot: try render(shown, policy: .redact), screen: smallScreen)
-        #expect(leaks.map(\.kind) == ["text"] && leaks.first?.view == "secureTextField (1 characters) at window/1", "\(leaks)")
+        #expect(leaks.map(\.kind) == [.text] && leaks.first?.view == "secureTextField (1 characters) at window/1", "\(leaks)")
     }
 
     @Test func aSecretOfFourCharactersOrMoreLeaksInsideALongerString() {

@@ -63,7 +63,7 @@ struct TransferDaemonTests {
             // Reported until acknowledged, then forgotten.
             try daemon.send(.list)
             let list = try await daemon.next("transfers") { if case .transfers = $0 { return true }; return false }
-            if case .transfers(let ts) = list { #expect(ts.map(\.state) == ["finished"]) }
+            if case .transfers(let ts) = list { #expect(ts.map(\.state) == [.finished]) }
             try daemon.send(.acknowledge(id: 1))
             try daemon.send(.list)
             let list2 = try await daemon.next("transfers") { if case .transfers = $0 { return true }; return false }
@@ -239,7 +239,7 @@ struct TransferDaemonTests {
             try daemon.send(.list)
             let list = try await daemon.next("transfers") { if case .transfers = $0 { return true }; return false }
             if case .transfers(let ts) = list {
-                #expect(ts.filter { $0.state == "running" }.count <= 16)
+                #expect(ts.filter { $0.state == .running }.count <= 16)
             }
             // Finished events may have arrived before the list answer: count every event seen.
             var finished = Set<UInt64>()
