@@ -329,32 +329,26 @@ struct EscapeSuiteTests {
     }
 
     @Test func aHostileAppIsDeniedEveryAttemptAndHarmsNoOne() async throws {
-        let host = try TestHost(label: "esc")
-        let state = host.dir.path
-        var logger = Logger(label: "escape")
-        logger.logLevel = .warning
-        let controlPath = state + "/" + ControlSocket.fileName
-        let server: ControlServer
-        do {
-            server = try await ControlServer.bind(path: controlPath, group: host.group, supervisor: host.supervisor, logger: logger)
-        } catch {
-            await host.stop()
-            throw error
+        try await withHost(label: "esc") { host in
+            let state = host.dir.path
+            var logger = Logger(label: "escape")
+            logger.logLevel = .warning
+            let controlPath = state + "/" + ControlSocket.fileName
+            let server = try await ControlServer.bind(path: controlPath, group: host.group, supervisor: host.supervisor, logger: logger)
+            let serving = Task { try? await server.serve() }
+            var listener: AbstractListener?
+            var leaked: Int32 = -1
+            do {
+                listener = try AbstractListener(name: "apphost-escape-\(UUID().uuidString.prefix(8))")
+                try await attack(host, controlPath: controlPath, listener: listener, leaked: &leaked)
+            } catch {
+                Issue.record("the escape suite could not run: \(error)")
+            }
+            if leaked >= 0 { close(leaked) }
+            listener?.close()
+            server.close()
+            await serving.value
         }
-        let serving = Task { try? await server.serve() }
-        var listener: AbstractListener?
-        var leaked: Int32 = -1
-        do {
-            listener = try AbstractListener(name: "apphost-escape-\(UUID().uuidString.prefix(8))")
-            try await attack(host, controlPath: controlPath, listener: listener, leaked: &leaked)
-        } catch {
-            Issue.record("the escape suite could not run: \(error)")
-        }
-        if leaked >= 0 { close(leaked) }
-        listener?.close()
-        server.close()
-        await serving.value
-        await host.stop()
     }
 
     /// Where HostileApp is installed from, and the setuid helper it is given.

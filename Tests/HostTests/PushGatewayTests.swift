@@ -118,7 +118,7 @@ enum Curl {
 
 // MARK: - A host with a gateway
 
-/// A test host serving a push gateway on an ephemeral loopback port. Always `stop()` it.
+/// A test host serving a push gateway on an ephemeral loopback port. Made and stopped by `withGateway`.
 struct GatewayHost: Sendable {
     let host: TestHost
     let gateway: PushGateway
@@ -465,22 +465,22 @@ struct PushGatewayClientTests {
     }
 
     @Test func closingEndsOpenConnectionsGracefully() async throws {
-        let g = try await GatewayHost.start(label: "gw-close")
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let client = try await PushGatewayClient.connect(host: "127.0.0.1", port: g.gateway.port, group: group)
-        let first = try await client.send(path: "/3/device/00", body: Data(alertPayload.utf8))
-        #expect(first.status == 400 && first.reason == "BadDeviceToken")
-        // The idle connection gets GOAWAY and closes, and serve() returns. Usually as the
-        // client answers the GOAWAY's PING; in about 1 run in 6 under load the gateway's
-        // own cut after `shutdownGrace` ends it instead (cause not found: see the
-        // statistics' `cutAfterGrace`), so this test does not time it.
-        g.gateway.close()
-        try await g.serving.value
-        #expect(g.gateway.statistics.cutAfterGrace <= 1)
-        await #expect(throws: (any Error).self) { _ = try await client.send(path: "/3/device/00", body: Data("{}".utf8)) }
-        await client.close()
-        try await group.shutdownGracefully()
-        await g.host.stop()
+        try await withGateway("gw-close") { g in
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            let client = try await PushGatewayClient.connect(host: "127.0.0.1", port: g.gateway.port, group: group)
+            let first = try await client.send(path: "/3/device/00", body: Data(alertPayload.utf8))
+            #expect(first.status == 400 && first.reason == "BadDeviceToken")
+            // The idle connection gets GOAWAY and closes, and serve() returns. Usually as the
+            // client answers the GOAWAY's PING; in about 1 run in 6 under load the gateway's
+            // own cut after `shutdownGrace` ends it instead (cause not found: see the
+            // statistics' `cutAfterGrace`), so this test does not time it.
+            g.gateway.close()
+            try await g.serving.value
+            #expect(g.gateway.statistics.cutAfterGrace <= 1)
+            await #expect(throws: (any Error).self) { _ = try await client.send(path: "/3/device/00", body: Data("{}".utf8)) }
+            await client.close()
+            try await group.shutdownGracefully()
+        }
     }
 }
 

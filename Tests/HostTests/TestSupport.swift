@@ -55,7 +55,8 @@ func makeProbeBundle(in dir: String, id: String, executable: String = "ProbeApp"
     return bundle
 }
 
-/// A host of a test's own: its state dir, event loop and supervisor loop. Always `stop()` it.
+/// A host of a test's own: its state dir, event loop and supervisor loop. Made and
+/// stopped by `withHost`, which stops it however the test ends.
 final class TestHost: Sendable {
     let dir: TempDir
     let supervisor: Supervisor
@@ -63,10 +64,11 @@ final class TestHost: Sendable {
     let loop: Task<Void, Never>
 
     /// `configure` changes anything else of the configuration (e.g. `transferSettings`) last.
-    init(label: String = "h", grace: Duration = .seconds(5), clock: ClockMode = .real,
+    /// `directory` is a state directory to use instead of a new one labelled `label`.
+    init(label: String = "h", directory: TempDir? = nil, grace: Duration = .seconds(5), clock: ClockMode = .real,
          profile: BudgetProfile = .default, settle: Duration = .seconds(15), audioSink: AudioSinkKind = .wav,
          configure: (inout HostConfiguration) -> Void = { _ in }) throws {
-        dir = try TempDir(label)
+        dir = try directory ?? TempDir(label)
         var config = HostConfiguration(stateDirectory: dir.path)
         config.productDirectories = [productsDirectory]
         config.terminationGracePeriod = grace
@@ -133,6 +135,56 @@ final class TestHost: Sendable {
         for await e in live where predicate(e) { return e }
         return nil
     }
+}
+
+/// Runs `body` with a host of its own (the arguments are `TestHost`'s), then stops it
+/// (its apps terminated and reaped) and removes its state directory, also when `body`
+/// throws or a `#require` fails. With `directory`, the host runs on that state
+/// directory and leaves it for its owner (`withStateDirectory`) to remove.
+@discardableResult
+func withHost<T>(label: String = "h", directory: TempDir? = nil, grace: Duration = .seconds(5), clock: ClockMode = .real,
+                 profile: BudgetProfile = .default, settle: Duration = .seconds(15), audioSink: AudioSinkKind = .wav,
+                 configure: (inout HostConfiguration) -> Void = { _ in },
+                 isolation: isolated (any Actor)? = #isolation,
+                 _ body: (TestHost) async throws -> T) async throws -> T {
+    let host = try TestHost(label: label, directory: directory, grace: grace, clock: clock, profile: profile,
+                            settle: settle, audioSink: audioSink, configure: configure)
+    return try await stopping(host, removing: directory == nil, body)
+}
+
+/// Runs `body` with a host re-opened on `directory` (a state directory an earlier host
+/// left), then stops it as `withHost` does; `directory` is left for its owner to remove.
+@discardableResult
+func withHost<T>(reopening directory: TempDir, configure: (inout HostConfiguration) -> Void = { _ in },
+                 isolation: isolated (any Actor)? = #isolation,
+                 _ body: (TestHost) async throws -> T) async throws -> T {
+    let host = try TestHost(reopening: directory, configure: configure)
+    return try await stopping(host, removing: false, body)
+}
+
+/// Runs `body` with a state directory of its own that outlives one host (a restart
+/// test's), removed however `body` ends.
+@discardableResult
+func withStateDirectory<T>(_ label: String, isolation: isolated (any Actor)? = #isolation,
+                           _ body: (TempDir) async throws -> T) async throws -> T {
+    let dir = try TempDir(label)
+    defer { dir.remove() }
+    return try await body(dir)
+}
+
+/// Runs `body` with `host`, then stops it however `body` ended. The stop runs in a task
+/// of its own, so that a test cancelled (by its time limit) still reaps its apps.
+private func stopping<T>(_ host: TestHost, removing: Bool, isolation: isolated (any Actor)? = #isolation,
+                         _ body: (TestHost) async throws -> T) async throws -> T {
+    let result: T
+    do {
+        result = try await body(host)
+    } catch {
+        await Task { await host.stop(removing: removing) }.value
+        throw error
+    }
+    await Task { await host.stop(removing: removing) }.value
+    return result
 }
 
 /// The kernel's view of a process state (`T` when stopped).
