@@ -11,7 +11,7 @@ struct AppBoundsTests {
     /// Launches `id` with `arguments`, waits until it has ended, returns its report's reason.
     func endOf(_ host: TestHost, _ id: String, _ arguments: [String]) async throws -> String {
         _ = try? await host.supervisor.launch(id, background: false, arguments: arguments)
-        await host.supervisor.waitUntil(id, is: .notRunning)
+        try await host.waitUntil(id, is: .notRunning)
         let reports = try await host.supervisor.reports(id)
         return reports.last.map { "\($0.terminationNamespace ?? "-") \($0.reason)" } ?? "no report"
     }

@@ -66,7 +66,7 @@ struct BackgroundWorkTests {
             // It sets its interval, then exits on its own when sent home (not the user's doing).
             _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "fetch-interval:minimum", "--on", "background", "exit:0"])
             try await host.supervisor.background(id)
-            await host.supervisor.waitUntil(id, is: .notRunning)
+            try await host.waitUntil(id, is: .notRunning)
             try await advance(host, 900)
             let trace = await host.events(id).map { "\($0.kind) \($0.cause)" }.joined(separator: "\n")
             #expect(await returned(host, id, "performFetch") == 1, "launched in the background for its fetch: \(trace)")

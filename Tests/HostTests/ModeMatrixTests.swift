@@ -116,7 +116,7 @@ struct ModeMatrixTests {
             } catch {
                 // Killed inside didFinishLaunching: the launch fails, as it should.
             }
-            await host.supervisor.waitUntil(id, is: .notRunning)
+            try await host.waitUntil(id, is: .notRunning)
             let report = try #require(try await host.supervisor.reports(id).last)
             #expect(report.reason.contains("allowsBackgroundLocationUpdates"))
             #expect(report.reason.contains("programmer error"))

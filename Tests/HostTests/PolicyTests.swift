@@ -170,7 +170,7 @@ struct PolicyTests {
                                                  entitlements: ["com.apple.security.application-groups": [group]])
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "\(kind):group:\(group)/db"])
             try await host.supervisor.background(id)
-            await host.supervisor.waitUntil(id, is: .notRunning)
+            try await host.waitUntil(id, is: .notRunning)
             #expect(!processExists(pid))
             let report = try #require(try await host.supervisor.reports(id).last)
             #expect(report.terminationCode == "0xdead10cc")
@@ -184,7 +184,7 @@ struct PolicyTests {
             // Relative to the working directory, which is the app's container.
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "lock:Documents/db"])
             try await host.supervisor.background(id)
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             #expect(kernelState(pid) == "T")
             #expect(try await host.supervisor.reports(id).isEmpty)
         }

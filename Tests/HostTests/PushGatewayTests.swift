@@ -387,7 +387,7 @@ struct PushGatewayCurlTests {
             let id = "com.test.gw.wake"
             let token = try await g.installPushProbe(id)
             let pid = try await g.host.supervisor.launch(id, background: true, arguments: [])
-            await g.host.supervisor.waitUntil(id, is: .suspended)
+            try await g.host.waitUntil(id, is: .suspended)
             let a = try await Curl.request(h2c + ["-H", "apns-topic: \(id)", "-H", "apns-push-type: background",
                                                   "-H", "apns-priority: 5", "-d", silentPayload], url: g.url(token))
             #expect(a.status == 200, "\(a)")

@@ -53,7 +53,7 @@ struct ResourceLimitTests {
             let other = try await host.installProbe("com.lim.bystander")
             let bystander = try await host.supervisor.launch(other, background: false, arguments: [])
             _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "allocate:256"])
-            await host.supervisor.waitUntil(id, is: .notRunning)
+            try await host.waitUntil(id, is: .notRunning)
             let report = try #require(try await host.supervisor.reports(id).last)
             #expect(report.terminationNamespace == "JETSAM")
             #expect(report.signal == SIGKILL)

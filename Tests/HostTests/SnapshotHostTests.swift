@@ -21,9 +21,9 @@ struct SnapshotHostTests {
     /// Launch in front, then the home button: the snapshot taken after didEnterBackground.
     func leaveForeground(_ host: TestHost, _ id: String) async throws -> TakenSnapshot? {
         _ = try await host.supervisor.launch(id, background: false, arguments: [])
-        await host.supervisor.waitUntil(id, is: .active)
+        try await host.waitUntil(id, is: .active)
         try await host.supervisor.background(id)
-        await host.supervisor.waitUntil(id, is: .suspended)
+        try await host.waitUntil(id, is: .suspended)
         await host.supervisor.waitForSnapshots()
         return await host.supervisor.takenSnapshots(id).last
     }
@@ -107,7 +107,7 @@ struct SnapshotHostTests {
             #expect(entries.allSatisfy { $0.snapshot?.png != nil })
             // A snapshot on request of a running app is taken now.
             try await host.supervisor.foreground(bank)
-            await host.supervisor.waitUntil(bank, is: .active)
+            try await host.waitUntil(bank, is: .active)
             let now = try await host.supervisor.snapshot(bank)
             #expect(now.reason == "requested" && now.number == 2)
             try await host.supervisor.terminate(bank)
@@ -125,9 +125,9 @@ extension SnapshotHostTests {
         try await withHost(label: "snap") { host in
             let bank = try await install(host, "Bank")
             _ = try await host.supervisor.launch(bank, background: false, arguments: [])
-            await host.supervisor.waitUntil(bank, is: .active)
+            try await host.waitUntil(bank, is: .active)
             try await host.supervisor.background(bank)
-            await host.supervisor.waitUntil(bank, is: .suspended)
+            try await host.waitUntil(bank, is: .suspended)
             let info = try await host.supervisor.snapshot(bank)
             #expect(info.number == 1 && info.reason == "didEnterBackground")
             #expect(await host.supervisor.switcher().first?.snapshot == info)
@@ -148,7 +148,7 @@ extension SnapshotHostTests {
                 #expect(await again.supervisor.switcher().map(\.bundleIdentifier) == [bank], "pictured by the earlier host")
                 #expect(try await again.supervisor.snapshot(bank).png == taken.info.png)
                 _ = try await again.supervisor.launch(bank, background: false, arguments: [])
-                await again.supervisor.waitUntil(bank, is: .active)
+                try await again.waitUntil(bank, is: .active)
                 try await again.supervisor.terminate(bank)
                 #expect(await again.supervisor.switcher().isEmpty, "a terminated app leaves, even with pictures on disk")
             }

@@ -14,10 +14,10 @@ struct SnapshotRefreshTests {
     /// Launches in front with `arguments`, sends it home; returns the didEnterBackground snapshot.
     func launchAndSendHome(_ host: TestHost, _ id: String, _ arguments: [String]) async throws -> TakenSnapshot {
         _ = try await host.supervisor.launch(id, background: false, arguments: arguments)
-        await host.supervisor.waitUntil(id, is: .active)
+        try await host.waitUntil(id, is: .active)
         let mark = await host.supervisor.snapshotMark()
         try await host.supervisor.background(id)
-        await host.supervisor.waitUntil(id, is: .suspended)
+        try await host.waitUntil(id, is: .suspended)
         await host.supervisor.waitForSnapshots()
         return try #require(await host.supervisor.takenSnapshots(id, since: mark).last)
     }
@@ -60,7 +60,7 @@ struct SnapshotRefreshTests {
             let completed = try #require(await host.events(id).first { $0.kind == .service && $0.cause.contains("completed: newData") })
             let pictured = try #require(await host.events(id).first { $0.kind == .snapshot && $0.cause.contains("(background fetch)") })
             #expect(completed.seq < pictured.seq)
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             #expect(await host.supervisor.takenSnapshots(id, since: mark).count == 1, "one picture per fetch")
         }
     }
@@ -77,7 +77,7 @@ struct SnapshotRefreshTests {
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "window:inbox", "--on", "push", "window:pushed",
             ])
-            await host.supervisor.waitUntil(id, is: .active)
+            try await host.waitUntil(id, is: .active)
             let inFront = await host.supervisor.snapshotMark()
             try await push()
             _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.hasPrefix("push ") && $0.cause.contains(" completed: ") }
@@ -85,7 +85,7 @@ struct SnapshotRefreshTests {
             #expect(await host.supervisor.takenSnapshots(id, since: inFront).isEmpty, "completed in front: no picture")
 
             try await host.supervisor.background(id)
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             await host.supervisor.waitForSnapshots()
             let mark = await host.supervisor.snapshotMark()
             try await push()
@@ -121,7 +121,7 @@ struct SnapshotRefreshTests {
 
             // Active again: the window is pictured again.
             try await host.supervisor.foreground(id)
-            await host.supervisor.waitUntil(id, is: .active)
+            try await host.waitUntil(id, is: .active)
             let now = try await host.supervisor.snapshot(id)
             #expect(now.reason == "requested" && now.policy == .default)
             #expect(try texts(now).contains("balance 42"))

@@ -11,15 +11,15 @@ struct SupervisorTests {
         try await withHost { host in
             let id = try await host.installProbe("com.test.home")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [])
-            await host.supervisor.waitUntil(id, is: .active)
+            try await host.waitUntil(id, is: .active)
             #expect(kernelState(pid) != "T")
 
             try await host.supervisor.background(id)
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             #expect(kernelState(pid) == "T", "suspended must be a real stop in /proc")
 
             try await host.supervisor.foreground(id)
-            await host.supervisor.waitUntil(id, is: .active)
+            try await host.waitUntil(id, is: .active)
             #expect(kernelState(pid) != "T")
 
             let transitions = await host.events(id).filter { $0.kind == .transition }.map { "\($0.from!.rawValue)→\($0.to!.rawValue)" }
@@ -34,12 +34,28 @@ struct SupervisorTests {
         }
     }
 
+    @Test func aWaitThatRunsOutSaysWhatTheHostSaw() async throws {
+        try await withHost { host in
+            let id = try await host.installProbe("com.test.waitout")
+            _ = try await host.supervisor.launch(id, background: false, arguments: [])
+            try await host.waitUntil(id, is: .active)
+            // Nobody sends it home: the wait runs out and names its state and last events.
+            try await withKnownIssue {
+                try await host.waitUntil(id, is: .suspended, timeout: .milliseconds(100))
+            } matching: { issue in
+                let said = issue.comments.map(\.rawValue).joined()
+                return said.contains("\(id) not suspended after") && said.contains("it active, pid ")
+                    && said.contains("transition notRunning→inactive") && said.contains("transition inactive→active")
+            }
+        }
+    }
+
     @Test func callbacksRunInIOSOrder() async throws {
         try await withHost { host in
             let id = try await host.installProbe("com.test.order")
             _ = try await host.supervisor.launch(id, background: false, arguments: [])
             try await host.supervisor.background(id)
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             try await host.supervisor.foreground(id)
             // A callback's return is reported after its transition: wait for the sixth.
             let counter = Counter()
@@ -70,7 +86,7 @@ struct SupervisorTests {
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "hold-task:sync:1"])
             try await host.supervisor.background(id)
             _ = await host.waitForEvent(id) { $0.kind == .backgroundTask && $0.cause.contains("beginBackgroundTask") }
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             let events = await host.events(id)
             let ended = try #require(events.firstIndex { $0.kind == .backgroundTask && $0.cause.contains("endBackgroundTask") })
             let suspended = try #require(events.firstIndex { $0.kind == .transition && $0.to == .suspended })
@@ -84,13 +100,13 @@ struct SupervisorTests {
             let a = try await host.installProbe("com.test.one.a")
             let b = try await host.installProbe("com.test.one.b")
             _ = try await host.supervisor.launch(a, background: false, arguments: [])
-            await host.supervisor.waitUntil(a, is: .active)
+            try await host.waitUntil(a, is: .active)
             _ = try await host.supervisor.launch(b, background: false, arguments: [])
-            await host.supervisor.waitUntil(a, is: .suspended)
-            await host.supervisor.waitUntil(b, is: .active)
+            try await host.waitUntil(a, is: .suspended)
+            try await host.waitUntil(b, is: .active)
             try await host.supervisor.foreground(a)
-            await host.supervisor.waitUntil(b, is: .suspended)
-            await host.supervisor.waitUntil(a, is: .active)
+            try await host.waitUntil(b, is: .suspended)
+            try await host.waitUntil(a, is: .active)
             let active = try await host.supervisor.status(nil).filter { $0.state == .active }
             #expect(active.map(\.bundleIdentifier) == [a])
         }
@@ -100,7 +116,7 @@ struct SupervisorTests {
         try await withHost { host in
             let id = try await host.installProbe("com.test.bglaunch")
             let pid = try await host.supervisor.launch(id, background: true, arguments: [])
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             #expect(kernelState(pid) == "T")
             let transitions = await host.events(id).filter { $0.kind == .transition }.map { $0.to!.rawValue }
             #expect(transitions == ["background", "suspended"])
@@ -113,7 +129,7 @@ struct SupervisorTests {
             let id = try await host.installProbe("com.test.exits", extra: ["UIApplicationExitsOnSuspend": true])
             let pid = try await host.supervisor.launch(id, background: false, arguments: [])
             try await host.supervisor.background(id)
-            await host.supervisor.waitUntil(id, is: .notRunning)
+            try await host.waitUntil(id, is: .notRunning)
             #expect(!processExists(pid))
             #expect(await host.callbacks(id).last == "willTerminate")
             #expect(try await host.supervisor.reports(id).isEmpty)
@@ -184,7 +200,7 @@ struct SupervisorTests {
             _ = try await host.supervisor.launch(id, background: false, arguments: [])
             try await host.supervisor.terminate(id)
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "exit:3"])
-            await host.supervisor.waitUntil(id, is: .notRunning)
+            try await host.waitUntil(id, is: .notRunning)
             let report = try #require(try await host.supervisor.reports(id).last)
             #expect(report.exitStatus == 3)
             #expect(report.bundleIdentifier == id)
@@ -200,7 +216,7 @@ struct SupervisorTests {
             let bad = try await host.installProbe("com.test.bad.\(action)")
             let goodPid = try await host.supervisor.launch(good, background: false, arguments: [])
             let badPid = try await host.supervisor.launch(bad, background: false, arguments: ["--on", "active", action])
-            await host.supervisor.waitUntil(bad, is: .notRunning)
+            try await host.waitUntil(bad, is: .notRunning)
             #expect(!processExists(badPid))
             let report = try #require(try await host.supervisor.reports(bad).last)
             #expect(report.terminationNamespace == "APPHOST")
@@ -208,7 +224,7 @@ struct SupervisorTests {
             #expect(report.signalName == "SIGKILL")
             // The other app still works: foreground it (it went home when bad launched).
             try await host.supervisor.foreground(good)
-            await host.supervisor.waitUntil(good, is: .active)
+            try await host.waitUntil(good, is: .active)
             #expect(processExists(goodPid))
             #expect(await host.supervisor.pid(of: good) == goodPid)
         }
@@ -287,7 +303,7 @@ struct SupervisorTests {
             // The host is fine: another app still launches.
             let other = try await host.installProbe("com.test.after")
             _ = try await host.supervisor.launch(other, background: false, arguments: [])
-            await host.supervisor.waitUntil(other, is: .active)
+            try await host.waitUntil(other, is: .active)
         }
     }
 
@@ -319,10 +335,10 @@ struct SupervisorTests {
             let holder = try await host.supervisor.install(path: packageRoot + "/manifests/TaskHolder.app", settings: [:])
             _ = try await host.supervisor.launch(plain.bundleIdentifier, background: false, arguments: [])
             _ = try await host.supervisor.launch(holder.bundleIdentifier, background: false, arguments: ["--hold", "1"])
-            await host.supervisor.waitUntil(plain.bundleIdentifier, is: .suspended)
+            try await host.waitUntil(plain.bundleIdentifier, is: .suspended)
             try await host.supervisor.background(holder.bundleIdentifier)
             _ = await host.waitForEvent(holder.bundleIdentifier) { $0.kind == .backgroundTask && $0.cause.contains("upload") }
-            await host.supervisor.waitUntil(holder.bundleIdentifier, is: .suspended)
+            try await host.waitUntil(holder.bundleIdentifier, is: .suspended)
         }
     }
 
@@ -331,7 +347,7 @@ struct SupervisorTests {
             let id = try await host.installProbe("com.test.shutdown")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [])
             try await host.supervisor.background(id)
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             await host.supervisor.shutdown()
             #expect(!processExists(pid))
             #expect(await host.callbacks(id).last == "willTerminate")

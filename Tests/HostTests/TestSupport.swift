@@ -187,6 +187,81 @@ private func stopping<T>(_ host: TestHost, removing: Bool, isolation: isolated (
     return result
 }
 
+extension TestHost {
+    /// Waits until `id` is in `state`, for at most `timeout` of real time; then fails
+    /// (and throws) saying what the host saw: the app's state and its last events.
+    func waitUntil(_ id: String, is state: AppState, timeout: Duration = .seconds(60),
+                   sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let supervisor = self.supervisor
+        let reached = await finishes(within: timeout) { await supervisor.waitUntil(id, is: state) }
+        if reached { return }
+        let saw = await sawOf(id)
+        try #require(reached, "\(id) not \(state.rawValue) after \(timeout); the host saw \(saw)", sourceLocation: sourceLocation)
+    }
+
+    /// What the host says of `id` now: its status and its last events, one a line.
+    func sawOf(_ id: String, events count: Int = 12) async -> String {
+        let status: String
+        do {
+            if let s = try await supervisor.status(id).first {
+                status = "\(s.state.rawValue), pid \(s.pid.map(String.init) ?? "none"), tasks \(s.backgroundTasks), activities \(s.activities)"
+            } else {
+                status = "no status"
+            }
+        } catch {
+            status = "no status (\(error))"
+        }
+        let recent = await events(id).suffix(count).map { e in
+            var line = "  #\(e.seq) \(e.kind.rawValue)"
+            if let from = e.from, let to = e.to { line += " \(from.rawValue)→\(to.rawValue)" } else if let to = e.to { line += " →\(to.rawValue)" }
+            if let pid = e.pid { line += " pid \(pid)" }
+            return line + ": \(e.cause)"
+        }
+        return "it \(status); its last \(recent.count) events:\n" + recent.joined(separator: "\n")
+    }
+}
+
+/// Whether `operation` ends within `timeout` of real time. An operation that does not
+/// (it cannot be cancelled) is left waiting: the test fails then anyway.
+func finishes(within timeout: Duration, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
+    let first = FirstResult()
+    let timer = Task {
+        try? await Task.sleep(for: timeout)
+        first.settle(false)
+    }
+    defer { timer.cancel() }
+    return await withCheckedContinuation { c in
+        first.waiter(c)
+        Task {
+            await operation()
+            first.settle(true)
+        }
+    }
+}
+
+/// The first of several answers, given to the one waiter whenever it asks.
+private final class FirstResult: Sendable {
+    private let state = Mutex<(result: Bool?, waiter: CheckedContinuation<Bool, Never>?)>((nil, nil))
+
+    func settle(_ value: Bool) {
+        let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            guard s.result == nil else { return nil }
+            s.result = value
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume(returning: value)
+    }
+
+    func waiter(_ c: CheckedContinuation<Bool, Never>) {
+        let done = state.withLock { s -> Bool? in
+            if s.result == nil { s.waiter = c }
+            return s.result
+        }
+        if let done { c.resume(returning: done) }
+    }
+}
+
 /// The kernel's view of a process state (`T` when stopped).
 func kernelState(_ pid: Int32) -> Character? {
     (try? ProcStat.read(pid: pid))?.state

@@ -187,7 +187,7 @@ struct TransferHostMoreTests {
             _ = try await host.supervisor.advanceClock(by: .seconds(29))
             #expect(try await host.supervisor.status(id).first?.state == .background)
             _ = try await host.supervisor.advanceClock(by: .seconds(1))
-            await host.supervisor.waitUntil(id, is: .notRunning)
+            try await host.waitUntil(id, is: .notRunning)
             let report = try #require(try await host.supervisor.reports(id).last)
             #expect(report.terminationCode == "0x2182bad3")
             #expect(report.reason.contains("handleEventsForBackgroundURLSession(s)"), "\(report.reason)")
@@ -216,7 +216,7 @@ struct TransferHostMoreTests {
         ])
         await waiting(host, id, ["no network"], nth: count)
         kill(pid, SIGKILL)
-        await host.supervisor.waitUntil(id, is: .notRunning)
+        try await host.waitUntil(id, is: .notRunning)
         return server
     }
 
@@ -267,7 +267,7 @@ struct TransferHostMoreTests {
             _ = try await host.supervisor.advanceClock(by: .seconds(29))
             #expect(try await host.supervisor.status(id).first?.state == .background, "kept running for the completion")
             _ = try await host.supervisor.advanceClock(by: .seconds(1))
-            await host.supervisor.waitUntil(id, is: .notRunning)
+            try await host.waitUntil(id, is: .notRunning)
             let report = try #require(try await host.supervisor.reports(id).last)
             #expect(report.terminationCode == "0x2182bad3")
             #expect(report.reason.contains("handleEventsForBackgroundURLSession(s)"), "\(report.reason)")

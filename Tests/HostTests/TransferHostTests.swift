@@ -52,7 +52,7 @@ struct TransferHostTests {
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
             ])
             try await host.supervisor.background(id)
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             // Bounded, so a failure shows what the host saw instead of hitting the time limit.
             let seen = await withTaskGroup(of: Bool.self) { group in
                 group.addTask { await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("finished") } != nil }
@@ -69,7 +69,7 @@ struct TransferHostTests {
             }
             await returned(host, id, "handleEventsForBackgroundURLSession(s)")
             await returned(host, id, "urlSessionDidFinishEvents(s)")
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             #expect(kernelState(pid) == "T")
             let callbacks = await host.callbacks(id).filter { $0.lowercased().contains("urlsession") || $0.contains("task 1") }
             #expect(callbacks == ["handleEventsForBackgroundURLSession(s)", "didFinishDownloadingTo(task 1)",
@@ -89,7 +89,7 @@ struct TransferHostTests {
             ])
             _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
             kill(pid, SIGKILL)
-            await host.supervisor.waitUntil(id, is: .notRunning)
+            try await host.waitUntil(id, is: .notRunning)
             await returned(host, id, "didCompleteWithError(task 1, nil)")
             let relaunch = await host.events(id).last { $0.kind == .transition && $0.from == .notRunning }
             #expect(relaunch?.to == .background)
@@ -101,7 +101,7 @@ struct TransferHostTests {
             // until urlSessionDidFinishEvents, then is stopped once (not stopped between the
             // events and woken again).
             await returned(host, id, "urlSessionDidFinishEvents(s)")
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             let signals = await host.events(id).filter { $0.kind == .signal && $0.pid != pid }.map(\.cause)
             #expect(signals.filter { $0.hasPrefix("SIGSTOP") }.count == 1, "\(signals)")
             #expect(!signals.contains { $0.hasPrefix("SIGCONT") }, "\(signals)")
@@ -120,7 +120,7 @@ struct TransferHostTests {
             ])
             _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
             kill(pid, SIGKILL)
-            await host.supervisor.waitUntil(id, is: .notRunning)
+            try await host.waitUntil(id, is: .notRunning)
             let held = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("sessionSendsLaunchEvents is false") }
             #expect(held != nil)
             #expect(try await host.supervisor.status(id).first?.state == .notRunning, "no background launch")
@@ -193,7 +193,7 @@ struct TransferHostTests {
                 #expect(moved == resource.bytes(in: 0..<(192 << 10)))
                 // The session's task numbers go on from where they were.
                 try await second.supervisor.terminate(id)
-                await second.supervisor.waitUntil(id, is: .notRunning)
+                try await second.waitUntil(id, is: .notRunning)
                 _ = try await second.supervisor.launch(id, background: false, arguments: [
                     "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
                 ])
