@@ -131,12 +131,14 @@ let package = Package(
         .systemLibrary(name: "CFreeType", pkgConfig: "freetype2", providers: [.apt(["libfreetype-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .target(name: "Snapshots", dependencies: ["AppHostProtocol", "CFreeType", "CPNG"]),
-        .testTarget(name: "SnapshotsTests", dependencies: ["Snapshots", "AppHostProtocol"]),
-        .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol"]),
-        .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol"]),
-        .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots"]),
-        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol"]),
+        // What every test target shares: the tags (`.process`, `.virtualClock`, `.network`).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "SnapshotsTests", dependencies: ["Snapshots", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport"]),
+        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol", "TestSupport"]),
         // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO for transfer tests, and its self-tests.
         .target(
             name: "HTTPTestServer",
@@ -151,11 +153,11 @@ let package = Package(
             ],
             path: "Tests/HTTPTestServer"
         ),
-        .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer"]),
+        .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer", "TestSupport"]),
         .testTarget(
             name: "TransferTests",
             dependencies: [
-                "TransferCore", "AppHostProtocol", "AppHostSystem", "HTTPTestServer",
+                "TransferCore", "AppHostProtocol", "AppHostSystem", "HTTPTestServer", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
                 // BodyWriterTests drive the writer from an event loop of their own.
                 .product(name: "NIOCore", package: "swift-nio"),

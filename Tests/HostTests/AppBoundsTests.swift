@@ -1,12 +1,13 @@
 import AppHostProtocol
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
 /// What one app can make the host keep or do is bounded (issue 14); past a bound the app
 /// alone is killed, with a report, and the host goes on serving. Each test starts a real
 /// app on a host of its own with small bounds.
-@Suite("AppBounds", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"))
+@Suite("AppBounds", .tags(.process), .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"))
 struct AppBoundsTests {
     /// Launches `id` with `arguments`, waits until it has ended, returns its report's reason.
     func endOf(_ host: TestHost, _ id: String, _ arguments: [String]) async throws -> String {

@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
@@ -34,7 +35,7 @@ let pidsControllerPresent: Bool = {
 /// `posix_spawn` fail with EPERM (seccomp) and the app goes on; the `processes` limit
 /// (a pids cgroup) caps its threads; an app with a limit is in its cgroup from its
 /// first instruction, alone in it; an app without one has none.
-@Suite("App processes", .serialized, .timeLimit(.minutes(2)),
+@Suite("App processes", .tags(.process), .serialized, .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
 struct AppProcessesTests {
     func appLog(_ host: TestHost, _ id: String) -> String {

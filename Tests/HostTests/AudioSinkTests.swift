@@ -1,10 +1,11 @@
 import AppHostProtocol
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
 /// Where an app's audio goes: a valid WAV file in its container, or nowhere.
-@Suite("Audio sink", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Audio sink", .tags(.process, .virtualClock), .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct AudioSinkTests {
     func le32(_ d: Data, _ at: Int) -> UInt32 { d[at..<at + 4].enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * $1.offset) } }
 

@@ -2,12 +2,13 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import Plugins
+import TestSupport
 import Testing
 @testable import Host
 
 /// Fetch, BGTaskScheduler and silent pushes with real probe processes on the virtual
 /// clock: a week of fetches is checked in milliseconds.
-@Suite("Background work (virtual clock)", .timeLimit(.minutes(3)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Background work (virtual clock)", .tags(.process, .virtualClock), .timeLimit(.minutes(3)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct BackgroundWorkTests {
     /// Runs `body` with a host of its own on the virtual clock (see `withHost`).
     func withVirtualHost<T>(_ profile: BudgetProfile = .default, settle: Duration = .seconds(2),

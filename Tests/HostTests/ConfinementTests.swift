@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
@@ -13,7 +14,7 @@ let kernelLandlockABI = Landlock.abiVersion ?? 0
 /// The sandbox of a real app, seen from inside: the probe tries files, signals,
 /// sockets and its App Groups, and prints what the kernel said. Each test uses
 /// a host of its own, stops it (reaping every app) and removes its directories.
-@Suite("Confinement", .serialized, .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"))
+@Suite("Confinement", .tags(.process), .serialized, .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"))
 struct ConfinementTests {
     /// Installs a probe whose bundle lies outside the state directory (as a user's would).
     func install(_ host: TestHost, _ bundles: TempDir, _ id: String, groups: [String]? = nil) async throws -> String {

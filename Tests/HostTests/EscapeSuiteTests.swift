@@ -4,6 +4,7 @@ import CAppHostSys
 import Foundation
 import Logging
 import NIOPosix
+import TestSupport
 import Testing
 @testable import Host
 
@@ -313,7 +314,7 @@ func tracerPID(_ pid: Int32) -> Int32? {
 /// app and the transfer daemon, tries each way out of its sandbox; every attempt
 /// must be denied, and the host, the victim and the daemon must be as they were.
 /// Prints a table: attempt | expected | result | detail.
-@Suite("Escape suite", .timeLimit(.minutes(3)),
+@Suite("Escape suite", .tags(.process), .timeLimit(.minutes(3)),
        .enabled(if: probeBuilt && hostileBuilt && transferDaemonBuilt,
                 "ProbeApp, HostileApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
 struct EscapeSuiteTests {

@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
@@ -27,7 +28,7 @@ private func credentials(_ pid: Int32) -> (uids: [UInt32], gids: [UInt32], group
 
 /// Each app of a root host runs as a uid of its own (issue 14). Every host here has a
 /// registry and a range of its own, so the tests do not meet each other's claims.
-@Suite("Identities", .serialized, .timeLimit(.minutes(2)),
+@Suite("Identities", .tags(.process), .serialized, .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"),
        .enabled(if: geteuid() == 0, "per-app uids need a host running as root"))
 struct IdentityTests {

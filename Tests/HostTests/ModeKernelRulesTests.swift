@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
@@ -27,7 +28,7 @@ let serialDevices = existingDevices(["/dev/ttyUSB*", "/dev/ttyACM*"])
 
 /// The kernel rules built from an app's declared modes, seen from inside a real app
 /// process: the probe tries the socket or device and prints what the kernel said.
-@Suite("Mode kernel rules", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Mode kernel rules", .tags(.process), .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct ModeKernelRulesTests {
     /// Launches a probe declaring `modes` that runs `actions` in didFinishLaunching; returns its log.
     func probe(_ modes: [BackgroundMode], _ actions: [String]) async throws -> String {

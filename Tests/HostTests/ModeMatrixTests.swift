@@ -2,6 +2,7 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import Plugins
+import TestSupport
 import Testing
 @testable import Host
 
@@ -35,7 +36,7 @@ struct MatrixCase: Sendable, CustomTestStringConvertible {
 /// whether it declares the mode or not (location: it sets
 /// `allowsBackgroundLocationUpdates` only when declared, since doing so without the
 /// mode is a programmer error that kills it, tested on its own below).
-@Suite("Enforcement matrix", .timeLimit(.minutes(3)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Enforcement matrix", .tags(.process, .virtualClock), .timeLimit(.minutes(3)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct ModeMatrixTests {
     static let table: [MatrixCase] = [
         .init(.audio, true, false, "plays"),

@@ -1,12 +1,13 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
 /// Every time rule of the iOS model, with real app processes, on the virtual clock:
 /// a 30-second rule is checked in milliseconds.
-@Suite("Policy (virtual clock)", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Policy (virtual clock)", .tags(.process, .virtualClock), .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct PolicyTests {
     /// Runs `body` with a host of its own on the virtual clock (see `withHost`).
     func withVirtualHost<T>(_ profile: BudgetProfile = .default, settle: Duration = .seconds(15),

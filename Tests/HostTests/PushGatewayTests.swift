@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOPosix
 import Plugins
+import TestSupport
 import Testing
 @testable import Host
 
@@ -311,7 +312,7 @@ struct APNsWireTests {
 
 // MARK: - Over the network
 
-@Suite("Push gateway over curl", .timeLimit(.minutes(2)),
+@Suite("Push gateway over curl", .tags(.process, .network), .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"),
        .enabled("needs curl with HTTP/2 (Debian: apt-get install curl)") { await Curl.supportsHTTP2() })
 struct PushGatewayCurlTests {
@@ -431,7 +432,7 @@ struct PushGatewayCurlTests {
     }
 }
 
-@Suite("Push gateway (NIO client)", .timeLimit(.minutes(2)),
+@Suite("Push gateway (NIO client)", .tags(.process, .network), .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct PushGatewayClientTests {
     @Test func manyConcurrentStreamsOnOneConnection() async throws {
@@ -486,7 +487,7 @@ struct PushGatewayClientTests {
 
 // MARK: - The daemon
 
-@Suite("CLI: push gateway", .timeLimit(.minutes(2)),
+@Suite("CLI: push gateway", .tags(.process, .network), .timeLimit(.minutes(2)),
        .enabled(if: cliBuilt, "apphost and the probe app not built: run `swift build` first (scripts/test.sh does)"),
        .enabled("needs curl with HTTP/2 (Debian: apt-get install curl)") { await Curl.supportsHTTP2() })
 struct PushGatewayCLITests {

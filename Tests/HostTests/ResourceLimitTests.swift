@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
@@ -11,7 +12,7 @@ let memoryCgroupWritable: Bool = {
 }()
 
 /// The host config's `"limits"`, enforced on real app processes.
-@Suite("Resource limits", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Resource limits", .tags(.process), .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
 struct ResourceLimitTests {
     /// The soft and hard values of a `/proc/<pid>/limits` row ("Max open files").
     func limit(_ pid: Int32, _ name: String) -> (soft: String, hard: String)? {

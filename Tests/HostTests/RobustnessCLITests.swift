@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
@@ -74,7 +75,7 @@ private func makeSparse(_ path: String, size: Int64) throws {
     guard ftruncate(fd, off_t(size)) == 0 else { throw CLITestFailure("ftruncate: \(String(cString: strerror(errno)))") }
 }
 
-@Suite(.enabled(if: cliBuilt, "needs the apphost and ProbeApp products"))
+@Suite(.tags(.process), .enabled(if: cliBuilt, "needs the apphost and ProbeApp products"))
 struct RobustnessCLITests {
     // MARK: 1. the event log on a full disk
 

@@ -1,6 +1,7 @@
 import AppHostProtocol
 import Foundation
 import Snapshots
+import TestSupport
 import Testing
 @testable import Host
 
@@ -8,7 +9,7 @@ let bankBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory +
 
 /// Snapshots taken by the host of the real BankApp samples (manifests/Bank*.app):
 /// policies, the files kept, the switcher.
-@Suite("App-switcher snapshots", .timeLimit(.minutes(2)),
+@Suite("App-switcher snapshots", .tags(.process), .timeLimit(.minutes(2)),
        .enabled(if: bankBuilt, "BankApp not built: run `swift build` first (scripts/test.sh does)"))
 struct SnapshotHostTests {
     let balance = "$12,345.67"
@@ -157,7 +158,7 @@ extension SnapshotHostTests {
 }
 
 /// `apphost privacy-check` on the three samples, as a user runs it.
-@Suite("privacy-check CLI", .timeLimit(.minutes(2)),
+@Suite("privacy-check CLI", .tags(.process), .timeLimit(.minutes(2)),
        .enabled(if: bankBuilt, "BankApp not built: run `swift build` first (scripts/test.sh does)"))
 struct PrivacyCheckCLITests {
     @Test func theLeakyBankFailsByNameAndTheOthersPassWithJUnit() async throws {

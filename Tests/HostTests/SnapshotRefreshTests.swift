@@ -1,6 +1,7 @@
 import AppHostProtocol
 import Foundation
 import Snapshots
+import TestSupport
 import Testing
 @testable import Host
 
@@ -8,7 +9,7 @@ import Testing
 /// push's completion), the `launch-image` policy and `ignoreSnapshotOnNextApplicationLaunch`,
 /// and the screen the app is told: probes (ProbeApp's `window:TEXT` shows a label) and
 /// BankCover, on hosts of their own.
-@Suite("App-switcher snapshot refreshes and launch images", .timeLimit(.minutes(2)),
+@Suite("App-switcher snapshot refreshes and launch images", .tags(.process), .timeLimit(.minutes(2)),
        .enabled(if: bankBuilt && probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct SnapshotRefreshTests {
     /// Launches in front with `arguments`, sends it home; returns the didEnterBackground snapshot.

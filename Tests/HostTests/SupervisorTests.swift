@@ -1,11 +1,12 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
 /// The host with real processes: sample and probe apps spawned through the sandbox.
-@Suite("Supervisor", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Supervisor", .tags(.process), .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct SupervisorTests {
     @Test func homeSuspendsWithSIGSTOPAndForegroundResumes() async throws {
         try await withHost { host in
@@ -163,7 +164,7 @@ struct SupervisorTests {
         }
     }
 
-    @Test func terminateMovingClockKillsAnAppThatIgnoresWillTerminateOnTheVirtualClock() async throws {
+    @Test(.tags(.virtualClock)) func terminateMovingClockKillsAnAppThatIgnoresWillTerminateOnTheVirtualClock() async throws {
         // Nobody advances a privacy check's clock: the host moves it past the grace period itself.
         try await withHost(grace: .seconds(5), clock: .virtual, settle: .milliseconds(200)) { host in
             let id = try await host.installProbe("com.test.stubborn")

@@ -2,6 +2,7 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import HTTPTestServer
+import TestSupport
 import Testing
 @testable import Host
 
@@ -9,7 +10,7 @@ import Testing
 /// in-process, the real `apphost-transferd`, ProbeApp, and an HTTPTestServer on
 /// loopback. Device conditions (discretionary, Wi-Fi only), the 0x2182bad3 kill,
 /// uploads and the container rule, redirects, and HTTPS with an extra CA.
-@Suite("Background transfers through the host, more", .timeLimit(.minutes(3)),
+@Suite("Background transfers through the host, more", .tags(.process, .network), .timeLimit(.minutes(3)),
        .enabled(if: probeBuilt && transferDaemonBuilt, "ProbeApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
 struct TransferHostMoreTests {
     // MARK: Helpers
@@ -157,7 +158,7 @@ struct TransferHostMoreTests {
 
     // MARK: The background budget of session events
 
-    @Test func anAppThatNeverCallsTheEventsCompletionIsKilledWith2182bad3() async throws {
+    @Test(.tags(.virtualClock)) func anAppThatNeverCallsTheEventsCompletionIsKilledWith2182bad3() async throws {
         let server = try await startServer()
         server.serve("/file", resource: .generated(size: 64 << 10, seed: 6))
         try await withHost(label: "txk", clock: .virtual) { host in
@@ -254,7 +255,7 @@ struct TransferHostMoreTests {
         try await server.stop()
     }
 
-    @Test func anAppRelaunchedInTheBackgroundThatNeverCallsTheCompletionIsKilledWith2182bad3() async throws {
+    @Test(.tags(.virtualClock)) func anAppRelaunchedInTheBackgroundThatNeverCallsTheCompletionIsKilledWith2182bad3() async throws {
         let server = try await withHost(label: "txk", clock: .virtual) { host in
             let id = try await host.installProbe("com.txm.relaunch-never")
             let server = try await transfersOfAKilledApp(host, id, count: 1)

@@ -2,6 +2,7 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import HTTPTestServer
+import TestSupport
 import Testing
 @testable import Host
 
@@ -10,7 +11,7 @@ let transferDaemonBuilt = FileManager.default.isExecutableFile(atPath: productsD
 /// Background URLSession through the host and the real transfer daemon, against a real
 /// HTTP server on loopback: delivery in front, waking a suspended app, launching a
 /// killed one, and a user terminate cancelling.
-@Suite("Background transfers through the host", .timeLimit(.minutes(2)),
+@Suite("Background transfers through the host", .tags(.process, .network), .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt && transferDaemonBuilt, "ProbeApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
 struct TransferHostTests {
     func returned(_ host: TestHost, _ id: String, _ cause: String) async {
@@ -306,7 +307,7 @@ struct TransferHostTests {
 
 /// Apps reach the daemon only through the host: it listens on nothing (no path, no
 /// port); its one socket is the host's end of a socketpair made at spawn.
-@Suite("Transfer daemon isolation", .timeLimit(.minutes(1)), .enabled(if: transferDaemonBuilt, "apphost-transferd not built: run `swift build` first"))
+@Suite("Transfer daemon isolation", .tags(.process), .timeLimit(.minutes(1)), .enabled(if: transferDaemonBuilt, "apphost-transferd not built: run `swift build` first"))
 struct TransferDaemonIsolationTests {
     @Test func theDaemonHasNoListeningSocketAnAppCouldConnectTo() async throws {
         try await withHost(label: "txi") { host in

@@ -2,10 +2,11 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import HTTPTestServer
+import TestSupport
 import Testing
 
 /// End-to-end tests of the real `apphost-transferd` binary against HTTPTestServer.
-@Suite(.serialized)
+@Suite(.tags(.process, .network), .serialized)
 struct TransferDaemonTests {
     /// Starts a server, a temp dir and a daemon; always stops all three.
     func withSetup(_ label: String, arguments: [String] = [], limits: [ResourceLimit] = [],
