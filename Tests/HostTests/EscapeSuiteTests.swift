@@ -12,7 +12,7 @@ import Testing
 import Glibc
 #endif
 
-let hostileBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory + "/HostileApp")
+let hostileBuilt = productBuilt("HostileApp")
 
 /// What the escape suite expects of one attempt of HostileApp: that it is denied,
 /// and by which layer (shown in the table).

@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 @testable import Host
 
-let bankBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory + "/BankApp")
+let bankBuilt = productBuilt("BankApp")
 
 /// Snapshots taken by the host of the real BankApp samples (manifests/Bank*.app):
 /// policies, the files kept, the switcher.

@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 @testable import Host
 
-let transferDaemonBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory + "/apphost-transferd")
+let transferDaemonBuilt = productBuilt("apphost-transferd")
 
 /// Background URLSession through the host and the real transfer daemon, against a real
 /// HTTP server on loopback: delivery in front, waking a suspended app, launching a
