@@ -23,11 +23,11 @@ struct SupervisorTests {
             try await host.waitUntil(id, is: .active)
             #expect(kernelState(pid) != "T")
 
-            let transitions = await host.events(id).filter { $0.kind == .transition }.map { "\($0.from!.rawValue)→\($0.to!.rawValue)" }
+            let transitions = await host.events(id).filter { $0.kind == .transition }.map { [$0.from, $0.to] }
             #expect(transitions == [
-                "notRunning→inactive", "inactive→active",
-                "active→inactive", "inactive→background", "background→suspended",
-                "suspended→background", "background→inactive", "inactive→active",
+                [.notRunning, .inactive], [.inactive, .active],
+                [.active, .inactive], [.inactive, .background], [.background, .suspended],
+                [.suspended, .background], [.background, .inactive], [.inactive, .active],
             ])
             let status = try await host.supervisor.status(id)
             #expect(status.first?.state == .active)
@@ -119,8 +119,8 @@ struct SupervisorTests {
             let pid = try await host.supervisor.launch(id, background: true, arguments: [])
             try await host.waitUntil(id, is: .suspended)
             #expect(kernelState(pid) == "T")
-            let transitions = await host.events(id).filter { $0.kind == .transition }.map { $0.to!.rawValue }
-            #expect(transitions == ["background", "suspended"])
+            let transitions = await host.events(id).filter { $0.kind == .transition }.map { [$0.from, $0.to] }
+            #expect(transitions == [[.notRunning, .background], [.background, .suspended]])
             #expect(await host.callbacks(id) == ["didFinishLaunching"])
         }
     }
