@@ -51,6 +51,24 @@ struct SupervisorTests {
         }
     }
 
+    @Test func aWaitForAnEventThatRunsOutSaysWhatTheHostSaw() async throws {
+        try await withHost { host in
+            let id = try await host.installProbe("com.test.eventout")
+            _ = try await host.supervisor.launch(id, background: false, arguments: [])
+            try await host.waitUntil(id, is: .active)
+            // No report comes for a running app: the wait runs out and returns nil.
+            var event: HostEvent?
+            await withKnownIssue {
+                event = await host.waitForEvent(id, timeout: .milliseconds(100)) { $0.kind == .report }
+            } matching: { issue in
+                let said = issue.comments.map(\.rawValue).joined()
+                return said.contains("no event of \(id) matched within") && said.contains("it active, pid ")
+                    && said.contains("transition inactive→active")
+            }
+            #expect(event == nil)
+        }
+    }
+
     @Test func callbacksRunInIOSOrder() async throws {
         try await withHost { host in
             let id = try await host.installProbe("com.test.order")

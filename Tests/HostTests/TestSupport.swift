@@ -140,13 +140,39 @@ final class TestHost: Sendable {
         return Array(past)
     }
 
-    /// Waits for the first event of `id` (past or future) matching `predicate`.
-    func waitForEvent(_ id: String, _ predicate: @Sendable (HostEvent) -> Bool) async -> HostEvent? {
+    /// Waits for the first event of `id` (past or future) matching `predicate`, for at
+    /// most `timeout` of real time; then records an issue saying what the host saw
+    /// (the app's state, its last events) and returns nil, as it does when the log ends.
+    func waitForEvent(_ id: String, timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation,
+                      _ predicate: @escaping @Sendable (HostEvent) -> Bool) async -> HostEvent? {
         let (past, live, sub) = await supervisor.subscribe(bundleIdentifier: id)
         defer { Task { await supervisor.unsubscribe(sub) } }
         if let e = past.first(where: predicate) { return e }
-        for await e in live where predicate(e) { return e }
-        return nil
+        enum Outcome: Sendable { case event(HostEvent), ended, timedOut }
+        let outcome = await withTaskGroup(of: Outcome.self) { group in
+            group.addTask {
+                for await e in live where predicate(e) { return .event(e) }
+                return .ended
+            }
+            group.addTask {
+                do {
+                    try await Task.sleep(for: timeout)
+                    return .timedOut
+                } catch {
+                    return .ended // cancelled: the test is being torn down
+                }
+            }
+            let first = await group.next() ?? .ended
+            group.cancelAll()
+            return first
+        }
+        switch outcome {
+        case .event(let e): return e
+        case .ended: return nil
+        case .timedOut:
+            Issue.record("no event of \(id) matched within \(timeout); the host saw \(await sawOf(id))", sourceLocation: sourceLocation)
+            return nil
+        }
     }
 }
 
