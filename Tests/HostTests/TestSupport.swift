@@ -111,10 +111,13 @@ final class TestHost: Sendable {
     }
 
     /// Terminates every app (waiting for each to be reaped) and tears the host down.
+    /// Snapshots still being drawn are waited for: written after the removal, they
+    /// would leave the state directory behind.
     func stop(removing: Bool = true) async {
         await supervisor.shutdown()
         await supervisor.finish()
         await loop.value
+        await supervisor.waitForSnapshots()
         try? await group.shutdownGracefully()
         if removing { dir.remove() }
     }
