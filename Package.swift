@@ -132,14 +132,16 @@ let package = Package(
         .systemLibrary(name: "CFreeType", pkgConfig: "freetype2", providers: [.apt(["libfreetype-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
         .target(name: "Snapshots", dependencies: ["AppHostProtocol", "CFreeType", "CPNG"]),
-        .testTarget(name: "SnapshotsTests", dependencies: ["Snapshots", "AppHostProtocol"]),
-        .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol"]),
-        .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol"]),
-        .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots",
+        // What every test target shares: the tags (`.process`, `.virtualClock`, `.network`).
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "SnapshotsTests", dependencies: ["Snapshots", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
                                                   // PrivacyStoreTests write rows as another host left them.
                                                   .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol"]),
+        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol", "TestSupport"]),
         // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO: the demo's download and the
         // transfer tests' server (resources with Range/If-Range, faults, a request log).
         .target(
@@ -163,11 +165,11 @@ let package = Package(
             ],
             path: "Tests/HTTPTestServer"
         ),
-        .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer"]),
+        .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer", "TestSupport"]),
         .testTarget(
             name: "TransferTests",
             dependencies: [
-                "TransferCore", "AppHostProtocol", "AppHostSystem", "HTTPTestServer",
+                "TransferCore", "AppHostProtocol", "AppHostSystem", "HTTPTestServer", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
                 // BodyWriterTests drive the writer from an event loop of their own.
                 .product(name: "NIOCore", package: "swift-nio"),

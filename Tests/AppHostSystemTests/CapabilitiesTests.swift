@@ -1,6 +1,7 @@
 import AppHostSystem
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -9,7 +10,7 @@ import Glibc
 
 /// `SpawnSettings.dropsCapabilities`: a child keeps no capability, even when
 /// this process (the host) runs as root.
-@Suite("Capabilities", .timeLimit(.minutes(1)))
+@Suite("Capabilities", .tags(.process), .timeLimit(.minutes(1)))
 struct CapabilitiesTests {
     static let none = "0000000000000000"
 

@@ -1,13 +1,14 @@
 import AppHostSystem
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 
 /// The seccomp rules behind background modes and the app sandbox: socket
 /// families denied by argument, Unix sockets limited to connected pairs. Each
 /// test spawns `aph-sandbox-check` with check options and reads its one-line
 /// verdicts. (The Landlock side is in `LandlockTests`.)
-@Suite("ModeRules", .timeLimit(.minutes(1)))
+@Suite("ModeRules", .tags(.process), .timeLimit(.minutes(1)))
 struct ModeRulesTests {
     /// AF_BLUETOOTH.
     static let bluetooth: Int32 = 31

@@ -1,9 +1,10 @@
 import AppHostSystem
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 
-@Suite("ProcLocks", .timeLimit(.minutes(1)))
+@Suite("ProcLocks", .tags(.process), .timeLimit(.minutes(1)))
 struct ProcLocksTests {
     // MARK: Parsing
 

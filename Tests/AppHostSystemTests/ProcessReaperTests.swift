@@ -1,9 +1,10 @@
 import AppHostSystem
 import Foundation
 import SystemPackage
+import TestSupport
 import Testing
 
-@Suite("ProcessReaper", .timeLimit(.minutes(1)))
+@Suite("ProcessReaper", .tags(.process), .timeLimit(.minutes(1)))
 struct ProcessReaperTests {
     @Test func sandboxCheckSeesTheBaselineSandbox() async throws {
         guard let checker = sandboxCheckPath() else { return }
@@ -198,7 +199,7 @@ struct ProcessReaperTests {
     }
 }
 
-@Suite("aph_spawn death signal", .timeLimit(.minutes(1)))
+@Suite("aph_spawn death signal", .tags(.process), .timeLimit(.minutes(1)))
 struct DeathSignalTests {
     /// The sandbox checker spawns a grandchild from a thread that then exits;
     /// PR_SET_PDEATHSIG must kill the grandchild. Inside the baseline filter

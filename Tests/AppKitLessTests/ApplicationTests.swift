@@ -38,29 +38,16 @@ private final class RecordingDelegate: ApplicationDelegate {
 }
 
 /// An application over a socketpair whose host end the test drives.
-private struct Fixture {
-    let host: TestHost
-    let recorder = RecordedEffects()
-    let delegate: RecordingDelegate
-    let application: Application
+private typealias Fixture = AppHarness<RecordingDelegate, NoExtras>
 
+private extension AppHarness where Delegate == RecordingDelegate, Extra == NoExtras {
     init(hooks: [String: @MainActor (Application) -> Void] = [:]) async throws {
-        host = try TestHost()
         _ = mainQueueKey
-        let connection = Connection(descriptor: host.appDescriptor)
-        let effects = recorder.effects
-        (delegate, application) = await MainActor.run {
+        try await self.init { connection, effects in
             let delegate = RecordingDelegate()
             delegate.hooks = hooks
-            return (delegate, Application(bundleIdentifier: "com.example.test", delegate: delegate, connection: connection, effects: effects))
+            return (delegate, Application(bundleIdentifier: "com.example.test", delegate: delegate, connection: connection, effects: effects), NoExtras())
         }
-        application.startReceivingCallbacks()
-    }
-
-    /// Ends the host side; the reader thread then stops. (The app's descriptor is
-    /// left open: the reader may still be returning from its last read.)
-    func tearDown() {
-        host.closeHostEnd()
     }
 }
 

@@ -61,68 +61,22 @@ private final class DefaultsDelegate: ApplicationDelegate {}
 
 /// An application with its own service router and BGTaskScheduler over a
 /// socketpair whose host end the test drives.
-private struct Fixture<Delegate: ApplicationDelegate & Sendable> {
-    let host: TestHost
-    let recorder = RecordedEffects()
-    let delegate: Delegate
-    let scheduler: BGTaskScheduler
-    let application: Application
+private typealias Fixture<D: ApplicationDelegate & Sendable> = AppHarness<D, WorkExtras>
 
+private struct WorkExtras: Sendable {
+    let scheduler: BGTaskScheduler
+}
+
+private extension AppHarness where Extra == WorkExtras {
     init(_ make: @escaping @MainActor @Sendable () -> Delegate) async throws {
-        host = try TestHost()
         _ = workMainQueueKey
-        let connection = Connection(descriptor: host.appDescriptor)
-        let effects = recorder.effects
         let scheduler = BGTaskScheduler()
-        self.scheduler = scheduler
-        (delegate, application) = await MainActor.run {
+        try await self.init { connection, effects in
             let delegate = make()
             let router = ServiceRouter(taskScheduler: scheduler)
             let app = Application(bundleIdentifier: "com.example.work", delegate: delegate, connection: connection,
                                   effects: effects, services: router)
-            return (delegate, app)
-        }
-        application.startReceivingCallbacks()
-    }
-
-    func tearDown() {
-        host.closeHostEnd()
-    }
-
-    /// Sends a heartbeat as callback `seq` and expects its acknowledgement to be the
-    /// next message: proof that nothing else was sent meanwhile.
-    func expectQuiet(seq: UInt64, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try host.send(.callback(seq: seq, callback: .heartbeat, state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
-    }
-}
-
-/// Runs `body` on the main queue at once and lets the test await its result after
-/// playing the host's part on the socket.
-private final class MainQueueCall<T: Sendable>: Sendable {
-    private let state = Mutex<(result: T?, waiter: CheckedContinuation<T, Never>?)>((nil, nil))
-
-    init(_ body: @escaping @MainActor @Sendable () -> T) {
-        DispatchQueue.main.async {
-            let result = MainActor.assumeIsolated { body() }
-            let waiter = self.state.withLock { s -> CheckedContinuation<T, Never>? in
-                s.result = result
-                defer { s.waiter = nil }
-                return s.waiter
-            }
-            waiter?.resume(returning: result)
-        }
-    }
-
-    var value: T {
-        get async {
-            await withCheckedContinuation { c in
-                let done = state.withLock { s -> T? in
-                    if s.result == nil { s.waiter = c }
-                    return s.result
-                }
-                if let done { c.resume(returning: done) }
-            }
+            return (delegate, app, WorkExtras(scheduler: scheduler))
         }
     }
 }

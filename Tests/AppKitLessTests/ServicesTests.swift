@@ -45,29 +45,21 @@ private final class RegistrationDelegate: ApplicationDelegate {
 }
 
 /// An application with its own service router over a socketpair whose host end the test drives.
-private struct Fixture {
-    let host: TestHost
-    let recorder = RecordedEffects()
-    let delegate: RegistrationDelegate
-    let router: ServiceRouter
-    let application: Application
+private typealias Fixture = AppHarness<RegistrationDelegate, ServicesExtras>
 
+private struct ServicesExtras: Sendable {
+    let router: ServiceRouter
+}
+
+private extension AppHarness where Delegate == RegistrationDelegate, Extra == ServicesExtras {
     init() async throws {
-        host = try TestHost()
         _ = servicesMainQueueKey
-        let connection = Connection(descriptor: host.appDescriptor)
-        let effects = recorder.effects
-        (delegate, router, application) = await MainActor.run {
+        try await self.init { connection, effects in
             let delegate = RegistrationDelegate()
             let router = ServiceRouter()
             let app = Application(bundleIdentifier: "com.example.services", delegate: delegate, connection: connection, effects: effects, services: router)
-            return (delegate, router, app)
+            return (delegate, app, ServicesExtras(router: router))
         }
-        application.startReceivingCallbacks()
-    }
-
-    func tearDown() {
-        host.closeHostEnd()
     }
 }
 

@@ -68,36 +68,21 @@ private final class SessionRecorder: BackgroundURLSessionDelegate {
 }
 
 /// An application with its own service router over a socketpair whose host end the test drives.
-private struct URLFixture<Delegate: ApplicationDelegate & Sendable> {
-    let host: TestHost
-    let recorder = RecordedEffects()
-    let delegate: Delegate
-    let application: Application
-    let router: ServiceRouter
+private typealias URLFixture<D: ApplicationDelegate & Sendable> = AppHarness<D, URLExtras>
 
+private struct URLExtras: Sendable {
+    let router: ServiceRouter
+}
+
+private extension AppHarness where Extra == URLExtras {
     init(_ make: @escaping @MainActor @Sendable () -> Delegate) async throws {
-        host = try TestHost()
-        let connection = Connection(descriptor: host.appDescriptor)
-        let effects = recorder.effects
-        (delegate, application, router) = await MainActor.run {
+        try await self.init { connection, effects in
             let delegate = make()
             let router = ServiceRouter()
             let app = Application(bundleIdentifier: "com.example.transfers", delegate: delegate, connection: connection,
                                   effects: effects, services: router)
-            return (delegate, app, router)
+            return (delegate, app, URLExtras(router: router))
         }
-        application.startReceivingCallbacks()
-    }
-
-    func tearDown() {
-        host.closeHostEnd()
-    }
-
-    /// A heartbeat as callback `seq` whose acknowledgement must be the next message:
-    /// nothing else was sent meanwhile, and main-queue work queued before it has run.
-    func expectQuiet(seq: UInt64, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try host.send(.callback(seq: seq, callback: .heartbeat, state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
     }
 
     /// Sends event callback `seq` and expects its acknowledgement next.
@@ -116,42 +101,13 @@ private struct URLFixture<Delegate: ApplicationDelegate & Sendable> {
         var configuration = BackgroundURLSessionConfiguration.background(withIdentifier: identifier)
         configure(&configuration)
         let made = configuration
-        let call = Call { BackgroundURLSession(configuration: made, delegate: delegate, router: router) }
+        let call = MainQueueCall { BackgroundURLSession(configuration: made, delegate: delegate, router: router) }
         #expect(try host.receive() == .request(id: id, request: .service(.urlSessionCreate(made.protocolValue))), sourceLocation: sourceLocation)
         try host.send(.reply(id: id, reply: .service(.transferTasks(tasks))))
         return await call.value
     }
 }
 
-/// Runs `body` on the main queue at once; the test awaits its result after playing the host's part.
-private final class Call<T: Sendable>: Sendable {
-    private let state = Mutex<(result: T?, waiter: CheckedContinuation<Void, Never>?)>((nil, nil))
-
-    init(_ body: @escaping @MainActor @Sendable () -> T) {
-        DispatchQueue.main.async {
-            let result = MainActor.assumeIsolated { body() }
-            let waiter = self.state.withLock { s -> CheckedContinuation<Void, Never>? in
-                s.result = result
-                defer { s.waiter = nil }
-                return s.waiter
-            }
-            waiter?.resume()
-        }
-    }
-
-    var value: T {
-        get async {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let done = state.withLock { s -> Bool in
-                    if s.result == nil { s.waiter = c }
-                    return s.result != nil
-                }
-                if done { c.resume() }
-            }
-            return state.withLock { $0.result! }
-        }
-    }
-}
 
 private func temporaryFile(_ contents: String) throws -> URL {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("akl-urlsession-\(UUID().uuidString)")
@@ -183,7 +139,7 @@ struct URLSessionTests {
         }
         #expect(session.configuration.protocolValue == BackgroundSessionConfig(identifier: "com.x.bg", isDiscretionary: true, timeoutIntervalForResource: 60, allowsCellularAccess: false))
 
-        let list = Call { session.getAllTasks() }
+        let list = MainQueueCall { session.getAllTasks() }
         #expect(try host.receive() == .request(id: 2, request: .service(.urlSessionTasks(session: "com.x.bg"))))
         try host.send(.reply(id: 2, reply: .service(.transferTasks([earlier[0]]))))
         let tasks = await list.value
@@ -192,7 +148,7 @@ struct URLSessionTests {
             #expect(tasks[0].kind == .download && tasks[0].state == .running && tasks[0].countOfBytesReceived == 10)
             #expect(tasks[0].countOfBytesExpectedToReceive == 100 && tasks[0].url.absoluteString == "https://example.com/a")
         }
-        let again = Call { session.getAllTasks() }
+        let again = MainQueueCall { session.getAllTasks() }
         #expect(try host.receive() == .request(id: 3, request: .service(.urlSessionTasks(session: "com.x.bg"))))
         try host.send(.reply(id: 3, reply: .service(.transferTasks([earlier[0]]))))
         let second = await again.value
@@ -221,7 +177,7 @@ struct URLSessionTests {
         #expect(await MainActor.run { download.state == .suspended && download.taskIdentifier == 0 })
         try fixture.expectQuiet(seq: 1)
 
-        let resume = Call { download.resume() }
+        let resume = MainQueueCall { download.resume() }
         #expect(try host.receive() == .request(id: 2, request: .service(.urlSessionStartTask(
             session: "s", kind: .download, url: "https://example.com/file.bin", method: "GET", headers: [:], uploadFile: nil))))
         try host.send(.reply(id: 2, reply: .service(.transferTaskCreated(taskIdentifier: 7))))
@@ -234,7 +190,7 @@ struct URLSessionTests {
             request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
             return session.uploadTask(with: request, fromFile: URL(fileURLWithPath: "/c/Documents/up.txt"))
         }
-        let resumeUpload = Call { upload.resume() }
+        let resumeUpload = MainQueueCall { upload.resume() }
         #expect(try host.receive() == .request(id: 3, request: .service(.urlSessionStartTask(
             session: "s", kind: .upload, url: "https://example.com/up", method: "PUT",
             headers: ["Content-Type": "text/plain"], uploadFile: "/c/Documents/up.txt"))))
@@ -242,14 +198,14 @@ struct URLSessionTests {
         await resumeUpload.value
         #expect(await MainActor.run { upload.kind == .upload && upload.taskIdentifier == 8 })
 
-        let cancel = Call { download.cancel() }
+        let cancel = MainQueueCall { download.cancel() }
         #expect(try host.receive() == .request(id: 4, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 7, produceResumeData: false))))
         try host.send(.reply(id: 4, reply: .service(.ok)))
         await cancel.value
         #expect(await MainActor.run { download.state == .canceling })
 
         let resumeData = Mutex<Data??>(nil)
-        let cancelWithData = Call { upload.cancel(byProducingResumeData: { data in resumeData.withLock { $0 = .some(data) } }) }
+        let cancelWithData = MainQueueCall { upload.cancel(byProducingResumeData: { data in resumeData.withLock { $0 = .some(data) } }) }
         #expect(try host.receive() == .request(id: 5, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 8, produceResumeData: true))))
         try host.send(.reply(id: 5, reply: .service(.ok)))
         await cancelWithData.value
@@ -264,11 +220,11 @@ struct URLSessionTests {
 
         // Cancelling a task never resumed completes it here, without asking the host.
         let never = await MainActor.run { session.downloadTask(with: URL(string: "https://example.com/n")!) }
-        let cancelNever = Call { never.cancel() }
+        let cancelNever = MainQueueCall { never.cancel() }
         await cancelNever.value
         // A refused resume completes the task with the refusal, after resume returns.
         let bad = await MainActor.run { session.downloadTask(with: URL(string: "ftp://example.com/x")!) }
-        let resumeBad = Call { bad.resume() }
+        let resumeBad = MainQueueCall { bad.resume() }
         guard case .request(6, .service(.urlSessionStartTask(_, .download, "ftp://example.com/x", _, _, _))) = try host.receive() else {
             Issue.record("expected the ftp start request")
             return
@@ -290,7 +246,7 @@ struct URLSessionTests {
             format: .xml, options: 0)
         let resumed = await MainActor.run { session.downloadTask(withResumeData: data) }
         #expect(await MainActor.run { resumed.url.absoluteString == "https://example.com/file.bin" && resumed.state == .suspended })
-        let resumeResumed = Call { resumed.resume() }
+        let resumeResumed = MainQueueCall { resumed.resume() }
         #expect(try host.receive() == .request(id: 7, request: .service(.urlSessionResumeTask(session: "s", resumeData: data))))
         try host.send(.reply(id: 7, reply: .service(.transferTaskCreated(taskIdentifier: 9))))
         await resumeResumed.value
@@ -334,7 +290,7 @@ struct URLSessionTests {
         #expect(await MainActor.run { recorder.movedBytes } == Data("payload".utf8))
         #expect(!FileManager.default.fileExists(atPath: location.path))
         // Completed tasks are no longer the session's.
-        let list = Call { session.getAllTasks() }
+        let list = MainQueueCall { session.getAllTasks() }
         #expect(try fixture.host.receive() == .request(id: 2, request: .service(.urlSessionTasks(session: "s"))))
         try fixture.host.send(.reply(id: 2, reply: .service(.transferTasks([]))))
         #expect(await list.value.isEmpty)

@@ -26,33 +26,16 @@ private final class HookDelegate: ApplicationDelegate {
 }
 
 /// An application with its own service router over a socketpair whose host end the test drives.
-private struct Fixture {
-    let host: TestHost
-    let recorder = RecordedEffects()
-    let application: Application
+private typealias Fixture = AppHarness<HookDelegate, NoExtras>
 
+private extension AppHarness where Delegate == HookDelegate, Extra == NoExtras {
     init(hooks: [String: @MainActor (Application) -> Void] = [:]) async throws {
-        host = try TestHost()
-        let connection = Connection(descriptor: host.appDescriptor)
-        let effects = recorder.effects
-        application = await MainActor.run {
+        try await self.init { connection, effects in
             let delegate = HookDelegate()
             delegate.hooks = hooks
-            return Application(bundleIdentifier: "com.example.views", delegate: delegate, connection: connection,
-                               effects: effects, services: ServiceRouter(taskScheduler: BGTaskScheduler()))
+            return (delegate, Application(bundleIdentifier: "com.example.views", delegate: delegate, connection: connection,
+                                          effects: effects, services: ServiceRouter(taskScheduler: BGTaskScheduler())), NoExtras())
         }
-        application.startReceivingCallbacks()
-    }
-
-    func tearDown() {
-        host.closeHostEnd()
-    }
-
-    /// Sends a heartbeat as callback `seq` and expects its acknowledgement to be the
-    /// next message: nothing else (no stray tree) was sent meanwhile.
-    func expectQuiet(seq: UInt64, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try host.send(.callback(seq: seq, callback: .heartbeat, state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTestServer
+import TestSupport
 import Testing
 
 /// What curl saw.
@@ -38,7 +39,7 @@ func curl(_ args: [String]) throws -> CurlResult {
     return CurlResult(exitCode: run.exitCode, status: status, headers: headers, body: body, stdout: stdout)
 }
 
-@Suite("HTTPTestServer")
+@Suite("HTTPTestServer", .tags(.network, .process))
 struct HTTPTestServerTests {
     @Test func fullGetAndHead() async throws {
         let server = try await HTTPTestServer.start()
@@ -266,7 +267,7 @@ struct HTTPTestServerTests {
     }
 }
 
-@Suite("HTTPTestServer over TLS")
+@Suite("HTTPTestServer over TLS", .tags(.network, .process))
 struct HTTPTestServerTLSTests {
     @Test func servesHTTPSWithAThrowawayCAThatCurlTrustsOnlyWhenTold() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hts-tls-\(UUID().uuidString)").path

@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
@@ -34,7 +35,7 @@ let pidsControllerPresent: Bool = {
 /// `posix_spawn` fail with EPERM (seccomp) and the app goes on; the `processes` limit
 /// (a pids cgroup) caps its threads; an app with a limit is in its cgroup from its
 /// first instruction, alone in it; an app without one has none.
-@Suite("App processes", .serialized, .timeLimit(.minutes(2)),
+@Suite("App processes", .tags(.process), .serialized, .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
 struct AppProcessesTests {
     func appLog(_ host: TestHost, _ id: String) -> String {
@@ -54,86 +55,86 @@ struct AppProcessesTests {
     }
 
     @Test func anAppCannotForkOrSpawnAndGoesOn() async throws {
-        let host = try TestHost(label: "fork")
-        let id = try await host.installProbe("com.proc.fork")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "fork:2", "--on", "launch", "fork-allocate:1", "--on", "launch", "spawn:/bin/true",
-            "--on", "launch", "threads:8", "--on", "launch", "print:still-here",
-        ])
-        let log = appLog(host, id)
-        // As iOS's sandbox refuses them: fork(2) and posix_spawn(3) fail with EPERM.
-        #expect(log.contains("[ProbeApp] forked 0 of 2 (EPERM)\n"), "\(log)")
-        #expect(log.contains("[ProbeApp] fork-allocate: EPERM\n"), "\(log)")
-        #expect(log.contains("[ProbeApp] spawn /bin/true: EPERM\n"), "\(log)")
-        // Threads are made as ever, and the app goes on.
-        #expect(log.contains("[ProbeApp] threads: started 8 of 8\n"), "\(log)")
-        #expect(log.contains("still-here"))
-        #expect(processExists(pid))
-        #expect(try await host.supervisor.status(id).first?.state == .active)
-        if let children = children(of: pid) { #expect(children.isEmpty, "the app has no child: \(children)") }
-        await host.stop()
+        try await withHost(label: "fork") { host in
+            let id = try await host.installProbe("com.proc.fork")
+            let pid = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "fork:2", "--on", "launch", "fork-allocate:1", "--on", "launch", "spawn:/bin/true",
+                "--on", "launch", "threads:8", "--on", "launch", "print:still-here",
+            ])
+            let log = appLog(host, id)
+            // As iOS's sandbox refuses them: fork(2) and posix_spawn(3) fail with EPERM.
+            #expect(log.contains("[ProbeApp] forked 0 of 2 (EPERM)\n"), "\(log)")
+            #expect(log.contains("[ProbeApp] fork-allocate: EPERM\n"), "\(log)")
+            #expect(log.contains("[ProbeApp] spawn /bin/true: EPERM\n"), "\(log)")
+            // Threads are made as ever, and the app goes on.
+            #expect(log.contains("[ProbeApp] threads: started 8 of 8\n"), "\(log)")
+            #expect(log.contains("still-here"))
+            #expect(processExists(pid))
+            #expect(try await host.supervisor.status(id).first?.state == .active)
+            if let children = children(of: pid) { #expect(children.isEmpty, "the app has no child: \(children)") }
+        }
     }
 
     @Test(.enabled(if: pidsControllerPresent, "no pids controller here (or not root): the processes limit is not enforced"))
     func theProcessesLimitStopsThreadsPastIt() async throws {
-        let host = try TestHost(label: "pids") { $0.limits = LimitSettings(all: AppLimits(processes: 32)) }
-        let id = try await host.installProbe("com.proc.pids")
-        _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "threads:64", "--on", "launch", "fork-limit:4", "--on", "launch", "print:still-here",
-        ])
-        let log = appLog(host, id)
-        // As the app sees it: pthread_create(3) fails with EAGAIN past the limit (the
-        // runtime's own threads count too), and the app goes on.
-        let threads = log.split(separator: "\n").first { $0.hasPrefix("[ProbeApp] threads: ") }.map(String.init) ?? ""
-        #expect(threads.hasSuffix("of 64 (EAGAIN)"), "\(log)")
-        let started = Int(threads.dropFirst("[ProbeApp] threads: started ".count).prefix { $0.isNumber }) ?? -1
-        #expect((1..<32).contains(started), "\(threads)")
-        // A fork fails with EPERM before the limit is asked.
-        #expect(log.contains("[ProbeApp] fork-limit: forked 0 of 4 (EPERM)\n"), "\(log)")
-        #expect(log.contains("still-here"))
-        let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup)
-        let pidsMax = cgroup.directories.map { $0 + "/pids.max" }.first { FileManager.default.fileExists(atPath: $0) }
-        #expect(pidsMax.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } == "32\n")
-        // The event line says where the limits live, readably.
-        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
-        await host.supervisor.unsubscribe(sub)
-        let service = past.filter { $0.cause.hasPrefix("per-app cgroups: ") }.map(\.cause)
-        let line = try #require(service.first, "no per-app cgroups line")
-        #expect(!line.contains("Optional"), "\(line)")
-        #expect(line.contains("process limits: yes"), "\(line)")
-        await host.stop()
+        try await withHost(label: "pids", configure: { $0.limits = LimitSettings(all: AppLimits(processes: 32)) }) { host in
+            let id = try await host.installProbe("com.proc.pids")
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "threads:64", "--on", "launch", "fork-limit:4", "--on", "launch", "print:still-here",
+            ])
+            let log = appLog(host, id)
+            // As the app sees it: pthread_create(3) fails with EAGAIN past the limit (the
+            // runtime's own threads count too), and the app goes on.
+            let threads = log.split(separator: "\n").first { $0.hasPrefix("[ProbeApp] threads: ") }.map(String.init) ?? ""
+            #expect(threads.hasSuffix("of 64 (EAGAIN)"), "\(log)")
+            let started = Int(threads.dropFirst("[ProbeApp] threads: started ".count).prefix { $0.isNumber }) ?? -1
+            #expect((1..<32).contains(started), "\(threads)")
+            // A fork fails with EPERM before the limit is asked.
+            #expect(log.contains("[ProbeApp] fork-limit: forked 0 of 4 (EPERM)\n"), "\(log)")
+            #expect(log.contains("still-here"))
+            let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup)
+            let pidsMax = cgroup.directories.map { $0 + "/pids.max" }.first { FileManager.default.fileExists(atPath: $0) }
+            #expect(pidsMax.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } == "32\n")
+            // The event line says where the limits live, readably.
+            let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+            await host.supervisor.unsubscribe(sub)
+            let service = past.filter { $0.cause.hasPrefix("per-app cgroups: ") }.map(\.cause)
+            let line = try #require(service.first, "no per-app cgroups line")
+            #expect(!line.contains("Optional"), "\(line)")
+            #expect(line.contains("process limits: yes"), "\(line)")
+        }
     }
 
     @Test func anAppWithoutAMemoryOrProcessesLimitHasNoCgroup() async throws {
         // The standard limits (descriptors only): no cgroup to join at launch.
-        let host = try TestHost(label: "nocg") { $0.limits = LimitSettings(all: AppLimits(openFiles: 64, fileSize: 1 << 20)) }
-        let id = try await host.installProbe("com.proc.nocgroup")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: [])
-        #expect(await host.supervisor.runtimes[id]?.cgroup == nil)
-        let text = (try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8)) ?? ""
-        #expect(!text.contains("/apphost-"), "the app is in no per-app cgroup: \(text)")
-        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
-        await host.supervisor.unsubscribe(sub)
-        #expect(!past.contains { $0.cause.hasPrefix("per-app cgroups") }, "none was made")
-        await host.stop()
+        try await withHost(label: "nocg", configure: { $0.limits = LimitSettings(all: AppLimits(openFiles: 64, fileSize: 1 << 20)) }) { host in
+            let id = try await host.installProbe("com.proc.nocgroup")
+            let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+            #expect(await host.supervisor.runtimes[id]?.cgroup == nil)
+            let text = (try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8)) ?? ""
+            #expect(!text.contains("/apphost-"), "the app is in no per-app cgroup: \(text)")
+            let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+            await host.supervisor.unsubscribe(sub)
+            #expect(!past.contains { $0.cause.hasPrefix("per-app cgroups") }, "none was made")
+        }
     }
 
     @Test(.enabled(if: appCgroupsAvailable, "the host cannot make per-app cgroups here (not root, or a read-only cgroupfs)"))
     func anAppWithALimitIsAloneInItsCgroupFromItsFirstInstruction() async throws {
-        let host = try TestHost(label: "cg") { $0.limits = LimitSettings(all: AppLimits(memory: 256 << 20)) }
-        let id = try await host.installProbe("com.proc.cgroup")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: [])
-        let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup, "an app with a memory limit has a cgroup")
-        // The child joined before execve (no move after the spawn), so the cgroup holds
-        // the app and nothing else: not the host, not a process of the spawn.
-        #expect(cgroup.members == [pid], "the app, alone: \(cgroup.members)")
-        let text = (try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8)) ?? ""
-        for directory in cgroup.directories {
-            let relative = directory.split(separator: "/").suffix(2).joined(separator: "/")
-            #expect(text.contains("/" + relative + "\n"), "the app is in \(directory): \(text)")
+        try await withHost(label: "cg", configure: { $0.limits = LimitSettings(all: AppLimits(memory: 256 << 20)) }) { host in
+            let id = try await host.installProbe("com.proc.cgroup")
+            let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+            let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup, "an app with a memory limit has a cgroup")
+            // The child joined before execve (no move after the spawn), so the cgroup holds
+            // the app and nothing else: not the host, not a process of the spawn.
+            #expect(cgroup.members == [pid], "the app, alone: \(cgroup.members)")
+            let text = (try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8)) ?? ""
+            for directory in cgroup.directories {
+                let relative = directory.split(separator: "/").suffix(2).joined(separator: "/")
+                #expect(text.contains("/" + relative + "\n"), "the app is in \(directory): \(text)")
+            }
+            try await host.supervisor.terminate(id)
+            #expect(cgroup.members.isEmpty)
         }
-        try await host.supervisor.terminate(id)
-        #expect(cgroup.members.isEmpty)
-        await host.stop()
     }
 }

@@ -1,20 +1,21 @@
 import AppHostProtocol
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
 /// Where an app's audio goes: a valid WAV file in its container, or nowhere.
-@Suite("Audio sink", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Audio sink", .tags(.process, .virtualClock), .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct AudioSinkTests {
     func le32(_ d: Data, _ at: Int) -> UInt32 { d[at..<at + 4].enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * $1.offset) } }
 
     @Test func theWAVSinkWritesAValidFileInTheContainer() async throws {
-        let host = try TestHost(label: "wav", clock: .virtual)
-        let id = try await host.installProbe("com.sink.wav")
-        _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "audio-play:1", "--on", "launch", "audio-stop"])
-        let path = host.dir.path + "/containers/\(id)/Library/Audio/output-1.wav"
-        let data = try Data(contentsOf: URL(fileURLWithPath: path))
-        await host.stop()
+        let data = try await withHost(label: "wav", clock: .virtual) { host in
+            let id = try await host.installProbe("com.sink.wav")
+            _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "audio-play:1", "--on", "launch", "audio-stop"])
+            let path = host.dir.path + "/containers/\(id)/Library/Audio/output-1.wav"
+            return try Data(contentsOf: URL(fileURLWithPath: path))
+        }
         #expect(String(decoding: data[0..<4], as: UTF8.self) == "RIFF")
         #expect(String(decoding: data[8..<16], as: UTF8.self) == "WAVEfmt ")
         #expect(le32(data, 24) == 8000, "sample rate")
@@ -23,14 +24,14 @@ struct AudioSinkTests {
     }
 
     @Test func theNullSinkWritesNothingButTheRulesStillApply() async throws {
-        let host = try TestHost(label: "null", clock: .virtual, audioSink: .null)
-        let id = try await host.installProbe("com.sink.null", extra: ["UIBackgroundModes": ["audio"]])
-        _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "audio-play:20"])
-        try await host.supervisor.background(id)
-        _ = try await host.supervisor.advanceClock(by: .seconds(5))
-        #expect(try await host.supervisor.status(id).first?.activities == ["audio playback"])
-        #expect(!FileManager.default.fileExists(atPath: host.dir.path + "/containers/\(id)/Library/Audio"))
-        await host.stop()
+        try await withHost(label: "null", clock: .virtual, audioSink: .null) { host in
+            let id = try await host.installProbe("com.sink.null", extra: ["UIBackgroundModes": ["audio"]])
+            _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "audio-play:20"])
+            try await host.supervisor.background(id)
+            _ = try await host.supervisor.advanceClock(by: .seconds(5))
+            #expect(try await host.supervisor.status(id).first?.activities == ["audio playback"])
+            #expect(!FileManager.default.fileExists(atPath: host.dir.path + "/containers/\(id)/Library/Audio"))
+        }
     }
 
     @Test func theConfigFileChoosesTheSink() throws {

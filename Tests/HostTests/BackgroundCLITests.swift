@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `apphost args... --state-dir DIR`: the state dir after everything, which every
@@ -32,7 +33,7 @@ private func expectAnswered(_ r: (status: Int32, stdout: String, stderr: String)
 
 /// The settings, device, fetch, bgtask and push verbs as a user types them: their
 /// own checks (no daemon needed) and a trip to a daemon on the virtual clock.
-@Suite("CLI: background verbs", .timeLimit(.minutes(2)), .enabled(if: cliBuilt, "apphost and the probe app not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("CLI: background verbs", .tags(.process), .timeLimit(.minutes(2)), .enabled(if: cliBuilt, "apphost and the probe app not built: run `swift build` first (scripts/test.sh does)"))
 struct BackgroundCLITests {
     @Test func helpShowsEveryVerbWithExamples() async throws {
         let root = await apphost(["--help"])

@@ -20,7 +20,7 @@ import Glibc
 let apphostPath = productsDirectory + "/apphost"
 
 /// Whether the CLI and the probe app are built (both are needed by `CLITests`).
-let cliBuilt = FileManager.default.isExecutableFile(atPath: apphostPath) && probeBuilt
+let cliBuilt = productBuilt("apphost") && probeBuilt
 
 /// How a process ended.
 struct CLIExit: Sendable, Equatable, CustomStringConvertible {

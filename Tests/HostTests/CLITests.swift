@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -8,7 +9,7 @@ import Glibc
 /// The `apphost` binary end to end, as a user runs it: real daemons on their own
 /// state directories, verbs as separate processes, signals, exit statuses and
 /// messages. Waits are on output lines (`daemon ready`, `events --follow`), never on time.
-@Suite("CLI", .timeLimit(.minutes(2)), .enabled(if: cliBuilt, "apphost and ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("CLI", .tags(.process), .timeLimit(.minutes(2)), .enabled(if: cliBuilt, "apphost and ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
 struct CLITests {
     // MARK: - No daemon, second daemon
 

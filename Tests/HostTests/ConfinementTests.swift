@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
@@ -13,7 +14,7 @@ let kernelLandlockABI = Landlock.abiVersion ?? 0
 /// The sandbox of a real app, seen from inside: the probe tries files, signals,
 /// sockets and its App Groups, and prints what the kernel said. Each test uses
 /// a host of its own, stops it (reaping every app) and removes its directories.
-@Suite("Confinement", .serialized, .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"))
+@Suite("Confinement", .tags(.process), .serialized, .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"))
 struct ConfinementTests {
     /// Installs a probe whose bundle lies outside the state directory (as a user's would).
     func install(_ host: TestHost, _ bundles: TempDir, _ id: String, groups: [String]? = nil) async throws -> String {
@@ -32,101 +33,101 @@ struct ConfinementTests {
 
     @Test(.enabled(if: kernelLandlockABI >= 1, "needs Landlock"))
     func anAppReachesItsContainerAndTheSystemOnly() async throws {
-        let host = try TestHost(label: "cf")
-        let bundles = try TempDir("cfb")
-        defer { bundles.remove() }
-        let state = host.dir.path
-        let other = try await install(host, bundles, "com.confine.other")
-        let app = try await install(host, bundles, "com.confine.app")
-        let (otherPID, otherLog) = try await run(host, other, ["write:Documents/secret"], background: true)
-        #expect(otherLog.contains("[ProbeApp] write Documents/secret: ok"), "\(otherLog)")
-        let hostPID = getpid()
-        let outside = "/tmp/aph-confine-\(UUID().uuidString.prefix(8))"
-        let bundle = bundles.path + "/\(app).app"
-        let expected: [(String, String)] = [
-            // Its own container and bundle.
-            ("write Documents/mine", "ok"),
-            ("read \(bundle)/Info.plist", "ok"),
-            ("write \(bundle)/planted", "EACCES"),
-            // Another app's container, the state directory, other places.
-            ("read \(state)/containers/\(other)/Documents/secret", "EACCES"),
-            ("write \(state)/containers/\(other)/Documents/planted", "EACCES"),
-            ("read \(state)/apphost.sqlite", "EACCES"),
-            ("read \(state)/events.jsonl", "EACCES"),
-            ("read \(state)/logs/\(other).log", "EACCES"),
-            ("write \(state)/planted", "EACCES"),
-            ("write \(outside)", "EACCES"),
-            ("read /etc/shadow", "EACCES"),
-            ("read /etc/passwd", "ok"),
-            ("read /usr/share/ca-certificates", "EISDIR"),
-            // The host and the other app: /proc details, and (ABI 6) signals.
-            ("read /proc/\(hostPID)/environ", "EACCES"),
-            ("read /proc/\(otherPID)/environ", "EACCES"),
-            ("read /proc/\(otherPID)/cmdline", "ok"),
-            // Sockets: no Unix socket to reach the control socket with; TCP out is fine.
-            ("socket unix", "EPERM"),
-            ("socket inet", "ok"),
-        ] + (kernelLandlockABI >= 6 ? [("kill \(hostPID)", "EPERM"), ("kill \(otherPID)", "EPERM")] : [])
-        let actions = expected.map { line -> String in
-            let parts = line.0.split(separator: " ", maxSplits: 1)
-            return parts[0] + ":" + parts[1] + (parts[0] == "kill" ? ":0" : "")
-        } + ["caps"]
-        let (_, log) = try await run(host, app, actions)
-        for (what, verdict) in expected {
-            #expect(log.contains("[ProbeApp] \(what): \(verdict)"), "\(what): \(log.filter { $0.contains(what) })")
+        try await withHost(label: "cf") { host in
+            let bundles = try TempDir("cfb")
+            defer { bundles.remove() }
+            let state = host.dir.path
+            let other = try await install(host, bundles, "com.confine.other")
+            let app = try await install(host, bundles, "com.confine.app")
+            let (otherPID, otherLog) = try await run(host, other, ["write:Documents/secret"], background: true)
+            #expect(otherLog.contains("[ProbeApp] write Documents/secret: ok"), "\(otherLog)")
+            let hostPID = getpid()
+            let outside = "/tmp/aph-confine-\(UUID().uuidString.prefix(8))"
+            let bundle = bundles.path + "/\(app).app"
+            let expected: [(String, String)] = [
+                // Its own container and bundle.
+                ("write Documents/mine", "ok"),
+                ("read \(bundle)/Info.plist", "ok"),
+                ("write \(bundle)/planted", "EACCES"),
+                // Another app's container, the state directory, other places.
+                ("read \(state)/containers/\(other)/Documents/secret", "EACCES"),
+                ("write \(state)/containers/\(other)/Documents/planted", "EACCES"),
+                ("read \(state)/apphost.sqlite", "EACCES"),
+                ("read \(state)/events.jsonl", "EACCES"),
+                ("read \(state)/logs/\(other).log", "EACCES"),
+                ("write \(state)/planted", "EACCES"),
+                ("write \(outside)", "EACCES"),
+                ("read /etc/shadow", "EACCES"),
+                ("read /etc/passwd", "ok"),
+                ("read /usr/share/ca-certificates", "EISDIR"),
+                // The host and the other app: /proc details, and (ABI 6) signals.
+                ("read /proc/\(hostPID)/environ", "EACCES"),
+                ("read /proc/\(otherPID)/environ", "EACCES"),
+                ("read /proc/\(otherPID)/cmdline", "ok"),
+                // Sockets: no Unix socket to reach the control socket with; TCP out is fine.
+                ("socket unix", "EPERM"),
+                ("socket inet", "ok"),
+            ] + (kernelLandlockABI >= 6 ? [("kill \(hostPID)", "EPERM"), ("kill \(otherPID)", "EPERM")] : [])
+            let actions = expected.map { line -> String in
+                let parts = line.0.split(separator: " ", maxSplits: 1)
+                return parts[0] + ":" + parts[1] + (parts[0] == "kill" ? ":0" : "")
+            } + ["caps"]
+            let (_, log) = try await run(host, app, actions)
+            for (what, verdict) in expected {
+                #expect(log.contains("[ProbeApp] \(what): \(verdict)"), "\(what): \(log.filter { $0.contains(what) })")
+            }
+            #expect(log.contains("[ProbeApp] CapEff 0000000000000000"), "\(log.filter { $0.contains("Cap") })")
+            #expect(log.contains("[ProbeApp] CapPrm 0000000000000000"), "\(log.filter { $0.contains("Cap") })")
+            #expect(!FileManager.default.fileExists(atPath: outside))
+            #expect(!FileManager.default.fileExists(atPath: state + "/containers/\(other)/Documents/planted"))
+            #expect(FileManager.default.fileExists(atPath: state + "/containers/\(app)/Documents/mine"))
+            // Both lived through it.
+            #expect(processExists(otherPID))
         }
-        #expect(log.contains("[ProbeApp] CapEff 0000000000000000"), "\(log.filter { $0.contains("Cap") })")
-        #expect(log.contains("[ProbeApp] CapPrm 0000000000000000"), "\(log.filter { $0.contains("Cap") })")
-        #expect(!FileManager.default.fileExists(atPath: outside))
-        #expect(!FileManager.default.fileExists(atPath: state + "/containers/\(other)/Documents/planted"))
-        #expect(FileManager.default.fileExists(atPath: state + "/containers/\(app)/Documents/mine"))
-        // Both lived through it.
-        #expect(processExists(otherPID))
-        await host.stop()
     }
 
     @Test(.enabled(if: kernelLandlockABI >= 1, "needs Landlock"))
     func anAppGroupContainerIsSharedByItsMembersOnly() async throws {
-        let host = try TestHost(label: "cg")
-        let bundles = try TempDir("cgb")
-        defer { bundles.remove() }
-        let group = "group.com.confine.shared"
-        let groupPath = host.dir.path + "/groups/" + group
-        let writer = try await install(host, bundles, "com.confine.writer", groups: [group])
-        let reader = try await install(host, bundles, "com.confine.reader", groups: ["group.com.confine.other", group])
-        let stranger = try await install(host, bundles, "com.confine.stranger")
+        try await withHost(label: "cg") { host in
+            let bundles = try TempDir("cgb")
+            defer { bundles.remove() }
+            let group = "group.com.confine.shared"
+            let groupPath = host.dir.path + "/groups/" + group
+            let writer = try await install(host, bundles, "com.confine.writer", groups: [group])
+            let reader = try await install(host, bundles, "com.confine.reader", groups: ["group.com.confine.other", group])
+            let stranger = try await install(host, bundles, "com.confine.stranger")
 
-        let (_, wrote) = try await run(host, writer, ["group:\(group)", "write:group:\(group)/shared.db"])
-        #expect(wrote.contains("[ProbeApp] group \(group): \(groupPath)"), "\(wrote)")
-        #expect(wrote.contains("[ProbeApp] write group:\(group)/shared.db: ok"), "\(wrote)")
-        #expect(FileManager.default.fileExists(atPath: groupPath + "/shared.db"))
+            let (_, wrote) = try await run(host, writer, ["group:\(group)", "write:group:\(group)/shared.db"])
+            #expect(wrote.contains("[ProbeApp] group \(group): \(groupPath)"), "\(wrote)")
+            #expect(wrote.contains("[ProbeApp] write group:\(group)/shared.db: ok"), "\(wrote)")
+            #expect(FileManager.default.fileExists(atPath: groupPath + "/shared.db"))
 
-        let (_, read) = try await run(host, reader, ["read:group:\(group)/shared.db", "group:group.com.confine.other"])
-        #expect(read.contains("[ProbeApp] read group:\(group)/shared.db: ok"), "\(read)")
-        #expect(read.contains("[ProbeApp] group group.com.confine.other: \(host.dir.path)/groups/group.com.confine.other"), "\(read)")
+            let (_, read) = try await run(host, reader, ["read:group:\(group)/shared.db", "group:group.com.confine.other"])
+            #expect(read.contains("[ProbeApp] read group:\(group)/shared.db: ok"), "\(read)")
+            #expect(read.contains("[ProbeApp] group group.com.confine.other: \(host.dir.path)/groups/group.com.confine.other"), "\(read)")
 
-        let (_, refused) = try await run(host, stranger, ["group:\(group)", "read:\(groupPath)/shared.db", "write:\(groupPath)/planted"])
-        #expect(refused.contains("[ProbeApp] group \(group): none"), "\(refused)")
-        #expect(refused.contains("[ProbeApp] read \(groupPath)/shared.db: EACCES"), "\(refused)")
-        #expect(refused.contains("[ProbeApp] write \(groupPath)/planted: EACCES"), "\(refused)")
-        await host.stop()
+            let (_, refused) = try await run(host, stranger, ["group:\(group)", "read:\(groupPath)/shared.db", "write:\(groupPath)/planted"])
+            #expect(refused.contains("[ProbeApp] group \(group): none"), "\(refused)")
+            #expect(refused.contains("[ProbeApp] read \(groupPath)/shared.db: EACCES"), "\(refused)")
+            #expect(refused.contains("[ProbeApp] write \(groupPath)/planted: EACCES"), "\(refused)")
+        }
     }
 
     @Test func aBadAppGroupEntitlementIsRefusedAtInstall() async throws {
-        let host = try TestHost(label: "ce")
-        let key = "com.apple.security.application-groups"
-        for (value, says) in [(["../escape"] as Any, "\"../escape\" is not an App Group identifier"),
-                              (["com.example.nogroupprefix"] as Any, "is not an App Group identifier"),
-                              ("group.a" as Any, "expected an array")] {
-            let path = try makeProbeBundle(in: host.dir.path, id: "com.confine.bad", entitlements: [key: value])
-            await #expect {
-                _ = try await host.supervisor.install(path: path, settings: [:])
-            } throws: { error in
-                let message = "\(error)"
-                return message.contains(key) && message.contains(says)
+        try await withHost(label: "ce") { host in
+            let key = "com.apple.security.application-groups"
+            for (value, says) in [(["../escape"] as Any, "\"../escape\" is not an App Group identifier"),
+                                  (["com.example.nogroupprefix"] as Any, "is not an App Group identifier"),
+                                  ("group.a" as Any, "expected an array")] {
+                let path = try makeProbeBundle(in: host.dir.path, id: "com.confine.bad", entitlements: [key: value])
+                await #expect {
+                    _ = try await host.supervisor.install(path: path, settings: [:])
+                } throws: { error in
+                    let message = "\(error)"
+                    return message.contains(key) && message.contains(says)
+                }
             }
         }
-        await host.stop()
     }
 
     @Test func noFolderGrantIsTheRootOrHoldsTheStateDirectory() throws {
@@ -198,76 +199,76 @@ struct ConfinementTests {
     }
 
     @Test func theHostSaysOnceWhatConfinesApps() async throws {
-        let host = try TestHost(label: "cs")
-        let id = try await host.installProbe("com.confine.said")
-        _ = try await host.supervisor.launch(id, background: false, arguments: [])
-        try await host.supervisor.terminate(id)
-        _ = try await host.supervisor.launch(id, background: false, arguments: [])
-        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
-        await host.supervisor.unsubscribe(sub)
-        let said = past.filter { $0.kind == .service && $0.cause.hasPrefix("sandbox: ") }
-        #expect(said.count == 1, "\(said.map(\.cause))")
-        let warnings = past.filter { $0.kind == .warning && $0.cause.hasPrefix("sandbox: ") }
-        if let abi = Landlock.abiVersion {
-            #expect(said.first?.cause.hasPrefix("sandbox: Landlock ABI \(abi) (kernel ABI \(abi))") == true, "\(said.map(\.cause))")
-            #expect(said.first?.cause.contains("capabilities dropped") == true)
-            #expect(said.first?.cause.contains("no new processes") == true)
-            // Nothing is missing from ABI 6 on with per-app uids (a root host): no warning. A
-            // host run by a user warns that its apps share its uid.
-            #expect(warnings.isEmpty == (abi >= 6 && geteuid() == 0), "\(warnings.map(\.cause))")
-        } else {
-            #expect(warnings.count == 1)
+        try await withHost(label: "cs") { host in
+            let id = try await host.installProbe("com.confine.said")
+            _ = try await host.supervisor.launch(id, background: false, arguments: [])
+            try await host.supervisor.terminate(id)
+            _ = try await host.supervisor.launch(id, background: false, arguments: [])
+            let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+            await host.supervisor.unsubscribe(sub)
+            let said = past.filter { $0.kind == .service && $0.cause.hasPrefix("sandbox: ") }
+            #expect(said.count == 1, "\(said.map(\.cause))")
+            let warnings = past.filter { $0.kind == .warning && $0.cause.hasPrefix("sandbox: ") }
+            if let abi = Landlock.abiVersion {
+                #expect(said.first?.cause.hasPrefix("sandbox: Landlock ABI \(abi) (kernel ABI \(abi))") == true, "\(said.map(\.cause))")
+                #expect(said.first?.cause.contains("capabilities dropped") == true)
+                #expect(said.first?.cause.contains("no new processes") == true)
+                // Nothing is missing from ABI 6 on with per-app uids (a root host): no warning. A
+                // host run by a user warns that its apps share its uid.
+                #expect(warnings.isEmpty == (abi >= 6 && geteuid() == 0), "\(warnings.map(\.cause))")
+            } else {
+                #expect(warnings.count == 1)
+            }
         }
-        await host.stop()
     }
 
     @Test func withoutLandlockTheHostWarnsOnceAndAppsStillRun() async throws {
-        let host = try TestHost(label: "cn") { $0.landlockABI = 0 }
-        let a = try await host.installProbe("com.confine.bare.a")
-        let b = try await host.installProbe("com.confine.bare.b")
-        let (_, wrote) = try await run(host, a, ["write:Documents/note"])
-        #expect(wrote.contains("[ProbeApp] write Documents/note: ok"))
-        let (_, read) = try await run(host, b, ["read:\(host.dir.path)/containers/\(a)/Documents/note", "caps"])
-        if geteuid() == 0 {
-            // Each app its own uid: a's container (0700, a's) is closed to b by the kernel's own checks.
-            #expect(read.contains("[ProbeApp] read \(host.dir.path)/containers/\(a)/Documents/note: EACCES"), "\(read)")
-        } else {
-            // What the warning says is lost: b reaches a's container.
-            #expect(read.contains("[ProbeApp] read \(host.dir.path)/containers/\(a)/Documents/note: ok"), "\(read)")
+        try await withHost(label: "cn", configure: { $0.landlockABI = 0 }) { host in
+            let a = try await host.installProbe("com.confine.bare.a")
+            let b = try await host.installProbe("com.confine.bare.b")
+            let (_, wrote) = try await run(host, a, ["write:Documents/note"])
+            #expect(wrote.contains("[ProbeApp] write Documents/note: ok"))
+            let (_, read) = try await run(host, b, ["read:\(host.dir.path)/containers/\(a)/Documents/note", "caps"])
+            if geteuid() == 0 {
+                // Each app its own uid: a's container (0700, a's) is closed to b by the kernel's own checks.
+                #expect(read.contains("[ProbeApp] read \(host.dir.path)/containers/\(a)/Documents/note: EACCES"), "\(read)")
+            } else {
+                // What the warning says is lost: b reaches a's container.
+                #expect(read.contains("[ProbeApp] read \(host.dir.path)/containers/\(a)/Documents/note: ok"), "\(read)")
+            }
+            #expect(read.contains("[ProbeApp] CapEff 0000000000000000"), "capabilities are dropped all the same")
+            let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+            await host.supervisor.unsubscribe(sub)
+            let warnings = past.filter { $0.kind == .warning && $0.cause.hasPrefix("sandbox: ") }
+            #expect(warnings.count == 1, "\(warnings.map(\.cause))")
+            let warning = warnings.first?.cause ?? ""
+            #expect(warning.contains("no Landlock"), "\(warning)")
+            if geteuid() == 0 {
+                #expect(warning.contains("world-readable"), "\(warning)")
+            } else {
+                #expect(warning.contains("other apps' containers"), "\(warning)")
+                #expect(warning.contains("signal"), "\(warning)")
+            }
         }
-        #expect(read.contains("[ProbeApp] CapEff 0000000000000000"), "capabilities are dropped all the same")
-        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
-        await host.supervisor.unsubscribe(sub)
-        let warnings = past.filter { $0.kind == .warning && $0.cause.hasPrefix("sandbox: ") }
-        #expect(warnings.count == 1, "\(warnings.map(\.cause))")
-        let warning = warnings.first?.cause ?? ""
-        #expect(warning.contains("no Landlock"), "\(warning)")
-        if geteuid() == 0 {
-            #expect(warning.contains("world-readable"), "\(warning)")
-        } else {
-            #expect(warning.contains("other apps' containers"), "\(warning)")
-            #expect(warning.contains("signal"), "\(warning)")
-        }
-        await host.stop()
     }
 
     @Test(.enabled(if: kernelLandlockABI >= 6, "needs a kernel above the ABI limited to"))
     func anOlderABIWarnsAboutWhatItLacks() async throws {
-        let host = try TestHost(label: "co") { $0.landlockABI = 5 }
-        let id = try await host.installProbe("com.confine.older")
-        let (_, log) = try await run(host, id, ["kill:\(getpid()):0", "read:\(host.dir.path)/apphost.sqlite"])
-        // Signals are not scoped before ABI 6 (as the warning says) but by uid, where apps
-        // have their own (a root host); files still are.
-        #expect(log.contains("[ProbeApp] kill \(getpid()): \(geteuid() == 0 ? "EPERM" : "ok")"), "\(log)")
-        #expect(log.contains("[ProbeApp] read \(host.dir.path)/apphost.sqlite: EACCES"), "\(log)")
-        let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
-        await host.supervisor.unsubscribe(sub)
-        let warnings = past.filter { $0.kind == .warning && $0.cause.hasPrefix("sandbox: ") }.map(\.cause)
-        if geteuid() == 0 {
-            #expect(warnings.isEmpty, "apps of a root host have uids of their own: signals are refused by uid (\(warnings))")
-        } else {
-            #expect(warnings.count == 1 && warnings[0].contains("Landlock ABI 5") && warnings[0].contains("signal"), "\(warnings)")
+        try await withHost(label: "co", configure: { $0.landlockABI = 5 }) { host in
+            let id = try await host.installProbe("com.confine.older")
+            let (_, log) = try await run(host, id, ["kill:\(getpid()):0", "read:\(host.dir.path)/apphost.sqlite"])
+            // Signals are not scoped before ABI 6 (as the warning says) but by uid, where apps
+            // have their own (a root host); files still are.
+            #expect(log.contains("[ProbeApp] kill \(getpid()): \(geteuid() == 0 ? "EPERM" : "ok")"), "\(log)")
+            #expect(log.contains("[ProbeApp] read \(host.dir.path)/apphost.sqlite: EACCES"), "\(log)")
+            let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
+            await host.supervisor.unsubscribe(sub)
+            let warnings = past.filter { $0.kind == .warning && $0.cause.hasPrefix("sandbox: ") }.map(\.cause)
+            if geteuid() == 0 {
+                #expect(warnings.isEmpty, "apps of a root host have uids of their own: signals are refused by uid (\(warnings))")
+            } else {
+                #expect(warnings.count == 1 && warnings[0].contains("Landlock ABI 5") && warnings[0].contains("signal"), "\(warnings)")
+            }
         }
-        await host.stop()
     }
 }

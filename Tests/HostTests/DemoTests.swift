@@ -1,10 +1,11 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `apphost demo` (README's first command runs it): every act reaches its end and shows
 /// what it is there to show.
-@Suite("apphost demo", .timeLimit(.minutes(3)),
-       .enabled(if: cliBuilt && FileManager.default.isExecutableFile(atPath: productsDirectory + "/apphost-transferd"),
+@Suite("apphost demo", .tags(.process, .network), .timeLimit(.minutes(3)),
+       .enabled(if: cliBuilt && transferDaemonBuilt,
                 "apphost, ProbeApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
 struct DemoTests {
     @Test func everyActRunsToItsEnd() async throws {

@@ -4,6 +4,7 @@ import CAppHostSys
 import Foundation
 import Logging
 import NIOPosix
+import TestSupport
 import Testing
 @testable import Host
 
@@ -11,7 +12,7 @@ import Testing
 import Glibc
 #endif
 
-let hostileBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory + "/HostileApp")
+let hostileBuilt = productBuilt("HostileApp")
 
 /// What the escape suite expects of one attempt of HostileApp: that it is denied,
 /// and by which layer (shown in the table).
@@ -313,7 +314,7 @@ func tracerPID(_ pid: Int32) -> Int32? {
 /// app and the transfer daemon, tries each way out of its sandbox; every attempt
 /// must be denied, and the host, the victim and the daemon must be as they were.
 /// Prints a table: attempt | expected | result | detail.
-@Suite("Escape suite", .timeLimit(.minutes(3)),
+@Suite("Escape suite", .tags(.process), .timeLimit(.minutes(3)),
        .enabled(if: probeBuilt && hostileBuilt && transferDaemonBuilt,
                 "ProbeApp, HostileApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
 struct EscapeSuiteTests {
@@ -329,32 +330,26 @@ struct EscapeSuiteTests {
     }
 
     @Test func aHostileAppIsDeniedEveryAttemptAndHarmsNoOne() async throws {
-        let host = try TestHost(label: "esc")
-        let state = host.dir.path
-        var logger = Logger(label: "escape")
-        logger.logLevel = .warning
-        let controlPath = state + "/" + ControlSocket.fileName
-        let server: ControlServer
-        do {
-            server = try await ControlServer.bind(path: controlPath, group: host.group, supervisor: host.supervisor, logger: logger)
-        } catch {
-            await host.stop()
-            throw error
+        try await withHost(label: "esc") { host in
+            let state = host.dir.path
+            var logger = Logger(label: "escape")
+            logger.logLevel = .warning
+            let controlPath = state + "/" + ControlSocket.fileName
+            let server = try await ControlServer.bind(path: controlPath, group: host.group, supervisor: host.supervisor, logger: logger)
+            let serving = Task { try? await server.serve() }
+            var listener: AbstractListener?
+            var leaked: Int32 = -1
+            do {
+                listener = try AbstractListener(name: "apphost-escape-\(UUID().uuidString.prefix(8))")
+                try await attack(host, controlPath: controlPath, listener: listener, leaked: &leaked)
+            } catch {
+                Issue.record("the escape suite could not run: \(error)")
+            }
+            if leaked >= 0 { close(leaked) }
+            listener?.close()
+            server.close()
+            await serving.value
         }
-        let serving = Task { try? await server.serve() }
-        var listener: AbstractListener?
-        var leaked: Int32 = -1
-        do {
-            listener = try AbstractListener(name: "apphost-escape-\(UUID().uuidString.prefix(8))")
-            try await attack(host, controlPath: controlPath, listener: listener, leaked: &leaked)
-        } catch {
-            Issue.record("the escape suite could not run: \(error)")
-        }
-        if leaked >= 0 { close(leaked) }
-        listener?.close()
-        server.close()
-        await serving.value
-        await host.stop()
     }
 
     /// Where HostileApp is installed from, and the setuid helper it is given.

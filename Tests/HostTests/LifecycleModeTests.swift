@@ -5,41 +5,8 @@ import Testing
 /// The lifecycle rules background modes add: activities, service events that wake
 /// or launch, mode violations. Without processes.
 @Suite("Lifecycle: modes")
-struct LifecycleModeTests {
-    typealias Effect = Lifecycle.Effect
+struct LifecycleModeTests: LifecycleFixtures {
     let fix = ServiceEvent.locationUpdate([LocationFix(latitude: 1, longitude: 2)])
-
-    func activeMachine() -> Lifecycle {
-        var m = Lifecycle()
-        _ = m.handle(.launch(LaunchOptions(reason: .user), placement: .foreground))
-        _ = m.handle(.spawned(pid: 42))
-        _ = m.handle(.handshake)
-        _ = m.handle(.callbackReturned(.didFinishLaunching(options: LaunchOptions(reason: .user))))
-        _ = m.handle(.callbackReturned(.didBecomeActive))
-        return m
-    }
-
-    /// Home pressed and every callback returned; returns the last effects.
-    func home(_ m: inout Lifecycle, at t: Duration = .zero) -> [Effect] {
-        _ = m.handle(.home, at: t)
-        _ = m.handle(.callbackReturned(.willResignActive), at: t)
-        return m.handle(.callbackReturned(.didEnterBackground), at: t)
-    }
-
-    func suspended() -> Lifecycle {
-        var m = activeMachine()
-        _ = home(&m)
-        _ = m.handle(.stopConfirmed)
-        return m
-    }
-
-    func signals(_ fx: [Effect]) -> [Lifecycle.Signal] {
-        fx.compactMap { if case .signal(let s, _) = $0 { s } else { nil } }
-    }
-
-    func sends(_ fx: [Effect]) -> [String] {
-        fx.compactMap { if case .send(let cb, _) = $0 { cb.name } else { nil } }
-    }
 
     @Test func anActivityKeepsABackgroundedAppRunningWithoutABudget() {
         var m = activeMachine()

@@ -4,38 +4,7 @@ import Testing
 
 /// The lifecycle table, without processes.
 @Suite("Lifecycle")
-struct LifecycleTests {
-    typealias Effect = Lifecycle.Effect
-
-    /// A machine launched in the foreground and active.
-    func activeMachine(exitsOnSuspend: Bool = false) -> Lifecycle {
-        var m = Lifecycle(exitsOnSuspend: exitsOnSuspend)
-        _ = m.handle(.launch(LaunchOptions(reason: .user), placement: .foreground))
-        _ = m.handle(.spawned(pid: 42))
-        _ = m.handle(.handshake)
-        _ = m.handle(.callbackReturned(.didFinishLaunching(options: LaunchOptions(reason: .user))))
-        _ = m.handle(.callbackReturned(.didBecomeActive))
-        return m
-    }
-
-    func sends(_ fx: [Effect]) -> [String] {
-        fx.compactMap { if case .send(let cb, _) = $0 { cb.name } else { nil } }
-    }
-
-    /// The effects other than timer bookkeeping.
-    func acts(_ fx: [Effect]) -> [Effect] {
-        fx.filter {
-            switch $0 {
-            case .startTimer, .cancelTimer: false
-            default: true
-            }
-        }
-    }
-
-    func transitions(_ fx: [Effect]) -> [String] {
-        fx.compactMap { if case .transition(let f, let t, _) = $0 { "\(f.rawValue)→\(t.rawValue)" } else { nil } }
-    }
-
+struct LifecycleTests: LifecycleFixtures {
     @Test func noStopWhileACallbackIsInFlight() {
         // The expiration handler ends the task, then returns: stop only after the return.
         var m = activeMachine()

@@ -1,11 +1,12 @@
 import AppHostProtocol
 import Foundation
+import TestSupport
 import Testing
 
 /// `apphost lint` as a user runs it: the built binary, no daemon, exit statuses and
 /// compiler-style output.
-@Suite("CLI lint", .timeLimit(.minutes(1)),
-       .enabled(if: FileManager.default.isExecutableFile(atPath: apphostPath), "apphost not built: run `swift build` first"))
+@Suite("CLI lint", .tags(.process), .timeLimit(.minutes(1)),
+       .enabled(if: productBuilt("apphost"), "apphost not built: run `swift build` first"))
 struct LintCLITests {
     /// Writes `dir/Name.app/Info.plist` with `body` as its dictionary; returns the bundle.
     private func bundle(_ name: String, in dir: TempDir, _ body: String) throws -> String {

@@ -1,9 +1,10 @@
 import AppHostProtocol
 import Foundation
+import TestSupport
 import Testing
 
 /// The mode verbs as a user types them, against a real daemon on the virtual clock.
-@Suite("CLI: mode verbs", .timeLimit(.minutes(2)), .enabled(if: cliBuilt, "apphost and the probe app not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("CLI: mode verbs", .tags(.process), .timeLimit(.minutes(2)), .enabled(if: cliBuilt, "apphost and the probe app not built: run `swift build` first (scripts/test.sh does)"))
 struct ModeCLITests {
     @Test func locationFlowFromPrivacyToABackgroundFix() async throws {
         try await withCLISession("loc") { s in

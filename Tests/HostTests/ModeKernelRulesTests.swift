@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
@@ -27,17 +28,16 @@ let serialDevices = existingDevices(["/dev/ttyUSB*", "/dev/ttyACM*"])
 
 /// The kernel rules built from an app's declared modes, seen from inside a real app
 /// process: the probe tries the socket or device and prints what the kernel said.
-@Suite("Mode kernel rules", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Mode kernel rules", .tags(.process), .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct ModeKernelRulesTests {
     /// Launches a probe declaring `modes` that runs `actions` in didFinishLaunching; returns its log.
     func probe(_ modes: [BackgroundMode], _ actions: [String]) async throws -> String {
-        let host = try TestHost(label: "kr")
-        let id = "com.kernel.\(modes.map(\.rawValue).joined(separator: "-").isEmpty ? "none" : modes.map(\.rawValue).joined(separator: "-"))"
-        try await host.installProbe(id, extra: modes.isEmpty ? [:] : ["UIBackgroundModes": modes.map(\.rawValue)])
-        _ = try await host.supervisor.launch(id, background: false, arguments: actions.flatMap { ["--on", "launch", $0] })
-        let log = (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
-        await host.stop()
-        return log
+        try await withHost(label: "kr") { host -> String in
+            let id = "com.kernel.\(modes.map(\.rawValue).joined(separator: "-").isEmpty ? "none" : modes.map(\.rawValue).joined(separator: "-"))"
+            try await host.installProbe(id, extra: modes.isEmpty ? [:] : ["UIBackgroundModes": modes.map(\.rawValue)])
+            _ = try await host.supervisor.launch(id, background: false, arguments: actions.flatMap { ["--on", "launch", $0] })
+            return (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
+        }
     }
 
     /// AF_BLUETOOTH: EPERM from the seccomp filter without a bluetooth mode; with one,

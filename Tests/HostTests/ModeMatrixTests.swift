@@ -2,6 +2,7 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import Plugins
+import TestSupport
 import Testing
 @testable import Host
 
@@ -35,7 +36,7 @@ struct MatrixCase: Sendable, CustomTestStringConvertible {
 /// whether it declares the mode or not (location: it sets
 /// `allowsBackgroundLocationUpdates` only when declared, since doing so without the
 /// mode is a programmer error that kills it, tested on its own below).
-@Suite("Enforcement matrix", .timeLimit(.minutes(3)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Enforcement matrix", .tags(.process, .virtualClock), .timeLimit(.minutes(3)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct ModeMatrixTests {
     static let table: [MatrixCase] = [
         .init(.audio, true, false, "plays"),
@@ -99,70 +100,64 @@ struct ModeMatrixTests {
 
     @Test(arguments: table)
     func enforcement(_ row: MatrixCase) async throws {
-        let host = try TestHost(label: "mx", clock: .virtual)
-        let world = MatrixWorld(host: host, row: row)
-        let outcome: String
-        do {
-            outcome = try await world.run()
-        } catch {
-            await host.stop()
-            throw error
+        let (outcome, log) = try await withHost(label: "mx", clock: .virtual) { host in
+            let world = MatrixWorld(host: host, row: row)
+            let outcome = try await world.run()
+            return (outcome, world.log())
         }
-        let log = world.log()
-        await host.stop()
         #expect(outcome == row.expected, "app log:\n\(log)")
     }
 
     @Test func allowsBackgroundLocationUpdatesWithoutTheModeKillsWithAReport() async throws {
-        let host = try TestHost(label: "mxl", clock: .virtual)
-        let id = try await host.installProbe("com.matrix.loc.error")
-        _ = try await host.supervisor.modeCommand(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: id))
-        do {
-            _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "location-background:on"])
-        } catch {
-            // Killed inside didFinishLaunching: the launch fails, as it should.
+        try await withHost(label: "mxl", clock: .virtual) { host in
+            let id = try await host.installProbe("com.matrix.loc.error")
+            _ = try await host.supervisor.modeCommand(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: id))
+            do {
+                _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "location-background:on"])
+            } catch {
+                // Killed inside didFinishLaunching: the launch fails, as it should.
+            }
+            try await host.waitUntil(id, is: .notRunning)
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.reason.contains("allowsBackgroundLocationUpdates"))
+            #expect(report.reason.contains("programmer error"))
+            #expect(report.exceptionType == "EXC_CRASH (SIGKILL)")
+            let refused = await host.events(id).filter { $0.kind == .modeRefused }
+            #expect(refused.map(\.mode) == ["location"])
         }
-        await host.supervisor.waitUntil(id, is: .notRunning)
-        let report = try #require(try await host.supervisor.reports(id).last)
-        #expect(report.reason.contains("allowsBackgroundLocationUpdates"))
-        #expect(report.reason.contains("programmer error"))
-        #expect(report.exceptionType == "EXC_CRASH (SIGKILL)")
-        let refused = await host.events(id).filter { $0.kind == .modeRefused }
-        #expect(refused.map(\.mode) == ["location"])
-        await host.stop()
     }
 
     @Test func anUnreportedVoIPPushKillsWithBaadca11() async throws {
-        let host = try TestHost(label: "mxv", clock: .virtual)
-        let id = try await host.installProbe("com.matrix.voip.bad", extra: ["UIBackgroundModes": ["voip"]])
-        _ = try await host.supervisor.launch(id, background: false, arguments: [])
-        try await host.supervisor.background(id)
-        _ = try await host.supervisor.advanceClock(by: .zero)
-        #expect(try await host.supervisor.status(id).first?.state == .suspended)
-        _ = try await host.supervisor.modeCommand(.voipPush(bundleIdentifier: id, payload: #"{"caller":"bob"}"#))
-        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didReceiveIncomingPush(voIP) returned" }
-        _ = try await host.supervisor.advanceClock(by: .seconds(6))
-        #expect(try await host.supervisor.status(id).first?.state == .suspended, "alive (and suspended: its delegate returned) inside the report window")
-        _ = try await host.supervisor.advanceClock(by: .seconds(1))
-        #expect(try await host.supervisor.status(id).first?.state == .notRunning)
-        let report = try #require(try await host.supervisor.reports(id).last)
-        #expect(report.terminationCode == "0xbaadca11")
-        #expect(report.terminationNamespace == "FRONTBOARD")
-        await host.stop()
+        try await withHost(label: "mxv", clock: .virtual) { host in
+            let id = try await host.installProbe("com.matrix.voip.bad", extra: ["UIBackgroundModes": ["voip"]])
+            _ = try await host.supervisor.launch(id, background: false, arguments: [])
+            try await host.supervisor.background(id)
+            _ = try await host.supervisor.advanceClock(by: .zero)
+            #expect(try await host.supervisor.status(id).first?.state == .suspended)
+            _ = try await host.supervisor.modeCommand(.voipPush(bundleIdentifier: id, payload: #"{"caller":"bob"}"#))
+            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didReceiveIncomingPush(voIP) returned" }
+            _ = try await host.supervisor.advanceClock(by: .seconds(6))
+            #expect(try await host.supervisor.status(id).first?.state == .suspended, "alive (and suspended: its delegate returned) inside the report window")
+            _ = try await host.supervisor.advanceClock(by: .seconds(1))
+            #expect(try await host.supervisor.status(id).first?.state == .notRunning)
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.terminationCode == "0xbaadca11")
+            #expect(report.terminationNamespace == "FRONTBOARD")
+        }
     }
 
     @Test func aVoIPPushLaunchesATerminatedAppInTheBackground() async throws {
-        let host = try TestHost(label: "mxw", clock: .virtual)
-        let id = try await host.installProbe("com.matrix.voip.launch", extra: ["UIBackgroundModes": ["voip"]])
-        _ = try await host.supervisor.modeCommand(.voipPush(bundleIdentifier: id, payload: "{}"))
-        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didReceiveIncomingPush(voIP) returned" }
-        let launch = await host.events(id).first { $0.kind == .transition }
-        #expect(launch?.to == .background)
-        #expect(launch?.cause.contains("didReceiveIncomingPush") == true)
-        // The probe reported nothing: killed at the end of the window.
-        _ = try await host.supervisor.advanceClock(by: .seconds(7))
-        #expect(try await host.supervisor.reports(id).last?.terminationCode == "0xbaadca11")
-        await host.stop()
+        try await withHost(label: "mxw", clock: .virtual) { host in
+            let id = try await host.installProbe("com.matrix.voip.launch", extra: ["UIBackgroundModes": ["voip"]])
+            _ = try await host.supervisor.modeCommand(.voipPush(bundleIdentifier: id, payload: "{}"))
+            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didReceiveIncomingPush(voIP) returned" }
+            let launch = await host.events(id).first { $0.kind == .transition }
+            #expect(launch?.to == .background)
+            #expect(launch?.cause.contains("didReceiveIncomingPush") == true)
+            // The probe reported nothing: killed at the end of the window.
+            _ = try await host.supervisor.advanceClock(by: .seconds(7))
+            #expect(try await host.supervisor.reports(id).last?.terminationCode == "0xbaadca11")
+        }
     }
 }
 

@@ -1,15 +1,18 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
 /// Every time rule of the iOS model, with real app processes, on the virtual clock:
 /// a 30-second rule is checked in milliseconds.
-@Suite("Policy (virtual clock)", .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
+@Suite("Policy (virtual clock)", .tags(.process, .virtualClock), .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct PolicyTests {
-    func virtualHost(_ profile: BudgetProfile = .default, settle: Duration = .seconds(15)) throws -> TestHost {
-        try TestHost(label: "v", clock: .virtual, profile: profile, settle: settle)
+    /// Runs `body` with a host of its own on the virtual clock (see `withHost`).
+    func withVirtualHost<T>(_ profile: BudgetProfile = .default, settle: Duration = .seconds(15),
+                            _ body: (TestHost) async throws -> T) async throws -> T {
+        try await withHost(label: "v", clock: .virtual, profile: profile, settle: settle, body)
     }
 
     func advance(_ host: TestHost, _ seconds: Int) async throws {
@@ -21,191 +24,191 @@ struct PolicyTests {
     }
 
     @Test func taskHeldPastTheBudgetIsKilledWith8badf00dNamingTasks() async throws {
-        let host = try virtualHost()
-        let id = try await host.installProbe("com.policy.overrun")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: [
-            "--ignore-expiration", "--on", "background", "begin-task:upload", "--on", "background", "begin-task:sync",
-        ])
-        try await host.supervisor.background(id)
-        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+        try await withVirtualHost { host in
+            let id = try await host.installProbe("com.policy.overrun")
+            let pid = try await host.supervisor.launch(id, background: false, arguments: [
+                "--ignore-expiration", "--on", "background", "begin-task:upload", "--on", "background", "begin-task:sync",
+            ])
+            try await host.supervisor.background(id)
+            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
 
-        try await advance(host, 29)
-        #expect(try await state(host, id) == .background, "still inside the budget")
-        #expect(processExists(pid))
-        let handlers = await host.callbacks(id).filter { $0.hasPrefix("expirationHandler") }
-        #expect(handlers == ["expirationHandler(task 1)", "expirationHandler(task 2)"], "handlers run before the budget ends")
+            try await advance(host, 29)
+            #expect(try await state(host, id) == .background, "still inside the budget")
+            #expect(processExists(pid))
+            let handlers = await host.callbacks(id).filter { $0.hasPrefix("expirationHandler") }
+            #expect(handlers == ["expirationHandler(task 1)", "expirationHandler(task 2)"], "handlers run before the budget ends")
 
-        try await advance(host, 1)
-        #expect(try await state(host, id) == .notRunning)
-        #expect(!processExists(pid))
-        let report = try #require(try await host.supervisor.reports(id).last)
-        #expect(report.exceptionType == "EXC_CRASH (SIGKILL)")
-        #expect(report.terminationCode == "0x8badf00d")
-        #expect(report.terminationNamespace == "RUNNINGBOARD")
-        #expect(report.terminationReason == "Namespace RUNNINGBOARD, Code 0x8badf00d")
-        #expect(report.reason.contains("\"upload\"") && report.reason.contains("\"sync\""))
-        #expect(report.backgroundTasks.map(\.name) == ["upload", "sync"])
-        #expect(report.backgroundTasks.allSatisfy { $0.age == 30 })
-        #expect(report.budget == BudgetRecord(name: "backgroundTask", seconds: 30, profile: "ios13"))
-        #expect(report.explanation?.contains("What to do") == true)
-        #expect(report.lastStates.last?.state == .notRunning)
-        await host.stop()
+            try await advance(host, 1)
+            #expect(try await state(host, id) == .notRunning)
+            #expect(!processExists(pid))
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.exceptionType == "EXC_CRASH (SIGKILL)")
+            #expect(report.terminationCode == "0x8badf00d")
+            #expect(report.terminationNamespace == "RUNNINGBOARD")
+            #expect(report.terminationReason == "Namespace RUNNINGBOARD, Code 0x8badf00d")
+            #expect(report.reason.contains("\"upload\"") && report.reason.contains("\"sync\""))
+            #expect(report.backgroundTasks.map(\.name) == ["upload", "sync"])
+            #expect(report.backgroundTasks.allSatisfy { $0.age == 30 })
+            #expect(report.budget == BudgetRecord(name: "backgroundTask", seconds: 30, profile: "ios13"))
+            #expect(report.explanation?.contains("What to do") == true)
+            #expect(report.lastStates.last?.state == .notRunning)
+        }
     }
 
     @Test func tasksEndedInTheirHandlersAreSuspendedNotKilled() async throws {
-        let host = try virtualHost()
-        let id = try await host.installProbe("com.policy.polite")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "begin-task:upload"])
-        try await host.supervisor.background(id)
-        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
-        try await advance(host, 25)
-        // The handler (run at budget - 5 s) ended the task: suspended, stop confirmed.
-        #expect(try await state(host, id) == .suspended)
-        #expect(kernelState(pid) == "T")
-        try await advance(host, 60)
-        #expect(try await state(host, id) == .suspended)
-        #expect(try await host.supervisor.reports(id).isEmpty)
-        await host.stop()
+        try await withVirtualHost { host in
+            let id = try await host.installProbe("com.policy.polite")
+            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "begin-task:upload"])
+            try await host.supervisor.background(id)
+            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+            try await advance(host, 25)
+            // The handler (run at budget - 5 s) ended the task: suspended, stop confirmed.
+            #expect(try await state(host, id) == .suspended)
+            #expect(kernelState(pid) == "T")
+            try await advance(host, 60)
+            #expect(try await state(host, id) == .suspended)
+            #expect(try await host.supervisor.reports(id).isEmpty)
+        }
     }
 
     @Test func foregroundAppHoldingTasksIsNotLimitedAndTheBudgetStartsAtHome() async throws {
-        let host = try virtualHost()
-        let id = try await host.installProbe("com.policy.fg")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--ignore-expiration", "--on", "active", "begin-task:early"])
-        _ = await host.waitForEvent(id) { $0.kind == .backgroundTask }
-        try await advance(host, 600)
-        #expect(try await state(host, id) == .active, "a foreground app holding a task is not limited")
-        try await host.supervisor.background(id)
-        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
-        try await advance(host, 29)
-        #expect(try await state(host, id) == .background, "the budget runs from entering the background")
-        try await advance(host, 1)
-        #expect(!processExists(pid))
-        let report = try #require(try await host.supervisor.reports(id).last)
-        #expect(report.backgroundTasks.first?.age == 630, "the task's age counts from beginBackgroundTask")
-        await host.stop()
+        try await withVirtualHost { host in
+            let id = try await host.installProbe("com.policy.fg")
+            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--ignore-expiration", "--on", "active", "begin-task:early"])
+            _ = await host.waitForEvent(id) { $0.kind == .backgroundTask }
+            try await advance(host, 600)
+            #expect(try await state(host, id) == .active, "a foreground app holding a task is not limited")
+            try await host.supervisor.background(id)
+            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+            try await advance(host, 29)
+            #expect(try await state(host, id) == .background, "the budget runs from entering the background")
+            try await advance(host, 1)
+            #expect(!processExists(pid))
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.backgroundTasks.first?.age == 630, "the task's age counts from beginBackgroundTask")
+        }
     }
 
     @Test(arguments: [("ios6", 600), ("ios7", 180), ("ios13", 30)])
     func profilesSetTheBackgroundBudget(profile: String, seconds: Int) async throws {
-        let host = try virtualHost(try #require(BudgetProfile.named(profile)))
-        let id = try await host.installProbe("com.policy.\(profile)")
-        _ = try await host.supervisor.launch(id, background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:t"])
-        try await host.supervisor.background(id)
-        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
-        try await advance(host, seconds - 1)
-        #expect(try await state(host, id) == .background)
-        try await advance(host, 1)
-        #expect(try await state(host, id) == .notRunning)
-        #expect(try await host.supervisor.reports(id).last?.budget?.seconds == Double(seconds))
-        await host.stop()
+        try await withVirtualHost(try #require(BudgetProfile.named(profile))) { host in
+            let id = try await host.installProbe("com.policy.\(profile)")
+            _ = try await host.supervisor.launch(id, background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:t"])
+            try await host.supervisor.background(id)
+            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+            try await advance(host, seconds - 1)
+            #expect(try await state(host, id) == .background)
+            try await advance(host, 1)
+            #expect(try await state(host, id) == .notRunning)
+            #expect(try await host.supervisor.reports(id).last?.budget?.seconds == Double(seconds))
+        }
     }
 
     @Test func launchWatchdogKillsAnAppStuckInDidFinishLaunching() async throws {
         // The first advance waits (once) for the unanswered didFinishLaunching: keep that short.
-        let host = try virtualHost(settle: .milliseconds(300))
-        let id = try await host.installProbe("com.policy.slowlaunch")
-        let launching = Task { try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "block:forever"]) }
-        _ = await host.waitForEvent(id) { $0.kind == .spawned }
-        try await advance(host, 19)
-        #expect(try await state(host, id) == .inactive)
-        try await advance(host, 1)
-        await #expect(throws: ControlError.self) { _ = try await launching.value }
-        let report = try #require(try await host.supervisor.reports(id).last)
-        #expect(report.terminationCode == "0x8badf00d")
-        #expect(report.budget?.name == "launch")
-        #expect(report.reason.contains("didFinishLaunching"))
-        await host.stop()
+        try await withVirtualHost(settle: .milliseconds(300)) { host in
+            let id = try await host.installProbe("com.policy.slowlaunch")
+            let launching = Task { try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "block:forever"]) }
+            _ = await host.waitForEvent(id) { $0.kind == .spawned }
+            try await advance(host, 19)
+            #expect(try await state(host, id) == .inactive)
+            try await advance(host, 1)
+            await #expect(throws: ControlError.self) { _ = try await launching.value }
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.terminationCode == "0x8badf00d")
+            #expect(report.budget?.name == "launch")
+            #expect(report.reason.contains("didFinishLaunching"))
+        }
     }
 
     @Test func didEnterBackgroundMustReturnWithinItsBudget() async throws {
-        let host = try virtualHost(settle: .milliseconds(300))
-        let id = try await host.installProbe("com.policy.slowbg")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "block:forever"])
-        try await host.supervisor.background(id)
-        try await advance(host, 4)
-        #expect(processExists(pid))
-        try await advance(host, 1)
-        #expect(!processExists(pid))
-        let report = try #require(try await host.supervisor.reports(id).last)
-        #expect(report.terminationCode == "0x8badf00d")
-        #expect(report.budget == BudgetRecord(name: "didEnterBackground", seconds: 5, profile: "ios13"))
-        await host.stop()
+        try await withVirtualHost(settle: .milliseconds(300)) { host in
+            let id = try await host.installProbe("com.policy.slowbg")
+            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "block:forever"])
+            try await host.supervisor.background(id)
+            try await advance(host, 4)
+            #expect(processExists(pid))
+            try await advance(host, 1)
+            #expect(!processExists(pid))
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.terminationCode == "0x8badf00d")
+            #expect(report.budget == BudgetRecord(name: "didEnterBackground", seconds: 5, profile: "ios13"))
+        }
     }
 
     @Test func hungForegroundAppIsKilledAndAHealthyOneIsNot() async throws {
-        let host = try virtualHost(settle: .milliseconds(300))
-        let hung = try await host.installProbe("com.policy.hung")
-        let healthy = try await host.installProbe("com.policy.healthy")
-        let healthyPID = try await host.supervisor.launch(healthy, background: false, arguments: [])
-        // An hour of heartbeats answered on the main run loop.
-        try await advance(host, 3600)
-        #expect(try await state(host, healthy) == .active)
-        #expect(processExists(healthyPID))
+        try await withVirtualHost(settle: .milliseconds(300)) { host in
+            let hung = try await host.installProbe("com.policy.hung")
+            let healthy = try await host.installProbe("com.policy.healthy")
+            let healthyPID = try await host.supervisor.launch(healthy, background: false, arguments: [])
+            // An hour of heartbeats answered on the main run loop.
+            try await advance(host, 3600)
+            #expect(try await state(host, healthy) == .active)
+            #expect(processExists(healthyPID))
 
-        let hungPID = try await host.supervisor.launch(hung, background: false, arguments: ["--on", "active", "hang"])
-        // The probe hangs right after didBecomeActive returns: anything sent later is never answered.
-        _ = await host.waitForEvent(hung) { $0.kind == .callback && $0.cause == "didBecomeActive returned" }
-        try await advance(host, 14)
-        #expect(processExists(hungPID), "heartbeat sent at +5 s; the hang budget runs until +15 s")
-        try await advance(host, 1)
-        #expect(!processExists(hungPID))
-        let report = try #require(try await host.supervisor.reports(hung).last)
-        #expect(report.terminationCode == "0x8badf00d")
-        #expect(report.budget?.name == "foregroundHang")
-        #expect(report.reason.contains("heartbeat"))
-        #expect(try await host.supervisor.reports(healthy).isEmpty)
-        await host.stop()
+            let hungPID = try await host.supervisor.launch(hung, background: false, arguments: ["--on", "active", "hang"])
+            // The probe hangs right after didBecomeActive returns: anything sent later is never answered.
+            _ = await host.waitForEvent(hung) { $0.kind == .callback && $0.cause == "didBecomeActive returned" }
+            try await advance(host, 14)
+            #expect(processExists(hungPID), "heartbeat sent at +5 s; the hang budget runs until +15 s")
+            try await advance(host, 1)
+            #expect(!processExists(hungPID))
+            let report = try #require(try await host.supervisor.reports(hung).last)
+            #expect(report.terminationCode == "0x8badf00d")
+            #expect(report.budget?.name == "foregroundHang")
+            #expect(report.reason.contains("heartbeat"))
+            #expect(try await host.supervisor.reports(healthy).isEmpty)
+        }
     }
 
     /// iOS's 0xdead10cc: a lock held in a shared (App Group) container when the app is
     /// suspended. The app can reach no other place outside its own container.
     @Test(arguments: ["lock", "posix-lock"])
     func lockInAGroupContainerAtSuspensionIsKilledWithDead10cc(kind: String) async throws {
-        let host = try virtualHost()
-        let group = "group.com.policy.shared"
-        let id = try await host.installProbe("com.policy.lock.\(kind)",
-                                             entitlements: ["com.apple.security.application-groups": [group]])
-        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "\(kind):group:\(group)/db"])
-        try await host.supervisor.background(id)
-        await host.supervisor.waitUntil(id, is: .notRunning)
-        #expect(!processExists(pid))
-        let report = try #require(try await host.supervisor.reports(id).last)
-        #expect(report.terminationCode == "0xdead10cc")
-        #expect(report.reason.contains("\(host.dir.path)/groups/\(group)/db"), "\(report.reason)")
-        await host.stop()
+        try await withVirtualHost { host in
+            let group = "group.com.policy.shared"
+            let id = try await host.installProbe("com.policy.lock.\(kind)",
+                                                 entitlements: ["com.apple.security.application-groups": [group]])
+            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "\(kind):group:\(group)/db"])
+            try await host.supervisor.background(id)
+            try await host.waitUntil(id, is: .notRunning)
+            #expect(!processExists(pid))
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.terminationCode == "0xdead10cc")
+            #expect(report.reason.contains("\(host.dir.path)/groups/\(group)/db"), "\(report.reason)")
+        }
     }
 
     @Test func lockInsideTheOwnContainerDoesNotPreventSuspension() async throws {
-        let host = try virtualHost()
-        let id = try await host.installProbe("com.policy.ownlock")
-        // Relative to the working directory, which is the app's container.
-        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "lock:Documents/db"])
-        try await host.supervisor.background(id)
-        await host.supervisor.waitUntil(id, is: .suspended)
-        #expect(kernelState(pid) == "T")
-        #expect(try await host.supervisor.reports(id).isEmpty)
-        await host.stop()
+        try await withVirtualHost { host in
+            let id = try await host.installProbe("com.policy.ownlock")
+            // Relative to the working directory, which is the app's container.
+            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "lock:Documents/db"])
+            try await host.supervisor.background(id)
+            try await host.waitUntil(id, is: .suspended)
+            #expect(kernelState(pid) == "T")
+            #expect(try await host.supervisor.reports(id).isEmpty)
+        }
     }
 
     @Test func advanceRightAfterHomeWaitsForTheCallbacksAlreadySent() async throws {
         // No wait for didEnterBackground here: the advance itself must let the app run it
         // (in real time) before firing anything, or its 5 s watchdog would fire at +5 s.
-        let host = try virtualHost()
-        let id = try await host.installProbe("com.policy.eager")
-        let pid = try await host.supervisor.launch(id, background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:upload"])
-        try await host.supervisor.background(id)
-        try await advance(host, 29)
-        #expect(processExists(pid))
-        #expect(try await host.supervisor.reports(id).isEmpty)
-        try await advance(host, 2)
-        #expect(try await host.supervisor.reports(id).last?.budget?.name == "backgroundTask")
-        await host.stop()
+        try await withVirtualHost { host in
+            let id = try await host.installProbe("com.policy.eager")
+            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:upload"])
+            try await host.supervisor.background(id)
+            try await advance(host, 29)
+            #expect(processExists(pid))
+            #expect(try await host.supervisor.reports(id).isEmpty)
+            try await advance(host, 2)
+            #expect(try await host.supervisor.reports(id).last?.budget?.name == "backgroundTask")
+        }
     }
 
     @Test func advancingTheRealClockIsRefused() async throws {
-        let host = try TestHost()
-        await #expect(throws: ControlError.self) { _ = try await host.supervisor.advanceClock(by: .seconds(1)) }
-        await host.stop()
+        try await withHost { host in
+            await #expect(throws: ControlError.self) { _ = try await host.supervisor.advanceClock(by: .seconds(1)) }
+        }
     }
 }

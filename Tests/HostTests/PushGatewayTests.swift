@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOPosix
 import Plugins
+import TestSupport
 import Testing
 @testable import Host
 
@@ -118,7 +119,7 @@ enum Curl {
 
 // MARK: - A host with a gateway
 
-/// A test host serving a push gateway on an ephemeral loopback port. Always `stop()` it.
+/// A test host serving a push gateway on an ephemeral loopback port. Made and stopped by `withGateway`.
 struct GatewayHost: Sendable {
     let host: TestHost
     let gateway: PushGateway
@@ -311,7 +312,7 @@ struct APNsWireTests {
 
 // MARK: - Over the network
 
-@Suite("Push gateway over curl", .timeLimit(.minutes(2)),
+@Suite("Push gateway over curl", .tags(.process, .network), .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"),
        .enabled("needs curl with HTTP/2 (Debian: apt-get install curl)") { await Curl.supportsHTTP2() })
 struct PushGatewayCurlTests {
@@ -387,7 +388,7 @@ struct PushGatewayCurlTests {
             let id = "com.test.gw.wake"
             let token = try await g.installPushProbe(id)
             let pid = try await g.host.supervisor.launch(id, background: true, arguments: [])
-            await g.host.supervisor.waitUntil(id, is: .suspended)
+            try await g.host.waitUntil(id, is: .suspended)
             let a = try await Curl.request(h2c + ["-H", "apns-topic: \(id)", "-H", "apns-push-type: background",
                                                   "-H", "apns-priority: 5", "-d", silentPayload], url: g.url(token))
             #expect(a.status == 200, "\(a)")
@@ -431,7 +432,7 @@ struct PushGatewayCurlTests {
     }
 }
 
-@Suite("Push gateway (NIO client)", .timeLimit(.minutes(2)),
+@Suite("Push gateway (NIO client)", .tags(.process, .network), .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct PushGatewayClientTests {
     @Test func manyConcurrentStreamsOnOneConnection() async throws {
@@ -465,28 +466,28 @@ struct PushGatewayClientTests {
     }
 
     @Test func closingEndsOpenConnectionsGracefully() async throws {
-        let g = try await GatewayHost.start(label: "gw-close")
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let client = try await PushGatewayClient.connect(host: "127.0.0.1", port: g.gateway.port, group: group)
-        let first = try await client.send(path: "/3/device/00", body: Data(alertPayload.utf8))
-        #expect(first.status == 400 && first.reason == "BadDeviceToken")
-        // The idle connection gets GOAWAY and closes, and serve() returns. Usually as the
-        // client answers the GOAWAY's PING; in about 1 run in 6 under load the gateway's
-        // own cut after `shutdownGrace` ends it instead (cause not found: see the
-        // statistics' `cutAfterGrace`), so this test does not time it.
-        g.gateway.close()
-        try await g.serving.value
-        #expect(g.gateway.statistics.cutAfterGrace <= 1)
-        await #expect(throws: (any Error).self) { _ = try await client.send(path: "/3/device/00", body: Data("{}".utf8)) }
-        await client.close()
-        try await group.shutdownGracefully()
-        await g.host.stop()
+        try await withGateway("gw-close") { g in
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            let client = try await PushGatewayClient.connect(host: "127.0.0.1", port: g.gateway.port, group: group)
+            let first = try await client.send(path: "/3/device/00", body: Data(alertPayload.utf8))
+            #expect(first.status == 400 && first.reason == "BadDeviceToken")
+            // The idle connection gets GOAWAY and closes, and serve() returns. Usually as the
+            // client answers the GOAWAY's PING; in about 1 run in 6 under load the gateway's
+            // own cut after `shutdownGrace` ends it instead (cause not found: see the
+            // statistics' `cutAfterGrace`), so this test does not time it.
+            g.gateway.close()
+            try await g.serving.value
+            #expect(g.gateway.statistics.cutAfterGrace <= 1)
+            await #expect(throws: (any Error).self) { _ = try await client.send(path: "/3/device/00", body: Data("{}".utf8)) }
+            await client.close()
+            try await group.shutdownGracefully()
+        }
     }
 }
 
 // MARK: - The daemon
 
-@Suite("CLI: push gateway", .timeLimit(.minutes(2)),
+@Suite("CLI: push gateway", .tags(.process, .network), .timeLimit(.minutes(2)),
        .enabled(if: cliBuilt, "apphost and the probe app not built: run `swift build` first (scripts/test.sh does)"),
        .enabled("needs curl with HTTP/2 (Debian: apt-get install curl)") { await Curl.supportsHTTP2() })
 struct PushGatewayCLITests {

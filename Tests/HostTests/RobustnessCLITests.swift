@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import TestSupport
 import Testing
 @testable import Host
 
@@ -74,7 +75,7 @@ private func makeSparse(_ path: String, size: Int64) throws {
     guard ftruncate(fd, off_t(size)) == 0 else { throw CLITestFailure("ftruncate: \(String(cString: strerror(errno)))") }
 }
 
-@Suite(.enabled(if: cliBuilt, "needs the apphost and ProbeApp products"))
+@Suite(.tags(.process), .enabled(if: cliBuilt, "needs the apphost and ProbeApp products"))
 struct RobustnessCLITests {
     // MARK: 1. the event log on a full disk
 
@@ -280,8 +281,7 @@ struct RobustnessCLITests {
 
     @Test(.timeLimit(.minutes(1)))
     func aBundleIdentifierOf155CharactersInstallsRunsAndGetsItsReport() async throws {
-        let host = try TestHost(label: "id155")
-        do {
+        try await withHost(label: "id155") { host in
             let id = "com.example." + String(repeating: "x", count: 155 - 12)
             #expect(id.count == 155)
             try await host.installProbe(id)
@@ -294,11 +294,7 @@ struct RobustnessCLITests {
             let data = try Data(contentsOf: URL(fileURLWithPath: host.dir.path + "/reports/" + file))
             #expect(try WireJSON.decoder().decode(TerminationReport.self, from: data).bundleIdentifier == id)
             #expect(FileManager.default.fileExists(atPath: host.dir.path + "/logs/\(id).log"))
-        } catch {
-            await host.stop()
-            throw error
         }
-        await host.stop()
     }
 
     // MARK: 4. shutdown never hangs

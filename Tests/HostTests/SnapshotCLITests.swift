@@ -1,10 +1,11 @@
 import Foundation
 import Snapshots
+import TestSupport
 import Testing
 
 /// `apphost snapshot -o` and `apphost switcher --sheet` against a daemon: the file named
 /// is written whole, and nothing is ever deleted to make room for it.
-@Suite("snapshot and switcher CLI", .timeLimit(.minutes(2)),
+@Suite("snapshot and switcher CLI", .tags(.process), .timeLimit(.minutes(2)),
        .enabled(if: cliBuilt, "apphost and ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
 struct SnapshotCLITests {
     @Test func anOutputFileIsWrittenWholeAndADirectoryIsNeverTouched() async throws {

@@ -1,14 +1,15 @@
 import AppHostProtocol
 import Foundation
 import Snapshots
+import TestSupport
 import Testing
 @testable import Host
 
-let bankBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory + "/BankApp")
+let bankBuilt = productBuilt("BankApp")
 
 /// Snapshots taken by the host of the real BankApp samples (manifests/Bank*.app):
 /// policies, the files kept, the switcher.
-@Suite("App-switcher snapshots", .timeLimit(.minutes(2)),
+@Suite("App-switcher snapshots", .tags(.process), .timeLimit(.minutes(2)),
        .enabled(if: bankBuilt, "BankApp not built: run `swift build` first (scripts/test.sh does)"))
 struct SnapshotHostTests {
     let balance = "$12,345.67"
@@ -21,9 +22,9 @@ struct SnapshotHostTests {
     /// Launch in front, then the home button: the snapshot taken after didEnterBackground.
     func leaveForeground(_ host: TestHost, _ id: String) async throws -> TakenSnapshot? {
         _ = try await host.supervisor.launch(id, background: false, arguments: [])
-        await host.supervisor.waitUntil(id, is: .active)
+        try await host.waitUntil(id, is: .active)
         try await host.supervisor.background(id)
-        await host.supervisor.waitUntil(id, is: .suspended)
+        try await host.waitUntil(id, is: .suspended)
         await host.supervisor.waitForSnapshots()
         return await host.supervisor.takenSnapshots(id).last
     }
@@ -35,85 +36,85 @@ struct SnapshotHostTests {
     }
 
     @Test func redactBlanksTheBalanceAndThePasswordAndKeepsAPNGAndATextLayer() async throws {
-        let host = try TestHost(label: "snap")
-        let id = try await install(host, "Bank")
-        let taken = try #require(try await leaveForeground(host, id))
-        #expect(taken.info.reason == "didEnterBackground")
-        #expect(taken.info.policy == .redact)
-        #expect(taken.info.png == host.dir.path + "/snapshots/\(id)/1.png")
-        let image = try PNGCodec.decode(try Data(contentsOf: URL(fileURLWithPath: try #require(taken.info.png))))
-        #expect(image.width == 1170 && image.height == 2532)
-        let shown = try texts(taken.info)
-        #expect(shown.contains("Example Bank"))
-        #expect(!shown.contains(balance), "\(shown)")
-        #expect(!shown.joined().contains(password))
-        #expect(PrivacyInspector.inspect(tree: taken.tree, snapshot: try #require(taken.rendered), screen: .default).isEmpty)
-        let event = await host.waitForEvent(id) { $0.kind == .snapshot }
-        #expect(event?.cause.contains("policy redact") == true)
-        await host.stop()
+        try await withHost(label: "snap") { host in
+            let id = try await install(host, "Bank")
+            let taken = try #require(try await leaveForeground(host, id))
+            #expect(taken.info.reason == "didEnterBackground")
+            #expect(taken.info.policy == .redact)
+            #expect(taken.info.png == host.dir.path + "/snapshots/\(id)/1.png")
+            let image = try PNGCodec.decode(try Data(contentsOf: URL(fileURLWithPath: try #require(taken.info.png))))
+            #expect(image.width == 1170 && image.height == 2532)
+            let shown = try texts(taken.info)
+            #expect(shown.contains("Example Bank"))
+            #expect(!shown.contains(balance), "\(shown)")
+            #expect(!shown.joined().contains(password))
+            #expect(PrivacyInspector.inspect(tree: taken.tree, snapshot: try #require(taken.rendered), screen: .default).isEmpty)
+            let event = await host.waitForEvent(id) { $0.kind == .snapshot }
+            #expect(event?.cause.contains("policy redact") == true)
+        }
     }
 
     @Test func theLeakyVariantShowsItsBalanceAndTheInspectorNamesIt() async throws {
-        let host = try TestHost(label: "snap")
-        let id = try await install(host, "BankLeaky")
-        let taken = try #require(try await leaveForeground(host, id))
-        #expect(taken.info.policy == .default)
-        #expect(try texts(taken.info).contains(balance))
-        let leaks = PrivacyInspector.inspect(tree: taken.tree, snapshot: try #require(taken.rendered), screen: .default)
-        #expect(leaks.contains { $0.kind == .text && ($0.view + $0.detail).contains(balance) }, "\(leaks)")
-        #expect(leaks.contains { $0.kind == .pixels }, "\(leaks)")
-        await host.stop()
+        try await withHost(label: "snap") { host in
+            let id = try await install(host, "BankLeaky")
+            let taken = try #require(try await leaveForeground(host, id))
+            #expect(taken.info.policy == .default)
+            #expect(try texts(taken.info).contains(balance))
+            let leaks = PrivacyInspector.inspect(tree: taken.tree, snapshot: try #require(taken.rendered), screen: .default)
+            #expect(leaks.contains { $0.kind == .text && ($0.view + $0.detail).contains(balance) }, "\(leaks)")
+            #expect(leaks.contains { $0.kind == .pixels }, "\(leaks)")
+        }
     }
 
     @Test func theCoverVariantIsCoveredUnderDefault() async throws {
-        let host = try TestHost(label: "snap")
-        let id = try await install(host, "BankCover")
-        let taken = try #require(try await leaveForeground(host, id))
-        #expect(taken.info.policy == .default)
-        #expect(!(try texts(taken.info)).contains(balance))
-        // The cover carries the bank's logo, so its frames are not one colour: the inspector
-        // needs the bundle's images to draw them again without the sensitive content.
-        let rendered = try #require(taken.rendered)
-        let bundle = packageRoot + "/manifests/BankCover.app"
-        let leaks = PrivacyInspector.inspect(tree: taken.tree, snapshot: rendered, screen: .default, bundlePath: bundle)
-        #expect(leaks.isEmpty, "\(leaks)")
-        await host.stop()
+        try await withHost(label: "snap") { host in
+            let id = try await install(host, "BankCover")
+            let taken = try #require(try await leaveForeground(host, id))
+            #expect(taken.info.policy == .default)
+            #expect(!(try texts(taken.info)).contains(balance))
+            // The cover carries the bank's logo, so its frames are not one colour: the inspector
+            // needs the bundle's images to draw them again without the sensitive content.
+            let rendered = try #require(taken.rendered)
+            let bundle = packageRoot + "/manifests/BankCover.app"
+            let leaks = PrivacyInspector.inspect(tree: taken.tree, snapshot: rendered, screen: .default, bundlePath: bundle)
+            #expect(leaks.isEmpty, "\(leaks)")
+        }
     }
 
     @Test func aStricterHostPolicyWins() async throws {
-        let redacting = try TestHost(label: "snap") { $0.snapshotPolicy = .redact }
-        let leaky = try await install(redacting, "BankLeaky")
-        let redacted = try #require(try await leaveForeground(redacting, leaky))
-        #expect(redacted.info.policy == .redact)
-        #expect(PrivacyInspector.inspect(tree: redacted.tree, snapshot: try #require(redacted.rendered), screen: .default).isEmpty)
-        await redacting.stop()
+        try await withHost(label: "snap", configure: { $0.snapshotPolicy = .redact }) { redacting in
+            let leaky = try await install(redacting, "BankLeaky")
+            let redacted = try #require(try await leaveForeground(redacting, leaky))
+            #expect(redacted.info.policy == .redact)
+            #expect(PrivacyInspector.inspect(tree: redacted.tree, snapshot: try #require(redacted.rendered), screen: .default).isEmpty)
+        }
 
-        let none = try TestHost(label: "snap") { $0.snapshotPolicy = .none }
-        let bank = try await install(none, "Bank")
-        let nothing = try #require(try await leaveForeground(none, bank))
-        #expect(nothing.info.policy == .none && nothing.info.png == nil && nothing.rendered == nil)
-        #expect(!FileManager.default.fileExists(atPath: none.dir.path + "/snapshots/\(bank)"))
-        await none.stop()
+        try await withHost(label: "snap", configure: { $0.snapshotPolicy = .none }) { none in
+            let bank = try await install(none, "Bank")
+            let nothing = try #require(try await leaveForeground(none, bank))
+            #expect(nothing.info.policy == .none && nothing.info.png == nil && nothing.rendered == nil)
+            #expect(!FileManager.default.fileExists(atPath: none.dir.path + "/snapshots/\(bank)"))
+        }
     }
 
     @Test func theSwitcherListsAppsMostRecentFirstAndATerminateRemovesOne() async throws {
-        let host = try TestHost(label: "snap")
-        let bank = try await install(host, "Bank")
-        let cover = try await install(host, "BankCover")
-        _ = try await leaveForeground(host, bank)
-        _ = try await leaveForeground(host, cover)
-        var entries = await host.supervisor.switcher()
-        #expect(entries.map(\.bundleIdentifier) == [cover, bank])
-        #expect(entries.allSatisfy { $0.snapshot?.png != nil })
-        // A snapshot on request of a running app is taken now.
-        try await host.supervisor.foreground(bank)
-        await host.supervisor.waitUntil(bank, is: .active)
-        let now = try await host.supervisor.snapshot(bank)
-        #expect(now.reason == "requested" && now.number == 2)
-        try await host.supervisor.terminate(bank)
-        entries = await host.supervisor.switcher()
-        #expect(entries.map(\.bundleIdentifier) == [cover])
-        await host.stop()
+        try await withHost(label: "snap") { host in
+            let bank = try await install(host, "Bank")
+            let cover = try await install(host, "BankCover")
+            _ = try await leaveForeground(host, bank)
+            _ = try await leaveForeground(host, cover)
+            var entries = await host.supervisor.switcher()
+            #expect(entries.map(\.bundleIdentifier) == [cover, bank])
+            #expect(entries.allSatisfy { $0.snapshot?.png != nil })
+            // A snapshot on request of a running app is taken now.
+            try await host.supervisor.foreground(bank)
+            try await host.waitUntil(bank, is: .active)
+            let now = try await host.supervisor.snapshot(bank)
+            #expect(now.reason == "requested" && now.number == 2)
+            try await host.supervisor.terminate(bank)
+            entries = await host.supervisor.switcher()
+            #expect(entries.map(\.bundleIdentifier) == [cover])
+        }
     }
 }
 
@@ -122,39 +123,42 @@ extension SnapshotHostTests {
     /// taken on the way home, even while it is still being drawn (not "no snapshot yet",
     /// not an older one).
     @Test func aSnapshotAskedForRightAfterHomeIsTheOneTakenOnTheWay() async throws {
-        let host = try TestHost(label: "snap")
-        let bank = try await install(host, "Bank")
-        _ = try await host.supervisor.launch(bank, background: false, arguments: [])
-        await host.supervisor.waitUntil(bank, is: .active)
-        try await host.supervisor.background(bank)
-        await host.supervisor.waitUntil(bank, is: .suspended)
-        let info = try await host.supervisor.snapshot(bank)
-        #expect(info.number == 1 && info.reason == "didEnterBackground")
-        #expect(await host.supervisor.switcher().first?.snapshot == info)
-        await host.stop()
+        try await withHost(label: "snap") { host in
+            let bank = try await install(host, "Bank")
+            _ = try await host.supervisor.launch(bank, background: false, arguments: [])
+            try await host.waitUntil(bank, is: .active)
+            try await host.supervisor.background(bank)
+            try await host.waitUntil(bank, is: .suspended)
+            let info = try await host.supervisor.snapshot(bank)
+            #expect(info.number == 1 && info.reason == "didEnterBackground")
+            #expect(await host.supervisor.switcher().first?.snapshot == info)
+        }
     }
 
     @Test func aSuspendedAppIsNotDrawnAgainAndTheSwitcherOutlivesTheHostUntilATerminate() async throws {
-        let first = try TestHost(label: "snap")
-        let bank = try await install(first, "Bank")
-        let taken = try #require(try await leaveForeground(first, bank))
-        // Suspended: what the switcher shows is the picture taken when it left.
-        #expect(try await first.supervisor.snapshot(bank) == taken.info)
-        await first.stop(removing: false)
+        try await withStateDirectory("snap") { dir in
+            let (bank, taken) = try await withHost(directory: dir) { first in
+                let bank = try await install(first, "Bank")
+                let taken = try #require(try await leaveForeground(first, bank))
+                // Suspended: what the switcher shows is the picture taken when it left.
+                #expect(try await first.supervisor.snapshot(bank) == taken.info)
+                return (bank, taken)
+            }
 
-        let again = try TestHost(reopening: first.dir)
-        #expect(await again.supervisor.switcher().map(\.bundleIdentifier) == [bank], "pictured by the earlier host")
-        #expect(try await again.supervisor.snapshot(bank).png == taken.info.png)
-        _ = try await again.supervisor.launch(bank, background: false, arguments: [])
-        await again.supervisor.waitUntil(bank, is: .active)
-        try await again.supervisor.terminate(bank)
-        #expect(await again.supervisor.switcher().isEmpty, "a terminated app leaves, even with pictures on disk")
-        await again.stop()
+            try await withHost(reopening: dir) { again in
+                #expect(await again.supervisor.switcher().map(\.bundleIdentifier) == [bank], "pictured by the earlier host")
+                #expect(try await again.supervisor.snapshot(bank).png == taken.info.png)
+                _ = try await again.supervisor.launch(bank, background: false, arguments: [])
+                try await again.waitUntil(bank, is: .active)
+                try await again.supervisor.terminate(bank)
+                #expect(await again.supervisor.switcher().isEmpty, "a terminated app leaves, even with pictures on disk")
+            }
+        }
     }
 }
 
 /// `apphost privacy-check` on the three samples, as a user runs it.
-@Suite("privacy-check CLI", .timeLimit(.minutes(2)),
+@Suite("privacy-check CLI", .tags(.process), .timeLimit(.minutes(2)),
        .enabled(if: bankBuilt, "BankApp not built: run `swift build` first (scripts/test.sh does)"))
 struct PrivacyCheckCLITests {
     @Test func theLeakyBankFailsByNameAndTheOthersPassWithJUnit() async throws {

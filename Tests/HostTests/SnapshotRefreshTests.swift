@@ -1,6 +1,7 @@
 import AppHostProtocol
 import Foundation
 import Snapshots
+import TestSupport
 import Testing
 @testable import Host
 
@@ -8,39 +9,18 @@ import Testing
 /// push's completion), the `launch-image` policy and `ignoreSnapshotOnNextApplicationLaunch`,
 /// and the screen the app is told: probes (ProbeApp's `window:TEXT` shows a label) and
 /// BankCover, on hosts of their own.
-@Suite("App-switcher snapshot refreshes and launch images", .timeLimit(.minutes(2)),
+@Suite("App-switcher snapshot refreshes and launch images", .tags(.process), .timeLimit(.minutes(2)),
        .enabled(if: bankBuilt && probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct SnapshotRefreshTests {
     /// Launches in front with `arguments`, sends it home; returns the didEnterBackground snapshot.
     func launchAndSendHome(_ host: TestHost, _ id: String, _ arguments: [String]) async throws -> TakenSnapshot {
         _ = try await host.supervisor.launch(id, background: false, arguments: arguments)
-        await host.supervisor.waitUntil(id, is: .active)
+        try await host.waitUntil(id, is: .active)
         let mark = await host.supervisor.snapshotMark()
         try await host.supervisor.background(id)
-        await host.supervisor.waitUntil(id, is: .suspended)
+        try await host.waitUntil(id, is: .suspended)
         await host.supervisor.waitForSnapshots()
         return try #require(await host.supervisor.takenSnapshots(id, since: mark).last)
-    }
-
-    /// Runs `body` on a host of its own, stopped (its apps ended, its directory removed)
-    /// however `body` ends.
-    func withHost<T>(configure: (inout HostConfiguration) -> Void = { _ in }, removing: Bool = true,
-                     _ body: (TestHost) async throws -> T) async throws -> T {
-        let host = try TestHost(label: "snap", configure: configure)
-        return try await stopping(host, removing: removing) { try await body(host) }
-    }
-
-    /// Runs `body`, then stops `host` (removing its directory as well when `body` threw).
-    func stopping<T>(_ host: TestHost, removing: Bool = true, _ body: () async throws -> T) async throws -> T {
-        let result: T
-        do {
-            result = try await body()
-        } catch {
-            await host.stop()
-            throw error
-        }
-        await host.stop(removing: removing)
-        return result
     }
 
     /// The strings of a snapshot's text layer file.
@@ -63,7 +43,7 @@ struct SnapshotRefreshTests {
     /// iOS updates the snapshot when the app calls performFetch's completion handler, not
     /// when the method returns: an app that completes later is pictured then, once.
     @Test func aFetchIsPicturedWhenTheAppCompletesItNotWhenPerformFetchReturns() async throws {
-        try await withHost { host in
+        try await withHost(label: "snap") { host in
             let id = try await host.installProbe("com.snap.fetch", extra: ["UIBackgroundModes": ["fetch"]])
             let home = try await launchAndSendHome(host, id, [
                 "--on", "launch", "window:launched", "--on", "fetch", "window:fetched", "--fetch-result", "after:2:newData",
@@ -81,7 +61,7 @@ struct SnapshotRefreshTests {
             let completed = try #require(await host.events(id).first { $0.kind == .service && $0.cause.contains("completed: newData") })
             let pictured = try #require(await host.events(id).first { $0.kind == .snapshot && $0.cause.contains("(background fetch)") })
             #expect(completed.seq < pictured.seq)
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             #expect(await host.supervisor.takenSnapshots(id, since: mark).count == 1, "one picture per fetch")
         }
     }
@@ -89,7 +69,7 @@ struct SnapshotRefreshTests {
     /// A silent push is pictured when its completion comes in the background; one to the
     /// app in front is not.
     @Test func aSilentPushIsPicturedWhenCompletedInTheBackgroundAndNotInFront() async throws {
-        try await withHost { host in
+        try await withHost(label: "snap") { host in
             let id = try await host.installProbe("com.snap.push", extra: ["UIBackgroundModes": ["remote-notification"]])
             func push() async throws {
                 _ = try await host.supervisor.modeCommand(.push(PushRequest(
@@ -98,7 +78,7 @@ struct SnapshotRefreshTests {
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "window:inbox", "--on", "push", "window:pushed",
             ])
-            await host.supervisor.waitUntil(id, is: .active)
+            try await host.waitUntil(id, is: .active)
             let inFront = await host.supervisor.snapshotMark()
             try await push()
             _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.hasPrefix("push ") && $0.cause.contains(" completed: ") }
@@ -106,7 +86,7 @@ struct SnapshotRefreshTests {
             #expect(await host.supervisor.takenSnapshots(id, since: inFront).isEmpty, "completed in front: no picture")
 
             try await host.supervisor.background(id)
-            await host.supervisor.waitUntil(id, is: .suspended)
+            try await host.waitUntil(id, is: .suspended)
             await host.supervisor.waitForSnapshots()
             let mark = await host.supervisor.snapshotMark()
             try await push()
@@ -122,7 +102,7 @@ struct SnapshotRefreshTests {
     /// The launch image stands for every snapshot until the app is next active: a fetch's
     /// refresh does not replace it.
     @Test func ignoreSnapshotHoldsUntilTheAppIsNextActive() async throws {
-        try await withHost { host in
+        try await withHost(label: "snap") { host in
             let id = try await host.installProbe("com.snap.ignore", extra: ["UIBackgroundModes": ["fetch"]])
             let home = try await launchAndSendHome(host, id, [
                 "--on", "launch", "window:balance 42", "--on", "background", "ignore-snapshot",
@@ -142,7 +122,7 @@ struct SnapshotRefreshTests {
 
             // Active again: the window is pictured again.
             try await host.supervisor.foreground(id)
-            await host.supervisor.waitUntil(id, is: .active)
+            try await host.waitUntil(id, is: .active)
             let now = try await host.supervisor.snapshot(id)
             #expect(now.reason == "requested" && now.policy == .default)
             #expect(try texts(now).contains("balance 42"))
@@ -153,7 +133,7 @@ struct SnapshotRefreshTests {
 
     /// `AppHost.SnapshotPolicy` launch-image with a `UILaunchImageFile`: that picture, no text.
     @Test func anAppsLaunchImagePolicyShowsItsLaunchImageFile() async throws {
-        try await withHost { host in
+        try await withHost(label: "snap") { host in
             let bundle = try makeProbeBundle(in: host.dir.path, id: "com.snap.launch", extra: [
                 "AppHost": ["SnapshotPolicy": "launch-image"], "UILaunchImageFile": "Launch.png",
             ])
@@ -173,7 +153,7 @@ struct SnapshotRefreshTests {
     /// The host-wide launch-image policy wins over Bank's own redact: the plain launch
     /// screen (Bank has no UILaunchImageFile), nothing of the window.
     @Test func aHostWideLaunchImagePolicyShowsThePlainLaunchScreen() async throws {
-        try await withHost(configure: { $0.snapshotPolicy = .launchImage }) { host in
+        try await withHost(label: "snap", configure: { $0.snapshotPolicy = .launchImage }) { host in
             let id = try await host.supervisor.install(path: packageRoot + "/manifests/Bank.app", settings: [:]).bundleIdentifier
             let taken = try await launchAndSendHome(host, id, [])
             #expect(taken.info.policy == .launchImage)
@@ -190,7 +170,7 @@ struct SnapshotRefreshTests {
     /// larger screen than the default, and its snapshot passes the inspector there.
     @Test func theCoverSpansAConfiguredScreenLargerThanTheDefault() async throws {
         let screen = ScreenSize(width: 1500, height: 3000, scale: 2)
-        try await withHost(configure: { $0.screen = screen }) { host in
+        try await withHost(label: "snap", configure: { $0.screen = screen }) { host in
             let id = try await host.supervisor.install(path: packageRoot + "/manifests/BankCover.app", settings: [:]).bundleIdentifier
             let taken = try await launchAndSendHome(host, id, [])
             let cover = try #require(taken.tree.views.last)
@@ -208,20 +188,21 @@ struct SnapshotRefreshTests {
     // MARK: - The text layer
 
     @Test func theTextLayersTimeKeepsItsMilliseconds() async throws {
-        let (dir, id, taken) = try await withHost(removing: false) { host in
-            let id = try await host.installProbe("com.snap.time")
-            return (host.dir, id, try await launchAndSendHome(host, id, ["--on", "launch", "window:hello"]))
-        }
-        // A later host reads the time back from the file, to the millisecond.
-        let again = try TestHost(reopening: dir)
-        try await stopping(again) {
-            let data = try Data(contentsOf: URL(fileURLWithPath: try #require(taken.info.textLayer)))
-            let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-            let time = try #require(object["time"] as? String)
-            #expect(time.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil, "\(time)")
-            let read = try await again.supervisor.snapshot(id)
-            #expect(read.number == taken.info.number)
-            #expect(abs(read.time.timeIntervalSince(taken.info.time)) < 0.001, "\(read.time) vs \(taken.info.time)")
+        try await withStateDirectory("snap") { dir in
+            let (id, taken) = try await withHost(directory: dir) { host in
+                let id = try await host.installProbe("com.snap.time")
+                return (id, try await launchAndSendHome(host, id, ["--on", "launch", "window:hello"]))
+            }
+            // A later host reads the time back from the file, to the millisecond.
+            try await withHost(reopening: dir) { again in
+                let data = try Data(contentsOf: URL(fileURLWithPath: try #require(taken.info.textLayer)))
+                let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+                let time = try #require(object["time"] as? String)
+                #expect(time.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil, "\(time)")
+                let read = try await again.supervisor.snapshot(id)
+                #expect(read.number == taken.info.number)
+                #expect(abs(read.time.timeIntervalSince(taken.info.time)) < 0.001, "\(read.time) vs \(taken.info.time)")
+            }
         }
     }
 }

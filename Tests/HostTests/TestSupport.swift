@@ -21,7 +21,20 @@ let packageRoot: String = {
     URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 }()
 
-let probeBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory + "/ProbeApp")
+/// Whether this is a CI run (`CI=true` in the environment). A sample product missing
+/// then fails the run instead of skipping the suites that need it.
+let runningInCI = ProcessInfo.processInfo.environment["CI"] == "true"
+
+/// The products the suites here launch, built beside the test bundle by `swift build`.
+let sampleProducts = ["ProbeApp", "PlainApp", "TaskHolderApp", "BankApp", "HostileApp", "apphost", "apphost-transferd"]
+
+/// Whether product `name` is built. A suite that needs it is skipped when it is not,
+/// except on CI, where it runs (and fails) and `SampleProductTests` names what is missing.
+func productBuilt(_ name: String) -> Bool {
+    FileManager.default.isExecutableFile(atPath: productsDirectory + "/" + name) || runningInCI
+}
+
+let probeBuilt = productBuilt("ProbeApp")
 
 /// A temporary directory of a test's own; removed by `remove()`.
 struct TempDir {
@@ -55,7 +68,8 @@ func makeProbeBundle(in dir: String, id: String, executable: String = "ProbeApp"
     return bundle
 }
 
-/// A host of a test's own: its state dir, event loop and supervisor loop. Always `stop()` it.
+/// A host of a test's own: its state dir, event loop and supervisor loop. Made and
+/// stopped by `withHost`, which stops it however the test ends.
 final class TestHost: Sendable {
     let dir: TempDir
     let supervisor: Supervisor
@@ -63,10 +77,11 @@ final class TestHost: Sendable {
     let loop: Task<Void, Never>
 
     /// `configure` changes anything else of the configuration (e.g. `transferSettings`) last.
-    init(label: String = "h", grace: Duration = .seconds(5), clock: ClockMode = .real,
+    /// `directory` is a state directory to use instead of a new one labelled `label`.
+    init(label: String = "h", directory: TempDir? = nil, grace: Duration = .seconds(5), clock: ClockMode = .real,
          profile: BudgetProfile = .default, settle: Duration = .seconds(15), audioSink: AudioSinkKind = .wav,
          configure: (inout HostConfiguration) -> Void = { _ in }) throws {
-        dir = try TempDir(label)
+        dir = try directory ?? TempDir(label)
         var config = HostConfiguration(stateDirectory: dir.path)
         config.productDirectories = [productsDirectory]
         config.terminationGracePeriod = grace
@@ -96,10 +111,13 @@ final class TestHost: Sendable {
     }
 
     /// Terminates every app (waiting for each to be reaped) and tears the host down.
+    /// Snapshots still being drawn are waited for: written after the removal, they
+    /// would leave the state directory behind.
     func stop(removing: Bool = true) async {
         await supervisor.shutdown()
         await supervisor.finish()
         await loop.value
+        await supervisor.waitForSnapshots()
         try? await group.shutdownGracefully()
         if removing { dir.remove() }
     }
@@ -125,13 +143,164 @@ final class TestHost: Sendable {
         return Array(past)
     }
 
-    /// Waits for the first event of `id` (past or future) matching `predicate`.
-    func waitForEvent(_ id: String, _ predicate: @Sendable (HostEvent) -> Bool) async -> HostEvent? {
+    /// Waits for the first event of `id` (past or future) matching `predicate`, for at
+    /// most `timeout` of real time; then records an issue saying what the host saw
+    /// (the app's state, its last events) and returns nil, as it does when the log ends.
+    func waitForEvent(_ id: String, timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation,
+                      _ predicate: @escaping @Sendable (HostEvent) -> Bool) async -> HostEvent? {
         let (past, live, sub) = await supervisor.subscribe(bundleIdentifier: id)
         defer { Task { await supervisor.unsubscribe(sub) } }
         if let e = past.first(where: predicate) { return e }
-        for await e in live where predicate(e) { return e }
-        return nil
+        enum Outcome: Sendable { case event(HostEvent), ended, timedOut }
+        let outcome = await withTaskGroup(of: Outcome.self) { group in
+            group.addTask {
+                for await e in live where predicate(e) { return .event(e) }
+                return .ended
+            }
+            group.addTask {
+                do {
+                    try await Task.sleep(for: timeout)
+                    return .timedOut
+                } catch {
+                    return .ended // cancelled: the test is being torn down
+                }
+            }
+            let first = await group.next() ?? .ended
+            group.cancelAll()
+            return first
+        }
+        switch outcome {
+        case .event(let e): return e
+        case .ended: return nil
+        case .timedOut:
+            Issue.record("no event of \(id) matched within \(timeout); the host saw \(await sawOf(id))", sourceLocation: sourceLocation)
+            return nil
+        }
+    }
+}
+
+/// Runs `body` with a host of its own (the arguments are `TestHost`'s), then stops it
+/// (its apps terminated and reaped) and removes its state directory, also when `body`
+/// throws or a `#require` fails. With `directory`, the host runs on that state
+/// directory and leaves it for its owner (`withStateDirectory`) to remove.
+@discardableResult
+func withHost<T>(label: String = "h", directory: TempDir? = nil, grace: Duration = .seconds(5), clock: ClockMode = .real,
+                 profile: BudgetProfile = .default, settle: Duration = .seconds(15), audioSink: AudioSinkKind = .wav,
+                 configure: (inout HostConfiguration) -> Void = { _ in },
+                 isolation: isolated (any Actor)? = #isolation,
+                 _ body: (TestHost) async throws -> T) async throws -> T {
+    let host = try TestHost(label: label, directory: directory, grace: grace, clock: clock, profile: profile,
+                            settle: settle, audioSink: audioSink, configure: configure)
+    return try await stopping(host, removing: directory == nil, body)
+}
+
+/// Runs `body` with a host re-opened on `directory` (a state directory an earlier host
+/// left), then stops it as `withHost` does; `directory` is left for its owner to remove.
+@discardableResult
+func withHost<T>(reopening directory: TempDir, configure: (inout HostConfiguration) -> Void = { _ in },
+                 isolation: isolated (any Actor)? = #isolation,
+                 _ body: (TestHost) async throws -> T) async throws -> T {
+    let host = try TestHost(reopening: directory, configure: configure)
+    return try await stopping(host, removing: false, body)
+}
+
+/// Runs `body` with a state directory of its own that outlives one host (a restart
+/// test's), removed however `body` ends.
+@discardableResult
+func withStateDirectory<T>(_ label: String, isolation: isolated (any Actor)? = #isolation,
+                           _ body: (TempDir) async throws -> T) async throws -> T {
+    let dir = try TempDir(label)
+    defer { dir.remove() }
+    return try await body(dir)
+}
+
+/// Runs `body` with `host`, then stops it however `body` ended. The stop runs in a task
+/// of its own, so that a test cancelled (by its time limit) still reaps its apps.
+private func stopping<T>(_ host: TestHost, removing: Bool, isolation: isolated (any Actor)? = #isolation,
+                         _ body: (TestHost) async throws -> T) async throws -> T {
+    let result: T
+    do {
+        result = try await body(host)
+    } catch {
+        await Task { await host.stop(removing: removing) }.value
+        throw error
+    }
+    await Task { await host.stop(removing: removing) }.value
+    return result
+}
+
+extension TestHost {
+    /// Waits until `id` is in `state`, for at most `timeout` of real time; then fails
+    /// (and throws) saying what the host saw: the app's state and its last events.
+    func waitUntil(_ id: String, is state: AppState, timeout: Duration = .seconds(60),
+                   sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let supervisor = self.supervisor
+        let reached = await finishes(within: timeout) { await supervisor.waitUntil(id, is: state) }
+        if reached { return }
+        let saw = await sawOf(id)
+        try #require(reached, "\(id) not \(state.rawValue) after \(timeout); the host saw \(saw)", sourceLocation: sourceLocation)
+    }
+
+    /// What the host says of `id` now: its status and its last events, one a line.
+    func sawOf(_ id: String, events count: Int = 12) async -> String {
+        let status: String
+        do {
+            if let s = try await supervisor.status(id).first {
+                status = "\(s.state.rawValue), pid \(s.pid.map(String.init) ?? "none"), tasks \(s.backgroundTasks), activities \(s.activities)"
+            } else {
+                status = "no status"
+            }
+        } catch {
+            status = "no status (\(error))"
+        }
+        let recent = await events(id).suffix(count).map { e in
+            var line = "  #\(e.seq) \(e.kind.rawValue)"
+            if let from = e.from, let to = e.to { line += " \(from.rawValue)→\(to.rawValue)" } else if let to = e.to { line += " →\(to.rawValue)" }
+            if let pid = e.pid { line += " pid \(pid)" }
+            return line + ": \(e.cause)"
+        }
+        return "it \(status); its last \(recent.count) events:\n" + recent.joined(separator: "\n")
+    }
+}
+
+/// Whether `operation` ends within `timeout` of real time. An operation that does not
+/// (it cannot be cancelled) is left waiting: the test fails then anyway.
+func finishes(within timeout: Duration, _ operation: @escaping @Sendable () async -> Void) async -> Bool {
+    let first = FirstResult()
+    let timer = Task {
+        try? await Task.sleep(for: timeout)
+        first.settle(false)
+    }
+    defer { timer.cancel() }
+    return await withCheckedContinuation { c in
+        first.waiter(c)
+        Task {
+            await operation()
+            first.settle(true)
+        }
+    }
+}
+
+/// The first of several answers, given to the one waiter whenever it asks.
+private final class FirstResult: Sendable {
+    private let state = Mutex<(result: Bool?, waiter: CheckedContinuation<Bool, Never>?)>((nil, nil))
+
+    func settle(_ value: Bool) {
+        let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            guard s.result == nil else { return nil }
+            s.result = value
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume(returning: value)
+    }
+
+    func waiter(_ c: CheckedContinuation<Bool, Never>) {
+        let done = state.withLock { s -> Bool? in
+            if s.result == nil { s.waiter = c }
+            return s.result
+        }
+        if let done { c.resume(returning: done) }
     }
 }
 

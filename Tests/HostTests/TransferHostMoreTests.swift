@@ -2,6 +2,7 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import HTTPTestServer
+import TestSupport
 import Testing
 @testable import Host
 
@@ -9,7 +10,7 @@ import Testing
 /// in-process, the real `apphost-transferd`, ProbeApp, and an HTTPTestServer on
 /// loopback. Device conditions (discretionary, Wi-Fi only), the 0x2182bad3 kill,
 /// uploads and the container rule, redirects, and HTTPS with an extra CA.
-@Suite("Background transfers through the host, more", .timeLimit(.minutes(3)),
+@Suite("Background transfers through the host, more", .tags(.process, .network), .timeLimit(.minutes(3)),
        .enabled(if: probeBuilt && transferDaemonBuilt, "ProbeApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
 struct TransferHostMoreTests {
     // MARK: Helpers
@@ -97,30 +98,30 @@ struct TransferHostMoreTests {
         let server = try await startServer()
         let resource = Resource.generated(size: 256 << 10, seed: 3)
         server.serve("/file", resource: resource)
-        let host = try TestHost(label: "txd")
-        await daemonReady(host)
-        try await device(host, plugged: false, network: .wifi)
-        let id = try await host.installProbe("com.txm.discretionary")
-        _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "url-session:s:discretionary", "--on", "launch", "download:s:\(server.url("/file"))",
-        ])
-        // On battery (Wi-Fi is not enough).
-        await waiting(host, id, ["discretionary", "power", "Wi-Fi"])
-        // Through "no network", so the daemon, which reports a reason when it changes,
-        // reports the next one: plugged in on cellular still waits (power is not enough).
-        try await device(host, network: DeviceNetwork.none)
-        await waiting(host, id, ["no network"])
-        try await device(host, plugged: true, network: .cellular)
-        await waiting(host, id, ["discretionary", "power", "Wi-Fi"], nth: 2)
-        #expect(server.requests("/file").isEmpty, "nothing was fetched while it waited")
-        let finishedEarly = await host.events(id).contains { $0.kind == .service && $0.cause.contains("finished") }
-        #expect(!finishedEarly)
-        // Plugged in and on Wi-Fi: it runs.
-        try await device(host, network: .wifi)
-        await returned(host, id, "didCompleteWithError(task 1, nil)")
-        #expect(try download(host, id, task: 1) == resource.bytes(in: 0..<resource.size))
-        #expect(server.requests("/file").map(\.status) == [200])
-        await host.stop()
+        try await withHost(label: "txd") { host in
+            await daemonReady(host)
+            try await device(host, plugged: false, network: .wifi)
+            let id = try await host.installProbe("com.txm.discretionary")
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:s:discretionary", "--on", "launch", "download:s:\(server.url("/file"))",
+            ])
+            // On battery (Wi-Fi is not enough).
+            await waiting(host, id, ["discretionary", "power", "Wi-Fi"])
+            // Through "no network", so the daemon, which reports a reason when it changes,
+            // reports the next one: plugged in on cellular still waits (power is not enough).
+            try await device(host, network: DeviceNetwork.none)
+            await waiting(host, id, ["no network"])
+            try await device(host, plugged: true, network: .cellular)
+            await waiting(host, id, ["discretionary", "power", "Wi-Fi"], nth: 2)
+            #expect(server.requests("/file").isEmpty, "nothing was fetched while it waited")
+            let finishedEarly = await host.events(id).contains { $0.kind == .service && $0.cause.contains("finished") }
+            #expect(!finishedEarly)
+            // Plugged in and on Wi-Fi: it runs.
+            try await device(host, network: .wifi)
+            await returned(host, id, "didCompleteWithError(task 1, nil)")
+            #expect(try download(host, id, task: 1) == resource.bytes(in: 0..<resource.size))
+            #expect(server.requests("/file").map(\.status) == [200])
+        }
         try await server.stop()
     }
 
@@ -130,69 +131,69 @@ struct TransferHostMoreTests {
         let any = Resource.generated(size: 100 << 10, seed: 5)
         server.serve("/wifi", resource: wifiOnly)
         server.serve("/any", resource: any)
-        let host = try TestHost(label: "txw")
-        await daemonReady(host)
-        try await device(host, plugged: false, network: .cellular)
-        let id = try await host.installProbe("com.txm.wifionly")
-        // Session w does not allow cellular; session c (made after it) does.
-        _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "url-session:w:wifi-only", "--on", "launch", "download:w:\(server.url("/wifi"))",
-            "--on", "launch", "url-session:c", "--on", "launch", "download:c:\(server.url("/any"))",
-        ])
-        await waiting(host, id, ["Wi-Fi", "cellular"])
-        // c's transfer was queued after w's, so had w been let through it would have started first.
-        await event(host, id, "c's transfer finished") { $0.kind == .service && $0.cause.contains("(task 1 of c) finished") }
-        await returned(host, id, "didCompleteWithError(task 1, nil)")
-        #expect(try download(host, id, task: 1) == any.bytes(in: 0..<any.size), "the cellular session ran on cellular")
-        #expect(server.requests("/wifi").isEmpty, "the Wi-Fi-only one did not")
-        // On Wi-Fi (still on battery: power does not matter for it) it runs.
-        try await device(host, network: .wifi)
-        await event(host, id, "w's transfer finished") { $0.kind == .service && $0.cause.contains("(task 1 of w) finished") }
-        await returned(host, id, "didCompleteWithError(task 1, nil)", nth: 2)
-        #expect(try download(host, id, task: 1) == wifiOnly.bytes(in: 0..<wifiOnly.size))
-        #expect(server.requests("/wifi").map(\.status) == [200])
-        await host.stop()
+        try await withHost(label: "txw") { host in
+            await daemonReady(host)
+            try await device(host, plugged: false, network: .cellular)
+            let id = try await host.installProbe("com.txm.wifionly")
+            // Session w does not allow cellular; session c (made after it) does.
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:w:wifi-only", "--on", "launch", "download:w:\(server.url("/wifi"))",
+                "--on", "launch", "url-session:c", "--on", "launch", "download:c:\(server.url("/any"))",
+            ])
+            await waiting(host, id, ["Wi-Fi", "cellular"])
+            // c's transfer was queued after w's, so had w been let through it would have started first.
+            await event(host, id, "c's transfer finished") { $0.kind == .service && $0.cause.contains("(task 1 of c) finished") }
+            await returned(host, id, "didCompleteWithError(task 1, nil)")
+            #expect(try download(host, id, task: 1) == any.bytes(in: 0..<any.size), "the cellular session ran on cellular")
+            #expect(server.requests("/wifi").isEmpty, "the Wi-Fi-only one did not")
+            // On Wi-Fi (still on battery: power does not matter for it) it runs.
+            try await device(host, network: .wifi)
+            await event(host, id, "w's transfer finished") { $0.kind == .service && $0.cause.contains("(task 1 of w) finished") }
+            await returned(host, id, "didCompleteWithError(task 1, nil)", nth: 2)
+            #expect(try download(host, id, task: 1) == wifiOnly.bytes(in: 0..<wifiOnly.size))
+            #expect(server.requests("/wifi").map(\.status) == [200])
+        }
         try await server.stop()
     }
 
     // MARK: The background budget of session events
 
-    @Test func anAppThatNeverCallsTheEventsCompletionIsKilledWith2182bad3() async throws {
+    @Test(.tags(.virtualClock)) func anAppThatNeverCallsTheEventsCompletionIsKilledWith2182bad3() async throws {
         let server = try await startServer()
         server.serve("/file", resource: .generated(size: 64 << 10, seed: 6))
-        let host = try TestHost(label: "txk", clock: .virtual)
-        let id = try await host.installProbe("com.txm.never")
-        // No network: the transfer waits until the app is suspended.
-        await daemonReady(host)
-        try await device(host, network: DeviceNetwork.none)
-        _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--events-completion", "never",
-            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
-        ])
-        await waiting(host, id, ["no network"])
-        try await host.supervisor.background(id)
-        await returned(host, id, "didEnterBackground")
-        _ = try await host.supervisor.advanceClock(by: .zero)
-        #expect(try await host.supervisor.status(id).first?.state == .suspended)
-        // The transfer ends while it is suspended: woken, handleEvents, the task's events,
-        // urlSessionDidFinishEvents; and the completion is never called.
-        try await device(host, network: .wifi)
-        await returned(host, id, "handleEventsForBackgroundURLSession(s)")
-        await returned(host, id, "didCompleteWithError(task 1, nil)")
-        await returned(host, id, "urlSessionDidFinishEvents(s)")
-        let wake = await host.events(id).last { $0.kind == .transition && $0.from == .suspended }
-        #expect(wake?.to == .background, "woken, not relaunched")
-        #expect(try await host.supervisor.status(id).first?.state == .background, "kept running for the completion")
-        // The budget is the background task time (30 s, ios13): not a second earlier.
-        _ = try await host.supervisor.advanceClock(by: .seconds(29))
-        #expect(try await host.supervisor.status(id).first?.state == .background)
-        _ = try await host.supervisor.advanceClock(by: .seconds(1))
-        await host.supervisor.waitUntil(id, is: .notRunning)
-        let report = try #require(try await host.supervisor.reports(id).last)
-        #expect(report.terminationCode == "0x2182bad3")
-        #expect(report.reason.contains("handleEventsForBackgroundURLSession(s)"), "\(report.reason)")
-        #expect(!appLog(host, id).contains("events completed s"))
-        await host.stop()
+        try await withHost(label: "txk", clock: .virtual) { host in
+            let id = try await host.installProbe("com.txm.never")
+            // No network: the transfer waits until the app is suspended.
+            await daemonReady(host)
+            try await device(host, network: DeviceNetwork.none)
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--events-completion", "never",
+                "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+            ])
+            await waiting(host, id, ["no network"])
+            try await host.supervisor.background(id)
+            await returned(host, id, "didEnterBackground")
+            _ = try await host.supervisor.advanceClock(by: .zero)
+            #expect(try await host.supervisor.status(id).first?.state == .suspended)
+            // The transfer ends while it is suspended: woken, handleEvents, the task's events,
+            // urlSessionDidFinishEvents; and the completion is never called.
+            try await device(host, network: .wifi)
+            await returned(host, id, "handleEventsForBackgroundURLSession(s)")
+            await returned(host, id, "didCompleteWithError(task 1, nil)")
+            await returned(host, id, "urlSessionDidFinishEvents(s)")
+            let wake = await host.events(id).last { $0.kind == .transition && $0.from == .suspended }
+            #expect(wake?.to == .background, "woken, not relaunched")
+            #expect(try await host.supervisor.status(id).first?.state == .background, "kept running for the completion")
+            // The budget is the background task time (30 s, ios13): not a second earlier.
+            _ = try await host.supervisor.advanceClock(by: .seconds(29))
+            #expect(try await host.supervisor.status(id).first?.state == .background)
+            _ = try await host.supervisor.advanceClock(by: .seconds(1))
+            try await host.waitUntil(id, is: .notRunning)
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.terminationCode == "0x2182bad3")
+            #expect(report.reason.contains("handleEventsForBackgroundURLSession(s)"), "\(report.reason)")
+            #expect(!appLog(host, id).contains("events completed s"))
+        }
         try await server.stop()
     }
 
@@ -216,61 +217,63 @@ struct TransferHostMoreTests {
         ])
         await waiting(host, id, ["no network"], nth: count)
         kill(pid, SIGKILL)
-        await host.supervisor.waitUntil(id, is: .notRunning)
+        try await host.waitUntil(id, is: .notRunning)
         return server
     }
 
     @Test func transfersThatFinishWhileTheAppLaunchesShareOneRoundOfEvents() async throws {
-        let host = try TestHost(label: "txr")
-        let id = try await host.installProbe("com.txm.round")
-        let server = try await transfersOfAKilledApp(host, id, count: 4)
-        // The background launch blocks in didFinishLaunching until the test lets it go, so
-        // all four transfers have finished by then, whatever the machine's speed.
-        let fifo = container(host, id) + "/tmp/release.fifo"
-        try FileManager.default.createDirectory(atPath: container(host, id) + "/tmp", withIntermediateDirectories: true)
-        #expect(mkfifo(fifo, 0o600) == 0)
-        try saveProbeArguments(host, id, ["--on", "launch", "wait-fifo:\(fifo)"])
-        try await device(host, network: .wifi)
-        await event(host, id, "the fourth finished transfer", nth: 4) { $0.kind == .service && $0.cause.contains(") finished: ") }
-        // Opened read-write, a FIFO opens at once; kept open until the end, so the app
-        // reads the byte whenever it gets to it.
-        let writer = open(fifo, O_RDWR | O_CLOEXEC)
-        #expect(writer >= 0)
-        defer { close(writer) }
-        var byte: UInt8 = 1
-        #expect(write(writer, &byte, 1) == 1)
-        await returned(host, id, "urlSessionDidFinishEvents(s)")
-        let callbacks = await host.callbacks(id).filter { $0.lowercased().contains("urlsession") || $0.contains("(task ") }
-        #expect(callbacks.first == "handleEventsForBackgroundURLSession(s)")
-        #expect(callbacks.last == "urlSessionDidFinishEvents(s)")
-        #expect(callbacks.filter { $0.hasPrefix("handleEvents") }.count == 1, "one round: \(callbacks)")
-        #expect(callbacks.filter { $0.hasPrefix("urlSessionDidFinishEvents") }.count == 1, "\(callbacks)")
-        #expect(Set(callbacks.filter { $0.hasPrefix("didCompleteWithError") }) == Set((1...4).map { "didCompleteWithError(task \($0), nil)" }))
-        let launches = await host.events(id).filter { $0.kind == .transition && $0.from == .notRunning }
-        #expect(launches.count == 2, "the user's launch and one background launch")
-        for task in 1...4 { #expect(try download(host, id, task: task).count == 16 << 10) }
-        await host.stop()
+        let server = try await withHost(label: "txr") { host in
+            let id = try await host.installProbe("com.txm.round")
+            let server = try await transfersOfAKilledApp(host, id, count: 4)
+            // The background launch blocks in didFinishLaunching until the test lets it go, so
+            // all four transfers have finished by then, whatever the machine's speed.
+            let fifo = container(host, id) + "/tmp/release.fifo"
+            try FileManager.default.createDirectory(atPath: container(host, id) + "/tmp", withIntermediateDirectories: true)
+            #expect(mkfifo(fifo, 0o600) == 0)
+            try saveProbeArguments(host, id, ["--on", "launch", "wait-fifo:\(fifo)"])
+            try await device(host, network: .wifi)
+            await event(host, id, "the fourth finished transfer", nth: 4) { $0.kind == .service && $0.cause.contains(") finished: ") }
+            // Opened read-write, a FIFO opens at once; kept open until the end, so the app
+            // reads the byte whenever it gets to it.
+            let writer = open(fifo, O_RDWR | O_CLOEXEC)
+            #expect(writer >= 0)
+            defer { close(writer) }
+            var byte: UInt8 = 1
+            #expect(write(writer, &byte, 1) == 1)
+            await returned(host, id, "urlSessionDidFinishEvents(s)")
+            let callbacks = await host.callbacks(id).filter { $0.lowercased().contains("urlsession") || $0.contains("(task ") }
+            #expect(callbacks.first == "handleEventsForBackgroundURLSession(s)")
+            #expect(callbacks.last == "urlSessionDidFinishEvents(s)")
+            #expect(callbacks.filter { $0.hasPrefix("handleEvents") }.count == 1, "one round: \(callbacks)")
+            #expect(callbacks.filter { $0.hasPrefix("urlSessionDidFinishEvents") }.count == 1, "\(callbacks)")
+            #expect(Set(callbacks.filter { $0.hasPrefix("didCompleteWithError") }) == Set((1...4).map { "didCompleteWithError(task \($0), nil)" }))
+            let launches = await host.events(id).filter { $0.kind == .transition && $0.from == .notRunning }
+            #expect(launches.count == 2, "the user's launch and one background launch")
+            for task in 1...4 { #expect(try download(host, id, task: task).count == 16 << 10) }
+            return server
+        }
         try await server.stop()
     }
 
-    @Test func anAppRelaunchedInTheBackgroundThatNeverCallsTheCompletionIsKilledWith2182bad3() async throws {
-        let host = try TestHost(label: "txk", clock: .virtual)
-        let id = try await host.installProbe("com.txm.relaunch-never")
-        let server = try await transfersOfAKilledApp(host, id, count: 1)
-        try saveProbeArguments(host, id, ["--events-completion", "never"])
-        try await device(host, network: .wifi)
-        await returned(host, id, "urlSessionDidFinishEvents(s)")
-        let relaunch = await host.events(id).last { $0.kind == .transition && $0.from == .notRunning }
-        #expect(relaunch?.to == .background)
-        #expect(relaunch?.cause.contains("handleEventsForBackgroundURLSession") == true)
-        _ = try await host.supervisor.advanceClock(by: .seconds(29))
-        #expect(try await host.supervisor.status(id).first?.state == .background, "kept running for the completion")
-        _ = try await host.supervisor.advanceClock(by: .seconds(1))
-        await host.supervisor.waitUntil(id, is: .notRunning)
-        let report = try #require(try await host.supervisor.reports(id).last)
-        #expect(report.terminationCode == "0x2182bad3")
-        #expect(report.reason.contains("handleEventsForBackgroundURLSession(s)"), "\(report.reason)")
-        await host.stop()
+    @Test(.tags(.virtualClock)) func anAppRelaunchedInTheBackgroundThatNeverCallsTheCompletionIsKilledWith2182bad3() async throws {
+        let server = try await withHost(label: "txk", clock: .virtual) { host in
+            let id = try await host.installProbe("com.txm.relaunch-never")
+            let server = try await transfersOfAKilledApp(host, id, count: 1)
+            try saveProbeArguments(host, id, ["--events-completion", "never"])
+            try await device(host, network: .wifi)
+            await returned(host, id, "urlSessionDidFinishEvents(s)")
+            let relaunch = await host.events(id).last { $0.kind == .transition && $0.from == .notRunning }
+            #expect(relaunch?.to == .background)
+            #expect(relaunch?.cause.contains("handleEventsForBackgroundURLSession") == true)
+            _ = try await host.supervisor.advanceClock(by: .seconds(29))
+            #expect(try await host.supervisor.status(id).first?.state == .background, "kept running for the completion")
+            _ = try await host.supervisor.advanceClock(by: .seconds(1))
+            try await host.waitUntil(id, is: .notRunning)
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.terminationCode == "0x2182bad3")
+            #expect(report.reason.contains("handleEventsForBackgroundURLSession(s)"), "\(report.reason)")
+            return server
+        }
         try await server.stop()
     }
 
@@ -278,54 +281,54 @@ struct TransferHostMoreTests {
 
     @Test func anUploadOfAFileInTheContainerSendsExactlyItsBytes() async throws {
         let server = try await startServer()
-        let host = try TestHost(label: "txu")
-        let id = try await host.installProbe("com.txm.upload")
-        // Under the server's 1 MiB kept prefix, so every byte received is compared.
-        let payload = Resource.generated(size: 700_001, seed: 7).bytes(in: 0..<700_001)
-        try FileManager.default.createDirectory(atPath: container(host, id) + "/Documents", withIntermediateDirectories: true)
-        try payload.write(to: URL(fileURLWithPath: container(host, id) + "/Documents/x.bin"))
-        _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "url-session:s", "--on", "launch", "upload:s:\(server.url("/up")):Documents/x.bin",
-        ])
-        await returned(host, id, "didCompleteWithError(task 1, nil)")
-        #expect(server.uploads("/up") == [Int64(payload.count)])
-        #expect(server.uploadPrefixes("/up") == [payload], "the server received exactly the file's bytes")
-        #expect(server.requests("/up").map(\.method) == ["POST"])
-        #expect(server.requests("/up").map(\.status) == [201])
-        #expect(appLog(host, id).contains("upload started task=1"))
-        #expect(FileManager.default.fileExists(atPath: container(host, id) + "/Documents/x.bin"), "the app's file is left alone")
-        await host.stop()
+        try await withHost(label: "txu") { host in
+            let id = try await host.installProbe("com.txm.upload")
+            // Under the server's 1 MiB kept prefix, so every byte received is compared.
+            let payload = Resource.generated(size: 700_001, seed: 7).bytes(in: 0..<700_001)
+            try FileManager.default.createDirectory(atPath: container(host, id) + "/Documents", withIntermediateDirectories: true)
+            try payload.write(to: URL(fileURLWithPath: container(host, id) + "/Documents/x.bin"))
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:s", "--on", "launch", "upload:s:\(server.url("/up")):Documents/x.bin",
+            ])
+            await returned(host, id, "didCompleteWithError(task 1, nil)")
+            #expect(server.uploads("/up") == [Int64(payload.count)])
+            #expect(server.uploadPrefixes("/up") == [payload], "the server received exactly the file's bytes")
+            #expect(server.requests("/up").map(\.method) == ["POST"])
+            #expect(server.requests("/up").map(\.status) == [201])
+            #expect(appLog(host, id).contains("upload started task=1"))
+            #expect(FileManager.default.fileExists(atPath: container(host, id) + "/Documents/x.bin"), "the app's file is left alone")
+        }
         try await server.stop()
     }
 
     @Test func anUploadOfAFileOutsideTheContainerIsRefused() async throws {
         let server = try await startServer()
-        let host = try TestHost(label: "txr")
-        let id = try await host.installProbe("com.txm.outside")
-        let docs = container(host, id) + "/Documents"
-        try FileManager.default.createDirectory(atPath: docs, withIntermediateDirectories: true)
-        // Readable files outside: in the state directory (what ../../ reaches) and behind a symlink.
-        let outside = host.dir.path + "/other"
-        try Data("not the app's".utf8).write(to: URL(fileURLWithPath: outside))
-        try FileManager.default.createSymbolicLink(atPath: docs + "/link.bin", withDestinationPath: outside)
-        try Data("mine".utf8).write(to: URL(fileURLWithPath: docs + "/ok.bin"))
-        _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "url-session:s",
-            "--on", "launch", "upload:s:\(server.url("/up")):/etc/passwd",
-            "--on", "launch", "upload:s:\(server.url("/up")):../../other",
-            "--on", "launch", "upload:s:\(server.url("/up")):Documents/link.bin",
-            // One inside, last: once it is through, the others would have been too.
-            "--on", "launch", "upload:s:\(server.url("/up")):Documents/ok.bin",
-        ])
-        await returned(host, id, "didCompleteWithError(task 1, nil)")
-        let refusals = appLog(host, id).split(separator: "\n").filter { $0.contains("upload: failed: noPermissionsToReadFile") }
-        #expect(refusals.count == 3, "\(appLog(host, id))")
-        #expect(refusals.contains { $0.contains("/etc/passwd") })
-        #expect(appLog(host, id).contains("upload started task=1"), "the refused ones got no task number")
-        #expect(server.uploadPrefixes("/up") == [Data("mine".utf8)], "only the file inside was sent")
-        let queued = await host.events(id).filter { $0.kind == .service && $0.cause.contains("queued") }
-        #expect(queued.count == 1, "\(queued.map(\.cause))")
-        await host.stop()
+        try await withHost(label: "txr") { host in
+            let id = try await host.installProbe("com.txm.outside")
+            let docs = container(host, id) + "/Documents"
+            try FileManager.default.createDirectory(atPath: docs, withIntermediateDirectories: true)
+            // Readable files outside: in the state directory (what ../../ reaches) and behind a symlink.
+            let outside = host.dir.path + "/other"
+            try Data("not the app's".utf8).write(to: URL(fileURLWithPath: outside))
+            try FileManager.default.createSymbolicLink(atPath: docs + "/link.bin", withDestinationPath: outside)
+            try Data("mine".utf8).write(to: URL(fileURLWithPath: docs + "/ok.bin"))
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:s",
+                "--on", "launch", "upload:s:\(server.url("/up")):/etc/passwd",
+                "--on", "launch", "upload:s:\(server.url("/up")):../../other",
+                "--on", "launch", "upload:s:\(server.url("/up")):Documents/link.bin",
+                // One inside, last: once it is through, the others would have been too.
+                "--on", "launch", "upload:s:\(server.url("/up")):Documents/ok.bin",
+            ])
+            await returned(host, id, "didCompleteWithError(task 1, nil)")
+            let refusals = appLog(host, id).split(separator: "\n").filter { $0.contains("upload: failed: noPermissionsToReadFile") }
+            #expect(refusals.count == 3, "\(appLog(host, id))")
+            #expect(refusals.contains { $0.contains("/etc/passwd") })
+            #expect(appLog(host, id).contains("upload started task=1"), "the refused ones got no task number")
+            #expect(server.uploadPrefixes("/up") == [Data("mine".utf8)], "only the file inside was sent")
+            let queued = await host.events(id).filter { $0.kind == .service && $0.cause.contains("queued") }
+            #expect(queued.count == 1, "\(queued.map(\.cause))")
+        }
         try await server.stop()
     }
 
@@ -343,23 +346,23 @@ struct TransferHostMoreTests {
         server.redirect("/moved", to: "/a", status: 301)
         server.redirect("/found", to: "/b", status: 302)
         server.redirect("/away", to: other.url("/c"), status: 307)
-        let host = try TestHost(label: "txh")
-        let id = try await host.installProbe("com.txm.redirect")
-        _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "url-session:s",
-            "--on", "launch", "download:s:\(server.url("/moved"))",
-            "--on", "launch", "download:s:\(server.url("/found"))",
-            "--on", "launch", "download:s:\(server.url("/away"))",
-        ])
-        for task in 1...3 { await returned(host, id, "didCompleteWithError(task \(task), nil)") }
-        #expect(try download(host, id, task: 1) == a.bytes(in: 0..<a.size))
-        #expect(try download(host, id, task: 2) == b.bytes(in: 0..<b.size))
-        #expect(try download(host, id, task: 3) == c.bytes(in: 0..<c.size), "to another origin too")
-        #expect(server.requests("/moved").map(\.status) == [301])
-        #expect(server.requests("/found").map(\.status) == [302])
-        #expect(server.requests("/a").map(\.status) == [200])
-        #expect(other.requests("/c").map(\.status) == [200])
-        await host.stop()
+        try await withHost(label: "txh") { host in
+            let id = try await host.installProbe("com.txm.redirect")
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:s",
+                "--on", "launch", "download:s:\(server.url("/moved"))",
+                "--on", "launch", "download:s:\(server.url("/found"))",
+                "--on", "launch", "download:s:\(server.url("/away"))",
+            ])
+            for task in 1...3 { await returned(host, id, "didCompleteWithError(task \(task), nil)") }
+            #expect(try download(host, id, task: 1) == a.bytes(in: 0..<a.size))
+            #expect(try download(host, id, task: 2) == b.bytes(in: 0..<b.size))
+            #expect(try download(host, id, task: 3) == c.bytes(in: 0..<c.size), "to another origin too")
+            #expect(server.requests("/moved").map(\.status) == [301])
+            #expect(server.requests("/found").map(\.status) == [302])
+            #expect(server.requests("/a").map(\.status) == [200])
+            #expect(other.requests("/c").map(\.status) == [200])
+        }
         try await server.stop()
         try await other.stop()
     }
@@ -374,15 +377,15 @@ struct TransferHostMoreTests {
         let resource = Resource.generated(size: 512 << 10, seed: 10)
         server.serve("/file", resource: resource)
         #expect(server.url("/file").hasPrefix("https://127.0.0.1:"))
-        let host = try TestHost(label: "txs") { $0.transferSettings.extraCA = certs.caCertificate }
-        let id = try await host.installProbe("com.txm.https")
-        _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
-        ])
-        await returned(host, id, "didCompleteWithError(task 1, nil)")
-        #expect(try download(host, id, task: 1) == resource.bytes(in: 0..<resource.size))
-        #expect(server.requests("/file").map(\.status) == [200])
-        await host.stop()
+        try await withHost(label: "txs", configure: { $0.transferSettings.extraCA = certs.caCertificate }) { host in
+            let id = try await host.installProbe("com.txm.https")
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+            ])
+            await returned(host, id, "didCompleteWithError(task 1, nil)")
+            #expect(try download(host, id, task: 1) == resource.bytes(in: 0..<resource.size))
+            #expect(server.requests("/file").map(\.status) == [200])
+        }
         try await server.stop()
     }
 
@@ -393,26 +396,26 @@ struct TransferHostMoreTests {
         let server = try await startServer(tls: certs.serverFiles)
         server.serve("/file", resource: .generated(size: 64 << 10, seed: 11))
         // No extra CA (and the daemon's default retries).
-        let host = try TestHost(label: "txn")
-        let id = try await host.installProbe("com.txm.untrusted")
-        _ = try await host.supervisor.launch(id, background: false, arguments: [
-            "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
-        ])
-        // One attempt takes the daemon's 30 s connect timeout: AsyncHTTPClient retries a
-        // connection whose handshake fails until then. A retry would take as long again.
-        let completed = await event(host, id, "didCompleteWithError of task 1", within: .seconds(75)) {
-            $0.kind == .callback && $0.cause.hasPrefix("didCompleteWithError(task 1, ") && $0.cause.hasSuffix(" returned")
+        try await withHost(label: "txn") { host in
+            let id = try await host.installProbe("com.txm.untrusted")
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+            ])
+            // One attempt takes the daemon's 30 s connect timeout: AsyncHTTPClient retries a
+            // connection whose handshake fails until then. A retry would take as long again.
+            let completed = await event(host, id, "didCompleteWithError of task 1", within: .seconds(75)) {
+                $0.kind == .callback && $0.cause.hasPrefix("didCompleteWithError(task 1, ") && $0.cause.hasSuffix(" returned")
+            }
+            let code = completed.map { String($0.cause.dropFirst("didCompleteWithError(task 1, ".count).dropLast(") returned".count)) }
+            let events = await host.events(id)
+            let finished = events.first { $0.kind == .service && $0.cause.contains("(task 1 of s) finished") }
+            // As iOS: NSURLErrorServerCertificateUntrusted, not a network error, and not retried.
+            #expect(code == "serverCertificateUntrusted", "\(finished?.cause ?? "-")")
+            #expect(finished?.cause.lowercased().contains("certificate") == true, "the reason says why: \(finished?.cause ?? "-")")
+            #expect(!events.contains { $0.cause.contains("waiting: retry") }, "a trust failure is final")
+            #expect(server.requests("/file").isEmpty, "no request got through the handshake")
+            #expect(!FileManager.default.fileExists(atPath: container(host, id) + "/Documents/downloads/1"))
         }
-        let code = completed.map { String($0.cause.dropFirst("didCompleteWithError(task 1, ".count).dropLast(") returned".count)) }
-        let events = await host.events(id)
-        let finished = events.first { $0.kind == .service && $0.cause.contains("(task 1 of s) finished") }
-        // As iOS: NSURLErrorServerCertificateUntrusted, not a network error, and not retried.
-        #expect(code == "serverCertificateUntrusted", "\(finished?.cause ?? "-")")
-        #expect(finished?.cause.lowercased().contains("certificate") == true, "the reason says why: \(finished?.cause ?? "-")")
-        #expect(!events.contains { $0.cause.contains("waiting: retry") }, "a trust failure is final")
-        #expect(server.requests("/file").isEmpty, "no request got through the handshake")
-        #expect(!FileManager.default.fileExists(atPath: container(host, id) + "/Documents/downloads/1"))
-        await host.stop()
         try await server.stop()
     }
 }

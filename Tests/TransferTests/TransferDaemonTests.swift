@@ -2,10 +2,11 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import HTTPTestServer
+import TestSupport
 import Testing
 
 /// End-to-end tests of the real `apphost-transferd` binary against HTTPTestServer.
-@Suite(.serialized)
+@Suite(.tags(.process, .network), .serialized)
 struct TransferDaemonTests {
     /// Starts a server, a temp dir and a daemon; always stops all three.
     func withSetup(_ label: String, arguments: [String] = [], limits: [ResourceLimit] = [],
@@ -283,17 +284,27 @@ struct TransferDaemonTests {
         defer { dir.remove() }
         let state = dir.path + "/state"
         let d1 = try await Daemon.spawn(stateDir: state, stderrPath: dir.path + "/stderr")
-        try await d1.next("ready")
-        try d1.send(.enqueue(job(5, url: "gopher://x/y", destination: dir.path + "/y")))
-        try await d1.next("finished", where: isFinished(5))
+        do {
+            try await d1.next("ready")
+            try d1.send(.enqueue(job(5, url: "gopher://x/y", destination: dir.path + "/y")))
+            try await d1.next("finished", where: isFinished(5))
+        } catch {
+            _ = await d1.kill9()
+            throw error
+        }
         #expect(await d1.stop() == .exited(code: 0))
         let d2 = try await Daemon.spawn(stateDir: state, stderrPath: dir.path + "/stderr")
-        #expect(try await d2.next("ready") == .ready(pid: d2.process.pid, unfinished: 0))
-        let again = try await d2.next("finished again")
-        #expect(isFinished(5)(again))
-        try d2.send(.acknowledge(id: 5))
-        try d2.send(.list)
-        #expect(try await d2.next("transfers") == .transfers([]))
+        do {
+            #expect(try await d2.next("ready") == .ready(pid: d2.process.pid, unfinished: 0))
+            let again = try await d2.next("finished again")
+            #expect(isFinished(5)(again))
+            try d2.send(.acknowledge(id: 5))
+            try d2.send(.list)
+            #expect(try await d2.next("transfers") == .transfers([]))
+        } catch {
+            _ = await d2.kill9()
+            throw error
+        }
         #expect(await d2.stop() == .exited(code: 0))
     }
 

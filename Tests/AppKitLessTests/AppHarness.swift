@@ -1,0 +1,77 @@
+import AppHostProtocol
+@testable import AppKitLess
+import Dispatch
+import Synchronization
+import Testing
+
+/// The in-process app harness the AppKitLess suites share: an `Application` of
+/// `Delegate` over a socketpair whose host end (`host`) the test drives, with the
+/// process effects it asks for recorded. `Extra` holds what a suite keeps beside it
+/// (a service router, a task scheduler), read as the harness's own members.
+@dynamicMemberLookup
+struct AppHarness<Delegate: ApplicationDelegate & Sendable, Extra: Sendable> {
+    let host: TestHost
+    let recorder = RecordedEffects()
+    let delegate: Delegate
+    let application: Application
+    let extra: Extra
+
+    /// `make` builds the delegate, the application (over `connection`, with `effects`)
+    /// and the extras on the main actor; the application then starts receiving callbacks.
+    init(building make: @escaping @MainActor @Sendable (_ connection: Connection, _ effects: ProcessEffects) -> (Delegate, Application, Extra)) async throws {
+        host = try TestHost()
+        let connection = Connection(descriptor: host.appDescriptor)
+        let effects = recorder.effects
+        (delegate, application, extra) = await MainActor.run { make(connection, effects) }
+        application.startReceivingCallbacks()
+    }
+
+    subscript<T>(dynamicMember keyPath: KeyPath<Extra, T>) -> T { extra[keyPath: keyPath] }
+
+    /// Ends the host side; the reader thread then stops. (The app's descriptor is
+    /// left open: the reader may still be returning from its last read.)
+    func tearDown() {
+        host.closeHostEnd()
+    }
+
+    /// Sends a heartbeat as callback `seq` and expects its acknowledgement to be the
+    /// next message: proof that nothing else was sent meanwhile, and that main-queue
+    /// work queued before it has run.
+    func expectQuiet(seq: UInt64, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try host.send(.callback(seq: seq, callback: .heartbeat, state: .background))
+        #expect(try host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
+    }
+}
+
+/// Runs `body` on the main queue at once and lets the test await its result after
+/// playing the host's part on the socket (a service call that waits for its reply).
+final class MainQueueCall<T: Sendable>: Sendable {
+    private let state = Mutex<(result: T?, waiter: CheckedContinuation<T, Never>?)>((nil, nil))
+
+    init(_ body: @escaping @MainActor @Sendable () -> T) {
+        DispatchQueue.main.async {
+            let result = MainActor.assumeIsolated { body() }
+            let waiter = self.state.withLock { s -> CheckedContinuation<T, Never>? in
+                s.result = result
+                defer { s.waiter = nil }
+                return s.waiter
+            }
+            waiter?.resume(returning: result)
+        }
+    }
+
+    var value: T {
+        get async {
+            await withCheckedContinuation { c in
+                let done = state.withLock { s -> T? in
+                    if s.result == nil { s.waiter = c }
+                    return s.result
+                }
+                if let done { c.resume(returning: done) }
+            }
+        }
+    }
+}
+
+/// No extras.
+struct NoExtras: Sendable {}
