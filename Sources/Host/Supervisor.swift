@@ -168,37 +168,12 @@ public actor Supervisor {
     let events: EventLog
     let group: any EventLoopGroup
     let logger: Logger
-    private let realClock = ContinuousClock()
-    private let realStart: ContinuousClock.Instant
-    private let startDate: Date
-    private var virtualNow: Duration = .zero
-
-    /// What a deadline is for: a lifecycle timer of one app, a plugin's timer (per app or
-    /// world-wide), or one of the transfer broker's. Routed by case, never by name.
-    enum TimerID: Hashable {
-        case lifecycle(Lifecycle.Timer)
-        case plugin(PluginTimer)
-        /// A background URLSession's events round: the completion handler must come
-        /// within the background budget of `urlSessionDidFinishEvents` (per app).
-        case transferRound(session: String)
-        /// The transfer daemon's restart after its backoff (host-wide).
-        case transferRestart
-    }
-    /// Deadlines by (app, instance, timer): when they fall due on the host clock.
-    /// Plugin timers have instance 0 (they outlive a process; plugins cancel them).
-    private struct DeadlineKey: Hashable {
-        var app: String
-        var instance: UInt64
-        var timer: TimerID
-    }
-    private var deadlines: [DeadlineKey: Duration] = [:]
-    /// The one real-clock timer, on the host's NIO event loop: cancelling it really
-    /// disarms it (a cancelled `Task.sleep` on Linux leaves its dispatch timer armed,
-    /// which woke an idle host once for every cancelled deadline).
+    /// Host time and every deadline (see ``DeadlineScheduler``).
+    private var scheduler: DeadlineScheduler
+    /// The one real-clock timer, on the host's NIO event loop, armed as the scheduler
+    /// says: cancelling it really disarms it (a cancelled `Task.sleep` on Linux leaves its
+    /// dispatch timer armed, which woke an idle host once for every cancelled deadline).
     private var timer: Scheduled<Void>?
-    private var armedFor: Duration?
-    /// How late real-clock deadlines fired (for the precision benchmark).
-    private var lateness: [Duration] = []
     /// Virtual clock: callbacks sent and not yet returned nor waited for. An advance
     /// first waits for them (bounded), so it never fires a watchdog on a callback
     /// the app simply has not had the real time to run; each callback is waited
@@ -283,8 +258,8 @@ public actor Supervisor {
         events = try EventLog(path: configuration.eventsPath, limits: configuration.eventLog, logger: logger)
         self.group = group
         self.logger = logger
-        realStart = realClock.now
-        startDate = Date()
+        scheduler = DeadlineScheduler(mode: configuration.clock)
+        let startDate = scheduler.startDate
         (inputs, input) = AsyncStream<Input>.makeStream()
         modes = ModeHub(profile: configuration.profile)
         for row in try store.apps() {
@@ -361,13 +336,12 @@ public actor Supervisor {
 
     /// Host time since the host started: real monotonic, or virtual.
     public func hostNow() -> Duration {
-        configuration.clock == .real ? realStart.duration(to: realClock.now) : virtualNow
+        scheduler.now()
     }
 
     /// Host time as a date (virtual dates start at the host's start date).
     func now() -> Date {
-        let d = hostNow()
-        return startDate.addingTimeInterval(Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
+        scheduler.date()
     }
 
     /// The clock's mode, host time and date.
@@ -377,8 +351,7 @@ public actor Supervisor {
 
     /// How late real-clock deadlines fired so far (and clears the record).
     public func takeDeadlineLateness() -> [Duration] {
-        defer { lateness.removeAll() }
-        return lateness
+        scheduler.takeLateness()
     }
 
     /// Virtual clock only: moves time forward by `duration`, firing every deadline
@@ -393,25 +366,16 @@ public actor Supervisor {
         guard !advancing else { throw ControlError(.badRequest, "the clock is already being advanced") }
         advancing = true
         defer { advancing = false }
-        let target = virtualNow + duration
+        let target = scheduler.now() + duration
         await settle()
-        while let (key, due) = earliestDeadline(), due <= target {
-            virtualNow = max(virtualNow, due)
-            deadlines.removeValue(forKey: key)
+        while let (key, due) = scheduler.popDue(by: target) {
+            scheduler.advance(to: due)
             fire(key)
             await settle()
         }
-        virtualNow = target
+        scheduler.advance(to: target)
         await settle()
-        return virtualNow
-    }
-
-    private func earliestDeadline() -> (DeadlineKey, Duration)? {
-        var best: (DeadlineKey, Duration)?
-        for (k, v) in deadlines where best == nil || v < best!.1 || (v == best!.1 && k.app < best!.0.app) {
-            best = (k, v)
-        }
-        return best
+        return scheduler.now()
     }
 
     private func fire(_ key: DeadlineKey) {
@@ -431,60 +395,45 @@ public actor Supervisor {
     /// Starts (or moves) a deadline of no process instance: a plugin's or the transfer
     /// broker's (`app` nil: host-wide). It outlives the app's process; its owner cancels it.
     func startHostTimer(_ timer: TimerID, app: String?, after: Duration) {
-        deadlines[DeadlineKey(app: app ?? "", instance: 0, timer: timer)] = hostNow() + after
-        rearm()
+        apply(scheduler.start(DeadlineKey(app: app ?? "", instance: 0, timer: timer), after: after))
     }
 
     /// Cancels a deadline started with ``startHostTimer(_:app:after:)``.
     func cancelHostTimer(_ timer: TimerID, app: String?) {
-        removeDeadline(DeadlineKey(app: app ?? "", instance: 0, timer: timer))
+        apply(scheduler.cancel(DeadlineKey(app: app ?? "", instance: 0, timer: timer)))
     }
 
     private func startTimer(_ id: String, _ timer: Lifecycle.Timer, after: Duration) {
         guard let instance = runtimes[id]?.instance else { return }
-        deadlines[DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer))] = hostNow() + after
-        rearm()
+        apply(scheduler.start(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer)), after: after))
     }
 
     private func cancelTimer(_ id: String, _ timer: Lifecycle.Timer) {
         guard let instance = runtimes[id]?.instance else { return }
-        removeDeadline(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer)))
+        apply(scheduler.cancel(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer))))
     }
 
-    private func removeDeadline(_ key: DeadlineKey) {
-        guard let due = deadlines.removeValue(forKey: key) else { return }
-        // The sleeping task must not wake for a deadline that no longer exists
-        // (an idle host with suspended apps would wake for every cancelled one).
-        if due == armedFor { rearm() }
-    }
-
-    /// Real clock: one timer, armed for the earliest deadline.
-    private func rearm() {
-        guard configuration.clock == .real else { return }
-        let earliest = deadlines.values.min()
-        guard earliest != armedFor else { return }
+    /// Real clock: arms (or disarms) the one timer as the scheduler says.
+    private func apply(_ change: DeadlineScheduler.TimerChange?) {
+        guard let change else { return }
         timer?.cancel()
         timer = nil
-        armedFor = earliest
-        guard let earliest else { return }
+        guard case .arm(let after) = change else { return }
         // A deadline past `longestWait` (a plugin's "never") wakes the host early, once in
         // a hundred years, and is armed again: the nanoseconds must fit an Int64.
-        let nanos = (earliest - hostNow()).clampedNanoseconds
         let input = self.input
-        timer = group.any().scheduleTask(in: .nanoseconds(nanos)) {
+        timer = group.any().scheduleTask(in: .nanoseconds(after.clampedNanoseconds)) {
             input.yield(.deadlinesDue)
         }
     }
 
     private func fireDue() {
-        armedFor = nil
-        let t = hostNow()
-        while let (key, due) = earliestDeadline(), due <= t {
-            deadlines.removeValue(forKey: key)
-            lateness.append(hostNow() - due)
+        scheduler.timerFired()
+        let t = scheduler.now()
+        while let key = scheduler.popDueNow(by: t) {
             fire(key)
         }
-        rearm()
+        apply(scheduler.rearm())
     }
 
     /// Waits until the apps have answered what this step sent them, or the settle timeout.
@@ -619,7 +568,7 @@ public actor Supervisor {
         if !final {
             for id in left {
                 guard let rt = runtimes[id], !rt.machine.killSent else { continue }
-                removeDeadline(DeadlineKey(app: id, instance: rt.instance, timer: .lifecycle(.grace)))
+                apply(scheduler.cancel(DeadlineKey(app: id, instance: rt.instance, timer: .lifecycle(.grace))))
                 logger.warning("\(id) did not exit within the shutdown's grace period (real time): killing it")
                 feed(id, .timerFired(.grace))
                 if runtimes[id]?.machine.killSent != true, let child = runtimes[id]?.child {

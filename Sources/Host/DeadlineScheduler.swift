@@ -1,0 +1,143 @@
+import Foundation
+import Plugins
+
+/// What a deadline is for: a lifecycle timer of one app, a plugin's timer (per app or
+/// world-wide), or one of the transfer broker's. Routed by case, never by name.
+enum TimerID: Hashable, Sendable {
+    case lifecycle(Lifecycle.Timer)
+    case plugin(PluginTimer)
+    /// A background URLSession's events round: the completion handler must come
+    /// within the background budget of `urlSessionDidFinishEvents` (per app).
+    case transferRound(session: String)
+    /// The transfer daemon's restart after its backoff (host-wide).
+    case transferRestart
+}
+
+/// One deadline: whose (app and process instance; "" and 0 for host-wide and plugin
+/// timers, which outlive a process and are cancelled by their owner) and what for.
+struct DeadlineKey: Hashable, Sendable {
+    var app: String
+    var instance: UInt64
+    var timer: TimerID
+}
+
+/// The host's clock and its deadlines, as a value: host time (real monotonic since the
+/// host started, or virtual, moved only by ``advance(to:)``), the table of deadlines,
+/// which are due and in what order, and when the one real-clock timer must next fire.
+/// The supervisor owns one and performs what it says (fires deadlines, arms its NIO
+/// timer); the rules are tested here without a process or a timer.
+struct DeadlineScheduler {
+    /// What the real-clock timer must do after a change of the table.
+    enum TimerChange: Equatable {
+        /// Fire in this much host time (from now).
+        case arm(in: Duration)
+        /// No deadline is left.
+        case disarm
+    }
+
+    let mode: ClockMode
+    private let realClock = ContinuousClock()
+    private let realStart: ContinuousClock.Instant
+    /// The date host time zero stands for (virtual dates start at the host's start).
+    let startDate: Date
+    private var virtualNow: Duration = .zero
+    private var deadlines: [DeadlineKey: Duration] = [:]
+    /// The deadline the real-clock timer is armed for.
+    private(set) var armedFor: Duration?
+    /// How late real-clock deadlines fired (for the precision benchmark).
+    private(set) var lateness: [Duration] = []
+
+    init(mode: ClockMode, startDate: Date = Date()) {
+        self.mode = mode
+        self.startDate = startDate
+        realStart = realClock.now
+    }
+
+    /// Host time since the host started.
+    func now() -> Duration {
+        mode == .real ? realStart.duration(to: realClock.now) : virtualNow
+    }
+
+    /// Host time as a date.
+    func date() -> Date {
+        date(at: now())
+    }
+
+    /// The date of host time `t`.
+    func date(at t: Duration) -> Date {
+        startDate.addingTimeInterval(Double(t.components.seconds) + Double(t.components.attoseconds) / 1e18)
+    }
+
+    /// Whether `key` is pending.
+    func isPending(_ key: DeadlineKey) -> Bool { deadlines[key] != nil }
+
+    /// How many deadlines are pending.
+    var count: Int { deadlines.count }
+
+    /// Starts (or moves) `key` to fall due `after` from now.
+    mutating func start(_ key: DeadlineKey, after: Duration) -> TimerChange? {
+        deadlines[key] = now() + after
+        return rearm()
+    }
+
+    /// Cancels `key` (nothing when it is not pending).
+    mutating func cancel(_ key: DeadlineKey) -> TimerChange? {
+        guard let due = deadlines.removeValue(forKey: key) else { return nil }
+        // The timer must not wake for a deadline that no longer exists (an idle host
+        // with suspended apps would wake for every cancelled one).
+        return due == armedFor ? rearm() : nil
+    }
+
+    /// The earliest deadline and when it falls due; ties go to the app that sorts first.
+    func earliest() -> (key: DeadlineKey, due: Duration)? {
+        var best: (key: DeadlineKey, due: Duration)?
+        for (k, v) in deadlines where best == nil || v < best!.due || (v == best!.due && k.app < best!.key.app) {
+            best = (k, v)
+        }
+        return best
+    }
+
+    /// Removes and returns the earliest deadline if it falls due by `t`, with when.
+    mutating func popDue(by t: Duration) -> (key: DeadlineKey, due: Duration)? {
+        guard let (key, due) = earliest(), due <= t else { return nil }
+        deadlines.removeValue(forKey: key)
+        return (key, due)
+    }
+
+    /// Real clock: the timer fired at host time `t`. Removes and returns the earliest
+    /// deadline due by then, recording how late it is; call until nil (with the same
+    /// `t`), firing each, then ``rearm()``.
+    mutating func popDueNow(by t: Duration) -> DeadlineKey? {
+        guard let (key, due) = earliest(), due <= t else { return nil }
+        deadlines.removeValue(forKey: key)
+        lateness.append(now() - due)
+        return key
+    }
+
+    /// Virtual clock: moves host time to `t` (never back).
+    mutating func advance(to t: Duration) {
+        virtualNow = max(virtualNow, t)
+    }
+
+    /// The lateness recorded so far, cleared.
+    mutating func takeLateness() -> [Duration] {
+        defer { lateness.removeAll() }
+        return lateness
+    }
+
+    /// Real clock: what the timer must do so it fires for the earliest deadline; nil when
+    /// it is armed for that already (or the clock is virtual: nothing sleeps there).
+    mutating func rearm() -> TimerChange? {
+        guard mode == .real else { return nil }
+        let earliest = deadlines.values.min()
+        guard earliest != armedFor else { return nil }
+        armedFor = earliest
+        guard let earliest else { return .disarm }
+        return .arm(in: max(.zero, earliest - now()))
+    }
+
+    /// The timer fired (or was dropped): it is armed for nothing until ``rearm()``.
+    mutating func timerFired() {
+        armedFor = nil
+    }
+}
