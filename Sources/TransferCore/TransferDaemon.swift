@@ -31,6 +31,8 @@ public struct TransferDaemonConfiguration: Sendable {
     /// The device conditions at start (the host passes its own; later changes come as requests).
     public var pluggedIn = false
     public var network: DeviceNetwork = .wifi
+    /// Where "now" and the daemon's timer come from (a test passes its own).
+    public var clock: any TransferClock = SystemTransferClock()
 
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
@@ -84,7 +86,7 @@ public actor TransferDaemon {
     private var deadlines = Heap<Due>()
     private var pluggedIn = false
     private var network: DeviceNetwork = .wifi
-    private var wakeTask: Task<Void, Never>?
+    private var wakeTimer: (any TransferTimer)?
     private var wakeAt: Double?
     private var shuttingDown = false
 
@@ -136,7 +138,7 @@ public actor TransferDaemon {
     }
 
     private var transferrer: Transferrer {
-        Transferrer(client: client, store: store, link: link, commitBytes: config.commitBytes) { [weak self] id, done, expected in
+        Transferrer(client: client, store: store, link: link, commitBytes: config.commitBytes, clock: config.clock) { [weak self] id, done, expected in
             await self?.progress(id: id, done: done, expected: expected)
         }
     }
@@ -238,7 +240,7 @@ public actor TransferDaemon {
         }
         let deadline = Due(at: job.created + job.timeoutForResource, id: job.id)
         deadlines.insert(deadline)
-        if deadline.at <= Date().timeIntervalSince1970 {
+        if deadline.at <= config.clock.now() {
             wake()
             return
         }
@@ -349,7 +351,7 @@ public actor TransferDaemon {
             } else {
                 let delay = min(config.retryBase * pow(2, Double(attempts - 1)), config.retryCap)
                 e.attempts = attempts
-                e.nextAttempt = Date().timeIntervalSince1970 + delay
+                e.nextAttempt = config.clock.now() + delay
                 e.state = .waiting
                 e.waitReason = "retry \(attempts + 1) in \(delay) s after \(code): \(reason)"
                 entries[id] = e
@@ -383,7 +385,7 @@ public actor TransferDaemon {
             }
             return
         }
-        if e.nextAttempt > Date().timeIntervalSince1970 {
+        if e.nextAttempt > config.clock.now() {
             // Its `waiting` (with the retry's reason) was sent when the attempt failed.
             e.state = .waiting
             entries[id] = e
@@ -454,9 +456,9 @@ public actor TransferDaemon {
     /// Due reminders: retries whose backoff ran out, transfers past their resource deadline.
     private func wake() {
         wakeAt = nil
-        wakeTask = nil
+        wakeTimer = nil
         guard !shuttingDown else { return }
-        let now = Date().timeIntervalSince1970
+        let now = config.clock.now()
         while let due = deadlines.min, due.at <= now {
             deadlines.removeMin()
             guard let e = entries[due.id], e.state != .finished,
@@ -484,20 +486,17 @@ public actor TransferDaemon {
     private func arm(_ at: Double) {
         guard at.isFinite else { return }
         if let current = wakeAt, current <= at { return }
-        wakeTask?.cancel()
+        wakeTimer?.cancel()
         wakeAt = at
-        let delay = max(0, at - Date().timeIntervalSince1970) + 0.005
-        wakeTask = Task { [weak self] in
-            try? await Task.sleep(for: .milliseconds(Int64(min(delay, 86400 * 30) * 1000)))
-            if Task.isCancelled { return }
-            await self?.wake()
+        wakeTimer = config.clock.schedule(at: at + 0.005) { [weak self] in
+            Task { await self?.wake() }
         }
     }
 
     /// Stops every transfer, keeping partial downloads for a resume, and waits for them.
     func shutdown() async {
         shuttingDown = true
-        wakeTask?.cancel()
+        wakeTimer?.cancel()
         let tasks = running.map { id, r -> Task<Void, Never> in
             running[id]!.stop = .shutdown
             r.task.cancel()

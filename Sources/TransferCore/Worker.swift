@@ -31,6 +31,8 @@ struct Transferrer: Sendable {
     let store: TransferStore
     let link: HostLink
     let commitBytes: Int64
+    /// The daemon's clock (resource timeouts are wall times from the job's creation).
+    let clock: any TransferClock
     let onProgress: @Sendable (UInt64, Int64, Int64?) async -> Void
 
     static func isSupported(_ url: String) -> Bool {
@@ -94,7 +96,7 @@ struct Transferrer: Sendable {
         // task per part); this task checks the head, forwards progress and finishes.
         let eventLoop = client.eventLoopGroup.any()
         let delegate = DownloadDelegate(eventLoop: eventLoop)
-        let deadline = NIODeadline.now() + resourceTimeLeft(job)
+        let deadline = NIODeadline.now() + resourceTimeLeft(job, now: clock.now())
         let task = client.execute(request: request, delegate: delegate, eventLoop: .delegate(on: eventLoop), deadline: deadline, logger: nil)
         task.futureResult.whenFailure { delegate.fail($0) }
         return await withTaskCancellationHandler {
@@ -218,7 +220,7 @@ struct Transferrer: Sendable {
         try? store.saveProgress(id: job.id, point)
         if Task.isCancelled { return .stopped }
         let (code, reason) = Self.classify(error)
-        if code == "timedOut", Date().timeIntervalSince1970 >= job.created + job.timeoutForResource {
+        if code == "timedOut", clock.now() >= job.created + job.timeoutForResource {
             return .fatal(code: "timedOut", reason: "timeoutIntervalForResource elapsed")
         }
         if Self.isFatal(code) { return .fatal(code: code, reason: reason) }
@@ -278,7 +280,7 @@ struct Transferrer: Sendable {
         for (k, v) in job.headers { request.headers.replaceOrAdd(name: k, value: v) }
         request.body = .stream(FileChunks(fd: fd, size: size), length: .known(size))
         do {
-            let deadline = NIODeadline.now() + resourceTimeLeft(job)
+            let deadline = NIODeadline.now() + resourceTimeLeft(job, now: clock.now())
             let response = try await client.execute(request, deadline: deadline)
             let code = Int(response.status.code)
             for try await _ in response.body {}
@@ -288,7 +290,7 @@ struct Transferrer: Sendable {
         } catch {
             if Task.isCancelled { return .stopped }
             let (code, reason) = Self.classify(error)
-            if code == "timedOut", Date().timeIntervalSince1970 >= job.created + job.timeoutForResource {
+            if code == "timedOut", clock.now() >= job.created + job.timeoutForResource {
                 return .fatal(code: "timedOut", reason: "timeoutIntervalForResource elapsed")
             }
             if Self.isFatal(code) { return .fatal(code: code, reason: reason) }
@@ -364,6 +366,6 @@ struct FileChunks: AsyncSequence, Sendable {
 
 /// What is left of a job's `timeoutIntervalForResource`: never negative, and no longer
 /// than ``Duration/longestWait`` however large a timeout the app gave (no overflow).
-func resourceTimeLeft(_ job: TransferJob) -> TimeAmount {
-    .nanoseconds(Duration(clampingSeconds: job.created + job.timeoutForResource - Date().timeIntervalSince1970).clampedNanoseconds)
+func resourceTimeLeft(_ job: TransferJob, now: Double) -> TimeAmount {
+    .nanoseconds(Duration(clampingSeconds: job.created + job.timeoutForResource - now).clampedNanoseconds)
 }
