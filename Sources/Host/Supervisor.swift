@@ -7,87 +7,11 @@ import NIOPosix
 import Plugins
 import SystemPackage
 
-/// Settings of one host.
-public struct HostConfiguration: Sendable {
-    /// The state directory (database, containers, reports, events, control socket).
-    public var stateDirectory: String
-    /// How long an app may take to exit after `willTerminate` before it is killed.
-    public var terminationGracePeriod: Duration = .seconds(5)
-    /// Extra directories searched for app executables (before the package's build products).
-    public var productDirectories: [String] = []
-    /// The seccomp policy applied to apps.
-    public var seccomp: SeccompPolicy = .baseline
-    /// Real time, or virtual time moved only by ``Supervisor/advanceClock(by:)``.
-    public var clock: ClockMode = .real
-    /// The budgets in force.
-    public var profile: BudgetProfile = .default
-    /// With the virtual clock: how long (real time) `advance` waits for apps to answer
-    /// what a deadline sent them before it fires the next one.
-    public var settleTimeout: Duration = .seconds(2)
-    /// Where apps' audio goes: a WAV file in each app's container, or nowhere.
-    public var audioSink: AudioSinkKind = .wav
-    /// Apply the background-mode kernel rules (AF_BLUETOOTH, sound and serial devices).
-    public var modeRules = true
-    /// The Landlock ABI apps are confined with at most: nil for whatever the kernel
-    /// offers, a lower number to use only what that ABI restricts, 0 for no Landlock.
-    /// The host says at startup what is enforced and warns once about what is not.
-    public var landlockABI: Int?
-    /// A policy restricting Background App Refresh for every app (`backgroundRefreshStatus`
-    /// is `restricted`; no fetch, no task, no background launch for silent pushes).
-    public var backgroundRefreshRestricted = false
-    /// Start the shared transfer daemon (`apphost-transferd`) for background URLSession.
-    public var transferDaemon = true
-    /// The transfer daemon's settings (extra CA, connection limits, retries).
-    public var transferSettings = TransferSettings()
-    /// Resource limits per app (open files, processes, file size, memory).
-    public var limits = LimitSettings()
-    /// The host-wide snapshot policy (an app's own policy applies when stricter).
-    public var snapshotPolicy: SnapshotPolicy = .default
-    /// The screen snapshots are drawn for.
-    public var screen: ScreenSize = .default
-
-    /// The push gateway (APNs provider API over HTTP/2), or nil for none.
-    public var pushGateway: PushGatewaySettings?
-    /// Per-app uids and App Group gids, used when the host runs as root; nil runs every
-    /// app as the host's uid (without capabilities), as a host run by a user always does.
-    public var identities: IdentitySettings? = .standard
-    /// What one app can make the host keep or do (message rate, unread replies, tasks, names).
-    public var bounds: AppBounds = .standard
-    /// When `events.jsonl` is rotated and how many older files are kept.
-    public var eventLog = EventLogLimits()
-    /// How long a control connection may take to send its request before it is closed
-    /// (`events --follow` streams are not timed once streaming).
-    public var controlRequestTimeout: Duration = .seconds(10)
-
-    public init(stateDirectory: String) {
-        self.stateDirectory = stateDirectory
-    }
-
-    var databasePath: String { stateDirectory + "/apphost.sqlite" }
-    var eventsPath: String { stateDirectory + "/events.jsonl" }
-    var reportsDirectory: String { stateDirectory + "/reports" }
-    var containersDirectory: String { stateDirectory + "/containers" }
-    /// App Group containers, `groups/<group-id>`.
-    var groupsDirectory: String { stateDirectory + "/groups" }
-    var logsDirectory: String { stateDirectory + "/logs" }
-    /// The control socket's path.
-    public var controlSocketPath: String { stateDirectory + "/" + ControlSocket.fileName }
-    var lockPath: String { stateDirectory + "/apphost.lock" }
-}
-
 extension Supervisor {
     /// Records a host-wide `service` event (the push gateway says where it listens).
     public func recordServiceEvent(_ cause: String) {
         events.append(.service, cause: cause, time: now())
     }
-}
-
-/// Where host time comes from.
-public enum ClockMode: String, Sendable, Codable, CaseIterable {
-    /// The machine's monotonic clock.
-    case real
-    /// Time moves only when told (`apphost clock advance`).
-    case virtual
 }
 
 /// The host's brain: installed apps, one ``Lifecycle`` per app, and the effects.
@@ -1585,72 +1509,5 @@ public actor Supervisor {
                 input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
             }
         }
-    }
-}
-
-/// Reads frames from one app's IPC socket and forwards decoded messages, in order,
-/// to the supervisor's input stream. A malformed or oversized frame, a flood of
-/// messages past the app's rate, or a reply buffer the app lets fill reports a
-/// violation (the supervisor then kills the app with a report) and nothing more is read.
-final class AppConnectionHandler: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-
-    private let app: String
-    private let instance: UInt64
-    private let input: AsyncStream<Supervisor.Input>.Continuation
-    private let bounds: AppBounds
-    private var decoder = FrameDecoder()
-    private var rate: MessageRateLimiter
-    private var broken = false
-
-    init(app: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation, bounds: AppBounds = .standard) {
-        self.app = app
-        self.instance = instance
-        self.input = input
-        self.bounds = bounds
-        rate = MessageRateLimiter(burst: bounds.messageBurst, perSecond: bounds.messagesPerSecond)
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !broken else { return }
-        let buffer = unwrapInboundIn(data)
-        decoder.append(buffer.readableBytesView)
-        do {
-            while let payload = try decoder.next() {
-                // Counted here, where it is read, so a flood never piles up in the
-                // supervisor's input stream: the app is stopped at the rate it crosses.
-                guard rate.take() else {
-                    fail("flooded the host: more than \(bounds.messageBurst) messages at once, or more than \(bounds.messagesPerSecond) a second after that")
-                    return
-                }
-                let message = try Frame.decode(AppMessage.self, from: payload)
-                input.yield(.message(app: app, instance: instance, message))
-            }
-        } catch {
-            // Stop reading; the supervisor kills the app, and its death closes the
-            // socket. Closing first would let the app exit on EOF before the kill.
-            fail("\(error)")
-        }
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if !context.channel.isWritable, !broken {
-            fail("does not read what the host sends: more than \(ByteCountText.format(UInt64(bounds.unreadBytes))) of replies and callbacks wait unread")
-        }
-        context.fireChannelWritabilityChanged()
-    }
-
-    private func fail(_ reason: String) {
-        broken = true
-        input.yield(.violation(app: app, instance: instance, reason))
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        input.yield(.disconnected(app: app, instance: instance))
-        context.fireChannelInactive()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        context.close(promise: nil)
     }
 }

@@ -1,0 +1,69 @@
+import AppHostProtocol
+import NIOCore
+
+/// Reads frames from one app's IPC socket and forwards decoded messages, in order,
+/// to the supervisor's input stream. A malformed or oversized frame, a flood of
+/// messages past the app's rate, or a reply buffer the app lets fill reports a
+/// violation (the supervisor then kills the app with a report) and nothing more is read.
+final class AppConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let app: String
+    private let instance: UInt64
+    private let input: AsyncStream<Supervisor.Input>.Continuation
+    private let bounds: AppBounds
+    private var decoder = FrameDecoder()
+    private var rate: MessageRateLimiter
+    private var broken = false
+
+    init(app: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation, bounds: AppBounds = .standard) {
+        self.app = app
+        self.instance = instance
+        self.input = input
+        self.bounds = bounds
+        rate = MessageRateLimiter(burst: bounds.messageBurst, perSecond: bounds.messagesPerSecond)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !broken else { return }
+        let buffer = unwrapInboundIn(data)
+        decoder.append(buffer.readableBytesView)
+        do {
+            while let payload = try decoder.next() {
+                // Counted here, where it is read, so a flood never piles up in the
+                // supervisor's input stream: the app is stopped at the rate it crosses.
+                guard rate.take() else {
+                    fail("flooded the host: more than \(bounds.messageBurst) messages at once, or more than \(bounds.messagesPerSecond) a second after that")
+                    return
+                }
+                let message = try Frame.decode(AppMessage.self, from: payload)
+                input.yield(.message(app: app, instance: instance, message))
+            }
+        } catch {
+            // Stop reading; the supervisor kills the app, and its death closes the
+            // socket. Closing first would let the app exit on EOF before the kill.
+            fail("\(error)")
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if !context.channel.isWritable, !broken {
+            fail("does not read what the host sends: more than \(ByteCountText.format(UInt64(bounds.unreadBytes))) of replies and callbacks wait unread")
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func fail(_ reason: String) {
+        broken = true
+        input.yield(.violation(app: app, instance: instance, reason))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        input.yield(.disconnected(app: app, instance: instance))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
