@@ -4,6 +4,7 @@ import Foundation
 import HTTPTestServer
 import SystemPackage
 import Testing
+import TransferCore
 
 /// Where SwiftPM put the built products (the test bundle's directory).
 let productsDirectory: String = {
@@ -94,40 +95,16 @@ final class EventBox: @unchecked Sendable {
     }
 }
 
-/// One running `apphost-transferd` with the host end of its descriptor 3.
-final class Daemon: @unchecked Sendable {
-    let process: ChildProcess
-    private let exitEvents: AsyncStream<ChildEvent>
-    private let hostFD: Int32
+/// The host's end of a transfer daemon's socket: requests out, events in (read by a
+/// thread of its own into an ``EventBox``).
+final class DaemonLink: @unchecked Sendable {
+    let hostFD: Int32
     let events = EventBox()
     private var closedFD = false
     /// Every event seen by `next`, for assertions.
     private(set) var seen: [TransferEvent] = []
 
-    static func spawn(stateDir: String, arguments: [String] = [], limits: [ResourceLimit] = [],
-                      stderrPath: String) async throws -> Daemon {
-        let (hostEnd, childEnd) = try makeSocketPair()
-        let err = try FileDescriptor.open(stderrPath, .writeOnly, options: [.create, .append],
-                                          permissions: .ownerReadWrite)
-        defer {
-            try? childEnd.close()
-            try? err.close()
-        }
-        let settings = SpawnSettings(
-            executablePath: daemonPath,
-            arguments: [daemonPath, "--state-dir", stateDir] + arguments,
-            environment: ["APPHOST_TRANSFERD_FD": "3", "PATH": "/usr/bin:/bin"],
-            ipcDescriptor: childEnd,
-            standardError: err,
-            resourceLimits: limits,
-            seccomp: .none)
-        let (process, exits) = try await ProcessReaper.shared.spawn(settings)
-        return Daemon(process: process, exits: exits, hostFD: hostEnd.rawValue)
-    }
-
-    private init(process: ChildProcess, exits: AsyncStream<ChildEvent>, hostFD: Int32) {
-        self.process = process
-        self.exitEvents = exits
+    init(hostFD: Int32) {
         self.hostFD = hostFD
         let fd = hostFD
         let box = events
@@ -174,6 +151,60 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// Closes the host end: the daemon reads EOF. `shutdown` first so its reader stops too.
+    func close(shutdownFirst: Bool = true) {
+        guard !closedFD else { return }
+        closedFD = true
+        if shutdownFirst { shutdown(hostFD, Int32(SHUT_RDWR)) }
+        Glibc.close(hostFD)
+    }
+}
+
+/// One running `apphost-transferd` with the host end of its descriptor 3.
+final class Daemon: @unchecked Sendable {
+    let process: ChildProcess
+    private let exitEvents: AsyncStream<ChildEvent>
+    let link: DaemonLink
+    var events: EventBox { link.events }
+    /// Every event seen by `next`, for assertions.
+    var seen: [TransferEvent] { link.seen }
+
+    static func spawn(stateDir: String, arguments: [String] = [], limits: [ResourceLimit] = [],
+                      stderrPath: String) async throws -> Daemon {
+        let (hostEnd, childEnd) = try makeSocketPair()
+        let err = try FileDescriptor.open(stderrPath, .writeOnly, options: [.create, .append],
+                                          permissions: .ownerReadWrite)
+        defer {
+            try? childEnd.close()
+            try? err.close()
+        }
+        let settings = SpawnSettings(
+            executablePath: daemonPath,
+            arguments: [daemonPath, "--state-dir", stateDir] + arguments,
+            environment: ["APPHOST_TRANSFERD_FD": "3", "PATH": "/usr/bin:/bin"],
+            ipcDescriptor: childEnd,
+            standardError: err,
+            resourceLimits: limits,
+            seccomp: .none)
+        let (process, exits) = try await ProcessReaper.shared.spawn(settings)
+        return Daemon(process: process, exits: exits, hostFD: hostEnd.rawValue)
+    }
+
+    private init(process: ChildProcess, exits: AsyncStream<ChildEvent>, hostFD: Int32) {
+        self.process = process
+        self.exitEvents = exits
+        link = DaemonLink(hostFD: hostFD)
+    }
+
+    func send(_ request: TransferRequest) throws { try link.send(request) }
+
+    /// The next event matching `predicate` (others are recorded in `seen` and skipped).
+    @discardableResult
+    func next(timeout: Double = 60, _ what: String = "event",
+              where predicate: (TransferEvent) -> Bool = { _ in true }) async throws -> TransferEvent {
+        try await link.next(timeout: timeout, what, where: predicate)
+    }
+
     func waitExit() async -> AppHostSystem.ExitStatus {
         for await e in exitEvents {
             if case .exited(let s) = e { return s }
@@ -183,22 +214,94 @@ final class Daemon: @unchecked Sendable {
 
     /// Closes the host end (EOF for the daemon) and waits for the exit.
     func stop() async -> AppHostSystem.ExitStatus {
-        if !closedFD {
-            closedFD = true
-            shutdown(hostFD, Int32(SHUT_RDWR))
-            close(hostFD)
-        }
+        link.close()
         return await waitExit()
     }
 
     func kill9() async -> AppHostSystem.ExitStatus {
         try? process.signal(SIGKILL)
         let s = await waitExit()
-        if !closedFD {
-            closedFD = true
-            close(hostFD)
-        }
+        link.close(shutdownFirst: false)
         return s
+    }
+}
+
+/// A transfer daemon run in this process (`TransferDaemon.run` on a socketpair), so a
+/// test can hand it a configuration of its own, a ``ManualTransferClock`` for one.
+final class InProcessDaemon: Sendable {
+    let link: DaemonLink
+    private let task: Task<Void, any Error>
+
+    init(configuration: TransferDaemonConfiguration) throws {
+        let (hostEnd, daemonEnd) = try makeSocketPair()
+        link = DaemonLink(hostFD: hostEnd.rawValue)
+        let fd = daemonEnd.rawValue
+        task = Task {
+            defer { Glibc.close(fd) }
+            try await TransferDaemon.run(configuration: configuration, fd: fd)
+        }
+    }
+
+    /// EOF for the daemon; returns once it has stopped every transfer.
+    func stop() async throws {
+        link.close()
+        try await task.value
+    }
+}
+
+/// A ``TransferClock`` that moves only when told: its timers fire in `advance`, in order.
+final class ManualTransferClock: TransferClock, @unchecked Sendable {
+    private let lock = NSLock()
+    private var current: Double
+    private var nextID = 0
+    private var timers: [Int: (at: Double, fire: @Sendable () -> Void)] = [:]
+
+    init(start: Double = Date().timeIntervalSince1970) {
+        current = start
+    }
+
+    func now() -> Double {
+        lock.lock()
+        defer { lock.unlock() }
+        return current
+    }
+
+    func schedule(at: Double, _ fire: @escaping @Sendable () -> Void) -> any TransferTimer {
+        lock.lock()
+        nextID += 1
+        let id = nextID
+        timers[id] = (at, fire)
+        lock.unlock()
+        return Timer(clock: self, id: id)
+    }
+
+    /// How many timers wait to fire.
+    var pending: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return timers.count
+    }
+
+    /// Moves time forward by `seconds`, firing every timer that falls due, earliest first.
+    func advance(by seconds: Double) {
+        lock.lock()
+        current += seconds
+        let due = timers.filter { $0.value.at <= current }.sorted { $0.value.at < $1.value.at }
+        for (id, _) in due { timers.removeValue(forKey: id) }
+        lock.unlock()
+        for (_, timer) in due { timer.fire() }
+    }
+
+    private func cancel(_ id: Int) {
+        lock.lock()
+        timers.removeValue(forKey: id)
+        lock.unlock()
+    }
+
+    private struct Timer: TransferTimer {
+        let clock: ManualTransferClock
+        let id: Int
+        func cancel() { clock.cancel(id) }
     }
 }
 
