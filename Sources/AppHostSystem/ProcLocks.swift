@@ -232,3 +232,19 @@ private struct FileID: Hashable {
         self.inode = inode
     }
 }
+
+extension ProcLocks {
+    /// The first lock `pid` holds on a file outside `directory` (a path prefix ending in
+    /// "/"), described ("posix write lock on /path"), or nil. A lock whose path cannot be
+    /// resolved (see ``held(by:)``) is not counted: a wrong kill is worse than a missed
+    /// one. Nil too when /proc cannot be read (the process is gone).
+    public static func firstOutside(_ directory: String, heldBy pid: Int32) -> String? {
+        guard let locks = try? held(by: pid) else { return nil }
+        for lock in locks {
+            if let path = lock.path, !path.hasPrefix(directory) {
+                return "\(lock.kind.rawValue) \(lock.exclusive ? "write" : "read") lock on \(path)"
+            }
+        }
+        return nil
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import Plugins
 
 /// Where apps' audio goes (`audioSink` in the host config).
 public enum AudioSinkKind: String, Sendable, Codable, CaseIterable {
@@ -62,4 +63,23 @@ final class AudioSink {
 
     private func le32(_ v: UInt32) -> Data { withUnsafeBytes(of: v.littleEndian) { Data($0) } }
     private func le16(_ v: UInt16) -> Data { withUnsafeBytes(of: v.littleEndian) { Data($0) } }
+}
+
+/// The audio sinks of the apps with an open audio session, keyed by app.
+struct AudioSinks {
+    private var sinks: [String: AudioSink] = [:]
+
+    /// Carries out one audio effect of `app`, whose container is `container`.
+    mutating func play(_ output: AudioOutput, app: String, container: String) throws {
+        switch output {
+        case .open:
+            if sinks[app] == nil { sinks[app] = AudioSink(directory: container + "/Library/Audio") }
+        case .write(let samples, let rate):
+            let sink = sinks[app] ?? AudioSink(directory: container + "/Library/Audio")
+            sinks[app] = sink
+            try sink.write(samples, sampleRate: rate)
+        case .close:
+            sinks.removeValue(forKey: app)?.close()
+        }
+    }
 }

@@ -141,3 +141,66 @@ struct DeadlineScheduler {
         armedFor = nil
     }
 }
+
+/// Virtual clock: what an advance waits for between two deadlines, so that the apps'
+/// answers to what one deadline sent them land at its virtual time. A step is settled
+/// when no callback sent in it is unanswered, no stop or kill awaits the kernel's word,
+/// and no app is still launching (one that hangs is waited for at most once, as a
+/// callback is: a hung app costs one settle timeout, not one per step). The supervisor
+/// says what it sent and what came back; the waiting (bounded in real time) is its own.
+struct SettleTracker {
+    /// One callback sent to one process instance of an app.
+    struct Callback: Hashable {
+        var app: String
+        var instance: UInt64
+        var seq: UInt64
+    }
+
+    /// What the tracker needs to know of one app's runtime.
+    struct AppView {
+        var instance: UInt64
+        /// A stop to be confirmed, an exit to drain, or a kill to be reaped.
+        var awaitsKernel: Bool
+        var launching: Bool
+    }
+
+    /// An advance is in progress (one at a time).
+    var advancing = false
+    /// Callbacks sent in this step and not yet returned.
+    private(set) var callbacks: Set<Callback> = []
+    /// Launches a settle already waited for until its timeout.
+    private var launchesWaited: Set<UInt64> = []
+    /// The current wait; a timeout of an earlier one is ignored.
+    private(set) var token: UInt64 = 0
+
+    mutating func sent(_ callback: Callback) { callbacks.insert(callback) }
+
+    mutating func returned(_ callback: Callback) { callbacks.remove(callback) }
+
+    /// The process instance is gone: nothing of it is waited for.
+    mutating func exited(app: String, instance: UInt64) {
+        callbacks = callbacks.filter { $0.app != app || $0.instance != instance }
+    }
+
+    /// The step is over (settled or timed out): its callbacks are not waited for again.
+    mutating func stepEnded() { callbacks.removeAll() }
+
+    func isSettled(_ apps: some Sequence<AppView>) -> Bool {
+        guard callbacks.isEmpty else { return false }
+        return !apps.contains { $0.awaitsKernel || ($0.launching && !launchesWaited.contains($0.instance)) }
+    }
+
+    /// A wait begins: its token.
+    mutating func beginWait() -> UInt64 {
+        token += 1
+        return token
+    }
+
+    /// The wait `token` ran out of real time; whether it is the current one. Apps
+    /// launching now are not waited for again.
+    mutating func timedOut(_ token: UInt64, _ apps: some Sequence<AppView>) -> Bool {
+        guard token == self.token else { return false }
+        for app in apps where app.launching { launchesWaited.insert(app.instance) }
+        return true
+    }
+}

@@ -78,3 +78,22 @@ public enum ClockMode: String, Sendable, Codable, CaseIterable {
     case virtual
 }
 
+extension HostConfiguration {
+    /// Makes the state directory and its folders with explicit modes, whatever the umask:
+    /// nothing of the host's is open to apps or other users. With apps under uids of their
+    /// own, the state directory and `containers`/`groups` are 0711 (apps pass through to
+    /// their own container, 0700 and theirs; nobody lists the apps); else 0700.
+    func prepareStateDirectory(separateIdentities: Bool) throws {
+        let fm = FileManager.default
+        let passThrough: mode_t = separateIdentities ? 0o711 : 0o700
+        for (dir, mode) in [(stateDirectory, passThrough), (reportsDirectory, 0o700),
+                            (containersDirectory, passThrough), (groupsDirectory, passThrough),
+                            (logsDirectory, 0o700), (stateDirectory + "/snapshots", 0o700),
+                            (stateDirectory + "/transfers", 0o700)] as [(String, mode_t)] {
+            try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            guard chmod(dir, mode) == 0 else {
+                throw IdentityError(description: "cannot set the mode of \(dir): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+}

@@ -60,6 +60,41 @@ struct ReportWriter {
         events.append(.report, app: report.bundleIdentifier, pid: report.pid == 0 ? nil : report.pid,
                       cause: "termination report \(report.id): \(report.reason)", time: report.time)
     }
+
+    /// After a crash of the host (kill -9, a power cut) its apps died with it (PDEATHSIG)
+    /// and nothing said how. For each app whose last recorded state is not notRunning,
+    /// records the transition to notRunning and an APPHOST report. Returns when each changed.
+    func recordEndedWithHost(apps: [String], events: EventLog, time: Date) -> [String: Date] {
+        let cause = "ended with the host (the host stopped without shutting down)"
+        var changed: [String: Date] = [:]
+        var rows: [Store.TransitionRow] = []
+        for id in apps {
+            let states: [StateRecord]
+            do {
+                states = try store.recentStates(bundleIdentifier: id, limit: 16)
+            } catch {
+                logger.error("could not read the last state of \(id): \(error)")
+                continue
+            }
+            guard let last = states.last, last.state != .notRunning else { continue }
+            rows.append(Store.TransitionRow(bundleIdentifier: id, pid: nil, from: last.state, to: .notRunning, cause: cause, time: time))
+            events.append(.transition, app: id, from: last.state, to: .notRunning, cause: cause, time: time)
+            let report = TerminationReport(
+                id: ReportWriter.reportID(app: id, time: time, pid: nil), bundleIdentifier: id, pid: 0, time: time,
+                exceptionType: "HOST_ENDED",
+                exitStatus: nil, signal: nil, signalName: nil, terminationNamespace: "APPHOST", terminationCode: nil,
+                reason: "the app was \(last.state.rawValue) when the host ended without shutting down (killed, or the machine stopped); "
+                    + "the app ended with it (its parent-death signal)",
+                explanation: "Found by the next host at its start; how the app's process ended was not observed.",
+                lastStates: states + [StateRecord(state: .notRunning, time: time, cause: cause)])
+            write(report, events: events)
+            changed[id] = time
+        }
+        if !rows.isEmpty {
+            store.recordTransitions(rows) { error in logger.error("could not record state transitions: \(error)") }
+        }
+        return changed
+    }
 }
 
 /// A report file that could not be written.

@@ -1,0 +1,236 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import NIOCore
+import Plugins
+
+/// How an app is started: the plan (its limits as rlimits and a cgroup, its confinement,
+/// environment and identity), then the start itself (container folders, ``ChildLauncher``,
+/// the connection). A value: the supervisor asks for a plan, keeps the cgroup in the app's
+/// runtime, and runs ``start(_:app:instance:input:group:bounds:)`` off the actor.
+struct AppLauncher {
+    /// Everything a start needs, decided on the supervisor.
+    struct Plan: Sendable {
+        var settings: SpawnSettings
+        var container: String
+        var groups: [(id: String, path: String)]
+        var identity: ProcessIdentity?
+        var cgroup: AppCgroup?
+        var memoryLimit: UInt64?
+        var logPath: String
+    }
+
+    /// Something the host says once about what it can enforce: an event (`service` or
+    /// `warning`), or a line of its log.
+    struct Notice: Equatable {
+        enum Kind { case service, warning, log }
+        var kind: Kind
+        var text: String
+    }
+
+    let configuration: HostConfiguration
+    let sandbox: SandboxSummary
+    let identities: AppIdentities?
+    /// The per-app cgroups, made at the first launch that needs them (nil inside: none possible).
+    private(set) var cgroups: AppCgroups??
+    /// Limits the host could not enforce as configured, warned about once each.
+    private var warnedLimits: Set<String> = []
+
+    init(configuration: HostConfiguration, sandbox: SandboxSummary, identities: AppIdentities?) {
+        self.configuration = configuration
+        self.sandbox = sandbox
+        self.identities = identities
+    }
+
+    /// The cgroups made so far (to remove at shutdown).
+    var madeCgroups: AppCgroups? { cgroups ?? nil }
+
+    /// The plan of a launch of `app` with `options`, and what to say about it; throws when
+    /// the app's identity cannot be had.
+    mutating func plan(_ app: InstalledApp, options: LaunchOptions) throws -> (Plan, [Notice]) {
+        let config = configuration
+        let id = app.bundleIdentifier
+        let container = config.containersDirectory + "/" + id
+        let limits = config.limits.limits(for: id)
+        var notices: [Notice] = []
+        let (rlimits, cgroup) = enforcement(of: limits, for: id, notices: &notices)
+        let groups = (app.applicationGroups ?? []).map { (id: $0, path: config.groupsDirectory + "/" + $0) }
+        // The confinement (Confinement.swift): AF_BLUETOOTH sockets only with a
+        // bluetooth mode, no Unix sockets of its own, no listen, no new process
+        // (seccomp); its containers, system paths read-only, sound and serial
+        // devices only with audio / external-accessory (Landlock).
+        let modes = app.manifest.backgroundModes
+        let seccomp = AppConfinement.seccomp(
+            config.seccomp, deniedSocketFamilies: config.modeRules ? ModeRegistry.denials(for: modes).socketFamilies : [])
+        let landlock: LandlockPolicy? = sandbox.abi == nil ? nil : AppConfinement.landlockPolicy(
+            app: app, container: container, groupContainers: groups.map(\.path),
+            devices: AppConfinement.devices(for: modes, modeRules: config.modeRules),
+            stateDirectory: config.stateDirectory, abiLimit: sandbox.abi)
+        var environment = [
+            "HOME": container,
+            "TMPDIR": container + "/tmp",
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            IPCProtocol.descriptorEnvironmentKey: String(IPCProtocol.descriptor),
+            IPCProtocol.bundleIdentifierEnvironmentKey: id,
+            IPCProtocol.bundlePathEnvironmentKey: app.bundlePath,
+        ]
+        if !groups.isEmpty {
+            let map = Dictionary(groups.map { ($0.id, $0.path) }, uniquingKeysWith: { first, _ in first })
+            if let data = try? JSONSerialization.data(withJSONObject: map, options: [.sortedKeys, .withoutEscapingSlashes]) {
+                environment[IPCProtocol.applicationGroupContainersEnvironmentKey] = String(decoding: data, as: UTF8.self)
+            }
+        }
+        // Its own uid (a host running as root): the container is made its own, 0700, and
+        // each App Group container is shared through the group's gid (setgid, 2770).
+        let identity = try identities?.identity(app: id, groups: groups.map(\.id))
+        let settings = SpawnSettings(
+            executablePath: app.executablePath,
+            arguments: [app.executablePath] + options.arguments,
+            environment: environment,
+            workingDirectory: container,
+            resourceLimits: rlimits,
+            seccomp: seccomp,
+            landlock: landlock,
+            cgroupProcsFiles: cgroup?.procsFiles ?? [],
+            identity: identity,
+            // Group-writable for App Group containers (setgid folders); the
+            // app's own files are its uid's and its own gid's.
+            umask: identity == nil ? nil : 0o007)
+        let plan = Plan(settings: settings, container: container, groups: groups, identity: identity, cgroup: cgroup,
+                        memoryLimit: limits.memory, logPath: config.logsDirectory + "/\(id).log")
+        return (plan, notices)
+    }
+
+    /// The rlimits and cgroup that enforce `id`'s configured limits: descriptors and file
+    /// size by rlimit; memory and processes by cgroup where the host can make one, else
+    /// memory by RLIMIT_AS (an address-space cap: an app over it fails to allocate rather
+    /// than being killed with a report) and processes not at all (RLIMIT_NPROC counts
+    /// every process of the user, the host's included). Each fallback is warned about once.
+    /// Only an app with a memory or processes limit gets a cgroup: joining one takes the
+    /// kernel's cgroup_threadgroup_rwsem for writing, an RCU grace period (13-15 ms here)
+    /// on every launch. Apps cannot make processes (seccomp), so there is nothing else of
+    /// an app's for a cgroup to hold.
+    private mutating func enforcement(of limits: AppLimits, for id: String,
+                                      notices: inout [Notice]) -> (rlimits: [ResourceLimit], cgroup: AppCgroup?) {
+        var rlimits: [ResourceLimit] = []
+        if let n = limits.openFiles { rlimits.append(ResourceLimit(.openFiles, soft: UInt64(n))) }
+        if let n = limits.fileSize { rlimits.append(ResourceLimit(.fileSize, soft: n)) }
+        guard limits.memory != nil || limits.processes != nil else { return (rlimits, nil) }
+        if cgroups == nil {
+            let (made, why) = AppCgroups.make()
+            cgroups = .some(made)
+            if let made {
+                notices.append(Notice(kind: .service, text: "per-app cgroups: \(made.layout) (memory limits: \(made.limitsMemory ? "yes" : "no"), process limits: \(made.limitsProcesses ? "yes" : "no"))"))
+            } else {
+                // What it costs (limits that fall back or go) is warned about per limit below.
+                notices.append(Notice(kind: .log, text: "no per-app cgroups: \(why ?? "unknown")"))
+            }
+        }
+        let made = cgroups ?? nil
+        var cgroup: AppCgroup?
+        if let made {
+            do {
+                cgroup = try made.prepare(id, memory: made.limitsMemory ? limits.memory : nil,
+                                          processes: made.limitsProcesses ? limits.processes : nil)
+            } catch {
+                warnLimit("cgroup \(id)", "could not prepare \(id)'s cgroup (\(error)): its memory and process limits fall back to rlimits", &notices)
+            }
+        }
+        if let memory = limits.memory, cgroup == nil || made?.limitsMemory != true {
+            rlimits.append(ResourceLimit(.addressSpace, soft: memory))
+            warnLimit("memory", "no memory cgroup: memory limits are enforced with RLIMIT_AS (address space); an app over its limit fails to allocate instead of being killed with a jetsam report", &notices)
+        }
+        if limits.processes != nil, cgroup == nil || made?.limitsProcesses != true {
+            warnLimit("processes", "no pids cgroup: process/thread limits are not enforced (RLIMIT_NPROC would count every process of the host's user)", &notices)
+        }
+        return (rlimits, cgroup)
+    }
+
+    private mutating func warnLimit(_ key: String, _ message: String, _ notices: inout [Notice]) {
+        guard warnedLimits.insert(key).inserted else { return }
+        notices.append(Notice(kind: .warning, text: message))
+    }
+
+    /// Starts a planned launch: the container and App Group folders (owned by the app's
+    /// uid), the spawn, the connection. Says each step on `input`: `.spawned` as soon as
+    /// the child runs, `.connected` once its socket is attached (nothing is read before),
+    /// or `.spawnFailed` / `.violation`.
+    static func start(_ plan: Plan, app id: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation,
+                      group: any EventLoopGroup, containers: String, groupsDirectory: String, bounds: AppBounds) async {
+        let container = plan.container
+        do {
+            if let identity = plan.identity {
+                var st = stat()
+                if lstat(container, &st) == 0, st.st_uid != identity.uid {
+                    // Made by an earlier host (as root, or for another uid): all of it becomes the app's.
+                    AppOwnership.ownTree(container, identity: identity)
+                }
+            }
+            try AppOwnership.makeDirectory(container, below: containers, identity: plan.identity, mode: 0o700)
+            for sub in ["Documents", "Library", "tmp"] {
+                try AppOwnership.makeDirectory(container + "/" + sub, below: container, identity: plan.identity, mode: 0o700)
+            }
+            for (group, gid) in zip(plan.groups, plan.identity?.groups ?? plan.groups.map { _ in UInt32.max }) {
+                let owner = plan.identity.map { _ in ProcessIdentity(uid: 0, gid: gid) }
+                try AppOwnership.makeDirectory(group.path, below: groupsDirectory, identity: owner,
+                                               mode: owner == nil ? 0o700 : 0o2770)
+            }
+            do throws(ChildLauncher.Failure) {
+                // Events go straight to the input stream (one hop); any that beat
+                // `.spawned` there are held by the supervisor until it arrives. Nothing
+                // is read before `.connected` is in the stream.
+                let (_, channel) = try await ChildLauncher.launch(
+                    plan.settings, logPath: plan.logPath, group: group, autoRead: false,
+                    writeBufferWaterMark: .init(low: bounds.unreadBytes / 2, high: bounds.unreadBytes),
+                    makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds) },
+                    onEvent: { event in input.yield(.child(app: id, instance: instance, event)) },
+                    spawned: { child in input.yield(.spawned(app: id, instance: instance, child: child)) })
+                input.yield(.connected(app: id, instance: instance, channel: channel))
+                do {
+                    try await channel.setOption(.autoRead, value: true).get()
+                } catch {
+                    input.yield(.violation(app: id, instance: instance, "could not read the IPC socket: \(error)"))
+                }
+            } catch .attach(_, let error) {
+                input.yield(.violation(app: id, instance: instance, "could not attach the IPC socket: \(error)"))
+            } catch .spawn(let error) {
+                throw error
+            }
+        } catch {
+            input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
+        }
+    }
+}
+
+extension Supervisor {
+    /// Carries out a `.spawn` effect: the plan on the actor, the start off it.
+    func spawn(_ id: String, options: LaunchOptions) {
+        guard let row = apps[id], let instance = runtimes[id]?.instance else { return }
+        let plan: AppLauncher.Plan
+        do {
+            let notices: [AppLauncher.Notice]
+            (plan, notices) = try launcher.plan(row.app, options: options)
+            for notice in notices {
+                switch notice.kind {
+                case .service: events.append(.service, cause: notice.text, time: now())
+                case .warning: events.append(.warning, cause: notice.text, time: now())
+                case .log: logger.info("\(notice.text)")
+                }
+            }
+        } catch {
+            input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
+            return
+        }
+        runtimes[id]?.cgroup = plan.cgroup
+        runtimes[id]?.oomKillsBefore = plan.cgroup?.oomKills ?? 0
+        runtimes[id]?.oomKillsAtHostKill = nil
+        runtimes[id]?.memoryLimit = plan.memoryLimit
+        let (input, group, config) = (self.input, self.group, configuration)
+        Task {
+            await AppLauncher.start(plan, app: id, instance: instance, input: input, group: group,
+                                    containers: config.containersDirectory, groupsDirectory: config.groupsDirectory,
+                                    bounds: config.bounds)
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Plugins
+import SystemPackage
+
+extension Supervisor {
+    /// Inputs from app connections, the reaper and timers.
+    enum Input: Sendable {
+        case spawned(app: String, instance: UInt64, child: ChildProcess)
+        case spawnFailed(app: String, instance: UInt64, error: String)
+        case connected(app: String, instance: UInt64, channel: any Channel)
+        case message(app: String, instance: UInt64, AppMessage)
+        case violation(app: String, instance: UInt64, String)
+        /// The app's end of the socket closed (everything it sent has been read).
+        case disconnected(app: String, instance: UInt64)
+        /// An exited app's socket did not reach EOF in time (a child of the app may hold it).
+        case drainExpired(app: String, instance: UInt64)
+        case child(app: String, instance: UInt64, ChildEvent)
+        /// The real-clock timer ran out: fire what is due.
+        case deadlinesDue
+        /// A file lock outside the container was found when about to suspend.
+        case lockHeld(app: String, instance: UInt64, String)
+        /// The transfer daemon is up (spawned and attached) / said something / exited.
+        case transferDaemonStarted(child: ChildProcess, channel: any Channel, generation: UInt64)
+        case transferDaemonFailed(String, generation: UInt64)
+        case transferEvent(TransferEvent, generation: UInt64)
+        case transferDaemonExited(ExitStatus, generation: UInt64)
+        case transferDaemonRestart
+        /// Shutdown: the grace period (in real time, whatever the clock) is over; `final`:
+        /// so is the wait for killed apps to be reaped.
+        case shutdownGraceOver(final: Bool)
+    }
+
+    /// A running (or starting) app.
+    struct Runtime {
+        var machine: Lifecycle
+        let instance: UInt64
+        var child: ChildProcess?
+        var channel: (any Channel)?
+        var pid: Int32?
+        var seq: UInt64 = 0
+        var pending: [UInt64: LifecycleCallback] = [:]
+        var since: Date
+        var exitStatus: ExitStatus?
+        /// The IPC connection is attached and has not reached EOF.
+        var channelOpen = false
+        /// An exit that waits for the connection to drain, so messages the app sent
+        /// before dying are handled before its exit.
+        var pendingExit: ExitStatus?
+        /// This run's transitions, oldest first (for termination reports).
+        var history: [StateRecord] = []
+        var launchWaiters: [CheckedContinuation<Int32, any Error>] = []
+        var exitWaiters: [CheckedContinuation<Void, Never>] = []
+        /// What the app's window shows now (its last `viewTree` message).
+        var viewTree: ViewTree?
+        /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run and the app
+        /// has not been active since: every snapshot shows the launch image.
+        var ignoreSnapshotsUntilActive = false
+        /// Its cgroup, where it has a memory or processes limit (else nil).
+        var cgroup: AppCgroup?
+        /// OOM kills counted in its cgroup that were not of the app's own process: those
+        /// before it started, and those before it last confirmed a stop (a process with
+        /// SIGKILL pending never stops).
+        var oomKillsBefore = 0
+        /// The count when the host itself sent SIGKILL: a SIGKILL death is the OOM
+        /// killer's only if the count rose after that.
+        var oomKillsAtHostKill: Int?
+        /// The memory limit it runs under (for its report).
+        var memoryLimit: UInt64?
+        /// The bound on waiting for its socket's EOF after its exit (see `.drainExpired`).
+        var drainTimer: Scheduled<Void>?
+    }
+}
+
+extension Supervisor.Runtime {
+    /// Sends `sig` to the app's process: the error if it failed (ESRCH: already gone, its
+    /// exit is on its way), and the other processes of its cgroup that got it too. Those
+    /// are stopped before the app and continued after it, and killed with it; only the
+    /// app's own stop and continue are confirmed. (Apps make no process: defense in
+    /// depth, harmless when there is none.) Nil without a process.
+    mutating func signal(_ sig: Lifecycle.Signal) -> (error: (any Error)?, others: [Int32])? {
+        guard let child else { return nil }
+        var others: [Int32] = []
+        if sig == .stop, let cgroup { others = cgroup.signalOthers(SIGSTOP, except: child.pid) }
+        if sig == .kill, let cgroup, oomKillsAtHostKill == nil { oomKillsAtHostKill = cgroup.oomKills }
+        var failure: (any Error)?
+        do {
+            try child.signal(sig == .stop ? SIGSTOP : sig == .cont ? SIGCONT : SIGKILL)
+        } catch {
+            failure = error
+        }
+        if sig == .cont, let cgroup { others = cgroup.signalOthers(SIGCONT, except: child.pid) }
+        if sig == .kill, let cgroup { others = cgroup.signalOthers(SIGKILL, except: child.pid) }
+        return (failure, others)
+    }
+
+    /// The JETSAM record of an exit by SIGKILL when the OOM killer struck in this kill's
+    /// window: after the host's own SIGKILL if it sent one, else since the app last proved
+    /// alive (its start or a stop). (The kernel does not say whom it killed; apps make no
+    /// process, so an OOM kill in an app's cgroup is of the app.) Nil otherwise.
+    func outOfMemoryRecord(_ status: ExitStatus) -> Lifecycle.TerminationRecord? {
+        guard case .signaled(SIGKILL, _) = status, let cgroup, cgroup.oomKills > (oomKillsAtHostKill ?? oomKillsBefore) else {
+            return nil
+        }
+        let limit = memoryLimit.map { ByteCountText.format($0) } ?? "its limit"
+        return Lifecycle.TerminationRecord(
+            namespace: "JETSAM", code: nil,
+            reason: "per-process-limit: the app's memory went over \(limit) and the kernel killed it (memory cgroup \(cgroup.directories.first ?? "?"))")
+    }
+}

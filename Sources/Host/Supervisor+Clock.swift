@@ -1,0 +1,155 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Plugins
+import SystemPackage
+
+extension Supervisor {
+    // MARK: - Clock
+
+    /// Host time since the host started: real monotonic, or virtual.
+    public func hostNow() -> Duration {
+        scheduler.now()
+    }
+
+    /// Host time as a date (virtual dates start at the host's start date).
+    func now() -> Date {
+        scheduler.date()
+    }
+
+    /// The clock's mode, host time and date.
+    public func clockReading() -> (mode: ClockMode, now: Duration, date: Date) {
+        (configuration.clock, hostNow(), now())
+    }
+
+    /// How late real-clock deadlines fired so far (and clears the record).
+    public func takeDeadlineLateness() -> [Duration] {
+        scheduler.takeLateness()
+    }
+
+    /// Virtual clock only: moves time forward by `duration`, firing every deadline
+    /// that falls inside, in order. Before each next deadline the apps get up to
+    /// `settleTimeout` of real time to answer what the last one sent them (callback
+    /// returns, stop confirmations), so their replies land at the right virtual time.
+    public func advanceClock(by duration: Duration) async throws(ControlError) -> Duration {
+        guard configuration.clock == .virtual else {
+            throw ControlError(.badRequest, "the host runs on the real clock; start it with `--clock virtual` to move time by hand")
+        }
+        guard duration >= .zero else { throw ControlError(.badRequest, "time only moves forward") }
+        guard !settling.advancing else { throw ControlError(.badRequest, "the clock is already being advanced") }
+        settling.advancing = true
+        defer { settling.advancing = false }
+        let target = scheduler.now() + duration
+        await settle()
+        while let (key, due) = scheduler.popDue(by: target) {
+            scheduler.advance(to: due)
+            fire(key)
+            await settle()
+        }
+        scheduler.advance(to: target)
+        await settle()
+        return scheduler.now()
+    }
+
+    func fire(_ key: DeadlineKey) {
+        switch key.timer {
+        case .lifecycle(let timer):
+            guard runtimes[key.app]?.instance == key.instance else { return }
+            feed(key.app, .timerFired(timer))
+        case .plugin(let timer):
+            performMode(modes.timerFired(timer, app: key.app.isEmpty ? nil : key.app, at: hostNow()))
+        case .transferRound(let session):
+            transferRoundTimedOut(app: key.app, session: session)
+        case .transferRestart:
+            transferRestartDue()
+        }
+    }
+
+    /// Starts (or moves) a deadline of no process instance: a plugin's or the transfer
+    /// broker's (`app` nil: host-wide). It outlives the app's process; its owner cancels it.
+    func startHostTimer(_ timer: TimerID, app: String?, after: Duration) {
+        apply(scheduler.start(DeadlineKey(app: app ?? "", instance: 0, timer: timer), after: after))
+    }
+
+    /// Cancels a deadline started with ``startHostTimer(_:app:after:)``.
+    func cancelHostTimer(_ timer: TimerID, app: String?) {
+        apply(scheduler.cancel(DeadlineKey(app: app ?? "", instance: 0, timer: timer)))
+    }
+
+    func startTimer(_ id: String, _ timer: Lifecycle.Timer, after: Duration) {
+        guard let instance = runtimes[id]?.instance else { return }
+        apply(scheduler.start(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer)), after: after))
+    }
+
+    func cancelTimer(_ id: String, _ timer: Lifecycle.Timer) {
+        guard let instance = runtimes[id]?.instance else { return }
+        apply(scheduler.cancel(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer))))
+    }
+
+    /// Real clock: arms (or disarms) the one timer as the scheduler says.
+    func apply(_ change: DeadlineScheduler.TimerChange?) {
+        guard let change else { return }
+        timer?.cancel()
+        timer = nil
+        guard case .arm(let after) = change else { return }
+        // A deadline past `longestWait` (a plugin's "never") wakes the host early, once in
+        // a hundred years, and is armed again: the nanoseconds must fit an Int64.
+        let input = self.input
+        timer = group.any().scheduleTask(in: .nanoseconds(after.clampedNanoseconds)) {
+            input.yield(.deadlinesDue)
+        }
+    }
+
+    func fireDue() {
+        scheduler.timerFired()
+        let t = scheduler.now()
+        while let key = scheduler.popDueNow(by: t) {
+            fire(key)
+        }
+        apply(scheduler.rearm())
+    }
+
+    /// Waits until the apps have answered what this step sent them, or the settle timeout.
+    func settle() async {
+        defer { settling.stepEnded() }
+        guard !settling.isSettled(settleViews) else { return }
+        let token = settling.beginWait()
+        // Real time whatever the host clock, on the event loop's timer: a cancelled
+        // `Task.sleep` leaves its dispatch timer armed on Linux (a wake-up for nothing).
+        let timer = group.any().scheduleTask(in: .nanoseconds(configuration.settleTimeout.clampedNanoseconds)) { [weak self] in
+            Task { await self?.settleTimedOut(token) }
+        }
+        await withCheckedContinuation { settleWaiter = $0 }
+        timer.cancel()
+    }
+
+    func settleTimedOut(_ token: UInt64) {
+        guard let w = settleWaiter, settling.timedOut(token, settleViews) else { return }
+        settleWaiter = nil
+        w.resume()
+    }
+
+    /// The runtimes as the settle rules see them.
+    var settleViews: some Sequence<SettleTracker.AppView> {
+        // Stops to be confirmed and killed apps to be reaped are waited for, so that after
+        // `advance` the states a test reads are the final ones; and apps being launched
+        // (for an event, during the advance), so what their launch brings runs at this
+        // virtual time.
+        runtimes.values.lazy.map { rt in
+            SettleTracker.AppView(
+                instance: rt.instance,
+                awaitsKernel: rt.machine.stopPending || rt.pendingExit != nil
+                    || (rt.machine.killSent && rt.machine.isRunning && rt.child != nil),
+                launching: rt.machine.isRunning && !rt.machine.launched && rt.machine.terminating == nil)
+        }
+    }
+
+    func checkSettled() {
+        guard let w = settleWaiter, settling.isSettled(settleViews) else { return }
+        settleWaiter = nil
+        w.resume()
+    }
+}

@@ -1,0 +1,380 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Plugins
+import SystemPackage
+
+/// The control API: the verbs of `apphost` and of the control socket. They own no state:
+/// each checks its request, feeds the app's machine (``Supervisor/feed(_:_:)``) and waits
+/// for what the verb promises (a launch, an exit, the records written).
+extension Supervisor {
+    /// Records a host-wide `service` event (the push gateway says where it listens).
+    public func recordServiceEvent(_ cause: String) {
+        events.append(.service, cause: cause, time: now())
+    }
+
+    // MARK: - Control API
+
+    /// Installs or updates the app at `path`. The app keeps running if it runs.
+    public func install(path: String, settings: [String: String]) throws(ControlError) -> InstalledApp {
+        let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
+        let bundle: AppBundle
+        do {
+            let dirs = AppBundleLoader.defaultProductDirectories(forBundleAt: absolute, extra: configuration.productDirectories)
+            bundle = try AppBundleLoader.load(path: absolute, settings: settings, productDirectories: dirs)
+        } catch {
+            throw ControlError(.invalidManifest, "\(error)")
+        }
+        // Checked here, not when a bundle is merely read: the identifiers become folders.
+        let groups: [String]
+        do {
+            groups = try bundle.entitlementsPath.map { path throws(ManifestError) in
+                try Entitlements.read(path: path).applicationGroups(settings: settings)
+            } ?? []
+        } catch {
+            throw ControlError(.invalidManifest, "\(error)")
+        }
+        let app = InstalledApp(
+            bundleIdentifier: bundle.manifest.bundleIdentifier, name: bundle.manifest.name,
+            bundlePath: bundle.bundlePath ?? absolute, executablePath: bundle.executablePath,
+            backgroundModes: bundle.manifest.backgroundModes, installedAt: now(), manifest: bundle.manifest,
+            entitlements: bundle.entitlementKeys, applicationGroups: groups)
+        do {
+            try store.saveApp(app, settings: settings)
+        } catch {
+            throw ControlError(.internalError, "could not record the installation: \(error)")
+        }
+        apps[app.bundleIdentifier] = Store.AppRow(app: app, settings: settings)
+        var modeApp = Self.modeApp(app, configuration)
+        if let rt = runtimes[app.bundleIdentifier], rt.machine.isRunning {
+            modeApp.state = rt.machine.state
+            modeApp.isRunningCode = rt.machine.isRunningCode
+        }
+        performMode(modes.install(modeApp))
+        events.append(.installed, app: app.bundleIdentifier, cause: "installed from \(app.bundlePath)", time: now())
+        return app
+    }
+
+    /// Uninstalls an app, terminating it first.
+    public func uninstall(_ bundle: BundleID) async throws(ControlError) {
+        let id = bundle.rawValue
+        _ = try installed(id)
+        if runtimes[id]?.machine.isRunning == true {
+            feed(id, .terminate(.uninstall))
+            await waitForExit(id)
+        }
+        do { try store.deleteApp(id) } catch { throw ControlError(.internalError, "\(error)") }
+        apps.removeValue(forKey: id)
+        runtimes.removeValue(forKey: id)
+        performMode(modes.uninstall(id))
+        transfersAppUninstalled(id)
+        switcherRemoved(id, uninstalled: true)
+        // As on iOS, the app's data goes with it. Reports and history stay.
+        try? FileManager.default.removeItem(atPath: configuration.containersDirectory + "/" + id)
+        identities?.release(app: id)
+        events.append(.uninstalled, app: id, cause: "uninstalled (container removed)", time: now())
+    }
+
+    /// Installed apps.
+    public func list() -> [InstalledApp] {
+        apps.values.map(\.app).sorted { $0.bundleIdentifier < $1.bundleIdentifier }
+    }
+
+    /// Launches an app and returns its pid once `didFinishLaunching` has returned.
+    /// Launching a running app brings it to the foreground (unless `background`).
+    /// With `terminateRunning`, a running app is terminated first (simctl's
+    /// `--terminate-running-process`); otherwise it is brought to the foreground
+    /// (unless `background`) and keeps its process and arguments.
+    public func launch(_ bundle: BundleID, background: Bool, arguments: [String],
+                       terminateRunning: Bool = false) async throws(ControlError) -> Int32 {
+        let id = bundle.rawValue
+        let row = try installed(id)
+        if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
+        let mark = recordingMark()
+        if terminateRunning, runtimes[id]?.machine.isRunning == true {
+            feed(id, .terminate(.user))
+            await waitForExit(id)
+        }
+        if let rt = runtimes[id], rt.machine.isRunning {
+            if !background { try await foreground(bundle) }
+            guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
+            return pid
+        }
+        if !background { sendOthersHome(except: id) }
+        performMode(modes.userLaunched(id, at: hostNow()))
+        makeRuntime(id, row)
+        let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments)
+        feed(id, .launch(options, placement: background ? .background : .foreground))
+        let pid: Int32
+        do {
+            pid = try await withCheckedThrowingContinuation { c in
+                runtimes[id]?.launchWaiters.append(c)
+            }
+        } catch let error as ControlError {
+            throw error
+        } catch {
+            throw ControlError(.internalError, "\(error)")
+        }
+        try await checkRecorded(since: mark, "launched", id)
+        return pid
+    }
+
+    /// How many writes of the event log and of the database have failed so far.
+    func recordingMark() -> (events: UInt64, database: UInt64) {
+        (events.failures, databaseFailures.count)
+    }
+
+    /// Throws if an event or a transition could not be written since `mark`: the verb
+    /// happened, but the host has no record of it. Waits for the database's queue without
+    /// holding the actor (a kernel report or an app's answer is handled meanwhile).
+    func checkRecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: String) async throws(ControlError) {
+        do {
+            try await store.flushed()
+        } catch {
+            databaseFailures.note("\(error)")
+            logger.error("could not flush \(configuration.databasePath): \(error)")
+        }
+        var problems: [String] = []
+        if events.failures > mark.events, let error = events.lastError {
+            problems.append("\(error)")
+        }
+        if databaseFailures.count > mark.database, let error = databaseFailures.last {
+            problems.append("cannot write to \(configuration.databasePath): \(error)")
+        }
+        guard !problems.isEmpty else { return }
+        // SQLite says "disk is full" without an errno: say what the file system has left.
+        var fs = statvfs()
+        if statvfs(configuration.stateDirectory, &fs) == 0 {
+            problems.append("\(UInt64(fs.f_bavail) * UInt64(fs.f_frsize)) bytes free on that file system")
+        }
+        let state = runtimes[id]?.machine.state ?? .notRunning
+        throw ControlError(.internalError, "\(id) \(what), but the host could not record it in its state directory "
+            + "\(configuration.stateDirectory): \(problems.joined(separator: "; ")). \(id) is now \(state.rawValue); "
+            + "free space there (or repair the file system) and see the host's log")
+    }
+
+    /// A fresh runtime (new instance) for a launch.
+    func makeRuntime(_ id: String, _ row: Store.AppRow) {
+        nextInstance += 1
+        var machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
+                                grace: configuration.terminationGracePeriod)
+        machine.maximumHeldTasks = configuration.bounds.heldTasks
+        runtimes[id] = Runtime(machine: machine, instance: nextInstance, since: now())
+    }
+
+    /// How the plugins see an installed app.
+    static func modeApp(_ app: InstalledApp, _ config: HostConfiguration) -> ModeApp {
+        ModeApp(bundleIdentifier: app.bundleIdentifier, manifest: app.manifest, entitlements: app.entitlements ?? [],
+                container: config.containersDirectory + "/" + app.bundleIdentifier)
+    }
+
+    /// Carries out a CLI command for the background-mode plugins (privacy, location,
+    /// VoIP push, BLE, accessories). Returns the message for the user.
+    public func modeCommand(_ command: ModeCommand) throws(ControlError) -> String {
+        switch command {
+        case .voipPush(let id, _), .fetchNow(let id), .bgTaskRun(let id, _), .bgTaskExpire(let id, _),
+             .settingsBackgroundRefresh(let id?, _), .bgTaskList(let id?):
+            _ = try installed(id)
+        case .push(let request):
+            _ = try installed(request.bundleIdentifier)
+        default:
+            break
+        }
+        if case .privacy(_, _, let id?) = command { _ = try installed(id) }
+        if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
+        let (result, effects) = modes.command(command, at: hostNow())
+        performMode(effects)
+        switch command {
+        case .devicePower, .deviceNetwork:
+            let device = modes.deviceState
+            sendToDaemon(.conditions(pluggedIn: device.pluggedIn, network: device.network))
+        default:
+            break
+        }
+        switch result {
+        case .success(let message): return message
+        case .failure(let error): throw ControlError(.refused, error.message)
+        }
+    }
+
+    /// A push through the APNs provider API (the push gateway): checks what APNs
+    /// checks (device token, topic, push type, priority, expiration, collapse id, apns-id,
+    /// payload) and hands the notification to the remote-notification plugin. Returns
+    /// the `apns-id`, or the rejection APNs would answer with. APNs accepts a valid push
+    /// whatever the device then does with it; what happened is in the event log.
+    public func apnsPush(_ request: APNsRequest) -> Result<String, APNsRejection> {
+        let accepted: APNsRequest.Accepted
+        switch request.validate(owner: { modes.deviceTokenOwner($0) }) {
+        case .success(let a): accepted = a
+        case .failure(let rejection): return .failure(rejection)
+        }
+        let (id, messageID, command) = (accepted.bundleIdentifier, accepted.messageID, accepted.command)
+        let (result, effects) = modes.command(command, at: hostNow())
+        performMode(effects)
+        if case .failure(let error) = result {
+            // Accepted as APNs would; the device side refused it (logged).
+            events.append(.service, app: id, cause: "push \(messageID) accepted by the gateway, not delivered: \(error.message)", time: now())
+        }
+        return .success(messageID)
+    }
+
+    /// Makes `id` the active app, sending the previously active app home.
+    public func foreground(_ bundle: BundleID) async throws(ControlError) {
+        let id = bundle.rawValue
+        _ = try installed(id)
+        guard let rt = runtimes[id], rt.machine.isRunning else {
+            throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
+        }
+        let mark = recordingMark()
+        sendOthersHome(except: id)
+        feed(id, .foreground)
+        try await checkRecorded(since: mark, "came to the foreground", id)
+    }
+
+    /// Home button for `id`.
+    public func background(_ bundle: BundleID) async throws(ControlError) {
+        let id = bundle.rawValue
+        _ = try installed(id)
+        guard let rt = runtimes[id], rt.machine.isRunning else {
+            throw ControlError(.notRunning, "\(id) is not running")
+        }
+        let mark = recordingMark()
+        feed(id, .home)
+        try await checkRecorded(since: mark, "went home", id)
+    }
+
+    /// Terminates `id` (as a swipe in the app switcher) and waits until it is gone.
+    public func terminate(_ bundle: BundleID) async throws(ControlError) {
+        let id = bundle.rawValue
+        _ = try installed(id)
+        guard let rt = runtimes[id], rt.machine.isRunning else {
+            throw ControlError(.notRunning, "\(id) is not running")
+        }
+        let mark = recordingMark()
+        feed(id, .terminate(.user))
+        await waitForExit(id)
+        try await checkRecorded(since: mark, "was terminated", id)
+    }
+
+    /// Terminates `id` if it runs and waits until it is gone, moving the virtual clock past
+    /// the grace period after willTerminate: an app that ignores willTerminate is then killed
+    /// as on the real clock. For a host nobody else drives (`apphost privacy-check`).
+    public func terminateMovingClock(_ bundle: BundleID) async {
+        let id = bundle.rawValue
+        guard let rt = runtimes[id], rt.machine.isRunning else { return }
+        feed(id, .terminate(.user))
+        if configuration.clock == .virtual, runtimes[id]?.machine.isRunning == true {
+            _ = try? await advanceClock(by: configuration.terminationGracePeriod + .seconds(1))
+        }
+        await waitForExit(id)
+    }
+
+    /// Status of one app or all installed apps.
+    public func status(_ bundle: BundleID?) throws(ControlError) -> [AppStatus] {
+        let id = bundle?.rawValue
+        let ids: [String]
+        if let id {
+            _ = try installed(id)
+            ids = [id]
+        } else {
+            ids = apps.keys.sorted()
+        }
+        return ids.map { id in
+            let rt = runtimes[id]
+            let state = rt?.machine.state ?? .notRunning
+            let since = lastStateChange[id] ?? apps[id]?.app.installedAt ?? now()
+            let tasks = rt?.machine.tasks.sorted { $0.key < $1.key }.map { $0.value.name ?? "#\($0.key)" } ?? []
+            // Bounded: one app's answer must fit a control frame whatever it holds.
+            return AppStatus(bundleIdentifier: id, state: state, pid: state == .notRunning ? nil : rt?.pid,
+                             since: since, backgroundTasks: AppStatus.bounded(tasks),
+                             activities: AppStatus.bounded(rt?.machine.activities.sorted() ?? []),
+                             isFrontmost: state == .active || (state == .inactive && rt?.machine.placement == .foreground))
+        }
+    }
+
+    /// Past events plus a live stream; call ``unsubscribe(_:)`` when done.
+    public func subscribe(bundleIdentifier: String?) -> (past: EventLogPast, live: AsyncStream<HostEvent>, id: UInt64) {
+        events.subscribe(filter: bundleIdentifier)
+    }
+
+    /// Suspends until `id` is in `state` (returns at once if it already is).
+    public func waitUntil(_ id: String, is state: AppState) async {
+        let current = runtimes[id]?.machine.state ?? .notRunning
+        if current == state { return }
+        await withCheckedContinuation { stateWaiters[id, default: []].append((state, $0)) }
+    }
+
+    /// Whether `id` is installed or has left events or reports behind.
+    public func isKnown(_ id: String) -> Bool {
+        apps[id] != nil || lastStateChange[id] != nil || !((try? store.reports(bundleIdentifier: id)) ?? []).isEmpty
+    }
+
+    /// The pid of a running app.
+    public func pid(of id: String) -> Int32? {
+        guard let rt = runtimes[id], rt.machine.isRunning else { return nil }
+        return rt.pid
+    }
+
+    /// Ends a subscription.
+    public func unsubscribe(_ id: UInt64) {
+        events.unsubscribe(id)
+    }
+
+    /// Termination reports, oldest first.
+    public func reports(_ bundle: BundleID?) throws(ControlError) -> [TerminationReport] {
+        let id = bundle?.rawValue
+        if let id, apps[id] == nil {
+            // Reports of an uninstalled app are still readable.
+            let r = (try? store.reports(bundleIdentifier: id)) ?? []
+            if r.isEmpty { throw unknownBundle(id) }
+            return r
+        }
+        do { return try store.reports(bundleIdentifier: id) } catch { throw ControlError(.internalError, "\(error)") }
+    }
+
+    func installed(_ id: String) throws(ControlError) -> Store.AppRow {
+        guard let row = apps[id] else { throw unknownBundle(id) }
+        return row
+    }
+
+    func unknownBundle(_ id: String) -> ControlError {
+        let known = apps.keys.sorted()
+        let hint = known.isEmpty ? "no apps are installed; install one with `apphost install <App.app>`"
+            : "installed: \(known.joined(separator: ", "))"
+        return ControlError(.unknownBundle, "unknown bundle id \"\(id)\" (\(hint))")
+    }
+
+    func sendOthersHome(except id: String) {
+        for (other, rt) in runtimes where other != id && rt.machine.isRunning && rt.machine.placement == .foreground {
+            feed(other, .home)
+        }
+    }
+
+    // MARK: - Who a process is
+
+    /// The app `pid` belongs to: an app's own process, a process in an app's cgroup (what
+    /// an app starts stays in it, even orphaned), or a descendant of an app's process
+    /// (where there are no cgroups). Nil for anyone else (the CLI, a user's shell).
+    public func appOwning(pid: Int32) -> String? {
+        let apps = Dictionary(runtimes.compactMap { id, rt in rt.pid.map { ($0, id) } }, uniquingKeysWith: { a, _ in a })
+        if let app = apps[pid] { return app }
+        for path in ProcessTree.cgroupPaths(of: pid) {
+            for (id, rt) in runtimes {
+                if let dir = rt.cgroup?.directories.first, let name = dir.split(separator: "/").suffix(2).first,
+                   path.hasSuffix("/\(name)/\(id)") {
+                    return id
+                }
+            }
+        }
+        return ProcessTree.ancestors(of: pid).lazy.compactMap { apps[$0] }.first
+    }
+
+    /// An app tried the control socket: said once per app and pid.
+    public func noteRefusedControlPeer(pid: Int32, app: String) {
+        events.append(.warning, app: app, pid: pid, cause: "refused a control-socket connection from the app's process \(pid)", time: now())
+    }
+
+}

@@ -1,0 +1,135 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Plugins
+import SystemPackage
+
+extension Supervisor {
+    // MARK: - Running
+
+    /// Consumes inputs until ``finish()``; call once.
+    public func run() async {
+        startTransferDaemon()
+        for await item in inputs {
+            handle(item)
+            if settleWaiter != nil { checkSettled() }
+        }
+    }
+
+    /// Ends ``run()`` and every event subscription.
+    public func finish() {
+        flushTransitions()
+        do { try store.flush() } catch { logger.error("could not flush the database: \(error)") }
+        events.append(.hostStopped, cause: "host stopped", time: now())
+        input.finish()
+        events.close()
+    }
+
+    /// Suspends until someone asks the host to shut down over the control socket.
+    public func waitForShutdownRequest() async {
+        if life.shutdownRequested { return }
+        await withCheckedContinuation { life.shutdownRequests.append($0) }
+    }
+
+    /// Suspends until the host has stopped: apps terminated, state directory released.
+    public func waitUntilStopped() async {
+        if life.stopped { return }
+        await withCheckedContinuation { life.stoppedWaiters.append($0) }
+    }
+
+    /// Called by the service once the state directory is released.
+    public func markStopped() {
+        life.stopped = true
+        for c in life.stoppedWaiters { c.resume() }
+        life.stoppedWaiters.removeAll()
+    }
+
+    /// Asks the host to shut down (control `shutdown`).
+    public func requestShutdown() {
+        life.shutdownRequested = true
+        for c in life.shutdownRequests { c.resume() }
+        life.shutdownRequests.removeAll()
+    }
+
+    /// Terminates every app (willTerminate, then SIGKILL after the grace period) and
+    /// waits until none is left.
+    public func shutdown() async {
+        shuttingDown = true
+        let running = runtimes.filter { $0.value.machine.isRunning }.map(\.key).sorted()
+        events.append(.hostStopping, cause: "shutting down, terminating \(running.count) app(s)", time: now())
+        for id in running {
+            feed(id, .terminate(.shutdown))
+        }
+        // The grace timers run on the host clock, which on the virtual clock nobody moves
+        // now: after the grace period in real time the apps still there are killed, and
+        // after 5 s more (a process SIGKILL cannot end at once) no longer waited for.
+        if runtimes.values.contains(where: { $0.machine.isRunning }) {
+            armShutdownTimer(final: false)
+        }
+        for id in running {
+            await waitForExit(id)
+        }
+        life.shutdownTimer?.cancel()
+        life.shutdownTimer = nil
+        await stopTransferDaemon()
+        launcher.madeCgroups?.remove()
+    }
+
+    func armShutdownTimer(final: Bool) {
+        let input = self.input
+        let after: Duration = final ? .seconds(5) : max(configuration.terminationGracePeriod, .milliseconds(100))
+        life.shutdownTimer = group.any().scheduleTask(in: .nanoseconds(after.clampedNanoseconds)) {
+            input.yield(.shutdownGraceOver(final: final))
+        }
+    }
+
+    /// The grace period of a shutdown is over in real time: what its timers would have
+    /// done on the real clock is done now (kill, with a FRONTBOARD report); then, once
+    /// more time has passed, apps that are still not reaped are given up on.
+    func shutdownGraceOver(final: Bool) {
+        guard shuttingDown else { return }
+        let left = runtimes.filter { $0.value.machine.isRunning }.map(\.key).sorted()
+        guard !left.isEmpty else { return }
+        if !final {
+            for id in left {
+                guard let rt = runtimes[id], !rt.machine.killSent else { continue }
+                apply(scheduler.cancel(DeadlineKey(app: id, instance: rt.instance, timer: .lifecycle(.grace))))
+                logger.warning("\(id) did not exit within the shutdown's grace period (real time): killing it")
+                feed(id, .timerFired(.grace))
+                if runtimes[id]?.machine.killSent != true, let child = runtimes[id]?.child {
+                    // Not terminating in the machine's eyes: kill it all the same.
+                    try? child.signal(SIGKILL)
+                }
+            }
+            armShutdownTimer(final: true)
+            return
+        }
+        for id in left {
+            let pid = runtimes[id]?.pid.map { " (pid \($0))" } ?? ""
+            logger.error("\(id)\(pid) was not reaped after SIGKILL; the host stops without waiting for it")
+            events.append(.warning, app: id, pid: runtimes[id]?.pid,
+                          cause: "not reaped after SIGKILL; the host stopped without waiting for it", time: now())
+            let waiters = runtimes[id]?.exitWaiters ?? []
+            runtimes[id]?.exitWaiters.removeAll()
+            for w in waiters { w.resume() }
+        }
+    }
+
+    func waitForExit(_ id: String) async {
+        guard let rt = runtimes[id], rt.machine.isRunning else { return }
+        await withCheckedContinuation { c in runtimes[id]?.exitWaiters.append(c) }
+    }
+}
+
+/// The host's own life: whether it was asked to shut down and has stopped, who waits for
+/// each, and shutdown's real-time bound on the grace period (see ``Supervisor/shutdown()``).
+struct HostLife {
+    var shutdownRequested = false
+    var shutdownRequests: [CheckedContinuation<Void, Never>] = []
+    var stopped = false
+    var stoppedWaiters: [CheckedContinuation<Void, Never>] = []
+    var shutdownTimer: Scheduled<Void>?
+}
