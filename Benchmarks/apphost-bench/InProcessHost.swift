@@ -40,10 +40,13 @@ final class InProcessHost: Sendable {
     }
 
     /// Terminates every app (waiting until each is reaped) and tears the host down.
+    /// Snapshots still being drawn are waited for: the supervisor runs on the group's
+    /// event loop, so nothing may come back to it once the group is shut down.
     func stop() async {
         await supervisor.shutdown()
         await supervisor.finish()
         await loop.value
+        await supervisor.waitForSnapshots()
         try? await group.shutdownGracefully()
         dir.remove()
     }

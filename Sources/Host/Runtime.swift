@@ -22,8 +22,6 @@ extension Supervisor {
         case child(app: String, instance: UInt64, ChildEvent)
         /// The real-clock timer ran out: fire what is due.
         case deadlinesDue
-        /// A file lock outside the container was found when about to suspend.
-        case lockHeld(app: String, instance: UInt64, String)
         /// The transfer daemon is up (spawned and attached) / said something / exited.
         case transferDaemonStarted(child: ChildProcess, channel: any Channel, generation: UInt64)
         case transferDaemonFailed(String, generation: UInt64)
@@ -71,6 +69,9 @@ extension Supervisor {
         var oomKillsAtHostKill: Int?
         /// The memory limit it runs under (for its report).
         var memoryLimit: UInt64?
+        /// A file lock outside its container, found as it was being stopped: the stop's
+        /// confirmation kills it (0xdead10cc) instead of suspending it.
+        var lockHeldAtStop: String?
         /// The bound on waiting for its socket's EOF after its exit (see `.drainExpired`).
         var drainTimer: Scheduled<Void>?
     }

@@ -178,7 +178,12 @@ public actor Supervisor {
             case .stopped:
                 // Stopped, so alive: no OOM kill counted so far was of the app itself.
                 if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
-                feed(id, .stopConfirmed)
+                if let what = runtimes[id]?.lockHeldAtStop {
+                    runtimes[id]?.lockHeldAtStop = nil
+                    feed(id, .lockHeldAtSuspension(what))
+                } else {
+                    feed(id, .stopConfirmed)
+                }
             case .continued:
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)", time: now())
                 feed(id, .continueConfirmed)
@@ -220,9 +225,6 @@ public actor Supervisor {
         case .deadlinesDue:
             fireDue()
 
-        case .lockHeld(let id, let instance, let what):
-            guard runtimes[id]?.instance == instance else { return }
-            feed(id, .lockHeldAtSuspension(what))
         case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferDaemonExited, .transferDaemonRestart:
             handleTransferInput(item)
         case .shutdownGraceOver(let final):
@@ -382,13 +384,6 @@ public actor Supervisor {
             send(id, .callback(seq: rt.seq, callback: callback, state: state))
         case .signal(let sig, let reason):
             guard let child = runtimes[id]?.child else { return }
-            if sig == .stop, let pid = runtimes[id]?.pid,
-               let what = ProcLocks.firstOutside(configuration.containersDirectory + "/" + id + "/", heldBy: pid), let instance = runtimes[id]?.instance {
-                // iOS kills an app suspended with a shared file lock (0xdead10cc) rather
-                // than let it deadlock the others: no SIGSTOP, the machine kills it.
-                input.yield(.lockHeld(app: id, instance: instance, what))
-                return
-            }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
             guard let (sent, others) = runtimes[id]?.signal(sig) else { return }
             if let error = sent {
@@ -401,6 +396,12 @@ public actor Supervisor {
                 events.append(.signal, app: id, pid: child.pid,
                               cause: "\(sig.rawValue) also to the app's other processes: \(others.map(String.init).joined(separator: ", "))", time: now())
             }
+            // iOS kills an app suspended with a shared file lock (0xdead10cc) rather than let
+            // it deadlock the others. Checked once SIGSTOP is on its way, not before: the
+            // stop is not delayed by reading /proc/locks, and the kernel's report of the stop,
+            // handled after this step, becomes the kill (see `.child(.stopped)`).
+            runtimes[id]?.lockHeldAtStop = sig == .stop
+                ? ProcLocks.firstOutside(configuration.containersDirectory + "/" + id + "/", heldBy: child.pid) : nil
         case .transition(let from, let to, let cause):
             let time = now()
             lastStateChange[id] = time
