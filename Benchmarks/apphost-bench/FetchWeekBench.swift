@@ -54,7 +54,7 @@ struct FetchWeekBench {
             let (_, live, subscription) = await supervisor.subscribe(bundleIdentifier: nil)
             let counter = Task {
                 var n = 0
-                for await e in live where e.kind == .callback && e.cause == "performFetch returned" { n += 1 }
+                for await e in live where e.callback == "performFetch" { n += 1 }
                 return n
             }
             let w0 = clock.now

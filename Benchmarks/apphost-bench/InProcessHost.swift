@@ -76,6 +76,6 @@ struct EventRecorder {
 
 extension HostEvent {
     /// `callback` event of a delegate method that returned.
-    func isReturn(of name: String) -> Bool { kind == .callback && cause == "\(name) returned" }
+    func isReturn(of name: String) -> Bool { callback == name }
     func isTransition(to state: AppState) -> Bool { kind == .transition && to == state }
 }

@@ -274,8 +274,7 @@ struct EventTally {
                 }
             }
         case .callback:
-            guard e.cause.hasSuffix(" returned") else { break }
-            let name = String(e.cause.dropLast(" returned".count))
+            guard let name = e.callback else { break }
             counts.callback(name)
             if name == "didEnterBackground" { homeAt[app] = e.time }
             if name.hasPrefix("expirationHandler") {
@@ -287,10 +286,10 @@ struct EventTally {
                 if let ended = endedAt[app], e.time > ended { returnsStuckInStoppedApp += 1 }
             }
         case .signal:
-            for s in ["SIGSTOP", "SIGCONT", "SIGKILL"] where e.cause.hasPrefix(s) { counts.signals[s, default: 0] += 1 }
+            if let s = e.signal, e.confirmed == nil { counts.signals[s, default: 0] += 1 }
         case .backgroundTask:
-            if e.cause.hasPrefix("beginBackgroundTask") { counts.tasksBegun += 1 }
-            if e.cause.hasPrefix("endBackgroundTask") {
+            if e.began == true { counts.tasksBegun += 1 }
+            if e.began == false {
                 counts.tasksEnded += 1
                 endedAt[app] = e.time
                 if homeAt[app] != nil { ended.insert(app) }

@@ -214,9 +214,46 @@ public struct HostEvent: Codable, Sendable, Equatable {
     public var cause: String
     /// The background mode concerned (modeUsed, modeRefused).
     public var mode: String?
+    /// The delegate method (`callback` events: "didEnterBackground", "expirationHandler", ...).
+    public var callback: String?
+    /// The signal (`signal` events): "SIGSTOP", "SIGCONT" or "SIGKILL".
+    public var signal: String?
+    /// A `signal` event that is the kernel's confirmation (the app runs again), not a send.
+    public var confirmed: Bool?
+    /// The background task (`backgroundTask` events): its id, its name, and whether it
+    /// began (true) or ended (false).
+    public var task: Int?
+    public var taskName: String?
+    public var began: Bool?
+
+    /// The typed fields an event may carry beside its kind (see the properties).
+    public struct Fields: Sendable, Equatable {
+        public var callback: String?
+        public var signal: String?
+        public var confirmed: Bool?
+        public var task: Int?
+        public var taskName: String?
+        public var began: Bool?
+
+        public init(callback: String? = nil, signal: String? = nil, confirmed: Bool? = nil,
+                    task: Int? = nil, taskName: String? = nil, began: Bool? = nil) {
+            self.callback = callback
+            self.signal = signal
+            self.confirmed = confirmed
+            self.task = task
+            self.taskName = taskName
+            self.began = began
+        }
+    }
 
     public init(seq: UInt64, time: Date, kind: Kind, bundleIdentifier: String? = nil, pid: Int32? = nil,
-                from: AppState? = nil, to: AppState? = nil, cause: String, mode: String? = nil) {
+                from: AppState? = nil, to: AppState? = nil, cause: String, mode: String? = nil, fields: Fields = Fields()) {
+        self.callback = fields.callback
+        self.signal = fields.signal
+        self.confirmed = fields.confirmed
+        self.task = fields.task
+        self.taskName = fields.taskName
+        self.began = fields.began
         self.mode = mode
         self.seq = seq
         self.time = time

@@ -132,14 +132,15 @@ final class EventLog {
     /// out; the error is returned (and logged, once until writing works again).
     @discardableResult
     func append(_ kind: HostEvent.Kind, app: String? = nil, pid: Int32? = nil, from: AppState? = nil,
-                to: AppState? = nil, cause: String, mode: String? = nil, time: Date) -> Result<HostEvent, EventLogError> {
+                to: AppState? = nil, cause: String, mode: String? = nil, fields: HostEvent.Fields = HostEvent.Fields(),
+                time: Date) -> Result<HostEvent, EventLogError> {
         var cause = cause
         if cause.utf8.count > Self.maximumCause {
             let cut = cause.utf8.count - Self.maximumCause
             cause = String(decoding: cause.utf8.prefix(Self.maximumCause), as: UTF8.self) + "… (\(cut) more bytes cut)"
         }
         let event = HostEvent(seq: lastSeq + 1, time: time, kind: kind, bundleIdentifier: app, pid: pid,
-                              from: from, to: to, cause: cause, mode: mode)
+                              from: from, to: to, cause: cause, mode: mode, fields: fields)
         guard !closed else {
             // After the host stopped: nothing is written after hostStopped.
             return .failure(EventLogError(path: path, operation: "write to (closed)", code: EBADF))

@@ -185,7 +185,8 @@ public actor Supervisor {
                     feed(id, .stopConfirmed)
                 }
             case .continued:
-                events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)", time: now())
+                events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
+                              fields: .init(signal: "SIGCONT", confirmed: true), time: now())
                 feed(id, .continueConfirmed)
             case .exited(let status):
                 // The app is gone: so is anything left in its cgroup (a child holding its end
@@ -273,7 +274,7 @@ public actor Supervisor {
             if case .service(.urlSessionProgress) = callback {
                 // Progress leaves no line: a large download has thousands.
             } else if callback != .heartbeat {
-                events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", time: now())
+                events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", fields: .init(callback: callback.name), time: now())
             }
             feed(id, .callbackReturned(callback))
             snapshotAfterCallback(callback, app: id)
@@ -288,10 +289,12 @@ public actor Supervisor {
         case .beginBackgroundTask(let taskID, let rawName):
             let name = configuration.bounds.taskName(rawName)
             events.append(.backgroundTask, app: id, pid: rt.pid,
-                          cause: "beginBackgroundTask \(name.map { "\"\($0)\"" } ?? "") id \(taskID)", time: now())
+                          cause: "beginBackgroundTask \(name.map { "\"\($0)\"" } ?? "") id \(taskID)",
+                          fields: .init(task: taskID, taskName: name, began: true), time: now())
             feed(id, .taskBegan(id: taskID, name: name))
         case .endBackgroundTask(let taskID):
-            events.append(.backgroundTask, app: id, pid: rt.pid, cause: "endBackgroundTask id \(taskID)", time: now())
+            events.append(.backgroundTask, app: id, pid: rt.pid, cause: "endBackgroundTask id \(taskID)",
+                          fields: .init(task: taskID, began: false), time: now())
             feed(id, .taskEnded(id: taskID))
         case .request(let requestID, .backgroundTimeRemaining):
             send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: rt.machine.timeRemaining(at: hostNow()))))
@@ -390,7 +393,7 @@ public actor Supervisor {
                 // ESRCH: already gone; its exit is on its way.
                 logger.debug("signal \(sig.rawValue) to \(id) failed: \(error)")
             } else {
-                events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", time: now())
+                events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", fields: .init(signal: sig.rawValue), time: now())
             }
             if !others.isEmpty {
                 events.append(.signal, app: id, pid: child.pid,

@@ -25,7 +25,7 @@ struct BackgroundWorkTests {
     }
 
     func returned(_ host: TestHost, _ id: String, _ callback: String) async -> Int {
-        await host.events(id).filter { $0.kind == .callback && $0.cause == "\(callback) returned" }.count
+        await host.events(id).filter { $0.callback == callback }.count
     }
 
     func log(_ host: TestHost, _ id: String) -> String {
@@ -36,7 +36,7 @@ struct BackgroundWorkTests {
     func launchAndSuspend(_ host: TestHost, _ id: String, _ args: [String]) async throws -> Int32 {
         let pid = try await host.supervisor.launch(id, background: false, arguments: args)
         try await host.supervisor.background(id)
-        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+        _ = await host.waitForEvent(id) { $0.callback == "didEnterBackground" }
         try await advance(host, 0)
         #expect(try await state(host, id) == .suspended)
         return pid
@@ -105,7 +105,7 @@ struct BackgroundWorkTests {
         try await withVirtualHost { host in
             let id = try await host.installProbe("com.bw.sim", extra: ["UIBackgroundModes": ["fetch"]])
             _ = try await host.supervisor.modeCommand(.fetchNow(bundleIdentifier: id))
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "performFetch returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "performFetch" }
             try await advance(host, 0)
             let launch = await host.events(id).first { $0.kind == .transition }
             #expect(launch?.to == .background)
@@ -146,7 +146,7 @@ struct BackgroundWorkTests {
                 "--on", "launch", "bg-register:com.bw.stuck.refresh", "--on", "launch", "bg-submit:refresh:com.bw.stuck.refresh",
             ])
             _ = try await host.supervisor.modeCommand(.bgTaskRun(bundleIdentifier: id, identifier: "com.bw.stuck.refresh"))
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "BGTask launch(com.bw.stuck.refresh) returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "BGTask launch(com.bw.stuck.refresh)" }
             try await advance(host, 25)
             #expect(await returned(host, id, "BGTask expiration(com.bw.stuck.refresh)") == 1)
             try await advance(host, 5)
@@ -162,7 +162,7 @@ struct BackgroundWorkTests {
             let silent = #"{"aps":{"content-available":1},"n":1}"#
             // Not running: launched in the background.
             _ = try await host.supervisor.modeCommand(.push(PushRequest(bundleIdentifier: id, payload: silent)))
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didReceiveRemoteNotification(background) returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "didReceiveRemoteNotification(background)" }
             try await advance(host, 0)
             #expect(log(host, id).contains("didFinishLaunching state=background"))
             #expect(try await state(host, id) == .suspended)

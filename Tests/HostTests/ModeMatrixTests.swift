@@ -135,7 +135,7 @@ struct ModeMatrixTests {
             _ = try await host.supervisor.advanceClock(by: .zero)
             #expect(try await host.supervisor.status(id).first?.state == .suspended)
             _ = try await host.supervisor.modeCommand(.voipPush(bundleIdentifier: id, payload: #"{"caller":"bob"}"#))
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didReceiveIncomingPush(voIP) returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "didReceiveIncomingPush(voIP)" }
             _ = try await host.supervisor.advanceClock(by: .seconds(6))
             #expect(try await host.supervisor.status(id).first?.state == .suspended, "alive (and suspended: its delegate returned) inside the report window")
             _ = try await host.supervisor.advanceClock(by: .seconds(1))
@@ -150,7 +150,7 @@ struct ModeMatrixTests {
         try await withHost(label: "mxw", clock: .virtual) { host in
             let id = try await host.installProbe("com.matrix.voip.launch", extra: ["UIBackgroundModes": ["voip"]])
             _ = try await host.supervisor.modeCommand(.voipPush(bundleIdentifier: id, payload: "{}"))
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didReceiveIncomingPush(voIP) returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "didReceiveIncomingPush(voIP)" }
             let launch = await host.events(id).first { $0.kind == .transition }
             #expect(launch?.to == .background)
             #expect(launch?.cause.contains("didReceiveIncomingPush") == true)
@@ -177,11 +177,11 @@ struct MatrixWorld {
     func activities() async throws -> [String] { try await supervisor.status(id).first?.activities ?? [] }
 
     func returned(_ callback: String) async {
-        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "\(callback) returned" }
+        _ = await host.waitForEvent(id) { $0.callback == callback }
     }
 
     func hasReturned(_ callback: String) async -> Bool {
-        await host.events(id).contains { $0.kind == .callback && $0.cause == "\(callback) returned" }
+        await host.events(id).contains { $0.callback == callback }
     }
 
     /// Home button, then everything settles (callbacks returned, stop confirmed).

@@ -30,7 +30,7 @@ struct PolicyTests {
                 "--ignore-expiration", "--on", "background", "begin-task:upload", "--on", "background", "begin-task:sync",
             ])
             try await host.supervisor.background(id)
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "didEnterBackground" }
 
             try await advance(host, 29)
             #expect(try await state(host, id) == .background, "still inside the budget")
@@ -60,7 +60,7 @@ struct PolicyTests {
             let id = try await host.installProbe("com.policy.polite")
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "begin-task:upload"])
             try await host.supervisor.background(id)
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "didEnterBackground" }
             try await advance(host, 25)
             // The handler (run at budget - 5 s) ended the task: suspended, stop confirmed.
             #expect(try await state(host, id) == .suspended)
@@ -79,7 +79,7 @@ struct PolicyTests {
             try await advance(host, 600)
             #expect(try await state(host, id) == .active, "a foreground app holding a task is not limited")
             try await host.supervisor.background(id)
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "didEnterBackground" }
             try await advance(host, 29)
             #expect(try await state(host, id) == .background, "the budget runs from entering the background")
             try await advance(host, 1)
@@ -95,7 +95,7 @@ struct PolicyTests {
             let id = try await host.installProbe("com.policy.\(profile)")
             _ = try await host.supervisor.launch(id, background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:t"])
             try await host.supervisor.background(id)
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "didEnterBackground" }
             try await advance(host, seconds - 1)
             #expect(try await state(host, id) == .background)
             try await advance(host, 1)
@@ -148,7 +148,7 @@ struct PolicyTests {
 
             let hungPID = try await host.supervisor.launch(hung, background: false, arguments: ["--on", "active", "hang"])
             // The probe hangs right after didBecomeActive returns: anything sent later is never answered.
-            _ = await host.waitForEvent(hung) { $0.kind == .callback && $0.cause == "didBecomeActive returned" }
+            _ = await host.waitForEvent(hung) { $0.callback == "didBecomeActive" }
             try await advance(host, 14)
             #expect(processExists(hungPID), "heartbeat sent at +5 s; the hang budget runs until +15 s")
             try await advance(host, 1)

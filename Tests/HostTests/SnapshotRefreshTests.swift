@@ -51,7 +51,7 @@ struct SnapshotRefreshTests {
             #expect(try texts(home.info) == ["launched"])
             let mark = await host.supervisor.snapshotMark()
             _ = try await host.supervisor.modeCommand(.fetchNow(bundleIdentifier: id))
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "performFetch returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "performFetch" }
             await host.supervisor.waitForSnapshots()
             #expect(await host.supervisor.takenSnapshots(id, since: mark).isEmpty, "returned, but the fetch is still out: no picture yet")
 

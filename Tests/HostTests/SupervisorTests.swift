@@ -92,7 +92,7 @@ struct SupervisorTests {
             // Begin "upload" when going home; end it when told to below (no timing involved).
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "begin-task:upload", "--on", "foreground", "end-task:upload"])
             try await host.supervisor.background(id)
-            _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "didEnterBackground returned" }
+            _ = await host.waitForEvent(id) { $0.callback == "didEnterBackground" }
             #expect(try await host.supervisor.status(id).first?.state == .background)
             #expect(try await host.supervisor.status(id).first?.backgroundTasks == ["upload"])
             #expect(kernelState(pid) != "T", "an app holding a task is not stopped")
@@ -104,10 +104,10 @@ struct SupervisorTests {
             let id = try await host.installProbe("com.test.taskend")
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "hold-task:sync:1"])
             try await host.supervisor.background(id)
-            _ = await host.waitForEvent(id) { $0.kind == .backgroundTask && $0.cause.contains("beginBackgroundTask") }
+            _ = await host.waitForEvent(id) { $0.began == true }
             try await host.waitUntil(id, is: .suspended)
             let events = await host.events(id)
-            let ended = try #require(events.firstIndex { $0.kind == .backgroundTask && $0.cause.contains("endBackgroundTask") })
+            let ended = try #require(events.firstIndex { $0.began == false })
             let suspended = try #require(events.firstIndex { $0.kind == .transition && $0.to == .suspended })
             #expect(ended < suspended)
             #expect(kernelState(pid) == "T")

@@ -133,7 +133,7 @@ final class TestHost: Sendable {
     func callbacks(_ id: String) async -> [String] {
         let (past, _, sub) = await supervisor.subscribe(bundleIdentifier: id)
         await supervisor.unsubscribe(sub)
-        return past.filter { $0.kind == .callback }.map { $0.cause.replacingOccurrences(of: " returned", with: "") }
+        return past.compactMap(\.callback)
     }
 
     /// Events of one app so far.
