@@ -1,6 +1,7 @@
 import AppHostSystem
 import Dispatch
 import Foundation
+import TestSupport
 import HTTPTestServer
 import Synchronization
 import SystemPackage

@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import TestSupport
 import Logging
 import Testing
 @testable import Host

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `apphost privacy-check` runs that once went wrong: a bundle checked twice, a report

@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import TestSupport
 import GRDB
 import Testing
 @testable import Host

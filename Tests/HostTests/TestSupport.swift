@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import Logging
 import NIOPosix
 import Synchronization
@@ -36,16 +37,6 @@ func productBuilt(_ name: String) -> Bool {
 
 let probeBuilt = productBuilt("ProbeApp")
 
-/// A temporary directory of a test's own; removed by `remove()`.
-struct TempDir {
-    let path: String
-    init(_ label: String = "t") throws {
-        // Short: the control socket path must stay under 108 bytes.
-        path = NSTemporaryDirectory() + "ah-\(label)-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
-}
 
 /// Writes `Name.app/Info.plist` for the probe app with the given identity and keys, and
 /// `Name.app/Name.entitlements` when `entitlements` are given.

@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import TestSupport
 import HTTPTestServer
 import SystemPackage
 import Testing
@@ -16,15 +17,6 @@ let productsDirectory: String = {
 
 let daemonPath = productsDirectory + "/apphost-transferd"
 
-/// A temporary directory of a test's own.
-struct TempDir {
-    let path: String
-    init(_ label: String) throws {
-        path = NSTemporaryDirectory() + "td-\(label)-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
-}
 
 struct TimedOut: Error, CustomStringConvertible {
     let what: String
