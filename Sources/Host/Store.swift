@@ -210,6 +210,33 @@ public final class Store: Sendable {
         }
     }
 
+    /// Records sessions (made or remade) and transfers in one transaction: the host's
+    /// batch of new background URLSession rows (see ``TransferBroker``).
+    public func saveTransferBatch(sessions: [TransferSessionRow], jobs: [TransferJob]) throws {
+        guard !sessions.isEmpty || !jobs.isEmpty else { return }
+        let encoder = WireJSON.encoder()
+        let sessionTexts = try sessions.map { String(decoding: try encoder.encode($0.config), as: UTF8.self) }
+        let jobTexts = try jobs.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+        try pool.write { db in
+            for (row, text) in zip(sessions, sessionTexts) {
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO transferSession (bundleIdentifier, identifier, config, lastTaskIdentifier) VALUES (?, ?, ?, ?)",
+                    arguments: [row.bundleIdentifier, row.config.identifier, text, row.lastTaskIdentifier])
+            }
+            var counters: [String: (app: String, session: String, last: Int)] = [:]
+            for (job, text) in zip(jobs, jobTexts) {
+                try db.execute(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job) VALUES (?, ?, ?)",
+                               arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text])
+                let key = job.bundleIdentifier + "|" + job.session
+                counters[key] = (job.bundleIdentifier, job.session, max(counters[key]?.last ?? 0, job.taskIdentifier))
+            }
+            for (_, c) in counters.sorted(by: { $0.key < $1.key }) {
+                try db.execute(sql: "UPDATE transferSession SET lastTaskIdentifier = max(lastTaskIdentifier, ?) WHERE bundleIdentifier = ? AND identifier = ?",
+                               arguments: [c.last, c.app, c.session])
+            }
+        }
+    }
+
     /// Every transfer not yet delivered and acknowledged.
     public func transfers() throws -> [TransferJob] {
         try pool.read { db in

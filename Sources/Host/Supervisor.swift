@@ -299,13 +299,7 @@ public actor Supervisor {
         case .request(let requestID, .backgroundTimeRemaining):
             send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: rt.machine.timeRemaining(at: hostNow()))))
         case .request(let requestID, .service(let request)):
-            if let reply = transferRequest(request, from: id) {
-                send(id, .reply(id: requestID, reply: .service(reply)))
-                let effects = pendingModeEffects
-                pendingModeEffects.removeAll()
-                performMode(effects)
-                return
-            }
+            if transferRequest(request, id: requestID, from: id) { return }
             let (reply, effects) = modes.request(request, from: id, at: hostNow())
             // The answer first: the app is blocked on it, and an effect may kill it.
             send(id, .reply(id: requestID, reply: .service(reply)))

@@ -1,0 +1,373 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import NIOCore
+import NIOPosix
+import Plugins
+import SystemPackage
+
+/// When to restart a process that keeps dying: 1 s, 2 s, 4 s, … up to `maximum`; back to
+/// `initial` only once a start has stayed up for `stableAfter`. Times are the host's clock.
+struct RestartBackoff: Sendable, Equatable {
+    var initial: Duration = .seconds(1)
+    var maximum: Duration = .seconds(60)
+    var stableAfter: Duration = .seconds(30)
+    /// Deaths in a row (starts that did not stay up for `stableAfter`).
+    private(set) var failures = 0
+    /// When the current process started (nil: none running).
+    private(set) var upSince: Duration?
+
+    /// The process started (or said it is ready) at host time `now`.
+    mutating func started(at now: Duration) {
+        upSince = now
+    }
+
+    /// The process died, or could not be started, at host time `now`: the delay before the next start.
+    mutating func ended(at now: Duration) -> Duration {
+        if let upSince, now - upSince >= stableAfter { failures = 0 }
+        upSince = nil
+        var delay = initial
+        for _ in 0..<min(failures, 32) where delay < maximum { delay *= 2 }
+        failures += 1
+        return min(delay, maximum)
+    }
+}
+
+/// The host's side of the shared transfer daemon (iOS's background URLSession): the
+/// daemon process (started, supervised, restarted with backoff) and its channel, around
+/// the ``TransferBroker`` value that decides what the apps and the daemon hear.
+struct TransferBrokerState {
+    var broker = TransferBroker()
+    var generation: UInt64 = 0
+    var child: ChildProcess?
+    var channel: (any Channel)?
+    /// How long to wait before starting a daemon that died (see ``RestartBackoff``).
+    var backoff = RestartBackoff()
+    var stopping = false
+    var unavailable: String?
+    var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The spawn and attach in progress: a shutdown waits for it, so it never tears the
+    /// event loops down under a half-made channel or leaves a daemon behind.
+    var starting: Task<Void, Never>?
+    /// Effects being carried out: a batch write asked for meanwhile waits for the end
+    /// of the list (its replies then follow what the list said).
+    var performing = false
+    var saveDue = false
+}
+
+/// The adapter: the supervisor's entry points for transfers, which feed the broker and
+/// carry out its effects, and the daemon process's supervision.
+extension Supervisor {
+    static let transferDaemonName = "apphost-transferd"
+
+    /// Loads the sessions and undelivered transfers recorded before a host restart (rows
+    /// of apps no longer installed are deleted).
+    static func restoredTransfers(store: Store, installed: Set<String>) throws -> TransferBrokerState {
+        let (broker, orphans) = TransferBroker.restored(sessions: try store.transferSessions(), jobs: try store.transfers(), installed: installed)
+        try store.deleteTransfers(ids: orphans)
+        return TransferBrokerState(broker: broker)
+    }
+
+    /// What the broker needs to know of the apps now.
+    var transferWorld: TransferBroker.World {
+        let apps = self.apps
+        let runtimes = self.runtimes
+        return TransferBroker.World(
+            isInstalled: { apps[$0] != nil },
+            state: { runtimes[$0]?.machine.state ?? .notRunning },
+            isRunningCode: { runtimes[$0]?.machine.isRunningCode == true },
+            unavailable: configuration.transferDaemon ? transfers.unavailable : (transfers.unavailable ?? "the host runs without a transfer daemon"),
+            containersDirectory: configuration.containersDirectory)
+    }
+
+    // MARK: - Entry points
+
+    /// The app's URLSession request; false if it is not a transfer request. The reply
+    /// is sent here (at once, or once a new session or task is written).
+    func transferRequest(_ request: ServiceRequest, id requestID: UInt64, from app: String) -> Bool {
+        guard TransferBroker.handles(request) else { return false }
+        var request = request
+        if case .urlSessionStartTask(let session, .upload, let url, let method, let headers, let file?) = request {
+            let container = configuration.containersDirectory + "/" + app
+            let resolved = URL(fileURLWithPath: file, relativeTo: URL(fileURLWithPath: container + "/")).standardizedFileURL.resolvingSymlinksInPath().path
+            guard resolved.hasPrefix(container + "/") else {
+                send(app, .reply(id: requestID, reply: .service(.failed(code: "noPermissionsToReadFile", reason: "upload files must be inside the app's container (\(file))"))))
+                return true
+            }
+            guard FileManager.default.isReadableFile(atPath: resolved) else {
+                send(app, .reply(id: requestID, reply: .service(.failed(code: "fileDoesNotExist", reason: "no readable file at \(file)"))))
+                return true
+            }
+            request = .urlSessionStartTask(session: session, kind: .upload, url: url, method: method, headers: headers, uploadFile: resolved)
+        }
+        performTransfer(transfers.broker.request(request, id: requestID, from: app, world: transferWorld))
+        return true
+    }
+
+    /// A service callback about transfers returned.
+    func transferCallbackReturned(_ event: ServiceEvent, app: String) {
+        performTransfer(transfers.broker.callbackReturned(event, app: app, world: transferWorld))
+    }
+
+    /// The daemon's restart backoff ran out (``Supervisor/TimerID/transferRestart``).
+    func transferRestartDue() {
+        handleTransferInput(.transferDaemonRestart)
+    }
+
+    /// The deadline of a session's events round ran out: the completion never came.
+    func transferRoundTimedOut(app: String, session: String) {
+        let held = runtimes[app]?.machine.activities.contains(TransferBroker.activityName(session)) == true
+        performTransfer(transfers.broker.roundTimedOut(app: app, session: session, activityHeld: held,
+                                                       timeout: DurationText.format(configuration.profile.backgroundTask)))
+    }
+
+    /// The app's process is gone; a user terminate cancels its transfers, as on iOS.
+    func transfersAppExited(_ app: String, byUser: Bool) {
+        performTransfer(transfers.broker.appExited(app, byUser: byUser))
+    }
+
+    /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
+    func transfersAppUninstalled(_ app: String) {
+        performTransfer(transfers.broker.appUninstalled(app))
+    }
+
+    // MARK: - Effects
+
+    /// Carries out the broker's effects in order.
+    func performTransfer(_ effects: [TransferBroker.Effect]) {
+        let outer = !transfers.performing
+        transfers.performing = true
+        for effect in effects { performTransfer(effect) }
+        guard outer else { return }
+        while transfers.saveDue {
+            transfers.saveDue = false
+            saveTransferBatch()
+        }
+        transfers.performing = false
+    }
+
+    private func performTransfer(_ effect: TransferBroker.Effect) {
+        switch effect {
+        case .daemon(let request):
+            sendToDaemon(request)
+        case .sendConditions:
+            let device = modes.deviceState
+            sendToDaemon(.conditions(pluggedIn: device.pluggedIn, network: device.network))
+        case .reply(let app, let request, let reply):
+            send(app, .reply(id: request, reply: .service(reply)))
+        case .mode(let effect):
+            performMode([effect])
+        case .progress(let app, let event):
+            feed(app, .deliver(event, wake: false, launch: nil))
+        case .startRoundTimer(let app, let session):
+            startHostTimer(.transferRound(session: session), app: app, after: configuration.profile.duration(.backgroundTask))
+        case .cancelRoundTimer(let app, let session):
+            cancelHostTimer(.transferRound(session: session), app: app)
+        case .save:
+            transfers.saveDue = true
+        case .deleteTransfers(let ids):
+            do { try store.deleteTransfers(ids: ids) } catch { logger.error("could not forget transfers \(ids): \(error)") }
+        case .deleteAppState(let app):
+            do { try store.deleteTransferState(bundleIdentifier: app) } catch { logger.error("could not forget \(app)'s transfers: \(error)") }
+        case .prepareDirectory(let app):
+            let owner = identities?.existingUID(app: app).map { ProcessIdentity(uid: $0, gid: $0) }
+            try? AppOwnership.makeDirectory(TransferBroker.transfersDirectory(app, containers: configuration.containersDirectory),
+                                            below: configuration.containersDirectory + "/" + app, identity: owner, mode: 0o700)
+        case .handOver(let path, let app):
+            // Written by the daemon (uid 0): handed to the app's own uid before it hears of it.
+            if let uid = identities?.existingUID(app: app) { _ = lchown(path, uid, uid) }
+        case .removeFile(let path):
+            try? FileManager.default.removeItem(atPath: path)
+        case .note(let app, let pid, let text):
+            events.append(.service, app: app, pid: pid, cause: text, time: now())
+        }
+    }
+
+    /// Writes the broker's waiting sessions and tasks in one transaction, then answers them.
+    private func saveTransferBatch() {
+        let batch = transfers.broker.takeUnsaved()
+        guard !batch.isEmpty else { return }
+        do {
+            try store.saveTransferBatch(
+                sessions: batch.sessions.map { Store.TransferSessionRow(bundleIdentifier: $0.app, config: $0.config, lastTaskIdentifier: $0.lastTaskIdentifier) },
+                jobs: batch.jobs.map(\.job))
+            performTransfer(transfers.broker.saved(batch))
+        } catch {
+            performTransfer(transfers.broker.saveFailed(batch, reason: "\(error)"))
+        }
+    }
+
+    @discardableResult
+    func sendToDaemon(_ request: TransferRequest) -> Bool {
+        guard let channel = transfers.channel else { return false }
+        do {
+            channel.writeAndFlush(ByteBuffer(bytes: try Frame.encode(request)), promise: nil)
+            return true
+        } catch {
+            logger.error("could not encode \(request): \(error)")
+            return false
+        }
+    }
+
+    // MARK: - The daemon process
+
+    /// Where `apphost-transferd` is: beside the app executables' product directories.
+    func transferDaemonPath() -> String? {
+        for dir in configuration.productDirectories + [ProcessInfo.processInfo.environment["APPHOST_PRODUCTS_DIR"] ?? ""]
+        where !dir.isEmpty {
+            let path = dir + "/" + Self.transferDaemonName
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        let beside = ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "") as NSString
+        let path = beside.deletingLastPathComponent + "/" + Self.transferDaemonName
+        return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+    }
+
+    /// Starts (or restarts) the transfer daemon.
+    func startTransferDaemon() {
+        guard configuration.transferDaemon, !transfers.stopping, transfers.child == nil else { return }
+        guard let path = transferDaemonPath() else {
+            let reason = "\(Self.transferDaemonName) was not found beside the apps' executables (build it: swift build)"
+            transfers.unavailable = reason
+            events.append(.warning, cause: "transfer daemon not started: \(reason); background URLSession is unavailable", time: now())
+            return
+        }
+        transfers.generation += 1
+        let generation = transfers.generation
+        let input = self.input
+        let group = self.group
+        let dir = configuration.stateDirectory + "/transfers"
+        let logPath = configuration.logsDirectory + "/\(Self.transferDaemonName).log"
+        let device = modes.deviceState
+        transfers.starting = Task {
+            defer { transfers.starting = nil }
+            do {
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+                let settings = SpawnSettings(
+                    executablePath: path, arguments: [path, "--state-dir", dir, "--power", device.pluggedIn ? "plugged" : "battery",
+                                                     "--network", device.network.rawValue] + configuration.transferSettings.daemonArguments,
+                    environment: ["HOME": dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+                                  "APPHOST_TRANSFERD_FD": String(IPCProtocol.descriptor)],
+                    workingDirectory: dir,
+                    seccomp: .baseline,
+                    // Apps under uids of their own: it writes downloads into, and reads uploads
+                    // from, containers that are 0700 and the apps'. Nothing else survives.
+                    keptCapabilities: identities == nil ? [] : [.dacOverride])
+                let child: ChildProcess
+                let channel: any Channel
+                do throws(ChildLauncher.Failure) {
+                    (child, channel) = try await ChildLauncher.launch(
+                        settings, logPath: logPath, group: group,
+                        makeHandler: { TransferDaemonHandler(input: input, generation: generation) },
+                        onEvent: { event in
+                            if case .exited(let status) = event { input.yield(.transferDaemonExited(status, generation: generation)) }
+                        })
+                } catch .attach(let started, let error) {
+                    // It runs but cannot be reached: end it (its exit restarts it, after the backoff).
+                    try? started.signal(SIGKILL)
+                    throw error
+                } catch .spawn(let error) {
+                    throw error
+                }
+                handleTransferInput(.transferDaemonStarted(child: child, channel: channel, generation: generation))
+            } catch {
+                handleTransferInput(.transferDaemonFailed("\(error)", generation: generation))
+            }
+        }
+    }
+
+    /// Stops the daemon (host shutdown): closing its socket ends it; waits for its exit.
+    func stopTransferDaemon() async {
+        transfers.stopping = true
+        if let starting = transfers.starting { await starting.value }
+        guard transfers.child != nil else { return }
+        transfers.channel?.close(promise: nil)
+        await withCheckedContinuation { transfers.exitWaiters.append($0) }
+    }
+
+    func handleTransferInput(_ item: Input) {
+        switch item {
+        case .transferDaemonStarted(let child, let channel, let generation):
+            guard generation == transfers.generation else {
+                channel.close(promise: nil)
+                try? child.signal(SIGKILL)
+                return
+            }
+            transfers.child = child
+            transfers.channel = channel
+            transfers.backoff.started(at: hostNow())
+            // A shutdown that began meanwhile closes the channel and waits for the exit.
+            guard !transfers.stopping else { return }
+            events.append(.service, pid: child.pid, cause: "transfer daemon started (pid \(child.pid))", time: now())
+            // Its `ready` may have been read before this arrived (the channel's handler
+            // runs as soon as the socket is attached): what it triggers is sent now.
+            if transfers.broker.ready { performTransfer(transfers.broker.sync()) }
+        case .transferDaemonFailed(let error, let generation):
+            guard generation == transfers.generation else { return }
+            events.append(.warning, cause: "transfer daemon could not start: \(error)", time: now())
+            scheduleTransferRestart()
+        case .transferDaemonExited(let status, let generation):
+            guard generation == transfers.generation else { return }
+            transfers.child = nil
+            transfers.channel = nil
+            transfers.broker.daemonGone()
+            for w in transfers.exitWaiters { w.resume() }
+            transfers.exitWaiters.removeAll()
+            guard !transfers.stopping else { return }
+            events.append(.warning, cause: "transfer daemon exited (\(status.description)); restarting", time: now())
+            scheduleTransferRestart()
+        case .transferDaemonRestart:
+            startTransferDaemon()
+        case .transferEvent(let event, let generation):
+            guard generation == transfers.generation else { return }
+            performTransfer(transfers.broker.handle(event, world: transferWorld))
+        default:
+            break
+        }
+    }
+
+    private func scheduleTransferRestart() {
+        guard !transfers.stopping else { return }
+        let delay = transfers.backoff.ended(at: hostNow())
+        let seconds = Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+        events.append(.service, cause: "transfer daemon: next start in \(DurationText.format(seconds)) (\(transfers.backoff.failures) start(s) in a row did not stay up)", time: now())
+        // A host-clock deadline (real or virtual): `TimerID.transferRestart`.
+        startHostTimer(.transferRestart, app: nil, after: delay)
+    }
+
+    /// The transfer daemon's pid while it runs (for status and tests).
+    public func transferDaemonPID() -> Int32? { transfers.child?.pid }
+
+    /// Waits until the transfer daemon has said it is ready (tests, `status`).
+    public func transferDaemonIsReady() -> Bool { transfers.broker.ready }
+}
+
+/// Reads the daemon's frames and forwards them to the supervisor's input.
+final class TransferDaemonHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    private let input: AsyncStream<Supervisor.Input>.Continuation
+    private let generation: UInt64
+    private var decoder = FrameDecoder()
+
+    init(input: AsyncStream<Supervisor.Input>.Continuation, generation: UInt64) {
+        self.input = input
+        self.generation = generation
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        decoder.append(buffer.readableBytesView)
+        do {
+            while let payload = try decoder.next() {
+                input.yield(.transferEvent(try Frame.decode(TransferEvent.self, from: payload), generation: generation))
+            }
+        } catch {
+            // A daemon that breaks the protocol is restarted (closing makes it exit).
+            context.close(promise: nil)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
