@@ -2,27 +2,303 @@ import AppHostProtocol
 import Foundation
 import Snapshots
 
-/// The app switcher and its snapshots: which apps are in it (most recent first), and the
-/// pictures the host keeps of them.
-struct SnapshotKeeperState {
-    /// Most recently active first; an app joins when it first becomes active and leaves
-    /// when the user terminates it or it is uninstalled.
-    var switcher: [String] = []
-    /// Whether `switcher` has taken in the apps an earlier host on this state directory
-    /// pictured (done once, before the first change, so a removal is not undone).
-    var seeded = false
+/// The app switcher and the snapshots of its apps, as a pure value: `handle(event) -> [Effect]`.
+///
+/// It owns which apps are in the switcher (most recent first), the numbering of each
+/// app's snapshots, the latest kept snapshot of each, and every snapshot taken in this
+/// host's life with the tree it was drawn from. It decides when a picture is taken (after
+/// `didEnterBackground`, after a background fetch's or silent push's completion, on
+/// request) and under which policy, and it coalesces renders: at most one render in flight
+/// per app, and behind it only the newest request (an older one waiting is superseded: it
+/// is recorded, with its tree, as taken but not drawn). The ``Supervisor`` feeds events and
+/// performs the effects: it renders and writes files off the actor, deletes files, logs
+/// events and resumes whoever waits.
+struct SnapshotKeeper: Sendable {
+    /// Snapshot files kept on disk per app (older numbers are pruned).
+    static let snapshotsKept = 10
+    /// Taken snapshots remembered per app (with their trees), newest last.
+    static let takenKept = 50
+
+    /// What the host knows of an app when something may picture it.
+    struct Subject: Sendable, Equatable {
+        var app: String
+        /// The app's window as it is now (an empty tree if it sent none).
+        var tree: ViewTree
+        /// The policy in force: the app's own, or the host's when stricter.
+        var policy: SnapshotPolicy
+        /// `ignoreSnapshotOnNextApplicationLaunch()` was called and the app has not been
+        /// active since: the picture is the launch image.
+        var ignoreUntilActive = false
+        var time: Date
+        var bundlePath: String
+        var launchImage: String?
+        /// The highest snapshot number an earlier host left on disk (read only while the
+        /// keeper has not numbered this app yet; see ``SnapshotKeeper/numbers(_:)``).
+        var highestOnDisk: Int? = nil
+    }
+
+    /// One picture to draw and write.
+    struct Job: Sendable, Equatable {
+        var app: String
+        var number: Int
+        /// Its place among every snapshot this host took (see ``TakenSnapshot/serial``).
+        var serial: UInt64
+        var tree: ViewTree
+        var policy: SnapshotPolicy
+        var reason: String
+        var time: Date
+        var bundlePath: String
+        var launchImage: String?
+    }
+
+    /// How a render ended.
+    enum RenderOutcome: Sendable {
+        /// Drawn and on disk.
+        case written(RenderedSnapshot, png: String, textLayer: String)
+        case failed(String)
+    }
+
+    enum Event: Sendable {
+        /// The apps an earlier host on this state directory pictured, newest first (taken
+        /// in once, behind the apps this host has seen active).
+        case seed([String])
+        /// The app became active: in front of the switcher; the launch-image rule ends.
+        case activated(String)
+        /// The user terminated the app, or it was uninstalled (its snapshots go with it).
+        case removed(String, uninstalled: Bool)
+        /// A delegate method returned: after `didEnterBackground` the app is pictured.
+        case callbackReturned(LifecycleCallback, Subject)
+        /// The host answered a service request in `state`: an accepted background fetch
+        /// or silent push completion in the background pictures the app.
+        case completionReturned(ServiceRequest, reply: ServiceReply, state: AppState, Subject)
+        /// Picture the app now (`apphost snapshot`); `waiter` is resolved with the result.
+        case requested(Subject, reason: String, waiter: Int?)
+        /// A ``Effect/render(_:)`` ended, at `time`.
+        case renderFinished(app: String, number: Int, RenderOutcome, time: Date)
+    }
+
+    enum Effect: Sendable, Equatable {
+        /// Draw `job.tree` under `job.policy`, write it as number `job.number`, then feed
+        /// ``Event/renderFinished(app:number:_:time:)``.
+        case render(Job)
+        /// Delete every snapshot file of the app.
+        case deleteAll(String)
+        /// Delete the files of one snapshot (a render that finished after its app was uninstalled).
+        case deleteFiles(String, number: Int)
+        /// Delete the app's snapshot files numbered below `keepingFrom`.
+        case prune(String, keepingFrom: Int)
+        /// Record a host event (`.snapshot` or `.warning`).
+        case log(HostEvent.Kind, app: String, cause: String, time: Date)
+        /// Resume these requesters with the snapshot (nil: none was written).
+        case resolve([Int], SnapshotInfo?)
+        /// Nothing is being drawn or waiting to be: resume `waitForSnapshots`.
+        case idle
+    }
+
+    /// Most recently active first.
+    private(set) var switcher: [String] = []
+    /// Whether ``Event/seed(_:)`` has been taken in.
+    private(set) var seeded = false
     /// The next snapshot number of each app.
-    var counters: [String: Int] = [:]
-    /// The latest kept snapshot of each app.
-    var latest: [String: SnapshotInfo] = [:]
-    /// How many snapshots this host has taken (of any app); each gets the next number.
-    var serial: UInt64 = 0
-    /// Every snapshot taken in this host's life, with the tree it was drawn from
-    /// (privacy checks inspect them), newest last; bounded per app.
-    var taken: [String: [TakenSnapshot]] = [:]
-    /// Renders in progress; `waitForSnapshots` waits for them.
-    var rendering = 0
-    var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    private var counters: [String: Int] = [:]
+    /// The latest kept snapshot of each app (in this host's life).
+    private(set) var latest: [String: SnapshotInfo] = [:]
+    /// How many snapshots this host has taken (of any app).
+    private(set) var serial: UInt64 = 0
+    /// Every snapshot taken, per app, oldest first, bounded by `takenKept`.
+    private(set) var taken: [String: [TakenSnapshot]] = [:]
+    /// Per app: the render in flight and the newest request waiting behind it.
+    private var work: [String: AppWork] = [:]
+
+    private struct AppWork: Sendable {
+        var inFlight: Job?
+        var inFlightWaiters: [Int] = []
+        /// The app was uninstalled while this render ran: its files go when it ends.
+        var orphaned = false
+        var pending: Job?
+        var pendingWaiters: [Int] = []
+    }
+
+    /// Nothing drawn or waiting to be.
+    var isIdle: Bool { work.isEmpty }
+
+    /// Whether the keeper has numbered `app`'s snapshots yet (if not, the next request
+    /// should carry ``Subject/highestOnDisk``).
+    func numbers(_ app: String) -> Bool { counters[app] != nil }
+
+    /// The render in flight for `app`, and the request waiting behind it (tests, reports).
+    func rendering(_ app: String) -> (inFlight: Job?, pending: Job?) {
+        (work[app]?.inFlight, work[app]?.pending)
+    }
+
+    mutating func handle(_ event: Event) -> [Effect] {
+        switch event {
+        case .seed(let earlier):
+            if !seeded {
+                seeded = true
+                switcher += earlier.filter { !switcher.contains($0) }
+            }
+            return []
+        case .activated(let app):
+            switcher.removeAll { $0 == app }
+            switcher.insert(app, at: 0)
+            return []
+        case .removed(let app, let uninstalled):
+            switcher.removeAll { $0 == app }
+            guard uninstalled else { return [] }
+            return forget(app)
+        case .callbackReturned(let callback, let subject):
+            guard callback == .didEnterBackground else { return [] }
+            return request(subject, reason: "didEnterBackground", waiter: nil)
+        case .completionReturned(let request, let reply, let state, let subject):
+            guard state == .background, case .ok = reply else { return [] }
+            switch request {
+            case .fetchCompleted:
+                return self.request(subject, reason: "background fetch", waiter: nil)
+            case .remoteNotificationCompleted:
+                return self.request(subject, reason: "silent push", waiter: nil)
+            default:
+                return []
+            }
+        case .requested(let subject, let reason, let waiter):
+            return request(subject, reason: reason, waiter: waiter)
+        case .renderFinished(let app, let number, let outcome, let time):
+            return finished(app, number: number, outcome, time: time)
+        }
+    }
+
+    // MARK: requests
+
+    /// A picture of the app is wanted: numbered now, drawn now or after the one in flight.
+    private mutating func request(_ subject: Subject, reason: String, waiter: Int?) -> [Effect] {
+        var policy = subject.policy
+        var why = reason
+        // Every snapshot until the app is next active, so a fetch or push refresh after it
+        // does not replace the launch image the next launch shows.
+        if subject.ignoreUntilActive {
+            policy = policy.stricter(.launchImage)
+            why += "; ignoreSnapshotOnNextApplicationLaunch"
+        }
+        serial += 1
+        let job = Job(app: subject.app, number: nextNumber(subject), serial: serial, tree: subject.tree, policy: policy,
+                      reason: why, time: subject.time, bundlePath: subject.bundlePath, launchImage: subject.launchImage)
+        let waiters = waiter.map { [$0] } ?? []
+        guard var w = work[subject.app] else {
+            return start(job, waiters: waiters)
+        }
+        var effects: [Effect] = []
+        if let older = w.pending {
+            // Superseded before it was drawn: only the newest picture matters to the switcher.
+            effects += supersede(older, by: job)
+        }
+        w.pending = job
+        w.pendingWaiters += waiters
+        work[subject.app] = w
+        return effects
+    }
+
+    private mutating func nextNumber(_ subject: Subject) -> Int {
+        // Go on after what an earlier host left.
+        let n = counters[subject.app] ?? (subject.highestOnDisk ?? 0) + 1
+        counters[subject.app] = n + 1
+        return n
+    }
+
+    /// Starts `job` (nothing is in flight for its app): a render, or under `none` the
+    /// deletion of every picture of the app, done at once.
+    private mutating func start(_ job: Job, waiters: [Int]) -> [Effect] {
+        guard job.policy == .none else {
+            work[job.app] = AppWork(inFlight: job, inFlightWaiters: waiters)
+            return [.render(job)]
+        }
+        // Nothing kept, and nothing kept from before either.
+        let info = SnapshotInfo(bundleIdentifier: job.app, number: job.number, reason: job.reason, policy: job.policy,
+                                png: nil, textLayer: nil, time: job.time)
+        latest.removeValue(forKey: job.app)
+        record(TakenSnapshot(info: info, tree: job.tree, rendered: nil, serial: job.serial))
+        var effects: [Effect] = [
+            .deleteAll(job.app),
+            .log(.snapshot, app: job.app, cause: "snapshot \(job.number) not kept (\(job.reason)): policy none; earlier snapshots deleted", time: job.time),
+        ]
+        if !waiters.isEmpty { effects.append(.resolve(waiters, info)) }
+        return effects
+    }
+
+    /// `older` waited behind a render and a newer request came: it is taken (its tree
+    /// recorded) but never drawn; whoever waited for it gets the newer picture.
+    private mutating func supersede(_ older: Job, by newer: Job) -> [Effect] {
+        let info = SnapshotInfo(bundleIdentifier: older.app, number: older.number, reason: older.reason, policy: older.policy,
+                                png: nil, textLayer: nil, time: older.time)
+        record(TakenSnapshot(info: info, tree: older.tree, rendered: nil, serial: older.serial, supersededBy: newer.number))
+        return [.log(.snapshot, app: older.app,
+                     cause: "snapshot \(older.number) not drawn (\(older.reason)): superseded by snapshot \(newer.number) (\(newer.reason)) before its turn",
+                     time: newer.time)]
+    }
+
+    // MARK: renders ending
+
+    private mutating func finished(_ app: String, number: Int, _ outcome: RenderOutcome, time: Date) -> [Effect] {
+        guard var w = work[app], let job = w.inFlight, job.number == number else { return [] }
+        var effects: [Effect] = []
+        if w.orphaned {
+            // Uninstalled while drawn: nothing of it stays (unless the app is back and
+            // pictured again, only this picture's files go).
+            if case .written = outcome {
+                effects.append(counters[app] == nil && w.pending == nil ? .deleteAll(app) : .deleteFiles(app, number: number))
+            }
+            if !w.inFlightWaiters.isEmpty { effects.append(.resolve(w.inFlightWaiters, nil)) }
+        } else {
+            switch outcome {
+            case .written(let rendered, let png, let textLayer):
+                let info = SnapshotInfo(bundleIdentifier: app, number: number, reason: job.reason, policy: job.policy,
+                                        png: png, textLayer: textLayer, time: job.time)
+                latest[app] = info
+                record(TakenSnapshot(info: info, tree: job.tree, rendered: rendered, serial: job.serial))
+                effects.append(.prune(app, keepingFrom: number - Self.snapshotsKept + 1))
+                effects.append(.log(.snapshot, app: app,
+                                    cause: "snapshot \(number) taken (\(job.reason)), policy \(job.policy.rawValue): \(png)", time: job.time))
+                if !w.inFlightWaiters.isEmpty { effects.append(.resolve(w.inFlightWaiters, info)) }
+            case .failed(let message):
+                effects.append(.log(.warning, app: app, cause: "snapshot \(number) failed (\(job.reason)): \(message)", time: time))
+                if !w.inFlightWaiters.isEmpty { effects.append(.resolve(w.inFlightWaiters, nil)) }
+            }
+        }
+        work[app] = nil
+        if let next = w.pending {
+            effects += start(next, waiters: w.pendingWaiters)
+        }
+        if work.isEmpty { effects.append(.idle) }
+        return effects
+    }
+
+    // MARK: uninstall
+
+    private mutating func forget(_ app: String) -> [Effect] {
+        latest.removeValue(forKey: app)
+        taken.removeValue(forKey: app)
+        counters.removeValue(forKey: app)
+        var effects: [Effect] = [.deleteAll(app)]
+        if var w = work[app] {
+            if !w.pendingWaiters.isEmpty { effects.append(.resolve(w.pendingWaiters, nil)) }
+            w.pending = nil
+            w.pendingWaiters = []
+            w.orphaned = true
+            work[app] = w
+        }
+        return effects
+    }
+
+    // MARK: helpers
+
+    /// Keeps `snapshot` among the app's taken ones, in serial order (a superseded request
+    /// is recorded before the older render in flight ends).
+    private mutating func record(_ snapshot: TakenSnapshot) {
+        var list = taken[snapshot.info.bundleIdentifier, default: []]
+        let at = list.lastIndex { $0.serial < snapshot.serial }.map { $0 + 1 } ?? 0
+        list.insert(snapshot, at: at)
+        if list.count > Self.takenKept { list.removeFirst(list.count - Self.takenKept) }
+        taken[snapshot.info.bundleIdentifier] = list
+    }
 }
 
 /// A snapshot with what it was drawn from.
@@ -30,270 +306,21 @@ public struct TakenSnapshot: Sendable {
     public var info: SnapshotInfo
     /// The app's window as it was (before the policy).
     public var tree: ViewTree
-    /// What was rendered (nil under `none`).
+    /// What was rendered (nil under `none`, and for a snapshot superseded before it was drawn).
     public var rendered: RenderedSnapshot?
     /// Its place among every snapshot this host took, of any app (1, 2, ...): compare
     /// with ``Supervisor/snapshotMark()`` to keep only those taken since.
     public var serial: UInt64
-}
+    /// The number of the newer snapshot that replaced this one while it waited behind
+    /// another render (then nothing was drawn or written of it: `rendered` and `info.png`
+    /// are nil, as nothing of it can show in the switcher).
+    public var supersededBy: Int?
 
-/// The JSON written beside each PNG.
-struct SnapshotTextLayerFile: Codable {
-    var bundleIdentifier: String
-    var number: Int
-    var reason: String
-    var policy: SnapshotPolicy
-    var time: Date
-    var screen: ScreenSize
-    var texts: [TextItem]
-    var warnings: [String]
-}
-
-extension Supervisor {
-    static let snapshotsKept = 10
-
-    var snapshotsDirectory: String { configuration.stateDirectory + "/snapshots" }
-
-    /// The policy in force for an app: its own, or the host's when stricter.
-    func snapshotPolicy(_ id: String) -> SnapshotPolicy {
-        (apps[id]?.app.manifest.snapshotPolicy ?? .default).stricter(configuration.snapshotPolicy)
+    public init(info: SnapshotInfo, tree: ViewTree, rendered: RenderedSnapshot?, serial: UInt64, supersededBy: Int? = nil) {
+        self.info = info
+        self.tree = tree
+        self.rendered = rendered
+        self.serial = serial
+        self.supersededBy = supersededBy
     }
-
-    /// An app became active: it is in the switcher, in front.
-    func switcherActivated(_ id: String) {
-        seedSwitcher()
-        snapshots.switcher.removeAll { $0 == id }
-        snapshots.switcher.insert(id, at: 0)
-    }
-
-    /// The user terminated the app, or it was uninstalled: out of the switcher.
-    func switcherRemoved(_ id: String, uninstalled: Bool) {
-        seedSwitcher()
-        snapshots.switcher.removeAll { $0 == id }
-        if uninstalled {
-            snapshots.latest.removeValue(forKey: id)
-            snapshots.taken.removeValue(forKey: id)
-            snapshots.counters.removeValue(forKey: id)
-            try? FileManager.default.removeItem(atPath: snapshotsDirectory + "/" + id)
-        }
-    }
-
-    /// A callback returned: after `didEnterBackground` the host takes the app's picture.
-    func snapshotAfterCallback(_ callback: LifecycleCallback, app id: String) {
-        if callback == .didEnterBackground {
-            takeSnapshot(id, reason: "didEnterBackground")
-        }
-    }
-
-    /// The app called a background fetch's or a remote notification's completion handler
-    /// and the host accepted it: in the background, iOS updates the app's snapshot then
-    /// (not when the delegate method returns: an app may complete later). The app sent
-    /// its window before the completion, so the tree is the one it completed with. A
-    /// completion in the foreground takes none.
-    func snapshotAfterCompletion(_ request: ServiceRequest, reply: ServiceReply, app id: String, state: AppState) {
-        guard state == .background, case .ok = reply else { return }
-        switch request {
-        case .fetchCompleted:
-            takeSnapshot(id, reason: "background fetch")
-        case .remoteNotificationCompleted:
-            takeSnapshot(id, reason: "silent push")
-        default:
-            break
-        }
-    }
-
-    /// The app became active: `ignoreSnapshotOnNextApplicationLaunch` has done its work.
-    func snapshotsActivated(_ id: String) {
-        runtimes[id]?.ignoreSnapshotsUntilActive = false
-    }
-
-    /// Takes a snapshot of the app's window as it is now, under its policy. Rendering
-    /// runs off the supervisor; the `snapshot` event says when it is on disk.
-    @discardableResult
-    func takeSnapshot(_ id: String, reason: String) -> Task<SnapshotInfo?, Never>? {
-        guard let row = apps[id], let rt = runtimes[id] else { return nil }
-        let tree = rt.viewTree ?? ViewTree()
-        var policy = snapshotPolicy(id)
-        var why = reason
-        // Every snapshot until the app is next active, so a fetch or push refresh
-        // after it does not replace the launch image the next launch shows.
-        if rt.ignoreSnapshotsUntilActive {
-            policy = policy.stricter(.launchImage)
-            why += "; ignoreSnapshotOnNextApplicationLaunch"
-        }
-        snapshots.serial += 1
-        let serial = snapshots.serial
-        let dir = snapshotsDirectory + "/" + id
-        let number = nextSnapshotNumber(id)
-        let time = now()
-        if policy == .none {
-            // Nothing kept, and nothing kept from before either.
-            try? FileManager.default.removeItem(atPath: dir)
-            let info = SnapshotInfo(bundleIdentifier: id, number: number, reason: why, policy: policy, png: nil, textLayer: nil, time: time)
-            snapshots.latest.removeValue(forKey: id)
-            record(TakenSnapshot(info: info, tree: tree, rendered: nil, serial: serial))
-            events.append(.snapshot, app: id, pid: rt.pid, cause: "snapshot \(number) not kept (\(why)): policy none; earlier snapshots deleted", time: time)
-            return Task { info }
-        }
-        let screen = configuration.screen
-        let bundle = row.app.bundlePath
-        let launchImage = row.app.manifest.launchImageFile
-        let png = dir + "/\(number).png"
-        let json = dir + "/\(number).json"
-        snapshots.rendering += 1
-        let work = Task.detached(priority: .utility) { () -> Result<RenderedSnapshot, SnapshotWriteError> in
-            do {
-                guard let rendered = try SnapshotRenderer.render(tree, screen: screen, policy: policy, bundlePath: bundle, launchImage: launchImage) else {
-                    return .failure(SnapshotWriteError(message: "the renderer kept nothing"))
-                }
-                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-                try PNGCodec.encode(rendered.image).write(to: URL(fileURLWithPath: png + ".tmp"))
-                let layer = SnapshotTextLayerFile(bundleIdentifier: id, number: number, reason: why, policy: policy, time: time,
-                                                  screen: screen, texts: rendered.textLayer, warnings: rendered.warnings)
-                // WireJSON: the time with its milliseconds, as every other AppHost file.
-                try WireJSON.encoder(pretty: true).encode(layer).write(to: URL(fileURLWithPath: json))
-                // The PNG appears complete or not at all.
-                guard rename(png + ".tmp", png) == 0 else { throw SnapshotWriteError(message: "rename \(png): \(String(cString: strerror(errno)))") }
-                return .success(rendered)
-            } catch let error as SnapshotWriteError {
-                return .failure(error)
-            } catch {
-                return .failure(SnapshotWriteError(message: "\(error)"))
-            }
-        }
-        return Task {
-            let result = await work.value
-            defer { snapshotRendered() }
-            switch result {
-            case .success(let rendered):
-                let info = SnapshotInfo(bundleIdentifier: id, number: number, reason: why, policy: policy, png: png, textLayer: json, time: time)
-                snapshots.latest[id] = info
-                record(TakenSnapshot(info: info, tree: tree, rendered: rendered, serial: serial))
-                pruneSnapshots(id, keepingFrom: number - Self.snapshotsKept + 1)
-                events.append(.snapshot, app: id, pid: runtimes[id]?.pid,
-                              cause: "snapshot \(number) taken (\(why)), policy \(policy.rawValue): \(png)", time: time)
-                return info
-            case .failure(let error):
-                events.append(.warning, app: id, cause: "snapshot \(number) failed (\(why)): \(error.message)", time: now())
-                return nil
-            }
-        }
-    }
-
-    private func nextSnapshotNumber(_ id: String) -> Int {
-        if snapshots.counters[id] == nil {
-            // Go on after what an earlier host left.
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: snapshotsDirectory + "/" + id)) ?? []
-            snapshots.counters[id] = (names.compactMap { Int(($0 as NSString).deletingPathExtension) }.max() ?? 0) + 1
-        }
-        let n = snapshots.counters[id]!
-        snapshots.counters[id] = n + 1
-        return n
-    }
-
-    private func record(_ snapshot: TakenSnapshot) {
-        var list = snapshots.taken[snapshot.info.bundleIdentifier, default: []]
-        list.append(snapshot)
-        if list.count > 50 { list.removeFirst(list.count - 50) }
-        snapshots.taken[snapshot.info.bundleIdentifier] = list
-    }
-
-    private func pruneSnapshots(_ id: String, keepingFrom first: Int) {
-        let dir = snapshotsDirectory + "/" + id
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] {
-            if let n = Int((name as NSString).deletingPathExtension.components(separatedBy: ".").first ?? ""), n < first {
-                try? FileManager.default.removeItem(atPath: dir + "/" + name)
-            }
-        }
-    }
-
-    private func snapshotRendered() {
-        snapshots.rendering -= 1
-        if snapshots.rendering == 0 {
-            for w in snapshots.idleWaiters { w.resume() }
-            snapshots.idleWaiters.removeAll()
-        }
-    }
-
-    // MARK: API
-
-    /// Waits until no snapshot is being rendered (tests, privacy checks).
-    public func waitForSnapshots() async {
-        guard snapshots.rendering > 0 else { return }
-        await withCheckedContinuation { snapshots.idleWaiters.append($0) }
-    }
-
-    /// Every snapshot taken of an app in this host's life, oldest first (with its tree).
-    public func takenSnapshots(_ id: String) -> [TakenSnapshot] {
-        snapshots.taken[id] ?? []
-    }
-
-    /// The snapshots of an app taken after `mark` (a ``snapshotMark()``), oldest first:
-    /// one run's pictures, not an earlier run's of the same bundle identifier.
-    public func takenSnapshots(_ id: String, since mark: UInt64) -> [TakenSnapshot] {
-        (snapshots.taken[id] ?? []).filter { $0.serial > mark }
-    }
-
-    /// The serial of the latest snapshot taken (0 before any): snapshots taken after
-    /// this call have a greater ``TakenSnapshot/serial``.
-    public func snapshotMark() -> UInt64 {
-        snapshots.serial
-    }
-
-    /// `apphost snapshot`: an app running code with a window is pictured now; otherwise (a
-    /// suspended app is what the switcher shows) its latest kept snapshot.
-    public func snapshot(_ bundle: BundleID) async throws(ControlError) -> SnapshotInfo {
-        let id = bundle.rawValue
-        _ = try installed(id)
-        if runtimes[id]?.machine.isRunningCode == true, runtimes[id]?.viewTree != nil, let task = takeSnapshot(id, reason: "requested") {
-            if let info = await task.value { return info }
-            throw ControlError(.internalError, "the snapshot of \(id) could not be written (see `apphost events \(id)`)")
-        }
-        // A picture still being drawn (the app just went home) is the one the switcher shows.
-        await waitForSnapshots()
-        if let info = latestSnapshot(id) { return info }
-        throw ControlError(.notRunning, "\(id) has no snapshot yet: it has not drawn a window and left the foreground (or its policy is none)")
-    }
-
-    /// The latest kept snapshot, from memory or from what an earlier host left on disk.
-    func latestSnapshot(_ id: String) -> SnapshotInfo? {
-        if let info = snapshots.latest[id] { return info }
-        let dir = snapshotsDirectory + "/" + id
-        let numbers = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
-            .filter { $0.hasSuffix(".png") }.compactMap { Int(($0 as NSString).deletingPathExtension) }
-        guard let n = numbers.max() else { return nil }
-        let json = dir + "/\(n).json"
-        let decoder = WireJSON.decoder()
-        let layer = FileManager.default.contents(atPath: json).flatMap { try? decoder.decode(SnapshotTextLayerFile.self, from: $0) }
-        return SnapshotInfo(bundleIdentifier: id, number: n, reason: layer?.reason ?? "earlier", policy: layer?.policy ?? snapshotPolicy(id),
-                            png: dir + "/\(n).png", textLayer: json, time: layer?.time ?? Date(timeIntervalSince1970: 0))
-    }
-
-    /// Takes in, once, the installed apps an earlier host on this state directory left
-    /// pictures of, newest first, behind those this host has seen active.
-    private func seedSwitcher() {
-        guard !snapshots.seeded else { return }
-        snapshots.seeded = true
-        let earlier = ((try? FileManager.default.contentsOfDirectory(atPath: snapshotsDirectory)) ?? [])
-            .filter { apps[$0] != nil && !snapshots.switcher.contains($0) }
-            .compactMap { id in latestSnapshot(id).map { (id, $0.time) } }
-            .sorted { $0.1 > $1.1 }.map(\.0)
-        snapshots.switcher += earlier
-    }
-
-    /// `apphost switcher`: the apps in the switcher, most recent first, with the pictures
-    /// being drawn when it is asked finished first.
-    public func switcher() async -> [SwitcherEntry] {
-        await waitForSnapshots()
-        seedSwitcher()
-        return snapshots.switcher.compactMap { id in
-            guard let row = apps[id] else { return nil }
-            return SwitcherEntry(bundleIdentifier: id, name: row.app.manifest.displayName ?? row.app.name,
-                                 state: runtimes[id]?.machine.state ?? .notRunning, snapshot: latestSnapshot(id))
-        }
-    }
-}
-
-struct SnapshotWriteError: Error {
-    let message: String
 }

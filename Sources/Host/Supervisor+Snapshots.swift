@@ -1,0 +1,250 @@
+import AppHostProtocol
+import Foundation
+import Snapshots
+
+/// The supervisor's side of the ``SnapshotKeeper``: the keeper decides, this performs
+/// (renders off the actor, files, events) and keeps whoever waits.
+struct SnapshotKeeperState {
+    var keeper = SnapshotKeeper()
+    /// `snapshot()` callers waiting for their picture, by the token given to the keeper.
+    var requesters: [Int: CheckedContinuation<SnapshotInfo?, Never>] = [:]
+    var nextRequester = 0
+    /// `waitForSnapshots` callers.
+    var idleWaiters: [CheckedContinuation<Void, Never>] = []
+}
+
+/// The JSON written beside each PNG.
+struct SnapshotTextLayerFile: Codable {
+    var bundleIdentifier: String
+    var number: Int
+    var reason: String
+    var policy: SnapshotPolicy
+    var time: Date
+    var screen: ScreenSize
+    var texts: [TextItem]
+    var warnings: [String]
+}
+
+struct SnapshotWriteError: Error {
+    let message: String
+}
+
+extension Supervisor {
+    static var snapshotsKept: Int { SnapshotKeeper.snapshotsKept }
+
+    var snapshotsDirectory: String { configuration.stateDirectory + "/snapshots" }
+
+    /// The policy in force for an app: its own, or the host's when stricter.
+    func snapshotPolicy(_ id: String) -> SnapshotPolicy {
+        (apps[id]?.app.manifest.snapshotPolicy ?? .default).stricter(configuration.snapshotPolicy)
+    }
+
+    /// An app became active: it is in the switcher, in front.
+    func switcherActivated(_ id: String) {
+        seedSwitcher()
+        performSnapshots(snapshots.keeper.handle(.activated(id)))
+    }
+
+    /// The user terminated the app, or it was uninstalled: out of the switcher.
+    func switcherRemoved(_ id: String, uninstalled: Bool) {
+        seedSwitcher()
+        performSnapshots(snapshots.keeper.handle(.removed(id, uninstalled: uninstalled)))
+    }
+
+    /// A callback returned: after `didEnterBackground` the host takes the app's picture.
+    func snapshotAfterCallback(_ callback: LifecycleCallback, app id: String) {
+        guard callback == .didEnterBackground, let subject = snapshotSubject(id) else { return }
+        performSnapshots(snapshots.keeper.handle(.callbackReturned(callback, subject)))
+    }
+
+    /// The app called a background fetch's or a remote notification's completion handler
+    /// and the host accepted it: in the background, iOS updates the app's snapshot then
+    /// (not when the delegate method returns: an app may complete later). The app sent
+    /// its window before the completion, so the tree is the one it completed with. A
+    /// completion in the foreground takes none.
+    func snapshotAfterCompletion(_ request: ServiceRequest, reply: ServiceReply, app id: String, state: AppState) {
+        guard state == .background, case .ok = reply, let subject = snapshotSubject(id) else { return }
+        performSnapshots(snapshots.keeper.handle(.completionReturned(request, reply: reply, state: state, subject)))
+    }
+
+    /// The app became active: `ignoreSnapshotOnNextApplicationLaunch` has done its work.
+    func snapshotsActivated(_ id: String) {
+        runtimes[id]?.ignoreSnapshotsUntilActive = false
+    }
+
+    /// What the keeper needs to picture a running app now; nil when it is not installed
+    /// and running.
+    private func snapshotSubject(_ id: String) -> SnapshotKeeper.Subject? {
+        guard let row = apps[id], let rt = runtimes[id] else { return nil }
+        return SnapshotKeeper.Subject(
+            app: id, tree: rt.viewTree ?? ViewTree(), policy: snapshotPolicy(id), ignoreUntilActive: rt.ignoreSnapshotsUntilActive,
+            time: now(), bundlePath: row.app.bundlePath, launchImage: row.app.manifest.launchImageFile,
+            highestOnDisk: snapshots.keeper.numbers(id) ? nil : highestSnapshotNumberOnDisk(id))
+    }
+
+    private func highestSnapshotNumberOnDisk(_ id: String) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: snapshotsDirectory + "/" + id)) ?? []
+        return names.compactMap { Int(($0 as NSString).deletingPathExtension) }.max() ?? 0
+    }
+
+    /// Performs what the keeper asked for.
+    private func performSnapshots(_ effects: [SnapshotKeeper.Effect]) {
+        for effect in effects {
+            switch effect {
+            case .render(let job):
+                startRender(job)
+            case .deleteAll(let id):
+                try? FileManager.default.removeItem(atPath: snapshotsDirectory + "/" + id)
+            case .deleteFiles(let id, let number):
+                let base = snapshotsDirectory + "/" + id + "/\(number)"
+                for path in [base + ".png", base + ".png.tmp", base + ".json"] { try? FileManager.default.removeItem(atPath: path) }
+            case .prune(let id, let first):
+                pruneSnapshots(id, keepingFrom: first)
+            case .log(let kind, let id, let cause, let time):
+                events.append(kind, app: id, pid: runtimes[id]?.pid, cause: cause, time: time)
+            case .resolve(let tokens, let info):
+                for token in tokens { snapshots.requesters.removeValue(forKey: token)?.resume(returning: info) }
+            case .idle:
+                for w in snapshots.idleWaiters { w.resume() }
+                snapshots.idleWaiters.removeAll()
+            }
+        }
+    }
+
+    /// Draws and writes `job` off the supervisor, then tells the keeper.
+    private func startRender(_ job: SnapshotKeeper.Job) {
+        let screen = configuration.screen
+        let dir = snapshotsDirectory + "/" + job.app
+        Task.detached(priority: .utility) {
+            let outcome = Self.renderAndWrite(job, screen: screen, directory: dir)
+            await self.renderFinished(job, outcome)
+        }
+    }
+
+    private func renderFinished(_ job: SnapshotKeeper.Job, _ outcome: SnapshotKeeper.RenderOutcome) {
+        performSnapshots(snapshots.keeper.handle(.renderFinished(app: job.app, number: job.number, outcome, time: now())))
+    }
+
+    /// Renders `job`, writes its PNG (complete or not at all) and its text layer.
+    private nonisolated static func renderAndWrite(_ job: SnapshotKeeper.Job, screen: ScreenSize, directory dir: String) -> SnapshotKeeper.RenderOutcome {
+        let png = dir + "/\(job.number).png"
+        let json = dir + "/\(job.number).json"
+        do {
+            guard let rendered = try SnapshotRenderer.render(job.tree, screen: screen, policy: job.policy, bundlePath: job.bundlePath,
+                                                             launchImage: job.launchImage) else {
+                return .failed("the renderer kept nothing")
+            }
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            try PNGCodec.encode(rendered.image).write(to: URL(fileURLWithPath: png + ".tmp"))
+            let layer = SnapshotTextLayerFile(bundleIdentifier: job.app, number: job.number, reason: job.reason, policy: job.policy,
+                                              time: job.time, screen: screen, texts: rendered.textLayer, warnings: rendered.warnings)
+            // WireJSON: the time with its milliseconds, as every other AppHost file.
+            try WireJSON.encoder(pretty: true).encode(layer).write(to: URL(fileURLWithPath: json))
+            // The PNG appears complete or not at all.
+            guard rename(png + ".tmp", png) == 0 else { throw SnapshotWriteError(message: "rename \(png): \(String(cString: strerror(errno)))") }
+            return .written(rendered, png: png, textLayer: json)
+        } catch let error as SnapshotWriteError {
+            return .failed(error.message)
+        } catch {
+            return .failed("\(error)")
+        }
+    }
+
+    private func pruneSnapshots(_ id: String, keepingFrom first: Int) {
+        let dir = snapshotsDirectory + "/" + id
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] {
+            if let n = Int((name as NSString).deletingPathExtension.components(separatedBy: ".").first ?? ""), n < first {
+                try? FileManager.default.removeItem(atPath: dir + "/" + name)
+            }
+        }
+    }
+
+    /// Pictures the app now; the snapshot once written (or the newer one that replaced
+    /// the request while it waited behind another render), nil if none was.
+    private func requestSnapshot(_ id: String, reason: String) async -> SnapshotInfo? {
+        guard let subject = snapshotSubject(id) else { return nil }
+        let token = snapshots.nextRequester
+        snapshots.nextRequester += 1
+        return await withCheckedContinuation { continuation in
+            snapshots.requesters[token] = continuation
+            performSnapshots(snapshots.keeper.handle(.requested(subject, reason: reason, waiter: token)))
+        }
+    }
+
+    // MARK: API
+
+    /// Waits until no snapshot is being rendered or waiting to be (tests, privacy checks).
+    public func waitForSnapshots() async {
+        guard !snapshots.keeper.isIdle else { return }
+        await withCheckedContinuation { snapshots.idleWaiters.append($0) }
+    }
+
+    /// Every snapshot taken of an app in this host's life, oldest first (with its tree).
+    public func takenSnapshots(_ id: String) -> [TakenSnapshot] {
+        snapshots.keeper.taken[id] ?? []
+    }
+
+    /// The snapshots of an app taken after `mark` (a ``snapshotMark()``), oldest first:
+    /// one run's pictures, not an earlier run's of the same bundle identifier.
+    public func takenSnapshots(_ id: String, since mark: UInt64) -> [TakenSnapshot] {
+        (snapshots.keeper.taken[id] ?? []).filter { $0.serial > mark }
+    }
+
+    /// The serial of the latest snapshot taken (0 before any): snapshots taken after
+    /// this call have a greater ``TakenSnapshot/serial``.
+    public func snapshotMark() -> UInt64 {
+        snapshots.keeper.serial
+    }
+
+    /// `apphost snapshot`: an app running code with a window is pictured now; otherwise (a
+    /// suspended app is what the switcher shows) its latest kept snapshot.
+    public func snapshot(_ bundle: BundleID) async throws(ControlError) -> SnapshotInfo {
+        let id = bundle.rawValue
+        _ = try installed(id)
+        if runtimes[id]?.machine.isRunningCode == true, runtimes[id]?.viewTree != nil {
+            if let info = await requestSnapshot(id, reason: "requested") { return info }
+            throw ControlError(.internalError, "the snapshot of \(id) could not be written (see `apphost events \(id)`)")
+        }
+        // A picture still being drawn (the app just went home) is the one the switcher shows.
+        await waitForSnapshots()
+        if let info = latestSnapshot(id) { return info }
+        throw ControlError(.notRunning, "\(id) has no snapshot yet: it has not drawn a window and left the foreground (or its policy is none)")
+    }
+
+    /// The latest kept snapshot, from memory or from what an earlier host left on disk.
+    func latestSnapshot(_ id: String) -> SnapshotInfo? {
+        if let info = snapshots.keeper.latest[id] { return info }
+        let dir = snapshotsDirectory + "/" + id
+        let numbers = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
+            .filter { $0.hasSuffix(".png") }.compactMap { Int(($0 as NSString).deletingPathExtension) }
+        guard let n = numbers.max() else { return nil }
+        let json = dir + "/\(n).json"
+        let decoder = WireJSON.decoder()
+        let layer = FileManager.default.contents(atPath: json).flatMap { try? decoder.decode(SnapshotTextLayerFile.self, from: $0) }
+        return SnapshotInfo(bundleIdentifier: id, number: n, reason: layer?.reason ?? "earlier", policy: layer?.policy ?? snapshotPolicy(id),
+                            png: dir + "/\(n).png", textLayer: json, time: layer?.time ?? Date(timeIntervalSince1970: 0))
+    }
+
+    /// Takes in, once, the installed apps an earlier host on this state directory left
+    /// pictures of, newest first, behind those this host has seen active.
+    private func seedSwitcher() {
+        guard !snapshots.keeper.seeded else { return }
+        let earlier = ((try? FileManager.default.contentsOfDirectory(atPath: snapshotsDirectory)) ?? [])
+            .filter { apps[$0] != nil && !snapshots.keeper.switcher.contains($0) }
+            .compactMap { id in latestSnapshot(id).map { (id, $0.time) } }
+            .sorted { $0.1 > $1.1 }.map(\.0)
+        performSnapshots(snapshots.keeper.handle(.seed(earlier)))
+    }
+
+    /// `apphost switcher`: the apps in the switcher, most recent first, with the pictures
+    /// being drawn when it is asked finished first.
+    public func switcher() async -> [SwitcherEntry] {
+        await waitForSnapshots()
+        seedSwitcher()
+        return snapshots.keeper.switcher.compactMap { id in
+            guard let row = apps[id] else { return nil }
+            return SwitcherEntry(bundleIdentifier: id, name: row.app.manifest.displayName ?? row.app.name,
+                                 state: runtimes[id]?.machine.state ?? .notRunning, snapshot: latestSnapshot(id))
+        }
+    }
+}

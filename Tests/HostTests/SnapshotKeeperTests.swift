@@ -1,0 +1,213 @@
+import AppHostProtocol
+import Foundation
+import Snapshots
+import Testing
+@testable import Host
+
+/// The switcher and snapshot bookkeeping, without a process, a renderer or a disk.
+@Suite("SnapshotKeeper")
+struct SnapshotKeeperTests {
+    let t0 = Date(timeIntervalSince1970: 1_000_000)
+
+    func subject(_ app: String = "com.a", label: String = "x", policy: SnapshotPolicy = .default, ignore: Bool = false,
+                 onDisk: Int? = nil, at seconds: Double = 0) -> SnapshotKeeper.Subject {
+        let tree = ViewTree(views: [ViewNode(content: .label(text: label, fontSize: 17, color: RGBA(0, 0, 0)), frame: Rect(x: 0, y: 0, width: 10, height: 10))])
+        return SnapshotKeeper.Subject(app: app, tree: tree, policy: policy, ignoreUntilActive: ignore, time: t0 + seconds,
+                                      bundlePath: "/apps/\(app)", launchImage: nil, highestOnDisk: onDisk)
+    }
+
+    func jobs(_ effects: [SnapshotKeeper.Effect]) -> [SnapshotKeeper.Job] {
+        effects.compactMap { if case .render(let job) = $0 { return job } else { return nil } }
+    }
+
+    func logs(_ effects: [SnapshotKeeper.Effect]) -> [String] {
+        effects.compactMap { if case .log(_, _, let cause, _) = $0 { return cause } else { return nil } }
+    }
+
+    func written(_ job: SnapshotKeeper.Job) -> SnapshotKeeper.RenderOutcome {
+        .written(RenderedSnapshot(image: RGBAImage(width: 1, height: 1), textLayer: [], warnings: [], policy: job.policy),
+                 png: "/s/\(job.app)/\(job.number).png", textLayer: "/s/\(job.app)/\(job.number).json")
+    }
+
+    func finish(_ k: inout SnapshotKeeper, _ job: SnapshotKeeper.Job) -> [SnapshotKeeper.Effect] {
+        k.handle(.renderFinished(app: job.app, number: job.number, written(job), time: job.time))
+    }
+
+    @Test func didEnterBackgroundAloneIsPictured() throws {
+        var k = SnapshotKeeper()
+        #expect(k.handle(.callbackReturned(.willResignActive, subject())).isEmpty)
+        let fx = k.handle(.callbackReturned(.didEnterBackground, subject()))
+        let job = try #require(jobs(fx).first)
+        #expect(job.number == 1 && job.serial == 1 && job.reason == "didEnterBackground" && job.policy == .default)
+        #expect(!k.isIdle)
+        let done = finish(&k, job)
+        #expect(done.contains(.prune("com.a", keepingFrom: 1 - SnapshotKeeper.snapshotsKept + 1)))
+        #expect(done.last == .idle)
+        #expect(logs(done) == ["snapshot 1 taken (didEnterBackground), policy default: /s/com.a/1.png"])
+        #expect(k.latest["com.a"]?.png == "/s/com.a/1.png")
+        #expect(k.taken["com.a"]?.map(\.serial) == [1])
+        #expect(k.isIdle)
+    }
+
+    @Test func completionsPictureOnlyInTheBackgroundAndOnlyWhenAccepted() {
+        var k = SnapshotKeeper()
+        let fetch = ServiceRequest.fetchCompleted(id: 1, result: .newData)
+        let push = ServiceRequest.remoteNotificationCompleted(id: 2, result: .noData)
+        #expect(jobs(k.handle(.completionReturned(fetch, reply: .ok, state: .active, subject()))).isEmpty, "in front: none")
+        #expect(jobs(k.handle(.completionReturned(fetch, reply: .refused(reason: "late"), state: .background, subject()))).isEmpty)
+        #expect(jobs(k.handle(.completionReturned(.backgroundRefreshStatus, reply: .ok, state: .background, subject()))).isEmpty)
+        #expect(jobs(k.handle(.completionReturned(fetch, reply: .ok, state: .background, subject()))).map(\.reason) == ["background fetch"])
+        var other = SnapshotKeeper()
+        #expect(jobs(other.handle(.completionReturned(push, reply: .ok, state: .background, subject()))).map(\.reason) == ["silent push"])
+    }
+
+    @Test func numberingGoesOnAfterWhatIsOnDisk() throws {
+        var k = SnapshotKeeper()
+        #expect(!k.numbers("com.a"))
+        let first = try #require(jobs(k.handle(.requested(subject(onDisk: 7), reason: "requested", waiter: nil))).first)
+        #expect(first.number == 8)
+        #expect(k.numbers("com.a"))
+        _ = finish(&k, first)
+        // Once numbered, what the disk says is not read again.
+        let second = try #require(jobs(k.handle(.requested(subject(onDisk: 100), reason: "requested", waiter: nil))).first)
+        #expect(second.number == 9 && second.serial == 2)
+    }
+
+    @Test func ignoreSnapshotOnNextLaunchDrawsTheLaunchImage() throws {
+        var k = SnapshotKeeper()
+        let job = try #require(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(policy: .redact, ignore: true)))).first)
+        #expect(job.policy == .launchImage)
+        #expect(job.reason == "didEnterBackground; ignoreSnapshotOnNextApplicationLaunch")
+        var strict = SnapshotKeeper()
+        #expect(strict.handle(.callbackReturned(.didEnterBackground, subject(policy: .none, ignore: true))).contains(.deleteAll("com.a")),
+                "none stays none")
+    }
+
+    @Test func policyNoneDeletesEverythingAtOnce() {
+        var k = SnapshotKeeper()
+        let job = jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0]
+        _ = finish(&k, job)
+        let fx = k.handle(.requested(subject(policy: .none), reason: "requested", waiter: 4))
+        #expect(jobs(fx).isEmpty)
+        #expect(fx.contains(.deleteAll("com.a")))
+        #expect(logs(fx) == ["snapshot 2 not kept (requested): policy none; earlier snapshots deleted"])
+        let info = SnapshotInfo(bundleIdentifier: "com.a", number: 2, reason: "requested", policy: .none, png: nil, textLayer: nil, time: t0)
+        #expect(fx.contains(.resolve([4], info)))
+        #expect(k.latest["com.a"] == nil)
+        #expect(k.taken["com.a"]?.last?.rendered == nil && k.taken["com.a"]?.count == 2)
+        #expect(k.isIdle)
+    }
+
+    @Test func oneRenderPerAppAndOnlyTheNewestWaits() throws {
+        var k = SnapshotKeeper()
+        let first = try #require(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(label: "1")))).first)
+        // While it is drawn, two more: the second is superseded by the third.
+        #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(label: "2", at: 1)))).isEmpty)
+        let fx = k.handle(.requested(subject(label: "3", at: 2), reason: "requested", waiter: 9))
+        #expect(jobs(fx).isEmpty)
+        #expect(logs(fx) == ["snapshot 2 not drawn (didEnterBackground): superseded by snapshot 3 (requested) before its turn"])
+        #expect(k.rendering("com.a").inFlight?.number == 1 && k.rendering("com.a").pending?.number == 3)
+        // Another app is not held up.
+        #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject("com.b")))).count == 1)
+        // The first ends: the newest starts; not idle yet.
+        let after = finish(&k, first)
+        let third = try #require(jobs(after).first)
+        #expect(third.number == 3 && third.reason == "requested")
+        #expect(!after.contains(.idle))
+        let last = finish(&k, third)
+        #expect(last.contains { if case .resolve([9], let info?) = $0 { return info.number == 3 } else { return false } })
+        // Every snapshot taken is recorded with its tree, in order; the superseded one drew nothing.
+        let taken = try #require(k.taken["com.a"])
+        #expect(taken.map(\.info.number) == [1, 2, 3])
+        #expect(taken.map(\.tree.views.count) == [1, 1, 1])
+        #expect(taken[1].supersededBy == 3 && taken[1].rendered == nil && taken[1].info.png == nil)
+        #expect(taken[0].rendered != nil && taken[2].rendered != nil)
+        #expect(k.latest["com.a"]?.number == 3)
+        #expect(!k.isIdle, "com.b is still drawn")
+        let b = try #require(k.rendering("com.b").inFlight)
+        #expect(finish(&k, b).last == .idle)
+    }
+
+    @Test func aSupersededRequestersWaitPassesToTheNewerPicture() throws {
+        var k = SnapshotKeeper()
+        let first = jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0]
+        _ = k.handle(.requested(subject(), reason: "requested", waiter: 1))
+        _ = k.handle(.requested(subject(), reason: "requested", waiter: 2))
+        let next = try #require(jobs(finish(&k, first)).first)
+        let fx = finish(&k, next)
+        #expect(fx.contains { if case .resolve([1, 2], let info?) = $0 { return info.number == next.number } else { return false } })
+    }
+
+    @Test func aFailedRenderWarnsAndResolvesNothing() {
+        var k = SnapshotKeeper()
+        let job = jobs(k.handle(.requested(subject(), reason: "requested", waiter: 3)))[0]
+        let fx = k.handle(.renderFinished(app: "com.a", number: 1, .failed("disk full"), time: t0 + 5))
+        #expect(fx == [.log(.warning, app: "com.a", cause: "snapshot 1 failed (requested): disk full", time: t0 + 5), .resolve([3], nil), .idle])
+        #expect(k.taken["com.a"] == nil && k.latest["com.a"] == nil)
+        #expect(job.number == 1)
+    }
+
+    @Test func noneWaitingBehindARenderWinsWhenItEnds() throws {
+        // A `none` request while a picture is drawn: the picture lands, then everything goes.
+        var k = SnapshotKeeper()
+        let job = jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0]
+        #expect(!k.handle(.requested(subject(policy: .none), reason: "requested", waiter: nil)).contains(.deleteAll("com.a")))
+        let fx = finish(&k, job)
+        let prune = try #require(fx.firstIndex(of: .prune("com.a", keepingFrom: -8)))
+        let delete = try #require(fx.firstIndex(of: .deleteAll("com.a")))
+        #expect(prune < delete)
+        #expect(k.latest["com.a"] == nil)
+        #expect(fx.last == .idle)
+    }
+
+    @Test func uninstallMidRenderDeletesWhatTheRenderWrites() throws {
+        var k = SnapshotKeeper()
+        _ = k.handle(.activated("com.a"))
+        let job = jobs(k.handle(.requested(subject(), reason: "requested", waiter: 1)))[0]
+        _ = k.handle(.requested(subject(), reason: "requested", waiter: 2))
+        let fx = k.handle(.removed("com.a", uninstalled: true))
+        #expect(fx == [.deleteAll("com.a"), .resolve([2], nil)])
+        #expect(k.switcher.isEmpty && k.taken["com.a"] == nil && !k.numbers("com.a"))
+        let done = finish(&k, job)
+        #expect(done == [.deleteAll("com.a"), .resolve([1], nil), .idle])
+        #expect(k.latest["com.a"] == nil)
+    }
+
+    @Test func reinstalledMidRenderOnlyTheOldPictureGoes() throws {
+        var k = SnapshotKeeper()
+        let old = jobs(k.handle(.requested(subject(onDisk: 4), reason: "requested", waiter: nil)))[0]
+        _ = k.handle(.removed("com.a", uninstalled: true))
+        // Back, and pictured again before the old render ends: it waits behind it.
+        #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(onDisk: 0)))).isEmpty)
+        let fx = finish(&k, old)
+        #expect(fx.first == .deleteFiles("com.a", number: 5))
+        let fresh = try #require(jobs(fx).first)
+        #expect(fresh.number == 1)
+        _ = finish(&k, fresh)
+        #expect(k.taken["com.a"]?.map(\.info.number) == [1])
+    }
+
+    @Test func switcherOrderAndSeed() {
+        var k = SnapshotKeeper()
+        _ = k.handle(.activated("a"))
+        _ = k.handle(.activated("b"))
+        _ = k.handle(.seed(["c", "a", "d"]))
+        #expect(k.switcher == ["b", "a", "c", "d"])
+        _ = k.handle(.seed(["e"]))
+        #expect(k.switcher == ["b", "a", "c", "d"], "seeded once")
+        _ = k.handle(.activated("d"))
+        #expect(k.switcher == ["d", "b", "a", "c"])
+        #expect(k.handle(.removed("a", uninstalled: false)).isEmpty, "a swipe deletes no picture")
+        #expect(k.switcher == ["d", "b", "c"])
+    }
+
+    @Test func takenIsBoundedPerApp() {
+        var k = SnapshotKeeper()
+        for i in 0..<(SnapshotKeeper.takenKept + 5) {
+            _ = k.handle(.requested(subject(policy: .none, at: Double(i)), reason: "requested", waiter: nil))
+        }
+        #expect(k.taken["com.a"]?.count == SnapshotKeeper.takenKept)
+        #expect(k.taken["com.a"]?.first?.serial == 6)
+        #expect(k.serial == UInt64(SnapshotKeeper.takenKept + 5))
+    }
+}
