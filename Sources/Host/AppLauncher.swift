@@ -226,9 +226,9 @@ extension Supervisor {
         runtimes[id]?.oomKillsBefore = plan.cgroup?.oomKills ?? 0
         runtimes[id]?.oomKillsAtHostKill = nil
         runtimes[id]?.memoryLimit = plan.memoryLimit
-        let (input, loop, config) = (self.input, self.loop, configuration)
+        let (input, group, config) = (self.input, self.group, configuration)
         Task {
-            await AppLauncher.start(plan, app: id, instance: instance, input: input, group: loop,
+            await AppLauncher.start(plan, app: id, instance: instance, input: input, group: group,
                                     containers: config.containersDirectory, groupsDirectory: config.groupsDirectory,
                                     bounds: config.bounds)
         }

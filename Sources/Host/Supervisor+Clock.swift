@@ -98,7 +98,7 @@ extension Supervisor {
         // A deadline past `longestWait` (a plugin's "never") wakes the host early, once in
         // a hundred years, and is armed again: the nanoseconds must fit an Int64.
         let input = self.input
-        timer = loop.scheduleTask(in: .nanoseconds(after.clampedNanoseconds)) {
+        timer = group.any().scheduleTask(in: .nanoseconds(after.clampedNanoseconds)) {
             input.yield(.deadlinesDue)
         }
     }
@@ -119,7 +119,7 @@ extension Supervisor {
         let token = settling.beginWait()
         // Real time whatever the host clock, on the event loop's timer: a cancelled
         // `Task.sleep` leaves its dispatch timer armed on Linux (a wake-up for nothing).
-        let timer = loop.scheduleTask(in: .nanoseconds(configuration.settleTimeout.clampedNanoseconds)) { [weak self] in
+        let timer = group.any().scheduleTask(in: .nanoseconds(configuration.settleTimeout.clampedNanoseconds)) { [weak self] in
             Task { await self?.settleTimedOut(token) }
         }
         await withCheckedContinuation { settleWaiter = $0 }

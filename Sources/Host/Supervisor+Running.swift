@@ -81,7 +81,7 @@ extension Supervisor {
     func armShutdownTimer(final: Bool) {
         let input = self.input
         let after: Duration = final ? .seconds(5) : max(configuration.terminationGracePeriod, .milliseconds(100))
-        life.shutdownTimer = loop.scheduleTask(in: .nanoseconds(after.clampedNanoseconds)) {
+        life.shutdownTimer = group.any().scheduleTask(in: .nanoseconds(after.clampedNanoseconds)) {
             input.yield(.shutdownGraceOver(final: final))
         }
     }

@@ -19,13 +19,6 @@ public actor Supervisor {
     let store: Store
     let events: EventLog
     let group: any EventLoopGroup
-    /// The event loop the actor runs on (its executor) and the apps' connections, the
-    /// transfer daemon's and the timers live on: a message read from an app, the
-    /// supervisor's step and the answer written back are one thread's work, with no hop
-    /// between threads (each hop is a futex wake, tens of microseconds here).
-    nonisolated let loop: any EventLoop
-    private nonisolated let serialExecutor: any SerialExecutor
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { serialExecutor.asUnownedSerialExecutor() }
     let logger: Logger
     /// Host time and every deadline (see ``DeadlineScheduler``).
     var scheduler: DeadlineScheduler
@@ -88,8 +81,6 @@ public actor Supervisor {
             : nil
         events = try EventLog(path: configuration.eventsPath, limits: configuration.eventLog, logger: logger)
         self.group = group
-        loop = group.next()
-        serialExecutor = loop.executor
         self.logger = logger
         scheduler = DeadlineScheduler(mode: configuration.clock)
         let startDate = scheduler.startDate
@@ -200,7 +191,7 @@ public actor Supervisor {
                     // At most 1 s (real time) for the socket to reach EOF, on the event loop's
                     // timer, cancelled when it does.
                     let input = self.input
-                    runtimes[id]?.drainTimer = loop.scheduleTask(in: .seconds(1)) {
+                    runtimes[id]?.drainTimer = group.any().scheduleTask(in: .seconds(1)) {
                         input.yield(.drainExpired(app: id, instance: instance))
                     }
                 } else {
