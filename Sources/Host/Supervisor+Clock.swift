@@ -89,9 +89,30 @@ extension Supervisor {
         apply(scheduler.cancel(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer))))
     }
 
-    /// Real clock: arms (or disarms) the one timer as the scheduler says.
+    /// Real clock: arms (or disarms) the one timer as the scheduler says. Inside a step (an input being handled, a feed), the timer is re-armed once, at the
+    /// step's end (``armTimerIfChanged()``): re-arming it is a call into the event loop
+    /// from another thread (a lock and an eventfd write), and a step often moves the
+    /// earliest deadline several times, before its signal (didEnterBackground returned
+    /// cancels a timer, then SIGSTOP is sent). Outside a step it is re-armed at once.
     func apply(_ change: DeadlineScheduler.TimerChange?) {
-        guard let change else { return }
+        guard change != nil else { return }
+        if stepDepth > 0 || feedDepth > 0 {
+            timerChanged = true
+            return
+        }
+        armTimer()
+    }
+
+    /// At the end of a step: re-arms the timer if a deadline moved during it.
+    func armTimerIfChanged() {
+        guard timerChanged, stepDepth == 0, feedDepth == 0 else { return }
+        timerChanged = false
+        armTimer()
+    }
+
+    /// Arms the one real-clock timer for the scheduler's earliest deadline (or none).
+    private func armTimer() {
+        let change: DeadlineScheduler.TimerChange = scheduler.armedFor.map { .arm(in: max(.zero, $0 - scheduler.now())) } ?? .disarm
         timer?.cancel()
         timer = nil
         guard case .arm(let after) = change else { return }

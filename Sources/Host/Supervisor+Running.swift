@@ -14,7 +14,10 @@ extension Supervisor {
     public func run() async {
         startTransferDaemon()
         for await item in inputs {
+            stepDepth += 1
             handle(item)
+            stepDepth -= 1
+            armTimerIfChanged()
             if settleWaiter != nil { checkSettled() }
         }
     }

@@ -26,6 +26,9 @@ public actor Supervisor {
     /// says: cancelling it really disarms it (a cancelled `Task.sleep` on Linux leaves its
     /// dispatch timer armed, which woke an idle host once for every cancelled deadline).
     var timer: Scheduled<Void>?
+    /// Inputs being handled (0 or 1) and whether a deadline moved in this step (see `apply`).
+    var stepDepth = 0
+    var timerChanged = false
     /// Virtual clock: what an advance waits for between deadlines (see ``SettleTracker``).
     var settling = SettleTracker()
     var settleWaiter: CheckedContinuation<Void, Never>?
@@ -311,6 +314,7 @@ public actor Supervisor {
         defer {
             feedDepth -= 1
             flushTransitions()
+            armTimerIfChanged()
             if feedDepth == 0, !pendingModeEffects.isEmpty {
                 let effects = pendingModeEffects
                 pendingModeEffects.removeAll()
