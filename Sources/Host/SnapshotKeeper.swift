@@ -10,7 +10,9 @@ import Snapshots
 /// `didEnterBackground`, after a background fetch's or silent push's completion, on
 /// request) and under which policy, and it coalesces renders: at most one render in flight
 /// per app, and behind it only the newest request (an older one waiting is superseded: it
-/// is recorded, with its tree, as taken but not drawn). The ``Supervisor`` feeds events and
+/// is recorded, with its tree, as taken but not drawn). A picture whose inputs are those of
+/// the app's last drawn one (same tree, policy and bundle, and nothing read from the bundle)
+/// is a copy of that file, not a render. The ``Supervisor`` feeds events and
 /// performs the effects: it renders and writes files off the actor, deletes files, logs
 /// events and resumes whoever waits.
 struct SnapshotKeeper: Sendable {
@@ -49,6 +51,38 @@ struct SnapshotKeeper: Sendable {
         var time: Date
         var bundlePath: String
         var launchImage: String?
+        /// The app's last drawn picture had the same inputs: copy its PNG (falling back
+        /// to a render if it is gone) and take its rendering as this one's.
+        var copy: Copy? = nil
+
+        /// Everything the picture depends on besides the host's screen and font.
+        var inputs: Inputs {
+            Inputs(tree: tree, policy: policy, bundlePath: bundlePath, launchImage: launchImage)
+        }
+    }
+
+    /// What a picture is drawn from (the screen and the font are the host's, fixed for its life).
+    struct Inputs: Sendable, Equatable {
+        var tree: ViewTree
+        var policy: SnapshotPolicy
+        var bundlePath: String
+        var launchImage: String?
+
+        /// Whether the picture depends only on these values: nothing is read from the
+        /// bundle (an image view, a launch image), whose files may change between renders.
+        var isSelfContained: Bool {
+            switch policy {
+            case .none: return false
+            case .launchImage: return launchImage == nil
+            case .default, .redact: return !tree.views.contains { $0.drawsBundleImage }
+            }
+        }
+    }
+
+    /// An earlier picture with the same inputs.
+    struct Copy: Sendable, Equatable {
+        var png: String
+        var rendered: RenderedSnapshot
     }
 
     /// How a render ended.
@@ -109,6 +143,8 @@ struct SnapshotKeeper: Sendable {
     private(set) var taken: [String: [TakenSnapshot]] = [:]
     /// Per app: the render in flight and the newest request waiting behind it.
     private var work: [String: AppWork] = [:]
+    /// Per app: the last picture drawn and written, with its inputs (while its file is kept).
+    private var lastDrawn: [String: (inputs: Inputs, copy: Copy)] = [:]
 
     private struct AppWork: Sendable {
         var inFlight: Job?
@@ -208,10 +244,15 @@ struct SnapshotKeeper: Sendable {
     /// deletion of every picture of the app, done at once.
     private mutating func start(_ job: Job, waiters: [Int]) -> [Effect] {
         guard job.policy == .none else {
+            var job = job
+            if let last = lastDrawn[job.app], last.inputs == job.inputs, job.inputs.isSelfContained {
+                job.copy = last.copy
+            }
             work[job.app] = AppWork(inFlight: job, inFlightWaiters: waiters)
             return [.render(job)]
         }
         // Nothing kept, and nothing kept from before either.
+        lastDrawn.removeValue(forKey: job.app)
         let info = SnapshotInfo(bundleIdentifier: job.app, number: job.number, reason: job.reason, policy: job.policy,
                                 png: nil, textLayer: nil, time: job.time)
         latest.removeValue(forKey: job.app)
@@ -253,6 +294,7 @@ struct SnapshotKeeper: Sendable {
                 let info = SnapshotInfo(bundleIdentifier: app, number: number, reason: job.reason, policy: job.policy,
                                         png: png, textLayer: textLayer, time: job.time)
                 latest[app] = info
+                lastDrawn[app] = (job.inputs, Copy(png: png, rendered: rendered))
                 record(TakenSnapshot(info: info, tree: job.tree, rendered: rendered, serial: job.serial))
                 effects.append(.prune(app, keepingFrom: number - Self.snapshotsKept + 1))
                 effects.append(.log(.snapshot, app: app,
@@ -275,6 +317,7 @@ struct SnapshotKeeper: Sendable {
 
     private mutating func forget(_ app: String) -> [Effect] {
         latest.removeValue(forKey: app)
+        lastDrawn.removeValue(forKey: app)
         taken.removeValue(forKey: app)
         counters.removeValue(forKey: app)
         var effects: [Effect] = [.deleteAll(app)]
@@ -322,5 +365,14 @@ public struct TakenSnapshot: Sendable {
         self.rendered = rendered
         self.serial = serial
         self.supersededBy = supersededBy
+    }
+}
+
+extension ViewNode {
+    /// Whether drawing this view (or a visible subview) reads an image from the bundle.
+    var drawsBundleImage: Bool {
+        if isHidden { return false }
+        if case .image = content { return true }
+        return subviews.contains { $0.drawsBundleImage }
     }
 }

@@ -130,12 +130,19 @@ extension Supervisor {
         let png = dir + "/\(job.number).png"
         let json = dir + "/\(job.number).json"
         do {
-            guard let rendered = try SnapshotRenderer.render(job.tree, screen: screen, policy: job.policy, bundlePath: job.bundlePath,
-                                                             launchImage: job.launchImage) else {
-                return .failed("the renderer kept nothing")
-            }
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            try PNGCodec.encode(rendered.image).write(to: URL(fileURLWithPath: png + ".tmp"))
+            let rendered: RenderedSnapshot
+            if let copy = job.copy, copyFile(copy.png, to: png + ".tmp") {
+                // The same inputs as the last picture: the same pixels, without drawing them.
+                rendered = copy.rendered
+            } else {
+                guard let drawn = try SnapshotRenderer.render(job.tree, screen: screen, policy: job.policy, bundlePath: job.bundlePath,
+                                                              launchImage: job.launchImage) else {
+                    return .failed("the renderer kept nothing")
+                }
+                rendered = drawn
+                try PNGCodec.encode(rendered.image).write(to: URL(fileURLWithPath: png + ".tmp"))
+            }
             let layer = SnapshotTextLayerFile(bundleIdentifier: job.app, number: job.number, reason: job.reason, policy: job.policy,
                                               time: job.time, screen: screen, texts: rendered.textLayer, warnings: rendered.warnings)
             // WireJSON: the time with its milliseconds, as every other AppHost file.
@@ -147,6 +154,18 @@ extension Supervisor {
             return .failed(error.message)
         } catch {
             return .failed("\(error)")
+        }
+    }
+
+    /// Copies a file (a kept PNG); false if it cannot (it was deleted), and then nothing is left at `to`.
+    private nonisolated static func copyFile(_ from: String, to: String) -> Bool {
+        try? FileManager.default.removeItem(atPath: to)
+        do {
+            try FileManager.default.copyItem(atPath: from, toPath: to)
+            return true
+        } catch {
+            try? FileManager.default.removeItem(atPath: to)
+            return false
         }
     }
 

@@ -18,7 +18,7 @@ public struct TextItem: Codable, Equatable, Sendable {
 }
 
 /// A snapshot as taken: the picture, its text layer, and what could not be drawn.
-public struct RenderedSnapshot: Sendable {
+public struct RenderedSnapshot: Sendable, Equatable {
     public var image: RGBAImage
     /// Every visible string after the policy, in draw order.
     public var textLayer: [TextItem]

@@ -210,4 +210,41 @@ struct SnapshotKeeperTests {
         #expect(k.taken["com.a"]?.first?.serial == 6)
         #expect(k.serial == UInt64(SnapshotKeeper.takenKept + 5))
     }
+
+    @Test func theSameInputsCopyTheLastPictureInsteadOfDrawingIt() throws {
+        var k = SnapshotKeeper()
+        let first = jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0]
+        #expect(first.copy == nil)
+        _ = finish(&k, first)
+        let again = try #require(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(at: 1)))).first)
+        #expect(again.copy?.png == "/s/com.a/1.png")
+        _ = k.handle(.renderFinished(app: "com.a", number: again.number,
+                                     .written(try #require(again.copy).rendered, png: "/s/com.a/2.png", textLayer: "/s/com.a/2.json"), time: t0))
+        // A changed window, or another policy, is drawn.
+        let changed = jobs(k.handle(.callbackReturned(.didEnterBackground, subject(label: "new"))))[0]
+        #expect(changed.copy == nil)
+        _ = finish(&k, changed)
+        #expect(jobs(k.handle(.requested(subject(label: "new", policy: .redact), reason: "requested", waiter: nil)))[0].copy == nil)
+    }
+
+    @Test func picturesThatReadTheBundleAreAlwaysDrawn() throws {
+        // The bundle's files may change between two pictures of the same tree.
+        var k = SnapshotKeeper()
+        var s = subject()
+        s.tree.views.append(ViewNode(content: .image(name: "hero.png"), frame: Rect(x: 0, y: 0, width: 5, height: 5)))
+        _ = finish(&k, jobs(k.handle(.requested(s, reason: "requested", waiter: nil)))[0])
+        #expect(jobs(k.handle(.requested(s, reason: "requested", waiter: nil)))[0].copy == nil)
+        var launch = subject(policy: .launchImage)
+        launch.launchImage = "Launch.png"
+        var l = SnapshotKeeper()
+        _ = finish(&l, jobs(l.handle(.requested(launch, reason: "requested", waiter: nil)))[0])
+        #expect(jobs(l.handle(.requested(launch, reason: "requested", waiter: nil)))[0].copy == nil)
+    }
+
+    @Test func nothingIsCopiedAfterTheFilesWentAway() throws {
+        var k = SnapshotKeeper()
+        _ = finish(&k, jobs(k.handle(.requested(subject(), reason: "requested", waiter: nil)))[0])
+        _ = k.handle(.requested(subject(policy: .none), reason: "requested", waiter: nil))
+        #expect(jobs(k.handle(.requested(subject(), reason: "requested", waiter: nil)))[0].copy == nil)
+    }
 }

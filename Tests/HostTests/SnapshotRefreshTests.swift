@@ -132,6 +132,37 @@ struct SnapshotRefreshTests {
     // MARK: - launch-image end to end
 
     /// `AppHost.SnapshotPolicy` launch-image with a `UILaunchImageFile`: that picture, no text.
+    /// A window unchanged since the last picture is a copy of its PNG, not a new render;
+    /// with the last PNG gone, it is drawn again.
+    @Test func anUnchangedWindowIsACopyOfTheLastPicture() async throws {
+        try await withHost(label: "snap") { host in
+            let id = try await host.installProbe("com.snap.same")
+            let first = try await launchAndSendHome(host, id, ["--on", "launch", "window:same"])
+            func homeAgain() async throws -> TakenSnapshot {
+                try await host.supervisor.foreground(id)
+                try await host.waitUntil(id, is: .active)
+                let mark = await host.supervisor.snapshotMark()
+                try await host.supervisor.background(id)
+                try await host.waitUntil(id, is: .suspended)
+                await host.supervisor.waitForSnapshots()
+                return try #require(await host.supervisor.takenSnapshots(id, since: mark).last)
+            }
+            let second = try await homeAgain()
+            #expect(first.info.number == 1 && second.info.number == 2)
+            let firstPNG = try Data(contentsOf: URL(fileURLWithPath: try #require(first.info.png)))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: try #require(second.info.png))) == firstPNG)
+            #expect(second.rendered == first.rendered)
+            #expect(try texts(second.info) == ["same"])
+            #expect(second.info.textLayer?.hasSuffix("/2.json") == true)
+
+            try FileManager.default.removeItem(atPath: try #require(second.info.png))
+            let third = try await homeAgain()
+            let drawn = try PNGCodec.decode(try Data(contentsOf: URL(fileURLWithPath: try #require(third.info.png))))
+            #expect(drawn == (try PNGCodec.decode(firstPNG)), "drawn again, the same pixels")
+            #expect(try texts(third.info) == ["same"])
+        }
+    }
+
     @Test func anAppsLaunchImagePolicyShowsItsLaunchImageFile() async throws {
         try await withHost(label: "snap") { host in
             let bundle = try makeProbeBundle(in: host.dir.path, id: "com.snap.launch", extra: [

@@ -1,0 +1,116 @@
+import AppHostProtocol
+
+// The vocabulary of the lifecycle table (Lifecycle.swift): its events, effects, timers
+// and the records it hands the supervisor.
+extension Lifecycle {
+    /// Where the user (or the system) wants the app.
+    public enum Placement: Sendable, Equatable { case foreground, background }
+
+    /// Why the host is terminating an app.
+    public enum TerminationCause: Sendable, Equatable {
+        /// `apphost terminate` (a swipe in the app switcher).
+        case user
+        /// The host is shutting down.
+        case shutdown
+        /// `UIApplicationExitsOnSuspend`.
+        case exitsOnSuspend
+        /// Uninstall.
+        case uninstall
+        /// The host killed it for breaking a rule (a watchdog, a file lock, the IPC
+        /// protocol, a mode rule). Not the user's doing: what iOS keeps for an app the
+        /// user did not swipe away (e.g. its background transfers) it keeps.
+        case system
+    }
+
+    /// Inputs to the machine.
+    public enum Event: Sendable, Equatable {
+        case launch(LaunchOptions, placement: Placement)
+        /// The process exists (spawn succeeded).
+        case spawned(pid: Int32)
+        /// The app completed the IPC handshake.
+        case handshake
+        /// The delegate method of a callback returned.
+        case callbackReturned(LifecycleCallback)
+        case foreground
+        case home
+        case taskBegan(id: Int, name: String?)
+        case taskEnded(id: Int)
+        /// The kernel reports the process stopped / continued.
+        case stopConfirmed
+        case continueConfirmed
+        case terminate(TerminationCause)
+        /// A timer started by ``Effect/startTimer(_:after:)`` ran out.
+        case timerFired(Timer)
+        /// About to be suspended while holding a file lock outside its container.
+        case lockHeldAtSuspension(String)
+        /// The app broke the IPC protocol (garbage, oversized frame, bad handshake).
+        case protocolViolation(String)
+        /// The process is gone.
+        case exited(description: String, clean: Bool)
+        /// The kernel killed it for a resource limit (the memory cgroup's OOM killer): the
+        /// report of the exit that follows carries `record`.
+        case limitExceeded(TerminationRecord)
+        /// A background-mode activity that keeps a backgrounded app running began /
+        /// ended (audio playing, location updates, a VoIP call).
+        case activityBegan(String)
+        case activityEnded(String)
+        /// Deliver a service event: `wake` lets it wake a suspended app, `launch` lets
+        /// it launch a terminated one into the background; otherwise it reaches only
+        /// an app that is running code.
+        case deliver(ServiceEvent, wake: Bool, launch: LaunchReason?)
+        /// A plugin's rule was broken: kill with this report.
+        case modeViolation(TerminationRecord)
+    }
+
+    /// The deadlines the machine asks for. One of each kind at a time per app.
+    public enum Timer: String, Sendable, Equatable, CaseIterable {
+        /// After willTerminate: kill if still running.
+        case grace
+        /// didFinishLaunching must return.
+        case launch
+        /// didEnterBackground must return.
+        case backgroundCallback
+        /// Run the expiration handlers.
+        case expirationWarning
+        /// Background time is up.
+        case backgroundBudget
+        /// Send the next heartbeat to an active app.
+        case heartbeat
+        /// The outstanding heartbeat must be answered.
+        case hang
+        /// A service event an app was woken (or launched) for must be handled.
+        case wake
+    }
+
+    /// Signals the supervisor may send.
+    public enum Signal: String, Sendable, Equatable { case stop = "SIGSTOP", cont = "SIGCONT", kill = "SIGKILL" }
+
+    /// What the supervisor must do.
+    public enum Effect: Sendable, Equatable {
+        case spawn(LaunchOptions)
+        case send(LifecycleCallback, state: AppState)
+        case signal(Signal, reason: String)
+        case transition(from: AppState, to: AppState, cause: String)
+        case startTimer(Timer, after: Duration)
+        case cancelTimer(Timer)
+        /// Write a termination report for the exit that follows / just happened.
+        case report(TerminationRecord)
+        case log(String)
+    }
+
+    /// What a termination report should say (the supervisor adds pid, status, history).
+    public struct TerminationRecord: Sendable, Equatable {
+        public var namespace: String?
+        public var code: TerminationCode?
+        public var reason: String
+        public var tasks: [HeldTaskRecord] = []
+        public var budget: BudgetRecord? = nil
+    }
+
+    /// A background task the app holds.
+    public struct HeldTask: Sendable, Equatable {
+        public var name: String?
+        /// When it was begun (host clock).
+        public var began: Duration
+    }
+}
