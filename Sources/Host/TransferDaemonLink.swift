@@ -75,13 +75,14 @@ extension Supervisor {
     }
 
     /// What the broker needs to know of the apps now.
+    /// The closures read the actor's state when called (synchronously, on the actor, while
+    /// the broker handles an input): a copy of `runtimes` held meanwhile would make every
+    /// change of a runtime during the effects copy its tables.
     var transferWorld: TransferBroker.World {
-        let apps = self.apps
-        let runtimes = self.runtimes
-        return TransferBroker.World(
-            isInstalled: { apps[$0] != nil },
-            state: { runtimes[$0]?.machine.state ?? .notRunning },
-            isRunningCode: { runtimes[$0]?.machine.isRunningCode == true },
+        TransferBroker.World(
+            isInstalled: { [unowned self] app in assumeIsolated { $0.apps[app] != nil } },
+            state: { [unowned self] app in assumeIsolated { $0.runtimes[app]?.machine.state ?? .notRunning } },
+            isRunningCode: { [unowned self] app in assumeIsolated { $0.runtimes[app]?.machine.isRunningCode == true } },
             unavailable: configuration.transferDaemon ? transfers.unavailable : (transfers.unavailable ?? "the host runs without a transfer daemon"),
             containersDirectory: configuration.containersDirectory)
     }
