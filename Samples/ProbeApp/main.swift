@@ -250,12 +250,16 @@ final class ProbeDelegate: ApplicationDelegate {
         }
     }
 
-    /// `downloads:ID:COUNT:URL`: resumes COUNT download tasks (each one host round
-    /// trip), `{n}` in the URL replaced by 1...COUNT, and prints one summary line
-    /// rather than one a task, so the log stays small for 10,000 of them.
+    /// `downloads:ID:COUNT:URL`: resumes COUNT download tasks (pipelined: `resume()`
+    /// does not wait for the host), `{n}` in the URL replaced by 1...COUNT, and prints
+    /// one summary line rather than one a task, so the log stays small for 10,000 of
+    /// them. The errors are read once every task is resumed (reading one waits for
+    /// the host's answer to that task).
     private func startDownloads(_ session: BackgroundURLSession, count: Int, template: String) {
         var started = 0
         var firstError: String?
+        var resumed: [(BackgroundURLSessionTask, String)] = []
+        resumed.reserveCapacity(count)
         for n in 1...count {
             let text = template.replacingOccurrences(of: "{n}", with: String(n))
             guard let target = URL(string: text) else {
@@ -264,6 +268,9 @@ final class ProbeDelegate: ApplicationDelegate {
             }
             let task = session.downloadTask(with: target)
             task.resume()
+            resumed.append((task, text))
+        }
+        for (task, text) in resumed {
             if let error = task.error {
                 firstError = firstError ?? "task for \(text): \(error)"
             } else {

@@ -272,6 +272,25 @@ public final class Application {
             connectionFailed(error)
             throw ServiceError(.connectionLost, reason: error.description)
         }
+        return try serviceReply(reply, to: request)
+    }
+
+    /// Sends a service request without waiting for its reply (pipelined): `onReply`
+    /// runs on the reader thread once it is there; ``PendingServiceReply/wait()`` takes it.
+    nonisolated func startServiceRequest(_ request: ServiceRequest, onReply: @escaping @Sendable () -> Void) throws(ServiceError) -> PendingServiceReply {
+        do {
+            return PendingServiceReply(application: self, request: request,
+                                       pending: try connection.startRequest(.service(request), onReply: onReply))
+        } catch .frame(let error) where error.isOversized {
+            throw ServiceError(.failed, reason: "\(request.apiName) could not be sent: \(error)")
+        } catch {
+            connectionFailed(error)
+            throw ServiceError(.connectionLost, reason: error.description)
+        }
+    }
+
+    /// The service answer in a host reply, or the error it stands for.
+    nonisolated func serviceReply(_ reply: HostReply, to request: ServiceRequest) throws(ServiceError) -> ServiceReply {
         switch reply {
         case .service(.refused(let reason)):
             throw .refused(reason)

@@ -147,127 +147,6 @@ extension BackgroundURLSessionDelegate {
     public func urlSessionDidFinishEvents(forBackgroundURLSession session: BackgroundURLSession) {}
 }
 
-/// One transfer of a ``BackgroundURLSession``, like `URLSessionDownloadTask` or
-/// `URLSessionUploadTask`. Made suspended; ``resume()`` hands it to the host.
-@MainActor
-public final class BackgroundURLSessionTask: @MainActor CustomStringConvertible {
-    /// Like `URLSessionTask.State`.
-    public enum State: Int, Sendable, CustomStringConvertible {
-        case running = 0
-        case suspended = 1
-        case canceling = 2
-        case completed = 3
-
-        public var description: String {
-            switch self {
-            case .running: "running"
-            case .suspended: "suspended"
-            case .canceling: "canceling"
-            case .completed: "completed"
-            }
-        }
-    }
-
-    /// The session's number for the task, unique within the session; 0 until
-    /// ``resume()`` has handed the task to the host (which numbers it), and for a
-    /// task whose resume failed.
-    public private(set) var taskIdentifier: Int
-    /// Download or upload.
-    public let kind: TransferKind
-    /// The URL as given (or as the host listed it, for a task from an earlier launch).
-    public let url: URL
-    /// The request as given; for a task from an earlier launch, a GET of ``url``.
-    public let originalRequest: BackgroundURLRequest
-    /// The file an upload sends.
-    public let uploadFile: URL?
-    /// Where the task is.
-    public internal(set) var state: State
-    /// How it failed (set when it completes); nil while running or on success.
-    public internal(set) var error: BackgroundURLSessionError?
-    /// Bytes downloaded so far (`countOfBytesReceived`).
-    public internal(set) var countOfBytesReceived: Int64 = 0
-    /// Bytes the download will have, -1 while unknown (`countOfBytesExpectedToReceive`).
-    public internal(set) var countOfBytesExpectedToReceive: Int64 = -1
-    /// Bytes uploaded so far (`countOfBytesSent`).
-    public internal(set) var countOfBytesSent: Int64 = 0
-    /// Bytes the upload will send, -1 while unknown (`countOfBytesExpectedToSend`).
-    public internal(set) var countOfBytesExpectedToSend: Int64 = -1
-    /// The app's own label (`taskDescription`); not sent to the host.
-    public var taskDescription: String?
-
-    /// The session; kept strongly while the task lives, as Foundation does.
-    let session: BackgroundURLSession
-    /// `downloadTask(withResumeData:)`: what ``resume()`` hands to the host.
-    let resumeData: Data?
-    /// The completion of `cancel(byProducingResumeData:)`, until the host answers.
-    var resumeDataCompletion: (@MainActor @Sendable (Data?) -> Void)?
-
-    init(session: BackgroundURLSession, kind: TransferKind, request: BackgroundURLRequest, uploadFile: URL?,
-         taskIdentifier: Int = 0, state: State = .suspended, resumeData: Data? = nil) {
-        self.session = session
-        self.resumeData = resumeData
-        self.kind = kind
-        self.url = request.url ?? URL(string: "about:blank")!
-        self.originalRequest = request
-        self.uploadFile = uploadFile
-        self.taskIdentifier = taskIdentifier
-        self.state = state
-    }
-
-    /// Starts the task, like `resume()`: the host takes it over (and gives it its
-    /// ``taskIdentifier``) and it runs in the transfer daemon from then on, whether
-    /// the app runs or not. Blocks until the host answers. A refusal (e.g. no
-    /// http(s) URL, an upload file outside the container) or failure completes the
-    /// task: the delegate hears `didCompleteWithError` on the main queue after this
-    /// returns, and the reason is logged to stderr. Does nothing unless the task is
-    /// suspended (tasks cannot be paused and resumed again in a background session).
-    public func resume() {
-        guard state == .suspended else { return }
-        session.start(self)
-    }
-
-    /// Cancels the task, like `cancel()`: the delegate hears `didCompleteWithError`
-    /// with `cancelled` when the host reports it (at once, on the main queue, for a
-    /// task never resumed). Blocks until the host answers; a failure is logged.
-    public func cancel() {
-        session.cancel(self, produceResumeData: false, completion: nil)
-    }
-
-    /// Cancels a download keeping what it got so far, like
-    /// `URLSessionDownloadTask.cancel(byProducingResumeData:)`: `completionHandler`
-    /// gets the resume data (opaque; give it to
-    /// ``BackgroundURLSession/downloadTask(withResumeData:)``) on the main queue once the
-    /// transfer daemon has stopped the download, just before the delegate hears
-    /// `didCompleteWithError` (`cancelled`). It gets nil when the download cannot be
-    /// resumed: an upload, a task not started or already finished, a refusal, nothing
-    /// received yet, or a server that gave no `ETag` or `Last-Modified`.
-    public func cancel(byProducingResumeData completionHandler: @escaping @MainActor @Sendable (Data?) -> Void) {
-        session.cancel(self, produceResumeData: true, completion: completionHandler)
-    }
-
-    /// The task's number, kind, state and URL.
-    public var description: String {
-        "BackgroundURLSessionTask \(taskIdentifier) \(kind.rawValue) \(state) \(url.absoluteString)"
-    }
-
-    /// Takes the state and counts of a host listing.
-    func update(from snapshot: TransferTaskSnapshot) {
-        state = snapshot.state == .completed ? .completed : .running
-        switch kind {
-        case .download:
-            countOfBytesReceived = snapshot.bytesDone
-            countOfBytesExpectedToReceive = snapshot.bytesExpected ?? -1
-        case .upload:
-            countOfBytesSent = snapshot.bytesDone
-            countOfBytesExpectedToSend = snapshot.bytesExpected ?? -1
-        }
-    }
-
-    func assignIdentifier(_ identifier: Int) {
-        taskIdentifier = identifier
-    }
-}
-
 /// A background session, like `URLSession(configuration: .background(withIdentifier:), delegate:, delegateQueue: .main)`.
 ///
 /// Making one connects to the host's session of that identifier: after a relaunch,
@@ -300,6 +179,10 @@ public final class BackgroundURLSession {
     private var tasks: [Int: BackgroundURLSessionTask] = [:]
     /// Tasks made and not yet resumed (or cancelled).
     private var suspended: [ObjectIdentifier: BackgroundURLSessionTask] = [:]
+    /// Tasks resumed whose answer from the host has not been taken, oldest first.
+    private var starting: [BackgroundURLSessionTask] = []
+    /// Where the first unsettled task of `starting` may be (settled ones before it are dropped in bulk).
+    private var startingHead = 0
     private let router: ServiceRouter
     /// Whether the router routes this session's events here.
     private(set) var isRegistered = false
@@ -398,12 +281,15 @@ public final class BackgroundURLSession {
         let request = ServiceRequest.urlSessionTasks(session: identifier)
         do throws(ServiceError) {
             let reply = try router.request(request)
+            // The resumes sent before were answered before this.
+            settleStarting()
             guard case .transferTasks(let snapshots) = reply else { throw ServiceRouter.unexpected(reply, to: request) }
             let listed = adopt(snapshots)
             // Tasks the host no longer lists have ended; their completion event is on its way.
             return listed + suspendedTasks
         } catch {
             router.logFailure(of: request.apiName, error)
+            settleStarting()
             return tasks.keys.sorted().compactMap { tasks[$0] } + suspendedTasks
         }
     }
@@ -447,7 +333,9 @@ public final class BackgroundURLSession {
         }
     }
 
-    /// ``BackgroundURLSessionTask/resume()``.
+    /// ``BackgroundURLSessionTask/resume()``: sends the request and returns; the
+    /// answer is taken by ``settle(_:)`` (on the main queue once it is there, or
+    /// sooner when the task is looked at).
     func start(_ task: BackgroundURLSessionTask) {
         suspended.removeValue(forKey: ObjectIdentifier(task))
         let request = task.originalRequest
@@ -456,23 +344,54 @@ public final class BackgroundURLSession {
             ?? ServiceRequest.urlSessionStartTask(
                 session: identifier, kind: task.kind, url: task.url.absoluteString, method: method,
                 headers: request.allHTTPHeaderFields ?? [:], uploadFile: task.uploadFile?.path)
+        task.state = .running
+        do throws(ServiceError) {
+            let reply = try router.startRequest(serviceRequest) {
+                DispatchQueue.main.async { MainActor.assumeIsolated { self.settle(task) } }
+            }
+            task.creation = (reply, serviceRequest)
+            starting.append(task)
+        } catch {
+            failed(task, serviceRequest, BackgroundURLSessionError(error))
+        }
+    }
+
+    /// Takes the host's answer to `task`'s resume, if it has not been taken yet
+    /// (waiting for it if it has not come).
+    func settle(_ task: BackgroundURLSessionTask) {
+        guard let creation = task.creation else { return }
+        task.creation = nil
+        while startingHead < starting.count, starting[startingHead].creation == nil { startingHead += 1 }
+        if startingHead == starting.count {
+            starting.removeAll(keepingCapacity: true)
+            startingHead = 0
+        }
         let failure: BackgroundURLSessionError
         do throws(ServiceError) {
-            switch try router.request(serviceRequest) {
+            switch try creation.reply.wait() {
             case .transferTaskCreated(let identifier):
                 task.assignIdentifier(identifier)
-                task.state = .running
                 tasks[identifier] = task
                 return
             case .failed(let code, let reason):
                 failure = BackgroundURLSessionError(.init(rawValue: code), reason: reason)
             case let other:
-                throw ServiceRouter.unexpected(other, to: serviceRequest)
+                throw ServiceRouter.unexpected(other, to: creation.request)
             }
         } catch {
             failure = BackgroundURLSessionError(error)
         }
-        router.log("\(serviceRequest.apiName) (\(task.url.absoluteString)): \(failure)")
+        failed(task, creation.request, failure)
+    }
+
+    /// Every resume whose answer has not been taken (their answers came before any later one).
+    private func settleStarting() {
+        for task in starting[startingHead...] { settle(task) }
+    }
+
+    /// A resume the host did not take: the task completes with `failure`.
+    private func failed(_ task: BackgroundURLSessionTask, _ request: ServiceRequest, _ failure: BackgroundURLSessionError) {
+        router.log("\(request.apiName) (\(task.url.absoluteString)): \(failure)")
         task.state = .completed
         task.error = failure
         completeLater(task, failure)
@@ -601,25 +520,3 @@ private struct UncheckedBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
 }
-
-/// A request for a background transfer, like Foundation's `URLRequest` (its URL, method
-/// and headers: what a background session uses). Our own type, so apps do not load
-/// FoundationNetworking and libcurl just to describe a request.
-public struct BackgroundURLRequest: Sendable, Equatable {
-    public var url: URL?
-    /// `GET` when nil (`POST` for an upload).
-    public var httpMethod: String?
-    public var allHTTPHeaderFields: [String: String]?
-
-    public init(url: URL) {
-        self.url = url
-    }
-
-    /// Sets (or with nil removes) one header, like `URLRequest.setValue(_:forHTTPHeaderField:)`.
-    public mutating func setValue(_ value: String?, forHTTPHeaderField field: String) {
-        var headers = allHTTPHeaderFields ?? [:]
-        headers[field] = value
-        allHTTPHeaderFields = headers
-    }
-}
-

@@ -176,6 +176,27 @@ final class Connection: Sendable {
         return try waiter.wait()
     }
 
+    /// Sends `request` without waiting: the reply is taken later with
+    /// ``PendingReply/wait()``, and `onReply` runs on the reader thread once it (or the
+    /// connection's failure) has arrived. Requests pipelined this way are answered in
+    /// the order the host takes them, like every other.
+    func startRequest(_ request: AppRequest, onReply: @escaping @Sendable () -> Void) throws(ConnectionError) -> PendingReply {
+        let waiter = ReplyWaiter(onReply: onReply)
+        let id = try requests.withLock { table throws(ConnectionError) -> UInt64 in
+            if let failure = table.failure { throw failure }
+            table.lastID += 1
+            table.waiters[table.lastID] = waiter
+            return table.lastID
+        }
+        do {
+            try send(.request(id: id, request: request))
+        } catch {
+            _ = requests.withLock { $0.waiters.removeValue(forKey: id) }
+            throw error
+        }
+        return PendingReply(waiter: waiter)
+    }
+
     /// Hands a reply to its waiter; false if no request with that id is waiting.
     private func resolve(id: UInt64, with reply: HostReply) -> Bool {
         guard let waiter = requests.withLock({ $0.waiters.removeValue(forKey: id) }) else { return false }
@@ -252,14 +273,31 @@ private struct RequestTable {
     var failure: ConnectionError?
 }
 
+/// A request sent with ``Connection/startRequest(_:onReply:)``: its reply, once.
+struct PendingReply: Sendable {
+    fileprivate let waiter: ReplyWaiter
+
+    /// Blocks until the reply (or the connection's failure) has arrived. Call once.
+    func wait() throws(ConnectionError) -> HostReply {
+        try waiter.wait()
+    }
+}
+
 /// One blocked requester: a semaphore and the result the reader leaves for it.
 private final class ReplyWaiter: Sendable {
     private let semaphore = DispatchSemaphore(value: 0)
     private let result = Mutex<Result<HostReply, ConnectionError>?>(nil)
+    /// Told (on the reader thread) once the result is there; for pipelined requests.
+    private let onReply: (@Sendable () -> Void)?
+
+    init(onReply: (@Sendable () -> Void)? = nil) {
+        self.onReply = onReply
+    }
 
     func resume(with result: Result<HostReply, ConnectionError>) {
         self.result.withLock { $0 = result }
         semaphore.signal()
+        onReply?()
     }
 
     func wait() throws(ConnectionError) -> HostReply {

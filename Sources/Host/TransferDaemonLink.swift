@@ -53,6 +53,12 @@ struct TransferBrokerState {
     /// of the list (its replies then follow what the list said).
     var performing = false
     var saveDue = false
+    /// A write of the waiting batch is scheduled for when the input stream has drained.
+    var saveScheduled = false
+    /// Frames written to the daemon's channel and not flushed yet (one flush per list of effects).
+    var daemonFlushDue = false
+    /// Largest batch to keep waiting: past it the batch is written at once.
+    static let batchLimit = 512
 }
 
 /// The adapter: the supervisor's entry points for transfers, which feed the broker and
@@ -69,13 +75,14 @@ extension Supervisor {
     }
 
     /// What the broker needs to know of the apps now.
+    /// The closures read the actor's state when called (synchronously, on the actor, while
+    /// the broker handles an input): a copy of `runtimes` held meanwhile would make every
+    /// change of a runtime during the effects copy its tables.
     var transferWorld: TransferBroker.World {
-        let apps = self.apps
-        let runtimes = self.runtimes
-        return TransferBroker.World(
-            isInstalled: { apps[$0] != nil },
-            state: { runtimes[$0]?.machine.state ?? .notRunning },
-            isRunningCode: { runtimes[$0]?.machine.isRunningCode == true },
+        TransferBroker.World(
+            isInstalled: { [unowned self] app in assumeIsolated { $0.apps[app] != nil } },
+            state: { [unowned self] app in assumeIsolated { $0.runtimes[app]?.machine.state ?? .notRunning } },
+            isRunningCode: { [unowned self] app in assumeIsolated { $0.runtimes[app]?.machine.isRunningCode == true } },
             unavailable: configuration.transferDaemon ? transfers.unavailable : (transfers.unavailable ?? "the host runs without a transfer daemon"),
             containersDirectory: configuration.containersDirectory)
     }
@@ -86,6 +93,13 @@ extension Supervisor {
     /// is sent here (at once, or once a new session or task is written).
     func transferRequest(_ request: ServiceRequest, id requestID: UInt64, from app: String) -> Bool {
         guard TransferBroker.handles(request) else { return false }
+        switch request {
+        case .urlSessionStartTask, .urlSessionResumeTask, .urlSessionCreate:
+            break
+        default:
+            // Answers in the order asked; a cancel or a listing sees written tasks only.
+            saveTransferBatch()
+        }
         var request = request
         if case .urlSessionStartTask(let session, .upload, let url, let method, let headers, let file?) = request {
             let container = configuration.containersDirectory + "/" + app
@@ -123,11 +137,13 @@ extension Supervisor {
 
     /// The app's process is gone; a user terminate cancels its transfers, as on iOS.
     func transfersAppExited(_ app: String, byUser: Bool) {
+        saveTransferBatch()
         performTransfer(transfers.broker.appExited(app, byUser: byUser))
     }
 
     /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
     func transfersAppUninstalled(_ app: String) {
+        saveTransferBatch()
         performTransfer(transfers.broker.appUninstalled(app))
     }
 
@@ -139,11 +155,28 @@ extension Supervisor {
         transfers.performing = true
         for effect in effects { performTransfer(effect) }
         guard outer else { return }
-        while transfers.saveDue {
+        if transfers.saveDue || transfers.broker.unsaved.jobs.count >= TransferBrokerState.batchLimit {
             transfers.saveDue = false
-            saveTransferBatch()
+            // On the real clock the batch waits until the inputs already queued (an app's
+            // burst of resumes) are handled: one transaction, one answer each. On the
+            // virtual clock, at once (a settled host has nothing waiting).
+            if configuration.clock == .virtual || transfers.broker.unsaved.jobs.count >= TransferBrokerState.batchLimit {
+                saveTransferBatch()
+            } else if !transfers.saveScheduled {
+                transfers.saveScheduled = true
+                Task { self.saveScheduledTransferBatch() }
+            }
+        }
+        if transfers.daemonFlushDue {
+            transfers.daemonFlushDue = false
+            transfers.channel?.flush()
         }
         transfers.performing = false
+    }
+
+    private func saveScheduledTransferBatch() {
+        transfers.saveScheduled = false
+        saveTransferBatch()
     }
 
     private func performTransfer(_ effect: TransferBroker.Effect) {
@@ -184,9 +217,9 @@ extension Supervisor {
     }
 
     /// Writes the broker's waiting sessions and tasks in one transaction, then answers them.
-    private func saveTransferBatch() {
+    func saveTransferBatch() {
+        guard !transfers.broker.unsaved.isEmpty else { return }
         let batch = transfers.broker.takeUnsaved()
-        guard !batch.isEmpty else { return }
         do {
             try store.saveTransferBatch(
                 sessions: batch.sessions.map { Store.TransferSessionRow(bundleIdentifier: $0.app, config: $0.config, lastTaskIdentifier: $0.lastTaskIdentifier) },
@@ -197,11 +230,19 @@ extension Supervisor {
         }
     }
 
+    /// Sends `request` to the daemon; inside a list of effects the channel is flushed
+    /// once at its end (ten thousand enqueues are not ten thousand writes).
     @discardableResult
     func sendToDaemon(_ request: TransferRequest) -> Bool {
         guard let channel = transfers.channel else { return false }
         do {
-            channel.writeAndFlush(ByteBuffer(bytes: try Frame.encode(request)), promise: nil)
+            let frame = ByteBuffer(bytes: try Frame.encode(request))
+            if transfers.performing {
+                channel.write(frame, promise: nil)
+                transfers.daemonFlushDue = true
+            } else {
+                channel.writeAndFlush(frame, promise: nil)
+            }
             return true
         } catch {
             logger.error("could not encode \(request): \(error)")

@@ -13,9 +13,10 @@ final class HostLink: @unchecked Sendable {
 
     init(fd: Int32) { self.fd = fd }
 
-    /// Requests from the host; finishes at EOF (or a broken stream).
-    func requests() -> AsyncStream<TransferRequest> {
-        let (stream, continuation) = AsyncStream<TransferRequest>.makeStream()
+    /// Requests from the host, those of one read together (a burst of enqueues is
+    /// committed in one transaction); finishes at EOF (or a broken stream).
+    func requests() -> AsyncStream<[TransferRequest]> {
+        let (stream, continuation) = AsyncStream<[TransferRequest]>.makeStream()
         let fd = self.fd
         let thread = Thread {
             var decoder = FrameDecoder()
@@ -28,18 +29,21 @@ final class HostLink: @unchecked Sendable {
                 }
                 if n == 0 { break }
                 decoder.append(buf[0..<n])
+                var batch: [TransferRequest] = []
                 do {
                     while let payload = try decoder.next() {
                         do {
-                            continuation.yield(try Frame.decode(TransferRequest.self, from: payload))
+                            batch.append(try Frame.decode(TransferRequest.self, from: payload))
                         } catch {
                             self.send(.error("\(error)"))
                         }
                     }
                 } catch {
+                    if !batch.isEmpty { continuation.yield(batch) }
                     self.send(.error("\(error)"))
                     break loop
                 }
+                if !batch.isEmpty { continuation.yield(batch) }
             }
             continuation.finish()
         }

@@ -121,8 +121,8 @@ public actor TransferDaemon {
             try? await client.shutdown()
             throw error
         }
-        for await request in link.requests() {
-            await daemon.handle(request)
+        for await batch in link.requests() {
+            await daemon.handle(batch)
         }
         await daemon.shutdown()
         try? await client.shutdown()
@@ -196,7 +196,7 @@ public actor TransferDaemon {
                 return
             }
             do {
-                try store.delete(id: id)
+                try store.delete(ids: [id])
                 entries[id] = nil
             } catch {
                 link.send(.error("acknowledge \(id): \(error)"))
@@ -204,26 +204,91 @@ public actor TransferDaemon {
         }
     }
 
-    private func enqueue(_ job: TransferJob) {
-        if let known = entries[job.id] {
-            // A restarted host offers every transfer it has not delivered: one already
-            // here is accepted again (and reported again if it finished).
-            guard known.job.url == job.url, known.job.bundleIdentifier == job.bundleIdentifier else {
-                link.send(.error("enqueue \(job.id): duplicate id for another transfer"))
-                return
+    /// The requests of one read from the host, in order: runs of enqueues are
+    /// committed in one transaction, runs of acknowledgements deleted in one.
+    func handle(_ batch: [TransferRequest]) {
+        var i = 0
+        while i < batch.count {
+            switch batch[i] {
+            case .enqueue:
+                var jobs: [TransferJob] = []
+                while i < batch.count, case .enqueue(let job) = batch[i] {
+                    jobs.append(job)
+                    i += 1
+                }
+                enqueue(jobs)
+            case .acknowledge:
+                var ids: [UInt64] = []
+                while i < batch.count, case .acknowledge(let id) = batch[i] {
+                    ids.append(id)
+                    i += 1
+                }
+                acknowledge(ids)
+            default:
+                handle(batch[i])
+                i += 1
             }
-            link.send(.accepted(id: job.id))
-            return
         }
+    }
+
+    private func acknowledge(_ ids: [UInt64]) {
+        var finished: [UInt64] = []
+        for id in ids {
+            guard let e = entries[id] else { continue }
+            guard e.state == .finished else {
+                link.send(.error("acknowledge \(id): transfer not finished"))
+                continue
+            }
+            finished.append(id)
+        }
+        guard !finished.isEmpty else { return }
         do {
-            guard try store.insert(job) else {
-                link.send(.error("enqueue \(job.id): duplicate id"))
-                return
-            }
+            try store.delete(ids: finished)
+            for id in finished { entries[id] = nil }
         } catch {
-            link.send(.error("enqueue \(job.id): \(error)"))
+            link.send(.error("acknowledge \(finished.map(String.init).joined(separator: ", ")): \(error)"))
+        }
+    }
+
+    private func enqueue(_ job: TransferJob) {
+        enqueue([job])
+    }
+
+    /// Queues new jobs, committed in one transaction before any is accepted.
+    private func enqueue(_ jobs: [TransferJob]) {
+        var fresh: [TransferJob] = []
+        for job in jobs {
+            if let known = entries[job.id] {
+                // A restarted host offers every transfer it has not delivered: one already
+                // here is accepted again (and reported again if it finished).
+                guard known.job.url == job.url, known.job.bundleIdentifier == job.bundleIdentifier else {
+                    link.send(.error("enqueue \(job.id): duplicate id for another transfer"))
+                    continue
+                }
+                link.send(.accepted(id: job.id))
+            } else {
+                fresh.append(job)
+            }
+        }
+        guard !fresh.isEmpty else { return }
+        let inserted: [Bool]
+        do {
+            inserted = try store.insert(fresh)
+        } catch {
+            for job in fresh { link.send(.error("enqueue \(job.id): \(error)")) }
             return
         }
+        for (job, isNew) in zip(fresh, inserted) {
+            guard isNew else {
+                link.send(.error("enqueue \(job.id): duplicate id"))
+                continue
+            }
+            accept(job)
+        }
+    }
+
+    /// A job committed to the store: it is queued, and accepted.
+    private func accept(_ job: TransferJob) {
         entries[job.id] = Entry(job: job, state: .queued, bytesDone: 0, bytesExpected: nil, attempts: 0,
                                 nextAttempt: 0, outcome: nil, waitReason: nil, hostKey: Transferrer.hostKey(job.url))
         if let resume = job.resume, job.kind == .download {

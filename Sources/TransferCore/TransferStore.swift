@@ -77,6 +77,23 @@ final class TransferStore: Sendable {
         }
     }
 
+    /// Inserts new jobs in one transaction; for each, false when its id is already known.
+    func insert(_ jobs: [TransferJob]) throws -> [Bool] {
+        let texts = try jobs.map { try Self.json($0) }
+        return try pool.write { db in
+            try zip(jobs, texts).map { job, text in
+                try db.execute(
+                    sql: """
+                        INSERT OR IGNORE INTO transfer (id, bundleIdentifier, job, state, partPath)
+                        VALUES (?, ?, ?, ?, ?)
+                        """,
+                    arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text, TransferState.queued.rawValue,
+                                job.destination + ".part"])
+                return db.changesCount > 0
+            }
+        }
+    }
+
     func loadAll() throws -> [StoredTransfer] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM transfer ORDER BY id").compactMap { row -> StoredTransfer? in
@@ -131,9 +148,16 @@ final class TransferStore: Sendable {
     }
 
     func delete(id: UInt64) throws {
+        try delete(ids: [id])
+    }
+
+    /// Forgets finished transfers (acknowledged by the host), in one transaction.
+    func delete(ids: [UInt64]) throws {
         try pool.write { db in
-            try db.execute(sql: "DELETE FROM transfer WHERE id = ? AND state = ?",
-                           arguments: [Int64(bitPattern: id), TransferState.finished.rawValue])
+            for id in ids {
+                try db.execute(sql: "DELETE FROM transfer WHERE id = ? AND state = ?",
+                               arguments: [Int64(bitPattern: id), TransferState.finished.rawValue])
+            }
         }
     }
 }
