@@ -243,7 +243,10 @@ public actor Supervisor {
     }
 
     func handleMessage(_ id: String, _ message: AppMessage) {
-        guard let rt = runtimes[id] else { return }
+        // Scalars, not a copy of the runtime: a copy alive while `pending` is changed below
+        // would make the table copy itself on every callback's return.
+        guard let instance = runtimes[id]?.instance, let machine = runtimes[id].map({ (connected: $0.machine.connected, state: $0.machine.state) }) else { return }
+        let pid = runtimes[id]?.pid
         switch message {
         case .hello(let version, _):
             guard version == IPCProtocol.version else {
@@ -251,24 +254,24 @@ public actor Supervisor {
                 feed(id, .protocolViolation("IPC version \(version) is not supported"))
                 return
             }
-            guard !rt.machine.connected else {
+            guard !machine.connected else {
                 feed(id, .protocolViolation("second hello"))
                 return
             }
             send(id, .welcome(version: IPCProtocol.version, bundleIdentifier: id, screen: configuration.screen))
             feed(id, .handshake)
-        case _ where !rt.machine.connected:
+        case _ where !machine.connected:
             feed(id, .protocolViolation("message before hello"))
         case .callbackReturned(let seq):
             guard let callback = runtimes[id]?.pending.removeValue(forKey: seq) else {
                 feed(id, .protocolViolation("callbackReturned for unknown callback \(seq)"))
                 return
             }
-            settling.returned(.init(app: id, instance: rt.instance, seq: seq))
+            settling.returned(.init(app: id, instance: instance, seq: seq))
             if case .service(.urlSessionProgress) = callback {
                 // Progress leaves no line: a large download has thousands.
             } else if callback != .heartbeat {
-                events.append(.callback, app: id, pid: rt.pid, cause: "\(callback.name) returned", fields: .init(callback: callback.name), time: now())
+                events.append(.callback, app: id, pid: pid, cause: "\(callback.name) returned", fields: .init(callback: callback.name), time: now())
             }
             feed(id, .callbackReturned(callback))
             snapshotAfterCallback(callback, app: id)
@@ -282,26 +285,26 @@ public actor Supervisor {
             runtimes[id]?.ignoreSnapshotsUntilActive = true
         case .beginBackgroundTask(let taskID, let rawName):
             let name = configuration.bounds.taskName(rawName)
-            events.append(.backgroundTask, app: id, pid: rt.pid,
+            events.append(.backgroundTask, app: id, pid: pid,
                           cause: "beginBackgroundTask \(name.map { "\"\($0)\"" } ?? "") id \(taskID)",
                           fields: .init(task: taskID, taskName: name, began: true), time: now())
             feed(id, .taskBegan(id: taskID, name: name))
         case .endBackgroundTask(let taskID):
-            events.append(.backgroundTask, app: id, pid: rt.pid, cause: "endBackgroundTask id \(taskID)",
+            events.append(.backgroundTask, app: id, pid: pid, cause: "endBackgroundTask id \(taskID)",
                           fields: .init(task: taskID, began: false), time: now())
             feed(id, .taskEnded(id: taskID))
         case .request(let requestID, .backgroundTimeRemaining):
-            send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: rt.machine.timeRemaining(at: hostNow()))))
+            send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: runtimes[id]?.machine.timeRemaining(at: hostNow()) ?? 0)))
         case .request(let requestID, .service(let request)):
             if transferRequest(request, id: requestID, from: id) { return }
             let (reply, effects) = modes.request(request, from: id, at: hostNow())
             // The answer first: the app is blocked on it, and an effect may kill it.
             send(id, .reply(id: requestID, reply: .service(reply)))
             if case .refused(let reason) = reply {
-                events.append(.service, app: id, pid: rt.pid, cause: "\(request.apiName) refused: \(reason)", time: now())
+                events.append(.service, app: id, pid: pid, cause: "\(request.apiName) refused: \(reason)", time: now())
             }
             // Before the effects: ending the fetch's activity may suspend the app.
-            snapshotAfterCompletion(request, reply: reply, app: id, state: rt.machine.state)
+            snapshotAfterCompletion(request, reply: reply, app: id, state: machine.state)
             performMode(effects)
         }
     }
@@ -321,14 +324,13 @@ public actor Supervisor {
                 performMode(effects)
             }
         }
-        guard var rt = runtimes[id] else { return }
-        let effects = rt.machine.handle(event, at: hostNow())
-        runtimes[id] = rt
+        // In place: a copy of the runtime would make the machine's tables copy themselves.
+        let now = hostNow()
+        guard let effects = runtimes[id]?.machine.handle(event, at: now) else { return }
         for effect in effects {
             perform(id, effect)
         }
-        guard let after = runtimes[id] else { return }
-        rt = after
+        guard let rt = runtimes[id] else { return }
         // Launch finished (or failed): answer `launch`.
         if rt.machine.launched || !rt.machine.isRunning, !rt.launchWaiters.isEmpty {
             if let pid = rt.pid, rt.machine.isRunning {
@@ -368,12 +370,11 @@ public actor Supervisor {
         case .spawn(let options):
             spawn(id, options: options)
         case .send(let callback, let state):
-            guard var rt = runtimes[id] else { return }
-            rt.seq += 1
-            rt.pending[rt.seq] = callback
-            runtimes[id] = rt
-            if configuration.clock == .virtual { settling.sent(.init(app: id, instance: rt.instance, seq: rt.seq)) }
-            send(id, .callback(seq: rt.seq, callback: callback, state: state))
+            guard let instance = runtimes[id]?.instance, let seq = runtimes[id].map({ $0.seq + 1 }) else { return }
+            runtimes[id]?.seq = seq
+            runtimes[id]?.pending[seq] = callback
+            if configuration.clock == .virtual { settling.sent(.init(app: id, instance: instance, seq: seq)) }
+            send(id, .callback(seq: seq, callback: callback, state: state))
         case .signal(let sig, let reason):
             guard let child = runtimes[id]?.child else { return }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
