@@ -27,6 +27,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <poll.h>
 #include <sys/wait.h>
 
 #include <linux/filter.h>
@@ -1130,6 +1132,39 @@ int aph_eventfd_signal(int fd) {
         if (n < 0 && errno == EINTR) continue;
         return n < 0 ? errno : EIO;
     }
+}
+
+int aph_timerfd_create(int *fd_out) {
+    if (fd_out == NULL) return EINVAL;
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (fd < 0) return errno;
+    *fd_out = fd;
+    return 0;
+}
+
+int aph_timerfd_set(int fd, int64_t nanoseconds) {
+    struct itimerspec spec;
+    memset(&spec, 0, sizeof(spec));
+    if (nanoseconds > 0) {
+        spec.it_value.tv_sec = (time_t)(nanoseconds / 1000000000LL);
+        spec.it_value.tv_nsec = (long)(nanoseconds % 1000000000LL);
+    }
+    return timerfd_settime(fd, 0, &spec, NULL) == 0 ? 0 : errno;
+}
+
+int aph_timerfd_wait(int timer, int stop, int *fired_out) {
+    if (fired_out == NULL) return EINVAL;
+    *fired_out = 0;
+    struct pollfd fds[2] = {{.fd = timer, .events = POLLIN}, {.fd = stop, .events = POLLIN}};
+    int n = poll(fds, 2, -1);
+    if (n < 0) return errno == EINTR ? 0 : errno;
+    if (fds[1].revents) return 0;
+    if (fds[0].revents & POLLIN) {
+        uint64_t count;
+        // Nonblocking: a disarm between poll and read leaves nothing to read (EAGAIN).
+        if (read(timer, &count, sizeof(count)) == (ssize_t)sizeof(count)) *fired_out = 1;
+    }
+    return 0;
 }
 
 int aph_eventfd_drain(int fd) {

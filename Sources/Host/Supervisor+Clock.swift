@@ -90,8 +90,7 @@ extension Supervisor {
     }
 
     /// Real clock: arms (or disarms) the one timer as the scheduler says. Inside a step (an input being handled, a feed), the timer is re-armed once, at the
-    /// step's end (``armTimerIfChanged()``): re-arming it is a call into the event loop
-    /// from another thread (a lock and an eventfd write), and a step often moves the
+    /// step's end (``armTimerIfChanged()``): re-arming it is a syscall, and a step often moves the
     /// earliest deadline several times, before its signal (didEnterBackground returned
     /// cancels a timer, then SIGSTOP is sent). Outside a step it is re-armed at once.
     func apply(_ change: DeadlineScheduler.TimerChange?) {
@@ -110,17 +109,13 @@ extension Supervisor {
         armTimer()
     }
 
-    /// Arms the one real-clock timer for the scheduler's earliest deadline (or none).
+    /// Arms the one real-clock timer for the scheduler's earliest deadline (or disarms it).
     private func armTimer() {
-        let change: DeadlineScheduler.TimerChange = scheduler.armedFor.map { .arm(in: max(.zero, $0 - scheduler.now())) } ?? .disarm
-        timer?.cancel()
-        timer = nil
-        guard case .arm(let after) = change else { return }
-        // A deadline past `longestWait` (a plugin's "never") wakes the host early, once in
-        // a hundred years, and is armed again: the nanoseconds must fit an Int64.
-        let input = self.input
-        timer = group.any().scheduleTask(in: .nanoseconds(after.clampedNanoseconds)) {
-            input.yield(.deadlinesDue)
+        guard let deadlineTimer else { return }
+        if let due = scheduler.armedFor {
+            deadlineTimer.arm(after: max(.zero, due - scheduler.now()))
+        } else {
+            deadlineTimer.disarm()
         }
     }
 

@@ -28,6 +28,7 @@ extension Supervisor {
         do { try store.flush() } catch { logger.error("could not flush the database: \(error)") }
         events.append(.hostStopped, cause: "host stopped", time: now())
         input.finish()
+        deadlineTimer?.close()
         events.close()
     }
 

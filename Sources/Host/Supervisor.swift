@@ -22,10 +22,12 @@ public actor Supervisor {
     let logger: Logger
     /// Host time and every deadline (see ``DeadlineScheduler``).
     var scheduler: DeadlineScheduler
-    /// The one real-clock timer, on the host's NIO event loop, armed as the scheduler
-    /// says: cancelling it really disarms it (a cancelled `Task.sleep` on Linux leaves its
-    /// dispatch timer armed, which woke an idle host once for every cancelled deadline).
-    var timer: Scheduled<Void>?
+    /// The one real-clock timer (a timerfd with a thread of its own), armed as the
+    /// scheduler says; nil on the virtual clock. Moving it is one syscall that wakes
+    /// nobody; a cancelled `Task.sleep` on Linux left its dispatch timer armed (a wake-up
+    /// for every cancelled deadline), and moving a NIO timer from the actor's thread woke
+    /// the event loop on the path of every step that moved a deadline.
+    let deadlineTimer: DeadlineTimer?
     /// Inputs being handled (0 or 1) and whether a deadline moved in this step (see `apply`).
     var stepDepth = 0
     var timerChanged = false
@@ -88,6 +90,8 @@ public actor Supervisor {
         scheduler = DeadlineScheduler(mode: configuration.clock)
         let startDate = scheduler.startDate
         (inputs, input) = AsyncStream<Input>.makeStream()
+        let deadlines = input
+        deadlineTimer = configuration.clock == .real ? try DeadlineTimer { deadlines.yield(.deadlinesDue) } : nil
         modes = ModeHub(profile: configuration.profile)
         for row in try store.apps() {
             apps[row.app.bundleIdentifier] = row

@@ -296,6 +296,17 @@ int aph_eventfd_signal(int fd);
 /// nonblocking one returns 0 whether or not anything was pending.
 int aph_eventfd_drain(int fd);
 
+/// timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC).
+int aph_timerfd_create(int *fd_out);
+
+/// Arms the timerfd to expire once, `nanoseconds` from now (at least 1 ns);
+/// 0 disarms it. Neither wakes a thread blocked on it unless it expires.
+int aph_timerfd_set(int fd, int64_t nanoseconds);
+
+/// Blocks until `timer` expired (returns 0 with *fired_out = 1, its count
+/// read) or `stop` became readable (*fired_out = 0). EINTR: *fired_out = 0.
+int aph_timerfd_wait(int timer, int stop, int *fired_out);
+
 // MARK: - Descriptors
 
 /// socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC).
