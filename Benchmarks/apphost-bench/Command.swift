@@ -1,4 +1,5 @@
 import ArgumentParser
+import Host
 import Foundation
 
 #if canImport(Glibc)
@@ -40,6 +41,16 @@ struct CommonOptions: ParsableArguments {
 
     @Flag(help: "Print JSON instead of tables.")
     var json = false
+
+    @Flag(help: "Run Swift Concurrency on NIO's event loops, as `apphost daemon` does (HostConcurrency.runOnEventLoops), to compare with libdispatch's pool.")
+    var nioExecutor = false
+
+    /// Applies `--nio-executor`; call first in `run()`.
+    func applyExecutor() {
+        if nioExecutor, !HostConcurrency.runOnEventLoops() {
+            progress("--nio-executor: could not install NIO's event loops as the global executor")
+        }
+    }
 
     func validate() throws {
         guard iterations > 0 else { throw ValidationError("--iterations must be positive") }
@@ -237,6 +248,7 @@ extension AppHostBench {
         var noIdentities = false
 
         func run() async throws {
+            common.applyExecutor()
             var report = Report()
             report.sections = try await LaunchBench(iterations: common.iterations, warmup: common.warmup, executable: common.app,
                                                     identities: !noIdentities).run()
@@ -249,6 +261,7 @@ extension AppHostBench {
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
+            common.applyExecutor()
             var report = Report()
             report.sections = try await SuspendBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
             report.sections.append(try MicroCosts(iterations: common.iterations).run())

@@ -11,6 +11,26 @@ public struct HostStartError: Error, CustomStringConvertible {
     public var description: String
 }
 
+/// Where a host process runs its Swift Concurrency jobs.
+public enum HostConcurrency {
+    /// Runs every Swift Concurrency job of this process on SwiftNIO's singleton
+    /// event loops instead of libdispatch's global queues. Call it first thing in
+    /// a host process (`apphost daemon`, `apphost run`), before any task starts;
+    /// true if it took effect.
+    ///
+    /// Why: the first job libdispatch runs on a global (non-overcommit) queue
+    /// registers a worker with its pool monitor (`_dispatch_workq_worker_register`
+    /// in libdispatch's `src/event/workqueue.c`), which arms a 1 s timer on the
+    /// manager queue for the life of the process (`_dispatch_workq_init_once` →
+    /// `_dispatch_workq_monitor_pools`): an idle host then woke once a second with
+    /// nothing to do. NIO's loops sleep in `epoll_wait` until there is work. The
+    /// host never uses `Task.sleep` (its timers are event-loop timers), whose
+    /// delayed jobs would still go through a dispatch queue.
+    public static func runOnEventLoops() -> Bool {
+        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+    }
+}
+
 /// The host daemon as a service: takes the state directory's lock, opens the
 /// database, serves the control socket, runs the supervisor, and on graceful
 /// shutdown (SIGTERM, SIGINT, or a control `shutdown`) terminates every app

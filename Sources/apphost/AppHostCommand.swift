@@ -6,7 +6,7 @@ import Host
 import Logging
 import ServiceLifecycle
 
-@main
+/// The entry point is `main.swift` (it chooses the executor before any task runs).
 struct AppHostCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apphost",
