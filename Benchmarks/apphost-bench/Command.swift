@@ -42,7 +42,7 @@ struct CommonOptions: ParsableArguments {
     @Flag(help: "Print JSON instead of tables.")
     var json = false
 
-    @Flag(help: "Run Swift Concurrency on NIO's event loops, as `apphost daemon` does (HostConcurrency.runOnEventLoops), to compare with libdispatch's pool.")
+    @Flag(help: "Run Swift Concurrency on NIO's event loops (HostConcurrency.runOnEventLoops): launch and suspend in this process, idle in the daemon (`apphost daemon --event-loop-executor`).")
     var nioExecutor = false
 
     /// Applies `--nio-executor`; call first in `run()`.
@@ -208,7 +208,8 @@ extension AppHostBench {
             report.sections += try await LaunchBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
             report.sections.append(try MicroCosts(iterations: common.iterations).run())
             report.sections += try await SuspendBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
-            report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app).run()
+            report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app,
+                                              eventLoopExecutor: common.nioExecutor).run()
             report.deadlines = try await DeadlineBench(deadlines: deadline.deadlines, interval: deadline.deadlineInterval,
                                                        chunks: deadline.deadlineChunks, executable: "ProbeApp").run()
             report.virtual = try await virtual.bench().run()
@@ -276,7 +277,8 @@ extension AppHostBench {
 
         func run() async throws {
             var report = Report()
-            report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app).run()
+            report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app,
+                                              eventLoopExecutor: common.nioExecutor).run()
             try report.emit(json: common.json)
         }
     }

@@ -1,12 +1,14 @@
 import ArgumentParser
 import Host
 
-// A host process (`daemon`, `run`) runs its Swift Concurrency jobs on NIO's event
-// loops, chosen here, before the first task: once a job has run on libdispatch's
-// global queues, its worker-pool monitor wakes the process every second for good
-// (HostConcurrency.runOnEventLoops). Other verbs are short-lived clients and keep
-// the default executor.
-if let verb = CommandLine.arguments.dropFirst().first, verb == "daemon" || verb == "run" {
+// `--event-loop-executor` (HostOptions) on a host process (`daemon`, `run`): Swift
+// Concurrency runs on NIO's event loops, chosen here, before the first task. Once a job
+// has run on libdispatch's global queues, its worker-pool monitor wakes the process every
+// second for good (HostConcurrency.runOnEventLoops). Off by default: the snapshot renders
+// (detached tasks of tens of milliseconds) then share the two loops with the supervisor
+// and delay suspend and resume by milliseconds (`apphost-bench suspend --nio-executor`).
+let arguments = CommandLine.arguments.dropFirst()
+if let verb = arguments.first, verb == "daemon" || verb == "run", arguments.contains("--event-loop-executor") {
     _ = HostConcurrency.runOnEventLoops()
 }
 await runCommandLine()
