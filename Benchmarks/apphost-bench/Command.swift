@@ -1,4 +1,5 @@
 import ArgumentParser
+import Host
 import Foundation
 
 #if canImport(Glibc)
@@ -40,6 +41,16 @@ struct CommonOptions: ParsableArguments {
 
     @Flag(help: "Print JSON instead of tables.")
     var json = false
+
+    @Flag(help: "Run Swift Concurrency on NIO's event loops (HostConcurrency.runOnEventLoops): launch and suspend in this process, idle in the daemon (`apphost daemon --event-loop-executor`).")
+    var nioExecutor = false
+
+    /// Applies `--nio-executor`; call first in `run()`.
+    func applyExecutor() {
+        if nioExecutor, !HostConcurrency.runOnEventLoops() {
+            progress("--nio-executor: could not install NIO's event loops as the global executor")
+        }
+    }
 
     func validate() throws {
         guard iterations > 0 else { throw ValidationError("--iterations must be positive") }
@@ -197,7 +208,8 @@ extension AppHostBench {
             report.sections += try await LaunchBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
             report.sections.append(try MicroCosts(iterations: common.iterations).run())
             report.sections += try await SuspendBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
-            report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app).run()
+            report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app,
+                                              eventLoopExecutor: common.nioExecutor).run()
             report.deadlines = try await DeadlineBench(deadlines: deadline.deadlines, interval: deadline.deadlineInterval,
                                                        chunks: deadline.deadlineChunks, executable: "ProbeApp").run()
             report.virtual = try await virtual.bench().run()
@@ -237,6 +249,7 @@ extension AppHostBench {
         var noIdentities = false
 
         func run() async throws {
+            common.applyExecutor()
             var report = Report()
             report.sections = try await LaunchBench(iterations: common.iterations, warmup: common.warmup, executable: common.app,
                                                     identities: !noIdentities).run()
@@ -249,6 +262,7 @@ extension AppHostBench {
         @OptionGroup var common: CommonOptions
 
         func run() async throws {
+            common.applyExecutor()
             var report = Report()
             report.sections = try await SuspendBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
             report.sections.append(try MicroCosts(iterations: common.iterations).run())
@@ -263,7 +277,8 @@ extension AppHostBench {
 
         func run() async throws {
             var report = Report()
-            report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app).run()
+            report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app,
+                                              eventLoopExecutor: common.nioExecutor).run()
             try report.emit(json: common.json)
         }
     }

@@ -57,6 +57,8 @@ struct IdleBench {
     let apps: Int
     let idleSeconds: Double
     let executable: String
+    /// Start the daemon with `--event-loop-executor`.
+    var eventLoopExecutor = false
 
     func run() async throws -> IdleReport {
         try await onThread("idle-bench") { try runBlocking() }
@@ -74,7 +76,8 @@ struct IdleBench {
         let socketPath = state.path + "/" + ControlSocket.fileName
         let ticksPerSecond = Int(sysconf(Int32(_SC_CLK_TCK)))
 
-        let daemon = try Daemon.start(apphost: apphost, stateDirectory: state.path)
+        let daemon = try Daemon.start(apphost: apphost, stateDirectory: state.path,
+                                      extraArguments: eventLoopExecutor ? ["--event-loop-executor"] : [])
         var daemonReaped = false
         var appPIDs: [(pid: Int32, start: UInt64)] = []
         defer {
@@ -308,12 +311,12 @@ final class Daemon: Sendable {
     private init(pid: pid_t) { self.pid = pid }
 
     /// Starts the daemon and returns once it printed "apphost: daemon ready".
-    static func start(apphost: String, stateDirectory: String) throws -> Daemon {
+    static func start(apphost: String, stateDirectory: String, extraArguments: [String] = []) throws -> Daemon {
         let pipe = try makePipe()
         let fds: [Int32] = [pipe.read.rawValue, pipe.write.rawValue]
         let pid: pid_t
         do {
-            pid = try posixSpawn(path: apphost, argv: CStringList([apphost, "daemon", "--state-dir", stateDirectory]),
+            pid = try posixSpawn(path: apphost, argv: CStringList([apphost, "daemon", "--state-dir", stateDirectory] + extraArguments),
                                  envp: nil, output: fds[1])
         } catch {
             _ = close(fds[0]); _ = close(fds[1])

@@ -108,7 +108,7 @@ struct LaunchBench {
                 }
                 // (c') plus the confinement of an app that declares no background mode: seccomp
                 //      (AF_BLUETOOTH and AF_UNIX argument filters, listen) and the Landlock
-                //      allow-list, built for each spawn.
+                //      allow-list (the reaper keeps it and checks its paths at each spawn).
                 do {
                     let policy = AppConfinement.seccomp(.baseline, deniedSocketFamilies: ModeRegistry.denials(for: []).socketFamilies)
                     let landlock = Landlock.abiVersion == nil ? nil : AppConfinement.landlockPolicy(
@@ -202,7 +202,7 @@ struct LaunchBench {
                     note: "as above plus the host's default seccomp filter"),
                 Row("ProcessReaper.spawn, + app confinement → hello", reaperModeRules, against: base,
                     note: Landlock.abiVersion == nil ? "socket-family filters only (no Landlock on this kernel)"
-                        : "as above plus an app's confinement: AF_BLUETOOTH/AF_UNIX filters, no listen, Landlock allow-list built per spawn (the host's default)"),
+                        : "as above plus an app's confinement: AF_BLUETOOTH/AF_UNIX filters, no listen, Landlock allow-list (kept per policy, checked by a stat a grant each spawn; the host's default)"),
                 reaperProto,
                 hostRow,
                 hostVsReaper,

@@ -195,8 +195,17 @@ final class LandlockRuleset {
     /// made again after a reinstall, or an `/etc/resolv.conf` replaced by
     /// rename, is granted as it is now. About 9 µs a grant in a debug build
     /// (open with `O_PATH`, `fstat`, `landlock_add_rule`, close), plus a
-    /// directory listing for each wildcard and each split.
+    /// directory listing for each wildcard and each split. ``LandlockRulesetCache``
+    /// reuses a ruleset whose paths all still name the same inodes.
     static func build(_ policy: LandlockPolicy, kernelABI: Int) throws(SpawnError) -> LandlockRuleset? {
+        try buildRecording(policy, kernelABI: kernelABI)?.ruleset
+    }
+
+    /// `build`, also returning what each grant resolved to, or nil for the
+    /// resolutions when the ruleset depends on more than its paths' inodes (a
+    /// wildcard, a split or an excluded path: directory listings).
+    fileprivate static func buildRecording(_ policy: LandlockPolicy, kernelABI: Int) throws(SpawnError)
+        -> (ruleset: LandlockRuleset, resolutions: [GrantResolution]?)? {
         let abi = min(kernelABI, policy.abiLimit ?? kernelABI)
         guard abi >= 1 else { return nil }
         try validate(policy)
@@ -216,12 +225,14 @@ final class LandlockRuleset {
             throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: rc), detail: "landlock_create_ruleset")
         }
         let ruleset = LandlockRuleset(descriptor: fd)
-        let builder = RuleBuilder(ruleset: fd, excluded: excludedInodes(policy.excluded))
+        var builder = RuleBuilder(ruleset: fd, excluded: excludedInodes(policy.excluded))
+        var resolutions: [GrantResolution] = []
+        resolutions.reserveCapacity(policy.grants.count)
         for grant in policy.grants {
             let rights = grant.access.rights.intersection(handled)
-            try builder.grant(grant.path, rights)
+            resolutions.append(try builder.grant(grant.path, rights))
         }
-        return ruleset
+        return (ruleset, builder.listed ? nil : resolutions)
     }
 
     /// Refuses what no kernel would make sense of.
@@ -247,7 +258,7 @@ final class LandlockRuleset {
 
     /// Each excluded path that exists, with its ancestors, by (device, inode):
     /// a grant on any of those directories must be split.
-    private static func excludedInodes(_ paths: [String]) -> ExcludedTree {
+    fileprivate static func excludedInodes(_ paths: [String]) -> ExcludedTree {
         var tree = ExcludedTree()
         for path in paths {
             guard let resolved = realpath(path, nil) else { continue }
@@ -267,6 +278,58 @@ final class LandlockRuleset {
             }
         }
         return tree
+    }
+}
+
+/// Rulesets kept for later spawns of the same policy, on one thread (the
+/// reaper's). A kept ruleset is used again only when every literal grant's path
+/// still names the inode it named at the build (or still names nothing), and
+/// none of those inodes is now the excluded path or on the way to it: exactly
+/// the rules a fresh build would make. Policies whose rules come from directory
+/// listings (wildcards, splits) are built each time. Checking costs one `stat`
+/// a grant, where building costs an `O_PATH` open, an `fstat`, a
+/// `landlock_add_rule` and a close.
+final class LandlockRulesetCache {
+    private struct Entry {
+        let ruleset: LandlockRuleset
+        let resolutions: [GrantResolution]
+    }
+
+    private var entries: [LandlockPolicy: Entry] = [:]
+    /// At most this many rulesets (one descriptor each) are kept.
+    let capacity: Int
+
+    init(capacity: Int = 64) { self.capacity = capacity }
+
+    /// The ruleset of `policy`: a kept one if it is still exact, else a new one.
+    func ruleset(_ policy: LandlockPolicy, kernelABI: Int) throws(SpawnError) -> LandlockRuleset? {
+        if let entry = entries[policy] {
+            if Self.stillExact(entry, policy) { return entry.ruleset }
+            entries[policy] = nil
+        }
+        guard let (ruleset, resolutions) = try LandlockRuleset.buildRecording(policy, kernelABI: kernelABI) else {
+            return nil
+        }
+        if let resolutions {
+            if entries.count >= capacity, let any = entries.keys.first { entries[any] = nil }
+            entries[policy] = Entry(ruleset: ruleset, resolutions: resolutions)
+        }
+        return ruleset
+    }
+
+    private static func stillExact(_ entry: Entry, _ policy: LandlockPolicy) -> Bool {
+        var identities: [FileIdentity] = []
+        for (grant, resolved) in zip(policy.grants, entry.resolutions) {
+            switch resolved {
+            case .skipped: continue
+            case .absent, .file, .unknown:
+                let now = GrantResolution(resolving: grant.path)
+                guard now == resolved else { return false }
+                if case .file(let identity) = now { identities.append(identity) }
+            }
+        }
+        let excluded = LandlockRuleset.excludedInodes(policy.excluded)
+        return !identities.contains { excluded.targets.contains($0) || excluded.onTheWay[$0] != nil }
     }
 }
 
@@ -301,10 +364,37 @@ struct ExcludedTree {
     var onTheWay: [FileIdentity: Set<FileIdentity>] = [:]
 }
 
+/// What one grant's path named when its rule was added.
+enum GrantResolution: Equatable {
+    /// No rule asked for (no right of the grant is handled at this ABI).
+    case skipped
+    /// Nothing there (or not reachable): no rule.
+    case absent
+    /// A rule on this inode.
+    case file(FileIdentity)
+    /// Could not be told (a build would fail on it): never equal to what a build recorded.
+    case unknown
+
+    /// What `path` names now, as a literal grant's `O_PATH` open (links followed) would find it.
+    init(resolving path: String) {
+        var st = stat()
+        if stat(path, &st) == 0 {
+            self = .file(FileIdentity(st))
+        } else {
+            let e = errno
+            // The errors a build takes for "nothing to grant" (RuleBuilder.addRule).
+            self = e == ENOENT || e == ENOTDIR || e == EACCES || e == ELOOP ? .absent : .unknown
+        }
+    }
+}
+
 /// Adds path rules to one ruleset, splitting grants around excluded paths.
 private struct RuleBuilder {
     let ruleset: Int32
     let excluded: ExcludedTree
+    /// True once a rule came from a directory listing (a wildcard, a split) or a
+    /// grant met an excluded path: the rules then depend on more than the inodes.
+    var listed = false
 
     init(ruleset: Int32, excluded: ExcludedTree) {
         self.ruleset = ruleset
@@ -312,26 +402,30 @@ private struct RuleBuilder {
     }
 
     /// Grants `rights` beneath `path` (a literal path, or a directory and a
-    /// wildcard pattern).
-    func grant(_ path: String, _ rights: LandlockFileAccess) throws(SpawnError) {
-        guard !rights.isEmpty else { return }
+    /// wildcard pattern); returns what a literal path named.
+    mutating func grant(_ path: String, _ rights: LandlockFileAccess) throws(SpawnError) -> GrantResolution {
+        guard !rights.isEmpty else { return .skipped }
         let slash = path.lastIndex(of: "/") ?? path.startIndex
         let last = path[path.index(after: slash)...]
         guard last.contains("*") else {
-            try grantLiteral(path, rights)
-            return
+            return try grantLiteral(path, rights)
         }
+        listed = true
         let directory = slash == path.startIndex ? "/" : String(path[..<slash])
         let pattern = NamePattern(last)
         try forEachEntry(of: AT_FDCWD, named: directory, display: directory) { (dirFD, name, shown) throws(SpawnError) in
             guard pattern.matches(name) else { return }
             // Follow a matching symbolic link (`/dev/serial0` -> `ttyS0`).
-            try addRule(opened: openPath(dirFD, name, follow: true), rights, path: shown, splitting: true)
+            _ = try addRule(opened: openPath(dirFD, name, follow: true), rights, path: shown, splitting: true)
         }
+        return .absent
     }
 
-    private func grantLiteral(_ path: String, _ rights: LandlockFileAccess) throws(SpawnError) {
-        try addRule(opened: openPath(AT_FDCWD, Array(path.utf8), follow: true), rights, path: path, splitting: true)
+    private mutating func grantLiteral(_ path: String, _ rights: LandlockFileAccess) throws(SpawnError) -> GrantResolution {
+        let (resolution, plain) = try addRule(opened: openPath(AT_FDCWD, Array(path.utf8), follow: true), rights,
+                                              path: path, splitting: true)
+        if !plain { listed = true }
+        return resolution
     }
 
     /// An `O_PATH` descriptor for `name` in the directory `dirFD`, or the errno.
@@ -344,31 +438,40 @@ private struct RuleBuilder {
     }
 
     /// Adds the rule for the opened descriptor (closed here). A directory that
-    /// is or holds an excluded path is split when `splitting`.
+    /// is or holds an excluded path is split when `splitting`. Returns what the
+    /// descriptor named, and false when the rule was not one plain rule on it
+    /// (split, or left out as excluded).
+    @discardableResult
     private func addRule(opened: Result<Int32, Errno>, _ rights: LandlockFileAccess, path: String,
-                         splitting: Bool) throws(SpawnError) {
+                         splitting: Bool) throws(SpawnError) -> (GrantResolution, plain: Bool) {
         let fd: Int32
         switch opened {
         case .success(let descriptor): fd = descriptor
         case .failure(let e):
             // Gone, never there, or not ours to open: nothing to grant.
             if e == .noSuchFileOrDirectory || e == .notDirectory || e == .permissionDenied || e == .tooManySymbolicLinkLevels {
-                return
+                return (.absent, true)
             }
             throw SpawnError(code: .landlockRuleset, errno: e, path: path)
         }
         defer { _ = Glibc.close(fd) }
-        if splitting, let identity = FileIdentity(descriptor: fd) {
-            if excluded.targets.contains(identity) { return }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: errno), path: path)
+        }
+        let identity = FileIdentity(st)
+        if splitting {
+            if excluded.targets.contains(identity) { return (.file(identity), false) }
             if let ways = excluded.onTheWay[identity] {
                 try split(fd, path: path, rights, around: ways)
-                return
+                return (.file(identity), false)
             }
         }
-        let rc = aph_landlock_add_path_rule(ruleset, fd, rights.rawValue)
+        let rc = aph_landlock_add_path_rule_stat(ruleset, fd, rights.rawValue, (st.st_mode & S_IFMT) == S_IFDIR ? 1 : 0)
         guard rc == 0 else {
             throw SpawnError(code: .landlockRuleset, errno: Errno(rawValue: rc), path: path)
         }
+        return (.file(identity), true)
     }
 
     /// Grants every entry of the directory `fd` except those in `ways`,
@@ -380,9 +483,9 @@ private struct RuleBuilder {
             // itself (granting nothing), so no link can reach around the split.
             let entry = openPath(dirFD, name, follow: false)
             if case .success(let fd) = entry, let identity = FileIdentity(descriptor: fd), ways.contains(identity) {
-                try addRule(opened: entry, rights, path: shown, splitting: true)
+                _ = try addRule(opened: entry, rights, path: shown, splitting: true)
             } else {
-                try addRule(opened: entry, rights, path: shown, splitting: false)
+                _ = try addRule(opened: entry, rights, path: shown, splitting: false)
             }
         }
     }

@@ -215,6 +215,7 @@ private final class ReaperLoop {
     var watched: [UInt64: ChildProcess] = [:]
     var nextKey: UInt64 = 1
     var programs: [SeccompPolicy: SeccompProgram] = [:]
+    let rulesets = LandlockRulesetCache()
 
     init(core: ReaperCore) { self.core = core }
 
@@ -295,7 +296,7 @@ private final class ReaperLoop {
         var ruleset: LandlockRuleset?
         if let policy = settings.landlock {
             if let abi = Landlock.abiVersion {
-                ruleset = try LandlockRuleset.build(policy, kernelABI: abi)
+                ruleset = try rulesets.ruleset(policy, kernelABI: abi)
             } else {
                 // Bad paths are refused on every kernel, not only where they matter.
                 try LandlockRuleset.validate(policy)

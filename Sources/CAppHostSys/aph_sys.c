@@ -354,8 +354,12 @@ int aph_open_path(int dir_fd, const char *name, int follow, int *fd_out) {
 int aph_landlock_add_path_rule(int ruleset_fd, int path_fd, uint64_t allowed_access) {
     struct stat st;
     if (fstat(path_fd, &st) != 0) return errno;
+    return aph_landlock_add_path_rule_stat(ruleset_fd, path_fd, allowed_access, S_ISDIR(st.st_mode));
+}
+
+int aph_landlock_add_path_rule_stat(int ruleset_fd, int path_fd, uint64_t allowed_access, int is_directory) {
     // Landlock refuses directory rights (EINVAL) on anything else.
-    if (!S_ISDIR(st.st_mode)) allowed_access &= APH_LL_FILE_RIGHTS;
+    if (!is_directory) allowed_access &= APH_LL_FILE_RIGHTS;
     if (allowed_access == 0) return 0;
     struct aph_landlock_path_beneath_attr attr = { allowed_access, path_fd };
     if (syscall(SYS_landlock_add_rule, ruleset_fd, APH_LL_RULE_PATH_BENEATH, &attr, 0U) != 0) return errno;

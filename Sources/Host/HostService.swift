@@ -6,9 +6,64 @@ import NIOCore
 import NIOPosix
 import ServiceLifecycle
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Why a host could not start.
 public struct HostStartError: Error, CustomStringConvertible {
     public var description: String
+}
+
+/// Where a host process runs its Swift Concurrency jobs.
+public enum HostConcurrency {
+    /// Runs every Swift Concurrency job of this process on SwiftNIO event loops
+    /// instead of libdispatch's global queues. Call it first thing in a host process
+    /// (`apphost daemon`, `apphost run`), before any task starts; true if it took effect
+    /// (false when another hook is installed already, or the runtime has none).
+    ///
+    /// Why: the first job libdispatch runs on a global (non-overcommit) queue registers a
+    /// worker with its pool monitor (`_dispatch_workq_worker_register` in libdispatch's
+    /// `src/event/workqueue.c`), which arms a 1 s timer on the manager queue for the life
+    /// of the process (`_dispatch_workq_init_once` → `_dispatch_workq_monitor_pools`): an
+    /// idle host then woke once a second with nothing to do. Event loops sleep in
+    /// `epoll_wait` until there is work. The host never uses `Task.sleep` (its timers are
+    /// event-loop timers), whose delayed jobs would still go through a dispatch queue.
+    ///
+    /// Jobs of utility priority and below (the snapshot renders: tens of milliseconds of
+    /// CPU each) run on a loop of their own, so that they never queue in front of the
+    /// supervisor's jobs; the others on NIO's singleton loops (one per core).
+    public static func runOnEventLoops() -> Bool {
+        typealias EnqueueGlobalHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "swift_task_enqueueGlobal_hook") else { return false }
+        let slot = symbol.assumingMemoryBound(to: UnsafeRawPointer?.self)
+        guard slot.pointee == nil else { return false }
+        // Start both groups before any job needs them.
+        _ = loops
+        _ = backgroundLoops
+        return withUnsafeTemporaryAllocation(of: EnqueueGlobalHook.self, capacity: 1) { hook in
+            hook.baseAddress!.initialize(to: { job, _ in HostConcurrency.enqueue(job) })
+            return hook.baseAddress!.withMemoryRebound(to: UnsafeRawPointer.self, capacity: 1) { function in
+                // Before any task, on one thread: nothing reads the slot concurrently yet.
+                slot.pointee = function.pointee
+                return true
+            }
+        }
+    }
+
+    /// NIO's singleton loops, for all but background work.
+    private static let loops: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    /// One loop for jobs of utility priority and below.
+    private static let backgroundLoops: any EventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
+    private static func enqueue(_ job: UnownedJob) {
+        let priority = job.priority.rawValue
+        // 0 is "unspecified" (runs as default); utility is 0x11, background 0x09.
+        let background = priority != 0 && priority <= TaskPriority.utility.rawValue
+        // `any()` stays on the current loop when it belongs to the group (no thread switch).
+        let loop = (background ? backgroundLoops : loops).any()
+        loop.execute { job.runSynchronously(on: loop.executor.asUnownedSerialExecutor()) }
+    }
 }
 
 /// The host daemon as a service: takes the state directory's lock, opens the

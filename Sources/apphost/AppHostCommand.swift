@@ -6,7 +6,7 @@ import Host
 import Logging
 import ServiceLifecycle
 
-@main
+/// The entry point is `main.swift` (it chooses the executor before any task runs).
 struct AppHostCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apphost",
@@ -101,6 +101,10 @@ struct JSONOption: ParsableArguments {
 
 /// Host options shared by `run` and `daemon`.
 struct HostOptions: ParsableArguments {
+    /// Read in `main.swift`, before any task starts; declared here so that it parses.
+    @Flag(name: .long, help: ArgumentHelp("Run Swift Concurrency on NIO's event loops: an idle host then never wakes (libdispatch's worker pool and its 1 Hz monitor never start), but snapshot renders share the loops with the supervisor and delay suspend and resume (see DESIGN-NOTES, Processes)."))
+    var eventLoopExecutor = false
+
     @Option(name: .long, help: ArgumentHelp("Seconds an app may take to exit after willTerminate before it is killed.", valueName: "seconds"))
     var gracePeriod: Double = 5
 

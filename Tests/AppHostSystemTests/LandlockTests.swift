@@ -253,6 +253,42 @@ struct LandlockTests {
         #expect(result.stdout.contains("\nfds 0 1 2\n"), "stdout:\n\(result.stdout)")
     }
 
+    /// The reaper keeps a policy's ruleset for later spawns only while every path
+    /// names the inode it named: a container made again (a reinstall) and a path
+    /// that did not exist at the first spawn are granted as they are now.
+    @Test func aKeptRulesetFollowsPathsMadeAgainOrMadeLater() async throws {
+        let root = try TemporaryDirectory("kept")
+        let container = root.path + "/container"
+        let later = root.path + "/later"
+        try FileManager.default.createDirectory(atPath: container, withIntermediateDirectories: false)
+        try touch(container + "/file")
+        let policy = LandlockPolicy(grants: Self.runGrants + [
+            PathGrant(container, .readWrite), PathGrant(later, .readOnly),
+        ])
+        let arguments = ["--read", container + "/file", "--read", later + "/file"]
+
+        let first = try await check(arguments, landlock: policy)
+        #expect(first["read \(container)/file"] == "ok")
+        #expect(first["read \(later)/file"] == "ENOENT")
+
+        // The same paths, new inodes: the container removed and made again, `later` made.
+        try FileManager.default.removeItem(atPath: container)
+        try FileManager.default.createDirectory(atPath: container, withIntermediateDirectories: false)
+        try touch(container + "/file")
+        try FileManager.default.createDirectory(atPath: later, withIntermediateDirectories: false)
+        try touch(later + "/file")
+        let second = try await check(arguments, landlock: policy)
+        #expect(second["read \(container)/file"] == "ok", "the container made again is granted")
+        #expect(second["read \(later)/file"] == "ok", "a grant made after the first spawn is granted")
+
+        // And a path that goes away is no longer granted through a stale rule: a new
+        // folder in its place (another inode) is reachable only because it is granted again.
+        try FileManager.default.removeItem(atPath: later)
+        let third = try await check(arguments, landlock: policy)
+        #expect(third["read \(later)/file"] == "ENOENT")
+        #expect(third["read \(container)/file"] == "ok")
+    }
+
     // MARK: - Helpers
 
     /// Runs `aph-sandbox-check` with check options; returns label → verdict.

@@ -235,6 +235,10 @@ int aph_open_path(int dir_fd, const char *name, int follow, int *fd_out);
 /// O_NOFOLLOW gets a rule on the link itself, which grants nothing through it.
 int aph_landlock_add_path_rule(int ruleset_fd, int path_fd, uint64_t allowed_access);
 
+// As aph_landlock_add_path_rule, for a caller that has already fstat'ed
+// `path_fd`: `is_directory` says whether it is a directory.
+int aph_landlock_add_path_rule_stat(int ruleset_fd, int path_fd, uint64_t allowed_access, int is_directory);
+
 // MARK: - pidfd and wait
 
 /// pidfd_open(pid, 0).
