@@ -239,6 +239,10 @@ extension ProcLocks {
     /// resolved (see ``held(by:)``) is not counted: a wrong kill is worse than a missed
     /// one. Nil too when /proc cannot be read (the process is gone).
     public static func firstOutside(_ directory: String, heldBy pid: Int32) -> String? {
+        // The common case, on the path of every suspension: no line of /proc/locks can be
+        // the process's (no POSIX/FLOCK lock of its pid, no OFD lock at all), decided on
+        // the raw bytes without building strings or looking at its descriptors.
+        guard mayHoldLocks(pid) else { return nil }
         guard let locks = try? held(by: pid) else { return nil }
         for lock in locks {
             if let path = lock.path, !path.hasPrefix(directory) {
@@ -246,5 +250,46 @@ extension ProcLocks {
             }
         }
         return nil
+    }
+
+    /// Whether /proc/locks has a line that may be `pid`'s: a POSIX or FLOCK lock whose pid
+    /// field is `pid`, or any OFD lock (whose pid is -1). True when it cannot be read (the
+    /// full check then decides). One read into a stack buffer; a file longer than 64 KiB
+    /// (thousands of locks) is left to the full check.
+    static func mayHoldLocks(_ pid: Int32) -> Bool {
+        let fd = retryingEINTR { Glibc.open("/proc/locks", O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { return true }
+        defer { _ = Glibc.close(fd) }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1 << 16) { buffer -> Bool in
+            guard let base = buffer.baseAddress else { return true }
+            var length = 0
+            while length < buffer.count {
+                let n = retryingEINTR { Glibc.read(fd, base + length, buffer.count - length) }
+                if n < 0 { return true }
+                if n == 0 { break }
+                length += n
+            }
+            if length == buffer.count { return true }
+            let wanted = Array(String(pid).utf8)
+            // Fields of a line: "id:" kind mode type pid dev start end.
+            var field = 0
+            var start = 0
+            var i = 0
+            while i <= length {
+                let byte: UInt8 = i < length ? base[i] : 0x0a
+                if byte == 0x20 || byte == 0x09 || byte == 0x0a {
+                    if i > start {
+                        let token = UnsafeBufferPointer(start: base + start, count: i - start)
+                        if field == 1 && token.elementsEqual("OFDLCK".utf8) { return true }
+                        if field == 4 && token.elementsEqual(wanted) { return true }
+                        field += 1
+                    }
+                    if byte == 0x0a { field = 0 }
+                    start = i + 1
+                }
+                i += 1
+            }
+            return false
+        }
     }
 }

@@ -20,6 +20,9 @@ extension Supervisor {
         /// An exited app's socket did not reach EOF in time (a child of the app may hold it).
         case drainExpired(app: String, instance: UInt64)
         case child(app: String, instance: UInt64, ChildEvent)
+        /// The verdict of the lock check started at a SIGSTOP: a lock outside the
+        /// container (described), or nil.
+        case lockVerdict(app: String, instance: UInt64, String?)
         /// The real-clock timer ran out: fire what is due.
         case deadlinesDue
         /// The transfer daemon is up (spawned and attached) / said something / exited.
@@ -69,9 +72,10 @@ extension Supervisor {
         var oomKillsAtHostKill: Int?
         /// The memory limit it runs under (for its report).
         var memoryLimit: UInt64?
-        /// A file lock outside its container, found as it was being stopped: the stop's
-        /// confirmation kills it (0xdead10cc) instead of suspending it.
-        var lockHeldAtStop: String?
+        /// The check for file locks outside its container that runs off the actor once
+        /// SIGSTOP is sent; the stop is confirmed (or turned into the 0xdead10cc kill) once
+        /// both the kernel's report and the verdict are in.
+        var lockCheck: LockCheck?
         /// The bound on waiting for its socket's EOF after its exit (see `.drainExpired`).
         var drainTimer: Scheduled<Void>?
     }
@@ -112,4 +116,12 @@ extension Supervisor.Runtime {
             namespace: "JETSAM", code: nil,
             reason: "per-process-limit: the app's memory went over \(limit) and the kernel killed it (memory cgroup \(cgroup.directories.first ?? "?"))")
     }
+}
+
+/// Where the lock check of a stop stands (see ``Supervisor/Runtime/lockCheck``).
+enum LockCheck: Equatable {
+    /// Running; whether the kernel has confirmed the stop meanwhile.
+    case pending(stopConfirmed: Bool)
+    /// Done before the kernel's report: a lock outside the container, or nil.
+    case done(String?)
 }

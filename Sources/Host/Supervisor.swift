@@ -176,10 +176,13 @@ public actor Supervisor {
             case .stopped:
                 // Stopped, so alive: no OOM kill counted so far was of the app itself.
                 if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
-                if let what = runtimes[id]?.lockHeldAtStop {
-                    runtimes[id]?.lockHeldAtStop = nil
-                    feed(id, .lockHeldAtSuspension(what))
-                } else {
+                switch runtimes[id]?.lockCheck {
+                case .pending(stopConfirmed: false)?:
+                    runtimes[id]?.lockCheck = .pending(stopConfirmed: true)  // the verdict completes it
+                case .done(let what)?:
+                    runtimes[id]?.lockCheck = nil
+                    feed(id, what.map { .lockHeldAtSuspension($0) } ?? .stopConfirmed)
+                default:
                     feed(id, .stopConfirmed)
                 }
             case .continued:
@@ -220,6 +223,18 @@ public actor Supervisor {
             runtimes[id]?.channelOpen = false
             runtimes[id]?.channel?.close(promise: nil)
             processExit(id, status)
+
+        case .lockVerdict(let id, let instance, let what):
+            guard runtimes[id]?.instance == instance else { return }
+            switch runtimes[id]?.lockCheck {
+            case .pending(stopConfirmed: true)?:
+                runtimes[id]?.lockCheck = nil
+                feed(id, what.map { .lockHeldAtSuspension($0) } ?? .stopConfirmed)
+            case .pending(stopConfirmed: false)?:
+                runtimes[id]?.lockCheck = .done(what)
+            default:
+                break  // continued (or killed) meanwhile: the check is moot
+            }
 
         case .deadlinesDue:
             fireDue()
@@ -394,11 +409,19 @@ public actor Supervisor {
                               cause: "\(sig.rawValue) also to the app's other processes: \(others.map(String.init).joined(separator: ", "))", time: now())
             }
             // iOS kills an app suspended with a shared file lock (0xdead10cc) rather than let
-            // it deadlock the others. Checked once SIGSTOP is on its way, not before: the
-            // stop is not delayed by reading /proc/locks, and the kernel's report of the stop,
-            // handled after this step, becomes the kill (see `.child(.stopped)`).
-            runtimes[id]?.lockHeldAtStop = sig == .stop
-                ? ProcLocks.firstOutside(configuration.containersDirectory + "/" + id + "/", heldBy: child.pid) : nil
+            // it deadlock the others. Checked once SIGSTOP is on its way, off the actor (reading
+            // /proc/locks takes the kernel's file-lock rwsem for writing: tens of µs here), in
+            // parallel with the stop; the kernel's report and the verdict together make the
+            // stop confirmed or the kill (see `.child(.stopped)` and `.lockVerdict`).
+            if sig == .stop, let instance = runtimes[id]?.instance {
+                runtimes[id]?.lockCheck = .pending(stopConfirmed: false)
+                let (container, pid, input) = (configuration.containersDirectory + "/" + id + "/", child.pid, self.input)
+                Task.detached {
+                    input.yield(.lockVerdict(app: id, instance: instance, ProcLocks.firstOutside(container, heldBy: pid)))
+                }
+            } else {
+                runtimes[id]?.lockCheck = nil
+            }
         case .transition(let from, let to, let cause):
             let time = now()
             lastStateChange[id] = time
