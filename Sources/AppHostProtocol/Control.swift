@@ -225,6 +225,11 @@ public struct HostEvent: Codable, Sendable, Equatable {
     public var task: Int?
     public var taskName: String?
     public var began: Bool?
+    /// What a background transfer's `service` event says (queued, waiting, finished, ...),
+    /// with its session and task where it is about one.
+    public var transfer: TransferNote?
+    public var session: String?
+    public var transferTask: Int?
 
     /// The typed fields an event may carry beside its kind (see the properties).
     public struct Fields: Sendable, Equatable {
@@ -234,9 +239,16 @@ public struct HostEvent: Codable, Sendable, Equatable {
         public var task: Int?
         public var taskName: String?
         public var began: Bool?
+        public var transfer: TransferNote?
+        public var session: String?
+        public var transferTask: Int?
 
         public init(callback: String? = nil, signal: String? = nil, confirmed: Bool? = nil,
-                    task: Int? = nil, taskName: String? = nil, began: Bool? = nil) {
+                    task: Int? = nil, taskName: String? = nil, began: Bool? = nil,
+                    transfer: TransferNote? = nil, session: String? = nil, transferTask: Int? = nil) {
+            self.transfer = transfer
+            self.session = session
+            self.transferTask = transferTask
             self.callback = callback
             self.signal = signal
             self.confirmed = confirmed
@@ -254,6 +266,9 @@ public struct HostEvent: Codable, Sendable, Equatable {
         self.task = fields.task
         self.taskName = fields.taskName
         self.began = fields.began
+        self.transfer = fields.transfer
+        self.session = fields.session
+        self.transferTask = fields.transferTask
         self.mode = mode
         self.seq = seq
         self.time = time
@@ -264,4 +279,23 @@ public struct HostEvent: Codable, Sendable, Equatable {
         self.to = to
         self.cause = cause
     }
+}
+
+/// What a background transfer's event in the host's log is about (`HostEvent.transfer`).
+public enum TransferNote: String, Codable, Sendable, CaseIterable {
+    /// The transfer daemon said it is ready (host-wide).
+    case daemonReady
+    /// A task was recorded and handed to the daemon.
+    case queued
+    /// The daemon waits for a condition (network, power).
+    case waiting
+    /// The daemon finished it (completed or failed).
+    case finished
+    /// Finished while the app is not running and its session does not send launch
+    /// events: its events wait for the app's next launch.
+    case heldForNextLaunch
+    /// The user terminated the app: its transfers were cancelled.
+    case cancelledByUser
+    /// The app was uninstalled: its transfers were cancelled.
+    case cancelledByUninstall
 }

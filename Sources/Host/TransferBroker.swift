@@ -77,7 +77,7 @@ struct TransferBroker {
         /// A handed-over file whose delegate returned.
         case removeFile(String)
         /// An event-log line.
-        case note(app: String?, pid: Int32? = nil, String)
+        case note(app: String?, pid: Int32? = nil, String, HostEvent.Fields = HostEvent.Fields())
     }
 
     /// What the broker needs to know of the apps at the moment of an input.
@@ -191,7 +191,7 @@ struct TransferBroker {
         switch event {
         case .ready(let pid, let unfinished):
             ready = true
-            return [.note(app: nil, pid: pid, "transfer daemon ready (\(unfinished) unfinished transfer(s))")] + sync()
+            return [.note(app: nil, pid: pid, "transfer daemon ready (\(unfinished) unfinished transfer(s))", .init(transfer: .daemonReady))] + sync()
         case .accepted(let id):
             // In memory only: a restarted host offers every transfer again, and the
             // daemon accepts one it has (one commit less per transfer).
@@ -209,9 +209,10 @@ struct TransferBroker {
             }
             return deliverProgress(id, Progress(done: done, expected: expected), world: world)
         case .waiting(let id, let reason):
-            guard let app = records[id]?.job.bundleIdentifier else { return [] }
+            guard let job = records[id]?.job else { return [] }
             records[id]?.state = .waiting
-            return [.note(app: app, "transfer \(id) waiting: \(reason)")]
+            return [.note(app: job.bundleIdentifier, "transfer \(id) waiting: \(reason)",
+                          .init(transfer: .waiting, session: job.session, transferTask: job.taskIdentifier))]
         case .finished(let id, let outcome):
             // From before a host restart, or cancelled: nothing to deliver.
             guard var r = records[id] else { return [.daemon(.acknowledge(id: id))] }
@@ -219,7 +220,8 @@ struct TransferBroker {
             r.outcome = outcome
             r.state = .completed
             records[id] = r
-            return [.note(app: r.job.bundleIdentifier, "transfer \(id) (task \(r.job.taskIdentifier) of \(r.job.session)) finished: \(outcome)")]
+            return [.note(app: r.job.bundleIdentifier, "transfer \(id) (task \(r.job.taskIdentifier) of \(r.job.session)) finished: \(outcome)",
+                          .init(transfer: .finished, session: r.job.session, transferTask: r.job.taskIdentifier))]
                 + finishedDelivery(id, world: world)
         case .transfers, .error:
             return []
@@ -272,7 +274,7 @@ struct TransferBroker {
         guard !ids.isEmpty else { return [] }
         return forget(ids, acknowledge: false)
             + [.daemon(.cancelApp(bundleIdentifier: app)),
-               .note(app: app, "terminated by the user: \(ids.count) background transfer(s) cancelled")]
+               .note(app: app, "terminated by the user: \(ids.count) background transfer(s) cancelled", .init(transfer: .cancelledByUser))]
     }
 
     /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
@@ -290,7 +292,7 @@ struct TransferBroker {
         taskCounters = taskCounters.filter { !$0.key.hasPrefix(app + "|") }
         var effects: [Effect] = [.deleteAppState(app: app)]
         if !ids.isEmpty {
-            effects += [.daemon(.cancelApp(bundleIdentifier: app)), .note(app: app, "uninstalled: \(ids.count) background transfer(s) cancelled")]
+            effects += [.daemon(.cancelApp(bundleIdentifier: app)), .note(app: app, "uninstalled: \(ids.count) background transfer(s) cancelled", .init(transfer: .cancelledByUninstall))]
         }
         return effects
     }
@@ -431,7 +433,8 @@ struct TransferBroker {
             // A daemon not ready yet gets it (after the device conditions) once it is.
             if ready { effects.append(.daemon(.enqueue(job))) }
             let from = job.resume.map { " (resuming at byte \($0.bytes))" } ?? ""
-            effects.append(.note(app: job.bundleIdentifier, "\(job.kind.rawValue) task \(job.taskIdentifier) of \(job.session) queued: \(job.url)\(from)"))
+            effects.append(.note(app: job.bundleIdentifier, "\(job.kind.rawValue) task \(job.taskIdentifier) of \(job.session) queued: \(job.url)\(from)",
+                                 .init(transfer: .queued, session: job.session, transferTask: job.taskIdentifier)))
             effects.append(.reply(app: job.bundleIdentifier, request: request, .transferTaskCreated(taskIdentifier: job.taskIdentifier)))
         }
         return effects

@@ -41,7 +41,8 @@ extension TransferBroker {
         if state == .notRunning && !(config?.sessionSendsLaunchEvents ?? true) {
             r.stage = .pending
             records[id] = r
-            return [.note(app: app, "transfer \(id) finished; sessionSendsLaunchEvents is false: its events wait for the next launch")]
+            return [.note(app: app, "transfer \(id) finished; sessionSendsLaunchEvents is false: its events wait for the next launch",
+                          .init(transfer: .heldForNextLaunch, session: session, transferTask: r.job.taskIdentifier))]
         }
         rounds[key] = EventRound(awaiting: [id])
         r.stage = .delivering

@@ -211,8 +211,8 @@ extension Supervisor {
             if let uid = identities?.existingUID(app: app) { _ = lchown(path, uid, uid) }
         case .removeFile(let path):
             try? FileManager.default.removeItem(atPath: path)
-        case .note(let app, let pid, let text):
-            events.append(.service, app: app, pid: pid, cause: text, time: now())
+        case .note(let app, let pid, let text, let fields):
+            events.append(.service, app: app, pid: pid, cause: text, fields: fields, time: now())
         }
     }
 

@@ -139,7 +139,7 @@ struct TransferBrokerTests {
         var (b, ids) = Self.broker(tasks: 2)
         let fx = b.appExited(Self.app, byUser: true)
         #expect(fx == [.deleteTransfers(ids.sorted()), .daemon(.cancelApp(bundleIdentifier: Self.app)),
-                       .note(app: Self.app, "terminated by the user: 2 background transfer(s) cancelled")])
+                       .note(app: Self.app, "terminated by the user: 2 background transfer(s) cancelled", .init(transfer: .cancelledByUser))])
         #expect(b.records.isEmpty && b.id(app: Self.app, session: Self.session, task: 1) == nil)
         // The session stays: the app makes it again on its next launch.
         #expect(b.sessions[Self.app]?[Self.session] != nil)
@@ -160,7 +160,7 @@ struct TransferBrokerTests {
         var (b, ids) = Self.broker(tasks: 2)
         let fx = b.appUninstalled(Self.app)
         #expect(fx == [.deleteAppState(app: Self.app), .daemon(.cancelApp(bundleIdentifier: Self.app)),
-                       .note(app: Self.app, "uninstalled: 2 background transfer(s) cancelled")])
+                       .note(app: Self.app, "uninstalled: 2 background transfer(s) cancelled", .init(transfer: .cancelledByUninstall))])
         #expect(b.records.isEmpty && b.sessions[Self.app] == nil)
         // A late report of one of them is acknowledged and dropped.
         #expect(b.handle(.finished(id: ids[0], outcome: .completed(status: 200, bytes: 10)), world: Self.world(.notRunning)) == [.daemon(.acknowledge(id: ids[0]))])

@@ -58,7 +58,7 @@ struct TransferHostMoreTests {
     func returned(_ host: TestHost, _ id: String, _ cause: String, nth n: Int = 1,
                   sourceLocation: SourceLocation = #_sourceLocation) async -> HostEvent? {
         await event(host, id, "\(cause) returned", nth: n, sourceLocation: sourceLocation) {
-            $0.kind == .callback && $0.cause == "\(cause) returned"
+            $0.callback == cause
         }
     }
 
@@ -67,7 +67,7 @@ struct TransferHostMoreTests {
     func waiting(_ host: TestHost, _ id: String, _ words: [String], nth n: Int = 1,
                  sourceLocation: SourceLocation = #_sourceLocation) async -> HostEvent? {
         await event(host, id, "a waiting event with \(words)", nth: n, sourceLocation: sourceLocation) { e in
-            guard e.kind == .service, let r = e.cause.range(of: " waiting: ") else { return false }
+            guard e.transfer == .waiting, let r = e.cause.range(of: " waiting: ") else { return false }
             let reason = e.cause[r.upperBound...].lowercased()
             return words.allSatisfy { reason.contains($0.lowercased()) }
         }
@@ -79,8 +79,8 @@ struct TransferHostMoreTests {
     func daemonReady(_ host: TestHost) async {
         let (past, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
         defer { Task { await host.supervisor.unsubscribe(sub) } }
-        if past.contains(where: { $0.cause.hasPrefix("transfer daemon ready") }) { return }
-        for await e in live where e.cause.hasPrefix("transfer daemon ready") { return }
+        if past.contains(where: { $0.transfer == .daemonReady }) { return }
+        for await e in live where e.transfer == .daemonReady { return }
     }
 
     func device(_ host: TestHost, plugged: Bool? = nil, network: DeviceNetwork? = nil) async throws {
@@ -114,7 +114,7 @@ struct TransferHostMoreTests {
             try await device(host, plugged: true, network: .cellular)
             await waiting(host, id, ["discretionary", "power", "Wi-Fi"], nth: 2)
             #expect(server.requests("/file").isEmpty, "nothing was fetched while it waited")
-            let finishedEarly = await host.events(id).contains { $0.kind == .service && $0.cause.contains("finished") }
+            let finishedEarly = await host.events(id).contains { $0.transfer == .finished }
             #expect(!finishedEarly)
             // Plugged in and on Wi-Fi: it runs.
             try await device(host, network: .wifi)
@@ -142,13 +142,13 @@ struct TransferHostMoreTests {
             ])
             await waiting(host, id, ["Wi-Fi", "cellular"])
             // c's transfer was queued after w's, so had w been let through it would have started first.
-            await event(host, id, "c's transfer finished") { $0.kind == .service && $0.cause.contains("(task 1 of c) finished") }
+            await event(host, id, "c's transfer finished") { $0.transfer == .finished && $0.session == "c" && $0.transferTask == 1 }
             await returned(host, id, "didCompleteWithError(task 1, nil)")
             #expect(try download(host, id, task: 1) == any.bytes(in: 0..<any.size), "the cellular session ran on cellular")
             #expect(server.requests("/wifi").isEmpty, "the Wi-Fi-only one did not")
             // On Wi-Fi (still on battery: power does not matter for it) it runs.
             try await device(host, network: .wifi)
-            await event(host, id, "w's transfer finished") { $0.kind == .service && $0.cause.contains("(task 1 of w) finished") }
+            await event(host, id, "w's transfer finished") { $0.transfer == .finished && $0.session == "w" && $0.transferTask == 1 }
             await returned(host, id, "didCompleteWithError(task 1, nil)", nth: 2)
             #expect(try download(host, id, task: 1) == wifiOnly.bytes(in: 0..<wifiOnly.size))
             #expect(server.requests("/wifi").map(\.status) == [200])
@@ -232,7 +232,7 @@ struct TransferHostMoreTests {
             #expect(mkfifo(fifo, 0o600) == 0)
             try saveProbeArguments(host, id, ["--on", "launch", "wait-fifo:\(fifo)"])
             try await device(host, network: .wifi)
-            await event(host, id, "the fourth finished transfer", nth: 4) { $0.kind == .service && $0.cause.contains(") finished: ") }
+            await event(host, id, "the fourth finished transfer", nth: 4) { $0.transfer == .finished }
             // Opened read-write, a FIFO opens at once; kept open until the end, so the app
             // reads the byte whenever it gets to it.
             let writer = open(fifo, O_RDWR | O_CLOEXEC)
@@ -326,7 +326,7 @@ struct TransferHostMoreTests {
             #expect(refusals.contains { $0.contains("/etc/passwd") })
             #expect(appLog(host, id).contains("upload started task=1"), "the refused ones got no task number")
             #expect(server.uploadPrefixes("/up") == [Data("mine".utf8)], "only the file inside was sent")
-            let queued = await host.events(id).filter { $0.kind == .service && $0.cause.contains("queued") }
+            let queued = await host.events(id).filter { $0.transfer == .queued }
             #expect(queued.count == 1, "\(queued.map(\.cause))")
         }
         try await server.stop()
@@ -404,11 +404,11 @@ struct TransferHostMoreTests {
             // One attempt takes the daemon's 30 s connect timeout: AsyncHTTPClient retries a
             // connection whose handshake fails until then. A retry would take as long again.
             let completed = await event(host, id, "didCompleteWithError of task 1", within: .seconds(75)) {
-                $0.kind == .callback && $0.cause.hasPrefix("didCompleteWithError(task 1, ") && $0.cause.hasSuffix(" returned")
+                $0.callback?.hasPrefix("didCompleteWithError(task 1, ") == true
             }
-            let code = completed.map { String($0.cause.dropFirst("didCompleteWithError(task 1, ".count).dropLast(") returned".count)) }
+            let code = completed?.callback.map { String($0.dropFirst("didCompleteWithError(task 1, ".count).dropLast(")".count)) }
             let events = await host.events(id)
-            let finished = events.first { $0.kind == .service && $0.cause.contains("(task 1 of s) finished") }
+            let finished = events.first { $0.transfer == .finished && $0.session == "s" && $0.transferTask == 1 }
             // As iOS: NSURLErrorServerCertificateUntrusted, not a network error, and not retried.
             #expect(code == "serverCertificateUntrusted", "\(finished?.cause ?? "-")")
             #expect(finished?.cause.lowercased().contains("certificate") == true, "the reason says why: \(finished?.cause ?? "-")")

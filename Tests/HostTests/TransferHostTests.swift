@@ -15,7 +15,7 @@ let transferDaemonBuilt = productBuilt("apphost-transferd")
        .enabled(if: probeBuilt && transferDaemonBuilt, "ProbeApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
 struct TransferHostTests {
     func returned(_ host: TestHost, _ id: String, _ cause: String) async {
-        _ = await host.waitForEvent(id) { $0.kind == .callback && $0.cause == "\(cause) returned" }
+        _ = await host.waitForEvent(id) { $0.callback == cause }
     }
 
     func container(_ host: TestHost, _ id: String) -> String { host.dir.path + "/containers/\(id)" }
@@ -56,7 +56,7 @@ struct TransferHostTests {
             try await host.waitUntil(id, is: .suspended)
             // Bounded, so a failure shows what the host saw instead of hitting the time limit.
             let seen = await withTaskGroup(of: Bool.self) { group in
-                group.addTask { await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("finished") } != nil }
+                group.addTask { await host.waitForEvent(id) { $0.transfer == .finished } != nil }
                 group.addTask { try? await Task.sleep(for: .seconds(30)); return false }
                 let first = await group.next() ?? false
                 group.cancelAll()
@@ -88,7 +88,7 @@ struct TransferHostTests {
             let pid = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
             ])
-            _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+            _ = await host.waitForEvent(id) { $0.transfer == .queued }
             kill(pid, SIGKILL)
             try await host.waitUntil(id, is: .notRunning)
             await returned(host, id, "didCompleteWithError(task 1, nil)")
@@ -119,10 +119,10 @@ struct TransferHostTests {
             let pid = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s:no-launch-events", "--on", "launch", "download:s:\(server.url("/file"))",
             ])
-            _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+            _ = await host.waitForEvent(id) { $0.transfer == .queued }
             kill(pid, SIGKILL)
             try await host.waitUntil(id, is: .notRunning)
-            let held = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("sessionSendsLaunchEvents is false") }
+            let held = await host.waitForEvent(id) { $0.transfer == .heldForNextLaunch }
             #expect(held != nil)
             #expect(try await host.supervisor.status(id).first?.state == .notRunning, "no background launch")
             #expect(await host.events(id).filter { $0.kind == .transition && $0.from == .notRunning }.count == 1, "launched once, by the test")
@@ -145,17 +145,17 @@ struct TransferHostTests {
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
             ])
-            _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+            _ = await host.waitForEvent(id) { $0.transfer == .queued }
             // The daemon may still be starting when the job is queued: wait until it is ready.
             let (ready, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
-            if !ready.contains(where: { $0.bundleIdentifier == nil && $0.cause.hasPrefix("transfer daemon ready") }) {
-                for await e in live where e.bundleIdentifier == nil && e.cause.hasPrefix("transfer daemon ready") { break }
+            if !ready.contains(where: { $0.transfer == .daemonReady }) {
+                for await e in live where e.transfer == .daemonReady { break }
             }
             let first = try #require(await host.supervisor.transferDaemonPID())
             kill(first, SIGKILL)
             var restarted = false
             for await e in live where e.bundleIdentifier == nil {
-                if e.cause.hasPrefix("transfer daemon ready") { restarted = true; break }
+                if e.transfer == .daemonReady { restarted = true; break }
             }
             await host.supervisor.unsubscribe(sub)
             #expect(restarted)
@@ -180,7 +180,7 @@ struct TransferHostTests {
                 _ = try await first.supervisor.launch(id, background: false, arguments: [
                     "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
                 ])
-                _ = await first.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+                _ = await first.waitForEvent(id) { $0.transfer == .queued }
                 return id
             }
 
@@ -211,9 +211,9 @@ struct TransferHostTests {
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
             ])
-            _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+            _ = await host.waitForEvent(id) { $0.transfer == .queued }
             try await host.supervisor.terminate(id)
-            let cancelled = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("transfer(s) cancelled") }
+            let cancelled = await host.waitForEvent(id) { $0.transfer == .cancelledByUser }
             #expect(cancelled != nil)
         }
         try await server.stop()
@@ -226,9 +226,9 @@ struct TransferHostTests {
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
             ])
-            _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("queued") }
+            _ = await host.waitForEvent(id) { $0.transfer == .queued }
             try await host.supervisor.uninstall(id)
-            let cancelled = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("uninstalled: 1 background transfer(s) cancelled") }
+            let cancelled = await host.waitForEvent(id) { $0.transfer == .cancelledByUninstall && $0.cause.contains("1 background transfer(s)") }
             #expect(cancelled != nil)
             let store = try Store(path: host.dir.path + "/apphost.sqlite")
             #expect(try store.transfers().isEmpty)
@@ -251,7 +251,7 @@ struct TransferHostTests {
                 _ = try await second.supervisor.launch(id, background: false, arguments: [
                     "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
                 ])
-                let waiting = await second.waitForEvent(id) { $0.kind == .service && $0.cause.contains("waiting: no network") }
+                let waiting = await second.waitForEvent(id) { $0.transfer == .waiting && $0.cause.contains("no network") }
                 #expect(waiting != nil)
                 #expect(server.requests("/file").isEmpty, "nothing was fetched without a network")
                 _ = try await second.supervisor.modeCommand(.deviceNetwork(.wifi))
@@ -276,7 +276,7 @@ struct TransferHostTests {
             await returned(host, id, "cancel(byProducingResumeData:) completion(task 1, data)")
             await returned(host, id, "didCompleteWithError(task 1, cancelled)")
             await returned(host, id, "didCompleteWithError(task 2, nil)")
-            let queued = await host.events(id).first { $0.kind == .service && $0.cause.contains("task 2 of s queued") }
+            let queued = await host.events(id).first { $0.transfer == .queued && $0.session == "s" && $0.transferTask == 2 }
             #expect(queued?.cause.contains("resuming at byte") == true, "\(queued?.cause ?? "no task 2")")
             let moved = try Data(contentsOf: URL(fileURLWithPath: container(host, id) + "/Documents/downloads/2"))
             #expect(moved == resource.bytes(in: 0..<(2 << 20)))
@@ -312,8 +312,8 @@ struct TransferDaemonIsolationTests {
     @Test func theDaemonHasNoListeningSocketAnAppCouldConnectTo() async throws {
         try await withHost(label: "txi") { host in
             let (past, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
-            if !past.contains(where: { $0.cause.hasPrefix("transfer daemon ready") }) {
-                for await e in live where e.cause.hasPrefix("transfer daemon ready") { break }
+            if !past.contains(where: { $0.transfer == .daemonReady }) {
+                for await e in live where e.transfer == .daemonReady { break }
             }
             await host.supervisor.unsubscribe(sub)
             let pid = try #require(await host.supervisor.transferDaemonPID())
