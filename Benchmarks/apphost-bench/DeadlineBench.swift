@@ -100,11 +100,11 @@ struct DeadlineBench {
         let stream = DistributionRow("[B] a new Task per deadline: Task.sleep, then AsyncStream yield → consumer task", taskStream,
                                      against: base, note: "the host's timer mechanism before it moved to NIO scheduleTask (Task.sleep, then run()), without the host")
         let nio = DistributionRow("[D] NIO scheduleTask(in:) on the host's event loop, then AsyncStream yield → consumer task", scheduled,
-                                  against: base, note: "the host's timer mechanism now (Supervisor.rearm, then run()), without the host")
+                                  against: base, note: "the host's timer mechanism until issue 15 (scheduleTask moved from the actor, then run()), without the host")
         let nano = DistributionRow("[C] clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) on a thread", thread,
-                                   against: base, note: "the kernel's timer alone, no Swift runtime")
+                                   against: base, note: "the kernel's timer alone, no Swift runtime; the host's DeadlineTimer is a timerfd its own thread waits on")
         let hostRow = DistributionRow("[H] host: heartbeat deadline → fired on the supervisor actor", host, against: base,
-                                      note: "Supervisor.takeDeadlineLateness(): hostNow() − deadline in fireDue()")
+                                      note: "DeadlineTimer (timerfd, its thread) → AsyncStream → run(); Supervisor.takeDeadlineLateness(): hostNow() − deadline in fireDue()")
         let hostVsNIO = DistributionRow("[H] host, against [D]", host, against: nio)
         let hostVsThread = DistributionRow("[H] host, against [C]", host, against: nano)
         report.rows = [base, stream, nano, nio, hostRow, hostVsNIO, hostVsThread]
