@@ -184,7 +184,7 @@ struct AppLauncher {
                     plan.settings, logPath: plan.logPath, group: group, autoRead: false,
                     writeBufferWaterMark: .init(low: bounds.unreadBytes / 2, high: bounds.unreadBytes),
                     makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds) },
-                    onEvent: { event in input.yield(.child(app: id, instance: instance, event)) },
+                    onEvent: { event in input.yield(.child(app: id, instance: instance, event, observed: .now)) },
                     spawned: { child in input.yield(.spawned(app: id, instance: instance, child: child)) })
                 input.yield(.connected(app: id, instance: instance, channel: channel))
                 do {

@@ -68,6 +68,12 @@ struct DeadlineScheduler {
         startDate.addingTimeInterval(Double(t.components.seconds) + Double(t.components.attoseconds) / 1e18)
     }
 
+    /// The date of a moment another thread observed on the real clock (the reaper's report
+    /// of a stop); on the virtual clock, now (nothing but an advance moves that time).
+    func date(observed instant: ContinuousClock.Instant) -> Date {
+        mode == .real ? date(at: realStart.duration(to: instant)) : date()
+    }
+
     /// Whether `key` is pending.
     func isPending(_ key: DeadlineKey) -> Bool { deadlines[key] != nil }
 

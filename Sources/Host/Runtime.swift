@@ -19,10 +19,12 @@ extension Supervisor {
         case disconnected(app: String, instance: UInt64)
         /// An exited app's socket did not reach EOF in time (a child of the app may hold it).
         case drainExpired(app: String, instance: UInt64)
-        case child(app: String, instance: UInt64, ChildEvent)
+        /// `observed`: when the reaper thread got the kernel's report (the time a stop or a
+        /// continue is recorded at, on the real clock).
+        case child(app: String, instance: UInt64, ChildEvent, observed: ContinuousClock.Instant)
         /// The verdict of the lock check started at a SIGSTOP: a lock outside the
         /// container (described), or nil.
-        case lockVerdict(app: String, instance: UInt64, String?)
+        case lockVerdict(app: String, instance: UInt64, String?, observed: ContinuousClock.Instant)
         /// The real-clock timer ran out: fire what is due.
         case deadlinesDue
         /// The transfer daemon is up (spawned and attached) / said something / exited.
@@ -120,8 +122,8 @@ extension Supervisor.Runtime {
 
 /// Where the lock check of a stop stands (see ``Supervisor/Runtime/lockCheck``).
 enum LockCheck: Equatable {
-    /// Running; whether the kernel has confirmed the stop meanwhile.
-    case pending(stopConfirmed: Bool)
-    /// Done before the kernel's report: a lock outside the container, or nil.
-    case done(String?)
+    /// Running; when the kernel confirmed the stop meanwhile (nil: not yet).
+    case pending(stopConfirmedAt: ContinuousClock.Instant?)
+    /// Done before the kernel's report: a lock outside the container, or nil, and when.
+    case done(String?, at: ContinuousClock.Instant)
 }

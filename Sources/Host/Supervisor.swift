@@ -30,6 +30,8 @@ public actor Supervisor {
     let deadlineTimer: DeadlineTimer?
     /// Inputs being handled (0 or 1) and whether a deadline moved in this step (see `apply`).
     var stepDepth = 0
+    /// While a kernel report is fed (`feedObserved`): when the reaper got it.
+    var observedTime: (app: String, date: Date)?
     var timerChanged = false
     /// Virtual clock: what an advance waits for between deadlines (see ``SettleTracker``).
     var settling = SettleTracker()
@@ -47,7 +49,7 @@ public actor Supervisor {
     /// Transition writes the database refused (counted on GRDB's queue).
     let databaseFailures = RecordingFailures()
     /// Child events that arrived before their `.spawned` (replayed after it).
-    var earlyChildEvents: [UInt64: [ChildEvent]] = [:]
+    var earlyChildEvents: [UInt64: [(event: ChildEvent, observed: ContinuousClock.Instant)]] = [:]
     var stateWaiters: [String: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
 
     /// The transfer daemon and the transfers the host mediates (TransferBroker.swift).
@@ -137,8 +139,8 @@ public actor Supervisor {
                 }
                 try? child.signal(SIGKILL)
             }
-            for event in early {
-                handle(.child(app: id, instance: instance, event))
+            for early in early {
+                handle(.child(app: id, instance: instance, early.event, observed: early.observed))
             }
 
         case .spawnFailed(let id, let instance, let error):
@@ -165,11 +167,11 @@ public actor Supervisor {
             events.append(.warning, app: id, pid: runtimes[id]?.pid, cause: "IPC protocol violation: \(reason)", time: now())
             feed(id, .protocolViolation(reason))
 
-        case .child(let id, let instance, let event):
+        case .child(let id, let instance, let event, let observed):
             guard runtimes[id]?.instance == instance else { return }
             guard runtimes[id]?.child != nil else {
                 // Reported by the reaper before the spawn call returned: keep for `.spawned`.
-                earlyChildEvents[instance, default: []].append(event)
+                earlyChildEvents[instance, default: []].append((event, observed))
                 return
             }
             switch event {
@@ -177,18 +179,18 @@ public actor Supervisor {
                 // Stopped, so alive: no OOM kill counted so far was of the app itself.
                 if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
                 switch runtimes[id]?.lockCheck {
-                case .pending(stopConfirmed: false)?:
-                    runtimes[id]?.lockCheck = .pending(stopConfirmed: true)  // the verdict completes it
-                case .done(let what)?:
+                case .pending(stopConfirmedAt: nil)?:
+                    runtimes[id]?.lockCheck = .pending(stopConfirmedAt: observed)  // the verdict completes it
+                case .done(let what, let at)?:
                     runtimes[id]?.lockCheck = nil
-                    feed(id, what.map { .lockHeldAtSuspension($0) } ?? .stopConfirmed)
+                    feedObserved(id, what.map { .lockHeldAtSuspension($0) } ?? .stopConfirmed, at: max(at, observed))
                 default:
-                    feed(id, .stopConfirmed)
+                    feedObserved(id, .stopConfirmed, at: observed)
                 }
             case .continued:
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
-                              fields: .init(signal: "SIGCONT", confirmed: true), time: now())
-                feed(id, .continueConfirmed)
+                              fields: .init(signal: "SIGCONT", confirmed: true), time: scheduler.date(observed: observed))
+                feedObserved(id, .continueConfirmed, at: observed)
             case .exited(let status):
                 // The app is gone: so is anything left in its cgroup (a child holding its end
                 // of the IPC socket would keep the connection open, too). Apps make no process
@@ -224,14 +226,14 @@ public actor Supervisor {
             runtimes[id]?.channel?.close(promise: nil)
             processExit(id, status)
 
-        case .lockVerdict(let id, let instance, let what):
+        case .lockVerdict(let id, let instance, let what, let observed):
             guard runtimes[id]?.instance == instance else { return }
             switch runtimes[id]?.lockCheck {
-            case .pending(stopConfirmed: true)?:
+            case .pending(stopConfirmedAt: let stopped?)?:
                 runtimes[id]?.lockCheck = nil
-                feed(id, what.map { .lockHeldAtSuspension($0) } ?? .stopConfirmed)
-            case .pending(stopConfirmed: false)?:
-                runtimes[id]?.lockCheck = .done(what)
+                feedObserved(id, what.map { .lockHeldAtSuspension($0) } ?? .stopConfirmed, at: max(stopped, observed))
+            case .pending(stopConfirmedAt: nil)?:
+                runtimes[id]?.lockCheck = .done(what, at: observed)
             default:
                 break  // continued (or killed) meanwhile: the check is moot
             }
@@ -366,6 +368,15 @@ public actor Supervisor {
         }
     }
 
+    /// Feeds the kernel's report of a stop or a continue: the transitions it makes are
+    /// recorded at the moment the reaper thread got the report (on the real clock), as a
+    /// raw `waitid` loop would time it, not when the actor came to handle it.
+    func feedObserved(_ id: String, _ event: Lifecycle.Event, at observed: ContinuousClock.Instant) {
+        observedTime = configuration.clock == .real ? (id, scheduler.date(observed: observed)) : nil
+        defer { observedTime = nil }
+        feed(id, event)
+    }
+
     func flushTransitions() {
         guard !pendingTransitions.isEmpty else { return }
         let logger = self.logger
@@ -414,16 +425,17 @@ public actor Supervisor {
             // parallel with the stop; the kernel's report and the verdict together make the
             // stop confirmed or the kill (see `.child(.stopped)` and `.lockVerdict`).
             if sig == .stop, let instance = runtimes[id]?.instance {
-                runtimes[id]?.lockCheck = .pending(stopConfirmed: false)
+                runtimes[id]?.lockCheck = .pending(stopConfirmedAt: nil)
                 let (container, pid, input) = (configuration.containersDirectory + "/" + id + "/", child.pid, self.input)
                 Task.detached {
-                    input.yield(.lockVerdict(app: id, instance: instance, ProcLocks.firstOutside(container, heldBy: pid)))
+                    let verdict = ProcLocks.firstOutside(container, heldBy: pid)
+                    input.yield(.lockVerdict(app: id, instance: instance, verdict, observed: .now))
                 }
             } else {
                 runtimes[id]?.lockCheck = nil
             }
         case .transition(let from, let to, let cause):
-            let time = now()
+            let time = observedTime.flatMap { $0.app == id ? $0.date : nil } ?? now()
             lastStateChange[id] = time
             runtimes[id]?.since = time
             runtimes[id]?.history.append(StateRecord(state: to, time: time, cause: cause))
