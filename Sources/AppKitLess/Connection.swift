@@ -220,34 +220,62 @@ final class Connection: Sendable {
     /// callbacks to `deliver` in arrival order. Returns why it stopped.
     func readLoop(deliver: (_ seq: UInt64, _ callback: LifecycleCallback, _ state: AppState) -> Void) -> ConnectionError {
         let failure: ConnectionError
-        loop: while true {
+        while true {
             let message: HostMessage
-            do { message = try receive() } catch { failure = error; break loop }
-            switch message {
-            case .callback(let seq, let callback, let state):
-                deliver(seq, callback, state)
-            case .reply(let id, let reply):
-                if !resolve(id: id, with: reply) {
-                    failure = .unexpected("reply to request \(id), which is not waiting")
-                    break loop
-                }
-            case .rejected(let reason):
-                failure = .rejected(reason: reason)
-                break loop
-            case .welcome:
-                failure = .unexpected("a second welcome")
-                break loop
-            }
+            do { message = try receive() } catch { failure = error; break }
+            if let error = dispatch(message, deliver: deliver) { failure = error; break }
         }
         failRequests(with: failure)
         return failure
     }
 
+    /// One message from the host: a callback to `deliver`, a reply to its waiter; nil, or
+    /// why the connection cannot go on.
+    private func dispatch(_ message: HostMessage,
+                          deliver: (_ seq: UInt64, _ callback: LifecycleCallback, _ state: AppState) -> Void) -> ConnectionError? {
+        switch message {
+        case .callback(let seq, let callback, let state):
+            deliver(seq, callback, state)
+            return nil
+        case .reply(let id, let reply):
+            return resolve(id: id, with: reply) ? nil : .unexpected("reply to request \(id), which is not waiting")
+        case .rejected(let reason):
+            return .rejected(reason: reason)
+        case .welcome:
+            return .unexpected("a second welcome")
+        }
+    }
+
+    /// The whole frames already read (with the welcome, the host's first callback often
+    /// comes in the same read), decoded, without reading the socket.
+    private func takeBuffered() throws(ConnectionError) -> [HostMessage] {
+        try decoder.withLock { decoder throws(ConnectionError) -> [HostMessage] in
+            var messages: [HostMessage] = []
+            while true {
+                let payload: [UInt8]?
+                do throws(FrameError) { payload = try decoder.next() } catch { throw .frame(error) }
+                guard let payload else { return messages }
+                do throws(FrameError) { messages.append(try Frame.decode(HostMessage.self, from: payload)) } catch { throw .frame(error) }
+            }
+        }
+    }
+
     /// Starts the reader thread: runs ``readLoop(deliver:)``, then `onFailure` once.
+    /// Messages that came with the welcome are handed on first, on the calling thread, so
+    /// the first callback (didFinishLaunching) does not wait for the thread to start.
     func startReader(
         deliver: @escaping @Sendable (_ seq: UInt64, _ callback: LifecycleCallback, _ state: AppState) -> Void,
         onFailure: @escaping @Sendable (ConnectionError) -> Void
     ) {
+        do throws(ConnectionError) {
+            for message in try takeBuffered() {
+                if let error = dispatch(message, deliver: deliver) { throw error }
+            }
+        } catch {
+            failRequests(with: error)
+            onFailure(error)
+            return
+        }
         let thread = Thread { [self] in
             onFailure(readLoop(deliver: deliver))
         }
