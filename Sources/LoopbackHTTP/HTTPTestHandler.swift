@@ -38,6 +38,8 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var bytesPerSecond: Int?
         var keepAlive: Bool
         var paused = false
+        /// `.holdAfter`: where the body waits for the server's `release`.
+        var holdAt: Int64?
     }
     private var stream: BodyStream?
     /// In `pump`'s write loop. A write flushes, and a flush can report the channel
@@ -216,7 +218,10 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
         var stop = range.upperBound
         var drop = false
         var bps: Int?
+        var holdAt: Int64?
         switch fault {
+        case .holdAfter(let n):
+            holdAt = range.lowerBound + max(0, n)
         case .dropAfter(let n):
             if range.lowerBound + max(0, n) < stop {
                 stop = range.lowerBound + max(0, n)
@@ -228,7 +233,7 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
             break
         }
         stream = BodyStream(resource: entry.resource, path: path, record: record, next: range.lowerBound,
-                            stop: stop, drop: drop, bytesPerSecond: bps, keepAlive: keepAlive)
+                            stop: stop, drop: drop, bytesPerSecond: bps, keepAlive: keepAlive, holdAt: holdAt)
         streamingFor = h.headers.first(name: "host") ?? ""
         state.streamingBegan(host: streamingFor!)
         context.flush()
@@ -241,11 +246,37 @@ final class HTTPTestHandler: ChannelInboundHandler, RemovableChannelHandler {
         pumping = true
         var lastWrite: EventLoopFuture<Void>?
         while s.next < s.stop, context.channel.isWritable {
+            if let hold = s.holdAt, s.next >= hold {
+                let loop = context.eventLoop
+                let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
+                let resume: @Sendable () -> Void = {
+                    loop.execute {
+                        let (handler, context) = bound.value
+                        guard var cur = handler.stream else { return }
+                        cur.paused = false
+                        handler.stream = cur
+                        handler.pump(context: context)
+                    }
+                }
+                s.holdAt = nil
+                if !state.mayContinue(s.path, orWait: resume) {
+                    pumping = false
+                    s.paused = true
+                    stream = s
+                    return
+                }
+            }
             var n = min(Self.chunkSize, s.stop - s.next)
+            if let hold = s.holdAt, hold > s.next { n = min(n, hold - s.next) }
             if let bps = s.bytesPerSecond { n = min(n, Int64(max(1, bps / 10))) }
             var buf = context.channel.allocator.buffer(capacity: Int(n))
             s.resource.write(s.next..<(s.next + n), into: &buf)
             s.next += n
+            // The body's last bytes: no longer counted as streaming before they go out. The
+            // client may have them, finish and start its next request on another event loop
+            // before this thread runs again (under load), and the concurrency figures would
+            // count this response and that one together.
+            if s.next >= s.stop { endStreaming() }
             let write = context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buf))))
             let state = self.state, path = s.path, record = s.record, count = n
             write.whenSuccess { state.addSent(path: path, record: record, bytes: count) }

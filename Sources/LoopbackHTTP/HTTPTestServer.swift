@@ -144,6 +144,15 @@ public final class HTTPTestServer: Sendable {
         state.lock.withLock { state.faults[ServerState.normalize(path), default: []].append(contentsOf: faults) }
     }
 
+    /// Lets every body held by `.holdAfter` on `path` go on (and any later one pass).
+    public func release(_ path: String) {
+        let waiters = state.lock.withLock { () -> [@Sendable () -> Void] in
+            state.released.insert(ServerState.normalize(path))
+            return state.holdWaiters.removeValue(forKey: ServerState.normalize(path)) ?? []
+        }
+        for resume in waiters { resume() }
+    }
+
     /// Faults still queued for `path`.
     public func pendingFaults(_ path: String) -> [Fault] {
         state.lock.withLock { state.faults[ServerState.normalize(path)] ?? [] }
@@ -221,6 +230,18 @@ final class ServerState: @unchecked Sendable {
     var peakStreaming: [String: Int] = [:]
     var streamingTotal = 0
     var peakStreamingTotal = 0
+    /// Paths released by `release(_:)`, and the held bodies waiting for it.
+    var released: Set<String> = []
+    var holdWaiters: [String: [@Sendable () -> Void]] = [:]
+
+    /// Whether a body held on `path` may go on; if not, `resume` is kept for `release`.
+    func mayContinue(_ path: String, orWait resume: @escaping @Sendable () -> Void) -> Bool {
+        lock.withLock {
+            if released.contains(path) { return true }
+            holdWaiters[path, default: []].append(resume)
+            return false
+        }
+    }
 
     func streamingBegan(host: String) {
         lock.withLock {

@@ -161,6 +161,9 @@ public enum Fault: Sendable, Equatable {
     case slow(bytesPerSecond: Int)
     /// No fault: answer normally (useful to skip a request in a sequence).
     case none
+    /// Send this many body bytes, then hold the rest until ``HTTPTestServer/release(_:)``
+    /// is called for the path: a download that is certainly in progress while a test looks.
+    case holdAfter(bytes: Int64)
 }
 
 /// One request the server answered, as recorded in its log.

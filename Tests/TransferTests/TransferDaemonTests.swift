@@ -50,13 +50,16 @@ struct TransferDaemonTests {
             #expect(unfinished == 0)
             let resource = Resource.generated(size: 8 << 20, seed: 1)
             server.serve("/file", resource: resource)
-            server.inject("/file", [.slow(bytesPerSecond: 4 << 20)])
+            // Held after 1 MiB until released: the download is in progress while the test
+            // looks, however slowly this machine runs (no timing involved).
+            server.inject("/file", [.holdAfter(bytes: 1 << 20)])
             let dest = dir.path + "/file.bin"
             try daemon.send(.enqueue(job(1, url: server.url("/file"), destination: dest)))
             try await daemon.next("accepted", where: isAccepted(1))
             try await daemon.next("progress") { if case .progress(1, _, _) = $0 { return true }; return false }
             #expect(!FileManager.default.fileExists(atPath: dest))
             #expect(FileManager.default.fileExists(atPath: dest + ".part"))
+            server.release("/file")
             let fin = try await daemon.next("finished", where: isFinished(1))
             #expect(finishedOutcome(fin) == .completed(status: 200, bytes: 8 << 20))
             #expect(!FileManager.default.fileExists(atPath: dest + ".part"))
