@@ -160,20 +160,7 @@ final class Connection: Sendable {
     /// Sends `request` and blocks until the reader thread delivers its reply.
     /// Safe on any thread, including the main queue during a delegate callback.
     func request(_ request: AppRequest) throws(ConnectionError) -> HostReply {
-        let waiter = ReplyWaiter()
-        let id = try requests.withLock { table throws(ConnectionError) -> UInt64 in
-            if let failure = table.failure { throw failure }
-            table.lastID += 1
-            table.waiters[table.lastID] = waiter
-            return table.lastID
-        }
-        do {
-            try send(.request(id: id, request: request))
-        } catch {
-            _ = requests.withLock { $0.waiters.removeValue(forKey: id) }
-            throw error
-        }
-        return try waiter.wait()
+        try send(request, waiter: ReplyWaiter()).wait()
     }
 
     /// Sends `request` without waiting: the reply is taken later with
@@ -181,7 +168,11 @@ final class Connection: Sendable {
     /// connection's failure) has arrived. Requests pipelined this way are answered in
     /// the order the host takes them, like every other.
     func startRequest(_ request: AppRequest, onReply: @escaping @Sendable () -> Void) throws(ConnectionError) -> PendingReply {
-        let waiter = ReplyWaiter(onReply: onReply)
+        try send(request, waiter: ReplyWaiter(onReply: onReply))
+    }
+
+    /// Registers `waiter` under the next request id and sends `request` with it.
+    private func send(_ request: AppRequest, waiter: ReplyWaiter) throws(ConnectionError) -> PendingReply {
         let id = try requests.withLock { table throws(ConnectionError) -> UInt64 in
             if let failure = table.failure { throw failure }
             table.lastID += 1
