@@ -359,6 +359,13 @@ public struct Lifecycle: Sendable, Equatable {
                 reason: "held a file lock outside its container while being suspended: \(what)", tasks: heldTasks())
             terminating = .system
             fx.append(kill("file lock held at suspension"))
+        case (.suspended, .lockHeldAtSuspension(let what)) where terminating == nil:
+            // Found once the stop was confirmed: iOS's "was suspended with locked files".
+            pendingRecord = TerminationRecord(
+                namespace: "RUNNINGBOARD", code: .deadlock,
+                reason: "held a file lock outside its container while being suspended: \(what)", tasks: heldTasks())
+            terminating = .system
+            fx.append(kill("file lock held at suspension"))
         case (_, .lockHeldAtSuspension):
             break
 

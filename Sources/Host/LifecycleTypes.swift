@@ -41,7 +41,7 @@ extension Lifecycle {
         case terminate(TerminationCause)
         /// A timer started by ``Effect/startTimer(_:after:)`` ran out.
         case timerFired(Timer)
-        /// About to be suspended while holding a file lock outside its container.
+        /// Suspended (or about to be) while holding a file lock outside its container.
         case lockHeldAtSuspension(String)
         /// The app broke the IPC protocol (garbage, oversized frame, bad handshake).
         case protocolViolation(String)

@@ -74,9 +74,8 @@ extension Supervisor {
         var oomKillsAtHostKill: Int?
         /// The memory limit it runs under (for its report).
         var memoryLimit: UInt64?
-        /// The check for file locks outside its container that runs off the actor once
-        /// SIGSTOP is sent; the stop is confirmed (or turned into the 0xdead10cc kill) once
-        /// both the kernel's report and the verdict are in.
+        /// The check for file locks outside its container, which runs off the actor once
+        /// the kernel has confirmed a stop; a lock found kills the suspended app (0xdead10cc).
         var lockCheck: LockCheck?
         /// The bound on waiting for its socket's EOF after its exit (see `.drainExpired`).
         var drainTimer: Scheduled<Void>?
@@ -122,8 +121,8 @@ extension Supervisor.Runtime {
 
 /// Where the lock check of a stop stands (see ``Supervisor/Runtime/lockCheck``).
 enum LockCheck: Equatable {
-    /// Running; when the kernel confirmed the stop meanwhile (nil: not yet).
-    case pending(stopConfirmedAt: ContinuousClock.Instant?)
-    /// Done before the kernel's report: a lock outside the container, or nil, and when.
-    case done(String?, at: ContinuousClock.Instant)
+    /// SIGSTOP is sent; the kernel has not confirmed the stop yet.
+    case awaitingStop
+    /// The stop is confirmed (the app is suspended) and /proc/locks is being read.
+    case checking
 }

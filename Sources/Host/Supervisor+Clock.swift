@@ -150,14 +150,14 @@ extension Supervisor {
 
     /// The runtimes as the settle rules see them.
     var settleViews: some Sequence<SettleTracker.AppView> {
-        // Stops to be confirmed and killed apps to be reaped are waited for, so that after
+        // Stops to be confirmed (and their lock checks) and killed apps to be reaped are waited for, so that after
         // `advance` the states a test reads are the final ones; and apps being launched
         // (for an event, during the advance), so what their launch brings runs at this
         // virtual time.
         runtimes.values.lazy.map { rt in
             SettleTracker.AppView(
                 instance: rt.instance,
-                awaitsKernel: rt.machine.stopPending || rt.pendingExit != nil
+                awaitsKernel: rt.machine.stopPending || rt.lockCheck != nil || rt.pendingExit != nil
                     || (rt.machine.killSent && rt.machine.isRunning && rt.child != nil),
                 launching: rt.machine.isRunning && !rt.machine.launched && rt.machine.terminating == nil)
         }

@@ -178,15 +178,8 @@ public actor Supervisor {
             case .stopped:
                 // Stopped, so alive: no OOM kill counted so far was of the app itself.
                 if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
-                switch runtimes[id]?.lockCheck {
-                case .pending(stopConfirmedAt: nil)?:
-                    runtimes[id]?.lockCheck = .pending(stopConfirmedAt: observed)  // the verdict completes it
-                case .done(let what, let at)?:
-                    runtimes[id]?.lockCheck = nil
-                    feedObserved(id, what.map { .lockHeldAtSuspension($0) } ?? .stopConfirmed, at: max(at, observed))
-                default:
-                    feedObserved(id, .stopConfirmed, at: observed)
-                }
+                feedObserved(id, .stopConfirmed, at: observed)
+                if runtimes[id]?.lockCheck == .awaitingStop { startLockCheck(id) }
             case .continued:
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
                               fields: .init(signal: "SIGCONT", confirmed: true), time: scheduler.date(observed: observed))
@@ -227,16 +220,10 @@ public actor Supervisor {
             processExit(id, status)
 
         case .lockVerdict(let id, let instance, let what, let observed):
-            guard runtimes[id]?.instance == instance else { return }
-            switch runtimes[id]?.lockCheck {
-            case .pending(stopConfirmedAt: let stopped?)?:
-                runtimes[id]?.lockCheck = nil
-                feedObserved(id, what.map { .lockHeldAtSuspension($0) } ?? .stopConfirmed, at: max(stopped, observed))
-            case .pending(stopConfirmedAt: nil)?:
-                runtimes[id]?.lockCheck = .done(what, at: observed)
-            default:
-                break  // continued (or killed) meanwhile: the check is moot
-            }
+            guard runtimes[id]?.instance == instance, runtimes[id]?.lockCheck == .checking else { return }
+            // Nil when the app was resumed (or killed) meanwhile: the check is moot.
+            runtimes[id]?.lockCheck = nil
+            if let what { feedObserved(id, .lockHeldAtSuspension(what), at: observed) }
 
         case .deadlinesDue:
             fireDue()
@@ -371,6 +358,22 @@ public actor Supervisor {
     /// Feeds the kernel's report of a stop or a continue: the transitions it makes are
     /// recorded at the moment the reaper thread got the report (on the real clock), as a
     /// raw `waitid` loop would time it, not when the actor came to handle it.
+    /// Reads /proc/locks for a stopped app off the actor (it takes the kernel's file-lock
+    /// rwsem for writing: tens of µs here) and reports with `.lockVerdict`. The stop is
+    /// already confirmed: a lock found outside the container kills the suspended app with
+    /// 0xdead10cc, as iOS does with an app "suspended with locked files". Settling waits for
+    /// the verdict (see ``settleViews``), so on the virtual clock the kill comes at the time
+    /// of the stop.
+    func startLockCheck(_ id: String) {
+        guard let instance = runtimes[id]?.instance, let pid = runtimes[id]?.child?.pid else { return }
+        runtimes[id]?.lockCheck = .checking
+        let (container, input) = (configuration.containersDirectory + "/" + id + "/", self.input)
+        Task.detached {
+            let verdict = ProcLocks.firstOutside(container, heldBy: pid)
+            input.yield(.lockVerdict(app: id, instance: instance, verdict, observed: .now))
+        }
+    }
+
     func feedObserved(_ id: String, _ event: Lifecycle.Event, at observed: ContinuousClock.Instant) {
         observedTime = configuration.clock == .real ? (id, scheduler.date(observed: observed)) : nil
         defer { observedTime = nil }
@@ -420,20 +423,9 @@ public actor Supervisor {
                               cause: "\(sig.rawValue) also to the app's other processes: \(others.map(String.init).joined(separator: ", "))", time: now())
             }
             // iOS kills an app suspended with a shared file lock (0xdead10cc) rather than let
-            // it deadlock the others. Checked once SIGSTOP is on its way, off the actor (reading
-            // /proc/locks takes the kernel's file-lock rwsem for writing: tens of µs here), in
-            // parallel with the stop; the kernel's report and the verdict together make the
-            // stop confirmed or the kill (see `.child(.stopped)` and `.lockVerdict`).
-            if sig == .stop, let instance = runtimes[id]?.instance {
-                runtimes[id]?.lockCheck = .pending(stopConfirmedAt: nil)
-                let (container, pid, input) = (configuration.containersDirectory + "/" + id + "/", child.pid, self.input)
-                Task.detached {
-                    let verdict = ProcLocks.firstOutside(container, heldBy: pid)
-                    input.yield(.lockVerdict(app: id, instance: instance, verdict, observed: .now))
-                }
-            } else {
-                runtimes[id]?.lockCheck = nil
-            }
+            // it deadlock the others: checked once the kernel has confirmed the stop (see
+            // `.child(.stopped)` and `startLockCheck`), when the app can take no more locks.
+            runtimes[id]?.lockCheck = sig == .stop ? .awaitingStop : nil
         case .transition(let from, let to, let cause):
             let time = observedTime.flatMap { $0.app == id ? $0.date : nil } ?? now()
             lastStateChange[id] = time

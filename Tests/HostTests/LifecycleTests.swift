@@ -308,5 +308,19 @@ struct LifecycleTests: LifecycleFixtures {
         #expect(acts(fx).count == 1)
         #expect(m.pendingRecord?.code == .deadlock)
     }
+
+    @Test func lockFoundAfterTheStopKillsTheSuspendedAppWithDead10cc() {
+        var m = activeMachine()
+        _ = m.handle(.home)
+        _ = m.handle(.callbackReturned(.willResignActive))
+        _ = m.handle(.callbackReturned(.didEnterBackground))
+        _ = m.handle(.stopConfirmed)
+        #expect(m.state == .suspended)
+        let fx = m.handle(.lockHeldAtSuspension("POSIX write lock on /shared/db"))
+        #expect(fx.contains(.signal(.kill, reason: "file lock held at suspension")))
+        #expect(m.pendingRecord?.code == .deadlock)
+        #expect(m.pendingRecord?.reason.contains("/shared/db") == true)
+        #expect(m.handle(.lockHeldAtSuspension("again")).isEmpty, "one kill")
+    }
 }
 
