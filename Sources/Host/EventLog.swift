@@ -81,6 +81,11 @@ final class EventLog {
     private var subscribers: [UInt64: (filter: String?, continuation: AsyncStream<HostEvent>.Continuation)] = [:]
     private var nextSubscriber: UInt64 = 0
     private let encoder = WireJSON.encoder()
+    /// Open batches (see ``beginBatch()``): while above 0, lines wait in `held`.
+    private var batchDepth = 0
+    /// Lines encoded in the open batch, and their events (numbered, not yet handed out).
+    private var held: [UInt8] = []
+    private var heldEvents: [HostEvent] = []
 
     /// Opens (or creates) the log at `path`, repairing a cut last line.
     init(path: String, limits: EventLogLimits = EventLogLimits(), logger: Logger) throws(EventLogError) {
@@ -145,29 +150,78 @@ final class EventLog {
             // After the host stopped: nothing is written after hostStopped.
             return .failure(EventLogError(path: path, operation: "write to (closed)", code: EBADF))
         }
+        guard let data = try? encoder.encode(event) else {
+            return .failure(failed(EventLogError(path: path, operation: "encode an event for", code: EINVAL), count: 1))
+        }
+        if batchDepth > 0 {
+            held += data
+            held.append(0x0a)
+            heldEvents.append(event)
+            lastSeq += 1
+            return .success(event)
+        }
         do throws(EventLogError) {
-            guard let data = try? encoder.encode(event) else {
-                throw EventLogError(path: path, operation: "encode an event for", code: EINVAL)
-            }
             try write(Array(data) + [0x0a])
         } catch {
-            failures += 1
-            lastError = error
-            if failingSince == nil {
-                failingSince = failures
-                logger.error("event log: \(error); events are not recorded until this is fixed")
-            }
-            return .failure(error)
+            return .failure(failed(error, count: 1))
         }
+        lastSeq += 1
+        written([event])
+        return .success(event)
+    }
+
+    /// Holds appended lines until the matching ``endBatch()`` (batches nest): the host
+    /// opens one around each step, so a step's events cost one `write(2)`, after the
+    /// step's signals rather than before them. Events are numbered at once and handed to
+    /// subscribers once written; if the batch cannot be written whole, none of it is
+    /// written, numbered or handed out (as for a single line).
+    func beginBatch() {
+        batchDepth += 1
+    }
+
+    /// Closes a batch; the outermost one writes what it held.
+    func endBatch() {
+        batchDepth -= 1
+        guard batchDepth <= 0 else { return }
+        batchDepth = 0
+        flushHeld()
+    }
+
+    private func flushHeld() {
+        guard !heldEvents.isEmpty else { return }
+        let (lines, batch) = (held, heldEvents)
+        held.removeAll(keepingCapacity: true)
+        heldEvents.removeAll(keepingCapacity: true)
+        do throws(EventLogError) {
+            try write(lines)
+        } catch {
+            lastSeq -= UInt64(batch.count)
+            _ = failed(error, count: batch.count)
+            return
+        }
+        written(batch)
+    }
+
+    private func failed(_ error: EventLogError, count: Int) -> EventLogError {
+        failures += UInt64(count)
+        lastError = error
+        if failingSince == nil {
+            failingSince = failures
+            logger.error("event log: \(error); events are not recorded until this is fixed")
+        }
+        return error
+    }
+
+    private func written(_ batch: [HostEvent]) {
         if let since = failingSince {
             logger.notice("event log: writing again after \(failures - since + 1) event(s) could not be written")
             failingSince = nil
         }
-        lastSeq += 1
-        for (_, sub) in subscribers where sub.filter == nil || sub.filter == app {
-            sub.continuation.yield(event)
+        for event in batch {
+            for (_, sub) in subscribers where sub.filter == nil || sub.filter == event.bundleIdentifier {
+                sub.continuation.yield(event)
+            }
         }
-        return .success(event)
     }
 
     /// Writes one line whole or not at all, rotating first if it would pass the limit.
@@ -248,6 +302,8 @@ final class EventLog {
 
     /// Ends every subscription and closes the file.
     func close() {
+        flushHeld()
+        batchDepth = 0
         closed = true
         for (_, sub) in subscribers { sub.continuation.finish() }
         subscribers.removeAll()

@@ -15,9 +15,11 @@ extension Supervisor {
         startTransferDaemon()
         for await item in inputs {
             stepDepth += 1
+            events.beginBatch()
             handle(item)
             stepDepth -= 1
             armTimerIfChanged()
+            events.endBatch()
             if settleWaiter != nil { checkSettled() }
         }
     }

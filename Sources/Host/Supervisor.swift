@@ -322,6 +322,7 @@ public actor Supervisor {
     /// Feeds one event to an app's machine and performs the effects.
     func feed(_ id: String, _ event: Lifecycle.Event) {
         feedDepth += 1
+        events.beginBatch()
         defer {
             feedDepth -= 1
             flushTransitions()
@@ -331,6 +332,7 @@ public actor Supervisor {
                 pendingModeEffects.removeAll()
                 performMode(effects)
             }
+            events.endBatch()
         }
         // In place: a copy of the runtime would make the machine's tables copy themselves.
         let now = hostNow()

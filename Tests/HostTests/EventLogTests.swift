@@ -224,6 +224,42 @@ func eventLines(_ path: String) throws -> [HostEvent] {
         log.close()
     }
 
+    @Test func aBatchIsWrittenAndHandedOutWhenItsOutermostEndComes() async throws {
+        let dir = try TempDir("evbatch")
+        defer { dir.remove() }
+        let path = dir.path + "/events.jsonl"
+        let log = try EventLog(path: path, logger: logger)
+        _ = try log.append(.service, cause: "before", time: t0).get()
+        let (_, live, sub) = log.subscribe(filter: nil)
+        log.beginBatch()
+        log.beginBatch()
+        let first = try log.append(.service, app: "com.a", cause: "one", time: t0).get()
+        log.endBatch()
+        let second = try log.append(.service, app: "com.b", cause: "two", time: t0).get()
+        #expect([first.seq, second.seq] == [2, 3], "numbered at once")
+        #expect(try eventLines(path).map(\.cause) == ["before"], "held until the outermost end")
+        log.endBatch()
+        #expect(try eventLines(path).map(\.cause) == ["before", "one", "two"])
+        _ = try log.append(.service, cause: "after", time: t0).get()
+        #expect(try eventLines(path).map(\.seq) == [1, 2, 3, 4], "and unbatched lines go at once again")
+        log.unsubscribe(sub)
+        var seen: [String] = []
+        for await e in live { seen.append(e.cause) }
+        #expect(seen == ["one", "two", "after"])
+        log.close()
+    }
+
+    @Test func closingWritesAnOpenBatch() throws {
+        let dir = try TempDir("evbatchclose")
+        defer { dir.remove() }
+        let path = dir.path + "/events.jsonl"
+        let log = try EventLog(path: path, logger: logger)
+        log.beginBatch()
+        _ = try log.append(.hostStopped, cause: "host stopped", time: t0).get()
+        log.close()
+        #expect(try eventLines(path).map(\.kind) == [.hostStopped])
+    }
+
     @Test func aLineOverTheReadLimitIsSkippedNotHeld() throws {
         let dir = try TempDir("evbig")
         defer { dir.remove() }
@@ -289,6 +325,14 @@ func eventLines(_ path: String) throws -> [HostEvent] {
         let written = try eventLines(path)
         #expect(written.map(\.seq) == Array(1...UInt64(written.count)), "whole lines only, no gap")
         #expect(log.lastSeq == UInt64(written.count), "a failed event takes no number")
+
+        // A batch that cannot be written whole leaves nothing and takes no numbers.
+        log.beginBatch()
+        for i in 1...20 { _ = log.append(.service, cause: "batched \(i) " + String(repeating: "y", count: 300), time: t0) }
+        log.endBatch()
+        #expect(try eventLines(path) == written, "no line of the failed batch")
+        #expect(log.lastSeq == UInt64(written.count))
+        #expect(log.failures == 21)
 
         fs.free()
         let after = try log.append(.service, cause: "space again", time: t0).get()
