@@ -155,18 +155,33 @@ struct AppLauncher {
     /// Starts a planned launch: the container and App Group folders (owned by the app's
     /// uid), the spawn, the connection. Says each step on `input`: `.spawned` as soon as
     /// the child runs, `.connected` once its socket is attached (nothing is read before),
-    /// or `.spawnFailed` / `.violation`.
+    /// or `.spawnFailed` / `.violation`. Runs on the caller (the supervisor): the folders
+    /// are a few `mkdir`s that exist already after the first launch, and the spawn itself
+    /// is handed to the reaper thread, so the launch's critical path is one thread wake.
+    /// Only a container an earlier host left with another owner (its whole tree to
+    /// re-own, as large as the app made it) is done off the caller first.
     static func start(_ plan: Plan, app id: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation,
-                      group: any EventLoopGroup, containers: String, groupsDirectory: String, bounds: AppBounds) async {
+                      group: any EventLoopGroup, containers: String, groupsDirectory: String, bounds: AppBounds) {
+        if let identity = plan.identity {
+            var st = stat()
+            if lstat(plan.container, &st) == 0, st.st_uid != identity.uid {
+                Task.detached {
+                    // Made by an earlier host (as root, or for another uid): all of it becomes the app's.
+                    AppOwnership.ownTree(plan.container, identity: identity)
+                    startOwned(plan, app: id, instance: instance, input: input, group: group,
+                               containers: containers, groupsDirectory: groupsDirectory, bounds: bounds)
+                }
+                return
+            }
+        }
+        startOwned(plan, app: id, instance: instance, input: input, group: group,
+                   containers: containers, groupsDirectory: groupsDirectory, bounds: bounds)
+    }
+
+    private static func startOwned(_ plan: Plan, app id: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation,
+                                   group: any EventLoopGroup, containers: String, groupsDirectory: String, bounds: AppBounds) {
         let container = plan.container
         do {
-            if let identity = plan.identity {
-                var st = stat()
-                if lstat(container, &st) == 0, st.st_uid != identity.uid {
-                    // Made by an earlier host (as root, or for another uid): all of it becomes the app's.
-                    AppOwnership.ownTree(container, identity: identity)
-                }
-            }
             try AppOwnership.makeDirectory(container, below: containers, identity: plan.identity, mode: 0o700)
             for sub in ["Documents", "Library", "tmp"] {
                 try AppOwnership.makeDirectory(container + "/" + sub, below: container, identity: plan.identity, mode: 0o700)
@@ -176,29 +191,32 @@ struct AppLauncher {
                 try AppOwnership.makeDirectory(group.path, below: groupsDirectory, identity: owner,
                                                mode: owner == nil ? 0o700 : 0o2770)
             }
-            do throws(ChildLauncher.Failure) {
-                // Events go straight to the input stream (one hop); any that beat
-                // `.spawned` there are held by the supervisor until it arrives. Nothing
-                // is read before `.connected` is in the stream.
-                let (_, channel) = try await ChildLauncher.launch(
-                    plan.settings, logPath: plan.logPath, group: group, autoRead: false,
-                    writeBufferWaterMark: .init(low: bounds.unreadBytes / 2, high: bounds.unreadBytes),
-                    makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds) },
-                    onEvent: { event in input.yield(.child(app: id, instance: instance, event, observed: .now)) },
-                    spawned: { child in input.yield(.spawned(app: id, instance: instance, child: child)) })
-                input.yield(.connected(app: id, instance: instance, channel: channel))
-                do {
-                    try await channel.setOption(.autoRead, value: true).get()
-                } catch {
-                    input.yield(.violation(app: id, instance: instance, "could not read the IPC socket: \(error)"))
-                }
-            } catch .attach(_, let error) {
-                input.yield(.violation(app: id, instance: instance, "could not attach the IPC socket: \(error)"))
-            } catch .spawn(let error) {
-                throw error
-            }
         } catch {
             input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
+            return
+        }
+        // Events go straight to the input stream (one hop); any that beat `.spawned` there
+        // are held by the supervisor until it arrives. Nothing is read before `.connected`
+        // is in the stream.
+        ChildLauncher.start(
+            plan.settings, logPath: plan.logPath, group: group, autoRead: false,
+            writeBufferWaterMark: .init(low: bounds.unreadBytes / 2, high: bounds.unreadBytes),
+            makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds) },
+            onEvent: { event in input.yield(.child(app: id, instance: instance, event, observed: .now)) },
+            spawned: { child in input.yield(.spawned(app: id, instance: instance, child: child)) },
+            duplicateForWriting: true
+        ) { result in
+            switch result {
+            case .success(let (_, channel, writeDescriptor)):
+                input.yield(.connected(app: id, instance: instance, channel: channel, writeDescriptor: writeDescriptor))
+                channel.setOption(.autoRead, value: true).whenFailure { error in
+                    input.yield(.violation(app: id, instance: instance, "could not read the IPC socket: \(error)"))
+                }
+            case .failure(.attach(_, let error)):
+                input.yield(.violation(app: id, instance: instance, "could not attach the IPC socket: \(error)"))
+            case .failure(.spawn(let error)):
+                input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
+            }
         }
     }
 }
@@ -226,11 +244,8 @@ extension Supervisor {
         runtimes[id]?.oomKillsBefore = plan.cgroup?.oomKills ?? 0
         runtimes[id]?.oomKillsAtHostKill = nil
         runtimes[id]?.memoryLimit = plan.memoryLimit
-        let (input, group, config) = (self.input, self.group, configuration)
-        Task {
-            await AppLauncher.start(plan, app: id, instance: instance, input: input, group: group,
-                                    containers: config.containersDirectory, groupsDirectory: config.groupsDirectory,
-                                    bounds: config.bounds)
-        }
+        AppLauncher.start(plan, app: id, instance: instance, input: input, group: group,
+                          containers: configuration.containersDirectory, groupsDirectory: configuration.groupsDirectory,
+                          bounds: configuration.bounds)
     }
 }

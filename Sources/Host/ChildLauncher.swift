@@ -3,6 +3,10 @@ import NIOCore
 import NIOPosix
 import SystemPackage
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Starts one child the host talks to over a socketpair, for apps and `apphost-transferd`
 /// alike: a socketpair (the child's end as descriptor 3), its stdout and stderr appended
 /// to a log file (0600), the spawn through ``ProcessReaper``, then the host's end attached
@@ -33,58 +37,88 @@ enum ChildLauncher {
         writeBufferWaterMark: ChannelOptions.Types.WriteBufferWaterMark? = nil,
         makeHandler: @escaping @Sendable () -> any ChannelHandler,
         onEvent: @escaping @Sendable (ChildEvent) -> Void,
-        spawned: (ChildProcess) -> Void = { _ in }
+        spawned: @escaping @Sendable (ChildProcess) -> Void = { _ in }
     ) async throws(Failure) -> (child: ChildProcess, channel: any Channel) {
+        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<(child: ChildProcess, channel: any Channel), Failure>, Never>) in
+            start(settings, logPath: logPath, group: group, autoRead: autoRead, writeBufferWaterMark: writeBufferWaterMark,
+                  makeHandler: makeHandler, onEvent: onEvent, spawned: spawned) { c.resume(returning: $0.map { ($0.child, $0.channel) }) }
+        }
+        return try result.get()
+    }
+
+    /// The callback form of ``launch(_:logPath:group:autoRead:writeBufferWaterMark:makeHandler:onEvent:spawned:)``,
+    /// with no hop of its own: the socketpair and the log file are made on the caller's
+    /// thread, the spawn is handed to the reaper thread (which must fork: see
+    /// ``ProcessReaper``), and `spawned` and `completion` run there or on the channel's
+    /// event loop. For a launch's critical path (the actor → the reaper thread, one wake).
+    static func start(
+        _ settings: SpawnSettings, logPath: String, group: any EventLoopGroup, autoRead: Bool = true,
+        writeBufferWaterMark: ChannelOptions.Types.WriteBufferWaterMark? = nil,
+        makeHandler: @escaping @Sendable () -> any ChannelHandler,
+        onEvent: @escaping @Sendable (ChildEvent) -> Void,
+        spawned: @escaping @Sendable (ChildProcess) -> Void,
+        duplicateForWriting: Bool = false,
+        completion: @escaping @Sendable (Result<(child: ChildProcess, channel: any Channel, writeDescriptor: Int32?), Failure>) -> Void
+    ) {
         let hostEnd: SystemPackage.FileDescriptor
-        let child: ChildProcess
-        do throws(any Error) {
-            let (host, childEnd) = try makeSocketPair()
-            hostEnd = host
-            let log: SystemPackage.FileDescriptor
+        let childEnd: SystemPackage.FileDescriptor
+        let log: SystemPackage.FileDescriptor
+        do {
+            (hostEnd, childEnd) = try makeSocketPair()
             do {
                 log = try SystemPackage.FileDescriptor.open(FilePath(logPath), .writeOnly, options: [.append, .create, .closeOnExec],
                                               permissions: [.ownerReadWrite])
             } catch {
                 try? childEnd.close()
-                try? host.close()
-                throw error
-            }
-            var settings = settings
-            settings.ipcDescriptor = childEnd
-            settings.standardOutput = log
-            settings.standardError = log
-            defer {
-                try? childEnd.close()
-                try? log.close()
-            }
-            do {
-                child = try await ProcessReaper.shared.spawn(settings, onEvent: onEvent)
-            } catch {
-                try? host.close()
+                try? hostEnd.close()
                 throw error
             }
         } catch {
-            throw .spawn(error)
+            completion(.failure(.spawn(error)))
+            return
         }
-        spawned(child)
-        do {
+        var settings = settings
+        settings.ipcDescriptor = childEnd
+        settings.standardOutput = log
+        settings.standardError = log
+        ProcessReaper.shared.spawn(settings, onEvent: onEvent) { result in
+            // The child has its copies (or never will).
+            try? childEnd.close()
+            try? log.close()
+            let child: ChildProcess
+            switch result {
+            case .success(let c):
+                child = c
+            case .failure(let error):
+                try? hostEnd.close()
+                completion(.failure(.spawn(error)))
+                return
+            }
+            spawned(child)
+            // Before NIO has it: the channel closes its descriptor when it closes.
+            let duplicate = duplicateForWriting ? fcntl(hostEnd.rawValue, F_DUPFD_CLOEXEC, 0) : -1
             var bootstrap = ClientBootstrap(group: group).channelOption(.autoRead, value: autoRead)
             if let mark = writeBufferWaterMark {
                 bootstrap = bootstrap.channelOption(.writeBufferWaterMark, value: mark)
             }
-            let channel = try await bootstrap
+            bootstrap
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(makeHandler())
                     }
                 }
                 .withConnectedSocket(hostEnd.rawValue)
-                .get()
-            return (child, channel)
-        } catch {
-            // NIO took the descriptor only if the channel was made; it was not.
-            try? hostEnd.close()
-            throw .attach(child, error)
+                .whenComplete { attached in
+                    switch attached {
+                    case .success(let channel):
+                        completion(.success((child, channel, duplicate >= 0 ? duplicate : nil)))
+                    case .failure(let error):
+                        // NIO took the descriptor only if the channel was made; it was not.
+                        if duplicate >= 0 { _ = Glibc.close(duplicate) }
+                        try? hostEnd.close()
+                        completion(.failure(.attach(child, error)))
+                    }
+                }
         }
     }
 }
