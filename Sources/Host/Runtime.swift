@@ -12,7 +12,9 @@ extension Supervisor {
     enum Input: Sendable {
         case spawned(app: String, instance: UInt64, child: ChildProcess)
         case spawnFailed(app: String, instance: UInt64, error: String)
-        case connected(app: String, instance: UInt64, channel: any Channel)
+        /// The app's socket is attached; `writeDescriptor` is a duplicate for ``SocketWriter``
+        /// (the input's handler owns it: closes it, or gives it to the runtime).
+        case connected(app: String, instance: UInt64, channel: any Channel, writeDescriptor: Int32?)
         case message(app: String, instance: UInt64, AppMessage)
         case violation(app: String, instance: UInt64, String)
         /// The app's end of the socket closed (everything it sent has been read).
@@ -44,6 +46,8 @@ extension Supervisor {
         let instance: UInt64
         var child: ChildProcess?
         var channel: (any Channel)?
+        /// Writes to `channel`'s socket from the supervisor's thread (see ``SocketWriter``).
+        var writer: SocketWriter?
         var pid: Int32?
         var seq: UInt64 = 0
         var pending: [UInt64: LifecycleCallback] = [:]

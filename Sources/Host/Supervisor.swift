@@ -150,12 +150,15 @@ public actor Supervisor {
             finishLaunchWaiters(id, .failure(ControlError(.spawnFailed, "\(id): could not launch: \(error)")))
             feed(id, .exited(description: "could not be spawned: \(error)", clean: false))
 
-        case .connected(let id, let instance, let channel):
+        case .connected(let id, let instance, let channel, let writeDescriptor):
+            let writer = writeDescriptor.map { SocketWriter(descriptor: $0) }
             guard runtimes[id]?.instance == instance, runtimes[id]?.machine.isRunning == true else {
+                writer?.close()
                 channel.close(promise: nil)
                 return
             }
             runtimes[id]?.channel = channel
+            runtimes[id]?.writer = writer
             runtimes[id]?.channelOpen = true
 
         case .message(let id, let instance, let message):
@@ -207,6 +210,7 @@ public actor Supervisor {
         case .disconnected(let id, let instance):
             guard runtimes[id]?.instance == instance else { return }
             runtimes[id]?.channelOpen = false
+            runtimes[id]?.writer = nil
             runtimes[id]?.drainTimer?.cancel()
             runtimes[id]?.drainTimer = nil
             if let status = runtimes[id]?.pendingExit {
@@ -216,6 +220,7 @@ public actor Supervisor {
         case .drainExpired(let id, let instance):
             guard runtimes[id]?.instance == instance, let status = runtimes[id]?.pendingExit else { return }
             runtimes[id]?.channelOpen = false
+            runtimes[id]?.writer = nil
             runtimes[id]?.channel?.close(promise: nil)
             processExit(id, status)
 
@@ -237,6 +242,7 @@ public actor Supervisor {
 
     func processExit(_ id: String, _ status: ExitStatus) {
         runtimes[id]?.pendingExit = nil
+        runtimes[id]?.writer = nil
         if let instance = runtimes[id]?.instance {
             settling.exited(app: id, instance: instance)
         }
@@ -547,7 +553,11 @@ public actor Supervisor {
         }
         do {
             let bytes = try Frame.encode(message)
-            channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+            if let writer = runtimes[id]?.writer {
+                writer.send(bytes, else: channel)
+            } else {
+                channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
+            }
         } catch {
             logger.error("could not encode \(message): \(error)")
         }

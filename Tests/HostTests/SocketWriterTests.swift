@@ -1,0 +1,90 @@
+import NIOCore
+import NIOPosix
+import Testing
+@testable import Host
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// ``SocketWriter`` through a real socketpair and a real NIO channel on its other descriptor.
+@Suite struct SocketWriterTests {
+    /// A socketpair: `[0]` the host's end (given to a channel and duplicated), `[1]` the app's.
+    private func socketPair() throws -> (Int32, Int32) {
+        var fds: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            throw SocketWriterTestError(errno)
+        }
+        return (fds[0], fds[1])
+    }
+
+    /// Reads exactly `count` bytes (blocking) from `fd`.
+    private func readAll(_ fd: Int32, count: Int) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        var got = 0
+        while got < count {
+            let n = out.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + got, count - got) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw SocketWriterTestError(n < 0 ? errno : EIO) }
+            got += n
+        }
+        return out
+    }
+
+    @Test func framesGoDirectlyThenThroughTheChannelInOrderOnceTheBufferIsFull() async throws {
+        let (host, app) = try socketPair()
+        defer { _ = close(app) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
+        #expect(duplicate >= 0)
+        let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
+        let writer = SocketWriter(descriptor: duplicate)
+        var expected: [UInt8] = []
+        // Nobody reads the app's end: the socket's buffer fills, and the writer hands over.
+        var frame: UInt32 = 0
+        while !writer.handedOver {
+            let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: Int(frame) &+ $0) }
+            writer.send(bytes, else: channel)
+            expected += bytes
+            frame += 1
+            #expect(frame < 100_000, "the socket's buffer never filled")
+            if frame >= 100_000 { break }
+        }
+        #expect(frame > 1, "the first frames went directly")
+        for k in 0..<5 {
+            let bytes = [UInt8](repeating: UInt8(k), count: 777)
+            writer.send(bytes, else: channel)
+            expected += bytes
+        }
+        // Everything arrives once, in order: direct bytes first, then the channel's.
+        let received = try readAll(app, count: expected.count)
+        #expect(received == expected)
+        writer.close()
+        try await channel.close()
+        try await group.shutdownGracefully()
+    }
+
+    @Test func closingTheWriterLeavesTheSocketToTheChannel() async throws {
+        let (host, app) = try socketPair()
+        defer { _ = close(app) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
+        let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
+        let writer = SocketWriter(descriptor: duplicate)
+        writer.send([1, 2, 3], else: channel)
+        writer.close()
+        #expect(fcntl(duplicate, F_GETFD) == -1, "the duplicate is closed")
+        writer.send([4, 5], else: channel)
+        #expect(try readAll(app, count: 5) == [1, 2, 3, 4, 5])
+        // Once the channel closes its descriptor, the app sees EOF: nothing else holds the socket.
+        try await channel.close()
+        var byte: UInt8 = 0
+        #expect(Glibc.read(app, &byte, 1) == 0)
+        try await group.shutdownGracefully()
+    }
+}
+
+struct SocketWriterTestError: Error {
+    let code: Int32
+    init(_ code: Int32) { self.code = code }
+}
