@@ -68,6 +68,13 @@ struct SnapshotKeeper: Sendable {
         var bundlePath: String
         var launchImage: String?
 
+        /// These inputs without the app's bundle, when the picture cannot depend on it
+        /// (`default` or `redact`, no image view): the same for any app with this window.
+        var sharedKey: Inputs? {
+            guard policy == .default || policy == .redact, isSelfContained else { return nil }
+            return Inputs(tree: tree, policy: policy, bundlePath: "", launchImage: nil)
+        }
+
         /// Whether the picture depends only on these values: nothing is read from the
         /// bundle (an image view, a launch image), whose files may change between renders.
         var isSelfContained: Bool {
@@ -145,6 +152,13 @@ struct SnapshotKeeper: Sendable {
     private var work: [String: AppWork] = [:]
     /// Per app: the last picture drawn and written, with its inputs (while its file is kept).
     private var lastDrawn: [String: (inputs: Inputs, copy: Copy)] = [:]
+    /// The last pictures drawn that depend on nothing of their app's (see
+    /// ``Inputs/sharedKey``), newest last, at most ``sharedKept``: another app whose
+    /// picture has the same inputs gets a copy of the file and shares the rendering (and
+    /// its pixels) instead of drawing it again. A copy whose source file is gone meanwhile
+    /// (pruned, its app uninstalled) falls back to a render.
+    private var sharedDrawn: [(key: Inputs, app: String, copy: Copy)] = []
+    static let sharedKept = 8
 
     private struct AppWork: Sendable {
         var inFlight: Job?
@@ -247,12 +261,15 @@ struct SnapshotKeeper: Sendable {
             var job = job
             if let last = lastDrawn[job.app], last.inputs == job.inputs, job.inputs.isSelfContained {
                 job.copy = last.copy
+            } else if let key = job.inputs.sharedKey, let shared = sharedDrawn.last(where: { $0.key == key }) {
+                job.copy = shared.copy
             }
             work[job.app] = AppWork(inFlight: job, inFlightWaiters: waiters)
             return [.render(job)]
         }
         // Nothing kept, and nothing kept from before either.
         lastDrawn.removeValue(forKey: job.app)
+        sharedDrawn.removeAll { $0.app == job.app }
         let info = SnapshotInfo(bundleIdentifier: job.app, number: job.number, reason: job.reason, policy: job.policy,
                                 png: nil, textLayer: nil, time: job.time)
         latest.removeValue(forKey: job.app)
@@ -295,6 +312,11 @@ struct SnapshotKeeper: Sendable {
                                         png: png, textLayer: textLayer, time: job.time)
                 latest[app] = info
                 lastDrawn[app] = (job.inputs, Copy(png: png, rendered: rendered))
+                if let key = job.inputs.sharedKey {
+                    sharedDrawn.removeAll { $0.key == key }
+                    sharedDrawn.append((key, app, Copy(png: png, rendered: rendered)))
+                    if sharedDrawn.count > Self.sharedKept { sharedDrawn.removeFirst(sharedDrawn.count - Self.sharedKept) }
+                }
                 record(TakenSnapshot(info: info, tree: job.tree, rendered: rendered, serial: job.serial))
                 effects.append(.prune(app, keepingFrom: number - Self.snapshotsKept + 1))
                 effects.append(.log(.snapshot, app: app,
@@ -318,6 +340,7 @@ struct SnapshotKeeper: Sendable {
     private mutating func forget(_ app: String) -> [Effect] {
         latest.removeValue(forKey: app)
         lastDrawn.removeValue(forKey: app)
+        sharedDrawn.removeAll { $0.app == app }
         taken.removeValue(forKey: app)
         counters.removeValue(forKey: app)
         var effects: [Effect] = [.deleteAll(app)]

@@ -241,6 +241,23 @@ struct SnapshotKeeperTests {
         #expect(jobs(l.handle(.requested(launch, reason: "requested", waiter: nil)))[0].copy == nil)
     }
 
+    @Test func anotherAppWithTheSameWindowCopiesThePictureAndSharesItsPixels() throws {
+        var k = SnapshotKeeper()
+        let first = jobs(k.handle(.callbackReturned(.didEnterBackground, subject("com.a"))))[0]
+        _ = finish(&k, first)
+        let other = try #require(jobs(k.handle(.callbackReturned(.didEnterBackground, subject("com.b")))).first)
+        #expect(other.copy?.png == "/s/com.a/1.png", "drawn once for both")
+        // Not when the picture may read its own bundle, or under another policy.
+        var imaged = subject("com.c")
+        imaged.tree.views.append(ViewNode(content: .image(name: "hero.png"), frame: Rect(x: 0, y: 0, width: 5, height: 5)))
+        #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, imaged)))[0].copy == nil)
+        #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject("com.d", policy: .launchImage))))[0].copy == nil)
+        #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject("com.e", label: "other"))))[0].copy == nil)
+        // Once com.a's files are gone (uninstalled), nobody copies them.
+        _ = k.handle(.removed("com.a", uninstalled: true))
+        #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject("com.f"))))[0].copy == nil)
+    }
+
     @Test func nothingIsCopiedAfterTheFilesWentAway() throws {
         var k = SnapshotKeeper()
         _ = finish(&k, jobs(k.handle(.requested(subject(), reason: "requested", waiter: nil)))[0])
