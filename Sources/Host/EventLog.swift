@@ -80,7 +80,6 @@ final class EventLog {
     private var closed = false
     private var subscribers: [UInt64: (filter: String?, continuation: AsyncStream<HostEvent>.Continuation)] = [:]
     private var nextSubscriber: UInt64 = 0
-    private let encoder = WireJSON.encoder()
     /// Open batches (see ``beginBatch()``): while above 0, lines wait in `held`.
     private var batchDepth = 0
     /// Lines encoded in the open batch, and their events (numbered, not yet handed out).
@@ -150,9 +149,7 @@ final class EventLog {
             // After the host stopped: nothing is written after hostStopped.
             return .failure(EventLogError(path: path, operation: "write to (closed)", code: EBADF))
         }
-        guard let data = try? encoder.encode(event) else {
-            return .failure(failed(EventLogError(path: path, operation: "encode an event for", code: EINVAL), count: 1))
-        }
+        let data = event.jsonBytes()
         if batchDepth > 0 {
             held += data
             held.append(0x0a)
@@ -161,7 +158,7 @@ final class EventLog {
             return .success(event)
         }
         do throws(EventLogError) {
-            try write(Array(data) + [0x0a])
+            try write(data + [0x0a])
         } catch {
             return .failure(failed(error, count: 1))
         }
