@@ -9,6 +9,10 @@ public enum Frame {
 
     /// Encodes one message as a frame.
     public static func encode<M: Encodable>(_ message: M) throws -> [UInt8] {
+        try genericEncode(message)
+    }
+
+    static func genericEncode<M: Encodable>(_ message: M) throws -> [UInt8] {
         let payload = try [UInt8](WireJSON.encoder().encode(message))
         guard payload.count <= maximumPayload else {
             throw FrameError.oversized(length: payload.count, maximum: maximumPayload)
@@ -22,6 +26,10 @@ public enum Frame {
 
     /// Decodes the payload of one frame into a message.
     public static func decode<M: Decodable>(_ type: M.Type, from payload: [UInt8]) throws(FrameError) -> M {
+        try genericDecode(type, from: payload)
+    }
+
+    static func genericDecode<M: Decodable>(_ type: M.Type, from payload: [UInt8]) throws(FrameError) -> M {
         do {
             return try WireJSON.decoder().decode(M.self, from: Data(payload))
         } catch {
