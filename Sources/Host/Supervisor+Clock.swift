@@ -131,7 +131,7 @@ extension Supervisor {
     /// Waits until the apps have answered what this step sent them, or the settle timeout.
     func settle() async {
         defer { settling.stepEnded() }
-        guard !settling.isSettled(settleViews) else { return }
+        guard !settling.isSettled(settleViews()) else { return }
         let token = settling.beginWait()
         // Real time whatever the host clock, on the event loop's timer: a cancelled
         // `Task.sleep` leaves its dispatch timer armed on Linux (a wake-up for nothing).
@@ -143,28 +143,40 @@ extension Supervisor {
     }
 
     func settleTimedOut(_ token: UInt64) {
-        guard let w = settleWaiter, settling.timedOut(token, settleViews) else { return }
+        guard let w = settleWaiter, settling.timedOut(token, settleViews()) else { return }
         settleWaiter = nil
         w.resume()
     }
 
-    /// The runtimes as the settle rules see them.
-    var settleViews: some Sequence<SettleTracker.AppView> {
-        // Stops to be confirmed (and their lock checks) and killed apps to be reaped are waited for, so that after
-        // `advance` the states a test reads are the final ones; and apps being launched
-        // (for an event, during the advance), so what their launch brings runs at this
-        // virtual time.
-        runtimes.values.lazy.map { rt in
-            SettleTracker.AppView(
+    /// The runtimes as the settle rules see them: those of ``settleCandidates`` that
+    /// have something to wait for (the others leave the candidates).
+    func settleViews() -> [SettleTracker.AppView] {
+        // Stops to be confirmed (and their lock checks) and killed apps to be reaped are
+        // waited for, so that after `advance` the states a test reads are the final ones;
+        // and apps being launched (for an event, during the advance), so what their launch
+        // brings runs at this virtual time.
+        var views: [SettleTracker.AppView] = []
+        for id in settleCandidates {
+            guard let rt = runtimes[id] else {
+                settleCandidates.remove(id)
+                continue
+            }
+            let view = SettleTracker.AppView(
                 instance: rt.instance,
                 awaitsKernel: rt.machine.stopPending || rt.lockCheck != nil || rt.pendingExit != nil
                     || (rt.machine.killSent && rt.machine.isRunning && rt.child != nil),
                 launching: rt.machine.isRunning && !rt.machine.launched && rt.machine.terminating == nil)
+            if view.awaitsKernel || view.launching {
+                views.append(view)
+            } else {
+                settleCandidates.remove(id)
+            }
         }
+        return views
     }
 
     func checkSettled() {
-        guard let w = settleWaiter, settling.isSettled(settleViews) else { return }
+        guard let w = settleWaiter, settling.isSettled(settleViews()) else { return }
         settleWaiter = nil
         w.resume()
     }

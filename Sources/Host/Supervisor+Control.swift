@@ -107,6 +107,7 @@ extension Supervisor {
         performMode(modes.userLaunched(id, at: hostNow()))
         makeRuntime(id, row)
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments)
+        if !background { foregroundCandidates.insert(id) }
         feed(id, .launch(options, placement: background ? .background : .foreground))
         let pid: Int32
         do {
@@ -230,6 +231,7 @@ extension Supervisor {
         }
         let mark = recordingMark()
         sendOthersHome(except: id)
+        foregroundCandidates.insert(id)
         feed(id, .foreground)
         try await checkRecorded(since: mark, "came to the foreground", id)
     }
@@ -348,8 +350,13 @@ extension Supervisor {
     }
 
     func sendOthersHome(except id: String) {
-        for (other, rt) in runtimes where other != id && rt.machine.isRunning && rt.machine.placement == .foreground {
+        for other in foregroundCandidates where other != id {
+            guard let machine = runtimes[other]?.machine, machine.isRunning, machine.placement == .foreground else {
+                foregroundCandidates.remove(other)
+                continue
+            }
             feed(other, .home)
+            if runtimes[other]?.machine.placement != .foreground { foregroundCandidates.remove(other) }
         }
     }
 

@@ -65,6 +65,13 @@ public actor Supervisor {
     /// Mode effects asked for during a ``feed(_:_:)`` (by state changes), run once it is done.
     var pendingModeEffects: [ModeEffect] = []
     var feedDepth = 0
+    /// The apps that may keep a settle waiting (see ``settleViews()``): added wherever
+    /// that can start (a transition, a signal, a lock check, an exit to drain, a spawn),
+    /// dropped when a scan finds nothing to wait for. A scan of every runtime copied
+    /// each one (tens of refcounted fields), a fifth of the host's CPU in a virtual run.
+    var settleCandidates: Set<String> = []
+    /// The apps that may be in front (see ``sendOthersHome(except:)``), for the same reason.
+    var foregroundCandidates: Set<String> = []
     /// Audio sinks of apps with an open audio session.
     var audioSinks = AudioSinks()
     /// Plans each launch (limits, confinement, identity); holds the per-app cgroups.
@@ -122,6 +129,7 @@ public actor Supervisor {
     func handle(_ item: Input) {
         switch item {
         case .spawned(let id, let instance, let child):
+            settleCandidates.insert(id)
             let early = earlyChildEvents.removeValue(forKey: instance) ?? []
             guard var rt = runtimes[id], rt.instance == instance else {
                 try? child.signal(SIGKILL)
@@ -196,6 +204,7 @@ public actor Supervisor {
                 }
                 if runtimes[id]?.channelOpen == true {
                     runtimes[id]?.pendingExit = status
+                    settleCandidates.insert(id)
                     // At most 1 s (real time) for the socket to reach EOF, on the event loop's
                     // timer, cancelled when it does.
                     let input = self.input
@@ -375,6 +384,7 @@ public actor Supervisor {
     func startLockCheck(_ id: String) {
         guard let instance = runtimes[id]?.instance, let pid = runtimes[id]?.child?.pid else { return }
         runtimes[id]?.lockCheck = .checking
+        settleCandidates.insert(id)
         let (container, input) = (configuration.containersDirectory + "/" + id + "/", self.input)
         Task.detached {
             let verdict = ProcLocks.firstOutside(container, heldBy: pid)
@@ -417,6 +427,7 @@ public actor Supervisor {
             if configuration.clock == .virtual { settling.sent(.init(app: id, instance: instance, seq: seq)) }
             send(id, .callback(seq: seq, callback: callback, state: state))
         case .signal(let sig, let reason):
+            settleCandidates.insert(id)
             guard let child = runtimes[id]?.child else { return }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
             guard let (sent, others) = runtimes[id]?.signal(sig) else { return }
@@ -435,6 +446,7 @@ public actor Supervisor {
             // `.child(.stopped)` and `startLockCheck`), when the app can take no more locks.
             runtimes[id]?.lockCheck = sig == .stop ? .awaitingStop : nil
         case .transition(let from, let to, let cause):
+            settleCandidates.insert(id)
             let time = observedTime.flatMap { $0.app == id ? $0.date : nil } ?? now()
             lastStateChange[id] = time
             runtimes[id]?.since = time
