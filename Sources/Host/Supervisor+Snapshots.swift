@@ -11,6 +11,10 @@ struct SnapshotKeeperState {
     var nextRequester = 0
     /// `waitForSnapshots` callers.
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Per app, the number below which its snapshot folder holds no picture: pruned
+    /// whole at the first prune in this host's life (what an earlier host left); after
+    /// that, a prune deletes only the numbers that fell out since.
+    var prunedBelow: [String: Int] = [:]
 }
 
 /// The JSON written beside each PNG.
@@ -94,6 +98,7 @@ extension Supervisor {
             case .render(let job):
                 startRender(job)
             case .deleteAll(let id):
+                snapshots.prunedBelow.removeValue(forKey: id)
                 try? FileManager.default.removeItem(atPath: snapshotsDirectory + "/" + id)
             case .deleteFiles(let id, let number):
                 let base = snapshotsDirectory + "/" + id + "/\(number)"
@@ -132,7 +137,7 @@ extension Supervisor {
         do {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             let rendered: RenderedSnapshot
-            if let copy = job.copy, copyFile(copy.png, to: png + ".tmp") {
+            if let copy = job.copy, linkOrCopy(copy.png, to: png + ".tmp") {
                 // The same inputs as the last picture: the same pixels, without drawing them.
                 rendered = copy.rendered
             } else {
@@ -157,9 +162,13 @@ extension Supervisor {
         }
     }
 
-    /// Copies a file (a kept PNG); false if it cannot (it was deleted), and then nothing is left at `to`.
-    private nonisolated static func copyFile(_ from: String, to: String) -> Bool {
+    /// Links (or, across file systems, copies) a kept PNG: a PNG is never written again
+    /// once renamed into place, so its pictures can share the file. False if it cannot
+    /// (it was deleted), and then nothing is left at `to`.
+    private nonisolated static func linkOrCopy(_ from: String, to: String) -> Bool {
         try? FileManager.default.removeItem(atPath: to)
+        if link(from, to) == 0 { return true }
+        guard errno == EXDEV || errno == EPERM || errno == EMLINK else { return false }
         do {
             try FileManager.default.copyItem(atPath: from, toPath: to)
             return true
@@ -171,6 +180,14 @@ extension Supervisor {
 
     private func pruneSnapshots(_ id: String, keepingFrom first: Int) {
         let dir = snapshotsDirectory + "/" + id
+        if let below = snapshots.prunedBelow[id] {
+            for n in below..<max(below, first) {
+                for path in [dir + "/\(n).png", dir + "/\(n).json"] { _ = unlink(path) }
+            }
+            snapshots.prunedBelow[id] = max(below, first)
+            return
+        }
+        snapshots.prunedBelow[id] = first
         for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] {
             if let n = Int((name as NSString).deletingPathExtension.components(separatedBy: ".").first ?? ""), n < first {
                 try? FileManager.default.removeItem(atPath: dir + "/" + name)

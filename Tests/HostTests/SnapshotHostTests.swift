@@ -184,3 +184,28 @@ struct PrivacyCheckCLITests {
         #expect(missing.status == 2 && missing.stdout.contains("ERROR"), "\(missing.stdout)\n\(missing.stderr)")
     }
 }
+
+extension SnapshotHostTests {
+    /// On disk an app keeps its last `snapshotsKept` pictures: what an earlier host left
+    /// goes at the first prune, then each picture that falls out of the window.
+    @Test func theLastTenPicturesAreKeptOnDisk() async throws {
+        try await withHost(label: "snap") { host in
+            let bank = try await install(host, "Bank")
+            let dir = host.dir.path + "/snapshots/" + bank
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            for leftover in ["0.png", "0.json", "-3.png"] {
+                FileManager.default.createFile(atPath: dir + "/" + leftover, contents: Data([1]))
+            }
+            _ = try await host.supervisor.launch(bank, background: false, arguments: [])
+            try await host.waitUntil(bank, is: .active)
+            var numbers: [Int] = []
+            for _ in 0..<(SnapshotKeeper.snapshotsKept + 3) {
+                numbers.append(try await host.supervisor.snapshot(bank).number)
+            }
+            await host.supervisor.waitForSnapshots()
+            let kept = Array(numbers.suffix(SnapshotKeeper.snapshotsKept))
+            let names = Set(try FileManager.default.contentsOfDirectory(atPath: dir))
+            #expect(names == Set(kept.flatMap { ["\($0).png", "\($0).json"] }), "\(names.sorted())")
+        }
+    }
+}
