@@ -80,6 +80,10 @@ extension Supervisor {
         var lockCheck: LockCheck?
         /// The bound on waiting for its socket's EOF after its exit (see `.drainExpired`).
         var drainTimer: Scheduled<Void>?
+        /// This process's run-loop stamp page (nil: the host could make none), and
+        /// what the hang watchdog has seen of it (see ``HangWatch``).
+        var stampPage: RunLoopStampPage?
+        var hangWatch = HangWatch()
     }
 }
 

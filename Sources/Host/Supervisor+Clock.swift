@@ -45,10 +45,12 @@ extension Supervisor {
         let target = scheduler.now() + duration
         await settle()
         while let (key, due) = scheduler.popDue(by: target) {
+            observeRunLoops()
             scheduler.advance(to: due)
             fire(key)
             await settle()
         }
+        observeRunLoops()
         scheduler.advance(to: target)
         await settle()
         return scheduler.now()
@@ -56,6 +58,9 @@ extension Supervisor {
 
     func fire(_ key: DeadlineKey) {
         switch key.timer {
+        case .lifecycle(.hangCheck):
+            guard runtimes[key.app]?.instance == key.instance else { return }
+            feed(key.app, .hangCheck(mainRunLoop(key.app)))
         case .lifecycle(let timer):
             guard runtimes[key.app]?.instance == key.instance else { return }
             feed(key.app, .timerFired(timer))
@@ -65,6 +70,25 @@ extension Supervisor {
             transferRoundTimedOut(app: key.app, session: session)
         case .transferRestart:
             transferRestartDue()
+        }
+    }
+
+    /// What an app's run-loop stamp page says at its hang check (see ``HangWatch``).
+    func mainRunLoop(_ id: String) -> Lifecycle.MainRunLoop {
+        guard let page = runtimes[id]?.stampPage else {
+            return .unwatched("the host could make no run-loop stamp page for this process")
+        }
+        return runtimes[id]?.hangWatch.check(page.read(), at: hostNow(), clock: configuration.clock,
+                                             monotonicNow: RunLoopStampPage.monotonicNow()) ?? .idle
+    }
+
+    /// Virtual clock, before host time moves on: notes which turn each active app's
+    /// main run loop is in now (a memory read each; nothing reaches the app), so a turn
+    /// that is still the same at the hang check has been running since this host time.
+    func observeRunLoops() {
+        for (id, rt) in runtimes where rt.machine.state == .active {
+            guard let page = rt.stampPage else { continue }
+            runtimes[id]?.hangWatch.observe(page.read(), at: hostNow())
         }
     }
 

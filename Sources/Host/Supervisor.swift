@@ -291,7 +291,7 @@ public actor Supervisor {
             settling.returned(.init(app: id, instance: instance, seq: seq))
             if case .service(.urlSessionProgress) = callback {
                 // Progress leaves no line: a large download has thousands.
-            } else if callback != .heartbeat {
+            } else {
                 events.append(.callback, app: id, pid: pid, cause: "\(callback.name) returned", fields: .init(callback: callback.name), time: now())
             }
             feed(id, .callbackReturned(callback))
@@ -544,6 +544,12 @@ public actor Supervisor {
                 logger.error("could not record the privacy decision for \(app): \(error)")
             }
         }
+    }
+
+    /// Callbacks sent to `id`'s current process so far (its last sequence number); nil
+    /// when it does not run. The hang watchdog sends none.
+    func callbacksSent(_ id: String) -> UInt64? {
+        runtimes[id]?.seq
     }
 
     func send(_ id: String, _ message: HostMessage) {
