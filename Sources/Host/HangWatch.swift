@@ -22,12 +22,15 @@ import AppHostSystem
 ///   turn every time host time is about to move, so h is the host time at which the
 ///   app was last seen making progress or earlier; an idle page or a new turn forgets it.
 struct HangWatch: Sendable, Equatable {
-    /// The busy turn last seen and the host time it was first seen busy.
+    /// The busy turn last seen, the host time it was first seen busy, and the host's
+    /// CLOCK_MONOTONIC nanoseconds then (virtual clock).
     private(set) var busyTurn: UInt64?
     private(set) var busySince: Duration = .zero
+    private(set) var busySinceReal: UInt64 = 0
 
-    /// Virtual clock: notes the page at host time `now` (before time moves on).
-    mutating func observe(_ reading: RunLoopStampReading, at now: Duration) {
+    /// Virtual clock: notes the page at host time `now` (before time moves on);
+    /// `monotonicNow` is the host's CLOCK_MONOTONIC reading.
+    mutating func observe(_ reading: RunLoopStampReading, at now: Duration, monotonicNow: UInt64) {
         guard reading.turn != 0, reading.busySince != 0, reading.consistent else {
             busyTurn = nil
             return
@@ -35,7 +38,20 @@ struct HangWatch: Sendable, Equatable {
         if busyTurn != reading.turn {
             busyTurn = reading.turn
             busySince = now
+            busySinceReal = monotonicNow
         }
+    }
+
+    /// Virtual clock: nanoseconds of real time to wait before reading the page again,
+    /// while the busy turn has run less than `grace` of real time since the host first
+    /// saw it (it may be a slow app about to finish it); nil once it has (or no turn is
+    /// busy). The wait doubles with the time already waited, from 1 ms, up to `grace`.
+    func realWait(grace: Duration, monotonicNow: UInt64) -> UInt64? {
+        guard busyTurn != nil else { return nil }
+        let graceNanoseconds = UInt64(clamping: max(grace, .zero).clampedNanoseconds)
+        let elapsed = monotonicNow > busySinceReal ? monotonicNow - busySinceReal : 0
+        guard elapsed < graceNanoseconds else { return nil }
+        return min(max(elapsed, 1_000_000), graceNanoseconds - elapsed)
     }
 
     /// What the hang check at host time `now` sees. `monotonicNow`: the host's
@@ -61,7 +77,7 @@ struct HangWatch: Sendable, Equatable {
             let elapsed = Duration.nanoseconds(nanoseconds)
             return .busy(since: elapsed >= now ? .zero : now - elapsed)
         case .virtual:
-            observe(reading, at: now)
+            observe(reading, at: now, monotonicNow: monotonicNow)
             return .busy(since: busySince)
         }
     }

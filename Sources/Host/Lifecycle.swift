@@ -518,6 +518,12 @@ public struct Lifecycle: Sendable, Equatable {
         return [.startTimer(.hangCheck, after: profile.duration(.foregroundHang))]
     }
 
+    /// How long a turn busy since `since` has blocked the main thread at `now` while
+    /// active: counted from the activation at the earliest, never from the future.
+    public func hangBlocked(since: Duration, at now: Duration) -> Duration {
+        now - min(max(since, activeSince ?? since), now)
+    }
+
     private mutating func stopHangCheck() -> [Effect] {
         activeSince = nil
         return [.cancelTimer(.hangCheck)]
@@ -535,8 +541,7 @@ public struct Lifecycle: Sendable, Equatable {
         case .idle:
             return [.startTimer(.hangCheck, after: hang)]
         case .busy(let since):
-            let from = min(max(since, activeSince ?? since), now)
-            let blocked = now - from
+            let blocked = hangBlocked(since: since, at: now)
             guard blocked >= hang else { return [.startTimer(.hangCheck, after: hang - blocked)] }
             return watchdog(reason: "main run loop blocked for \(DurationText.format(seconds(blocked))) while active",
                             budget: .foregroundHang, namespace: "FRONTBOARD")

@@ -36,6 +36,8 @@ public actor Supervisor {
     /// Virtual clock: what an advance waits for between deadlines (see ``SettleTracker``).
     var settling = SettleTracker()
     var settleWaiter: CheckedContinuation<Void, Never>?
+    /// Virtual clock: the advance waiting for hang rechecks (``awaitHangVerdicts()``).
+    var hangVerdictWaiter: CheckedContinuation<Void, Never>?
 
     var apps: [String: Store.AppRow] = [:]
     var runtimes: [String: Runtime] = [:]
@@ -240,6 +242,15 @@ public actor Supervisor {
 
         case .deadlinesDue:
             fireDue()
+
+        case .hangRecheck(let id, let instance):
+            if runtimes[id]?.instance == instance, runtimes[id]?.hangRecheckPending == true {
+                runtimes[id]?.hangRecheckPending = false
+                if runtimes[id]?.machine.state == .active, runtimes[id]?.machine.terminating == nil {
+                    checkHang(id)
+                }
+            }
+            hangRecheckDone()
 
         case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferDaemonExited, .transferDaemonRestart:
             handleTransferInput(item)
