@@ -18,9 +18,13 @@ import AppHostSystem
 /// - Virtual clock: the app's real time means nothing in host time, so the turn
 ///   counter decides. A busy turn N first seen at host time h has been running since
 ///   at least h: the same turn number busy at two readings means one turn lasted from
-///   the first to the second (the counter only grows). ``observe(_:at:)`` notes the
-///   turn every time host time is about to move, so h is the host time at which the
-///   app was last seen making progress or earlier; an idle page or a new turn forgets it.
+///   the first to the second (the counter only grows). ``observe(_:at:monotonicNow:)``
+///   notes the turn every time host time is about to move, so h is the host time at
+///   which the app was last seen making progress or earlier; an idle page or a new turn
+///   forgets it. Host time alone cannot tell a hung app from a slow one (a 10 s jump
+///   takes microseconds), so a turn must also have run a real-time grace since the
+///   host first saw it before it counts as hung (``realWait(grace:monotonicNow:)``;
+///   the supervisor reads the page again until then).
 struct HangWatch: Sendable, Equatable {
     /// The busy turn last seen, the host time it was first seen busy, and the host's
     /// CLOCK_MONOTONIC nanoseconds then (virtual clock).
