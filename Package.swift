@@ -30,11 +30,15 @@ let package = Package(
         ),
         // What host and app both need: IPC messages, frames, manifest model, codes.
         .target(name: "AppHostProtocol"),
+        // The run-loop stamp page's two words, stored and loaded atomically on a raw
+        // pointer (shared memory): AppKitLess writes them, the host reads them.
+        .target(name: "CAppHostStamp"),
         // OS wrappers: spawn, pidfd, reaper thread, /proc readers, file locks.
         .target(
             name: "AppHostSystem",
             dependencies: [
                 "CAppHostSys",
+                "CAppHostStamp",
                 "AppHostProtocol",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -60,8 +64,9 @@ let package = Package(
         ),
         // One plugin per background mode behind one protocol, and their host side.
         .target(name: "Plugins", dependencies: ["AppHostProtocol"]),
-        // The SDK apps link. Nothing of the host here but the protocol.
-        .target(name: "AppKitLess", dependencies: ["AppHostProtocol"]),
+        // The SDK apps link. Nothing of the host here but the protocol (and the stamp
+        // page's atomics, which are part of it).
+        .target(name: "AppKitLess", dependencies: ["AppHostProtocol", "CAppHostStamp"]),
         // The CLI.
         .executableTarget(
             name: "apphost",

@@ -71,7 +71,7 @@ enum SeedMessages {
         .reply(id: 1, reply: .backgroundTimeRemaining(seconds: .greatestFiniteMagnitude)),
         .reply(id: 2, reply: .backgroundTimeRemaining(seconds: .infinity)),
         .rejected(reason: "version 2 not supported"),
-        .callback(seq: 3, callback: .heartbeat, state: .active),
+        .callback(seq: 3, callback: .didBecomeActive, state: .active),
         .reply(id: 3, reply: .failed(reason: "no")),
         .reply(id: 4, reply: .service(.accessories([accessory]))),
         .reply(id: 5, reply: .service(.bgRequests([BGTaskRequestInfo(kind: .refresh, identifier: "r")]))),

@@ -75,7 +75,7 @@ struct DeadlineOptions: ParsableArguments {
     @Option(help: "Deadlines measured for the host and for each baseline (deadlines).")
     var deadlines = 1000
 
-    @Option(help: "Seconds between deadlines: the host's heartbeatInterval and each baseline sleep (whole milliseconds).")
+    @Option(help: "Seconds between deadlines: the host's foregroundHang (its hang check of the waiting active app re-arms every interval) and each baseline sleep (whole milliseconds).")
     var deadlineInterval = 0.005
 
     @Option(help: "Host and baselines alternate in this many chunks (deadlines).")
@@ -100,8 +100,8 @@ struct VirtualOptions: ParsableArguments {
     @Option(help: "Virtual seconds per turn (virtual).")
     var virtualStep = 36
 
-    @Flag(help: "Skip the second host run with heartbeats beyond the turn (virtual).")
-    var skipHeartbeatVariant = false
+    @Flag(help: "Skip the second host run with hang checks beyond the turn (virtual).")
+    var skipHangCheckVariant = false
 
     func validate() throws {
         guard virtualApps >= 2 else { throw ValidationError("--virtual-apps must be at least 2") }
@@ -111,7 +111,7 @@ struct VirtualOptions: ParsableArguments {
 
     func bench() -> VirtualBench {
         VirtualBench(apps: virtualApps, hours: virtualHours, stepSeconds: virtualStep,
-                     heartbeatVariant: !skipHeartbeatVariant)
+                     hangCheckVariant: !skipHangCheckVariant)
     }
 }
 

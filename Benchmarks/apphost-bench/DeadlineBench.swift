@@ -10,14 +10,16 @@ import Glibc
 /// Benchmark 4: how late the host acts after a real-clock deadline, against how late
 /// a plain sleep wakes up in the same process.
 ///
-/// The host's deadlines are its own heartbeats: one active app, a profile whose
-/// `heartbeatInterval` is a few milliseconds (and `foregroundHang`, `backgroundTask`
-/// an hour, so nothing else falls due). Each heartbeat is a deadline the supervisor
-/// arms after the previous heartbeat was answered; `takeDeadlineLateness()` returns
-/// how late each one was acted on (its own measurement: host time when the actor
-/// handles `deadlinesDue`, minus the deadline). The bench only chooses a measurement
-/// window (one `Task.sleep`), then sends the app home (no more heartbeats) and reads
-/// the record.
+/// The host's deadlines are its own hang checks (issue 18): one active app, a profile
+/// whose `foregroundHang` is a few milliseconds (and `backgroundTask` an hour, so
+/// nothing else falls due). Each hang check reads the app's run-loop stamp page, finds
+/// the run loop waiting and arms the next one `foregroundHang` later, all on the actor
+/// (nothing is sent to the app); `takeDeadlineLateness()` returns how late each one was
+/// acted on (its own measurement: host time when the actor handles `deadlinesDue`,
+/// minus the deadline). The bench only chooses a measurement window (one `Task.sleep`),
+/// then sends the app home (no more checks) and reads the record. A main-run-loop turn
+/// of the app as long as the interval at a check is a hang by this profile: the app is
+/// killed and the bench says so and stops.
 struct DeadlineBench {
     /// Deadlines measured for the host and for each baseline.
     let deadlines: Int
@@ -32,11 +34,11 @@ struct DeadlineBench {
         let intervalDuration = Duration.nanoseconds(Int64((interval * 1e9).rounded()))
         var taskSleep = Samples(), taskStream = Samples(), scheduled = Samples(), thread = Samples(), host = Samples()
         var windows: [Double] = [], fired: [Int] = []
-        var period = interval  // the host's heartbeat period, refined from what each window yields
+        var period = interval  // the host's hang-check period, refined from what each window yields
         var report = DeadlineReport(deadlines: deadlines, intervalSeconds: interval, chunks: chunks, executable: executable)
 
-        let profile = BudgetProfile(name: "bench-deadlines", backgroundTask: 3600, foregroundHang: 3600,
-                                    expirationWarning: 5, heartbeatInterval: interval)
+        let profile = BudgetProfile(name: "bench-deadlines", backgroundTask: 3600, foregroundHang: interval,
+                                    expirationWarning: 5)
         try profile.validate()
         let hostObject = try InProcessHost(label: "deadlines") { config in
             config.clock = .real
@@ -57,7 +59,7 @@ struct DeadlineBench {
                 scheduled.values += try await Self.scheduledTaskLateness(count: n, interval: intervalDuration, on: hostObject.group.any())
                 thread.values += try await Self.threadLateness(count: n, interval: interval)
 
-                // The host: heartbeats of the active app until this chunk has n deadlines.
+                // The host: hang checks of the active app until this chunk has n deadlines.
                 var got: [Int64] = []
                 var windowsThisChunk = 0
                 while got.count < n {
@@ -73,9 +75,14 @@ struct DeadlineBench {
                     let window = Double(n - got.count) * period * 1.03
                     let clock = ContinuousClock()
                     let w0 = clock.now
-                    // The measurement window: the host fires its heartbeats meanwhile.
+                    // The measurement window: the host fires its hang checks meanwhile.
                     try await Task.sleep(for: .nanoseconds(Int64(window * 1e9)))
-                    try await supervisor.background(try BundleID(validating: id))  // stops the heartbeats
+                    do {
+                        try await supervisor.background(try BundleID(validating: id))  // stops the hang checks
+                    } catch {
+                        let reason = (try? await supervisor.reports(try BundleID(validating: id)).last?.reason) ?? nil
+                        throw BenchError("the app ended during the window (\(reason ?? "\(error)")): a main-run-loop turn of \(DurationText.format(interval)) is a hang by this profile; try a longer --deadline-interval on a busy machine")
+                    }
                     let w1 = clock.now
                     await supervisor.waitUntil(id, is: .suspended)
                     let late = await supervisor.takeDeadlineLateness()
@@ -103,7 +110,7 @@ struct DeadlineBench {
                                   against: base, note: "the host's timer mechanism until issue 15 (scheduleTask moved from the actor, then run()), without the host")
         let nano = DistributionRow("[C] clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) on a thread", thread,
                                    against: base, note: "the kernel's timer alone, no Swift runtime; the host's DeadlineTimer is a timerfd its own thread waits on")
-        let hostRow = DistributionRow("[H] host: heartbeat deadline → fired on the supervisor actor", host, against: base,
+        let hostRow = DistributionRow("[H] host: hang-check deadline → fired on the supervisor actor", host, against: base,
                                       note: "DeadlineTimer (timerfd, its thread) → AsyncStream → run(); Supervisor.takeDeadlineLateness(): hostNow() − deadline in fireDue()")
         let hostVsNIO = DistributionRow("[H] host, against [D]", host, against: nio)
         let hostVsThread = DistributionRow("[H] host, against [C]", host, against: nano)
@@ -278,8 +285,8 @@ func printDeadlines(_ r: DeadlineReport) {
     }
     let total = r.hostFiredPerWindow.reduce(0, +)
     let seconds = r.hostWindowsSeconds.reduce(0, +)
-    print(String(format: "  host windows: %d, %.2f s in all, %d heartbeat deadlines fired (the first %d of each chunk kept); "
-                 + "mean period %.2f ms (interval %@ + answer + lateness)",
+    print(String(format: "  host windows: %d, %.2f s in all, %d hang-check deadlines fired (the first %d of each chunk kept); "
+                 + "mean period %.2f ms (interval %@ + lateness + the re-arm; nothing sent to the app)",
                  r.hostWindowsSeconds.count, seconds, total, (r.deadlines + r.chunks - 1) / r.chunks,
                  total > 0 ? seconds / Double(total) * 1000 : .nan, DurationText.format(r.intervalSeconds)))
     print("  app killed during the run: \(r.appKilled ? "YES" : "no")")

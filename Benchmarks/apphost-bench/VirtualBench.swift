@@ -15,14 +15,15 @@ import Glibc
 ///
 /// Baselines in the same run: the same turns driven through `Lifecycle` values alone
 /// (the host's rules, no processes, replies simulated instantly), which is also where
-/// the deadline count comes from (heartbeats leave no host event); and the same host
-/// run with heartbeats pushed beyond a turn, which prices the active app's heartbeats.
+/// the deadline count comes from (hang checks leave no host event); and the same host
+/// run with `foregroundHang` pushed beyond a turn, which prices the active app's hang
+/// checks (each a deadline and a read of the app's run-loop stamp page; nothing is sent).
 struct VirtualBench {
     let apps: Int
     let hours: Double
     let stepSeconds: Int
-    /// Also run the host with heartbeats beyond the turn (prices the heartbeats).
-    let heartbeatVariant: Bool
+    /// Also run the host with hang checks beyond the turn (prices the hang checks).
+    let hangCheckVariant: Bool
     let executable = "ProbeApp"
 
     static let arguments = ["--on", "background", "begin-task:work"]
@@ -38,13 +39,13 @@ struct VirtualBench {
         report.model = runModel(profile: .ios13)
         progress("virtual: host, \(apps) apps, \(turns) turns of \(stepSeconds) s")
         report.host = try await runHost(profile: .ios13, label: "virtual")
-        if heartbeatVariant {
+        if hangCheckVariant {
             var quiet = BudgetProfile.ios13
-            quiet.name = "ios13, heartbeatInterval 3600 s"
-            quiet.heartbeatInterval = 3600
-            progress("virtual: host again, heartbeats beyond the turn")
-            report.hostWithoutHeartbeats = try await runHost(profile: quiet, label: "virtual-nohb")
-            report.modelWithoutHeartbeats = runModel(profile: quiet)
+            quiet.name = "ios13, foregroundHang 3600 s"
+            quiet.foregroundHang = 3600
+            progress("virtual: host again, hang checks beyond the turn")
+            report.hostWithoutHangChecks = try await runHost(profile: quiet, label: "virtual-nohc")
+            report.modelWithoutHangChecks = runModel(profile: quiet)
         }
         return report
     }
@@ -225,15 +226,7 @@ struct VirtualCounts: Codable, Sendable, Equatable {
         callbacks[key, default: 0] += 1
     }
 
-    var callbacksExceptHeartbeats: Int { callbacks.filter { $0.key != "heartbeat" }.values.reduce(0, +) }
     var allCallbacks: Int { callbacks.values.reduce(0, +) }
-
-    /// The counts the host's events can show (heartbeats leave none).
-    var observable: VirtualCounts {
-        var c = self
-        c.callbacks.removeValue(forKey: "heartbeat")
-        return c
-    }
 }
 
 /// Tallies host events; follows each app's cycle (home → task ended → suspended).
@@ -339,7 +332,9 @@ struct LifecycleModel {
             now = Swift.max(now, due)
             deadlines.removeValue(forKey: key)
             fired[key.timer.rawValue, default: 0] += 1
-            feed(key.app, .timerFired(key.timer))
+            // The host reads the app's stamp page at a hang check: a ProbeApp between
+            // callbacks is waiting for work.
+            feed(key.app, key.timer == .hangCheck ? .hangCheck(.idle) : .timerFired(key.timer))
         }
         now = target
     }
@@ -455,8 +450,8 @@ struct VirtualReport: Codable, Sendable {
     var profile: BudgetProfile
     var host = VirtualHostRun(profile: "")
     var model = VirtualModelRun(profile: "")
-    var hostWithoutHeartbeats: VirtualHostRun?
-    var modelWithoutHeartbeats: VirtualModelRun?
+    var hostWithoutHangChecks: VirtualHostRun?
+    var modelWithoutHangChecks: VirtualModelRun?
 
     var targetSeconds: Double { 5 }
     var honest: Bool {
@@ -476,7 +471,7 @@ func printVirtual(_ r: VirtualReport) {
     print("")
     print("Virtual clock (\(r.apps) × ProbeApp \(VirtualBench.arguments.joined(separator: " ")), profile \(r.profile.name): "
           + "backgroundTask \(DurationText.format(r.profile.backgroundTask)), expirationWarning \(DurationText.format(r.profile.expirationWarning)), "
-          + "heartbeat every \(DurationText.format(r.profile.heartbeatInterval)); \(r.turns) turns of \(r.stepSeconds) s + 1 closing step; \(buildConfiguration) build)")
+          + "hang check every \(DurationText.format(r.profile.foregroundHang)) while active; \(r.turns) turns of \(r.stepSeconds) s + 1 closing step; \(buildConfiguration) build)")
     print(String(format: "  host: %.0f simulated s (%.2f h) in %.3f s wall: %.0f× real time   [target ≤ %.0f s: %@]",
                  h.simulatedSeconds, h.simulatedSeconds / 3600, h.wallSeconds, h.simulatedSeconds / h.wallSeconds, r.targetSeconds,
                  r.targetMet ? "met" : (clean ? String(format: "NOT met, %.2f× the target", h.wallSeconds / r.targetSeconds) : "NOT met: the run is not clean")))
@@ -501,31 +496,31 @@ func printVirtual(_ r: VirtualReport) {
           + "tasks begun \(h.counts.tasksBegun), ended \(h.counts.tasksEnded); warnings \(h.counts.warnings)")
     print("  model, same turns: deadlines fired \(m.allDeadlines) (\(fmtCounts(m.deadlinesFired))); callbacks \(m.counts.allCallbacks) (\(fmtCounts(m.counts.callbacks)))")
     print("    transitions \(m.counts.transitions); signals \(fmtCounts(m.counts.signals)); tasks begun \(m.counts.tasksBegun), ended \(m.counts.tasksEnded)")
-    let match = h.counts.observable == m.counts.observable
-    print("  host counts = model counts for all the host's events show (callbacks but heartbeats, transitions, signals, tasks): \(match ? "yes" : "NO")")
+    let match = h.counts == m.counts
+    print("  host counts = model counts for all the host's events show (callbacks, transitions, signals, tasks): \(match ? "yes" : "NO")")
+    let checks = m.deadlinesFired[Lifecycle.Timer.hangCheck.rawValue, default: 0]
     if match {
-        print("    so the host fired the model's \(m.allDeadlines) deadlines, \(m.deadlinesFired["heartbeat", default: 0]) of them heartbeats "
-              + "(a heartbeat leaves no host event; counted in the model)")
+        print("    so the host fired the model's \(m.allDeadlines) deadlines, \(checks) of them hang checks "
+              + "(a hang check of a waiting run loop leaves no host event and sends nothing; counted in the model)")
     }
-    let beats = m.deadlinesFired["heartbeat", default: 0]
-    print("  per turn: \(perTurn(m.counts.allCallbacks)) callback round trips (4 from foreground(), \(perTurn(beats)) heartbeats, 1 expiration handler), "
-          + "\(perTurn(m.allDeadlines)) deadlines fired, 1 SIGCONT, 1 SIGSTOP, \(perTurn(h.counts.transitions)) transitions, \(perTurn(h.eventsSeen)) events")
+    print("  per turn: \(perTurn(m.counts.allCallbacks)) callback round trips (4 from foreground(), 1 expiration handler; no heartbeat), "
+          + "\(perTurn(m.allDeadlines)) deadlines fired (\(perTurn(checks)) hang checks), 1 SIGCONT, 1 SIGSTOP, \(perTurn(h.counts.transitions)) transitions, \(perTurn(h.eventsSeen)) events")
     print(String(format: "  CPU during the turns: this process (host + bench) %.2f s, the %d apps %.2f s (clock ticks); %d CPUs",
                  h.hostProcessCPUSeconds, r.apps, h.appsCPUSeconds, Machine.current().cpus))
     printTable(title: "  Where the wall time goes, per turn (caller side)", rows: [h.foregroundRow, h.advanceRow],
                notes: [String(format: "sums over %d turns: foreground() %.3f s, advanceClock %.3f s (of which settle timeouts %.2f s)",
                               r.turns, h.foregroundSeconds, h.advanceSeconds, h.advanceSecondsWithSettleTimeout)])
-    if let q = r.hostWithoutHeartbeats, let qm = r.modelWithoutHeartbeats {
+    if let q = r.hostWithoutHangChecks, let qm = r.modelWithoutHangChecks {
         let qClean = q.suspendedAtEnd == r.apps && q.reports == 0 && q.cycles == r.turns
         print("")
-        print(String(format: "  same bench, heartbeatInterval 3600 s (no heartbeat falls inside a turn; model heartbeats %d): %.3f s wall, %.0f× real time; clean: %@",
-                     qm.deadlinesFired["heartbeat", default: 0], q.wallSeconds, q.simulatedSeconds / q.wallSeconds, qClean ? "yes" : "NO"))
+        print(String(format: "  same bench, foregroundHang 3600 s (no hang check falls inside a turn; model hang checks %d): %.3f s wall, %.0f× real time; clean: %@",
+                     qm.deadlinesFired[Lifecycle.Timer.hangCheck.rawValue, default: 0], q.wallSeconds, q.simulatedSeconds / q.wallSeconds, qClean ? "yes" : "NO"))
         print(String(format: "    %d advance(s) waited out the settle timeout (%.2f s; %d returns caught in a stopped app); the rest %.3f s",
                      q.advancesWithSettleTimeout, q.advanceSecondsWithSettleTimeout, q.returnsStuckInStoppedApp,
                      q.wallSeconds - q.advanceSecondsWithSettleTimeout))
         let diff = h.advanceRow.medianNanoseconds - q.advanceRow.medianNanoseconds
-        let a = Double(beats - qm.deadlinesFired["heartbeat", default: 0]) / Double(r.turns)
-        print(String(format: "    advanceClock per turn: median %@ without heartbeats, %@ with: %.1f heartbeats a turn cost %@, %@ each (≈ %.2f s over the run)",
+        let a = Double(checks - qm.deadlinesFired[Lifecycle.Timer.hangCheck.rawValue, default: 0]) / Double(r.turns)
+        print(String(format: "    advanceClock per turn: median %@ without hang checks, %@ with: %.1f hang checks a turn cost %@, %@ each (≈ %.2f s over the run)",
                      formatDuration(q.advanceRow.medianNanoseconds), formatDuration(h.advanceRow.medianNanoseconds), a,
                      formatDuration(diff), formatDuration(diff / a), diff * Double(r.turns) / 1e9))
     }

@@ -240,14 +240,15 @@ func makeDeviceNode(_ c: AttackContext) -> Outcome {
 }
 
 func useInheritedDescriptor(_ c: AttackContext) -> Outcome {
-    let expected: Set<Int32> = [0, 1, 2, c.ipcDescriptor]
+    // The run-loop stamp page (a memfd of the app's own, issue 18) is the app's to write.
+    let expected: Set<Int32> = [0, 1, 2, c.ipcDescriptor, IPCProtocol.stampDescriptor]
     let extra = c.startupDescriptors.filter { !expected.contains($0) }
     var note = ""
     if let leaked = c.targets.leakedDescriptor {
         note = extra.contains(leaked) ? "" : "; the host's descriptor \(leaked) is not among them"
     }
     guard let fd = extra.first else {
-        return .denied("open at start: \(c.startupDescriptors.map(String.init).joined(separator: " ")) (stdio and the IPC socket)\(note)")
+        return .denied("open at start: \(c.startupDescriptors.map(String.init).joined(separator: " ")) (stdio, the IPC socket and the run-loop stamp page)\(note)")
     }
     let link = readLink("/proc/self/fd/\(fd)") ?? "?"
     var st = stat()

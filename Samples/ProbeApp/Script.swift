@@ -110,6 +110,10 @@ enum Action: Equatable, Sendable {
     case blockForever
     /// Once the current callback has returned, block the main thread forever.
     case hang
+    /// Once the current callback has returned, block the main thread until one byte
+    /// can be read from the FIFO at `path` (a test opening it for writing knows the
+    /// main thread is in that turn once its open returns).
+    case hangFIFO(path: String)
     /// Block the main thread until one byte can be read from the FIFO at `path`.
     case waitFIFO(path: String)
     /// Allocate and touch `mebibytes` MiB, keeping it.
@@ -344,8 +348,13 @@ struct Script: Equatable, Sendable {
           wait-fifo:PATH           block the main thread until one byte can be read from
                                    the FIFO at PATH (a test holds a callback open with it)
           hang                     once this callback has returned, block the main
-                                   thread forever (queued on the main queue), so
-                                   heartbeats go unanswered
+                                   thread forever (queued on the main queue): the run
+                                   loop stays in one turn, and the host's hang check
+                                   kills the app if it is active
+          hang-fifo:PATH           once this callback has returned, block the main
+                                   thread (queued on the main queue) until one byte can
+                                   be read from the FIFO at PATH: opening PATH for
+                                   writing returns once the main thread is blocked
           lock:PATH                flock(LOCK_EX|LOCK_NB) PATH, created if missing
                                    (mode 0644, parent must exist); the fd stays open
           posix-lock:PATH          fcntl(F_SETLK) write lock on all of PATH, created if
@@ -577,6 +586,8 @@ struct Script: Equatable, Sendable {
             return .block(seconds: seconds)
         case ("hang", nil):
             return .hang
+        case ("hang-fifo", let path?) where !path.isEmpty:
+            return .hangFIFO(path: path)
         case ("wait-fifo", let path?) where !path.isEmpty:
             return .waitFIFO(path: path)
         case ("allocate", let value?):

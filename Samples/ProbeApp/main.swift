@@ -24,6 +24,18 @@ func complain(_ line: String) {
     FileHandle.standardError.write(Data("ProbeApp: \(line)\n".utf8))
 }
 
+/// Blocks the calling thread until one byte can be read from the FIFO at `path`.
+func waitFIFO(_ path: String) {
+    say("[ProbeApp] waiting on \(path)")
+    let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+    var byte: UInt8 = 0
+    if fd < 0 || read(fd, &byte, 1) != 1 {
+        FileHandle.standardError.write(Data("ProbeApp: wait-fifo \(path): \(String(cString: strerror(errno)))\n".utf8))
+    }
+    if fd >= 0 { close(fd) }
+    say("[ProbeApp] \(path) released")
+}
+
 /// Blocks the calling (main) thread for good, asleep: `pause()` returns only when a
 /// signal handler ran, so it is called again.
 func blockForever() -> Never {
@@ -436,20 +448,16 @@ final class ProbeDelegate: ApplicationDelegate {
             }
             say("[ProbeApp] wrote \(written) of \(bytes) to \(path)\(failure)")
         case .waitFIFO(let path):
-            say("[ProbeApp] waiting on \(path)")
-            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-            var byte: UInt8 = 0
-            if fd < 0 || read(fd, &byte, 1) != 1 {
-                FileHandle.standardError.write(Data("ProbeApp: wait-fifo \(path): \(String(cString: strerror(errno)))\n".utf8))
-            }
-            if fd >= 0 { close(fd) }
-            say("[ProbeApp] \(path) released")
+            waitFIFO(path)
         case .hang:
             say("[ProbeApp] the main thread will hang once this callback returns")
             DispatchQueue.main.async {
                 say("[ProbeApp] hanging the main thread forever")
                 blockForever()
             }
+        case .hangFIFO(let path):
+            say("[ProbeApp] the main thread will wait on \(path) once this callback returns")
+            DispatchQueue.main.async { waitFIFO(path) }
         case .lock(let path):
             takeLock(.flock, on: path)
         case .posixLock(let path):

@@ -179,6 +179,7 @@ nonisolated func spawnSleeperAndExit(_: UnsafeMutableRawPointer?) -> UnsafeMutab
                 settings.stdout_fd = -1
                 settings.stderr_fd = -1
                 settings.ipc_fd = -1
+                settings.stamp_fd = -1
                 settings.landlock_ruleset_fd = -1
                 settings.death_signal = SIGKILL
                 return aph_spawn(&settings, &result)

@@ -43,9 +43,9 @@ public enum BudgetKey: String, CaseIterable, Codable, Sendable {
         case .silentPush: "30 s widely cited — UNCONFIRMED"
         case .didEnterBackground: "\"has five seconds to perform any tasks and return\" (Apple doc)"
         case .launch: "~20 s commonly said — UNCONFIRMED (\"not formally documented\")"
-        case .foregroundHang: "scene-update watchdog 10 s seen in crash logs"
+        case .foregroundHang: "scene-update watchdog 10 s seen in crash logs; an active app's main run loop blocked this long is killed"
         case .expirationWarning: "handlers run \"shortly before\" expiry — lead time UNCONFIRMED"
-        case .heartbeatInterval: "AppHost's own: how often an active app's main run loop is probed"
+        case .heartbeatInterval: "unused since issue 18 (the main run loop stamps its turns; nothing probes it); kept so config files naming it still load"
         case .wake: "~10 s for a BLE or accessory event handler, widely cited — UNCONFIRMED"
         case .audioIdle: "AppHost's own: an audio app that stopped playing is suspended after this"
         case .voipReport: "callservicesd checks ~7 s after a VoIP push (Apple DTS, forum 817976)"
@@ -74,11 +74,14 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
     public var didEnterBackground: Double
     /// `didFinishLaunching` must return within this.
     public var launch: Double
-    /// An active app must answer a heartbeat within this.
+    /// An active app whose main run loop stays in one turn (blocked) this long is
+    /// killed; the host reads the app's run-loop stamp at this deadline.
     public var foregroundHang: Double
     /// How long before the background budget ends the expiration handlers run.
     public var expirationWarning: Double
-    /// How often an active app is sent a heartbeat.
+    /// Unused since issue 18 (heartbeats are gone: the app's run loop stamps its
+    /// turns and the host reads the stamp at its ``foregroundHang`` deadline). Kept so
+    /// configs and profiles that name it still load.
     public var heartbeatInterval: Double
     /// A handler an app is woken for (a BLE, accessory or location event) must return within this.
     public var wake: Double

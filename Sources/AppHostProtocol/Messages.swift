@@ -3,8 +3,9 @@ import Foundation
 /// The version both sides announce in the handshake. The host refuses an app
 /// that speaks another version.
 public enum IPCProtocol {
-    /// Current wire version.
-    public static let version = 1
+    /// Current wire version. 2: no `heartbeat` callback; the main run loop stamps its
+    /// turns on the page at ``stampDescriptor`` instead (issue 18).
+    public static let version = 2
     /// The descriptor on which an app finds its IPC socket.
     public static let descriptor: Int32 = 3
     /// The environment variable that names that descriptor (set by the host).
@@ -18,6 +19,18 @@ public enum IPCProtocol {
     /// object from group identifier to the container's absolute path. Absent
     /// when the app belongs to no group.
     public static let applicationGroupContainersEnvironmentKey = "APPHOST_APP_GROUP_CONTAINERS"
+    /// The descriptor on which an app finds its run-loop stamp page: a sealed memfd
+    /// of ``stampPageSize`` bytes the host made for this process. The app's main run
+    /// loop stores, at byte 0, a counter of its turns (UInt64, +1 when a turn begins)
+    /// and, at byte 8, the CLOCK_MONOTONIC nanoseconds at which the current turn began
+    /// (UInt64, 0 while it waits for work), both little-endian, with release stores.
+    /// The host reads them at its hang-check deadline: nothing crosses the socket.
+    public static let stampDescriptor: Int32 = 4
+    /// The environment variable that names that descriptor (set by the host when it
+    /// made a page; absent otherwise).
+    public static let stampDescriptorEnvironmentKey = "APPHOST_STAMP_FD"
+    /// Size of the stamp page (the first 16 bytes are used).
+    public static let stampPageSize = 4096
 }
 
 /// The iOS application states.
@@ -78,9 +91,6 @@ public enum LifecycleCallback: Codable, Sendable, Equatable {
     /// The background time is about to run out: run the expiration handler of task
     /// `taskID` (if it is still open), on the main thread, then return.
     case backgroundTaskExpiration(taskID: Int)
-    /// The host's watchdog heartbeat: AppKitLess answers it on the main run loop
-    /// (no delegate method), so a blocked main thread leaves it unanswered.
-    case heartbeat
     /// A service event (a location fix, a VoIP push, BLE or accessory data, an
     /// audio interruption), run by the service's delegate on the main thread.
     case service(ServiceEvent)
@@ -95,7 +105,6 @@ public enum LifecycleCallback: Codable, Sendable, Equatable {
         case .didBecomeActive: "didBecomeActive"
         case .willTerminate: "willTerminate"
         case .backgroundTaskExpiration(let id): "expirationHandler(task \(id))"
-        case .heartbeat: "heartbeat"
         case .service(let event): event.name
         }
     }

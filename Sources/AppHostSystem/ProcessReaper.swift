@@ -341,6 +341,7 @@ private final class ReaperLoop {
                                 stdout_fd: settings.standardOutput?.rawValue ?? -1,
                                 stderr_fd: settings.standardError?.rawValue ?? -1,
                                 ipc_fd: settings.ipcDescriptor?.rawValue ?? -1,
+                                stamp_fd: settings.stampDescriptor?.rawValue ?? -1,
                                 rlimits: limitBuffer.baseAddress,
                                 rlimit_count: limitBuffer.count,
                                 seccomp: program == nil ? nil : bpfPointer,
@@ -423,7 +424,7 @@ private final class ReaperLoop {
         if let sig = settings.deathSignal, sig <= 0 || sig >= 65 {
             throw invalid("bad death signal \(sig)")
         }
-        for descriptor in [settings.standardInput, settings.standardOutput, settings.standardError, settings.ipcDescriptor] {
+        for descriptor in [settings.standardInput, settings.standardOutput, settings.standardError, settings.ipcDescriptor, settings.stampDescriptor] {
             if let descriptor, descriptor.rawValue < 0 { throw invalid("negative descriptor \(descriptor.rawValue)") }
         }
     }

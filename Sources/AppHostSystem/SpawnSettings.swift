@@ -26,6 +26,9 @@ public struct SpawnSettings: Sendable {
     public var standardError: FileDescriptor?
     /// Installed as descriptor 3 in the child (e.g. one end of `makeSocketPair()`); nil leaves 3 closed.
     public var ipcDescriptor: FileDescriptor?
+    /// Installed as descriptor 4 in the child (an app's run-loop stamp page, see
+    /// ``RunLoopStampPage``); nil leaves 4 closed.
+    public var stampDescriptor: FileDescriptor?
     /// Resource limits applied in the child before execve.
     public var resourceLimits: [ResourceLimit]
     /// The seccomp filter loaded last before execve.
@@ -61,6 +64,8 @@ public struct SpawnSettings: Sendable {
 
     /// The descriptor number the IPC descriptor gets in the child.
     public static let childIPCDescriptor: Int32 = APH_IPC_FD
+    /// The descriptor number the stamp page gets in the child.
+    public static let childStampDescriptor: Int32 = APH_STAMP_FD
 
     /// Creates settings; `arguments` defaults to `[executablePath]`.
     public init(

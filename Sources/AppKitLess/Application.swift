@@ -14,11 +14,10 @@ import Synchronization
 /// between delegate callbacks. While the app is suspended (SIGSTOP) nothing runs;
 /// deadlines that passed meanwhile fire on resume.
 ///
-/// The host's hang watchdog sends heartbeats that are answered on this run loop
-/// too, between other work: a main thread kept busy or blocked (in a delegate
-/// method, an expiration handler or any main-queue block) leaves them unanswered,
-/// and an app that stays unresponsive too long is killed, as on iOS. Do slow work
-/// on another queue.
+/// The run loop stamps each of its turns on a page the host reads (no message is
+/// exchanged): a main thread kept in one turn (blocked or busy in a delegate
+/// method, an expiration handler or any main-queue block) for `foregroundHang`
+/// (10 s) while active is killed, as on iOS. Do slow work on another queue.
 @MainActor
 public final class Application {
     /// The app's state as the app sees it, like `UIApplication.State`. The host's
@@ -398,7 +397,7 @@ public final class Application {
 
     /// Runs one callback from the host: updates the state, calls the delegate (or,
     /// for an expiration, the task's handler; for a service event, the service
-    /// object(s) it is for; for a heartbeat, nothing), acknowledges once that has
+    /// object(s) it is for), acknowledges once that has
     /// returned, and for `willTerminate` exits with status 0.
     ///
     /// Everything the delegate or handler sends (task ends, requests) is written
@@ -425,10 +424,6 @@ public final class Application {
             if !expireBackgroundTask(BackgroundTaskIdentifier(rawValue: taskID)) {
                 effects.log("Expiration of BackgroundTask \(taskID) (0x\(String(taskID, radix: 16))): no background task exists with that identifier, or it has already been ended; no handler to run.")
             }
-        case .heartbeat:
-            // The watchdog only wants to know the main run loop turns: being here is
-            // the answer. Nothing is logged (heartbeats come every second or so).
-            break
         case .service(let event):
             // To the live service objects of its kind (their delegates or handlers);
             // an event nobody can receive is logged and dropped, and still acknowledged.

@@ -36,6 +36,8 @@ public func ApplicationMain(delegate: some ApplicationDelegate) -> Never {
     // Over the host's file-size limit a write fails with EFBIG, as a full disk would,
     // instead of SIGXFSZ killing the app.
     signal(SIGXFSZ, SIG_IGN)
+    // The host's hang watchdog reads when the main run loop's current turn began.
+    RunLoopStamp.start(environment: environment)
 
     let connection = Connection(descriptor: descriptor)
     let welcome: Connection.Welcome

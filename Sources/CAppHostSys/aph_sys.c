@@ -773,39 +773,41 @@ static void aph_child(const struct aph_child_args *a) {
         if (rc < 0) aph_child_fail(report_fd, APH_STEP_LANDLOCK, (int)-rc, 0);
     }
 
-    // 5. Descriptors. Copy every source above 3 first so installing one can
+    // 5. Descriptors. Copy every source above 4 first so installing one can
     //    not clobber another; the copies are CLOEXEC and go away below.
     //    (The child has its own descriptor table: no CLONE_FILES.)
-    int sources[4] = { s->stdin_fd, s->stdout_fd, s->stderr_fd, s->ipc_fd };
-    int high[4] = { -1, -1, -1, -1 };
+    int sources[5] = { s->stdin_fd, s->stdout_fd, s->stderr_fd, s->ipc_fd, s->stamp_fd };
+    int high[5] = { -1, -1, -1, -1, -1 };
     int dev_null = -1;
-    for (int target = 0; target < 4; target++) {
+    for (int target = 0; target < 5; target++) {
         int source = sources[target];
         if (source < 0) {
-            if (target == APH_IPC_FD) continue;
+            if (target >= APH_IPC_FD) continue;
             if (dev_null < 0) {
                 long fd = APH_RAW4(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC, 0);
                 if (fd < 0) aph_child_fail(report_fd, APH_STEP_DEV_NULL, (int)-fd, target);
-                rc = APH_RAW3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 4);
+                rc = APH_RAW3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 5);
                 if (rc < 0) aph_child_fail(report_fd, APH_STEP_DEV_NULL, (int)-rc, target);
                 dev_null = (int)rc;
                 if (fd != dev_null) (void)APH_RAW1(SYS_close, fd);
             }
             high[target] = dev_null;
         } else {
-            rc = APH_RAW3(SYS_fcntl, source, F_DUPFD_CLOEXEC, 4);
+            rc = APH_RAW3(SYS_fcntl, source, F_DUPFD_CLOEXEC, 5);
             if (rc < 0) aph_child_fail(report_fd, APH_STEP_DUP, (int)-rc, target);
             high[target] = (int)rc;
         }
     }
-    for (int target = 0; target < 4; target++) {
+    for (int target = 0; target < 5; target++) {
         if (high[target] < 0) continue;
-        // dup3 (no dup2 on every architecture); high[target] >= 4 > target.
+        // dup3 (no dup2 on every architecture); high[target] >= 5 > target.
         rc = APH_RAW3(SYS_dup3, high[target], target, 0);
         if (rc < 0) aph_child_fail(report_fd, APH_STEP_DUP, (int)-rc, target);
     }
-    // Without an IPC descriptor fd 3 is closed too.
-    int first_closed = sources[APH_IPC_FD] >= 0 ? APH_IPC_FD + 1 : APH_IPC_FD;
+    // Without an IPC descriptor fd 3 is closed too, without a stamp page 4.
+    int first_closed = sources[APH_STAMP_FD] >= 0 ? APH_STAMP_FD + 1
+                     : sources[APH_IPC_FD] >= 0 ? APH_IPC_FD + 1 : APH_IPC_FD;
+    if (sources[APH_STAMP_FD] >= 0 && sources[APH_IPC_FD] < 0) (void)APH_RAW1(SYS_close, APH_IPC_FD);
     int e = aph_close_from(first_closed, report_fd);
     if (e != 0) aph_child_fail(report_fd, APH_STEP_CLOSE_FDS, e, 0);
 
@@ -865,11 +867,11 @@ static int aph_child_entry(void *arg) {
 // it touches are ever backed.
 #define APH_CHILD_STACK_SIZE (128 * 1024)
 
-// Moves *fd to a number >= 4 (keeps CLOEXEC) so the child's dup3 onto 0..3
+// Moves *fd to a number >= 5 (keeps CLOEXEC) so the child's dup3 onto 0..4
 // never hits it.
 static int aph_move_high(int *fd) {
-    if (*fd >= 4) return 0;
-    int moved = fcntl(*fd, F_DUPFD_CLOEXEC, 4);
+    if (*fd >= 5) return 0;
+    int moved = fcntl(*fd, F_DUPFD_CLOEXEC, 5);
     if (moved < 0) return errno;
     (void)close(*fd);
     *fd = moved;
@@ -1259,5 +1261,41 @@ int aph_open_direct(const char *path, int *fd_out) {
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) return errno;
     *fd_out = fd;
+    return 0;
+}
+
+// MARK: - Run-loop stamp page
+
+#ifndef F_ADD_SEALS
+#define F_ADD_SEALS 1033
+#endif
+#ifndef F_SEAL_SEAL
+#define F_SEAL_SEAL 0x0001
+#define F_SEAL_SHRINK 0x0002
+#define F_SEAL_GROW 0x0004
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+
+int aph_stamp_page_create(int *fd_out, void **map_out) {
+    if (fd_out == NULL || map_out == NULL) return EINVAL;
+    int fd = memfd_create("apphost-runloop-stamp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return errno;
+    int e = 0;
+    if (ftruncate(fd, APH_STAMP_PAGE_SIZE) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        e = errno;
+        (void)close(fd);
+        return e;
+    }
+    void *map = mmap(NULL, APH_STAMP_PAGE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        e = errno;
+        (void)close(fd);
+        return e;
+    }
+    *fd_out = fd;
+    *map_out = map;
     return 0;
 }

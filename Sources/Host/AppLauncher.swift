@@ -18,6 +18,9 @@ struct AppLauncher {
         var cgroup: AppCgroup?
         var memoryLimit: UInt64?
         var logPath: String
+        /// The run-loop stamp page (its descriptor goes to the child as 4; closed here
+        /// once the spawn is over); nil when the host could make none.
+        var stampPage: RunLoopStampPage?
     }
 
     /// Something the host says once about what it can enforce: an event (`service` or
@@ -181,6 +184,9 @@ struct AppLauncher {
     private static func startOwned(_ plan: Plan, app id: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation,
                                    group: any EventLoopGroup, containers: String, groupsDirectory: String, bounds: AppBounds) {
         let container = plan.container
+        // The child has its copy once the spawn is over (or there is none): the host
+        // keeps only its mapping.
+        defer { plan.stampPage?.closeDescriptor() }
         do {
             try AppOwnership.makeDirectory(container, below: containers, identity: plan.identity, mode: 0o700)
             for sub in ["Documents", "Library", "tmp"] {
@@ -225,7 +231,7 @@ extension Supervisor {
     /// Carries out a `.spawn` effect: the plan on the actor, the start off it.
     func spawn(_ id: String, options: LaunchOptions) {
         guard let row = apps[id], let instance = runtimes[id]?.instance else { return }
-        let plan: AppLauncher.Plan
+        var plan: AppLauncher.Plan
         do {
             let notices: [AppLauncher.Notice]
             (plan, notices) = try launcher.plan(row.app, options: options)
@@ -239,6 +245,17 @@ extension Supervisor {
         } catch {
             input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
             return
+        }
+        // The page the app's main run loop stamps and the hang watchdog reads (issue 18).
+        // Without one the app runs unwatched (said at its first hang check).
+        do {
+            let page = try RunLoopStampPage()
+            plan.stampPage = page
+            plan.settings.stampDescriptor = page.descriptor
+            plan.settings.environment[IPCProtocol.stampDescriptorEnvironmentKey] = String(IPCProtocol.stampDescriptor)
+            runtimes[id]?.stampPage = page
+        } catch {
+            logger.warning("\(id): no run-loop stamp page (memfd: \(error)); its main run loop is not watched")
         }
         runtimes[id]?.cgroup = plan.cgroup
         runtimes[id]?.oomKillsBefore = plan.cgroup?.oomKills ?? 0

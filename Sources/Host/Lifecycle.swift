@@ -28,8 +28,11 @@ public struct Lifecycle: Sendable, Equatable {
     public private(set) var backgroundSince: Duration?
     /// The expiration handlers of this background period have been asked to run.
     public private(set) var expirationSent = false
-    /// A heartbeat is out, unanswered.
-    public private(set) var heartbeatOutstanding = false
+    /// When the app last became active (host clock); nil when not active. A turn of
+    /// the main run loop is counted as blocked from here at the earliest.
+    public private(set) var activeSince: Duration?
+    /// The hang check found nothing to read for this process: not armed again.
+    public private(set) var mainRunLoopUnwatched = false
     /// Callbacks sent and not yet returned. An app is never stopped with one in
     /// flight: its return would sit in the stopped process (iOS suspends an app
     /// once its handlers have returned).
@@ -138,7 +141,7 @@ public struct Lifecycle: Sendable, Equatable {
                 } else {
                     fx += move(to: .active, cause: "didFinishLaunching returned")
                     fx.append(.send(.didBecomeActive, state: .active))
-                    fx += startHeartbeat()
+                    fx += startHangCheck()
                 }
                 fx += flushQueued()
             case .background:
@@ -177,11 +180,6 @@ public struct Lifecycle: Sendable, Equatable {
             backgroundCallbackReturned = true
             fx.append(.cancelTimer(.backgroundCallback))
             fx += suspendIfIdle()
-
-        case (_, .callbackReturned(.heartbeat)):
-            heartbeatOutstanding = false
-            fx.append(.cancelTimer(.hang))
-            if state == .active { fx.append(.startTimer(.heartbeat, after: profile.duration(.heartbeatInterval))) }
 
         // MARK: foreground
         case (.active, .foreground):
@@ -339,14 +337,11 @@ public struct Lifecycle: Sendable, Equatable {
             fx += watchdog(reason: "background time of \(fmt(.backgroundTask)) used up \(what)",
                            budget: .backgroundTask, namespace: "RUNNINGBOARD")
 
-        case (.active, .timerFired(.heartbeat)) where !heartbeatOutstanding && terminating == nil:
-            heartbeatOutstanding = true
-            fx.append(.send(.heartbeat, state: .active))
-            fx.append(.startTimer(.hang, after: profile.duration(.foregroundHang)))
-
-        case (.active, .timerFired(.hang)) where heartbeatOutstanding && terminating == nil:
-            fx += watchdog(reason: "main run loop unresponsive for \(fmt(.foregroundHang)) while active (heartbeat unanswered)",
-                           budget: .foregroundHang, namespace: "FRONTBOARD")
+        // MARK: the foreground hang watchdog (issue 18)
+        case (.active, .hangCheck(let loop)) where terminating == nil:
+            fx += hangCheck(loop)
+        case (_, .hangCheck):
+            break
 
         case (_, .timerFired):
             // A timer whose condition no longer holds (state moved on).
@@ -428,7 +423,7 @@ public struct Lifecycle: Sendable, Equatable {
     }
 
     private mutating func goHome(cause: String) -> [Effect] {
-        var fx = stopHeartbeat()
+        var fx = stopHangCheck()
         fx += move(to: .inactive, cause: cause)
         fx.append(.send(.willResignActive, state: .inactive))
         fx += move(to: .background, cause: cause)
@@ -451,7 +446,7 @@ public struct Lifecycle: Sendable, Equatable {
         fx.append(.send(.willEnterForeground, state: .inactive))
         fx += move(to: .active, cause: cause)
         fx.append(.send(.didBecomeActive, state: .active))
-        fx += startHeartbeat()
+        fx += startHangCheck()
         return fx
     }
 
@@ -522,14 +517,42 @@ public struct Lifecycle: Sendable, Equatable {
                 .startTimer(.backgroundBudget, after: total)]
     }
 
-    private mutating func startHeartbeat() -> [Effect] {
-        heartbeatOutstanding = false
-        return [.startTimer(.heartbeat, after: profile.duration(.heartbeatInterval))]
+    /// Active now: one deadline, `foregroundHang` away, at which the host reads the
+    /// app's run-loop stamp. Nothing is sent to the app, now or then.
+    private mutating func startHangCheck() -> [Effect] {
+        activeSince = now
+        guard !mainRunLoopUnwatched else { return [] }
+        return [.startTimer(.hangCheck, after: profile.duration(.foregroundHang))]
     }
 
-    private mutating func stopHeartbeat() -> [Effect] {
-        heartbeatOutstanding = false
-        return [.cancelTimer(.heartbeat), .cancelTimer(.hang)]
+    /// How long a turn busy since `since` has blocked the main thread at `now` while
+    /// active: counted from the activation at the earliest, never from the future.
+    public func hangBlocked(since: Duration, at now: Duration) -> Duration {
+        now - min(max(since, activeSince ?? since), now)
+    }
+
+    private mutating func stopHangCheck() -> [Effect] {
+        activeSince = nil
+        return [.cancelTimer(.hangCheck)]
+    }
+
+    /// The hang check's rule. Idle: check again `foregroundHang` from now. Busy in one
+    /// turn since `since` (counted from the activation at the earliest): killed once
+    /// that is `foregroundHang` or more, else checked again when it would be.
+    private mutating func hangCheck(_ loop: MainRunLoop) -> [Effect] {
+        let hang = profile.duration(.foregroundHang)
+        switch loop {
+        case .unwatched(let why):
+            mainRunLoopUnwatched = true
+            return [.log("the foreground hang watchdog does not watch this process: \(why)")]
+        case .idle:
+            return [.startTimer(.hangCheck, after: hang)]
+        case .busy(let since):
+            let blocked = hangBlocked(since: since, at: now)
+            guard blocked >= hang else { return [.startTimer(.hangCheck, after: hang - blocked)] }
+            return watchdog(reason: "main run loop blocked for \(DurationText.format(seconds(blocked))) while active",
+                            budget: .foregroundHang, namespace: "FRONTBOARD")
+        }
     }
 
     private func fmt(_ key: BudgetKey) -> String {
@@ -580,7 +603,8 @@ public struct Lifecycle: Sendable, Equatable {
         callbacksInFlight = 0
         backgroundSince = nil
         expirationSent = false
-        heartbeatOutstanding = false
+        activeSince = nil
+        mainRunLoopUnwatched = false
         launched = false
         connected = false
         backgroundCallbackReturned = false

@@ -60,6 +60,21 @@ extension Lifecycle {
         case deliver(ServiceEvent, wake: Bool, launch: LaunchReason?)
         /// A plugin's rule was broken: kill with this report.
         case modeViolation(TerminationRecord)
+        /// The hang-check deadline (``Timer/hangCheck``) ran out, and this is what the
+        /// host read of the app's main run loop then (see ``HangWatch``).
+        case hangCheck(MainRunLoop)
+    }
+
+    /// What the host read of an active app's main run loop at a hang check: the app's
+    /// run-loop stamp page, as ``HangWatch`` bounds it. Nothing is asked of the app.
+    public enum MainRunLoop: Sendable, Equatable {
+        /// Nothing to read (no page, or an app that never stamped it): the process is
+        /// not watched, and the check is not armed again for it.
+        case unwatched(String)
+        /// Waiting for work: healthy.
+        case idle
+        /// In one turn since host time `since` (at most now).
+        case busy(since: Duration)
     }
 
     /// The deadlines the machine asks for. One of each kind at a time per app.
@@ -74,10 +89,9 @@ extension Lifecycle {
         case expirationWarning
         /// Background time is up.
         case backgroundBudget
-        /// Send the next heartbeat to an active app.
-        case heartbeat
-        /// The outstanding heartbeat must be answered.
-        case hang
+        /// Read the active app's run-loop stamp: armed at activation for
+        /// `foregroundHang`, then again from what it read (``Event/hangCheck(_:)``).
+        case hangCheck
         /// A service event an app was woken (or launched) for must be handled.
         case wake
     }

@@ -29,6 +29,8 @@ extension Supervisor {
         case lockVerdict(app: String, instance: UInt64, String?, observed: ContinuousClock.Instant)
         /// The real-clock timer ran out: fire what is due.
         case deadlinesDue
+        /// Virtual clock: look at a busy run loop again (see ``Supervisor/checkHang(_:)``).
+        case hangRecheck(app: String, instance: UInt64)
         /// The transfer daemon is up (spawned and attached) / said something / exited.
         case transferDaemonStarted(child: ChildProcess, channel: any Channel, generation: UInt64)
         case transferDaemonFailed(String, generation: UInt64)
@@ -83,6 +85,12 @@ extension Supervisor {
         var lockCheck: LockCheck?
         /// The bound on waiting for its socket's EOF after its exit (see `.drainExpired`).
         var drainTimer: Scheduled<Void>?
+        /// This process's run-loop stamp page (nil: the host could make none), and
+        /// what the hang watchdog has seen of it (see ``HangWatch``).
+        var stampPage: RunLoopStampPage?
+        var hangWatch = HangWatch()
+        /// Virtual clock: a hang check waits to see whether a busy turn ends.
+        var hangRecheckPending = false
     }
 }
 

@@ -45,10 +45,13 @@ extension Supervisor {
         let target = scheduler.now() + duration
         await settle()
         while let (key, due) = scheduler.popDue(by: target) {
+            observeRunLoops()
             scheduler.advance(to: due)
             fire(key)
             await settle()
+            await awaitHangVerdicts()
         }
+        observeRunLoops()
         scheduler.advance(to: target)
         await settle()
         return scheduler.now()
@@ -56,6 +59,9 @@ extension Supervisor {
 
     func fire(_ key: DeadlineKey) {
         switch key.timer {
+        case .lifecycle(.hangCheck):
+            guard runtimes[key.app]?.instance == key.instance else { return }
+            checkHang(key.app)
         case .lifecycle(let timer):
             guard runtimes[key.app]?.instance == key.instance else { return }
             feed(key.app, .timerFired(timer))
@@ -65,6 +71,71 @@ extension Supervisor {
             transferRoundTimedOut(app: key.app, session: session)
         case .transferRestart:
             transferRestartDue()
+        }
+    }
+
+    /// The hang check: reads the app's stamp page and feeds what it says.
+    ///
+    /// Virtual clock: host time can say a turn has blocked `foregroundHang` when only
+    /// microseconds of real time passed (an app finishing the turn in which it returned
+    /// a callback, seen before and after a 10 s jump). As the settle rules tell a hung
+    /// app from a slow one by real time, so does this: the turn must also still run
+    /// half the settle timeout of real time after the host first saw it. Until then the
+    /// page is read again after 1, 2, 4 … ms, so a slow app costs a millisecond or two
+    /// and a hung one half the settle timeout; the advance waits for the verdict
+    /// (``awaitHangVerdicts()``).
+    func checkHang(_ id: String) {
+        let loop = mainRunLoop(id)
+        if configuration.clock == .virtual, case .busy(let since) = loop, let rt = runtimes[id],
+           rt.machine.hangBlocked(since: since, at: hostNow()) >= rt.machine.profile.duration(.foregroundHang),
+           let wait = rt.hangWatch.realWait(grace: configuration.settleTimeout / 2, monotonicNow: RunLoopStampPage.monotonicNow()) {
+            runtimes[id]?.hangRecheckPending = true
+            let (input, instance) = (self.input, rt.instance)
+            _ = group.any().scheduleTask(in: .nanoseconds(Int64(clamping: wait))) {
+                input.yield(.hangRecheck(app: id, instance: instance))
+            }
+            return
+        }
+        feed(id, .hangCheck(loop))
+    }
+
+    /// Virtual clock, after a deadline's settle: waits until every hang check that is
+    /// looking again at a busy turn has decided (bounded by half the settle timeout of
+    /// real time, whatever the settle's own timeout did), then settles what it did (a
+    /// kill is reaped), so host time does not move on with the verdict pending.
+    func awaitHangVerdicts() async {
+        while runtimes.values.contains(where: { $0.hangRecheckPending }) {
+            await withCheckedContinuation { hangVerdictWaiter = $0 }
+            await settle()
+        }
+    }
+
+    /// A hang recheck ran: resumes ``awaitHangVerdicts()`` once none is pending.
+    func hangRecheckDone() {
+        guard let waiter = hangVerdictWaiter, !runtimes.values.contains(where: { $0.hangRecheckPending }) else { return }
+        hangVerdictWaiter = nil
+        waiter.resume()
+    }
+
+    /// What an app's run-loop stamp page says at its hang check (see ``HangWatch``).
+    func mainRunLoop(_ id: String) -> Lifecycle.MainRunLoop {
+        guard let page = runtimes[id]?.stampPage else {
+            return .unwatched("the host could make no run-loop stamp page for this process")
+        }
+        return runtimes[id]?.hangWatch.check(page.read(), at: hostNow(), clock: configuration.clock,
+                                             monotonicNow: RunLoopStampPage.monotonicNow()) ?? .idle
+    }
+
+    /// Virtual clock, before host time moves on: notes which turn each active app's
+    /// main run loop is in now (a memory read each; nothing reaches the app), so a turn
+    /// that is still the same at the hang check has been running since this host time.
+    func observeRunLoops() {
+        // The ids first: changing the table while iterating it would copy it whole.
+        let active = runtimes.compactMap { $0.value.machine.state == .active && $0.value.stampPage != nil ? $0.key : nil }
+        let now = hostNow()
+        for id in active {
+            guard let page = runtimes[id]?.stampPage else { continue }
+            runtimes[id]?.hangWatch.observe(page.read(), at: now, monotonicNow: RunLoopStampPage.monotonicNow())
         }
     }
 

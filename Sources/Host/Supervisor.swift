@@ -36,6 +36,8 @@ public actor Supervisor {
     /// Virtual clock: what an advance waits for between deadlines (see ``SettleTracker``).
     var settling = SettleTracker()
     var settleWaiter: CheckedContinuation<Void, Never>?
+    /// Virtual clock: the advance waiting for hang rechecks (``awaitHangVerdicts()``).
+    var hangVerdictWaiter: CheckedContinuation<Void, Never>?
 
     var apps: [String: Store.AppRow] = [:]
     var runtimes: [String: Runtime] = [:]
@@ -242,6 +244,15 @@ public actor Supervisor {
         case .deadlinesDue:
             fireDue()
 
+        case .hangRecheck(let id, let instance):
+            if runtimes[id]?.instance == instance, runtimes[id]?.hangRecheckPending == true {
+                runtimes[id]?.hangRecheckPending = false
+                if runtimes[id]?.machine.state == .active, runtimes[id]?.machine.terminating == nil {
+                    checkHang(id)
+                }
+            }
+            hangRecheckDone()
+
         case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferDaemonExited, .transferDaemonRestart:
             handleTransferInput(item)
         case .shutdownGraceOver(let final):
@@ -293,7 +304,7 @@ public actor Supervisor {
             settling.returned(.init(app: id, instance: instance, seq: seq))
             if case .service(.urlSessionProgress) = callback {
                 // Progress leaves no line: a large download has thousands.
-            } else if callback != .heartbeat {
+            } else {
                 events.append(.callback, app: id, pid: pid, cause: "\(callback.name) returned", fields: .init(callback: callback.name), time: now())
             }
             feed(id, .callbackReturned(callback))
@@ -556,6 +567,12 @@ public actor Supervisor {
                 logger.error("could not record the privacy decision for \(app): \(error)")
             }
         }
+    }
+
+    /// Callbacks sent to `id`'s current process so far (its last sequence number); nil
+    /// when it does not run. The hang watchdog sends none.
+    func callbacksSent(_ id: String) -> UInt64? {
+        runtimes[id]?.seq
     }
 
     func send(_ id: String, _ message: HostMessage) {

@@ -34,12 +34,14 @@ struct AppHarness<Delegate: ApplicationDelegate & Sendable, Extra: Sendable> {
         host.closeHostEnd()
     }
 
-    /// Sends a heartbeat as callback `seq` and expects its acknowledgement to be the
-    /// next message: proof that nothing else was sent meanwhile, and that main-queue
-    /// work queued before it has run.
-    func expectQuiet(seq: UInt64, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try host.send(.callback(seq: seq, callback: .heartbeat, state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
+    /// Has the app send a message of no consequence from a main-queue block and
+    /// expects it to be the next message: proof that nothing else was sent meanwhile,
+    /// and that main-queue work queued before it has run. (A heartbeat callback did
+    /// this until issue 18 removed heartbeats.)
+    func expectQuiet(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let app = application
+        DispatchQueue.main.async { app.ignoreSnapshotOnNextApplicationLaunch() }
+        #expect(try host.receive() == .ignoreSnapshotOnNextApplicationLaunch, sourceLocation: sourceLocation)
     }
 }
 

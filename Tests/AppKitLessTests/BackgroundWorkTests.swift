@@ -165,7 +165,7 @@ struct BackgroundWorkTests {
         #expect(try host.receive() == .request(id: id + 3, request: .service(.backgroundRefreshStatus)))
         try host.send(.reply(id: id + 3, reply: .service(.ok)))
         #expect(try await odd.value == .denied)
-        try fixture.expectQuiet(seq: 1)
+        try fixture.expectQuiet()
         #expect(fixture.recorder.log.count == 1)
         #expect(fixture.recorder.log.first?.hasPrefix("UIApplication.backgroundRefreshStatus: the host could not carry out the call") == true)
     }
@@ -182,7 +182,7 @@ struct BackgroundWorkTests {
         #expect(try host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 7, result: .newData))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
         #expect(try host.receive() == .callbackReturned(seq: 1))
-        try fixture.expectQuiet(seq: 2)
+        try fixture.expectQuiet()
 
         let app = fixture.application
         let (calls, current) = await MainActor.run { (delegate.calls, app.backgroundEventIdentifier) }
@@ -206,7 +206,7 @@ struct BackgroundWorkTests {
         try host.send(.reply(id: 1, reply: .service(.ok)))
         try await later.value
         completion(.newData)
-        try fixture.expectQuiet(seq: 2)
+        try fixture.expectQuiet()
 
         // The host no longer waits for fetch 9 when its completion comes: logged.
         try host.send(.callback(seq: 3, callback: .service(.performFetch(id: 9)), state: .background))
@@ -238,7 +238,7 @@ struct BackgroundWorkTests {
         #expect(try host.receive() == .request(id: 2, request: .service(.remoteNotificationCompleted(id: 3, result: .noData))))
         try host.send(.reply(id: 2, reply: .service(.ok)))
         #expect(try host.receive() == .callbackReturned(seq: 2))
-        try fixture.expectQuiet(seq: 3)
+        try fixture.expectQuiet()
         #expect(fixture.recorder.log.isEmpty)
     }
 
@@ -266,7 +266,7 @@ struct BackgroundWorkTests {
         #expect(try host.receive() == .request(id: 2, request: .service(.remoteNotificationCompleted(id: 6, result: .noData))))
         try host.send(.reply(id: 2, reply: .service(.ok)))
         #expect(try host.receive() == .callbackReturned(seq: 2))
-        try fixture.expectQuiet(seq: 3)
+        try fixture.expectQuiet()
 
         #expect(await MainActor.run { delegate.calls } == [
             "push id=5 silent=true k=v content-available=1",
@@ -302,7 +302,7 @@ struct BackgroundWorkTests {
 
         let late = MainQueueCall { scheduler.register(forTaskWithIdentifier: "com.x.late") { _ in } }
         #expect(await late.value == false)
-        try fixture.expectQuiet(seq: 2)
+        try fixture.expectQuiet()
 
         #expect(fixture.recorder.log == [
             #"BGTaskScheduler.register(forTaskWithIdentifier: "com.x.denied"): notPermitted: "com.x.denied" is not in BGTaskSchedulerPermittedIdentifiers"#,
@@ -364,7 +364,7 @@ struct BackgroundWorkTests {
             #expect(try await pending.value.failure == expected)
         }
         #expect(BGTaskScheduler.Error(.notPermitted, reason: "r").description == "notPermitted: r")
-        try fixture.expectQuiet(seq: 1)
+        try fixture.expectQuiet()
         #expect(fixture.recorder.log.isEmpty)
     }
 
@@ -457,7 +457,7 @@ struct BackgroundWorkTests {
         #expect(try host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.clean", success: true))))
         try host.send(.reply(id: 2, reply: .service(.ok)))
         #expect(try host.receive() == .callbackReturned(seq: 2))
-        try fixture.expectQuiet(seq: 3)
+        try fixture.expectQuiet()
         #expect(await MainActor.run { log.lines } == ["launch com.x.clean BGProcessingTask main=true"])
         #expect(fixture.recorder.log == ["setTaskCompleted(success:) of BGTask com.x.clean was called more than once; the call is ignored"])
     }
@@ -487,7 +487,7 @@ struct BackgroundWorkTests {
 
         try host.send(.callback(seq: 2, callback: .service(.bgTaskLaunch(identifier: "com.x.refresh", kind: .refresh)), state: .background))
         #expect(try host.receive() == .callbackReturned(seq: 2))
-        try fixture.expectQuiet(seq: 3)
+        try fixture.expectQuiet()
 
         try host.send(.callback(seq: 4, callback: .service(.bgTaskExpire(identifier: "com.x.refresh")), state: .background))
         #expect(try host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.refresh", success: false))))
@@ -537,7 +537,7 @@ struct BackgroundWorkTests {
         #expect(try host.receive() == .request(id: 3, request: .service(.bgTaskCompleted(identifier: "com.x.nobody", success: false))))
         try host.send(.reply(id: 3, reply: .service(.ok)))
         #expect(try host.receive() == .callbackReturned(seq: 4))
-        try fixture.expectQuiet(seq: 5)
+        try fixture.expectQuiet()
         #expect(fixture.recorder.log == [
             "BGTask com.x.sync expired with no expirationHandler set; call setTaskCompleted(success:) or the app is killed",
             "No launch handler registered for task with identifier com.x.nobody; the task is completed as failed",

@@ -160,7 +160,7 @@ struct URLSessionTests {
         #expect(await MainActor.run { !duplicate.isRegistered && session.isRegistered })
         try fixture.deliver(seq: 1, .urlSessionDidFinishEvents(session: "com.x.bg"))
         #expect(await MainActor.run { (recorder.lines, other.lines) } == (["com.x.bg didFinishEvents"], []))
-        try fixture.expectQuiet(seq: 2)
+        try fixture.expectQuiet()
         #expect(fixture.recorder.log == ["A background URLSession with identifier com.x.bg already exists! This one receives no events."])
         _ = await MainActor.run { (session, duplicate) }
     }
@@ -175,7 +175,7 @@ struct URLSessionTests {
 
         let download = await MainActor.run { session.downloadTask(with: URL(string: "https://example.com/file.bin")!) }
         #expect(await MainActor.run { download.state == .suspended && download.taskIdentifier == 0 })
-        try fixture.expectQuiet(seq: 1)
+        try fixture.expectQuiet()
 
         let resume = MainQueueCall { download.resume() }
         #expect(try host.receive() == .request(id: 2, request: .service(.urlSessionStartTask(
@@ -209,7 +209,7 @@ struct URLSessionTests {
         #expect(try host.receive() == .request(id: 5, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 8, produceResumeData: true))))
         try host.send(.reply(id: 5, reply: .service(.ok)))
         await cancelWithData.value
-        try fixture.expectQuiet(seq: 2)
+        try fixture.expectQuiet()
         #expect(resumeData.withLock { $0 } == nil, "the resume data comes once the daemon has stopped the transfer")
         try fixture.deliver(seq: 3, .urlSessionResumeData(session: "s", taskIdentifier: 8, data: Data([1, 2, 3])))
         #expect(resumeData.withLock { $0 } == .some(Data([1, 2, 3])))
@@ -231,7 +231,7 @@ struct URLSessionTests {
         }
         try host.send(.reply(id: 6, reply: .service(.refused(reason: "only http and https URLs can be transferred"))))
         await resumeBad.value
-        try fixture.expectQuiet(seq: 5)
+        try fixture.expectQuiet()
         #expect(await MainActor.run { recorder.lines } == [
             "s complete task=7 state=completed error=cancelled: cancelled by the app",
             "s complete task=0 state=completed error=cancelled: cancelled before it was resumed",
@@ -321,7 +321,7 @@ struct URLSessionTests {
         #expect(try host.receive() == .request(id: 1, request: .service(.urlSessionEventsCompleted(session: "s"))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
         #expect(try host.receive() == .callbackReturned(seq: 1))
-        try fixture.expectQuiet(seq: 2)
+        try fixture.expectQuiet()
         #expect(fixture.recorder.log.isEmpty)
 
         let kept = try await URLFixture { EventsAppDelegate() }
@@ -334,7 +334,7 @@ struct URLSessionTests {
         try kept.host.send(.reply(id: 1, reply: .service(.ok)))
         try await later.value
         completion()
-        try kept.expectQuiet(seq: 2)
+        try kept.expectQuiet()
         #expect(await MainActor.run { keptDelegate.calls } == ["handleEvents t state=background"])
         #expect(kept.recorder.log == ["The handleEventsForBackgroundURLSession completion handler (session t) was called more than once; the call is ignored"])
     }
@@ -350,7 +350,7 @@ struct URLSessionTests {
         try fixture.deliver(seq: 3, .urlSessionDidFinishEvents(session: "late"))
         #expect(fixture.recorder.log.count == 3)
         let session = try await fixture.makeSession("late", id: 1, delegate: recorder)
-        try fixture.expectQuiet(seq: 4)
+        try fixture.expectQuiet()
         #expect(await MainActor.run { recorder.lines } == [
             "late write task=9 +5 5/10",
             "late complete task=9 state=completed error=nil",
@@ -375,7 +375,7 @@ struct URLSessionTests {
         try fixture.host.send(.reply(id: 3, reply: .service(.ok)))
         #expect(try fixture.host.receive() == .callbackReturned(seq: 6))
         try fixture.deliver(seq: 7, .urlSessionDidFinishEvents(session: "relaunch"))
-        try fixture.expectQuiet(seq: 8)
+        try fixture.expectQuiet()
         #expect(await MainActor.run { other.lines } == [
             "relaunch complete task=1 state=completed error=nil",
             "relaunch didFinishEvents",
@@ -397,7 +397,7 @@ struct URLSessionTests {
             }
         }
         #expect(error?.code == .unsupported)
-        try fixture.expectQuiet(seq: 1)
+        try fixture.expectQuiet()
         #expect(fixture.recorder.log == ["Data tasks are not supported in background sessions (session s); use a download or upload task"])
     }
 }

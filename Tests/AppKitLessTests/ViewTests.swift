@@ -202,7 +202,7 @@ struct ViewTests {
         }
         #expect(tree.views[1].content == .label(text: "$250.00", fontSize: 34, color: .black))
         #expect(try host.receive() == .callbackReturned(seq: 5))
-        try fixture.expectQuiet(seq: 6)
+        try fixture.expectQuiet()
     }
 
     @Test("a change outside callbacks is sent once at the end of its main-queue turn; a window no longer shown sends nothing")
@@ -220,7 +220,7 @@ struct ViewTests {
             return (screen, screen.window.viewTree())
         }
         #expect(try host.receive() == .viewTree(expected))
-        try fixture.expectQuiet(seq: 1)
+        try fixture.expectQuiet()
 
         // A later change in a main-queue block.
         await MainActor.run { screen.balance.isHidden = true }
@@ -229,7 +229,7 @@ struct ViewTests {
             return
         }
         #expect(tree.views[1].isHidden)
-        try fixture.expectQuiet(seq: 2)
+        try fixture.expectQuiet()
 
         // Another window replaces it: its tree goes; the old one's changes do not.
         let other = await MainActor.run {
@@ -240,13 +240,13 @@ struct ViewTests {
         }
         #expect(try host.receive() == .viewTree(other))
         await MainActor.run { screen.balance.text = "$9.00" }
-        try fixture.expectQuiet(seq: 3)
+        try fixture.expectQuiet()
         #expect(await MainActor.run { screen.window.application == nil })
 
         // No window: an empty tree.
         await MainActor.run { app.window = nil }
         #expect(try host.receive() == .viewTree(ViewTree()))
-        try fixture.expectQuiet(seq: 4)
+        try fixture.expectQuiet()
     }
 
     @Test("a change made in performFetch goes before the completion it calls, and that before the acknowledgement")
@@ -279,7 +279,7 @@ struct ViewTests {
         #expect(try host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 3, result: .newData))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
         #expect(try host.receive() == .callbackReturned(seq: 2))
-        try fixture.expectQuiet(seq: 3)
+        try fixture.expectQuiet()
     }
 
     @Test("ignoreSnapshotOnNextApplicationLaunch sends its message, from any thread")
@@ -291,6 +291,6 @@ struct ViewTests {
         let app = fixture.application
         await MainActor.run { app.ignoreSnapshotOnNextApplicationLaunch() }
         #expect(try fixture.host.receive() == .ignoreSnapshotOnNextApplicationLaunch)
-        try fixture.expectQuiet(seq: 1)
+        try fixture.expectQuiet()
     }
 }

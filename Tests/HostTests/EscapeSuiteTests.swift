@@ -74,7 +74,7 @@ struct EscapeExpectation: Sendable {
         .init("proc-sys-write", "Landlock: system paths read-only", landlock: 1),
         .init("dev-mem", "Landlock; no CAP_SYS_RAWIO", landlock: 1),
         .init("mknod", "no CAP_MKNOD; Landlock"),
-        .init("inherited-fd", "spawn closes every descriptor above 3"),
+        .init("inherited-fd", "spawn closes every descriptor above 4 (3: the IPC socket, 4: the app's own run-loop stamp page)"),
         .init("chmod-outside", "DAC: the app's own uid (not the owner; no CAP_FOWNER)", rootHost: true),
         .init("chown-outside", "DAC: the app's own uid (not the owner; no CAP_CHOWN)", rootHost: true),
         .init("setxattr-outside", "DAC: the app's own uid (no write permission)", rootHost: true),

@@ -229,7 +229,7 @@ struct LifecycleTests: LifecycleFixtures {
         #expect(fx.contains(.startTimer(.expirationWarning, after: .seconds(25))))
         #expect(fx.contains(.startTimer(.backgroundBudget, after: .seconds(30))))
         #expect(fx.contains(.startTimer(.backgroundCallback, after: .seconds(5))))
-        #expect(fx.contains(.cancelTimer(.heartbeat)))
+        #expect(fx.contains(.cancelTimer(.hangCheck)))
         #expect(m.timeRemaining(at: .seconds(110)) == 20)
         #expect(m.timeRemaining(at: .seconds(200)) == 0)
     }
@@ -285,17 +285,115 @@ struct LifecycleTests: LifecycleFixtures {
                 "a late timer after the return does nothing")
     }
 
-    @Test func heartbeatThenHangOnlyWhileUnanswered() {
-        var m = activeMachine()
-        var fx = m.handle(.timerFired(.heartbeat), at: .seconds(5))
-        #expect(sends(fx) == ["heartbeat"])
-        #expect(fx.contains(.startTimer(.hang, after: .seconds(10))))
-        fx = m.handle(.callbackReturned(.heartbeat), at: .seconds(5))
-        #expect(fx.contains(.cancelTimer(.hang)))
-        #expect(fx.contains(.startTimer(.heartbeat, after: .seconds(5))))
-        _ = m.handle(.timerFired(.heartbeat), at: .seconds(10))
-        fx = m.handle(.timerFired(.hang), at: .seconds(20))
-        #expect(m.pendingRecord?.budget?.name == "foregroundHang")
+    // MARK: - The foreground hang watchdog (issue 18)
+
+    /// The machine active since `t` (didFinishLaunching returned then).
+    func activeMachine(since t: Duration) -> Lifecycle {
+        var m = Lifecycle()
+        _ = m.handle(.launch(LaunchOptions(reason: .user), placement: .foreground), at: .zero)
+        _ = m.handle(.handshake, at: .zero)
+        _ = m.handle(.callbackReturned(.didFinishLaunching(options: LaunchOptions(reason: .user))), at: t)
+        _ = m.handle(.callbackReturned(.didBecomeActive), at: t)
+        return m
+    }
+
+    func kills(_ fx: [Effect]) -> Bool {
+        fx.contains { if case .signal(.kill, _) = $0 { true } else { false } }
+    }
+
+    @Test func activationArmsOneHangCheckAndSendsNothingForIt() {
+        var m = Lifecycle()
+        _ = m.handle(.launch(LaunchOptions(reason: .user), placement: .foreground))
+        _ = m.handle(.handshake)
+        let fx = m.handle(.callbackReturned(.didFinishLaunching(options: LaunchOptions(reason: .user))), at: .seconds(3))
+        #expect(fx.contains(.startTimer(.hangCheck, after: .seconds(10))))
+        #expect(sends(fx) == ["didBecomeActive"], "no probe goes to the app")
+        #expect(m.activeSince == .seconds(3))
+        // Back from the background: armed again.
+        _ = home(&m, at: .seconds(5))
+        let back = m.handle(.foreground, at: .seconds(40))
+        #expect(back.contains(.startTimer(.hangCheck, after: .seconds(10))))
+        #expect(!sends(back).contains { $0.contains("heartbeat") })
+    }
+
+    @Test func anIdleRunLoopIsCheckedAgainAHangLater() {
+        var m = activeMachine(since: .zero)
+        for t in stride(from: 10, through: 3600, by: 10) {
+            let fx = m.handle(.hangCheck(.idle), at: .seconds(t))
+            #expect(fx == [.startTimer(.hangCheck, after: .seconds(10))])
+        }
+        #expect(m.pendingRecord == nil)
+    }
+
+    @Test func aTurnBlockedAHangIsKilledWithHowLongItWasBlocked() {
+        var m = activeMachine(since: .zero)
+        // Blocked since 0.5 s, seen at the 10 s check: 10 s or more, killed.
+        var fx = m.handle(.hangCheck(.busy(since: .milliseconds(500))), at: .milliseconds(10_600))
+        #expect(kills(fx))
+        #expect(m.pendingRecord?.code == .watchdog)
+        #expect(m.pendingRecord?.namespace == "FRONTBOARD")
+        #expect(m.pendingRecord?.budget == BudgetRecord(name: "foregroundHang", seconds: 10, profile: "ios13"))
+        #expect(m.pendingRecord?.reason == "main run loop blocked for 10.1s while active")
+        fx = m.handle(.exited(description: "SIGKILL", clean: false), at: .milliseconds(10_600))
+        #expect(transitions(fx) == ["active→notRunning"])
+    }
+
+    @Test func aTurnNotYetBlockedAHangIsCheckedWhenItWouldBe() {
+        var m = activeMachine(since: .zero)
+        // Busy since 7 s at the 10 s check: checked again at 17 s, not 20 s.
+        var fx = m.handle(.hangCheck(.busy(since: .seconds(7))), at: .seconds(10))
+        #expect(fx == [.startTimer(.hangCheck, after: .seconds(7))])
+        // Still the same turn at 17 s: blocked 10 s.
+        fx = m.handle(.hangCheck(.busy(since: .seconds(7))), at: .seconds(17))
+        #expect(kills(fx))
+        #expect(m.pendingRecord?.reason == "main run loop blocked for 10s while active")
+    }
+
+    @Test func aBlockOfElevenToFourteenSecondsRightAfterActivationIsKilled() {
+        // Heartbeats missed these (sent at 5 s, answered before the 15 s deadline).
+        for block in [11, 12, 14] {
+            var m = activeMachine(since: .seconds(2))
+            let fx = m.handle(.hangCheck(.busy(since: .seconds(2))), at: .seconds(12))
+            #expect(kills(fx), "blocked \(block) s from activation")
+            #expect(m.pendingRecord?.reason == "main run loop blocked for 10s while active")
+        }
+    }
+
+    @Test func blockedTimeCountsFromActivationAndNeverFromTheFuture() {
+        // A turn that began before the app became active counts from the activation.
+        var m = activeMachine(since: .seconds(100))
+        var fx = m.handle(.hangCheck(.busy(since: .zero)), at: .seconds(105))
+        #expect(fx == [.startTimer(.hangCheck, after: .seconds(5))])
+        fx = m.handle(.hangCheck(.busy(since: .zero)), at: .seconds(110))
+        #expect(m.pendingRecord?.reason == "main run loop blocked for 10s while active")
+        // A start after now (garbage) reads as a turn that just began.
+        var n = activeMachine(since: .zero)
+        fx = n.handle(.hangCheck(.busy(since: .seconds(1_000_000))), at: .seconds(10))
+        #expect(fx == [.startTimer(.hangCheck, after: .seconds(10))])
+        #expect(n.pendingRecord == nil)
+    }
+
+    @Test func anUnwatchedProcessIsSaidOnceAndNotCheckedAgain() {
+        var m = activeMachine(since: .zero)
+        var fx = m.handle(.hangCheck(.unwatched("no page")), at: .seconds(10))
+        #expect(fx == [.log("the foreground hang watchdog does not watch this process: no page")])
+        #expect(!kills(fx))
+        _ = home(&m, at: .seconds(11))
+        fx = m.handle(.foreground, at: .seconds(20))
+        #expect(!fx.contains(.startTimer(.hangCheck, after: .seconds(10))), "not armed again for this process")
+        // A new process is watched again.
+        _ = m.handle(.exited(description: "exit 0", clean: true), at: .seconds(30))
+        #expect(!m.mainRunLoopUnwatched)
+    }
+
+    @Test func aCheckOutsideActiveOrWhileTerminatingDoesNothing() {
+        var m = activeMachine(since: .zero)
+        _ = m.handle(.home, at: .seconds(1))
+        #expect(m.handle(.hangCheck(.busy(since: .zero)), at: .seconds(30)).isEmpty)
+        var t = activeMachine(since: .zero)
+        _ = t.handle(.terminate(.user), at: .seconds(1))
+        #expect(!kills(t.handle(.hangCheck(.busy(since: .zero)), at: .seconds(30))))
+        #expect(t.pendingRecord == nil)
     }
 
     @Test func lockAtSuspensionKillsWithDead10ccInsteadOfStopping() {

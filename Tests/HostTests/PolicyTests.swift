@@ -136,28 +136,53 @@ struct PolicyTests {
         }
     }
 
-    @Test func hungForegroundAppIsKilledAndAHealthyOneIsNot() async throws {
+    @Test func aHealthyActiveAppCostsNoCallbackAndIsNeverKilled() async throws {
         try await withVirtualHost(settle: .milliseconds(300)) { host in
-            let hung = try await host.installProbe("com.policy.hung")
-            let healthy = try await host.installProbe("com.policy.healthy")
-            let healthyPID = try await host.supervisor.launch(healthy, background: false, arguments: [])
-            // An hour of heartbeats answered on the main run loop.
+            let id = try await host.installProbe("com.policy.healthy")
+            let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+            _ = await host.waitForEvent(id) { $0.callback == "didBecomeActive" }
+            let sent = await host.supervisor.callbacksSent(id)
+            let events = await host.events(id).count
+            // An hour: 360 hang checks, each a read of the app's stamp page.
             try await advance(host, 3600)
-            #expect(try await state(host, healthy) == .active)
-            #expect(processExists(healthyPID))
+            #expect(try await state(host, id) == .active)
+            #expect(processExists(pid))
+            #expect(await host.supervisor.callbacksSent(id) == sent, "nothing was sent to the app")
+            #expect(await host.events(id).count == events, "nothing happened to it")
+            #expect(try await host.supervisor.reports(id).isEmpty)
+        }
+    }
 
-            let hungPID = try await host.supervisor.launch(hung, background: false, arguments: ["--on", "active", "hang"])
-            // The probe hangs right after didBecomeActive returns: anything sent later is never answered.
-            _ = await host.waitForEvent(hung) { $0.callback == "didBecomeActive" }
-            try await advance(host, 14)
-            #expect(processExists(hungPID), "heartbeat sent at +5 s; the hang budget runs until +15 s")
+    @Test func aMainThreadBlockedRightAfterActivationIsKilledAtTheHangBudget() async throws {
+        try await withVirtualHost(settle: .milliseconds(300)) { host in
+            let id = try await host.installProbe("com.policy.hung")
+            let dir = host.dir.path + "/containers/\(id)/tmp"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let fifo = dir + "/block.fifo"
+            #expect(mkfifo(fifo, 0o600) == 0)
+            // Blocked once didBecomeActive returned, until the test writes a byte, which it
+            // means to do at +12 s: the host must not wait that long.
+            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "hang-fifo:\(fifo)"])
+            let writer = await openFIFOForWriting(fifo)
+            #expect(writer >= 0)
+            defer { close(writer) }
+            try await advance(host, 9)
+            #expect(processExists(pid), "blocked 9 s")
+            #expect(try await state(host, id) == .active)
             try await advance(host, 1)
-            #expect(!processExists(hungPID))
-            let report = try #require(try await host.supervisor.reports(hung).last)
+            // The advance waits for the verdict and (up to the settle timeout) for the reap;
+            // on a loaded machine the reap can take longer, so wait for it.
+            try await host.waitUntil(id, is: .notRunning)
+            #expect(!processExists(pid))
+            let report = try #require(try await host.supervisor.reports(id).last)
             #expect(report.terminationCode == "0x8badf00d")
             #expect(report.budget?.name == "foregroundHang")
-            #expect(report.reason.contains("heartbeat"))
-            #expect(try await host.supervisor.reports(healthy).isEmpty)
+            #expect(report.reason == "main run loop blocked for 10s while active", "\(report.reason)")
+            // Killed at 10 s of host time after the activation (virtual dates are exact).
+            let events = await host.events(id)
+            let activated = try #require(events.first { $0.kind == .transition && $0.to == .active })
+            let kill = try #require(events.first { $0.kind == .signal && $0.signal == "SIGKILL" })
+            #expect(kill.time.timeIntervalSince(activated.time) == 10)
         }
     }
 

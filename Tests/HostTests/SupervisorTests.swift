@@ -35,6 +35,34 @@ struct SupervisorTests {
         }
     }
 
+    /// The hang check on the real clock: the app's CLOCK_MONOTONIC stamp against the
+    /// host's own reading. `foregroundHang` is 1 s here so the test takes about that.
+    @Test func aBlockedMainThreadIsKilledOnTheRealClockWithHowLongItWasBlocked() async throws {
+        var profile = BudgetProfile.ios13
+        profile.foregroundHang = 1
+        try await withHost(label: "hang", profile: profile) { host in
+            let id = try await host.installProbe("com.test.hang")
+            let dir = host.dir.path + "/containers/\(id)/tmp"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let fifo = dir + "/block.fifo"
+            #expect(mkfifo(fifo, 0o600) == 0)
+            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "hang-fifo:\(fifo)"])
+            let writer = await openFIFOForWriting(fifo)
+            #expect(writer >= 0)
+            defer { close(writer) }
+            try await host.waitUntil(id, is: .notRunning)
+            #expect(!processExists(pid))
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.terminationCode == "0x8badf00d")
+            #expect(report.budget?.name == "foregroundHang")
+            // "main run loop blocked for 1.004s while active": never less than the budget.
+            let reason = report.reason
+            #expect(reason.hasPrefix("main run loop blocked for ") && reason.hasSuffix("s while active"), "\(reason)")
+            let seconds = Double(reason.dropFirst("main run loop blocked for ".count).dropLast("s while active".count))
+            #expect((seconds ?? 0) >= 1, "\(reason)")
+        }
+    }
+
     @Test func aWaitThatRunsOutSaysWhatTheHostSaw() async throws {
         try await withHost { host in
             let id = try await host.installProbe("com.test.waitout")

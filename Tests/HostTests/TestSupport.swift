@@ -311,3 +311,12 @@ final class Counter: Sendable {
     /// Adds one and returns the new value.
     func increment() -> Int { value.withLock { $0 += 1; return $0 } }
 }
+
+/// Opens the FIFO at `path` for writing on a thread of its own: returns once a reader
+/// has opened it (the probe's `hang-fifo`, from its blocked main thread), so the caller
+/// knows the main thread is blocked without sleeping. -1 if it cannot be opened.
+func openFIFOForWriting(_ path: String) async -> Int32 {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: open(path, O_WRONLY | O_CLOEXEC)) }
+    }
+}

@@ -78,6 +78,8 @@ void aph_bpf_program_free(struct aph_bpf_program *program);
 
 /// The descriptor number the IPC socket gets in the child.
 #define APH_IPC_FD 3
+/// The descriptor number the run-loop stamp page (a memfd) gets in the child.
+#define APH_STAMP_FD 4
 
 /// Which step failed (`aph_spawn_result.step`). PARENT_* happen in the caller,
 /// the others in the child before execve.
@@ -129,6 +131,9 @@ struct aph_spawn_settings {
     int stderr_fd;
     /// Parent descriptor installed as APH_IPC_FD (3) in the child; -1: none.
     int ipc_fd;
+    /// Parent descriptor installed as APH_STAMP_FD (4) in the child (the
+    /// run-loop stamp page); -1: none. Set it to -1 in a zeroed struct.
+    int stamp_fd;
     /// Resource limits set in the child (may be NULL when count is 0).
     const struct aph_rlimit *rlimits;
     size_t rlimit_count;
@@ -190,12 +195,27 @@ struct aph_spawn_result {
 /// pidfd_open). The child shares the caller's memory, so no page tables are
 /// copied, and the calling thread is suspended until the child has exec'd or
 /// exited. In the child, with raw syscalls only: resets signals, setsid,
-/// joins its cgroups, PDEATHSIG, NO_NEW_PRIVS, Landlock, installs 0-3, closes every other descriptor,
+/// joins its cgroups, PDEATHSIG, NO_NEW_PRIVS, Landlock, installs 0-4, closes every other descriptor,
 /// chdir, rlimits, capabilities, seccomp, execve. Returns 0, or the errno of the failed step
 /// (`result->step`). A child that failed before execve has already been
 /// reaped when this returns.
 int aph_spawn(const struct aph_spawn_settings *settings,
               struct aph_spawn_result *result);
+
+// MARK: - Run-loop stamp page (the foreground hang watchdog)
+
+/// Size of a run-loop stamp page: one page, of which the first 16 bytes are
+/// used (layout in CAppHostStamp's aph_stamp.h).
+#define APH_STAMP_PAGE_SIZE 4096
+
+/// Makes one app's run-loop stamp page: a memfd of APH_STAMP_PAGE_SIZE zero
+/// bytes (MFD_CLOEXEC | MFD_ALLOW_SEALING) sealed against shrinking, growing
+/// and further sealing, so the app that writes it can never make a reader's
+/// mapping fault (SIGBUS), and a read-only shared mapping of it for the host.
+/// `*fd_out` is for the child (APH_STAMP_FD); the caller closes it once the
+/// child is spawned and unmaps `*map_out` (APH_STAMP_PAGE_SIZE bytes) when
+/// the app is gone. Returns 0 or an errno (nothing is left open then).
+int aph_stamp_page_create(int *fd_out, void **map_out);
 
 // MARK: - Landlock (ruleset built in the parent, enforced by the child)
 
