@@ -184,9 +184,6 @@ struct AppLauncher {
     private static func startOwned(_ plan: Plan, app id: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation,
                                    group: any EventLoopGroup, containers: String, groupsDirectory: String, bounds: AppBounds) {
         let container = plan.container
-        // The child has its copy once the spawn is over (or there is none): the host
-        // keeps only its mapping.
-        defer { plan.stampPage?.closeDescriptor() }
         do {
             try AppOwnership.makeDirectory(container, below: containers, identity: plan.identity, mode: 0o700)
             for sub in ["Documents", "Library", "tmp"] {
@@ -198,6 +195,7 @@ struct AppLauncher {
                                                mode: owner == nil ? 0o700 : 0o2770)
             }
         } catch {
+            plan.stampPage?.closeDescriptor()
             input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
             return
         }
@@ -212,6 +210,9 @@ struct AppLauncher {
             spawned: { child in input.yield(.spawned(app: id, instance: instance, child: child)) },
             duplicateForWriting: true
         ) { result in
+            // The child has its copy once the spawn is over (or there is none): the host
+            // keeps only its mapping.
+            plan.stampPage?.closeDescriptor()
             switch result {
             case .success(let (_, channel, writeDescriptor)):
                 input.yield(.connected(app: id, instance: instance, channel: channel, writeDescriptor: writeDescriptor))
