@@ -29,6 +29,8 @@ extension Supervisor {
         case lockVerdict(app: String, instance: UInt64, String?, observed: ContinuousClock.Instant)
         /// The real-clock timer ran out: fire what is due.
         case deadlinesDue
+        /// Virtual clock: the settle wait's real-time bound may have run out (see ``Supervisor/settle()``).
+        case settleTimerFired
         /// Virtual clock: look at a busy run loop again (see ``Supervisor/checkHang(_:)``).
         case hangRecheck(app: String, instance: UInt64)
         /// The transfer daemon is up (spawned and attached) / said something / exited.

@@ -90,6 +90,7 @@ extension Supervisor {
            rt.machine.hangBlocked(since: since, at: hostNow()) >= rt.machine.profile.duration(.foregroundHang),
            let wait = rt.hangWatch.realWait(grace: configuration.settleTimeout / 2, monotonicNow: RunLoopStampPage.monotonicNow()) {
             runtimes[id]?.hangRecheckPending = true
+            hangRechecks.insert(id)
             let (input, instance) = (self.input, rt.instance)
             _ = group.any().scheduleTask(in: .nanoseconds(Int64(clamping: wait))) {
                 input.yield(.hangRecheck(app: id, instance: instance))
@@ -104,15 +105,25 @@ extension Supervisor {
     /// real time, whatever the settle's own timeout did), then settles what it did (a
     /// kill is reaped), so host time does not move on with the verdict pending.
     func awaitHangVerdicts() async {
-        while runtimes.values.contains(where: { $0.hangRecheckPending }) {
+        while hangRecheckPending() {
             await withCheckedContinuation { hangVerdictWaiter = $0 }
             await settle()
         }
     }
 
+    /// Whether a hang recheck is pending for any app (of the few in `hangRechecks`; the
+    /// others leave it).
+    func hangRecheckPending() -> Bool {
+        for id in hangRechecks {
+            if runtimes[id]?.hangRecheckPending == true { return true }
+            hangRechecks.remove(id)
+        }
+        return false
+    }
+
     /// A hang recheck ran: resumes ``awaitHangVerdicts()`` once none is pending.
     func hangRecheckDone() {
-        guard let waiter = hangVerdictWaiter, !runtimes.values.contains(where: { $0.hangRecheckPending }) else { return }
+        guard let waiter = hangVerdictWaiter, !hangRecheckPending() else { return }
         hangVerdictWaiter = nil
         waiter.resume()
     }
@@ -130,10 +141,10 @@ extension Supervisor {
     /// main run loop is in now (a memory read each; nothing reaches the app), so a turn
     /// that is still the same at the hang check has been running since this host time.
     func observeRunLoops() {
-        // The ids first: changing the table while iterating it would copy it whole.
-        let active = runtimes.compactMap { $0.value.machine.state == .active && $0.value.stampPage != nil ? $0.key : nil }
+        // An active app is in front: one of the few `foregroundCandidates` (looking at
+        // every runtime copies each one).
         let now = hostNow()
-        for id in active {
+        for id in foregroundCandidates where runtimes[id]?.machine.state == .active {
             guard let page = runtimes[id]?.stampPage else { continue }
             runtimes[id]?.hangWatch.observe(page.read(), at: now, monotonicNow: RunLoopStampPage.monotonicNow())
         }
@@ -203,14 +214,15 @@ extension Supervisor {
     func settle() async {
         defer { settling.stepEnded() }
         guard !settling.isSettled(settleViews()) else { return }
-        let token = settling.beginWait()
-        // Real time whatever the host clock, on the event loop's timer: a cancelled
-        // `Task.sleep` leaves its dispatch timer armed on Linux (a wake-up for nothing).
-        let timer = group.any().scheduleTask(in: .nanoseconds(configuration.settleTimeout.clampedNanoseconds)) { [weak self] in
-            Task { await self?.settleTimedOut(token) }
-        }
+        _ = settling.beginWait()
+        // Real time whatever the host clock, on the settle timer (a timerfd: see
+        // `settleTimer`); a cancelled `Task.sleep` leaves its dispatch timer armed on Linux.
+        let bound = Duration.nanoseconds(configuration.settleTimeout.clampedNanoseconds)
+        settleDeadline = .now + bound
+        settleTimer?.arm(after: bound)
         await withCheckedContinuation { settleWaiter = $0 }
-        timer.cancel()
+        settleDeadline = nil
+        settleTimer?.disarm()
     }
 
     func settleTimedOut(_ token: UInt64) {

@@ -31,6 +31,7 @@ extension Supervisor {
         events.append(.hostStopped, cause: "host stopped", time: now())
         input.finish()
         deadlineTimer?.close()
+        settleTimer?.close()
         events.close()
     }
 

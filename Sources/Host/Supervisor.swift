@@ -28,6 +28,13 @@ public actor Supervisor {
     /// for every cancelled deadline), and moving a NIO timer from the actor's thread woke
     /// the event loop on the path of every step that moved a deadline.
     let deadlineTimer: DeadlineTimer?
+    /// Virtual clock: bounds each settle wait in real time (see ``settle()``), with its own
+    /// timerfd for the same reason: arming it is one syscall that wakes no thread, where a
+    /// NIO timer scheduled and cancelled from the actor woke the event loop twice a settle.
+    let settleTimer: DeadlineTimer?
+    /// When the current settle wait runs out (a late `.settleTimerFired` of an earlier wait
+    /// is told by this).
+    var settleDeadline: ContinuousClock.Instant?
     /// Inputs being handled (0 or 1) and whether a deadline moved in this step (see `apply`).
     var stepDepth = 0
     /// While a kernel report is fed (`feedObserved`): when the reaper got it.
@@ -74,6 +81,8 @@ public actor Supervisor {
     var settleCandidates: Set<String> = []
     /// The apps that may be in front (see ``sendOthersHome(except:)``), for the same reason.
     var foregroundCandidates: Set<String> = []
+    /// The apps a hang recheck may be pending for (see ``hangRecheckPending()``).
+    var hangRechecks: Set<String> = []
     /// Audio sinks of apps with an open audio session.
     var audioSinks = AudioSinks()
     /// Plans each launch (limits, confinement, identity); holds the per-app cgroups.
@@ -103,6 +112,7 @@ public actor Supervisor {
         (inputs, input) = AsyncStream<Input>.makeStream()
         let deadlines = input
         deadlineTimer = configuration.clock == .real ? try DeadlineTimer { deadlines.yield(.deadlinesDue) } : nil
+        settleTimer = configuration.clock == .virtual ? try DeadlineTimer(name: "aph-settle") { deadlines.yield(.settleTimerFired) } : nil
         modes = ModeHub(profile: configuration.profile)
         for row in try store.apps() {
             apps[row.app.bundleIdentifier] = row
@@ -243,6 +253,9 @@ public actor Supervisor {
 
         case .deadlinesDue:
             fireDue()
+
+        case .settleTimerFired:
+            if let due = settleDeadline, ContinuousClock.now >= due { settleTimedOut(settling.token) }
 
         case .hangRecheck(let id, let instance):
             if runtimes[id]?.instance == instance, runtimes[id]?.hangRecheckPending == true {
