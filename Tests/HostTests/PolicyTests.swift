@@ -153,6 +153,25 @@ struct PolicyTests {
         }
     }
 
+    /// An app that never answers a callback holds an advance only for the settle timeout
+    /// (real time), then host time goes on and the callback's watchdog kills it.
+    @Test func anUnansweredCallbackHoldsAnAdvanceOnlyForTheSettleTimeout() async throws {
+        try await withVirtualHost(settle: .milliseconds(200)) { host in
+            let id = try await host.installProbe("com.policy.unanswered")
+            // Blocked once willResignActive returned: didEnterBackground is never answered.
+            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "resign", "hang"])
+            try await host.waitUntil(id, is: .active)
+            try await host.supervisor.background(id)
+            try await advance(host, 1)
+            #expect(processExists(pid), "1 s of host time: still within the 5 s of didEnterBackground")
+            try await advance(host, 5)
+            try await host.waitUntil(id, is: .notRunning)
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.terminationCode == "0x8badf00d")
+            #expect(report.reason.contains("didEnterBackground"), "\(report.reason)")
+        }
+    }
+
     @Test func aMainThreadBlockedRightAfterActivationIsKilledAtTheHangBudget() async throws {
         try await withVirtualHost(settle: .milliseconds(300)) { host in
             let id = try await host.installProbe("com.policy.hung")
