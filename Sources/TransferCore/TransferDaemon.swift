@@ -133,6 +133,8 @@ public actor TransferDaemon {
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfig)
         let finisherPool = NIOThreadPool(numberOfThreads: 1)
         finisherPool.start()
+        var configuration = configuration
+        configuration.maxFinishing = finishingBound(configuration.maxFinishing, openFileLimit: openFileLimit())
         let daemon = TransferDaemon(config: configuration, store: store, link: link, client: client, finisherPool: finisherPool)
         do {
             try await daemon.start()
@@ -502,6 +504,21 @@ public actor TransferDaemon {
     }
 
     // MARK: Finishing received downloads
+
+    /// The bound on received downloads waiting to be finished, kept to half of the
+    /// descriptors the process may open beyond a reserve of 64 (connections, the
+    /// database, the running attempts' files), and at least 1.
+    static func finishingBound(_ wanted: Int, openFileLimit: Int?) -> Int {
+        guard let limit = openFileLimit else { return max(1, wanted) }
+        return max(1, min(wanted, (limit - 64) / 2))
+    }
+
+    /// RLIMIT_NOFILE's soft limit, nil when unlimited or unknown.
+    private static func openFileLimit() -> Int? {
+        var rl = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &rl) == 0, rl.rlim_cur != rlim_t.max else { return nil }  // RLIM_INFINITY
+        return Int(clamping: rl.rlim_cur)
+    }
 
     /// Starts a batch of what was received, unless one is running (then the next batch
     /// starts when it ends: while the disk syncs one batch, the next one gathers).

@@ -23,6 +23,16 @@ import Testing
                                 bytes: Int64(bytes.count), bytesExpected: Int64(bytes.count))
     }
 
+    /// Waiting received downloads hold descriptors: their bound leaves room under
+    /// RLIMIT_NOFILE for connections and the database, and is never 0.
+    @Test func theFinishingBoundLeavesDescriptorsToSpare() {
+        #expect(TransferDaemon.finishingBound(256, openFileLimit: nil) == 256)
+        #expect(TransferDaemon.finishingBound(256, openFileLimit: 1024) == 256)
+        #expect(TransferDaemon.finishingBound(256, openFileLimit: 256) == 96)
+        #expect(TransferDaemon.finishingBound(256, openFileLimit: 64) == 1)
+        #expect(TransferDaemon.finishingBound(0, openFileLimit: nil) == 1)
+    }
+
     @Test func aBatchIsMovedAndRecordedAndAFailedMoveFailsOnlyItsTransfer() throws {
         let dir = try TempDir("finisher")
         defer { dir.remove() }
