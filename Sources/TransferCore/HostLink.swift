@@ -54,14 +54,30 @@ final class HostLink: @unchecked Sendable {
 
     /// Writes one event; errors (the host is gone) are ignored, EOF on the read side ends the daemon.
     func send(_ event: TransferEvent) {
-        let bytes: [UInt8]
+        writeAll(Self.frame(event))
+    }
+
+    /// Writes events in order, with one `write` (a turn's accepts or finishes are not
+    /// one system call each).
+    func send(_ events: [TransferEvent]) {
+        guard !events.isEmpty else { return }
+        if events.count == 1 { return send(events[0]) }
+        var bytes: [UInt8] = []
+        for event in events { bytes += Self.frame(event) }
+        writeAll(bytes)
+    }
+
+    private static func frame(_ event: TransferEvent) -> [UInt8] {
         do {
-            bytes = try Frame.encode(event)
+            return try Frame.encode(event)
         } catch {
             // e.g. a `transfers` answer above Frame.maximumPayload: say so instead of staying silent.
-            guard let fallback = try? Frame.encode(TransferEvent.error("event not sent: \(error)")) else { return }
-            bytes = fallback
+            return (try? Frame.encode(TransferEvent.error("event not sent: \(error)"))) ?? []
         }
+    }
+
+    private func writeAll(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
         writeLock.lock()
         defer { writeLock.unlock() }
         if broken { return }

@@ -23,6 +23,9 @@ public struct TransferDaemonConfiguration: Sendable {
     public var maxAttempts: Int = 10
     public var perHostLimit: Int = 4
     public var globalLimit: Int = 16
+    /// Received downloads (each an open descriptor) waiting for their batch to be synced,
+    /// moved and recorded, at most; past this no new attempt starts until a batch is done.
+    public var maxFinishing: Int = 256
     /// Progress is committed (and reported) at least this often.
     public var commitBytes: Int64 = 512 * 1024
     /// Read timeout of one connection (no byte for this long: retry).
@@ -53,6 +56,9 @@ public actor TransferDaemon {
         var outcome: TransferOutcome?
         var waitReason: String?
         let hostKey: String
+        /// Nothing stored to resume from (a new job no attempt has touched): the attempt
+        /// need not read its resume point from the database.
+        var fresh = false
     }
 
     private struct Running {
@@ -89,6 +95,17 @@ public actor TransferDaemon {
     private var wakeTimer: (any TransferTimer)?
     private var wakeAt: Double?
     private var shuttingDown = false
+    /// Received downloads from their last byte until their batch is recorded: waiting
+    /// in `received`, or in the batch `finisherTask` is finishing. They hold no
+    /// connection slot; at `maxFinishing` of them (open descriptors) no new attempt
+    /// starts (a disk slower than the network must not pile up descriptors).
+    private var finishing: Set<UInt64> = []
+    private var received: [(id: UInt64, file: ReceivedDownload)] = []
+    private var finisherTask: Task<Void, Never>?
+    private let finisherPool: NIOThreadPool
+    /// Events of the current turn, written in one go at its end (see `turn`).
+    private var outbox: [TransferEvent] = []
+    private var collecting = false
 
     /// Runs the daemon on descriptor `fd` until it reaches EOF; returns after every transfer stopped cleanly.
     public static func run(configuration: TransferDaemonConfiguration, fd: Int32) async throws {
@@ -114,11 +131,16 @@ public actor TransferDaemon {
         clientConfig.connectionPool.retryConnectionEstablishment = false
         clientConfig.decompression = .disabled
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfig)
-        let daemon = TransferDaemon(config: configuration, store: store, link: link, client: client)
+        let finisherPool = NIOThreadPool(numberOfThreads: 1)
+        finisherPool.start()
+        var configuration = configuration
+        configuration.maxFinishing = finishingBound(configuration.maxFinishing, openFileLimit: openFileLimit())
+        let daemon = TransferDaemon(config: configuration, store: store, link: link, client: client, finisherPool: finisherPool)
         do {
             try await daemon.start()
         } catch {
             try? await client.shutdown()
+            try? await finisherPool.shutdownGracefully()
             throw error
         }
         for await batch in link.requests() {
@@ -126,13 +148,16 @@ public actor TransferDaemon {
         }
         await daemon.shutdown()
         try? await client.shutdown()
+        try? await finisherPool.shutdownGracefully()
     }
 
-    private init(config: TransferDaemonConfiguration, store: TransferStore, link: HostLink, client: HTTPClient) {
+    private init(config: TransferDaemonConfiguration, store: TransferStore, link: HostLink, client: HTTPClient,
+                 finisherPool: NIOThreadPool) {
         self.config = config
         self.store = store
         self.link = link
         self.client = client
+        self.finisherPool = finisherPool
         pluggedIn = config.pluggedIn
         network = config.network
     }
@@ -151,17 +176,39 @@ public actor TransferDaemon {
                 outcome: row.outcome, waitReason: nil, hostKey: Transferrer.hostKey(row.job.url))
         }
         let unfinished = entries.values.filter { $0.state != .finished }.count
-        link.send(.ready(pid: getpid(), unfinished: unfinished))
-        for id in entries.keys.sorted() {
-            guard let e = entries[id] else { continue }
-            if e.state == .finished, let outcome = e.outcome {
-                link.send(.finished(id: id, outcome: outcome))
-            } else {
-                deadlines.insert(Due(at: e.job.created + e.job.timeoutForResource, id: id))
-                place(id)
+        turn {
+            send(.ready(pid: getpid(), unfinished: unfinished))
+            for id in entries.keys.sorted() {
+                guard let e = entries[id] else { continue }
+                if e.state == .finished, let outcome = e.outcome {
+                    send(.finished(id: id, outcome: outcome))
+                } else {
+                    deadlines.insert(Due(at: e.job.created + e.job.timeoutForResource, id: id))
+                    place(id)
+                }
             }
         }
         wake()
+    }
+
+    // MARK: Events
+
+    /// Runs `body` (synchronous: one turn of the actor) and writes the events it sent
+    /// in order, with one write: ten thousand accepts or a batch of finishes are not
+    /// ten thousand system calls. Nested turns write once, at the outer end.
+    private func turn(_ body: () -> Void) {
+        if collecting { return body() }
+        collecting = true
+        body()
+        collecting = false
+        let events = outbox
+        outbox = []
+        link.send(events)
+    }
+
+    /// Sends `event` to the host: at the end of the current turn, or now outside one.
+    private func send(_ event: TransferEvent) {
+        if collecting { outbox.append(event) } else { link.send(event) }
     }
 
     // MARK: Requests
@@ -188,18 +235,18 @@ public actor TransferDaemon {
                 return TransferStatus(job: e.job, state: e.state, bytesDone: e.bytesDone,
                                       bytesExpected: e.bytesExpected, outcome: e.outcome)
             }
-            link.send(.transfers(list))
+            send(.transfers(list))
         case .acknowledge(let id):
             guard let e = entries[id] else { return }
             guard e.state == .finished else {
-                link.send(.error("acknowledge \(id): transfer not finished"))
+                send(.error("acknowledge \(id): transfer not finished"))
                 return
             }
             do {
                 try store.delete(ids: [id])
                 entries[id] = nil
             } catch {
-                link.send(.error("acknowledge \(id): \(error)"))
+                send(.error("acknowledge \(id): \(error)"))
             }
         }
     }
@@ -207,6 +254,10 @@ public actor TransferDaemon {
     /// The requests of one read from the host, in order: runs of enqueues are
     /// committed in one transaction, runs of acknowledgements deleted in one.
     func handle(_ batch: [TransferRequest]) {
+        turn { handleInOrder(batch) }
+    }
+
+    private func handleInOrder(_ batch: [TransferRequest]) {
         var i = 0
         while i < batch.count {
             switch batch[i] {
@@ -236,7 +287,7 @@ public actor TransferDaemon {
         for id in ids {
             guard let e = entries[id] else { continue }
             guard e.state == .finished else {
-                link.send(.error("acknowledge \(id): transfer not finished"))
+                send(.error("acknowledge \(id): transfer not finished"))
                 continue
             }
             finished.append(id)
@@ -246,7 +297,7 @@ public actor TransferDaemon {
             try store.delete(ids: finished)
             for id in finished { entries[id] = nil }
         } catch {
-            link.send(.error("acknowledge \(finished.map(String.init).joined(separator: ", ")): \(error)"))
+            send(.error("acknowledge \(finished.map(String.init).joined(separator: ", ")): \(error)"))
         }
     }
 
@@ -262,10 +313,10 @@ public actor TransferDaemon {
                 // A restarted host offers every transfer it has not delivered: one already
                 // here is accepted again (and reported again if it finished).
                 guard known.job.url == job.url, known.job.bundleIdentifier == job.bundleIdentifier else {
-                    link.send(.error("enqueue \(job.id): duplicate id for another transfer"))
+                    send(.error("enqueue \(job.id): duplicate id for another transfer"))
                     continue
                 }
-                link.send(.accepted(id: job.id))
+                send(.accepted(id: job.id))
             } else {
                 fresh.append(job)
             }
@@ -275,12 +326,12 @@ public actor TransferDaemon {
         do {
             inserted = try store.insert(fresh)
         } catch {
-            for job in fresh { link.send(.error("enqueue \(job.id): \(error)")) }
+            for job in fresh { send(.error("enqueue \(job.id): \(error)")) }
             return
         }
         for (job, isNew) in zip(fresh, inserted) {
             guard isNew else {
-                link.send(.error("enqueue \(job.id): duplicate id"))
+                send(.error("enqueue \(job.id): duplicate id"))
                 continue
             }
             accept(job)
@@ -290,11 +341,12 @@ public actor TransferDaemon {
     /// A job committed to the store: it is queued, and accepted.
     private func accept(_ job: TransferJob) {
         entries[job.id] = Entry(job: job, state: .queued, bytesDone: 0, bytesExpected: nil, attempts: 0,
-                                nextAttempt: 0, outcome: nil, waitReason: nil, hostKey: Transferrer.hostKey(job.url))
+                                nextAttempt: 0, outcome: nil, waitReason: nil, hostKey: Transferrer.hostKey(job.url),
+                                fresh: job.resume == nil)
         if let resume = job.resume, job.kind == .download {
             adoptPartial(job, resume)
         }
-        link.send(.accepted(id: job.id))
+        send(.accepted(id: job.id))
         if !Transferrer.isSupported(job.url) {
             finish(job.id, .failed(code: "unsupportedURL", reason: "only http and https URLs are supported: \(job.url)"))
             return
@@ -315,7 +367,8 @@ public actor TransferDaemon {
     }
 
     private func cancel(_ id: UInt64, keepingPartial: Bool = false) {
-        guard entries[id] != nil, entries[id]!.state != .finished else { return }
+        // A received download is past the point of no return: it finishes as completed.
+        guard entries[id] != nil, entries[id]!.state != .finished, !finishing.contains(id) else { return }
         if running[id] != nil {
             running[id]!.stop = keepingPartial ? .cancelledForResume : .cancelled
             running[id]!.task.cancel()
@@ -362,13 +415,13 @@ public actor TransferDaemon {
         do {
             try store.finish(id: id, outcome: outcome)
         } catch {
-            link.send(.error("recording \(id) finished: \(error)"))
+            send(.error("recording \(id) finished: \(error)"))
         }
         e.state = .finished
         e.outcome = outcome
         e.waitReason = nil
         entries[id] = e
-        link.send(.finished(id: id, outcome: outcome))
+        send(.finished(id: id, outcome: outcome))
     }
 
     private func removePartial(_ job: TransferJob) {
@@ -379,13 +432,33 @@ public actor TransferDaemon {
         guard entries[id] != nil else { return }
         entries[id]!.bytesDone = done
         entries[id]!.bytesExpected = expected
-        link.send(.progress(id: id, bytesDone: done, bytesExpected: expected))
+        send(.progress(id: id, bytesDone: done, bytesExpected: expected))
     }
 
     private func attemptEnded(_ id: UInt64, _ result: AttemptResult) {
-        guard let r = running.removeValue(forKey: id), var e = entries[id] else { return }
+        turn { attemptEndedInTurn(id, result) }
+    }
+
+    private func attemptEndedInTurn(_ id: UInt64, _ result: AttemptResult) {
+        guard let r = running.removeValue(forKey: id), var e = entries[id] else {
+            if case .received(let file) = result { discard(file) }
+            return
+        }
         perHost[e.hostKey, default: 1] -= 1
         if perHost[e.hostKey] == 0 { perHost[e.hostKey] = nil }
+        if case .received(let file) = result {
+            // Complete whatever stopped it meanwhile (as `.completed` always was): the
+            // connection slot is free now, the file joins the next batch.
+            e.bytesDone = file.bytes
+            e.bytesExpected = file.bytesExpected ?? e.bytesExpected
+            entries[id] = e
+            finishing.insert(id)
+            received.append((id, file))
+            startFinisher()
+            startRunnable()
+            return
+        }
+        e.fresh = false
         if let point = try? store.resumePoint(id: id) {
             e.bytesDone = point.bytesDone
             e.bytesExpected = point.bytesExpected
@@ -403,6 +476,8 @@ public actor TransferDaemon {
         case (.timedOut, _):
             removePartial(e.job)
             finish(id, .failed(code: "timedOut", reason: "timeoutIntervalForResource elapsed"))
+        case (_, .received):
+            break  // handled above
         case (.shutdown, _), (.paused, _), (nil, .stopped):
             break
         case (nil, .fatal(let code, let reason)):
@@ -421,11 +496,77 @@ public actor TransferDaemon {
                 e.waitReason = "retry \(attempts + 1) in \(delay) s after \(code): \(reason)"
                 entries[id] = e
                 try? store.setState(id: id, state: .waiting, attempts: attempts, nextAttempt: e.nextAttempt)
-                link.send(.waiting(id: id, reason: e.waitReason!))
+                send(.waiting(id: id, reason: e.waitReason!))
             }
         }
         if entries[id]?.state != .finished && !shuttingDown { place(id) }
         startRunnable()
+    }
+
+    // MARK: Finishing received downloads
+
+    /// The bound on received downloads waiting to be finished, kept to half of the
+    /// descriptors the process may open beyond a reserve of 64 (connections, the
+    /// database, the running attempts' files), and at least 1.
+    static func finishingBound(_ wanted: Int, openFileLimit: Int?) -> Int {
+        guard let limit = openFileLimit else { return max(1, wanted) }
+        return max(1, min(wanted, (limit - 64) / 2))
+    }
+
+    /// RLIMIT_NOFILE's soft limit, nil when unlimited or unknown.
+    private static func openFileLimit() -> Int? {
+        var rl = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &rl) == 0, rl.rlim_cur != rlim_t.max else { return nil }  // RLIM_INFINITY
+        return Int(clamping: rl.rlim_cur)
+    }
+
+    /// Starts a batch of what was received, unless one is running (then the next batch
+    /// starts when it ends: while the disk syncs one batch, the next one gathers).
+    private func startFinisher() {
+        guard finisherTask == nil, !received.isEmpty else { return }
+        let batch = received
+        received = []
+        let store = self.store
+        let pool = finisherPool
+        finisherTask = Task {
+            let result: (finished: [Finisher.Finished], recordError: String?)
+            do {
+                result = try await pool.runIfActive { Finisher.finish(batch, store: store) }
+            } catch {
+                // The pool stopped (never before the daemon's shutdown waited for this).
+                result = Finisher.finish(batch, store: store)
+            }
+            self.finished(result.finished, recordError: result.recordError)
+        }
+    }
+
+    /// A batch is synced, moved and recorded: it is reported, in one write.
+    private func finished(_ batch: [Finisher.Finished], recordError: String?) {
+        turn {
+            finisherTask = nil
+            if let recordError {
+                send(.error("recording \(batch.map { String($0.id) }.joined(separator: ", ")) finished: \(recordError)"))
+            }
+            for item in batch {
+                finishing.remove(item.id)
+                guard var e = entries[item.id] else { continue }
+                e.state = .finished
+                e.outcome = item.outcome
+                e.waitReason = nil
+                e.bytesDone = item.bytes
+                entries[item.id] = e
+                send(.finished(id: item.id, outcome: item.outcome))
+            }
+            startFinisher()
+            startRunnable()
+        }
+    }
+
+    /// A received file whose attempt or transfer is no longer known (not expected: its
+    /// descriptor must not leak all the same).
+    private func discard(_ file: ReceivedDownload) {
+        close(file.fd)
+        unlink(file.part)
     }
 
     // MARK: Scheduling
@@ -440,13 +581,13 @@ public actor TransferDaemon {
     /// Puts an unfinished transfer that is not running where it belongs: blocked by the
     /// device conditions, waiting for its retry, or runnable behind its host's queue.
     private func place(_ id: UInt64) {
-        guard var e = entries[id], e.state != .finished, running[id] == nil else { return }
+        guard var e = entries[id], e.state != .finished, running[id] == nil, !finishing.contains(id) else { return }
         if let reason = blockReason(e.job) {
             if e.waitReason != reason {
                 e.waitReason = reason
                 e.state = .waiting
                 entries[id] = e
-                link.send(.waiting(id: id, reason: reason))
+                send(.waiting(id: id, reason: reason))
             }
             return
         }
@@ -466,7 +607,7 @@ public actor TransferDaemon {
     /// Starts runnable transfers, oldest first, while the global and per-host limits allow.
     private func startRunnable() {
         guard !shuttingDown else { return }
-        while running.count < config.globalLimit {
+        while running.count < config.globalLimit, finishing.count < config.maxFinishing {
             var best: (host: String, id: UInt64)?
             for host in Array(runnable.keys) where perHost[host, default: 0] < config.perHostLimit {
                 // Transfers cancelled or finished while queued leave their id behind.
@@ -493,10 +634,11 @@ public actor TransferDaemon {
         entries[id] = e
         perHost[e.hostKey, default: 0] += 1
         let job = e.job
+        let fresh = e.fresh
         let worker = transferrer
         let task = Task {
             // Isolated to the daemon; `run` is nonisolated, so the transfer itself runs off the actor.
-            let result = await worker.run(job)
+            let result = await worker.run(job, fresh: fresh)
             self.attemptEnded(id, result)
         }
         running[id] = Running(task: task, stop: nil)
@@ -511,7 +653,7 @@ public actor TransferDaemon {
                 r.task.cancel()
             }
         }
-        let waiting = entries.keys.filter { running[$0] == nil && entries[$0]?.state != .finished }.sorted()
+        let waiting = entries.keys.filter { running[$0] == nil && !finishing.contains($0) && entries[$0]?.state != .finished }.sorted()
         runnable.removeAll()
         retries = Heap()
         for id in waiting { place(id) }
@@ -520,13 +662,17 @@ public actor TransferDaemon {
 
     /// Due reminders: retries whose backoff ran out, transfers past their resource deadline.
     private func wake() {
+        turn { wakeInTurn() }
+    }
+
+    private func wakeInTurn() {
         wakeAt = nil
         wakeTimer = nil
         guard !shuttingDown else { return }
         let now = config.clock.now()
         while let due = deadlines.min, due.at <= now {
             deadlines.removeMin()
-            guard let e = entries[due.id], e.state != .finished,
+            guard let e = entries[due.id], e.state != .finished, !finishing.contains(due.id),
                   e.job.created + e.job.timeoutForResource == due.at else { continue }
             if let r = running[due.id] {
                 if r.stop == nil {
@@ -568,5 +714,7 @@ public actor TransferDaemon {
             return r.task
         }
         for t in tasks { await t.value }
+        // Downloads already received are finished (synced, moved, recorded, reported).
+        while let t = finisherTask { await t.value }
     }
 }

@@ -147,6 +147,18 @@ final class TransferStore: Sendable {
         }
     }
 
+    /// Records finished transfers in one transaction, with the bytes each got.
+    func finish(_ items: [(id: UInt64, outcome: TransferOutcome, bytesDone: Int64)]) throws {
+        let texts = try items.map { try Self.json($0.outcome) }
+        try pool.write { db in
+            for (item, text) in zip(items, texts) {
+                try db.execute(
+                    sql: "UPDATE transfer SET state = ?, outcome = ?, bytesDone = ? WHERE id = ?",
+                    arguments: [TransferState.finished.rawValue, text, item.bytesDone, Int64(bitPattern: item.id)])
+            }
+        }
+    }
+
     func delete(id: UInt64) throws {
         try delete(ids: [id])
     }

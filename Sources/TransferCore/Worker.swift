@@ -18,6 +18,21 @@ enum AttemptResult: Sendable {
     case fatal(code: String, reason: String)
     /// Stopped from outside (cancel, timeout, shutdown, conditions); progress is saved.
     case stopped
+    /// A download's body is all in its partial file, not yet synced nor renamed: the
+    /// daemon finishes it with others in one batch (see ``Finisher``).
+    case received(ReceivedDownload)
+}
+
+/// A download whose every byte is in its partial file (written, not yet synced). The
+/// descriptor is open and now belongs to the daemon's ``Finisher``.
+struct ReceivedDownload: Sendable {
+    let fd: Int32
+    let part: String
+    let destination: String
+    /// The status reported (a 206 answering our Range is reported as 200).
+    let status: Int
+    let bytes: Int64
+    let bytesExpected: Int64?
 }
 
 /// A write to the partial file failed (disk full, file-size limit...).
@@ -49,18 +64,20 @@ struct Transferrer: Sendable {
         return "\(scheme)://\(u.host?.lowercased() ?? ""):\(port)"
     }
 
-    func run(_ job: TransferJob) async -> AttemptResult {
+    /// One attempt. `fresh`: nothing was ever stored for this job to resume from (its
+    /// resume point is not read).
+    func run(_ job: TransferJob, fresh: Bool = false) async -> AttemptResult {
         switch job.kind {
-        case .download: return await download(job)
+        case .download: return await download(job, fresh: fresh)
         case .upload: return await upload(job)
         }
     }
 
     // MARK: Download
 
-    private func download(_ job: TransferJob) async -> AttemptResult {
+    private func download(_ job: TransferJob, fresh: Bool) async -> AttemptResult {
         let part = job.destination + ".part"
-        let point = (try? store.resumePoint(id: job.id)) ?? ResumePoint()
+        let point = fresh ? ResumePoint() : (try? store.resumePoint(id: job.id)) ?? ResumePoint()
         var st = stat()
         let fileSize: Int64 = stat(part, &st) == 0 ? Int64(st.st_size) : -1
         var offset = point.bytesDone
@@ -111,7 +128,8 @@ struct Transferrer: Sendable {
 
     /// The attempt after the request went out: the head checked (Range answered as
     /// asked, or a full answer that restarts the file), the body left to a `BodyWriter`
-    /// while progress is forwarded, then the outcome, fsync and rename.
+    /// while progress is forwarded, then the outcome; a complete file is handed back
+    /// unsynced, still open (`.received`).
 
     private func receive(_ job: TransferJob, part: String, fd: Int32, offset startOffset: Int64, point: ResumePoint,
                          task: HTTPClient.Task<Void>, delegate: DownloadDelegate, closed: inout Bool) async -> AttemptResult {
@@ -156,10 +174,16 @@ struct Transferrer: Sendable {
             await reject(task, delegate)
             return .retry(code: "badServerResponse", reason: "HTTP \(code) from \(job.url)", progressed: false)
         }
+        let stored = point
         point = ResumePoint(bytesDone: offset, bytesExpected: expected,
                             etag: head.headers.first(name: "ETag"),
                             lastModified: head.headers.first(name: "Last-Modified"))
-        try? store.saveProgress(id: job.id, point)
+        // A fresh download (nothing stored, from byte 0) has nothing to record yet: the
+        // validators go in with the first progress commit or the stop, and until then a
+        // restart starts from zero anyway. Saved otherwise: a resumed or restarted file.
+        if startOffset > 0 || stored.bytesDone > 0 || stored.etag != nil || stored.lastModified != nil {
+            try? store.saveProgress(id: job.id, point)
+        }
 
         let (progress, progressSink) = AsyncStream<Int64>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let writer = BodyWriter(fd: fd, path: part, offset: offset, length: length, point: point, store: store, id: job.id,
@@ -194,17 +218,10 @@ struct Transferrer: Sendable {
             try? store.saveProgress(id: job.id, point)
             return .retry(code: "networkConnectionLost", reason: "body ended at \(done) of \(expected) bytes", progressed: done > startOffset)
         }
-        if fsync(fd) != 0 {
-            return .fatal(code: "cannotWriteToFile", reason: "writing \(part): \(String(cString: strerror(errno)))")
-        }
-        close(fd)
+        // The sync, the rename and the record are the daemon's, in batches (``Finisher``).
         closed = true
-        if rename(part, job.destination) != 0 {
-            return .fatal(code: "cannotMoveFile", reason: "rename to \(job.destination): \(String(cString: strerror(errno)))")
-        }
-        point.bytesDone = done
-        try? store.saveProgress(id: job.id, point)
-        return .completed(status: code == 206 ? 200 : code, bytes: done)
+        return .received(ReceivedDownload(fd: fd, part: part, destination: job.destination,
+                                          status: code == 206 ? 200 : code, bytes: done, bytesExpected: expected))
     }
 
     /// Cancels a request whose head was refused and waits until it has ended.

@@ -6,7 +6,7 @@ import Foundation
 import TransferCore
 
 func usage(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("apphost-transferd: \(message)\nusage: apphost-transferd --state-dir DIR [--extra-ca FILE] [--retry-base SECONDS] [--max-attempts N] [--per-host N] [--max-concurrent N] [--read-timeout SECONDS] [--commit-bytes N] [--power plugged|battery] [--network wifi|cellular|none]\n".utf8))
+    FileHandle.standardError.write(Data("apphost-transferd: \(message)\nusage: apphost-transferd --state-dir DIR [--extra-ca FILE] [--retry-base SECONDS] [--max-attempts N] [--per-host N] [--max-concurrent N] [--max-finishing N] [--read-timeout SECONDS] [--commit-bytes N] [--power plugged|battery] [--network wifi|cellular|none]\n".utf8))
     exit(64)
 }
 
@@ -27,6 +27,7 @@ for (k, v) in options {
     case "--max-attempts": guard let n = Int(v), n > 0 else { usage("bad \(k)") }; config.maxAttempts = n
     case "--per-host": guard let n = Int(v), n > 0 else { usage("bad \(k)") }; config.perHostLimit = n
     case "--max-concurrent": guard let n = Int(v), n > 0 else { usage("bad \(k)") }; config.globalLimit = n
+    case "--max-finishing": guard let n = Int(v), n > 0, n <= 4096 else { usage("bad \(k)") }; config.maxFinishing = n
     case "--read-timeout": guard let d = Double(v), d > 0 else { usage("bad \(k)") }; config.readTimeout = d
     case "--power": guard v == "plugged" || v == "battery" else { usage("bad \(k)") }; config.pluggedIn = v == "plugged"
     case "--network": guard let n = DeviceNetwork(rawValue: v) else { usage("bad \(k)") }; config.network = n

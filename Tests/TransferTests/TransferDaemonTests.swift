@@ -385,6 +385,40 @@ struct TransferDaemonTests {
         }
     }
 
+    /// Received downloads are synced, moved and recorded in batches; with at most one
+    /// waiting (`--max-finishing 1`) new attempts wait for each batch, and still every
+    /// download completes with its own bytes, reported once, no partial file left.
+    @Test func downloadsFinishUnderATightFinishingBound() async throws {
+        try await withSetup("finishing", arguments: ["--max-finishing", "1", "--per-host", "4"]) { server, dir, daemon in
+            try await daemon.next("ready")
+            let n: UInt64 = 40
+            var resources: [UInt64: Resource] = [:]
+            for id in 1...n {
+                resources[id] = .generated(size: 1000 + Int64(id) * 37, seed: id)
+                server.serve("/s\(id)", resource: resources[id]!)
+            }
+            for id in 1...n {
+                try daemon.send(.enqueue(job(id, url: server.url("/s\(id)"), destination: dir.path + "/s\(id)")))
+            }
+            var outcomes: [UInt64: TransferOutcome] = [:]
+            while outcomes.count < Int(n) {
+                let e = try await daemon.next("finished #\(outcomes.count + 1)") { if case .finished = $0 { return true }; return false }
+                if case .finished(let id, let outcome) = e {
+                    #expect(outcomes[id] == nil, "transfer \(id) reported twice")
+                    outcomes[id] = outcome
+                }
+            }
+            for id in 1...n {
+                let size = resources[id]!.size
+                #expect(outcomes[id] == .completed(status: 200, bytes: size), "transfer \(id)")
+                let data = FileManager.default.contents(atPath: dir.path + "/s\(id)")
+                #expect(data == resources[id]!.bytes(in: 0..<size), "file \(id)")
+                #expect(!FileManager.default.fileExists(atPath: dir.path + "/s\(id).part"))
+                #expect(server.requests("/s\(id)").count == 1)
+            }
+        }
+    }
+
     /// A restarted host offers its undelivered transfers again: one the daemon has is
     /// accepted again, not fetched twice; a different job under a known id is refused.
     @Test func aTransferOfferedAgainIsAcceptedOnce() async throws {

@@ -1,0 +1,71 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Finishes received downloads in batches, off the daemon's actor (on its own thread).
+///
+/// One file synced, renamed and recorded at a time cost an ext4 journal commit per
+/// file (`fsync`) and a SQLite commit for each step. A batch does, in this order:
+///
+/// 1. start writeback of every file (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so the
+///    disk gets all of them at once and their block allocations land in one journal
+///    transaction;
+/// 2. `fdatasync` each file and close it: the first commits that transaction, the
+///    others find it committed and only wait for their own data;
+/// 3. rename each synced file to its destination (a file is at the destination
+///    complete, and on disk, or not at all);
+/// 4. record every outcome (and the bytes) in one SQLite transaction;
+///
+/// and only then does the daemon report them `finished` to the host. A crash before 4
+/// leaves the transfers queued: the next attempt finds no partial file (or a whole one
+/// that it truncates) and fetches again, and its rename replaces what an earlier one
+/// left at the destination. A file that cannot be synced or moved fails its transfer
+/// (`cannotWriteToFile`, `cannotMoveFile`) and its partial file is removed.
+enum Finisher {
+    /// How one received download ended.
+    struct Finished: Sendable {
+        let id: UInt64
+        let outcome: TransferOutcome
+        let bytes: Int64
+    }
+
+    /// Syncs, moves and records `batch`; the descriptors are closed. `recordError` says
+    /// why the outcomes could not be written (they are reported all the same).
+    static func finish(_ batch: [(id: UInt64, file: ReceivedDownload)], store: TransferStore)
+        -> (finished: [Finished], recordError: String?) {
+        for (_, file) in batch { WriteBack.start(file.fd, offset: 0, length: 0) }
+        var outcomes: [TransferOutcome?] = []
+        outcomes.reserveCapacity(batch.count)
+        for (_, file) in batch {
+            var rc: Int32
+            repeat { rc = fdatasync(file.fd) } while rc != 0 && errno == EINTR
+            let e = errno
+            close(file.fd)
+            outcomes.append(rc == 0 ? nil : .failed(code: "cannotWriteToFile", reason: "writing \(file.part): \(String(cString: strerror(e)))"))
+        }
+        var finished: [Finished] = []
+        finished.reserveCapacity(batch.count)
+        for ((id, file), failure) in zip(batch, outcomes) {
+            if let failure {
+                unlink(file.part)
+                finished.append(Finished(id: id, outcome: failure, bytes: file.bytes))
+            } else if rename(file.part, file.destination) != 0 {
+                let e = errno
+                unlink(file.part)
+                finished.append(Finished(id: id, outcome: .failed(code: "cannotMoveFile", reason: "rename to \(file.destination): \(String(cString: strerror(e)))"),
+                                         bytes: file.bytes))
+            } else {
+                finished.append(Finished(id: id, outcome: .completed(status: file.status, bytes: file.bytes), bytes: file.bytes))
+            }
+        }
+        do {
+            try store.finish(finished.map { (id: $0.id, outcome: $0.outcome, bytesDone: $0.bytes) })
+            return (finished, nil)
+        } catch {
+            return (finished, "\(error)")
+        }
+    }
+}
