@@ -132,6 +132,11 @@ final class RecordedEffects: Sendable {
     /// Lines logged so far.
     var log: [String] { lines.withLock { $0 } }
 
+    /// Takes the lines matching `predicate` out of the log.
+    func forget(where predicate: (String) -> Bool) {
+        lines.withLock { $0.removeAll(where: predicate) }
+    }
+
     /// Waits for the first exit the code under test asks for. Call once per recorder.
     func firstExit() async -> Int32? {
         for await code in exits { return code }
