@@ -189,8 +189,11 @@ public enum ProcLocks {
                 if errno != 0 { throw .unreadable(path: path, errno: Errno(rawValue: errno)) }
                 break
             }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            // In place, up to its NUL: a dirent is only `d_reclen` bytes long, and copying
+            // the whole struct (`entry.pointee.d_name` by value) read past the end of the
+            // last one in readdir's buffer (a crash seen once under load).
+            let name = withUnsafePointer(to: &entry.pointee.d_name) { tuple in
+                tuple.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: tuple.pointee)) { String(cString: $0) }
             }
             if name == "." || name == ".." { continue }
             var info = stat()
