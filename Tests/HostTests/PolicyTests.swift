@@ -158,10 +158,17 @@ struct PolicyTests {
     @Test func anUnansweredCallbackHoldsAnAdvanceOnlyForTheSettleTimeout() async throws {
         try await withVirtualHost(settle: .milliseconds(200)) { host in
             let id = try await host.installProbe("com.policy.unanswered")
-            // Blocked once willResignActive returned: didEnterBackground is never answered.
-            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "resign", "hang"])
+            let dir = host.dir.path + "/containers/\(id)/tmp"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let fifo = dir + "/never.fifo"
+            #expect(mkfifo(fifo, 0o600) == 0)
+            // didEnterBackground blocks on a FIFO nobody writes: it never returns.
+            let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "wait-fifo:\(fifo)"])
             try await host.waitUntil(id, is: .active)
             try await host.supervisor.background(id)
+            // didEnterBackground's 5 s count from when it is sent, once willResignActive has
+            // returned (in real time, however slow the machine is).
+            _ = await host.waitForEvent(id) { $0.callback == "willResignActive" }
             try await advance(host, 1)
             #expect(processExists(pid), "1 s of host time: still within the 5 s of didEnterBackground")
             try await advance(host, 5)
