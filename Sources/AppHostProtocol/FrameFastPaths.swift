@@ -1,5 +1,6 @@
 /// Direct encodings of the frames every round trip sends — a lifecycle callback to the
-/// app, and its `callbackReturned` — byte for byte what the generic JSON coder writes,
+/// app, and its `callbackReturned`; and the answer to each background transfer's
+/// `resume()` (`transferTaskCreated`) — byte for byte what the generic JSON coder writes,
 /// and an exact-shape reader for them that leaves anything else to the generic decoder.
 /// The generic coder (a new encoder or decoder per frame, reflection through Codable)
 /// was a tenth of the host's CPU in a turn of `apphost-bench virtual`. `FrameFastPathTests`
@@ -23,6 +24,15 @@ extension Frame {
             payload += #","state":""#.utf8
             payload += state.rawValue.utf8
             payload += #""}}"#.utf8
+            return framed(payload)
+        }
+        if case .reply(let id, .service(.transferTaskCreated(let task))) = message {
+            // {"reply":{"id":N,"reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":T}}}}}}
+            var payload = Array(#"{"reply":{"id":"#.utf8)
+            payload += String(id).utf8
+            payload += #","reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":"#.utf8
+            payload += String(task).utf8
+            payload += "}}}}}}".utf8
             return framed(payload)
         }
         return try genericEncode(message)
@@ -49,6 +59,8 @@ extension Frame {
     public static func decode(_ type: HostMessage.Type, from payload: [UInt8]) throws(FrameError) -> HostMessage {
         var reader = FastReader(payload)
         if let message = reader.callback() { return message }
+        reader = FastReader(payload)
+        if let message = reader.taskCreated() { return message }
         return try genericDecode(HostMessage.self, from: payload)
     }
 
@@ -119,6 +131,15 @@ private struct FastReader {
     mutating func callbackReturned() -> UInt64? {
         guard literal(#"{"callbackReturned":{"seq":"#), let n = integer(), !n.negative, literal("}}"), at == bytes.count else { return nil }
         return n.magnitude
+    }
+
+    mutating func taskCreated() -> HostMessage? {
+        guard literal(#"{"reply":{"id":"#), let id = integer(), !id.negative,
+              literal(#","reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":"#), let task = integer(),
+              task.negative ? task.magnitude <= UInt64(Int.max) + 1 : task.magnitude <= UInt64(Int.max),
+              literal("}}}}}}"), at == bytes.count else { return nil }
+        return .reply(id: id.magnitude, reply: .service(.transferTaskCreated(
+            taskIdentifier: task.negative ? Int(truncatingIfNeeded: 0 &- task.magnitude) : Int(task.magnitude))))
     }
 
     mutating func callback() -> HostMessage? {

@@ -214,26 +214,45 @@ public final class Store: Sendable {
     /// batch of new background URLSession rows (see ``TransferBroker``).
     public func saveTransferBatch(sessions: [TransferSessionRow], jobs: [TransferJob]) throws {
         guard !sessions.isEmpty || !jobs.isEmpty else { return }
+        try pool.write { db in try Self.insertTransferBatch(db, sessions: sessions, jobs: jobs) }
+    }
+
+    /// ``saveTransferBatch(sessions:jobs:)`` on GRDB's writer queue, encoding included:
+    /// the caller (the supervisor's actor) goes on with the next requests while the
+    /// batch is encoded and committed, and hears the result in `completion` (on the
+    /// writer queue). Writes stay in order: a later write waits for this one.
+    public func saveTransferBatchAsync(sessions: [TransferSessionRow], jobs: [TransferJob],
+                                       completion: @escaping @Sendable ((any Error)?) -> Void) {
+        guard !sessions.isEmpty || !jobs.isEmpty else {
+            completion(nil)
+            return
+        }
+        pool.asyncWrite { db in
+            try Self.insertTransferBatch(db, sessions: sessions, jobs: jobs)
+        } completion: { _, result in
+            if case .failure(let error) = result { completion(error) } else { completion(nil) }
+        }
+    }
+
+    private static func insertTransferBatch(_ db: Database, sessions: [TransferSessionRow], jobs: [TransferJob]) throws {
         let encoder = WireJSON.encoder()
         let sessionTexts = try sessions.map { String(decoding: try encoder.encode($0.config), as: UTF8.self) }
         let jobTexts = try jobs.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
-        try pool.write { db in
-            for (row, text) in zip(sessions, sessionTexts) {
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO transferSession (bundleIdentifier, identifier, config, lastTaskIdentifier) VALUES (?, ?, ?, ?)",
-                    arguments: [row.bundleIdentifier, row.config.identifier, text, row.lastTaskIdentifier])
-            }
-            var counters: [String: (app: String, session: String, last: Int)] = [:]
-            for (job, text) in zip(jobs, jobTexts) {
-                try db.execute(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job) VALUES (?, ?, ?)",
-                               arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text])
-                let key = job.bundleIdentifier + "|" + job.session
-                counters[key] = (job.bundleIdentifier, job.session, max(counters[key]?.last ?? 0, job.taskIdentifier))
-            }
-            for (_, c) in counters.sorted(by: { $0.key < $1.key }) {
-                try db.execute(sql: "UPDATE transferSession SET lastTaskIdentifier = max(lastTaskIdentifier, ?) WHERE bundleIdentifier = ? AND identifier = ?",
-                               arguments: [c.last, c.app, c.session])
-            }
+        for (row, text) in zip(sessions, sessionTexts) {
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO transferSession (bundleIdentifier, identifier, config, lastTaskIdentifier) VALUES (?, ?, ?, ?)",
+                arguments: [row.bundleIdentifier, row.config.identifier, text, row.lastTaskIdentifier])
+        }
+        var counters: [String: (app: String, session: String, last: Int)] = [:]
+        for (job, text) in zip(jobs, jobTexts) {
+            try db.execute(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job) VALUES (?, ?, ?)",
+                           arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text])
+            let key = job.bundleIdentifier + "|" + job.session
+            counters[key] = (job.bundleIdentifier, job.session, max(counters[key]?.last ?? 0, job.taskIdentifier))
+        }
+        for (_, c) in counters.sorted(by: { $0.key < $1.key }) {
+            try db.execute(sql: "UPDATE transferSession SET lastTaskIdentifier = max(lastTaskIdentifier, ?) WHERE bundleIdentifier = ? AND identifier = ?",
+                           arguments: [c.last, c.app, c.session])
         }
     }
 

@@ -266,7 +266,7 @@ public actor Supervisor {
             }
             hangRecheckDone()
 
-        case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferDaemonExited, .transferDaemonRestart:
+        case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferDaemonExited, .transferDaemonRestart, .transferBatchSaved:
             handleTransferInput(item)
         case .shutdownGraceOver(let final):
             shutdownGraceOver(final: final)

@@ -94,7 +94,7 @@ struct TransferBroker {
     }
 
     /// Writes that wait for the next batch.
-    struct Unsaved {
+    struct Unsaved: Sendable {
         /// With the tasks listed in the answer (as they were when the app asked).
         var sessions: [(app: String, config: BackgroundSessionConfig, lastTaskIdentifier: Int, request: UInt64, tasks: [TransferTaskSnapshot])] = []
         var jobs: [(job: TransferJob, request: UInt64)] = []

@@ -217,16 +217,27 @@ extension Supervisor {
     }
 
     /// Writes the broker's waiting sessions and tasks in one transaction, then answers them.
+    /// On the real clock the write (and the encoding of the rows) runs on the database's
+    /// queue and the answers come with `.transferBatchSaved`: the supervisor takes the next
+    /// requests meanwhile, which make the next batch (a group commit). On the virtual
+    /// clock it is done at once, so an advance finds it done.
     func saveTransferBatch() {
         guard !transfers.broker.unsaved.isEmpty else { return }
         let batch = transfers.broker.takeUnsaved()
-        do {
-            try store.saveTransferBatch(
-                sessions: batch.sessions.map { Store.TransferSessionRow(bundleIdentifier: $0.app, config: $0.config, lastTaskIdentifier: $0.lastTaskIdentifier) },
-                jobs: batch.jobs.map(\.job))
-            performTransfer(transfers.broker.saved(batch))
-        } catch {
-            performTransfer(transfers.broker.saveFailed(batch, reason: "\(error)"))
+        let sessions = batch.sessions.map { Store.TransferSessionRow(bundleIdentifier: $0.app, config: $0.config, lastTaskIdentifier: $0.lastTaskIdentifier) }
+        let jobs = batch.jobs.map(\.job)
+        guard configuration.clock == .real else {
+            do {
+                try store.saveTransferBatch(sessions: sessions, jobs: jobs)
+                performTransfer(transfers.broker.saved(batch))
+            } catch {
+                performTransfer(transfers.broker.saveFailed(batch, reason: "\(error)"))
+            }
+            return
+        }
+        let input = self.input
+        store.saveTransferBatchAsync(sessions: sessions, jobs: jobs) { error in
+            input.yield(.transferBatchSaved(batch, failure: error.map { "\($0)" }))
         }
     }
 
@@ -359,6 +370,12 @@ extension Supervisor {
             scheduleTransferRestart()
         case .transferDaemonRestart:
             startTransferDaemon()
+        case .transferBatchSaved(let batch, let failure):
+            if let failure {
+                performTransfer(transfers.broker.saveFailed(batch, reason: failure))
+            } else {
+                performTransfer(transfers.broker.saved(batch))
+            }
         case .transferEvent(let event, let generation):
             guard generation == transfers.generation else { return }
             performTransfer(transfers.broker.handle(event, world: transferWorld))

@@ -36,6 +36,19 @@ struct FrameFastPathTests {
         }
     }
 
+    @Test func taskCreatedRepliesAreTheGenericBytesAndReadBack() throws {
+        for id: UInt64 in [0, 1, 77, .max] {
+            for task in [0, 1, 10_000, -5, Int.max, Int.min] {
+                let message = HostMessage.reply(id: id, reply: .service(.transferTaskCreated(taskIdentifier: task)))
+                let direct = try Frame.encode(message)
+                #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(message), as: UTF8.self))
+                #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(Frame.headerSize))) == message)
+            }
+        }
+        let other = HostMessage.reply(id: 3, reply: .service(.ok))
+        #expect(try Frame.encode(other) == (try Frame.genericEncode(other)))
+    }
+
     @Test func otherMessagesGoTheGenericWay() throws {
         let hello = AppMessage.hello(version: 3, pid: 42)
         #expect(try Frame.encode(hello) == (try Frame.genericEncode(hello)))
@@ -69,6 +82,10 @@ struct FrameFastPathTests {
             #"{"callback":{"callback":{"didEnterBackgroundX":{}},"seq":1,"state":"background"}}"#,
             #"{"callback":{"callback":{"didEnterBackground":{}},"seq":1,"state":"background\"}}"#,
             #"{"callback":{"callback":{"didEnterBackground":{}},"seq":1,"state":"background"}}  "#,
+            #"{"reply":{"id":1,"reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":9223372036854775808}}}}}}"#,
+            #"{"reply":{"id":-1,"reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":1}}}}}}"#,
+            #"{"reply":{"id":1,"reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":01}}}}}}"#,
+            #"{"reply":{"id":1,"reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":1}}}}}"#,
         ]
         for text in host {
             let bytes = Array(text.utf8)
