@@ -39,8 +39,9 @@ extension Supervisor {
         case transferEvent(TransferEvent, generation: UInt64)
         case transferDaemonExited(ExitStatus, generation: UInt64)
         case transferDaemonRestart
-        /// A batch of sessions and tasks written on the database's queue (nil) or not (why).
-        case transferBatchSaved(TransferBroker.Unsaved, failure: String?)
+        /// A batch of sessions and tasks written (or not) on the database's queue: its
+        /// outcome is in `TransferBrokerState.batchOutcomes`.
+        case transferBatchSaved(number: UInt64)
         /// Shutdown: the grace period (in real time, whatever the clock) is over; `final`:
         /// so is the wait for killed apps to be reaped.
         case shutdownGraceOver(final: Bool)

@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Plugins
+import Synchronization
 import SystemPackage
 
 /// When to restart a process that keeps dying: 1 s, 2 s, 4 s, … up to `maximum`; back to
@@ -59,6 +60,26 @@ struct TransferBrokerState {
     var daemonFlushDue = false
     /// Largest batch to keep waiting: past it the batch is written at once.
     static let batchLimit = 512
+    /// Batches being written on the database's queue, oldest first, by number; their
+    /// answers are given in this order (see ``Supervisor/saveTransferBatch(ordered:)``).
+    var batchesInFlight: [(number: UInt64, batch: TransferBroker.Unsaved)] = []
+    var nextBatch: UInt64 = 0
+    /// Each written batch's outcome (nil: written; else why not), set on the writer's queue.
+    let batchOutcomes = TransferBatchOutcomes()
+}
+
+/// What became of the batches written on the database's queue (see `batchesInFlight`).
+final class TransferBatchOutcomes: Sendable {
+    private let outcomes = Mutex<[UInt64: String?]>([:])
+
+    func set(_ number: UInt64, _ failure: String?) {
+        outcomes.withLock { $0[number] = .some(failure) }
+    }
+
+    /// The outcome of `number`, taken out; nil while it is not known.
+    func take(_ number: UInt64) -> String?? {
+        outcomes.withLock { $0.removeValue(forKey: number) }
+    }
 }
 
 /// The adapter: the supervisor's entry points for transfers, which feed the broker and
@@ -98,7 +119,7 @@ extension Supervisor {
             break
         default:
             // Answers in the order asked; a cancel or a listing sees written tasks only.
-            saveTransferBatch()
+            saveTransferBatch(ordered: true)
         }
         var request = request
         if case .urlSessionStartTask(let session, .upload, let url, let method, let headers, let file?) = request {
@@ -137,13 +158,13 @@ extension Supervisor {
 
     /// The app's process is gone; a user terminate cancels its transfers, as on iOS.
     func transfersAppExited(_ app: String, byUser: Bool) {
-        saveTransferBatch()
+        saveTransferBatch(ordered: true)
         performTransfer(transfers.broker.appExited(app, byUser: byUser))
     }
 
     /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
     func transfersAppUninstalled(_ app: String) {
-        saveTransferBatch()
+        saveTransferBatch(ordered: true)
         performTransfer(transfers.broker.appUninstalled(app))
     }
 
@@ -219,14 +240,18 @@ extension Supervisor {
     /// Writes the broker's waiting sessions and tasks in one transaction, then answers them.
     /// On the real clock the write (and the encoding of the rows) runs on the database's
     /// queue and the answers come with `.transferBatchSaved`: the supervisor takes the next
-    /// requests meanwhile, which make the next batch (a group commit). On the virtual
-    /// clock it is done at once, so an advance finds it done.
-    func saveTransferBatch() {
+    /// requests meanwhile, which make the next batch (a group commit). `ordered` (a
+    /// cancel, a listing, an app's exit or uninstall) first waits for the batches being
+    /// written and gives their answers, then writes the waiting batch at once: so answers
+    /// keep the order of the questions and a cancel never reaches the daemon before its
+    /// job. On the virtual clock every batch is written at once, so an advance finds it done.
+    func saveTransferBatch(ordered: Bool = false) {
+        if ordered { finishBatchesInFlight() }
         guard !transfers.broker.unsaved.isEmpty else { return }
         let batch = transfers.broker.takeUnsaved()
         let sessions = batch.sessions.map { Store.TransferSessionRow(bundleIdentifier: $0.app, config: $0.config, lastTaskIdentifier: $0.lastTaskIdentifier) }
         let jobs = batch.jobs.map(\.job)
-        guard configuration.clock == .real else {
+        guard configuration.clock == .real, !ordered else {
             do {
                 try store.saveTransferBatch(sessions: sessions, jobs: jobs)
                 performTransfer(transfers.broker.saved(batch))
@@ -235,10 +260,34 @@ extension Supervisor {
             }
             return
         }
-        let input = self.input
+        transfers.nextBatch += 1
+        let (number, input, outcomes) = (transfers.nextBatch, self.input, transfers.batchOutcomes)
+        transfers.batchesInFlight.append((number, batch))
         store.saveTransferBatchAsync(sessions: sessions, jobs: jobs) { error in
-            input.yield(.transferBatchSaved(batch, failure: error.map { "\($0)" }))
+            outcomes.set(number, error.map { "\($0)" })
+            input.yield(.transferBatchSaved(number: number))
         }
+    }
+
+    /// Gives the answers of the batches written so far, oldest first, up to the first
+    /// whose outcome is not known yet.
+    func answerWrittenBatches() {
+        while let first = transfers.batchesInFlight.first, let outcome = transfers.batchOutcomes.take(first.number) {
+            transfers.batchesInFlight.removeFirst()
+            if let failure = outcome {
+                performTransfer(transfers.broker.saveFailed(first.batch, reason: failure))
+            } else {
+                performTransfer(transfers.broker.saved(first.batch))
+            }
+        }
+    }
+
+    /// Waits for every batch being written (GRDB's writer queue is serial: a barrier runs
+    /// after them and their completions) and gives their answers.
+    private func finishBatchesInFlight() {
+        guard !transfers.batchesInFlight.isEmpty else { return }
+        do { try store.flush() } catch { logger.error("could not flush \(configuration.databasePath): \(error)") }
+        answerWrittenBatches()
     }
 
     /// Sends `request` to the daemon; inside a list of effects the channel is flushed
@@ -370,12 +419,9 @@ extension Supervisor {
             scheduleTransferRestart()
         case .transferDaemonRestart:
             startTransferDaemon()
-        case .transferBatchSaved(let batch, let failure):
-            if let failure {
-                performTransfer(transfers.broker.saveFailed(batch, reason: failure))
-            } else {
-                performTransfer(transfers.broker.saved(batch))
-            }
+        case .transferBatchSaved:
+            // Nothing if a cancel, a listing or an exit already gave its answers.
+            answerWrittenBatches()
         case .transferEvent(let event, let generation):
             guard generation == transfers.generation else { return }
             performTransfer(transfers.broker.handle(event, world: transferWorld))

@@ -293,6 +293,28 @@ struct TransferHostTests {
         try await server.stop()
     }
 
+    /// A resume's batch is written on the database's queue while the host goes on: a
+    /// cancel asked right after it must still find the task written and reach the daemon
+    /// after the job, and the answers keep the order of the questions.
+    @Test func aCancelRightAfterResumeComesAfterItsTask() async throws {
+        let (server, _) = try await startServer(size: 4 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
+        try await withHost(label: "tx") { host in
+            let id = try await host.installProbe("com.tx.cancelnow")
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
+                "--on", "launch", "cancel-task:s:1",
+            ])
+            await returned(host, id, "didCompleteWithError(task 1, cancelled)")
+            let events = await host.events(id)
+            let queued = events.firstIndex { $0.transfer == .queued && $0.transferTask == 1 }
+            let cancelled = events.firstIndex { $0.callback == "didCompleteWithError(task 1, cancelled)" }
+            #expect(queued != nil && cancelled != nil && queued! < cancelled!, "queued, then cancelled")
+            #expect(!events.contains { $0.callback == "didCompleteWithError(task 1, nil)" }, "never completed")
+            #expect(!FileManager.default.fileExists(atPath: container(host, id) + "/Documents/downloads/1"))
+        }
+        try await server.stop()
+    }
+
     @Test func aNonHTTPURLIsRefused() async throws {
         try await withHost(label: "tx") { host in
             let id = try await host.installProbe("com.tx.ftp")
