@@ -64,17 +64,7 @@ final class TransferStore: Sendable {
 
     /// Inserts a new job; false when the id is already known (a duplicate enqueue).
     func insert(_ job: TransferJob) throws -> Bool {
-        let text = try Self.json(job)
-        return try pool.write { db in
-            try db.execute(
-                sql: """
-                    INSERT OR IGNORE INTO transfer (id, bundleIdentifier, job, state, partPath)
-                    VALUES (?, ?, ?, ?, ?)
-                    """,
-                arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text, TransferState.queued.rawValue,
-                            job.destination + ".part"])
-            return db.changesCount > 0
-        }
+        try insert([job])[0]
     }
 
     /// Inserts new jobs in one transaction; for each, false when its id is already known.
