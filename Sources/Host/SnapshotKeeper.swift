@@ -296,7 +296,7 @@ struct SnapshotKeeper: Sendable {
     // MARK: renders ending
 
     private mutating func finished(_ app: String, number: Int, _ outcome: RenderOutcome, time: Date) -> [Effect] {
-        guard var w = work[app], let job = w.inFlight, job.number == number else { return [] }
+        guard let w = work[app], let job = w.inFlight, job.number == number else { return [] }
         var effects: [Effect] = []
         if w.orphaned {
             // Uninstalled while drawn: nothing of it stays (unless the app is back and
