@@ -106,7 +106,13 @@ func benchSocketPair() throws -> (host: Int32, app: Int32) {
 
 /// Writes one frame completely.
 func writeFrame<M: Encodable>(_ message: M, to fd: Int32) throws {
-    let bytes = try Frame.encode(message)
+    // The host's coder for its messages (direct for the frames of a launch), as the host writes them.
+    let bytes: [UInt8]
+    switch message {
+    case let m as HostMessage: bytes = try Frame.encode(m)
+    case let m as AppMessage: bytes = try Frame.encode(m)
+    default: bytes = try Frame.encode(message)
+    }
     var offset = 0
     while offset < bytes.count {
         let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
@@ -130,6 +136,7 @@ struct FrameReader {
     mutating func next<M: Decodable>(_ type: M.Type) throws -> M? {
         while true {
             if let payload = try decoder.next() {
+                if M.self == AppMessage.self, let m = try Frame.decode(AppMessage.self, from: payload) as? M { return m }
                 return try Frame.decode(M.self, from: payload)
             }
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }

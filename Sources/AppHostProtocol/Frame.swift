@@ -75,6 +75,19 @@ public struct FrameDecoder: Sendable {
 
     /// Appends received bytes.
     public mutating func append<C: Collection>(_ bytes: C) where C.Element == UInt8 {
+        compact()
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// Appends received bytes read into an array. (Not the generic one: unspecialized,
+    /// its first call in a new app process looked up the slice's conformances at run
+    /// time, a tenth of the app's handshake.)
+    public mutating func append(_ bytes: ArraySlice<UInt8>) {
+        compact()
+        buffer.append(contentsOf: bytes)
+    }
+
+    private mutating func compact() {
         if start > 0 && start == buffer.count {
             buffer.removeAll(keepingCapacity: true)
             start = 0
@@ -82,7 +95,6 @@ public struct FrameDecoder: Sendable {
             buffer.removeFirst(start)
             start = 0
         }
-        buffer.append(contentsOf: bytes)
     }
 
     /// Returns the next complete payload, nil if more bytes are needed, or throws if the

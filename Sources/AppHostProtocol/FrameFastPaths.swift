@@ -1,10 +1,14 @@
 /// Direct encodings of the frames every round trip sends — a lifecycle callback to the
 /// app, and its `callbackReturned`; and the answer to each background transfer's
-/// `resume()` (`transferTaskCreated`) — byte for byte what the generic JSON coder writes,
-/// and an exact-shape reader for them that leaves anything else to the generic decoder.
+/// `resume()` (`transferTaskCreated`) — and of the launch's frames (`hello`, `welcome`,
+/// `didFinishLaunching`), byte for byte what the generic JSON coder writes, and an
+/// exact-shape reader for them that leaves anything else to the generic decoder.
 /// The generic coder (a new encoder or decoder per frame, reflection through Codable)
-/// was a tenth of the host's CPU in a turn of `apphost-bench virtual`. `FrameFastPathTests`
-/// holds these to the generic coder.
+/// was a tenth of the host's CPU in a turn of `apphost-bench virtual`; in a new app
+/// process its first use (type metadata and protocol conformances looked up by the
+/// runtime) was most of the 0.7 ms between `hello` and didFinishLaunching's return.
+/// Strings go the direct way only when they need no escaping (printable ASCII without
+/// `"` and `\`). `FrameFastPathTests` holds these to the generic coder.
 extension Frame {
     /// ``encode(_:)`` of a host message, directly for a plain lifecycle callback.
     public static func encode(_ message: HostMessage) throws -> [UInt8] {
@@ -26,6 +30,45 @@ extension Frame {
             payload += #""}}"#.utf8
             return framed(payload)
         }
+        if case .callback(let seq, .didFinishLaunching(let options), let state) = message,
+           options.arguments.allSatisfy(FastString.isPlain) {
+            // {"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":["A",...],"reason":"R"}}},"seq":N,"state":"S"}}
+            var payload = Array(#"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":["#.utf8)
+            for (i, argument) in options.arguments.enumerated() {
+                if i > 0 { payload.append(UInt8(ascii: ",")) }
+                payload.append(UInt8(ascii: "\""))
+                payload += argument.utf8
+                payload.append(UInt8(ascii: "\""))
+            }
+            payload += #"],"reason":""#.utf8
+            payload += options.reason.rawValue.utf8
+            payload += #""}}},"seq":"#.utf8
+            payload += String(seq).utf8
+            payload += #","state":""#.utf8
+            payload += state.rawValue.utf8
+            payload += #""}}"#.utf8
+            return framed(payload)
+        }
+        if case .welcome(let version, let bundleIdentifier, let screen) = message, FastString.isPlain(bundleIdentifier),
+           screen.map({ FastString.integralScale($0.scale) != nil }) ?? true {
+            // {"welcome":{"bundleIdentifier":"B","screen":{"height":H,"scale":S,"width":W},"version":V}}
+            var payload = Array(#"{"welcome":{"bundleIdentifier":""#.utf8)
+            payload += bundleIdentifier.utf8
+            payload.append(UInt8(ascii: "\""))
+            if let screen, let scale = FastString.integralScale(screen.scale) {
+                payload += #","screen":{"height":"#.utf8
+                payload += String(screen.height).utf8
+                payload += #","scale":"#.utf8
+                payload += String(scale).utf8
+                payload += #","width":"#.utf8
+                payload += String(screen.width).utf8
+                payload.append(UInt8(ascii: "}"))
+            }
+            payload += #","version":"#.utf8
+            payload += String(version).utf8
+            payload += "}}".utf8
+            return framed(payload)
+        }
         if case .reply(let id, .service(.transferTaskCreated(let task))) = message {
             // {"reply":{"id":N,"reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":T}}}}}}
             var payload = Array(#"{"reply":{"id":"#.utf8)
@@ -43,6 +86,11 @@ extension Frame {
         if case .callbackReturned(let seq) = message {
             return framed(Array(#"{"callbackReturned":{"seq":"#.utf8) + Array(String(seq).utf8) + Array("}}".utf8))
         }
+        if case .hello(let version, let pid) = message {
+            // {"hello":{"pid":P,"version":V}}
+            return framed(Array(#"{"hello":{"pid":"#.utf8) + Array(String(pid).utf8) + Array(#","version":"#.utf8)
+                + Array(String(version).utf8) + Array("}}".utf8))
+        }
         return try genericEncode(message)
     }
 
@@ -51,6 +99,8 @@ extension Frame {
     public static func decode(_ type: AppMessage.Type, from payload: [UInt8]) throws(FrameError) -> AppMessage {
         var reader = FastReader(payload)
         if let seq = reader.callbackReturned() { return .callbackReturned(seq: seq) }
+        reader = FastReader(payload)
+        if let hello = reader.hello() { return hello }
         return try genericDecode(AppMessage.self, from: payload)
     }
 
@@ -61,6 +111,10 @@ extension Frame {
         if let message = reader.callback() { return message }
         reader = FastReader(payload)
         if let message = reader.taskCreated() { return message }
+        reader = FastReader(payload)
+        if let message = reader.launch() { return message }
+        reader = FastReader(payload)
+        if let message = reader.welcome() { return message }
         return try genericDecode(HostMessage.self, from: payload)
     }
 
@@ -90,6 +144,23 @@ private enum FastCallback {
         case .backgroundTaskExpiration: "backgroundTaskExpiration"
         default: nil
         }
+    }
+}
+
+enum FastString {
+    /// True if the generic encoder writes `s` as its bytes between quotes: printable
+    /// ASCII other than `"` and `\` (the wire encoder leaves `/` unescaped).
+    static func isPlain(_ s: String) -> Bool {
+        s.utf8.allSatisfy(isPlain)
+    }
+
+    /// A scale the generic encoder writes as a plain integer (1, 2, 3, ...).
+    static func integralScale(_ scale: Double) -> Int? {
+        scale >= 1 && scale < 1e15 ? Int(exactly: scale) : nil
+    }
+
+    static func isPlain(_ byte: UInt8) -> Bool {
+        byte >= 0x20 && byte <= 0x7e && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\")
     }
 }
 
@@ -126,6 +197,63 @@ private struct FastReader {
         let digits = at - start
         if digits == 0 || (digits > 1 && bytes[start] == 0x30) || (negative && value == 0) { return nil }
         return (negative, value)
+    }
+
+    /// A string of plain bytes (see ``FastString``) between quotes; nil on anything else.
+    mutating func plainString() -> String? {
+        guard at < bytes.count, bytes[at] == UInt8(ascii: "\"") else { return nil }
+        let start = at + 1
+        var end = start
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\"") {
+            guard FastString.isPlain(bytes[end]) else { return nil }
+            end += 1
+        }
+        guard end < bytes.count else { return nil }
+        at = end + 1
+        return String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+
+    /// An integer that fits `Int`.
+    mutating func int() -> Int? {
+        guard let n = integer() else { return nil }
+        if n.negative { return n.magnitude <= UInt64(Int.max) + 1 ? Int(truncatingIfNeeded: 0 &- n.magnitude) : nil }
+        return n.magnitude <= UInt64(Int.max) ? Int(n.magnitude) : nil
+    }
+
+    mutating func hello() -> AppMessage? {
+        guard literal(#"{"hello":{"pid":"#), let pid = int(), let pid32 = Int32(exactly: pid),
+              literal(#","version":"#), let version = int(), literal("}}"), at == bytes.count else { return nil }
+        return .hello(version: version, pid: pid32)
+    }
+
+    mutating func welcome() -> HostMessage? {
+        guard literal(#"{"welcome":{"bundleIdentifier":"#), let id = plainString() else { return nil }
+        var screen: ScreenSize?
+        if literal(#","screen":{"height":"#) {
+            guard let height = int(), literal(#","scale":"#), let scale = int(), literal(#","width":"#),
+                  let width = int(), literal("}") else { return nil }
+            screen = ScreenSize(width: width, height: height, scale: Double(scale))
+        }
+        guard literal(#","version":"#), let version = int(), literal("}}"), at == bytes.count else { return nil }
+        return .welcome(version: version, bundleIdentifier: id, screen: screen)
+    }
+
+    mutating func launch() -> HostMessage? {
+        guard literal(#"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":["#) else { return nil }
+        var arguments: [String] = []
+        if !literal("]") {
+            while true {
+                guard let argument = plainString() else { return nil }
+                arguments.append(argument)
+                if literal("]") { break }
+                guard literal(",") else { return nil }
+            }
+        }
+        guard literal(#","reason":"#), let rawReason = plainString(), let reason = LaunchReason(rawValue: rawReason),
+              literal(#"}}},"seq":"#), let seq = integer(), !seq.negative, literal(#","state":"#),
+              let rawState = plainString(), let state = AppState(rawValue: rawState),
+              literal("}}"), at == bytes.count else { return nil }
+        return .callback(seq: seq.magnitude, callback: .didFinishLaunching(options: LaunchOptions(reason: reason, arguments: arguments)), state: state)
     }
 
     mutating func callbackReturned() -> UInt64? {

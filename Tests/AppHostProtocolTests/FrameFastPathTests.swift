@@ -49,15 +49,64 @@ struct FrameFastPathTests {
         #expect(try Frame.encode(other) == (try Frame.genericEncode(other)))
     }
 
+    @Test func launchFramesAreTheGenericBytesAndReadBack() throws {
+        for pid: Int32 in [1, 42, .max, -1, .min] {
+            for version in [0, 2, 3, Int.max] {
+                let hello = AppMessage.hello(version: version, pid: pid)
+                let direct = try Frame.encode(hello)
+                #expect(direct == (try Frame.genericEncode(hello)))
+                #expect(try Frame.decode(AppMessage.self, from: Array(direct.dropFirst(4))) == hello)
+            }
+        }
+        let screens: [ScreenSize?] = [nil, .default, ScreenSize(width: 750, height: 1334, scale: 2), ScreenSize(width: 1, height: 1, scale: 1)]
+        for id in ["com.example.app", "a", "x-y_z.1", "com.a/b", "~!@#$%^&*()"] {
+            for screen in screens {
+                let welcome = HostMessage.welcome(version: 2, bundleIdentifier: id, screen: screen)
+                let direct = try Frame.encode(welcome)
+                #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(welcome), as: UTF8.self))
+                #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(4))) == welcome)
+            }
+        }
+        let argumentLists: [[String]] = [[], ["x"], ["--on", "background", "begin-task:upload"], ["", " ", "a/b"]]
+        for reason in [LaunchReason.user, .background, .voipPush, .urlSessionEvents] {
+            for arguments in argumentLists {
+                for state in [AppState.inactive, .background] {
+                    let launch = HostMessage.callback(seq: 1, callback: .didFinishLaunching(options: LaunchOptions(reason: reason, arguments: arguments)), state: state)
+                    let direct = try Frame.encode(launch)
+                    #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(launch), as: UTF8.self))
+                    #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(4))) == launch)
+                }
+            }
+        }
+    }
+
+    /// Strings that need escaping, and scales that are not plain integers, take the
+    /// generic coder both ways.
+    @Test func launchFramesThatNeedEscapingGoTheGenericWay() throws {
+        let messages: [HostMessage] = [
+            .welcome(version: 2, bundleIdentifier: "quote\"d", screen: nil),
+            .welcome(version: 2, bundleIdentifier: "back\\slash", screen: nil),
+            .welcome(version: 2, bundleIdentifier: "tab\there", screen: nil),
+            .welcome(version: 2, bundleIdentifier: "é", screen: nil),
+            .welcome(version: 2, bundleIdentifier: "com.a", screen: ScreenSize(width: 10, height: 20, scale: 2.5)),
+            .welcome(version: 2, bundleIdentifier: "com.a", screen: ScreenSize(width: 10, height: 20, scale: 0)),
+            .welcome(version: 2, bundleIdentifier: "com.a", screen: ScreenSize(width: 10, height: 20, scale: 1e20)),
+            .callback(seq: 1, callback: .didFinishLaunching(options: LaunchOptions(reason: .user, arguments: ["new\nline"])), state: .inactive),
+            .callback(seq: 1, callback: .didFinishLaunching(options: LaunchOptions(reason: .user, arguments: ["ok", "ünï"])), state: .inactive),
+        ]
+        for message in messages {
+            let direct = try Frame.encode(message)
+            #expect(direct == (try Frame.genericEncode(message)))
+            #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(4))) == message)
+        }
+    }
+
     @Test func otherMessagesGoTheGenericWay() throws {
-        let hello = AppMessage.hello(version: 3, pid: 42)
-        #expect(try Frame.encode(hello) == (try Frame.genericEncode(hello)))
-        #expect(try Frame.decode(AppMessage.self, from: Array(try Frame.encode(hello).dropFirst(4))) == hello)
-        let welcome = HostMessage.welcome(version: 3, bundleIdentifier: "com.a/b", screen: nil)
-        #expect(try Frame.encode(welcome) == (try Frame.genericEncode(welcome)))
-        let launch = HostMessage.callback(seq: 1, callback: .didFinishLaunching(options: LaunchOptions(reason: .user, arguments: ["x"])), state: .inactive)
-        #expect(try Frame.encode(launch) == (try Frame.genericEncode(launch)))
-        #expect(try Frame.decode(HostMessage.self, from: Array(try Frame.encode(launch).dropFirst(4))) == launch)
+        let begin = AppMessage.beginBackgroundTask(id: 3, name: "upload")
+        #expect(try Frame.encode(begin) == (try Frame.genericEncode(begin)))
+        #expect(try Frame.decode(AppMessage.self, from: Array(try Frame.encode(begin).dropFirst(4))) == begin)
+        let rejected = HostMessage.rejected(reason: "no")
+        #expect(try Frame.encode(rejected) == (try Frame.genericEncode(rejected)))
     }
 
     /// Near misses of the exact shapes: whatever the generic decoder makes of them, the
@@ -68,6 +117,8 @@ struct FrameFastPathTests {
             #"{"callbackReturned":{"seq":1} }"#, #"{"callbackReturned":{"seq":1}}x"#, #"{"callbackReturned":{"seq":}}"#,
             #"{"callbackReturned":{"seq":1.0}}"#, #"{"callbackReturned":{"seq":1,"x":2}}"#, #" {"callbackReturned":{"seq":1}}"#,
             #"{"callbackReturned":{"seq":-0}}"#, #"{"callbackReturned":{"seq":1}"#,
+            #"{"hello":{"pid":2147483648,"version":2}}"#, #"{"hello":{"pid":1,"version":2} }"#, #"{"hello":{"version":2,"pid":1}}"#,
+            #"{"hello":{"pid":-0,"version":2}}"#, #"{"hello":{"pid":1,"version":9223372036854775808}}"#,
         ]
         for text in app {
             let bytes = Array(text.utf8)
@@ -86,6 +137,19 @@ struct FrameFastPathTests {
             #"{"reply":{"id":-1,"reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":1}}}}}}"#,
             #"{"reply":{"id":1,"reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":01}}}}}}"#,
             #"{"reply":{"id":1,"reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":1}}}}}"#,
+            #"{"welcome":{"bundleIdentifier":"a\u0041","version":2}}"#,
+            #"{"welcome":{"bundleIdentifier":"a","screen":{"height":1,"scale":2.5,"width":1},"version":2}}"#,
+            #"{"welcome":{"bundleIdentifier":"a","screen":{"height":1,"scale":2,"width":1}}}"#,
+            #"{"welcome":{"bundleIdentifier":"a","screen":{"height":1,"scale":2,"width":1,"x":0},"version":2}}"#,
+            #"{"welcome":{"bundleIdentifier":"a","version":2},"x":1}"#,
+            #"{"welcome":{"bundleIdentifier":"a,"version":2}}"#,
+            #"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":["a",],"reason":"user"}}},"seq":1,"state":"inactive"}}"#,
+            #"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":[,"a"],"reason":"user"}}},"seq":1,"state":"inactive"}}"#,
+            #"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":["a" "b"],"reason":"user"}}},"seq":1,"state":"inactive"}}"#,
+            #"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":["a\"b"],"reason":"user"}}},"seq":1,"state":"inactive"}}"#,
+            #"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":[],"reason":"never"}}},"seq":1,"state":"inactive"}}"#,
+            #"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":[],"reason":"user"}}},"seq":1,"state":"inactive"}}}"#,
+            #"{"callback":{"callback":{"didFinishLaunching":{"options":{"reason":"user"}}},"seq":1,"state":"inactive"}}"#,
         ]
         for text in host {
             let bytes = Array(text.utf8)
