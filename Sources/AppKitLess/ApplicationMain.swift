@@ -36,13 +36,19 @@ public func ApplicationMain(delegate: some ApplicationDelegate) -> Never {
     // Over the host's file-size limit a write fails with EFBIG, as a full disk would,
     // instead of SIGXFSZ killing the app.
     signal(SIGXFSZ, SIG_IGN)
-    // The host's hang watchdog reads when the main run loop's current turn began.
-    RunLoopStamp.start(environment: environment)
-
     let connection = Connection(descriptor: descriptor)
     let welcome: Connection.Welcome
     do {
-        welcome = try connection.handshake(pid: getpid())
+        welcome = try connection.handshake(pid: getpid()) {
+            // While the host answers, what the first callback needs: the main run loop
+            // (its epoll, timer and wake-up descriptors) with the stamp the host's hang
+            // watchdog reads when its current turn began, the main queue's wake-up, and
+            // the reader thread.
+            RunLoopStamp.start(environment: environment)
+            _ = RunLoop.main
+            DispatchQueue.main.async {}
+            connection.prepareReader()
+        }
     } catch {
         writeStandardError("\(programName): \(error)")
         exit(1)

@@ -54,6 +54,8 @@ final class Connection: Sendable {
     private let decoder = Mutex(FrameDecoder())
     /// Requests waiting for their reply.
     private let requests = Mutex(RequestTable())
+    /// The reader thread, made early by ``prepareReader()``.
+    private let parkedReader = Mutex<ParkedThread?>(nil)
 
     /// Wraps an open, connected stream socket. The connection does not close it.
     init(descriptor: Int32) {
@@ -138,9 +140,12 @@ final class Connection: Sendable {
         var screen: ScreenSize
     }
 
-    /// Sends `hello` and waits for the host's answer.
-    func handshake(pid: Int32) throws(ConnectionError) -> Welcome {
+    /// Sends `hello` and waits for the host's answer. `whileWaiting` runs in between,
+    /// on the caller: work the app needs next that does not depend on the answer
+    /// overlaps the host's round trip instead of following it.
+    func handshake(pid: Int32, whileWaiting: () -> Void = {}) throws(ConnectionError) -> Welcome {
         try send(.hello(version: IPCProtocol.version, pid: pid))
+        whileWaiting()
         switch try receive() {
         case .welcome(let version, let bundleIdentifier, let screen):
             guard version == IPCProtocol.version else {
@@ -251,9 +256,19 @@ final class Connection: Sendable {
         }
     }
 
+    /// Makes the reader thread ahead of ``startReader(deliver:onFailure:)``, parked
+    /// until then (during the handshake: the thread's creation, a stack mapped and a
+    /// clone, then overlaps the host's answer instead of delaying the first callback).
+    func prepareReader() {
+        parkedReader.withLock { parked in
+            if parked == nil { parked = ParkedThread(name: "AppKitLess.reader") }
+        }
+    }
+
     /// Starts the reader thread: runs ``readLoop(deliver:)``, then `onFailure` once.
     /// Messages that came with the welcome are handed on first, on the calling thread, so
     /// the first callback (didFinishLaunching) does not wait for the thread to start.
+    /// Uses the thread ``prepareReader()`` made, if it did.
     func startReader(
         deliver: @escaping @Sendable (_ seq: UInt64, _ callback: LifecycleCallback, _ state: AppState) -> Void,
         onFailure: @escaping @Sendable (ConnectionError) -> Void
@@ -267,11 +282,37 @@ final class Connection: Sendable {
             onFailure(error)
             return
         }
-        let thread = Thread { [self] in
+        let body: @Sendable () -> Void = { [self] in
             onFailure(readLoop(deliver: deliver))
         }
-        thread.name = "AppKitLess.reader"
+        if let parked = parkedReader.withLock({ parked in defer { parked = nil }; return parked }) {
+            parked.run(body)
+        } else {
+            let thread = Thread(block: body)
+            thread.name = "AppKitLess.reader"
+            thread.start()
+        }
+    }
+}
+
+/// A thread started before its work is known: it waits until ``run(_:)`` gives it
+/// the work, once.
+private final class ParkedThread: Sendable {
+    private let go = DispatchSemaphore(value: 0)
+    private let work = Mutex<(@Sendable () -> Void)?>(nil)
+
+    init(name: String) {
+        let thread = Thread { [self] in
+            go.wait()
+            work.withLock { $0 }?()
+        }
+        thread.name = name
         thread.start()
+    }
+
+    func run(_ body: @escaping @Sendable () -> Void) {
+        work.withLock { $0 = body }
+        go.signal()
     }
 }
 

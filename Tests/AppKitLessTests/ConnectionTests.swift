@@ -109,6 +109,32 @@ struct ConnectionTests {
         #expect(throws: ConnectionError.closed) { try connection.handshake(pid: 1) }
     }
 
+    @Test("work given to the handshake runs once hello is out; a reader made then reads after it")
+    func workWhileTheHostAnswers() async throws {
+        let host = try TestHost()
+        let connection = Connection(descriptor: host.appDescriptor)
+        var helloWasOut = false
+        let welcome = try connection.handshake(pid: 7) {
+            // The host can only have this hello if it was sent before the work began.
+            helloWasOut = (try? host.receive()) == .hello(version: IPCProtocol.version, pid: 7)
+            connection.prepareReader()
+            try? host.send(.welcome(version: IPCProtocol.version, bundleIdentifier: "com.example.plain"))
+        }
+        #expect(helloWasOut)
+        #expect(welcome.bundleIdentifier == "com.example.plain")
+        // The parked thread takes the reading over: a callback sent now arrives.
+        let events = ReaderEvents(connection)
+        let callback = HostMessage.callback(seq: 1, callback: .didFinishLaunching(options: LaunchOptions(reason: .user)), state: .inactive)
+        try host.send(callback)
+        for await message in events.callbacks {
+            #expect(message == callback)
+            break
+        }
+        host.closeHostEnd()
+        #expect(await events.stopped() == .closed)
+        host.closeAppEnd()
+    }
+
     @Test("callbacks reach the reader's consumer in arrival order")
     func callbacksInOrder() async throws {
         let host = try TestHost()
