@@ -1,5 +1,6 @@
 import AppHostProtocol
 import NIOCore
+import Synchronization
 
 /// Reads frames from one app's IPC socket and forwards decoded messages, in order,
 /// to the supervisor's input stream. A malformed or oversized frame, a flood of
@@ -15,12 +16,15 @@ final class AppConnectionHandler: ChannelInboundHandler {
     private var decoder = FrameDecoder()
     private var rate: MessageRateLimiter
     private var broken = false
+    private let hello: HelloAnswer?
 
-    init(app: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation, bounds: AppBounds = .standard) {
+    init(app: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation, bounds: AppBounds = .standard,
+         hello: HelloAnswer? = nil) {
         self.app = app
         self.instance = instance
         self.input = input
         self.bounds = bounds
+        self.hello = hello
         rate = MessageRateLimiter(burst: bounds.messageBurst, perSecond: bounds.messagesPerSecond)
     }
 
@@ -37,6 +41,7 @@ final class AppConnectionHandler: ChannelInboundHandler {
                     return
                 }
                 let message = try Frame.decode(AppMessage.self, from: payload)
+                if case .hello(let version, _) = message { hello?.answer(version: version, channel: context.channel) }
                 input.yield(.message(app: app, instance: instance, message))
             }
         } catch {
@@ -65,5 +70,47 @@ final class AppConnectionHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         context.close(promise: nil)
+    }
+}
+
+/// The answer to an app's `hello`, sent by its connection's handler where the hello is
+/// read instead of after a hop to the supervisor (which still handles the hello: the
+/// handshake, the first callback): the welcome is the same for every valid hello of a
+/// launch, and the app's first callback follows it sooner. Sent once, for a hello in
+/// this host's protocol version, through the runtime's ``SocketWriter`` (set before
+/// the channel reads anything), so it precedes every frame the supervisor sends. A hello
+/// in another version, or a second one, is left to the supervisor (a rejection, a
+/// violation).
+final class HelloAnswer: Sendable {
+    private struct State {
+        var writer: SocketWriter?
+        var answered = false
+    }
+
+    private let welcome: [UInt8]
+    private let state = Mutex(State())
+
+    init(welcome: [UInt8]) {
+        self.welcome = welcome
+    }
+
+    /// The runtime's writer; set before the channel reads.
+    var writer: SocketWriter? {
+        get { state.withLock { $0.writer } }
+        set { state.withLock { $0.writer = newValue } }
+    }
+
+    /// Whether the welcome went out (before the handler passed the hello on).
+    var answered: Bool { state.withLock { $0.answered } }
+
+    func answer(version: Int, channel: any Channel) {
+        guard version == IPCProtocol.version, !welcome.isEmpty else { return }
+        let writer = state.withLock { state -> SocketWriter? in
+            guard !state.answered, let writer = state.writer else { return nil }
+            state.answered = true
+            state.writer = nil // needed once; the runtime keeps its own
+            return writer
+        }
+        writer?.send(welcome, else: channel)
     }
 }

@@ -21,6 +21,8 @@ struct AppLauncher {
         /// The run-loop stamp page (its descriptor goes to the child as 4; closed here
         /// once the spawn is over); nil when the host could make none.
         var stampPage: RunLoopStampPage?
+        /// The frame that answers the app's `hello` (see ``HelloAnswer``).
+        var welcome: [UInt8] = []
     }
 
     /// Something the host says once about what it can enforce: an event (`service` or
@@ -199,13 +201,14 @@ struct AppLauncher {
             input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
             return
         }
+        let answer = HelloAnswer(welcome: plan.welcome)
         // Events go straight to the input stream (one hop); any that beat `.spawned` there
         // are held by the supervisor until it arrives. Nothing is read before `.connected`
         // is in the stream.
         ChildLauncher.start(
             plan.settings, logPath: plan.logPath, group: group, autoRead: false,
             writeBufferWaterMark: .init(low: bounds.unreadBytes / 2, high: bounds.unreadBytes),
-            makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds) },
+            makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds, hello: answer) },
             onEvent: { event in input.yield(.child(app: id, instance: instance, event, observed: .now)) },
             spawned: { child in input.yield(.spawned(app: id, instance: instance, child: child)) },
             duplicateForWriting: true
@@ -215,7 +218,10 @@ struct AppLauncher {
             plan.stampPage?.closeDescriptor()
             switch result {
             case .success(let (_, channel, writeDescriptor)):
-                input.yield(.connected(app: id, instance: instance, channel: channel, writeDescriptor: writeDescriptor))
+                let writer = writeDescriptor.map { SocketWriter(descriptor: $0) }
+                // Before anything is read: the handler answers `hello` through it.
+                answer.writer = writer
+                input.yield(.connected(app: id, instance: instance, channel: channel, writer: writer, hello: answer))
                 channel.setOption(.autoRead, value: true).whenFailure { error in
                     input.yield(.violation(app: id, instance: instance, "could not read the IPC socket: \(error)"))
                 }
@@ -258,6 +264,8 @@ extension Supervisor {
         } catch {
             logger.warning("\(id): no run-loop stamp page (memfd: \(error)); its main run loop is not watched")
         }
+        plan.welcome = (try? Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: id,
+                                                              screen: configuration.screen))) ?? []
         runtimes[id]?.cgroup = plan.cgroup
         runtimes[id]?.oomKillsBefore = plan.cgroup?.oomKills ?? 0
         runtimes[id]?.oomKillsAtHostKill = nil

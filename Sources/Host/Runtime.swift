@@ -14,7 +14,7 @@ extension Supervisor {
         case spawnFailed(app: String, instance: UInt64, error: String)
         /// The app's socket is attached; `writeDescriptor` is a duplicate for ``SocketWriter``
         /// (the input's handler owns it: closes it, or gives it to the runtime).
-        case connected(app: String, instance: UInt64, channel: any Channel, writeDescriptor: Int32?)
+        case connected(app: String, instance: UInt64, channel: any Channel, writer: SocketWriter?, hello: HelloAnswer)
         case message(app: String, instance: UInt64, AppMessage)
         case violation(app: String, instance: UInt64, String)
         /// The app's end of the socket closed (everything it sent has been read).
@@ -55,6 +55,8 @@ extension Supervisor {
         var channel: (any Channel)?
         /// Writes to `channel`'s socket from the supervisor's thread (see ``SocketWriter``).
         var writer: SocketWriter?
+        /// Answers the app's first `hello` where its connection reads it.
+        var helloAnswer: HelloAnswer?
         var pid: Int32?
         var seq: UInt64 = 0
         var pending: [UInt64: LifecycleCallback] = [:]

@@ -20,6 +20,14 @@ public final class Store: Sendable {
         var config = Configuration()
         config.label = "apphost"
         config.busyMode = .timeout(5)
+        // WAL with synchronous=NORMAL: a commit is durable when the host process dies
+        // (SIGKILL, a crash) and the database never corrupts, but a commit is not
+        // fsynced one by one; the WAL is synced at checkpoints. An OS crash or power
+        // loss can lose the last transitions. FULL (SQLite's default) fsynced every
+        // commit: 150 µs of every launch and terminate on this machine's ext4.
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
         pool = try DatabasePool(path: path, configuration: config)
         try Self.migrator.migrate(pool)
     }
@@ -369,14 +377,19 @@ public final class Store: Sendable {
     public func recordTransitions(_ rows: [TransitionRow], onError: @escaping @Sendable (any Error) -> Void) {
         guard !rows.isEmpty else { return }
         pool.asyncWrite { db in
-            for r in rows {
-                try db.execute(
-                    sql: "INSERT INTO transition (time, bundleIdentifier, pid, fromState, toState, cause) VALUES (?, ?, ?, ?, ?, ?)",
-                    arguments: [r.time.timeIntervalSince1970, r.bundleIdentifier, r.pid.map { Int($0) },
-                                r.from.rawValue, r.to.rawValue, r.cause])
-            }
+            try Self.insert(rows, db)
         } completion: { _, result in
             if case .failure(let error) = result { onError(error) }
+        }
+    }
+
+    private static func insert(_ rows: [TransitionRow], _ db: Database) throws {
+        // Prepared once per connection: compiling the INSERT was a third of the write.
+        let insert = try db.cachedStatement(sql:
+            "INSERT INTO transition (time, bundleIdentifier, pid, fromState, toState, cause) VALUES (?, ?, ?, ?, ?, ?)")
+        for r in rows {
+            try insert.execute(arguments: [r.time.timeIntervalSince1970, r.bundleIdentifier, r.pid.map { Int($0) },
+                                           r.from.rawValue, r.to.rawValue, r.cause])
         }
     }
 
@@ -393,8 +406,14 @@ public final class Store: Sendable {
     /// says so through its own `onError`.
     public func flushed() async throws {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            pool.asyncWriteWithoutTransaction { _ in continuation.resume() }
+            afterWrites { continuation.resume() }
         }
+    }
+
+    /// Runs `body` on the writer queue once every write scheduled so far is committed
+    /// (and its `onError` has run), as ``flushed()`` returns.
+    public func afterWrites(_ body: @escaping @Sendable () -> Void) {
+        pool.asyncWriteWithoutTransaction { _ in body() }
     }
 
     /// The last `limit` states of an app, oldest first.

@@ -119,7 +119,8 @@ extension Supervisor {
         } catch {
             throw ControlError(.internalError, "\(error)")
         }
-        try await checkRecorded(since: mark, "launched", id)
+        // Not waiting for the database's queue: see finishLaunchWaiters.
+        try await checkRecorded(since: mark, "launched", id, flushed: true)
         return pid
     }
 
@@ -131,12 +132,16 @@ extension Supervisor {
     /// Throws if an event or a transition could not be written since `mark`: the verb
     /// happened, but the host has no record of it. Waits for the database's queue without
     /// holding the actor (a kernel report or an app's answer is handled meanwhile).
-    func checkRecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: String) async throws(ControlError) {
-        do {
-            try await store.flushed()
-        } catch {
-            databaseFailures.note("\(error)")
-            logger.error("could not flush \(configuration.databasePath): \(error)")
+    /// `flushed`: do not wait for the database's queue (its failures so far still count).
+    func checkRecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: String,
+                       flushed: Bool = false) async throws(ControlError) {
+        if !flushed {
+            do {
+                try await store.flushed()
+            } catch {
+                databaseFailures.note("\(error)")
+                logger.error("could not flush \(configuration.databasePath): \(error)")
+            }
         }
         var problems: [String] = []
         if events.failures > mark.events, let error = events.lastError {

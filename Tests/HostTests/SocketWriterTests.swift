@@ -1,3 +1,4 @@
+import AppHostProtocol
 import NIOCore
 import NIOPosix
 import Testing
@@ -80,6 +81,52 @@ import Glibc
         try await channel.close()
         var byte: UInt8 = 0
         #expect(Glibc.read(app, &byte, 1) == 0)
+        try await group.shutdownGracefully()
+    }
+}
+
+/// ``HelloAnswer``: the connection's handler answers the app's first `hello` itself, once,
+/// and only in this host's protocol version.
+@Suite struct HelloAnswerTests {
+    @Test func theFirstHelloInThisVersionIsAnsweredOnceAndNothingElseIs() async throws {
+        var fds: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0)
+        let (host, app) = (fds[0], fds[1])
+        defer { _ = close(app) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
+        let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
+        let welcome = try Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: "com.example.a", screen: .default))
+        let answer = HelloAnswer(welcome: welcome)
+
+        // No writer yet (the connection is not attached): nothing is sent, the supervisor answers.
+        answer.answer(version: IPCProtocol.version, channel: channel)
+        #expect(!answer.answered)
+
+        let writer = SocketWriter(descriptor: duplicate)
+        answer.writer = writer
+        answer.answer(version: IPCProtocol.version + 1, channel: channel)
+        #expect(!answer.answered, "a hello in another version is the supervisor's to reject")
+        answer.answer(version: IPCProtocol.version, channel: channel)
+        #expect(answer.answered)
+        answer.answer(version: IPCProtocol.version, channel: channel)
+        writer.send([0xAB], else: channel)
+
+        // Exactly one welcome, then what the supervisor wrote after it.
+        var received = [UInt8](repeating: 0, count: welcome.count + 1)
+        var got = 0
+        while got < received.count {
+            let n = received.withUnsafeMutableBytes { Glibc.read(app, $0.baseAddress! + got, $0.count - got) }
+            if n < 0 && errno == EINTR { continue }
+            #expect(n > 0)
+            if n <= 0 { break }
+            got += n
+        }
+        #expect(received == welcome + [0xAB])
+        var extra: UInt8 = 0
+        #expect(Glibc.recv(app, &extra, 1, Int32(MSG_DONTWAIT)) == -1 && errno == EAGAIN, "nothing more was sent")
+        writer.close()
+        try await channel.close()
         try await group.shutdownGracefully()
     }
 }
