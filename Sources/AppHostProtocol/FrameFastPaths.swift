@@ -1,7 +1,9 @@
 /// Direct encodings of the frames every round trip sends — a lifecycle callback to the
 /// app, and its `callbackReturned`; and the answer to each background transfer's
-/// `resume()` (`transferTaskCreated`) — and of the launch's frames (`hello`, `welcome`,
-/// `didFinishLaunching`), byte for byte what the generic JSON coder writes, and an
+/// `resume()` (`transferTaskCreated`) — of the launch's frames (`hello`, `welcome`,
+/// `didFinishLaunching`), and of a background download's (the `resume()` request of a
+/// download without headers, its `didFinishDownloadingTo` and successful
+/// `didCompleteWithError` callbacks), byte for byte what the generic JSON coder writes, and an
 /// exact-shape reader for them that leaves anything else to the generic decoder.
 /// The generic coder (a new encoder or decoder per frame, reflection through Codable)
 /// was a tenth of the host's CPU in a turn of `apphost-bench virtual`; in a new app
@@ -69,6 +71,9 @@ extension Frame {
             payload += "}}".utf8
             return framed(payload)
         }
+        if case .callback(let seq, .service(let event), let state) = message, let payload = FastTransfer.encode(event, seq: seq, state: state) {
+            return framed(payload)
+        }
         if case .reply(let id, .service(.transferTaskCreated(let task))) = message {
             // {"reply":{"id":N,"reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":T}}}}}}
             var payload = Array(#"{"reply":{"id":"#.utf8)
@@ -86,6 +91,22 @@ extension Frame {
         if case .callbackReturned(let seq) = message {
             return framed(Array(#"{"callbackReturned":{"seq":"#.utf8) + Array(String(seq).utf8) + Array("}}".utf8))
         }
+        if case .request(let id, .service(.urlSessionStartTask(let session, let kind, let url, let method, let headers, nil))) = message,
+           headers.isEmpty, FastString.isPlain(session), FastString.isPlain(url), FastString.isPlain(method) {
+            // {"request":{"id":I,"request":{"service":{"_0":{"urlSessionStartTask":{"headers":{},"kind":"K","method":"M","session":"S","url":"U"}}}}}}
+            var payload = Array(#"{"request":{"id":"#.utf8)
+            payload += String(id).utf8
+            payload += #","request":{"service":{"_0":{"urlSessionStartTask":{"headers":{},"kind":""#.utf8
+            payload += kind.rawValue.utf8
+            payload += #"","method":""#.utf8
+            payload += method.utf8
+            payload += #"","session":""#.utf8
+            payload += session.utf8
+            payload += #"","url":""#.utf8
+            payload += url.utf8
+            payload += #""}}}}}}"#.utf8
+            return framed(payload)
+        }
         if case .hello(let version, let pid) = message {
             // {"hello":{"pid":P,"version":V}}
             return framed(Array(#"{"hello":{"pid":"#.utf8) + Array(String(pid).utf8) + Array(#","version":"#.utf8)
@@ -101,6 +122,8 @@ extension Frame {
         if let seq = reader.callbackReturned() { return .callbackReturned(seq: seq) }
         reader = FastReader(payload)
         if let hello = reader.hello() { return hello }
+        reader = FastReader(payload)
+        if let start = reader.startTask() { return start }
         return try genericDecode(AppMessage.self, from: payload)
     }
 
@@ -111,6 +134,8 @@ extension Frame {
         if let message = reader.callback() { return message }
         reader = FastReader(payload)
         if let message = reader.taskCreated() { return message }
+        reader = FastReader(payload)
+        if let message = reader.transferCallback() { return message }
         reader = FastReader(payload)
         if let message = reader.launch() { return message }
         reader = FastReader(payload)
@@ -144,6 +169,40 @@ private enum FastCallback {
         case .backgroundTaskExpiration: "backgroundTaskExpiration"
         default: nil
         }
+    }
+}
+
+/// The transfer callbacks every background download ends with (a success), as the
+/// generic coder writes them.
+private enum FastTransfer {
+    static func encode(_ event: ServiceEvent, seq: UInt64, state: AppState) -> [UInt8]? {
+        var payload = Array(#"{"callback":{"callback":{"service":{"_0":{"#.utf8)
+        switch event {
+        case .urlSessionDidFinishDownloading(let session, let task, let location):
+            guard FastString.isPlain(session), FastString.isPlain(location) else { return nil }
+            // ..."urlSessionDidFinishDownloading":{"location":"L","session":"S","taskIdentifier":T}}}},"seq":N,"state":"ST"}}
+            payload += #""urlSessionDidFinishDownloading":{"location":""#.utf8
+            payload += location.utf8
+            payload += #"","session":""#.utf8
+            payload += session.utf8
+            payload += #"","taskIdentifier":"#.utf8
+            payload += String(task).utf8
+        case .urlSessionDidComplete(let session, let task, nil, nil):
+            guard FastString.isPlain(session) else { return nil }
+            // ..."urlSessionDidComplete":{"session":"S","taskIdentifier":T}}}},"seq":N,"state":"ST"}}
+            payload += #""urlSessionDidComplete":{"session":""#.utf8
+            payload += session.utf8
+            payload += #"","taskIdentifier":"#.utf8
+            payload += String(task).utf8
+        default:
+            return nil
+        }
+        payload += #"}}}},"seq":"#.utf8
+        payload += String(seq).utf8
+        payload += #","state":""#.utf8
+        payload += state.rawValue.utf8
+        payload += #""}}"#.utf8
+        return payload
     }
 }
 
@@ -218,6 +277,35 @@ private struct FastReader {
         guard let n = integer() else { return nil }
         if n.negative { return n.magnitude <= UInt64(Int.max) + 1 ? Int(truncatingIfNeeded: 0 &- n.magnitude) : nil }
         return n.magnitude <= UInt64(Int.max) ? Int(n.magnitude) : nil
+    }
+
+    mutating func startTask() -> AppMessage? {
+        guard literal(#"{"request":{"id":"#), let id = integer(), !id.negative,
+              literal(#","request":{"service":{"_0":{"urlSessionStartTask":{"headers":{},"kind":"#),
+              let rawKind = plainString(), let kind = TransferKind(rawValue: rawKind),
+              literal(#","method":"#), let method = plainString(), literal(#","session":"#), let session = plainString(),
+              literal(#","url":"#), let url = plainString(), literal("}}}}}}"), at == bytes.count else { return nil }
+        return .request(id: id.magnitude, request: .service(.urlSessionStartTask(
+            session: session, kind: kind, url: url, method: method, headers: [:], uploadFile: nil)))
+    }
+
+    mutating func transferCallback() -> HostMessage? {
+        guard literal(#"{"callback":{"callback":{"service":{"_0":{""#) else { return nil }
+        let event: ServiceEvent
+        if literal(#"urlSessionDidFinishDownloading":{"location":"#) {
+            guard let location = plainString(), literal(#","session":"#), let session = plainString(),
+                  literal(#","taskIdentifier":"#), let task = int() else { return nil }
+            event = .urlSessionDidFinishDownloading(session: session, taskIdentifier: task, location: location)
+        } else if literal(#"urlSessionDidComplete":{"session":"#) {
+            guard let session = plainString(), literal(#","taskIdentifier":"#), let task = int() else { return nil }
+            event = .urlSessionDidComplete(session: session, taskIdentifier: task, errorCode: nil, errorReason: nil)
+        } else {
+            return nil
+        }
+        guard literal(#"}}}},"seq":"#), let seq = integer(), !seq.negative, literal(#","state":"#),
+              let rawState = plainString(), let state = AppState(rawValue: rawState),
+              literal("}}"), at == bytes.count else { return nil }
+        return .callback(seq: seq.magnitude, callback: .service(event), state: state)
     }
 
     mutating func hello() -> AppMessage? {

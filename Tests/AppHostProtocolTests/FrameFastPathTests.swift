@@ -101,6 +101,60 @@ struct FrameFastPathTests {
         }
     }
 
+    @Test func transferFramesAreTheGenericBytesAndReadBack() throws {
+        for state in [AppState.active, .background] {
+            for seq: UInt64 in [1, 77, .max] {
+                for task in [0, 1, 10_000, -2, Int.max] {
+                    let events: [ServiceEvent] = [
+                        .urlSessionDidFinishDownloading(session: "s", taskIdentifier: task, location: "/var/c/com.a/tmp/CFNetworkDownload_1.tmp"),
+                        .urlSessionDidComplete(session: "com.example.bg", taskIdentifier: task, errorCode: nil, errorReason: nil),
+                    ]
+                    for event in events {
+                        let message = HostMessage.callback(seq: seq, callback: .service(event), state: state)
+                        let direct = try Frame.encode(message)
+                        #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(message), as: UTF8.self))
+                        #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(4))) == message)
+                    }
+                }
+            }
+        }
+        for id: UInt64 in [0, 5, .max] {
+            for kind in [TransferKind.download, .upload] {
+                let message = AppMessage.request(id: id, request: .service(.urlSessionStartTask(
+                    session: "s", kind: kind, url: "http://127.0.0.1:8080/f/1?a=b&c=d", method: "GET", headers: [:], uploadFile: nil)))
+                let direct = try Frame.encode(message)
+                #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(message), as: UTF8.self))
+                #expect(try Frame.decode(AppMessage.self, from: Array(direct.dropFirst(4))) == message)
+            }
+        }
+    }
+
+    /// Headers, an upload file, an error, or a string that needs escaping: the generic coder.
+    @Test func transferFramesOutsideTheCommonShapeGoTheGenericWay() throws {
+        let host: [HostMessage] = [
+            .callback(seq: 1, callback: .service(.urlSessionDidComplete(session: "s", taskIdentifier: 1, errorCode: "cancelled", errorReason: nil)), state: .active),
+            .callback(seq: 1, callback: .service(.urlSessionDidComplete(session: "s", taskIdentifier: 1, errorCode: nil, errorReason: "x")), state: .active),
+            .callback(seq: 1, callback: .service(.urlSessionDidFinishDownloading(session: "s\"q", taskIdentifier: 1, location: "/a")), state: .active),
+            .callback(seq: 1, callback: .service(.urlSessionDidFinishDownloading(session: "s", taskIdentifier: 1, location: "/ü")), state: .active),
+            .callback(seq: 1, callback: .service(.urlSessionHandleEvents(session: "s")), state: .background),
+        ]
+        for message in host {
+            let direct = try Frame.encode(message)
+            #expect(direct == (try Frame.genericEncode(message)))
+            #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(4))) == message)
+        }
+        let app: [AppMessage] = [
+            .request(id: 1, request: .service(.urlSessionStartTask(session: "s", kind: .download, url: "http://x/", method: "GET", headers: ["A": "b"], uploadFile: nil))),
+            .request(id: 1, request: .service(.urlSessionStartTask(session: "s", kind: .upload, url: "http://x/", method: "POST", headers: [:], uploadFile: "/f"))),
+            .request(id: 1, request: .service(.urlSessionStartTask(session: "s", kind: .download, url: "http://x/\\", method: "GET", headers: [:], uploadFile: nil))),
+        ]
+        for message in app {
+            let direct = try Frame.encode(message)
+            #expect(direct == (try Frame.genericEncode(message)))
+            #expect(try Frame.decode(AppMessage.self, from: Array(direct.dropFirst(4))) == message)
+        }
+    }
+
     @Test func otherMessagesGoTheGenericWay() throws {
         let begin = AppMessage.beginBackgroundTask(id: 3, name: "upload")
         #expect(try Frame.encode(begin) == (try Frame.genericEncode(begin)))
@@ -119,6 +173,10 @@ struct FrameFastPathTests {
             #"{"callbackReturned":{"seq":-0}}"#, #"{"callbackReturned":{"seq":1}"#,
             #"{"hello":{"pid":2147483648,"version":2}}"#, #"{"hello":{"pid":1,"version":2} }"#, #"{"hello":{"version":2,"pid":1}}"#,
             #"{"hello":{"pid":-0,"version":2}}"#, #"{"hello":{"pid":1,"version":9223372036854775808}}"#,
+            #"{"request":{"id":1,"request":{"service":{"_0":{"urlSessionStartTask":{"headers":{},"kind":"sideways","method":"GET","session":"s","url":"u"}}}}}}"#,
+            #"{"request":{"id":-1,"request":{"service":{"_0":{"urlSessionStartTask":{"headers":{},"kind":"download","method":"GET","session":"s","url":"u"}}}}}}"#,
+            #"{"request":{"id":1,"request":{"service":{"_0":{"urlSessionStartTask":{"headers":{},"kind":"download","method":"GET","session":"s","url":"u"}}}}}"#,
+            #"{"request":{"id":1,"request":{"service":{"_0":{"urlSessionStartTask":{"headers":{},"kind":"download","method":"GET","session":"s","url":"u","x":1}}}}}}"#,
         ]
         for text in app {
             let bytes = Array(text.utf8)
@@ -150,6 +208,10 @@ struct FrameFastPathTests {
             #"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":[],"reason":"never"}}},"seq":1,"state":"inactive"}}"#,
             #"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":[],"reason":"user"}}},"seq":1,"state":"inactive"}}}"#,
             #"{"callback":{"callback":{"didFinishLaunching":{"options":{"reason":"user"}}},"seq":1,"state":"inactive"}}"#,
+            #"{"callback":{"callback":{"service":{"_0":{"urlSessionDidComplete":{"session":"s","taskIdentifier":9223372036854775808}}}},"seq":1,"state":"active"}}"#,
+            #"{"callback":{"callback":{"service":{"_0":{"urlSessionDidComplete":{"session":"s","taskIdentifier":1}}}},"seq":1,"state":"nowhere"}}"#,
+            #"{"callback":{"callback":{"service":{"_0":{"urlSessionDidFinishDownloading":{"location":"/a","session":"s"}}}},"seq":1,"state":"active"}}"#,
+            #"{"callback":{"callback":{"service":{"_0":{"urlSessionDidFinishDownloading":{"location":"/a","session":"s","taskIdentifier":1}}}},"seq":1,"state":"active"}} "#,
         ]
         for text in host {
             let bytes = Array(text.utf8)
