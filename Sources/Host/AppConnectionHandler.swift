@@ -32,22 +32,38 @@ final class AppConnectionHandler: ChannelInboundHandler {
         guard !broken else { return }
         let buffer = unwrapInboundIn(data)
         decoder.append(buffer.readableBytesView)
+        // The messages of this read go on together, in order: a pipelined burst (ten
+        // thousand `resume()`s) is one step of the supervisor per read, not one per frame.
+        var messages: [AppMessage] = []
+        defer { forward(messages) }
         do {
             while let payload = try decoder.next() {
                 // Counted here, where it is read, so a flood never piles up in the
                 // supervisor's input stream: the app is stopped at the rate it crosses.
                 guard rate.take() else {
+                    forward(messages)
+                    messages = []
                     fail("flooded the host: more than \(bounds.messageBurst) messages at once, or more than \(bounds.messagesPerSecond) a second after that")
                     return
                 }
                 let message = try Frame.decode(AppMessage.self, from: payload)
                 if case .hello(let version, _) = message { hello?.answer(version: version, channel: context.channel) }
-                input.yield(.message(app: app, instance: instance, message))
+                messages.append(message)
             }
         } catch {
             // Stop reading; the supervisor kills the app, and its death closes the
             // socket. Closing first would let the app exit on EOF before the kill.
+            forward(messages)
+            messages = []
             fail("\(error)")
+        }
+    }
+
+    private func forward(_ messages: [AppMessage]) {
+        switch messages.count {
+        case 0: return
+        case 1: input.yield(.message(app: app, instance: instance, messages[0]))
+        default: input.yield(.messages(app: app, instance: instance, messages))
         }
     }
 

@@ -16,6 +16,9 @@ extension Supervisor {
         /// (the input's handler owns it: closes it, or gives it to the runtime).
         case connected(app: String, instance: UInt64, channel: any Channel, writer: SocketWriter?, hello: HelloAnswer)
         case message(app: String, instance: UInt64, AppMessage)
+        /// The messages of one read, in order: handled in one step (one event-log write,
+        /// one wake of the supervisor for a pipelined burst).
+        case messages(app: String, instance: UInt64, [AppMessage])
         case violation(app: String, instance: UInt64, String)
         /// The app's end of the socket closed (everything it sent has been read).
         case disconnected(app: String, instance: UInt64)
@@ -37,6 +40,8 @@ extension Supervisor {
         case transferDaemonStarted(child: ChildProcess, channel: any Channel, generation: UInt64)
         case transferDaemonFailed(String, generation: UInt64)
         case transferEvent(TransferEvent, generation: UInt64)
+        /// The events of one read from the daemon, in order, handled in one step.
+        case transferEvents([TransferEvent], generation: UInt64)
         case transferDaemonExited(ExitStatus, generation: UInt64)
         case transferDaemonRestart
         /// A batch of sessions and tasks written (or not) on the database's queue: its

@@ -185,6 +185,13 @@ public actor Supervisor {
             guard runtimes[id]?.instance == instance else { return }
             handleMessage(id, message)
 
+        case .messages(let id, let instance, let messages):
+            for message in messages {
+                // Each is checked: one of them may end the app (a violation, a kill).
+                guard runtimes[id]?.instance == instance else { return }
+                handleMessage(id, message)
+            }
+
         case .violation(let id, let instance, let reason):
             guard runtimes[id]?.instance == instance else { return }
             events.append(.warning, app: id, pid: runtimes[id]?.pid, cause: "IPC protocol violation: \(reason)", time: now())
@@ -266,7 +273,7 @@ public actor Supervisor {
             }
             hangRecheckDone()
 
-        case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferDaemonExited, .transferDaemonRestart, .transferBatchSaved:
+        case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferEvents, .transferDaemonExited, .transferDaemonRestart, .transferBatchSaved:
             handleTransferInput(item)
         case .shutdownGraceOver(let final):
             shutdownGraceOver(final: final)

@@ -425,6 +425,12 @@ extension Supervisor {
         case .transferEvent(let event, let generation):
             guard generation == transfers.generation else { return }
             performTransfer(transfers.broker.handle(event, world: transferWorld))
+        case .transferEvents(let events, let generation):
+            for event in events {
+                // Each is checked: handling one may restart the daemon.
+                guard generation == transfers.generation else { return }
+                performTransfer(transfers.broker.handle(event, world: transferWorld))
+            }
         default:
             break
         }
@@ -461,9 +467,18 @@ final class TransferDaemonHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
         decoder.append(buffer.readableBytesView)
+        // The events of this read go on together: one step of the supervisor per read.
+        var events: [TransferEvent] = []
+        defer {
+            if events.count == 1 {
+                input.yield(.transferEvent(events[0], generation: generation))
+            } else if !events.isEmpty {
+                input.yield(.transferEvents(events, generation: generation))
+            }
+        }
         do {
             while let payload = try decoder.next() {
-                input.yield(.transferEvent(try Frame.decode(TransferEvent.self, from: payload), generation: generation))
+                events.append(try Frame.decode(TransferEvent.self, from: payload))
             }
         } catch {
             // A daemon that breaks the protocol is restarted (closing makes it exit).
