@@ -1,0 +1,78 @@
+import AppHostProtocol
+import Foundation
+import Plugins
+
+extension Supervisor {
+    /// One message from an app's connection (in the order it was read): the handshake,
+    /// a callback's return, its window, its background tasks and requests.
+    func handleMessage(_ id: String, _ message: AppMessage) {
+        // Scalars, not a copy of the runtime: a copy alive while `pending` is changed below
+        // would make the table copy itself on every callback's return.
+        guard let instance = runtimes[id]?.instance, let machine = runtimes[id].map({ (connected: $0.machine.connected, state: $0.machine.state) }) else { return }
+        let pid = runtimes[id]?.pid
+        switch message {
+        case .hello(let version, _):
+            guard version == IPCProtocol.version else {
+                send(id, .rejected(reason: "AppHost speaks IPC version \(IPCProtocol.version), the app speaks \(version); rebuild it against this AppKitLess"))
+                feed(id, .protocolViolation("IPC version \(version) is not supported"))
+                return
+            }
+            guard !machine.connected else {
+                feed(id, .protocolViolation("second hello"))
+                return
+            }
+            // The connection's handler answered it where it read it (see HelloAnswer),
+            // through the runtime's writer; without one, the answer is the actor's.
+            if runtimes[id]?.helloAnswer?.answered != true {
+                send(id, .welcome(version: IPCProtocol.version, bundleIdentifier: id, screen: configuration.screen))
+            }
+            feed(id, .handshake)
+        case _ where !machine.connected:
+            feed(id, .protocolViolation("message before hello"))
+        case .callbackReturned(let seq):
+            guard let callback = runtimes[id]?.pending.removeValue(forKey: seq) else {
+                feed(id, .protocolViolation("callbackReturned for unknown callback \(seq)"))
+                return
+            }
+            settling.returned(.init(app: id, instance: instance, seq: seq))
+            if case .service(.urlSessionProgress) = callback {
+                // Progress leaves no line: a large download has thousands.
+            } else {
+                events.append(.callback, app: id, pid: pid, cause: "\(callback.name) returned", fields: .init(callback: callback.name), time: now())
+            }
+            feed(id, .callbackReturned(callback))
+            snapshotAfterCallback(callback, app: id)
+            if case .service(let event) = callback {
+                transferCallbackReturned(event, app: id)
+                performMode(modes.callbackReturned(event, app: id, at: hostNow()))
+            }
+        case .viewTree(let tree):
+            runtimes[id]?.viewTree = tree
+        case .ignoreSnapshotOnNextApplicationLaunch:
+            runtimes[id]?.ignoreSnapshotsUntilActive = true
+        case .beginBackgroundTask(let taskID, let rawName):
+            let name = configuration.bounds.taskName(rawName)
+            events.append(.backgroundTask, app: id, pid: pid,
+                          cause: "beginBackgroundTask \(name.map { "\"\($0)\"" } ?? "") id \(taskID)",
+                          fields: .init(task: taskID, taskName: name, began: true), time: now())
+            feed(id, .taskBegan(id: taskID, name: name))
+        case .endBackgroundTask(let taskID):
+            events.append(.backgroundTask, app: id, pid: pid, cause: "endBackgroundTask id \(taskID)",
+                          fields: .init(task: taskID, began: false), time: now())
+            feed(id, .taskEnded(id: taskID))
+        case .request(let requestID, .backgroundTimeRemaining):
+            send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: runtimes[id]?.machine.timeRemaining(at: hostNow()) ?? 0)))
+        case .request(let requestID, .service(let request)):
+            if transferRequest(request, id: requestID, from: id) { return }
+            let (reply, effects) = modes.request(request, from: id, at: hostNow())
+            // The answer first: the app is blocked on it, and an effect may kill it.
+            send(id, .reply(id: requestID, reply: .service(reply)))
+            if case .refused(let reason) = reply {
+                events.append(.service, app: id, pid: pid, cause: "\(request.apiName) refused: \(reason)", time: now())
+            }
+            // Before the effects: ending the fetch's activity may suspend the app.
+            snapshotAfterCompletion(request, reply: reply, app: id, state: machine.state)
+            performMode(effects)
+        }
+    }
+}
