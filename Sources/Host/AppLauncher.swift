@@ -40,6 +40,8 @@ struct AppLauncher {
     private(set) var cgroups: AppCgroups??
     /// Limits the host could not enforce as configured, warned about once each.
     private var warnedLimits: Set<String> = []
+    /// ``confinement(for:)`` per set of declared modes (at most 64 sets kept).
+    private var confinements: [[BackgroundMode]: (SeccompPolicy, [String])] = [:]
 
     init(configuration: HostConfiguration, sandbox: SandboxSummary, identities: AppIdentities?) {
         self.configuration = configuration
@@ -65,12 +67,10 @@ struct AppLauncher {
         // (seccomp); its containers, system paths read-only, sound and serial
         // devices only with audio / external-accessory (Landlock).
         let modes = app.manifest.backgroundModes
-        let seccomp = AppConfinement.seccomp(
-            config.seccomp, deniedSocketFamilies: config.modeRules ? ModeRegistry.denials(for: modes).socketFamilies : [])
+        let (seccomp, devices) = confinement(for: modes)
         let landlock: LandlockPolicy? = sandbox.abi == nil ? nil : AppConfinement.landlockPolicy(
             app: app, container: container, groupContainers: groups.map(\.path),
-            devices: AppConfinement.devices(for: modes, modeRules: config.modeRules),
-            stateDirectory: config.stateDirectory, abiLimit: sandbox.abi)
+            devices: devices, stateDirectory: config.stateDirectory, abiLimit: sandbox.abi)
         var environment = [
             "HOME": container,
             "TMPDIR": container + "/tmp",
@@ -105,6 +105,19 @@ struct AppLauncher {
         let plan = Plan(settings: settings, container: container, groups: groups, identity: identity, cgroup: cgroup,
                         memoryLimit: limits.memory, logPath: config.logsDirectory + "/\(id).log")
         return (plan, notices)
+    }
+
+    /// The seccomp policy and the devices of an app declaring `modes`: a function of the
+    /// modes and the host's configuration, kept per set of modes (computing it again was
+    /// a tenth of the launch's planning).
+    private mutating func confinement(for modes: [BackgroundMode]) -> (SeccompPolicy, [String]) {
+        if let known = confinements[modes] { return known }
+        let config = configuration
+        let made = (AppConfinement.seccomp(config.seccomp,
+                                           deniedSocketFamilies: config.modeRules ? ModeRegistry.denials(for: modes).socketFamilies : []),
+                    AppConfinement.devices(for: modes, modeRules: config.modeRules))
+        if confinements.count < 64 { confinements[modes] = made }
+        return made
     }
 
     /// The rlimits and cgroup that enforce `id`'s configured limits: descriptors and file
@@ -256,7 +269,7 @@ extension Supervisor {
         // The page the app's main run loop stamps and the hang watchdog reads (issue 18).
         // Without one the app runs unwatched (said at its first hang check).
         do {
-            let page = try RunLoopStampPage()
+            let page = try spareStampPage.take() ?? RunLoopStampPage()
             plan.stampPage = page
             plan.settings.stampDescriptor = page.descriptor
             plan.settings.environment[IPCProtocol.stampDescriptorEnvironmentKey] = String(IPCProtocol.stampDescriptor)
@@ -273,5 +286,8 @@ extension Supervisor {
         AppLauncher.start(plan, app: id, instance: instance, input: input, group: group,
                           containers: configuration.containersDirectory, groupsDirectory: configuration.groupsDirectory,
                           bounds: configuration.bounds)
+        // The next launch's page (a memfd, its seals, its mapping: 20 µs), made while
+        // this child starts rather than on the next launch's path. Never given to anyone yet.
+        if spareStampPage == nil { spareStampPage = try? RunLoopStampPage() }
     }
 }
