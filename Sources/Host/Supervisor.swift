@@ -551,19 +551,28 @@ public actor Supervisor {
     }
 
     func send(_ id: String, _ message: HostMessage) {
-        guard let channel = runtimes[id]?.channel else {
-            logger.warning("no connection to \(id); dropped \(message)")
-            return
+        // Replies held for the end of a list of transfer effects go first: frames keep
+        // the order they were made in.
+        if !transfers.replyBuffers.isEmpty, let held = transfers.replyBuffers.removeValue(forKey: id) {
+            sendFrames(id, held)
         }
         do {
-            let bytes = try Frame.encode(message)
-            if let writer = runtimes[id]?.writer {
-                writer.send(bytes, else: channel)
-            } else {
-                channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
-            }
+            sendFrames(id, try Frame.encode(message))
         } catch {
             logger.error("could not encode \(message): \(error)")
+        }
+    }
+
+    /// Writes whole frames to an app's socket (see ``SocketWriter``).
+    func sendFrames(_ id: String, _ bytes: [UInt8]) {
+        guard let channel = runtimes[id]?.channel else {
+            logger.warning("no connection to \(id); dropped \(bytes.count) bytes of frames")
+            return
+        }
+        if let writer = runtimes[id]?.writer {
+            writer.send(bytes, else: channel)
+        } else {
+            channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
         }
     }
 

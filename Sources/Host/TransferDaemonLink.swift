@@ -58,6 +58,10 @@ struct TransferBrokerState {
     var saveScheduled = false
     /// Frames written to the daemon's channel and not flushed yet (one flush per list of effects).
     var daemonFlushDue = false
+    /// Replies to apps made inside a list of effects, per app, sent together at its end
+    /// (a written batch answers hundreds of `resume()`s: one `send(2)`, not one each),
+    /// or before anything else the host sends that app.
+    var replyBuffers: [String: [UInt8]] = [:]
     /// Largest batch to keep waiting: past it the batch is written at once.
     static let batchLimit = 512
     /// Batches being written on the database's queue, oldest first, by number; their
@@ -193,6 +197,9 @@ extension Supervisor {
             transfers.channel?.flush()
         }
         transfers.performing = false
+        let replies = transfers.replyBuffers
+        transfers.replyBuffers = [:]
+        for (app, bytes) in replies { sendFrames(app, bytes) }
     }
 
     private func saveScheduledTransferBatch() {
@@ -208,7 +215,12 @@ extension Supervisor {
             let device = modes.deviceState
             sendToDaemon(.conditions(pluggedIn: device.pluggedIn, network: device.network))
         case .reply(let app, let request, let reply):
-            send(app, .reply(id: request, reply: .service(reply)))
+            let message = HostMessage.reply(id: request, reply: .service(reply))
+            if transfers.performing, let frame = try? Frame.encode(message) {
+                transfers.replyBuffers[app, default: []] += frame
+            } else {
+                send(app, message)
+            }
         case .mode(let effect):
             performMode([effect])
         case .progress(let app, let event):
