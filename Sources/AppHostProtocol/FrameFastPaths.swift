@@ -143,7 +143,7 @@ extension Frame {
         return try genericDecode(HostMessage.self, from: payload)
     }
 
-    private static func framed(_ payload: [UInt8]) -> [UInt8] {
+    static func framed(_ payload: [UInt8]) -> [UInt8] {
         let n = UInt32(payload.count)
         var out: [UInt8] = [UInt8(n >> 24), UInt8((n >> 16) & 0xff), UInt8((n >> 8) & 0xff), UInt8(n & 0xff)]
         out.reserveCapacity(headerSize + payload.count)
@@ -224,7 +224,7 @@ enum FastString {
 }
 
 /// Matches a payload against the exact bytes of the fast encodings; nil on any difference.
-private struct FastReader {
+struct FastReader {
     let bytes: [UInt8]
     var at = 0
 

@@ -245,7 +245,7 @@ public final class Store: Sendable {
     private static func insertTransferBatch(_ db: Database, sessions: [TransferSessionRow], jobs: [TransferJob]) throws {
         let encoder = WireJSON.encoder()
         let sessionTexts = try sessions.map { String(decoding: try encoder.encode($0.config), as: UTF8.self) }
-        let jobTexts = try jobs.map { String(decoding: try encoder.encode($0), as: UTF8.self) }
+        let jobTexts = try jobs.map { job in String(decoding: try job.directJSON ?? [UInt8](encoder.encode(job)), as: UTF8.self) }
         for (row, text) in zip(sessions, sessionTexts) {
             try db.execute(
                 sql: "INSERT OR REPLACE INTO transferSession (bundleIdentifier, identifier, config, lastTaskIdentifier) VALUES (?, ?, ?, ?)",

@@ -69,7 +69,7 @@ final class TransferStore: Sendable {
 
     /// Inserts new jobs in one transaction; for each, false when its id is already known.
     func insert(_ jobs: [TransferJob]) throws -> [Bool] {
-        let texts = try jobs.map { try Self.json($0) }
+        let texts = try jobs.map { job in try job.directJSON.map { String(decoding: $0, as: UTF8.self) } ?? Self.json(job) }
         return try pool.write { db in
             try zip(jobs, texts).map { job, text in
                 try db.execute(

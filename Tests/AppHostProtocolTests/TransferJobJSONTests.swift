@@ -1,0 +1,75 @@
+import Foundation
+import Testing
+@testable import AppHostProtocol
+
+/// ``TransferJob/directJSON`` and the direct `enqueue` frames must be the generic
+/// coder's bytes, and the direct reader must read only what the generic one reads the same way.
+struct TransferJobJSONTests {
+    static func job(id: UInt64 = 12, task: Int = 3, created: Double = 1_764_109_234.123456, timeout: Double = 7 * 86400,
+                    cellular: Bool = true, discretionary: Bool = false, kind: TransferKind = .download) -> TransferJob {
+        TransferJob(id: id, bundleIdentifier: "com.example.app", session: "s", taskIdentifier: task, kind: kind,
+                    url: "http://127.0.0.1:8080/f/1?a=b", destination: "/var/lib/c/com.example.app/tmp/CFNetworkDownload_\(id).tmp",
+                    discretionary: discretionary, allowsCellularAccess: cellular, timeoutForResource: timeout, created: created)
+    }
+
+    @Test func directJobsAreTheGenericBytesAndReadBack() throws {
+        var generator = SystemRandomNumberGenerator()
+        var doubles: [Double] = [0, 1, 0.5, 1e-7, 604_800, 1_764_109_234, 1_764_109_234.5, 1.5e300, 123_456_789_012_345_678, -3.25, .leastNonzeroMagnitude, .greatestFiniteMagnitude]
+        for _ in 0..<300 {
+            doubles.append(Double(bitPattern: generator.next()).isFinite ? Double(bitPattern: generator.next()) : 1)
+            doubles.append(Double.random(in: 1e9...2e9, using: &generator))
+        }
+        for (i, d) in doubles.enumerated() where d.isFinite {
+            for job in [Self.job(id: UInt64(i), task: i, created: d), Self.job(id: .max, task: -i, timeout: d, cellular: i % 2 == 0, discretionary: i % 3 == 0, kind: i % 2 == 0 ? .download : .upload)] {
+                let direct = try #require(job.directJSON)
+                let generic = [UInt8](try WireJSON.encoder().encode(job))
+                #expect(String(decoding: direct, as: UTF8.self) == String(decoding: generic, as: UTF8.self))
+                let frame = try Frame.encode(TransferRequest.enqueue(job))
+                #expect(frame == (try Frame.genericEncode(TransferRequest.enqueue(job))))
+                #expect(try Frame.decode(TransferRequest.self, from: Array(frame.dropFirst(4))) == .enqueue(job))
+            }
+        }
+    }
+
+    @Test func otherJobsGoTheGenericWay() throws {
+        var withHeaders = Self.job(); withHeaders.headers = ["Accept": "*/*"]
+        var upload = Self.job(kind: .upload); upload.uploadFile = "/c/f"
+        var resumed = Self.job(); resumed.resume = TransferResume(partialFile: "/c/p", bytes: 10, etag: "\"x\"", lastModified: nil)
+        var escaped = Self.job(); escaped.url = "http://x/\u{e9}"
+        let infinite = Self.job(timeout: .infinity)
+        for job in [withHeaders, upload, resumed, escaped, infinite] {
+            #expect(job.directJSON == nil)
+            let frame = try Frame.encode(TransferRequest.enqueue(job))
+            #expect(frame == (try Frame.genericEncode(TransferRequest.enqueue(job))))
+            #expect(try Frame.decode(TransferRequest.self, from: Array(frame.dropFirst(4))) == .enqueue(job))
+        }
+        for other in [TransferRequest.cancel(id: 3), .list, .acknowledge(id: 9), .cancelApp(bundleIdentifier: "com.a")] {
+            let frame = try Frame.encode(other)
+            #expect(try Frame.decode(TransferRequest.self, from: Array(frame.dropFirst(4))) == other)
+        }
+    }
+
+    /// Texts near the direct shape: the direct reader declines them, and the generic
+    /// decoder decides, the same way it would have.
+    @Test func nearMissesAreDecidedByTheGenericDecoder() throws {
+        let good = String(decoding: try Frame.encode(TransferRequest.enqueue(Self.job())).dropFirst(4), as: UTF8.self)
+        let variants = [
+            good.replacingOccurrences(of: #""created":1764109234.123456"#, with: #""created":1764109234.1234560"#),
+            good.replacingOccurrences(of: #""created":1764109234.123456"#, with: #""created":1.764109234123456e9"#),
+            good.replacingOccurrences(of: #""timeoutForResource":604800"#, with: #""timeoutForResource":604800.0"#),
+            good.replacingOccurrences(of: #""timeoutForResource":604800"#, with: #""timeoutForResource":"inf""#),
+            good.replacingOccurrences(of: #""id":12"#, with: #""id":-12"#),
+            good.replacingOccurrences(of: #""kind":"download""#, with: #""kind":"sideways""#),
+            good.replacingOccurrences(of: #""headers":{}"#, with: #""headers":{"A":"b"}"#),
+            good.replacingOccurrences(of: #""allowsCellularAccess":true"#, with: #""allowsCellularAccess":1"#),
+            good + " ",
+            String(good.dropLast()),
+        ]
+        for text in variants {
+            let bytes = Array(text.utf8)
+            let direct = Result { try Frame.decode(TransferRequest.self, from: bytes) }
+            let generic = Result { try Frame.genericDecode(TransferRequest.self, from: bytes) }
+            #expect((try? direct.get()) == (try? generic.get()), "\(text)")
+        }
+    }
+}
