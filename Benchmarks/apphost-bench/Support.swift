@@ -39,10 +39,14 @@ func progress(_ line: String) {
 
 /// A temporary directory of the bench's own; short, because a control socket
 /// path must stay under 108 bytes. Removed by `remove()`.
+/// A scratch folder under `$TMPDIR` (else /tmp): `TMPDIR=/dev/shm` runs a bench on
+/// tmpfs (the transfers bench then measures no file system's slowdowns, ext4's after a
+/// mass deletion among them).
 struct TempDir: Sendable {
     let path: String
     init(_ label: String) throws {
-        path = "/tmp/ahb-\(label)-\(UUID().uuidString.prefix(8))"
+        let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        path = base + "/ahb-\(label)-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
     func remove() { try? FileManager.default.removeItem(atPath: path) }

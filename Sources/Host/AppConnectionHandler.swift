@@ -17,14 +17,16 @@ final class AppConnectionHandler: ChannelInboundHandler {
     private var rate: MessageRateLimiter
     private var broken = false
     private let hello: HelloAnswer?
+    private let callbacks: CallbacksSent?
 
     init(app: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation, bounds: AppBounds = .standard,
-         hello: HelloAnswer? = nil) {
+         hello: HelloAnswer? = nil, callbacks: CallbacksSent? = nil) {
         self.app = app
         self.instance = instance
         self.input = input
         self.bounds = bounds
         self.hello = hello
+        self.callbacks = callbacks
         rate = MessageRateLimiter(burst: bounds.messageBurst, perSecond: bounds.messagesPerSecond)
     }
 
@@ -38,15 +40,20 @@ final class AppConnectionHandler: ChannelInboundHandler {
         defer { forward(messages) }
         do {
             while let payload = try decoder.next() {
+                let message = try Frame.decode(AppMessage.self, from: payload)
                 // Counted here, where it is read, so a flood never piles up in the
                 // supervisor's input stream: the app is stopped at the rate it crosses.
-                guard rate.take() else {
+                // The return of a callback the host sent is not the app's to multiply
+                // (a second return of one is a violation that ends the app): it is not
+                // counted, so ten thousand downloads' callbacks are no flood.
+                let answersTheHost: Bool
+                if case .callbackReturned(let seq) = message, callbacks?.covers(seq) == true { answersTheHost = true } else { answersTheHost = false }
+                guard answersTheHost || rate.take() else {
                     forward(messages)
                     messages = []
                     fail("flooded the host: more than \(bounds.messageBurst) messages at once, or more than \(bounds.messagesPerSecond) a second after that")
                     return
                 }
-                let message = try Frame.decode(AppMessage.self, from: payload)
                 if case .hello(let version, _) = message { hello?.answer(version: version, channel: context.channel) }
                 messages.append(message)
             }
@@ -128,5 +135,21 @@ final class HelloAnswer: Sendable {
             return writer
         }
         writer?.send(welcome, else: channel)
+    }
+}
+
+/// The highest callback sequence number the host has sent an app's process, shared
+/// with the connection's handler, which does not count returns up to it against the
+/// app's message rate.
+final class CallbacksSent: Sendable {
+    private let highest = Atomic<UInt64>(0)
+
+    /// Called before callback `seq` is written.
+    func sent(_ seq: UInt64) {
+        highest.store(seq, ordering: .releasing)
+    }
+
+    func covers(_ seq: UInt64) -> Bool {
+        seq <= highest.load(ordering: .acquiring)
     }
 }

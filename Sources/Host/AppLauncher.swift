@@ -23,6 +23,8 @@ struct AppLauncher {
         var stampPage: RunLoopStampPage?
         /// The frame that answers the app's `hello` (see ``HelloAnswer``).
         var welcome: [UInt8] = []
+        /// The callbacks sent to this process (see ``CallbacksSent``), shared with its runtime.
+        var callbacks = CallbacksSent()
     }
 
     /// Something the host says once about what it can enforce: an event (`service` or
@@ -215,13 +217,14 @@ struct AppLauncher {
             return
         }
         let answer = HelloAnswer(welcome: plan.welcome)
+        let callbacks = plan.callbacks
         // Events go straight to the input stream (one hop); any that beat `.spawned` there
         // are held by the supervisor until it arrives. Nothing is read before `.connected`
         // is in the stream.
         ChildLauncher.start(
             plan.settings, logPath: plan.logPath, group: group, autoRead: false,
             writeBufferWaterMark: .init(low: bounds.unreadBytes / 2, high: bounds.unreadBytes),
-            makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds, hello: answer) },
+            makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds, hello: answer, callbacks: callbacks) },
             onEvent: { event in input.yield(.child(app: id, instance: instance, event, observed: .now)) },
             spawned: { child in input.yield(.spawned(app: id, instance: instance, child: child)) },
             duplicateForWriting: true
@@ -279,6 +282,7 @@ extension Supervisor {
         }
         plan.welcome = (try? Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: id,
                                                               screen: configuration.screen))) ?? []
+        runtimes[id]?.callbacksSent = plan.callbacks
         runtimes[id]?.cgroup = plan.cgroup
         runtimes[id]?.oomKillsBefore = plan.cgroup?.oomKills ?? 0
         runtimes[id]?.oomKillsAtHostKill = nil

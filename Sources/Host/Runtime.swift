@@ -62,6 +62,8 @@ extension Supervisor {
         var writer: SocketWriter?
         /// Answers the app's first `hello` where its connection reads it.
         var helloAnswer: HelloAnswer?
+        /// What its connection's handler knows of the callbacks sent (see ``CallbacksSent``).
+        var callbacksSent: CallbacksSent?
         var pid: Int32?
         var seq: UInt64 = 0
         var pending: [UInt64: LifecycleCallback] = [:]

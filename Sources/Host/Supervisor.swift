@@ -410,6 +410,7 @@ public actor Supervisor {
             guard let instance = runtimes[id]?.instance, let seq = runtimes[id].map({ $0.seq + 1 }) else { return }
             runtimes[id]?.seq = seq
             runtimes[id]?.pending[seq] = callback
+            runtimes[id]?.callbacksSent?.sent(seq)
             if configuration.clock == .virtual { settling.sent(.init(app: id, instance: instance, seq: seq)) }
             send(id, .callback(seq: seq, callback: callback, state: state))
         case .signal(let sig, let reason):

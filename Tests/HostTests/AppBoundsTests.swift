@@ -34,6 +34,29 @@ struct AppBoundsTests {
         }
     }
 
+    /// The returns of callbacks the host sent are the host's traffic, not the app's: an
+    /// app that answers more callbacks than the burst and the rate allow is no flood.
+    @Test func returnsOfTheHostsCallbacksAreNotCountedAsAFlood() async throws {
+        try await withHost(label: "bc", configure: { config in
+            config.bounds.messageBurst = 20
+            config.bounds.messagesPerSecond = 1
+        }) { host in
+            let id = try await host.installProbe("com.bounds.callbacks")
+            let pid = try await host.supervisor.launch(BundleID(validating: id), background: false, arguments: [])
+            // 15 home/foreground cycles: 60 callbacks returned, three times the burst.
+            for _ in 0..<15 {
+                try await host.supervisor.background(BundleID(validating: id))
+                try await host.waitUntil(id, is: .suspended, timeout: .seconds(10))
+                try await host.supervisor.foreground(BundleID(validating: id))
+                try await host.waitUntil(id, is: .active, timeout: .seconds(10))
+            }
+            let returned = await host.events(id).filter { $0.kind == .callback && $0.cause.hasSuffix("returned") }.count
+            #expect(returned >= 62, "\(returned) callbacks returned")
+            #expect(try await host.supervisor.reports(id).isEmpty, "no report: the app was not killed")
+            #expect(try await host.supervisor.status(nil).first?.pid == pid, "still its first process")
+        }
+    }
+
     @Test func holdingMoreTasksThanTheBoundKillsTheApp() async throws {
         try await withHost(label: "bt", configure: { $0.bounds.heldTasks = 50 }) { host in
             let id = try await host.installProbe("com.bounds.tasks")
