@@ -7,7 +7,8 @@ public struct AppBounds: Sendable, Equatable {
     /// IPC messages an app may send at once, and per second after that (a token bucket
     /// on the real clock, whatever the host's clock). Ten thousand background downloads
     /// enqueued at once fit in the burst; a flood at full speed is stopped within a
-    /// fraction of a second.
+    /// fraction of a second. The returns of callbacks the host sent are not counted
+    /// (``CallbacksSent``): the host decides how many there are.
     public var messageBurst: Int = 20_000
     /// See ``messageBurst``.
     public var messagesPerSecond: Int = 2_000
