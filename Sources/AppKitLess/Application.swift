@@ -513,6 +513,23 @@ public final class Application {
         DispatchQueue.getSpecific(key: mainQueueKey) == true
     }
 
+    /// Runs the host's first message after the welcome, read on the main thread by
+    /// ``ApplicationMain(delegate:)``: a callback at once, anything else as the reader
+    /// would take it (no request is waiting yet, so only a rejection makes sense: the
+    /// app ends).
+    func runFirst(_ message: HostMessage) {
+        switch message {
+        case .callback(let seq, let callback, let state):
+            perform(seq: seq, callback: callback, state: state)
+        case .rejected(let reason):
+            connectionFailed(.rejected(reason: reason))
+        case .welcome:
+            connectionFailed(.unexpected("a second welcome"))
+        case .reply(let id, _):
+            connectionFailed(.unexpected("reply to request \(id), which is not waiting"))
+        }
+    }
+
     /// Starts the reader thread; each callback is run on the main queue in arrival order.
     nonisolated func startReceivingCallbacks() {
         connection.startReader(

@@ -58,7 +58,19 @@ public func ApplicationMain(delegate: some ApplicationDelegate) -> Never {
 
     let application = Application(bundleIdentifier: welcome.bundleIdentifier, delegate: delegate, connection: connection)
     Application.install(application)
+    // The host's first message after the welcome (didFinishLaunching) is read and run
+    // here, on the main thread, before the run loop starts: one thread wake, not the
+    // reader's and then the main run loop's. The reader thread takes everything after
+    // it, and the callbacks it hands on run once this one has returned.
+    let first: HostMessage
+    do {
+        first = try connection.receive()
+    } catch {
+        writeStandardError("\(programName): \(error)")
+        exit(1)
+    }
     application.startReceivingCallbacks()
+    application.runFirst(first)
 
     // The main run loop: drains the main dispatch queue on the main thread, so
     // callbacks, DispatchQueue.main work, main-actor tasks and Timers all run there.
