@@ -44,9 +44,9 @@ public struct TransferDaemonConfiguration: Sendable {
 
 /// The transfer daemon: queue, scheduler and host protocol.
 public actor TransferDaemon {
-    private enum StopReason { case cancelled, cancelledForResume, timedOut, shutdown, paused }
+    enum StopReason { case cancelled, cancelledForResume, timedOut, shutdown, paused }
 
-    private struct Entry {
+    struct Entry {
         var job: TransferJob
         var state: TransferState
         var bytesDone: Int64
@@ -61,48 +61,48 @@ public actor TransferDaemon {
         var fresh = false
     }
 
-    private struct Running {
+    struct Running {
         var task: Task<Void, Never>
         var stop: StopReason?
     }
 
     /// A time-ordered reminder in one of the heaps: checked against the entry when it
     /// comes due (an entry that moved on since leaves a stale reminder, skipped then).
-    private struct Due: Comparable {
+    struct Due: Comparable {
         let at: Double
         let id: UInt64
         static func < (a: Due, b: Due) -> Bool { (a.at, a.id) < (b.at, b.id) }
     }
 
-    private let config: TransferDaemonConfiguration
-    private let store: TransferStore
+    let config: TransferDaemonConfiguration
+    let store: TransferStore
     private let link: HostLink
     private let client: HTTPClient
-    private var entries: [UInt64: Entry] = [:]
-    private var running: [UInt64: Running] = [:]
-    private var perHost: [String: Int] = [:]
+    var entries: [UInt64: Entry] = [:]
+    var running: [UInt64: Running] = [:]
+    var perHost: [String: Int] = [:]
     // The scheduler's queues: an unfinished transfer that is not running is runnable (in
     // its host's queue, oldest first), waiting for its retry (`retries`), or blocked by
     // the device conditions (in neither: a change of conditions places everything
     // again). An enqueue or a finished attempt costs O(log n), not a walk over the
     // whole queue (which made 10,000 queued transfers quadratic).
-    private var runnable: [String: Deque<UInt64>] = [:]
-    private var retries = Heap<Due>()
+    var runnable: [String: Deque<UInt64>] = [:]
+    var retries = Heap<Due>()
     /// Each unfinished transfer's resource deadline.
-    private var deadlines = Heap<Due>()
-    private var pluggedIn = false
-    private var network: DeviceNetwork = .wifi
-    private var wakeTimer: (any TransferTimer)?
-    private var wakeAt: Double?
-    private var shuttingDown = false
+    var deadlines = Heap<Due>()
+    var pluggedIn = false
+    var network: DeviceNetwork = .wifi
+    var wakeTimer: (any TransferTimer)?
+    var wakeAt: Double?
+    var shuttingDown = false
     /// Received downloads from their last byte until their batch is recorded: waiting
     /// in `received`, or in the batch `finisherTask` is finishing. They hold no
     /// connection slot; at `maxFinishing` of them (open descriptors) no new attempt
     /// starts (a disk slower than the network must not pile up descriptors).
-    private var finishing: Set<UInt64> = []
-    private var received: [(id: UInt64, file: ReceivedDownload)] = []
-    private var finisherTask: Task<Void, Never>?
-    private let finisherPool: NIOThreadPool
+    var finishing: Set<UInt64> = []
+    var received: [(id: UInt64, file: ReceivedDownload)] = []
+    var finisherTask: Task<Void, Never>?
+    let finisherPool: NIOThreadPool
     /// Events of the current turn, written in one go at its end (see `turn`).
     private var outbox: [TransferEvent] = []
     private var collecting = false
@@ -162,7 +162,7 @@ public actor TransferDaemon {
         network = config.network
     }
 
-    private var transferrer: Transferrer {
+    var transferrer: Transferrer {
         Transferrer(client: client, store: store, link: link, commitBytes: config.commitBytes, clock: config.clock) { [weak self] id, done, expected in
             await self?.progress(id: id, done: done, expected: expected)
         }
@@ -196,7 +196,7 @@ public actor TransferDaemon {
     /// Runs `body` (synchronous: one turn of the actor) and writes the events it sent
     /// in order, with one write: ten thousand accepts or a batch of finishes are not
     /// ten thousand system calls. Nested turns write once, at the outer end.
-    private func turn(_ body: () -> Void) {
+    func turn(_ body: () -> Void) {
         if collecting { return body() }
         collecting = true
         body()
@@ -207,7 +207,7 @@ public actor TransferDaemon {
     }
 
     /// Sends `event` to the host: at the end of the current turn, or now outside one.
-    private func send(_ event: TransferEvent) {
+    func send(_ event: TransferEvent) {
         if collecting { outbox.append(event) } else { link.send(event) }
     }
 
@@ -366,7 +366,7 @@ public actor TransferDaemon {
         startRunnable()
     }
 
-    private func cancel(_ id: UInt64, keepingPartial: Bool = false) {
+    func cancel(_ id: UInt64, keepingPartial: Bool = false) {
         // A received download is past the point of no return: it finishes as completed.
         guard entries[id] != nil, entries[id]!.state != .finished, !finishing.contains(id) else { return }
         if running[id] != nil {
@@ -410,7 +410,7 @@ public actor TransferDaemon {
 
     // MARK: Completion
 
-    private func finish(_ id: UInt64, _ outcome: TransferOutcome) {
+    func finish(_ id: UInt64, _ outcome: TransferOutcome) {
         guard var e = entries[id] else { return }
         do {
             try store.finish(id: id, outcome: outcome)
@@ -424,7 +424,7 @@ public actor TransferDaemon {
         send(.finished(id: id, outcome: outcome))
     }
 
-    private func removePartial(_ job: TransferJob) {
+    func removePartial(_ job: TransferJob) {
         if job.kind == .download { unlink(job.destination + ".part") }
     }
 
@@ -435,7 +435,7 @@ public actor TransferDaemon {
         send(.progress(id: id, bytesDone: done, bytesExpected: expected))
     }
 
-    private func attemptEnded(_ id: UInt64, _ result: AttemptResult) {
+    func attemptEnded(_ id: UInt64, _ result: AttemptResult) {
         turn { attemptEndedInTurn(id, result) }
     }
 
@@ -503,218 +503,4 @@ public actor TransferDaemon {
         startRunnable()
     }
 
-    // MARK: Finishing received downloads
-
-    /// The bound on received downloads waiting to be finished, kept to half of the
-    /// descriptors the process may open beyond a reserve of 64 (connections, the
-    /// database, the running attempts' files), and at least 1.
-    static func finishingBound(_ wanted: Int, openFileLimit: Int?) -> Int {
-        guard let limit = openFileLimit else { return max(1, wanted) }
-        return max(1, min(wanted, (limit - 64) / 2))
-    }
-
-    /// RLIMIT_NOFILE's soft limit, nil when unlimited or unknown.
-    private static func openFileLimit() -> Int? {
-        var rl = rlimit()
-        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &rl) == 0, rl.rlim_cur != rlim_t.max else { return nil }  // RLIM_INFINITY
-        return Int(clamping: rl.rlim_cur)
-    }
-
-    /// Starts a batch of what was received, unless one is running (then the next batch
-    /// starts when it ends: while the disk syncs one batch, the next one gathers).
-    private func startFinisher() {
-        guard finisherTask == nil, !received.isEmpty else { return }
-        let batch = received
-        received = []
-        let store = self.store
-        let pool = finisherPool
-        finisherTask = Task {
-            let result: (finished: [Finisher.Finished], recordError: String?)
-            do {
-                result = try await pool.runIfActive { Finisher.finish(batch, store: store) }
-            } catch {
-                // The pool stopped (never before the daemon's shutdown waited for this).
-                result = Finisher.finish(batch, store: store)
-            }
-            self.finished(result.finished, recordError: result.recordError)
-        }
-    }
-
-    /// A batch is synced, moved and recorded: it is reported, in one write.
-    private func finished(_ batch: [Finisher.Finished], recordError: String?) {
-        turn {
-            finisherTask = nil
-            if let recordError {
-                send(.error("recording \(batch.map { String($0.id) }.joined(separator: ", ")) finished: \(recordError)"))
-            }
-            for item in batch {
-                finishing.remove(item.id)
-                guard var e = entries[item.id] else { continue }
-                e.state = .finished
-                e.outcome = item.outcome
-                e.waitReason = nil
-                e.bytesDone = item.bytes
-                entries[item.id] = e
-                send(.finished(id: item.id, outcome: item.outcome))
-            }
-            startFinisher()
-            startRunnable()
-        }
-    }
-
-    /// A received file whose attempt or transfer is no longer known (not expected: its
-    /// descriptor must not leak all the same).
-    private func discard(_ file: ReceivedDownload) {
-        close(file.fd)
-        unlink(file.part)
-    }
-
-    // MARK: Scheduling
-
-    private func blockReason(_ job: TransferJob) -> String? {
-        if network == .none { return "no network" }
-        if job.discretionary && !(pluggedIn && network == .wifi) { return "discretionary: waiting for power and Wi-Fi" }
-        if !job.allowsCellularAccess && network != .wifi { return "waiting for Wi-Fi (cellular access not allowed)" }
-        return nil
-    }
-
-    /// Puts an unfinished transfer that is not running where it belongs: blocked by the
-    /// device conditions, waiting for its retry, or runnable behind its host's queue.
-    private func place(_ id: UInt64) {
-        guard var e = entries[id], e.state != .finished, running[id] == nil, !finishing.contains(id) else { return }
-        if let reason = blockReason(e.job) {
-            if e.waitReason != reason {
-                e.waitReason = reason
-                e.state = .waiting
-                entries[id] = e
-                send(.waiting(id: id, reason: reason))
-            }
-            return
-        }
-        if e.nextAttempt > config.clock.now() {
-            // Its `waiting` (with the retry's reason) was sent when the attempt failed.
-            e.state = .waiting
-            entries[id] = e
-            retries.insert(Due(at: e.nextAttempt, id: id))
-            arm(e.nextAttempt)
-            return
-        }
-        e.state = .queued
-        entries[id] = e
-        runnable[e.hostKey, default: []].append(id)
-    }
-
-    /// Starts runnable transfers, oldest first, while the global and per-host limits allow.
-    private func startRunnable() {
-        guard !shuttingDown else { return }
-        while running.count < config.globalLimit, finishing.count < config.maxFinishing {
-            var best: (host: String, id: UInt64)?
-            for host in Array(runnable.keys) where perHost[host, default: 0] < config.perHostLimit {
-                // Transfers cancelled or finished while queued leave their id behind.
-                while let head = runnable[host]?.first, entries[head]?.state != .queued || running[head] != nil {
-                    runnable[host]!.removeFirst()
-                }
-                guard let head = runnable[host]?.first else {
-                    runnable[host] = nil
-                    continue
-                }
-                if best == nil || head < best!.id { best = (host, head) }
-            }
-            guard let (host, id) = best else { return }
-            runnable[host]!.removeFirst()
-            if runnable[host]!.isEmpty { runnable[host] = nil }
-            launch(id)
-        }
-    }
-
-    private func launch(_ id: UInt64) {
-        guard var e = entries[id] else { return }
-        e.state = .running
-        e.waitReason = nil
-        entries[id] = e
-        perHost[e.hostKey, default: 0] += 1
-        let job = e.job
-        let fresh = e.fresh
-        let worker = transferrer
-        let task = Task {
-            // Isolated to the daemon; `run` is nonisolated, so the transfer itself runs off the actor.
-            let result = await worker.run(job, fresh: fresh)
-            self.attemptEnded(id, result)
-        }
-        running[id] = Running(task: task, stop: nil)
-    }
-
-    /// The device changed: running transfers no longer allowed are paused (they are
-    /// placed again when their attempt ends), and everything waiting is placed again.
-    private func conditionsChanged() {
-        for (id, r) in running where r.stop == nil {
-            if let e = entries[id], blockReason(e.job) != nil {
-                running[id]!.stop = .paused
-                r.task.cancel()
-            }
-        }
-        let waiting = entries.keys.filter { running[$0] == nil && !finishing.contains($0) && entries[$0]?.state != .finished }.sorted()
-        runnable.removeAll()
-        retries = Heap()
-        for id in waiting { place(id) }
-        startRunnable()
-    }
-
-    /// Due reminders: retries whose backoff ran out, transfers past their resource deadline.
-    private func wake() {
-        turn { wakeInTurn() }
-    }
-
-    private func wakeInTurn() {
-        wakeAt = nil
-        wakeTimer = nil
-        guard !shuttingDown else { return }
-        let now = config.clock.now()
-        while let due = deadlines.min, due.at <= now {
-            deadlines.removeMin()
-            guard let e = entries[due.id], e.state != .finished, !finishing.contains(due.id),
-                  e.job.created + e.job.timeoutForResource == due.at else { continue }
-            if let r = running[due.id] {
-                if r.stop == nil {
-                    running[due.id]!.stop = .timedOut
-                    r.task.cancel()
-                }
-            } else {
-                removePartial(e.job)
-                finish(due.id, .failed(code: "timedOut", reason: "timeoutIntervalForResource elapsed"))
-            }
-        }
-        while let due = retries.min, due.at <= now {
-            retries.removeMin()
-            guard let e = entries[due.id], e.state == .waiting, running[due.id] == nil, e.nextAttempt == due.at else { continue }
-            entries[due.id]!.nextAttempt = 0
-            place(due.id)
-        }
-        startRunnable()
-        if let next = [deadlines.min?.at, retries.min?.at].compactMap({ $0 }).min() { arm(next) }
-    }
-
-    private func arm(_ at: Double) {
-        guard at.isFinite else { return }
-        if let current = wakeAt, current <= at { return }
-        wakeTimer?.cancel()
-        wakeAt = at
-        wakeTimer = config.clock.schedule(at: at + 0.005) { [weak self] in
-            Task { await self?.wake() }
-        }
-    }
-
-    /// Stops every transfer, keeping partial downloads for a resume, and waits for them.
-    func shutdown() async {
-        shuttingDown = true
-        wakeTimer?.cancel()
-        let tasks = running.map { id, r -> Task<Void, Never> in
-            running[id]!.stop = .shutdown
-            r.task.cancel()
-            return r.task
-        }
-        for t in tasks { await t.value }
-        // Downloads already received are finished (synced, moved, recorded, reported).
-        while let t = finisherTask { await t.value }
-    }
 }
