@@ -122,3 +122,78 @@ extension FastReader {
                            created: created, resume: nil)
     }
 }
+
+// MARK: - The daemon's events
+
+extension TransferOutcome {
+    /// A successful outcome's JSON as `WireJSON.encoder()` writes it (the daemon's
+    /// database keeps it, its `finished` event carries it); nil for any other outcome.
+    public var directJSON: [UInt8]? {
+        guard case .completed(let status, let bytes) = self else { return nil }
+        // {"completed":{"bytes":B,"status":S}}
+        return Array(#"{"completed":{"bytes":"#.utf8) + Array(String(bytes).utf8) + Array(#","status":"#.utf8)
+            + Array(String(status).utf8) + Array("}}".utf8)
+    }
+}
+
+extension Frame {
+    /// ``encode(_:)`` of an event of the transfer daemon, directly for the three every
+    /// download sends (`accepted`, `progress`, a successful `finished`).
+    public static func encode(_ message: TransferEvent) throws -> [UInt8] {
+        switch message {
+        case .accepted(let id):
+            return framed(Array(#"{"accepted":{"id":"#.utf8) + Array(String(id).utf8) + Array("}}".utf8))
+        case .progress(let id, let done, let expected):
+            // {"progress":{"bytesDone":D[,"bytesExpected":E],"id":N}}
+            var payload = Array(#"{"progress":{"bytesDone":"#.utf8) + Array(String(done).utf8)
+            if let expected { payload += Array(#","bytesExpected":"#.utf8) + Array(String(expected).utf8) }
+            return framed(payload + Array(#","id":"#.utf8) + Array(String(id).utf8) + Array("}}".utf8))
+        case .finished(let id, let outcome):
+            guard let json = outcome.directJSON else { return try genericEncode(message) }
+            // {"finished":{"id":N,"outcome":{...}}}
+            return framed(Array(#"{"finished":{"id":"#.utf8) + Array(String(id).utf8) + Array(#","outcome":"#.utf8) + json + Array("}}".utf8))
+        default:
+            return try genericEncode(message)
+        }
+    }
+
+    /// ``decode(_:from:)`` of an event of the transfer daemon: the shapes
+    /// ``encode(_:)-(TransferEvent)`` writes directly are read directly, anything else generically.
+    public static func decode(_ type: TransferEvent.Type, from payload: [UInt8]) throws(FrameError) -> TransferEvent {
+        var reader = FastReader(payload)
+        if let event = reader.transferEvent(), reader.at == payload.count { return event }
+        return try genericDecode(TransferEvent.self, from: payload)
+    }
+}
+
+extension FastReader {
+    /// An integer that fits `Int64`.
+    mutating func int64() -> Int64? {
+        guard let n = integer() else { return nil }
+        if n.negative { return n.magnitude <= UInt64(Int64.max) + 1 ? Int64(truncatingIfNeeded: 0 &- n.magnitude) : nil }
+        return n.magnitude <= UInt64(Int64.max) ? Int64(n.magnitude) : nil
+    }
+
+    mutating func transferEvent() -> TransferEvent? {
+        if literal(#"{"accepted":{"id":"#) {
+            guard let id = integer(), !id.negative, literal("}}") else { return nil }
+            return .accepted(id: id.magnitude)
+        }
+        if literal(#"{"progress":{"bytesDone":"#) {
+            guard let done = int64() else { return nil }
+            var expected: Int64?
+            if literal(#","bytesExpected":"#) {
+                guard let e = int64() else { return nil }
+                expected = e
+            }
+            guard literal(#","id":"#), let id = integer(), !id.negative, literal("}}") else { return nil }
+            return .progress(id: id.magnitude, bytesDone: done, bytesExpected: expected)
+        }
+        if literal(#"{"finished":{"id":"#) {
+            guard let id = integer(), !id.negative, literal(#","outcome":{"completed":{"bytes":"#), let bytes = int64(),
+                  literal(#","status":"#), let status = int(), literal("}}}}") else { return nil }
+            return .finished(id: id.magnitude, outcome: .completed(status: status, bytes: bytes))
+        }
+        return nil
+    }
+}

@@ -129,7 +129,7 @@ final class TransferStore: Sendable {
     }
 
     func finish(id: UInt64, outcome: TransferOutcome) throws {
-        let text = try Self.json(outcome)
+        let text = try outcome.directJSON.map { String(decoding: $0, as: UTF8.self) } ?? Self.json(outcome)
         try pool.write { db in
             try db.execute(
                 sql: "UPDATE transfer SET state = ?, outcome = ? WHERE id = ?",
@@ -139,7 +139,7 @@ final class TransferStore: Sendable {
 
     /// Records finished transfers in one transaction, with the bytes each got.
     func finish(_ items: [(id: UInt64, outcome: TransferOutcome, bytesDone: Int64)]) throws {
-        let texts = try items.map { try Self.json($0.outcome) }
+        let texts = try items.map { item in try item.outcome.directJSON.map { String(decoding: $0, as: UTF8.self) } ?? Self.json(item.outcome) }
         try pool.write { db in
             for (item, text) in zip(items, texts) {
                 try db.execute(

@@ -73,3 +73,60 @@ struct TransferJobJSONTests {
         }
     }
 }
+
+/// The daemon's direct events and outcomes must be the generic coder's bytes, and read
+/// back only where the generic decoder reads the same.
+struct TransferEventJSONTests {
+    @Test func directEventsAreTheGenericBytesAndReadBack() throws {
+        var events: [TransferEvent] = []
+        for id: UInt64 in [0, 7, .max] {
+            events.append(.accepted(id: id))
+            for done: Int64 in [0, 4096, .max] {
+                events.append(.progress(id: id, bytesDone: done, bytesExpected: nil))
+                events.append(.progress(id: id, bytesDone: done, bytesExpected: 1 << 40))
+                events.append(.progress(id: id, bytesDone: done, bytesExpected: -1))
+            }
+            for (status, bytes) in [(200, Int64(0)), (206, Int64(3_000)), (-1, Int64.min), (Int.max, Int64.max)] {
+                events.append(.finished(id: id, outcome: .completed(status: status, bytes: bytes)))
+            }
+        }
+        for event in events {
+            let direct = try Frame.encode(event)
+            #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(event), as: UTF8.self))
+            #expect(try Frame.decode(TransferEvent.self, from: Array(direct.dropFirst(4))) == event)
+            if case .finished(_, let outcome) = event {
+                #expect(outcome.directJSON == [UInt8](try WireJSON.encoder().encode(outcome)))
+            }
+        }
+    }
+
+    @Test func otherEventsGoTheGenericWay() throws {
+        let others: [TransferEvent] = [
+            .ready(pid: 4, unfinished: 2), .waiting(id: 1, reason: "no network"), .error("x"),
+            .finished(id: 1, outcome: .failed(code: "timedOut", reason: "slow")), .finished(id: 2, outcome: .cancelled),
+            .finished(id: 3, outcome: .cancelledResumable(TransferResume(partialFile: "/p", bytes: 3, etag: nil, lastModified: "x"))),
+            .transfers([]),
+        ]
+        for event in others {
+            let direct = try Frame.encode(event)
+            #expect(direct == (try Frame.genericEncode(event)))
+            #expect(try Frame.decode(TransferEvent.self, from: Array(direct.dropFirst(4))) == event)
+        }
+        #expect(TransferOutcome.cancelled.directJSON == nil)
+    }
+
+    @Test func nearMissesAreDecidedByTheGenericDecoder() {
+        let texts = [
+            #"{"accepted":{"id":-1}}"#, #"{"accepted":{"id":01}}"#, #"{"accepted":{"id":1}} "#, #"{"accepted":{"id":1,"x":2}}"#,
+            #"{"progress":{"bytesDone":9223372036854775808,"id":1}}"#, #"{"progress":{"bytesDone":1,"id":1}"#,
+            #"{"progress":{"bytesDone":1,"bytesExpected":,"id":1}}"#,
+            #"{"finished":{"id":1,"outcome":{"completed":{"bytes":1,"status":9223372036854775808}}}}"#,
+            #"{"finished":{"id":1,"outcome":{"completed":{"bytes":1,"status":200}}}}x"#,
+            #"{"finished":{"id":1,"outcome":{"completed":{"status":200,"bytes":1}}}}"#,
+        ]
+        for text in texts {
+            let bytes = Array(text.utf8)
+            #expect((try? Frame.decode(TransferEvent.self, from: bytes)) == (try? Frame.genericDecode(TransferEvent.self, from: bytes)), "\(text)")
+        }
+    }
+}
