@@ -351,11 +351,9 @@ struct FastReader {
 
     mutating func taskCreated() -> HostMessage? {
         guard literal(#"{"reply":{"id":"#), let id = integer(), !id.negative,
-              literal(#","reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":"#), let task = integer(),
-              task.negative ? task.magnitude <= UInt64(Int.max) + 1 : task.magnitude <= UInt64(Int.max),
+              literal(#","reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":"#), let task = int(),
               literal("}}}}}}"), at == bytes.count else { return nil }
-        return .reply(id: id.magnitude, reply: .service(.transferTaskCreated(
-            taskIdentifier: task.negative ? Int(truncatingIfNeeded: 0 &- task.magnitude) : Int(task.magnitude))))
+        return .reply(id: id.magnitude, reply: .service(.transferTaskCreated(taskIdentifier: task)))
     }
 
     mutating func callback() -> HostMessage? {
@@ -370,9 +368,8 @@ struct FastReader {
             }
         }
         if callback == nil {
-            guard literal(#"backgroundTaskExpiration":{"taskID":"#), let id = integer(), literal(#"}},"seq":"#) else { return nil }
-            guard id.negative ? id.magnitude <= UInt64(Int.max) + 1 : id.magnitude <= UInt64(Int.max) else { return nil }
-            callback = .backgroundTaskExpiration(taskID: id.negative ? Int(truncatingIfNeeded: 0 &- id.magnitude) : Int(id.magnitude))
+            guard literal(#"backgroundTaskExpiration":{"taskID":"#), let id = int(), literal(#"}},"seq":"#) else { return nil }
+            callback = .backgroundTaskExpiration(taskID: id)
         }
         guard let callback, let seq = integer(), !seq.negative, literal(#","state":""#) else { return nil }
         let start = at
