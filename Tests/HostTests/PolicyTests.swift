@@ -158,10 +158,7 @@ struct PolicyTests {
     @Test func anUnansweredCallbackHoldsAnAdvanceOnlyForTheSettleTimeout() async throws {
         try await withVirtualHost(settle: .milliseconds(200)) { host in
             let id = try await host.installProbe("com.policy.unanswered")
-            let dir = host.dir.path + "/containers/\(id)/tmp"
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            let fifo = dir + "/never.fifo"
-            #expect(mkfifo(fifo, 0o600) == 0)
+            let fifo = try makeContainerFIFO(host, id, "never.fifo")
             // didEnterBackground blocks on a FIFO nobody writes: it never returns.
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "background", "wait-fifo:\(fifo)"])
             try await host.waitUntil(id, is: .active)
@@ -182,10 +179,7 @@ struct PolicyTests {
     @Test func aMainThreadBlockedRightAfterActivationIsKilledAtTheHangBudget() async throws {
         try await withVirtualHost(settle: .milliseconds(300)) { host in
             let id = try await host.installProbe("com.policy.hung")
-            let dir = host.dir.path + "/containers/\(id)/tmp"
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            let fifo = dir + "/block.fifo"
-            #expect(mkfifo(fifo, 0o600) == 0)
+            let fifo = try makeContainerFIFO(host, id, "block.fifo")
             // Blocked once didBecomeActive returned, until the test writes a byte, which it
             // means to do at +12 s: the host must not wait that long.
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "hang-fifo:\(fifo)"])

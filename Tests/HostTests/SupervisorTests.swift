@@ -42,10 +42,7 @@ struct SupervisorTests {
         profile.foregroundHang = 1
         try await withHost(label: "hang", profile: profile) { host in
             let id = try await host.installProbe("com.test.hang")
-            let dir = host.dir.path + "/containers/\(id)/tmp"
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            let fifo = dir + "/block.fifo"
-            #expect(mkfifo(fifo, 0o600) == 0)
+            let fifo = try makeContainerFIFO(host, id, "block.fifo")
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "hang-fifo:\(fifo)"])
             let writer = await openFIFOForWriting(fifo)
             #expect(writer >= 0)

@@ -312,6 +312,16 @@ final class Counter: Sendable {
     func increment() -> Int { value.withLock { $0 += 1; return $0 } }
 }
 
+/// Makes a FIFO called `name` in the `tmp` folder of `id`'s container (made if missing),
+/// for the probe's `wait-fifo` and `hang-fifo`; returns its path.
+func makeContainerFIFO(_ host: TestHost, _ id: String, _ name: String) throws -> String {
+    let dir = host.dir.path + "/containers/\(id)/tmp"
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    let fifo = dir + "/" + name
+    guard mkfifo(fifo, 0o600) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    return fifo
+}
+
 /// Opens the FIFO at `path` for writing on a thread of its own: returns once a reader
 /// has opened it (the probe's `hang-fifo`, from its blocked main thread), so the caller
 /// knows the main thread is blocked without sleeping. -1 if it cannot be opened.

@@ -227,9 +227,7 @@ struct TransferHostMoreTests {
             let server = try await transfersOfAKilledApp(host, id, count: 4)
             // The background launch blocks in didFinishLaunching until the test lets it go, so
             // all four transfers have finished by then, whatever the machine's speed.
-            let fifo = container(host, id) + "/tmp/release.fifo"
-            try FileManager.default.createDirectory(atPath: container(host, id) + "/tmp", withIntermediateDirectories: true)
-            #expect(mkfifo(fifo, 0o600) == 0)
+            let fifo = try makeContainerFIFO(host, id, "release.fifo")
             try saveProbeArguments(host, id, ["--on", "launch", "wait-fifo:\(fifo)"])
             try await device(host, network: .wifi)
             await event(host, id, "the fourth finished transfer", nth: 4) { $0.transfer == .finished }
