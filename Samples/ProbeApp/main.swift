@@ -168,6 +168,8 @@ final class ProbeDelegate: ApplicationDelegate {
     private var eventsCompletions: [String: @Sendable () -> Void] = [:]
     /// Tasks ("session#N") whose first progress callback has been seen (the `progress` trigger).
     private var progressed: Set<String> = []
+    /// Documents/downloads exists (made by the first finished download).
+    private var downloadsDirectoryMade = false
 
     init(script: Script) {
         self.script = script
@@ -886,12 +888,19 @@ extension ProbeDelegate: BackgroundURLSessionDelegate {
         let directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("Documents/downloads")
         let destination = directory.appendingPathComponent("\(downloadTask.taskIdentifier)")
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            if !downloadsDirectoryMade {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+                downloadsDirectoryMade = true
+            }
             if FileManager.default.fileExists(atPath: destination.path) {
                 try FileManager.default.removeItem(at: destination)
             }
             try FileManager.default.moveItem(at: location, to: destination)
-            let bytes = (try? FileManager.default.attributesOfItem(atPath: destination.path)[.size] as? NSNumber)?.int64Value ?? 0
+            // stat(2), not attributesOfItem: Foundation's attributes look up the owner's
+            // and group's names, and an app's own uid is in no passwd file, so each call
+            // walked all of NSS (systemd-userdb included), about 60 system calls.
+            var info = stat()
+            let bytes = stat(destination.path, &info) == 0 ? Int64(info.st_size) : 0
             say("[ProbeApp] downloaded task=\(downloadTask.taskIdentifier) to \(destination.path) bytes=\(bytes)")
         } catch {
             complain("download-finished: cannot move \(location.path) to \(destination.path): \(error)")
