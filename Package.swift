@@ -21,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+        // Scenario files (`apphost test`): YAML, with each node's line and column for errors.
+        .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
     ],
     targets: [
         // Mechanism: one small C file, prefixed aph_, returning 0 or an errno.
@@ -67,11 +69,24 @@ let package = Package(
         // The SDK apps link. Nothing of the host here but the protocol (and the stamp
         // page's atomics, which are part of it).
         .target(name: "AppKitLess", dependencies: ["AppHostProtocol", "CAppHostStamp"]),
+        // Policy tests as files (`apphost test`): the scenario model read from YAML/JSON,
+        // the runner that drives a private in-process host on the virtual clock, and the
+        // reports (text, JUnit, JSON, HTML with SVG timelines).
+        .target(
+            name: "Scenarios",
+            dependencies: [
+                "Host", "AppHostProtocol", "AppHostSystem", "Plugins", "Snapshots",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         // The CLI.
         .executableTarget(
             name: "apphost",
             dependencies: [
                 "Host",
+                "Scenarios",
                 "Plugins",
                 "AppHostProtocol",
                 "AppHostSystem",
@@ -146,6 +161,7 @@ let package = Package(
         .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
                                                   // PrivacyStoreTests write rows as another host left them.
                                                   .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "Host", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol", "TestSupport"]),
         // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO: the demo's download and the
         // transfer tests' server (resources with Range/If-Range, faults, a request log).
