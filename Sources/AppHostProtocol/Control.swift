@@ -190,7 +190,7 @@ public struct AppStatus: Codable, Sendable, Equatable {
 /// What happened in the host. Transitions carry `from`, `to` and `cause`.
 public struct HostEvent: Codable, Sendable, Equatable {
     /// Kinds of events.
-    public enum Kind: String, Codable, Sendable {
+    public enum Kind: String, Codable, Sendable, CaseIterable {
         case hostStarted, hostStopping, hostStopped
         case installed, uninstalled
         case spawned, transition, callback, backgroundTask, signal, exited, report, warning

@@ -14,6 +14,9 @@ public struct HostConfiguration: Sendable {
     public var seccomp: SeccompPolicy = .baseline
     /// Real time, or virtual time moved only by ``Supervisor/advanceClock(by:)``.
     public var clock: ClockMode = .real
+    /// Where the virtual clock's dates start (nil: the host's start date). A scenario
+    /// fixes it so that its events carry the same timestamps on every run.
+    public var virtualEpoch: Date?
     /// The budgets in force.
     public var profile: BudgetProfile = .default
     /// With the virtual clock: how long (real time) `advance` waits for apps to answer

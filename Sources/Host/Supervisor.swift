@@ -109,7 +109,11 @@ public actor Supervisor {
         events = try EventLog(path: configuration.eventsPath, limits: configuration.eventLog, logger: logger)
         self.group = group
         self.logger = logger
-        scheduler = DeadlineScheduler(mode: configuration.clock)
+        if configuration.clock == .virtual, let epoch = configuration.virtualEpoch {
+            scheduler = DeadlineScheduler(mode: .virtual, startDate: epoch)
+        } else {
+            scheduler = DeadlineScheduler(mode: configuration.clock)
+        }
         let startDate = scheduler.startDate
         (inputs, input) = AsyncStream<Input>.makeStream()
         let deadlines = input

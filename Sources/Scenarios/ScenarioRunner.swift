@@ -1,0 +1,324 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Host
+import Logging
+import NIOPosix
+import Plugins
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs a ``Scenario`` on a private host of its own: a temporary state directory, the
+/// virtual clock starting at the scenario's epoch, driven through the supervisor's
+/// in-process API (as `privacy-check` drives it). A value in, a ``ScenarioResult`` out;
+/// the host is stopped (its apps reaped) and its directory removed however it ends.
+public struct ScenarioRunner: Sendable {
+    /// The host configuration every scenario starts from (products directories, limits,
+    /// identities); the runner sets the state directory, clock, epoch, profile and settle.
+    public var template: HostConfiguration
+    public var logLevel: Logger.Level
+    /// Keep each scenario's state directory (printed in its result's `error`/report) instead of removing it.
+    public var keepStateDirectories: Bool
+    /// Real time an app gets to exit after a `kill` step before the step fails.
+    public var killTimeout: Duration = .seconds(10)
+
+    public init(template: HostConfiguration, logLevel: Logger.Level = .critical, keepStateDirectories: Bool = false) {
+        self.template = template
+        self.logLevel = logLevel
+        self.keepStateDirectories = keepStateDirectories
+    }
+
+    /// Reads and runs the file at `path`; `display` is how reports name it.
+    public func run(path: String, display: String) async -> ScenarioResult {
+        let scenario: Scenario
+        do {
+            scenario = try ScenarioReader.read(path: path)
+        } catch {
+            return ScenarioResult(name: (display as NSString).lastPathComponent, file: display, status: .error,
+                                  error: error.description)
+        }
+        return await run(scenario, display: display)
+    }
+
+    public func run(_ scenario: Scenario, display: String) async -> ScenarioResult {
+        let clock = ContinuousClock()
+        let started = clock.now
+        var result = ScenarioResult(name: scenario.name, file: display, rule: scenario.rule, source: scenario.source,
+                                    status: .passed, start: scenario.epoch, end: scenario.epoch)
+        let dir = NSTemporaryDirectory() + "apphost-scenario-" + UUID().uuidString.prefix(8).lowercased()
+        var config = template
+        config.stateDirectory = dir
+        config.clock = .virtual
+        config.virtualEpoch = scenario.epoch
+        config.settleTimeout = scenario.settle
+        config.profile = BudgetProfile.named(scenario.profile) ?? .default
+        var logger = Logger(label: "apphost.test")
+        logger.logLevel = logLevel
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let supervisor: Supervisor
+        do {
+            supervisor = try Supervisor(configuration: config, group: group, logger: logger)
+        } catch {
+            try? await group.shutdownGracefully()
+            try? FileManager.default.removeItem(atPath: dir)
+            result.status = .error
+            result.error = "the private host could not start: \(error)"
+            return result
+        }
+        let loop = Task { await supervisor.run() }
+        var run = ScenarioRun(scenario: scenario, supervisor: supervisor, killTimeout: killTimeout)
+        await run.perform(into: &result)
+        result.end = await supervisor.clockReading().date
+        // Stopped however the steps ended: every app terminated and reaped.
+        await supervisor.shutdown()
+        await supervisor.finish()
+        await loop.value
+        result.events = Array(await supervisor.subscribe(bundleIdentifier: nil).past)
+        try? await group.shutdownGracefully()
+        if keepStateDirectories {
+            if result.status == .passed { result.error = "state directory kept: \(dir)" } else {
+                result.error = (result.error.map { $0 + "\n" } ?? "") + "state directory kept: \(dir)"
+            }
+        } else {
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+        result.seconds = (clock.now - started).seconds
+        return result
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
+
+/// One scenario's steps against its host.
+struct ScenarioRun {
+    let scenario: Scenario
+    let supervisor: Supervisor
+    let killTimeout: Duration
+    /// Alias → bundle id, known once installed.
+    var ids: [String: String] = [:]
+    /// The last push step's answer: (status, reason).
+    var pushAnswer: (status: Int, reason: String)?
+    /// The last action's refusal, for an `expect: {refused: ...}` right after it.
+    var refusal: String?
+
+    init(scenario: Scenario, supervisor: Supervisor, killTimeout: Duration) {
+        self.scenario = scenario
+        self.supervisor = supervisor
+        self.killTimeout = killTimeout
+    }
+
+    struct StepFailure: Error {
+        var expected: String
+        var seen: String
+    }
+
+    mutating func perform(into result: inout ScenarioResult) async {
+        for app in scenario.apps where app.installFirst {
+            do {
+                let installed = try await supervisor.install(path: app.bundle, settings: app.settings)
+                ids[app.alias] = installed.bundleIdentifier
+            } catch {
+                result.status = .error
+                result.error = "\(scenario.file): app \(app.alias): cannot install \(app.bundle): \(error.message)"
+                return
+            }
+        }
+        result.apps = scenario.apps.map { ScenarioResult.AppAlias(alias: $0.alias, bundleIdentifier: ids[$0.alias] ?? "") }
+        for (index, step) in scenario.steps.enumerated() {
+            do {
+                try await perform(step)
+            } catch let failure as StepFailure {
+                result.status = .failed
+                let time = await supervisor.clockReading().date
+                result.failure = ScenarioResult.Failure(
+                    step: index, line: step.position.line, column: step.position.column, stepText: step.text,
+                    expected: failure.expected, seen: failure.seen, time: time, recentEvents: await recentEvents(for: step))
+                return
+            } catch {
+                result.status = .failed
+                result.failure = ScenarioResult.Failure(
+                    step: index, line: step.position.line, column: step.position.column, stepText: step.text,
+                    expected: "the step to run", seen: "\(error)", time: nil, recentEvents: await recentEvents(for: step))
+                return
+            }
+        }
+        result.apps = scenario.apps.map { ScenarioResult.AppAlias(alias: $0.alias, bundleIdentifier: ids[$0.alias] ?? "") }
+    }
+
+    func id(_ alias: String) throws(StepFailure) -> BundleID {
+        guard let raw = ids[alias] else {
+            throw StepFailure(expected: "app \(alias) installed", seen: "it is not installed (install: false, and no install step before)")
+        }
+        guard let id = BundleID(raw) else { throw StepFailure(expected: "a valid bundle id", seen: raw) }
+        return id
+    }
+
+    /// Runs an action the host may refuse; a refusal fails the step unless the next
+    /// expectation is about it (`refused:`).
+    mutating func act(_ body: (Supervisor) async throws(ControlError) -> Void) async throws(StepFailure) {
+        refusal = nil
+        let supervisor = self.supervisor
+        do {
+            try await body(supervisor)
+        } catch {
+            refusal = error.message
+            return
+        }
+        _ = try? await supervisor.advanceClock(by: .zero)
+    }
+
+    mutating func perform(_ step: Scenario.Step) async throws {
+        // A refusal not checked by the step right after it fails the scenario there.
+        if let refused = refusal {
+            if case .expect(let e) = step.action, e.refused != nil {} else {
+                throw StepFailure(expected: "the previous step to be done", seen: "the host refused it: \(refused)")
+            }
+        }
+        switch step.action {
+        case .install(let alias):
+            guard let app = scenario.apps.first(where: { $0.alias == alias }) else { return }
+            refusal = nil
+            do {
+                let installed = try await supervisor.install(path: app.bundle, settings: app.settings)
+                ids[alias] = installed.bundleIdentifier
+            } catch {
+                refusal = error.message
+            }
+        case .uninstall(let alias):
+            let id = try id(alias)
+            try await act { (s: Supervisor) async throws(ControlError) in try await s.uninstall(id) }
+        case .launch(let alias, let background, let args):
+            let id = try id(alias)
+            let arguments = args ?? scenario.apps.first { $0.alias == alias }?.args ?? []
+            try await act { (s: Supervisor) async throws(ControlError) in
+                _ = try await s.launch(id, background: background, arguments: arguments)
+            }
+        case .foreground(let alias):
+            let id = try id(alias)
+            try await act { (s: Supervisor) async throws(ControlError) in try await s.foreground(id) }
+        case .background(let alias):
+            let id = try id(alias)
+            try await act { (s: Supervisor) async throws(ControlError) in try await s.background(id) }
+        case .terminate(let alias):
+            let id = try id(alias)
+            try await act { (s: Supervisor) async throws(ControlError) in try await s.terminate(id) }
+        case .kill(let alias):
+            try await kill(try id(alias))
+        case .advance(let d):
+            try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.advanceClock(by: d) }
+        case .fetch(let alias):
+            let id = try id(alias)
+            try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.modeCommand(.fetchNow(bundleIdentifier: id.rawValue)) }
+        case .bgtask(let alias, let run, let identifier):
+            let id = try id(alias).rawValue
+            try await act { (s: Supervisor) async throws(ControlError) in
+                _ = try await s.modeCommand(run ? .bgTaskRun(bundleIdentifier: id, identifier: identifier)
+                                                         : .bgTaskExpire(bundleIdentifier: id, identifier: identifier))
+            }
+        case .mode(let command, _):
+            let resolved = try resolve(command)
+            try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.modeCommand(resolved) }
+        case .snapshot(let alias):
+            let id = try id(alias)
+            try await act { (s: Supervisor) async throws(ControlError) in
+                _ = try await s.snapshot(id)
+                await s.waitForSnapshots()
+            }
+        case .push(let push):
+            try await self.push(push)
+        case .expect(let e):
+            try await ExpectationCheck(run: self).check(e)
+            refusal = nil
+        }
+    }
+
+    /// Aliases in a mode command (privacy, settings) replaced by bundle ids.
+    func resolve(_ command: ModeCommand) throws(StepFailure) -> ModeCommand {
+        switch command {
+        case .privacy(let action, let service, let alias?):
+            return .privacy(action: action, service: service, bundleIdentifier: try id(alias).rawValue)
+        case .settingsBackgroundRefresh(let alias?, let on):
+            return .settingsBackgroundRefresh(bundleIdentifier: try id(alias).rawValue, on: on)
+        default:
+            return command
+        }
+    }
+
+    /// A push as `simctl push` sends it; the answer is kept as the gateway's would be:
+    /// 200, or the status and reason APNs gives a bad payload, or 400 with the host's refusal.
+    mutating func push(_ push: Scenario.Push) async throws {
+        let id = try id(push.app).rawValue
+        refusal = nil
+        if push.type == "voip" {
+            do {
+                _ = try await supervisor.modeCommand(.voipPush(bundleIdentifier: id, payload: push.payload))
+                pushAnswer = (200, "")
+            } catch {
+                pushAnswer = (400, error.message)
+            }
+            _ = try? await supervisor.advanceClock(by: .zero)
+            return
+        }
+        let payload: APNsPayload
+        do throws(APNsRejection) {
+            payload = try APNsPayload.parse(Data(push.payload.utf8), name: "push payload")
+        } catch {
+            pushAnswer = (error.status, error.reason)
+            return
+        }
+        let type = push.type ?? payload.inferredPushType
+        do {
+            _ = try await supervisor.modeCommand(.push(PushRequest(bundleIdentifier: id, payload: payload.json, pushType: type,
+                                                                    priority: push.priority, source: "scenario")))
+            pushAnswer = (200, "")
+        } catch {
+            pushAnswer = (400, error.message)
+        }
+        _ = try? await supervisor.advanceClock(by: .zero)
+    }
+
+    /// SIGKILL from outside the host (as the system would kill it), then waits until the
+    /// host has seen the app exit.
+    func kill(_ id: BundleID) async throws {
+        guard let pid = await supervisor.pid(of: id.rawValue) else {
+            throw StepFailure(expected: "\(id) running, to be killed", seen: "it is not running")
+        }
+        _ = Glibc.kill(pid, SIGKILL)
+        let supervisor = self.supervisor
+        let exited = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await supervisor.waitUntil(id.rawValue, is: .notRunning)
+                return true
+            }
+            group.addTask { [killTimeout] in
+                try? await Task.sleep(for: killTimeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        guard exited else {
+            throw StepFailure(expected: "\(id) (pid \(pid)) to exit after SIGKILL", seen: "the host did not see it exit within \(killTimeout)")
+        }
+        _ = try? await supervisor.advanceClock(by: .zero)
+    }
+
+    /// The last events of the scenario's apps, one a line.
+    func recentEvents(for step: Scenario.Step, count: Int = 12) async -> [String] {
+        let past = await supervisor.subscribe(bundleIdentifier: nil)
+        defer { Task { [supervisor] in await supervisor.unsubscribe(past.id) } }
+        var ring: [HostEvent] = []
+        for e in past.past where e.bundleIdentifier.map({ ids.values.contains($0) }) ?? false {
+            ring.append(e)
+            if ring.count > count { ring.removeFirst() }
+        }
+        return ring.map(EventText.line)
+    }
+}
