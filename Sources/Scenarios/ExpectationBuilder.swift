@@ -40,7 +40,7 @@ struct ExpectationBuilder {
             case "refused":
                 // `refused: true`: refused for any reason.
                 if case .scalar = value.node, ["true", "yes"].contains(try value.scalar("refused").lowercased()) {
-                    e.refused = .matches("")
+                    e.refused = .any
                 } else {
                     e.refused = try text(value, "refused")
                 }

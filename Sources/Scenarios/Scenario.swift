@@ -171,9 +171,12 @@ public enum TextMatch: Sendable, Equatable, CustomStringConvertible {
     case contains(String)
     case equals(String)
     case matches(String)
+    /// Any text (`refused: true`).
+    case any
 
     public func holds(_ text: String) -> Bool {
         switch self {
+        case .any: return true
         case .contains(let s): return text.contains(s)
         case .equals(let s): return text == s
         case .matches(let pattern):
@@ -187,6 +190,7 @@ public enum TextMatch: Sendable, Equatable, CustomStringConvertible {
         case .contains(let s): return "containing \"\(s)\""
         case .equals(let s): return "\"\(s)\""
         case .matches(let s): return "matching /\(s)/"
+        case .any: return "for any reason"
         }
     }
 }

@@ -119,6 +119,13 @@ struct ScenarioRun {
     }
 
     mutating func perform(into result: inout ScenarioResult) async {
+        // The transfer daemon's start and `ready` come first, so they do not land among
+        // the steps' events at whatever time the real process answers.
+        if let problem = await transferDaemonReady() {
+            result.status = .error
+            result.error = problem
+            return
+        }
         for app in scenario.apps where app.installFirst {
             do {
                 let installed = try await supervisor.install(path: app.bundle, settings: app.settings)
@@ -308,6 +315,33 @@ struct ScenarioRun {
             throw StepFailure(expected: "\(id) (pid \(pid)) to exit after SIGKILL", seen: "the host did not see it exit within \(killTimeout)")
         }
         _ = try? await supervisor.advanceClock(by: .zero)
+    }
+
+    /// Waits (at most 30 s of real time) until the transfer daemon said it is ready, or
+    /// the host said it could not start it (then its warning stays in the log and the
+    /// scenario runs without background transfers). Nil when it may go on.
+    func transferDaemonReady() async -> String? {
+        guard await supervisor.configuration.transferDaemon else { return nil }
+        let (past, live, id) = await supervisor.subscribe(bundleIdentifier: nil)
+        defer { Task { [supervisor] in await supervisor.unsubscribe(id) } }
+        func settled(_ e: HostEvent) -> Bool {
+            e.transfer == .daemonReady || (e.kind == .warning && e.cause.hasPrefix("transfer daemon not started"))
+        }
+        if past.contains(where: settled) { return nil }
+        let ready = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await e in live where settled(e) { return true }
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        return ready ? nil : "the private host's transfer daemon did not get ready within 30 s"
     }
 
     /// The last events of the scenario's apps, one a line.
