@@ -123,6 +123,8 @@ let package = Package(
                 "LoopbackHTTP",
                 // `snapshot`: render + redact + PNG encode.
                 "Snapshots",
+                // `scenarios`: a private host's start + stop, and the scenarios/ios suite.
+                "Scenarios",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -25,7 +25,7 @@ struct AppHostBench: AsyncParsableCommand {
             """,
         subcommands: [All.self, LaunchCommand.self, SuspendCommand.self, IdleCommand.self, DeadlinesCommand.self,
                       VirtualCommand.self, RawSignalsCommand.self, PushCommand.self, FetchWeekCommand.self,
-                      TransfersCommand.self, TransferServerCommand.self, SnapshotCommand.self],
+                      TransfersCommand.self, TransferServerCommand.self, SnapshotCommand.self, ScenariosCommand.self],
         defaultSubcommand: All.self)
 }
 

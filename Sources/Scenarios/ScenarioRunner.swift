@@ -73,8 +73,11 @@ public struct ScenarioRunner: Sendable {
         result.end = await supervisor.clockReading().date
         // Stopped however the steps ended: every app terminated and reaped.
         await supervisor.shutdown()
+        // Snapshots still being drawn would be written after the directory is removed.
+        await supervisor.waitForSnapshots()
         await supervisor.finish()
         await loop.value
+        for task in run.pending { _ = await task.value }
         result.events = Array(await supervisor.subscribe(bundleIdentifier: nil).past)
         try? await group.shutdownGracefully()
         if keepStateDirectories {
@@ -106,6 +109,8 @@ struct ScenarioRun {
     var pushAnswer: (status: Int, reason: String)?
     /// The last action's refusal, for an `expect: {refused: ...}` right after it.
     var refusal: String?
+    /// Actions still waiting for an app (awaited once the host has stopped).
+    var pending: [Task<String?, Never>] = []
 
     init(scenario: Scenario, supervisor: Supervisor, killTimeout: Duration) {
         self.scenario = scenario
@@ -167,14 +172,28 @@ struct ScenarioRun {
     }
 
     /// Runs an action the host may refuse; a refusal fails the step unless the next
-    /// expectation is about it (`refused:`).
-    mutating func act(_ body: (Supervisor) async throws(ControlError) -> Void) async throws(StepFailure) {
+    /// expectation is about it (`refused:`). An action still waiting for the app after
+    /// the scenario's settle time (a launch whose didFinishLaunching never returns) is
+    /// left running: the next steps go on (an `advance` then fires the watchdog that ends
+    /// it), so a hung app never hangs the run.
+    mutating func act(_ body: @escaping @Sendable (Supervisor) async throws(ControlError) -> Void) async throws(StepFailure) {
         refusal = nil
         let supervisor = self.supervisor
-        do {
-            try await body(supervisor)
-        } catch {
-            refusal = error.message
+        let task = Task { () -> String? in
+            do throws(ControlError) {
+                try await body(supervisor)
+                return nil
+            } catch {
+                return error.message
+            }
+        }
+        let finished: String?? = await firstOf({ await task.value }, limit: scenario.settle)
+        guard let outcome = finished else {
+            pending.append(task)
+            return
+        }
+        if let message = outcome {
+            refusal = message
             return
         }
         _ = try? await supervisor.advanceClock(by: .zero)
@@ -218,7 +237,13 @@ struct ScenarioRun {
         case .kill(let alias):
             try await kill(try id(alias))
         case .advance(let d):
-            try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.advanceClock(by: d) }
+            // Not bounded by the settle time: the host bounds each wait of an advance itself.
+            refusal = nil
+            do throws(ControlError) {
+                _ = try await supervisor.advanceClock(by: d)
+            } catch {
+                refusal = error.message
+            }
         case .fetch(let alias):
             let id = try id(alias)
             try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.modeCommand(.fetchNow(bundleIdentifier: id.rawValue)) }
@@ -298,19 +323,7 @@ struct ScenarioRun {
         }
         _ = Glibc.kill(pid, SIGKILL)
         let supervisor = self.supervisor
-        let exited = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await supervisor.waitUntil(id.rawValue, is: .notRunning)
-                return true
-            }
-            group.addTask { [killTimeout] in
-                try? await Task.sleep(for: killTimeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        let exited = await firstOf({ await supervisor.waitUntil(id.rawValue, is: .notRunning) }, limit: killTimeout) != nil
         guard exited else {
             throw StepFailure(expected: "\(id) (pid \(pid)) to exit after SIGKILL", seen: "the host did not see it exit within \(killTimeout)")
         }
@@ -324,23 +337,14 @@ struct ScenarioRun {
         guard await supervisor.configuration.transferDaemon else { return nil }
         let (past, live, id) = await supervisor.subscribe(bundleIdentifier: nil)
         defer { Task { [supervisor] in await supervisor.unsubscribe(id) } }
-        func settled(_ e: HostEvent) -> Bool {
+        @Sendable func settled(_ e: HostEvent) -> Bool {
             e.transfer == .daemonReady || (e.kind == .warning && e.cause.hasPrefix("transfer daemon not started"))
         }
         if past.contains(where: settled) { return nil }
-        let ready = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                for await e in live where settled(e) { return true }
-                return false
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(30))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        let ready = await firstOf({
+            for await e in live where settled(e) { return true }
+            return false
+        }, limit: .seconds(30)) ?? false
         return ready ? nil : "the private host's transfer daemon did not get ready within 30 s"
     }
 
