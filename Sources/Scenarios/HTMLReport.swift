@@ -3,6 +3,7 @@ import Foundation
 
 /// A directory that could not be written as an HTML report.
 public struct HTMLReportError: Error, Sendable, CustomStringConvertible {
+    /// `cannot write the HTML report to out: it is a file; name a directory`.
     public let description: String
 }
 
@@ -14,7 +15,7 @@ public struct HTMLReportError: Error, Sendable, CustomStringConvertible {
 public enum HTMLReport {
     /// Writes `index.html` and one page per scenario into `directory` (made if missing).
     /// Files of the same names are replaced whole; other files there are left alone.
-    public static func write(_ results: [ScenarioResult], to directory: String) throws {
+    public static func write(_ results: [ScenarioResult], to directory: String) throws(HTMLReportError) {
         try makeDirectory(directory)
         let names = pageNames(results)
         for (result, name) in zip(results, names) {
@@ -128,7 +129,7 @@ public enum HTMLReport {
 
     // MARK: - Files
 
-    private static func makeDirectory(_ directory: String) throws {
+    private static func makeDirectory(_ directory: String) throws(HTMLReportError) {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
             guard isDirectory.boolValue else {
@@ -143,7 +144,7 @@ public enum HTMLReport {
         }
     }
 
-    private static func save(_ text: String, to path: String) throws {
+    private static func save(_ text: String, to path: String) throws(HTMLReportError) {
         do {
             try Data(text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {

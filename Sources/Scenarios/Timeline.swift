@@ -8,6 +8,7 @@ public struct TimelineLane: Sendable, Equatable {
     /// The app whose events the lane draws.
     public var bundleIdentifier: String
 
+    /// A lane for `bundleIdentifier`, called `label`.
     public init(label: String, bundleIdentifier: String) {
         self.label = label
         self.bundleIdentifier = bundleIdentifier
@@ -17,11 +18,14 @@ public struct TimelineLane: Sendable, Equatable {
 /// A vertical line across every lane at one time, labelled on the time axis: the
 /// failing expectation (red), or any other moment worth pointing at (grey).
 public struct TimelineMarker: Sendable, Equatable {
+    /// Where on the time axis (host time); the axis widens to take it in.
     public var time: Date
+    /// What happened then (`step 4 (line 14): expected suspended, seen background`).
     public var label: String
     /// Drawn red, as the reason the scenario failed.
     public var isFailure: Bool
 
+    /// A marker at `time`, labelled `label`, red if `isFailure`.
     public init(time: Date, label: String, isFailure: Bool) {
         self.time = time
         self.label = label
@@ -37,6 +41,7 @@ public struct TimelineInput: Sendable {
     public var events: [HostEvent]
     /// The lanes, top to bottom. Events of apps without a lane are not drawn.
     public var lanes: [TimelineLane]
+    /// Lines across the lanes (at most 100 are drawn).
     public var markers: [TimelineMarker]
     /// Termination reports: a `report` event of the same app at the same time shows the
     /// report's termination code (the event itself does not carry it).

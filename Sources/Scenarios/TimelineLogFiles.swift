@@ -24,6 +24,7 @@ public struct TimelineLogFiles: Sendable {
 
     /// Why the log could not be read.
     public struct Failure: Error, Sendable, CustomStringConvertible {
+        /// What could not be read and what to do (`no event log in DIR ...: ... --state-dir`).
         public let description: String
     }
 

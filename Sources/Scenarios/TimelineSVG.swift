@@ -79,6 +79,7 @@ struct TimelineDrawing {
         if input.lanes.count > lanes.count {
             notes.append("\(input.lanes.count - lanes.count) more apps not drawn (at most \(Timeline.maximumLanes) lanes)")
         }
+        if input.markers.count > 100 { notes.append("\(input.markers.count - 100) more markers not drawn (at most 100)") }
         if lanes.isEmpty { notes.append("no apps: the log names none") } else if drawn.isEmpty { notes.append("no events of these apps") }
         layOut(laneOf)
     }
