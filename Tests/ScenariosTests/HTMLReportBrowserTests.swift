@@ -6,10 +6,6 @@ import Snapshots
 import TestSupport
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// A generated page opened in a real browser: headless Chromium takes a screenshot, and
 /// the lanes' state colours must be in it. Without /usr/bin/chromium the test is skipped
 /// (scripts/setup.sh installs it), except under CI=true, where it fails.
@@ -53,26 +49,13 @@ struct HTMLReportBrowserTests {
         try HTMLReport.write([result], to: dir.path + "/report")
         let page = dir.path + "/report/" + HTMLReport.pageNames([result])[0]
         let shot = dir.path + "/shot.png"
-        let settings = SpawnSettings(
-            executablePath: Self.chromium,
-            arguments: [Self.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        "--user-data-dir=\(dir.path)/profile", "--screenshot=\(shot)", "--window-size=1200,800",
-                        URL(fileURLWithPath: page).absoluteString],
-            environment: ["HOME": dir.path, "PATH": "/usr/bin:/bin"],
-            seccomp: .none, dropsCapabilities: false)
-        let (child, events) = try await ProcessReaper.shared.spawn(settings)
-        // A bound on the wait, not a pause: the browser is killed if it has not exited by then.
-        let deadline = try DeadlineTimer(name: "aph-chromium") { try? child.signal(SIGKILL) }
-        deadline.arm(after: .seconds(60))
-        var status: AppHostSystem.ExitStatus?
-        for await event in events {
-            if case .exited(let s) = event {
-                status = s
-                break
-            }
-        }
-        deadline.close()
-        #expect(status == .exited(code: 0), "chromium ended with \(status.map { "\($0)" } ?? "no status")")
+        let run = try await runToExit(
+            Self.chromium,
+            ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--user-data-dir=\(dir.path)/profile",
+             "--screenshot=\(shot)", "--window-size=1200,800", URL(fileURLWithPath: page).absoluteString],
+            in: dir.path, environment: ["HOME": dir.path, "PATH": "/usr/bin:/bin"])
+        let status = run.status
+        #expect(status == .exited(code: 0), "chromium ended with \(status.map { "\($0)" } ?? "no status"): \(run.stderr.suffix(2_000))")
 
         let image = try PNGCodec.decode(Data(contentsOf: URL(fileURLWithPath: shot)))
         #expect(image.width == 1200 && image.height == 800)
