@@ -35,7 +35,7 @@ struct AppHostCommand: AsyncParsableCommand {
             Reports.self, ManifestCommand.self, Shutdown.self, ClockCommand.self, ProfileCommand.self, Demo.self,
             Privacy.self, LocationCommand.self, Push.self, BLECommand.self, AccessoryCommand.self,
             SettingsCommand.self, DeviceCommand.self, FetchCommand.self, BGTaskCommand.self,
-            Lint.self, SnapshotCommand.self, Switcher.self, PrivacyCheck.self, Test.self,
+            Lint.self, SnapshotCommand.self, Switcher.self, PrivacyCheck.self, Test.self, TimelineCommand.self,
         ]
     )
 }
