@@ -1,4 +1,4 @@
-import AppHostProtocol
+@testable import AppHostProtocol
 import Foundation
 import Testing
 
@@ -45,5 +45,25 @@ struct HostTimerIntervalTests {
         var d2 = FrameDecoder()
         d2.append(try Frame.encode(fire)[...])
         #expect(try Frame.decode(HostMessage.self, from: try #require(try d2.next())) == fire)
+    }
+
+    /// A fire crosses the socket every interval of a repeating timer: it is written and
+    /// read directly, byte for byte the generic coder's.
+    @Test func aFireIsTheGenericBytesAndReadsBack() throws {
+        for state in [AppState.active, .inactive, .background] {
+            for seq: UInt64 in [1, 77, .max] {
+                for id in [0, 1, 10_000, -2, Int.max, Int.min] {
+                    let message = HostMessage.callback(seq: seq, callback: .service(.timerFired(id: id)), state: state)
+                    let direct = try Frame.encode(message)
+                    #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(message), as: UTF8.self))
+                    #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(Frame.headerSize))) == message)
+                }
+            }
+        }
+        // Near misses go to the generic decoder, which decides.
+        let tooBig = #"{"callback":{"callback":{"service":{"_0":{"timerFired":{"id":9223372036854775808}}}},"seq":1,"state":"active"}}"#
+        #expect(throws: FrameError.self) { try Frame.decode(HostMessage.self, from: Array(tooBig.utf8)) }
+        let spaced = #"{"callback":{"callback":{"service":{"_0":{"timerFired":{"id": 3}}}},"seq":1,"state":"active"}}"#
+        #expect(try Frame.decode(HostMessage.self, from: Array(spaced.utf8)) == .callback(seq: 1, callback: .service(.timerFired(id: 3)), state: .active))
     }
 }
