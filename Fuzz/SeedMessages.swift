@@ -42,12 +42,14 @@ enum SeedMessages {
         .urlSessionCancel(session: "s", taskIdentifier: 2, produceResumeData: true),
         .urlSessionResumeTask(session: "s", resumeData: Data("resume".utf8)), .urlSessionTasks(session: "s"),
         .urlSessionEventsCompleted(session: "s"),
+        .timerSchedule(id: 1, interval: 0.5, repeats: true), .timerSchedule(id: 2, interval: .nan, repeats: false),
     ]
 
     static let app: [AppMessage] = [
         .hello(version: 1, pid: 4242), .callbackReturned(seq: 9), .beginBackgroundTask(id: 1, name: "upload"),
         .beginBackgroundTask(id: 2, name: nil), .endBackgroundTask(id: 1), .request(id: 1, request: .backgroundTimeRemaining),
         .viewTree(ViewTree(backgroundColor: .white, views: [view])), .ignoreSnapshotOnNextApplicationLaunch,
+        .invalidateTimer(id: 1),
     ] + requests.enumerated().map { .request(id: UInt64($0.offset + 2), request: .service($0.element)) }
 
     static let events: [ServiceEvent] = [
@@ -62,6 +64,7 @@ enum SeedMessages {
         .urlSessionDidFinishDownloading(session: "s", taskIdentifier: 1, location: "/c/tmp/x"),
         .urlSessionDidComplete(session: "s", taskIdentifier: 1, errorCode: "timedOut", errorReason: "no answer"),
         .urlSessionDidFinishEvents(session: "s"), .urlSessionResumeData(session: "s", taskIdentifier: 1, data: Data([1])),
+        .timerFired(id: 1),
     ]
 
     static let host: [HostMessage] = [

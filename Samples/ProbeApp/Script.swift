@@ -42,6 +42,8 @@ enum Trigger: String, CaseIterable, Sendable {
     case taskCompleted = "task-completed"
     /// A background task's first progress callback.
     case progress
+    /// A host timer (`timer:` action) fired.
+    case timer
 }
 
 /// What the probe's handleEventsForBackgroundURLSession does with its completion (`--events-completion`).
@@ -154,6 +156,16 @@ enum Action: Equatable, Sendable {
     case window(text: String)
     /// `ignoreSnapshotOnNextApplicationLaunch()`.
     case ignoreSnapshot
+    /// Schedule host timer `name` (AppKitLess `HostTimer`) `seconds` from now, repeating
+    /// every `seconds` when `repeats`. `seconds` is taken as written (NaN, infinite,
+    /// negative), so a test can show the host's bounds.
+    case timer(name: String, seconds: Double, repeats: Bool)
+    /// Invalidate host timer `name`.
+    case invalidateTimer(name: String)
+    /// Schedule `count` one-shot host timers `seconds` from now (stopping at the first refusal).
+    case timers(count: Int, seconds: Double)
+    /// Schedule and at once invalidate `count` host timers, one after the other.
+    case timerChurn(count: Int)
 
     // Services: each prints "[ProbeApp] <keyword>: ok" or "... refused: <reason>".
     /// Play `seconds` of a 440 Hz tone at 8000 Hz (one `play` call).
@@ -252,6 +264,8 @@ struct Script: Equatable, Sendable {
 
     /// Most tasks one `hold-tasks` may begin.
     static let maximumTaskCount = 10_000
+    /// Most timers one `timers` or `timer-churn` may schedule.
+    static let maximumTimerCount = 100_000
     /// Most downloads one `downloads` may start.
     static let maximumDownloadCount = 100_000
     /// Most processes or threads one `fork`, `fork-limit` or `threads` may start.
@@ -312,6 +326,8 @@ struct Script: Equatable, Sendable {
                                    "[ProbeApp] downloaded task=N to PATH bytes=B"
           task-completed           "[ProbeApp] task N completed error=CODE|nil"
           progress                 a task's first progress callback: "[ProbeApp] progress task=N bytes=B"
+          timer                    a host timer (timer: action) fired: "[ProbeApp] timer NAME fired N
+                                   state=STATE" (N counts its fires)
         (urlSessionDidFinishEvents prints "[ProbeApp] didFinishEvents SESSION".)
         The probe creates its location manager, push registry, BLE central and
         accessory delegate at start, so every event has a receiver; launch handlers
@@ -319,12 +335,14 @@ struct Script: Equatable, Sendable {
 
         ACTION:
           print:TEXT               print TEXT on its own line
-          hold-task:NAME:SECONDS   begin task NAME, end it after SECONDS (0 = never);
+          hold-task:NAME:SECONDS   begin task NAME, end it after SECONDS (0 = never) on a
+                                   host timer (host clock: virtual time under --clock virtual);
                                    not again if it already ended (e.g. on expiration)
           hold-tasks:N:PREFIX      begin N tasks (1-\(maximumTaskCount)) named PREFIX1 ... PREFIXN
           begin-task:NAME          begin task NAME
           end-task:NAME            end the latest task begun as NAME (again if ended)
-          block:SECONDS            block the main thread for SECONDS (0 = not at all)
+          block:SECONDS            block the main thread for SECONDS (0 = not at all) of real
+                                   time, whatever the host's clock (what a watchdog sees)
           block:forever            block the main thread forever (asleep in pause(),
                                    no CPU); the callback never returns
           allocate:MIB             allocate and touch MIB MiB and keep it ("[ProbeApp] allocated N MiB")
@@ -368,6 +386,18 @@ struct Script: Equatable, Sendable {
           ignore-snapshot          ignoreSnapshotOnNextApplicationLaunch(): the host's
                                    snapshots show the launch image until the app is next
                                    active ("[ProbeApp] ignore-snapshot: ok")
+          timer:NAME:SECONDS[:repeat]  schedule host timer NAME (HostTimer: the host's clock)
+                                   SECONDS from now, every SECONDS with :repeat; SECONDS as
+                                   written (nan, inf, -1 show the host's bounds):
+                                   "[ProbeApp] timer NAME scheduled interval=I[ repeats]" or
+                                   "[ProbeApp] timer NAME: refused: REASON"; each fire runs
+                                   the timer trigger's actions
+          invalidate-timer:NAME    invalidate it: "[ProbeApp] timer NAME invalidated"
+          timers:N:SECONDS         schedule N (1-\(maximumTimerCount)) one-shot host timers SECONDS
+                                   from now, stopping at the first refusal: "[ProbeApp] timers:
+                                   scheduled K of N" (plus ": refused: REASON")
+          timer-churn:N            schedule and invalidate N (1-\(maximumTimerCount)) host timers, one
+                                   after the other: "[ProbeApp] timer-churn: N done"
           exit:CODE                exit at once with status CODE (0-255)
           crash                    crash (fatalError)
           garbage                  write a frame with a non-JSON payload to the socket
@@ -465,9 +495,9 @@ struct Script: Equatable, Sendable {
                                    (default newData); PLAN is one of
                                    newData|noData|failed   at once, with that result
                                    never                   not at all
-                                   after:SECONDS:RESULT    after SECONDS, with RESULT
+                                   after:SECONDS:RESULT    after SECONDS (a host timer), with RESULT
         --bgtask complete|never|after:SECONDS  how a launched BGTask ends: at once
-                                   (default), never, or after SECONDS; always
+                                   (default), never, or after SECONDS (a host timer); always
                                    setTaskCompleted(success: true)
         --bgtask-expire complete|ignore  what its expiration handler does:
                                    setTaskCompleted(success: false) (default), or nothing
@@ -634,6 +664,27 @@ struct Script: Equatable, Sendable {
         case ("time-remaining", nil): return .timeRemaining
         case ("window", let text?): return .window(text: text)
         case ("ignore-snapshot", nil): return .ignoreSnapshot
+        case ("timer", let argument?):
+            var parts = argument.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+            let repeats = parts.count >= 3 && parts.last == "repeat"
+            if repeats { parts.removeLast() }
+            guard parts.count >= 2, let seconds = Double(parts.removeLast()), !parts.joined(separator: ":").isEmpty else {
+                throw ScriptError("timer needs NAME:SECONDS[:repeat], got \"\(text)\"")
+            }
+            return .timer(name: parts.joined(separator: ":"), seconds: seconds, repeats: repeats)
+        case ("invalidate-timer", let name?) where !name.isEmpty:
+            return .invalidateTimer(name: name)
+        case ("timers", let argument?):
+            guard let colon = argument.firstIndex(of: ":"),
+                  let count = Int(argument[..<colon]), (1...maximumTimerCount).contains(count) else {
+                throw ScriptError("timers needs N:SECONDS with N 1-\(maximumTimerCount), got \"\(text)\"")
+            }
+            return .timers(count: count, seconds: try seconds(String(argument[argument.index(after: colon)...]), in: text))
+        case ("timer-churn", let value?):
+            guard let count = Int(value), (1...maximumTimerCount).contains(count) else {
+                throw ScriptError("timer-churn needs N (1-\(maximumTimerCount)), got \"\(text)\"")
+            }
+            return .timerChurn(count: count)
         case ("audio-play", let value?):
             guard let seconds = Double(value), seconds.isFinite, (0...maximumToneSeconds).contains(seconds) else {
                 throw ScriptError("audio-play needs SECONDS 0-\(Int(maximumToneSeconds)), got \"\(text)\"")

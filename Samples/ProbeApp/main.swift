@@ -170,6 +170,9 @@ final class ProbeDelegate: ApplicationDelegate {
     private var progressed: Set<String> = []
     /// Documents/downloads exists (made by the first finished download).
     private var downloadsDirectoryMade = false
+    /// Host timers scheduled by `timer:`, by name (latest), and how often each fired.
+    private var hostTimers: [String: HostTimer] = [:]
+    private var timerFires: [String: Int] = [:]
 
     init(script: Script) {
         self.script = script
@@ -308,10 +311,22 @@ final class ProbeDelegate: ApplicationDelegate {
         case .never:
             break
         case .after(let seconds, let result):
-            DispatchQueue.main.asyncAfter(deadline: .now() + seconds) {
+            // On the host's clock, so a scenario on the virtual clock completes it at
+            // its virtual time.
+            later(seconds, "\(label) completion") {
                 say("[ProbeApp] \(label) completed \(result.rawValue)")
                 completion(result)
             }
+        }
+    }
+
+    /// Runs `body` on the main queue `seconds` from now on the host's clock (a one-shot
+    /// ``HostTimer``); says so on stderr if the host refuses the timer.
+    private func later(_ seconds: Double, _ what: String, _ body: @escaping @MainActor @Sendable () -> Void) {
+        do {
+            try HostTimer.scheduledTimer(withTimeInterval: seconds, repeats: false) { _ in body() }
+        } catch {
+            complain("\(what) after \(seconds)s: no host timer: \(error)")
         }
     }
 
@@ -336,9 +351,7 @@ final class ProbeDelegate: ApplicationDelegate {
         case .never:
             break
         case .after(let seconds):
-            DispatchQueue.main.asyncAfter(deadline: .now() + seconds) { [self] in
-                MainActor.assumeIsolated { complete(ref, success: true) }
-            }
+            later(seconds, "bgtask completion") { [unowned self] in complete(ref, success: true) }
         }
     }
 
@@ -369,15 +382,13 @@ final class ProbeDelegate: ApplicationDelegate {
         case .holdTask(let name, let seconds):
             let id = begin(name, application)
             if seconds > 0 {
-                DispatchQueue.main.asyncAfter(deadline: .now() + seconds) { [self] in
-                    MainActor.assumeIsolated {
-                        // Its expiration handler may have ended it already; a
-                        // well-behaved app does not end a task twice.
-                        if open.contains(id) {
-                            end(name, id, application)
-                        } else {
-                            say("[ProbeApp] task \(name) id=\(id) already ended; not ending it again")
-                        }
+                later(seconds, "hold-task \(name)") { [unowned self] in
+                    // Its expiration handler may have ended it already; a
+                    // well-behaved app does not end a task twice.
+                    if open.contains(id) {
+                        end(name, id, application)
+                    } else {
+                        say("[ProbeApp] task \(name) id=\(id) already ended; not ending it again")
                     }
                 }
             }
@@ -394,6 +405,8 @@ final class ProbeDelegate: ApplicationDelegate {
             }
             end(name, id, application)
         case .block(let seconds):
+            // Real time on purpose, whatever the host's clock: this is the app misbehaving
+            // (a main thread held in one turn), which the host's watchdogs must see.
             say("[ProbeApp] blocking the main thread for \(seconds)s")
             Thread.sleep(forTimeInterval: seconds)
             say("[ProbeApp] unblocked")
@@ -494,6 +507,50 @@ final class ProbeDelegate: ApplicationDelegate {
         case .ignoreSnapshot:
             application.ignoreSnapshotOnNextApplicationLaunch()
             say("[ProbeApp] ignore-snapshot: ok")
+        case .timer(let name, let seconds, let repeats):
+            do {
+                let timer = try HostTimer.scheduledTimer(withTimeInterval: seconds, repeats: repeats) { [unowned self] _ in
+                    let count = (timerFires[name] ?? 0) + 1
+                    timerFires[name] = count
+                    say("[ProbeApp] timer \(name) fired \(count) state=\(Application.shared.applicationState)")
+                    fire(.timer, application: .shared)
+                }
+                hostTimers[name] = timer
+                say("[ProbeApp] timer \(name) scheduled interval=\(timer.timeInterval)\(repeats ? " repeats" : "")")
+            } catch {
+                say(outcome("timer \(name)", error))
+            }
+        case .invalidateTimer(let name):
+            guard let timer = hostTimers[name] else {
+                complain("invalidate-timer: no timer named \(name) was scheduled")
+                return
+            }
+            timer.invalidate()
+            say("[ProbeApp] timer \(name) invalidated")
+        case .timers(let count, let seconds):
+            var scheduled = 0
+            var refusal: ServiceError?
+            for _ in 0..<count {
+                do {
+                    try HostTimer.scheduledTimer(withTimeInterval: seconds, repeats: false) { _ in }
+                    scheduled += 1
+                } catch {
+                    refusal = error
+                    break
+                }
+            }
+            let why = refusal.map { ": \($0.kind == .refused ? "refused: \($0.reason)" : "failed: \($0)")" } ?? ""
+            say("[ProbeApp] timers: scheduled \(scheduled) of \(count)\(why)")
+        case .timerChurn(let count):
+            for index in 0..<count {
+                do {
+                    try HostTimer.scheduledTimer(withTimeInterval: 60, repeats: false) { _ in }.invalidate()
+                } catch {
+                    say("[ProbeApp] timer-churn: stopped at \(index) of \(count): \(error)")
+                    return
+                }
+            }
+            say("[ProbeApp] timer-churn: \(count) done")
         case .audioPlay(let seconds):
             let samples = tone(seconds: seconds, rate: 8000)
             report("audio-play") { () throws(ServiceError) in try AudioSession.shared.play(samples: samples, sampleRate: 8000) }

@@ -1,9 +1,10 @@
 /// Direct encodings of the frames every round trip sends — a lifecycle callback to the
 /// app, and its `callbackReturned`; and the answer to each background transfer's
 /// `resume()` (`transferTaskCreated`) — of the launch's frames (`hello`, `welcome`,
-/// `didFinishLaunching`), and of a background download's (the `resume()` request of a
+/// `didFinishLaunching`), of a background download's (the `resume()` request of a
 /// download without headers, its `didFinishDownloadingTo` and successful
-/// `didCompleteWithError` callbacks), byte for byte what the generic JSON coder writes, and an
+/// `didCompleteWithError` callbacks), and of a host timer's fire (`timerFired`), byte
+/// for byte what the generic JSON coder writes, and an
 /// exact-shape reader for them that leaves anything else to the generic decoder.
 /// The generic coder (a new encoder or decoder per frame, reflection through Codable)
 /// was a tenth of the host's CPU in a turn of `apphost-bench virtual`; in a new app
@@ -172,8 +173,9 @@ private enum FastCallback {
     }
 }
 
-/// The transfer callbacks every background download ends with (a success), as the
-/// generic coder writes them.
+/// The transfer callbacks every background download ends with (a success), and a host
+/// timer's fire (a repeating timer sends one every interval), as the generic coder
+/// writes them.
 private enum FastTransfer {
     static func encode(_ event: ServiceEvent, seq: UInt64, state: AppState) -> [UInt8]? {
         var payload = Array(#"{"callback":{"callback":{"service":{"_0":{"#.utf8)
@@ -194,6 +196,10 @@ private enum FastTransfer {
             payload += session.utf8
             payload += #"","taskIdentifier":"#.utf8
             payload += String(task).utf8
+        case .timerFired(let id):
+            // ..."timerFired":{"id":I}}}}},"seq":N,"state":"ST"}}
+            payload += #""timerFired":{"id":"#.utf8
+            payload += String(id).utf8
         default:
             return nil
         }
@@ -299,6 +305,9 @@ struct FastReader {
         } else if literal(#"urlSessionDidComplete":{"session":"#) {
             guard let session = plainString(), literal(#","taskIdentifier":"#), let task = int() else { return nil }
             event = .urlSessionDidComplete(session: session, taskIdentifier: task, errorCode: nil, errorReason: nil)
+        } else if literal(#"timerFired":{"id":"#) {
+            guard let id = int() else { return nil }
+            event = .timerFired(id: id)
         } else {
             return nil
         }

@@ -146,6 +146,11 @@ public enum AppMessage: Codable, Sendable, Equatable {
     /// `ignoreSnapshotOnNextApplicationLaunch()`: until the app is next active, its
     /// snapshots are not of its window; the switcher shows the launch image instead.
     case ignoreSnapshotOnNextApplicationLaunch
+    /// `HostTimer.invalidate()`: the host forgets timer `id` (scheduled with
+    /// ``ServiceRequest/timerSchedule(id:interval:repeats:)``) and fires it no more. Not
+    /// answered, so it does not wait for the host; an id the host does not know (never
+    /// scheduled, a one-shot that fired) is ignored.
+    case invalidateTimer(id: Int)
 }
 
 /// Host → app.

@@ -100,6 +100,17 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
     /// The completion handler of `handleEventsForBackgroundURLSession` was called.
     case urlSessionEventsCompleted(session: String)
 
+    // MARK: host-clock timers (AppKitLess HostTimer)
+    /// `HostTimer.scheduledTimer(withTimeInterval:repeats:block:)`: fire timer `id` (chosen
+    /// by the app, unique among its live timers) `interval` seconds from now on the
+    /// host's clock, and every `interval` after that when `repeats` (see
+    /// ``HostTimerInterval`` for what the interval becomes). The host answers `.ok`, or
+    /// `.refused` for an interval that is not a number (NaN, infinite), for a timer
+    /// beyond the live timers it keeps per app (256 unless configured), or for an `id`
+    /// already live. It fires the timer as ``ServiceEvent/timerFired(id:)``;
+    /// `invalidate()` is ``AppMessage/invalidateTimer(id:)``.
+    case timerSchedule(id: Int, interval: Double, repeats: Bool)
+
     /// The iOS API's name, for events and errors.
     public var apiName: String {
         switch self {
@@ -136,6 +147,7 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
         case .urlSessionResumeTask: "URLSession.downloadTask(withResumeData:)"
         case .urlSessionTasks: "URLSession.getAllTasks"
         case .urlSessionEventsCompleted: "handleEventsForBackgroundURLSession completion"
+        case .timerSchedule: "HostTimer.scheduledTimer"
         }
     }
 }
@@ -372,6 +384,10 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
     /// opaque to the app), or nil when the download cannot be resumed (no validator
     /// from the server, nothing received yet).
     case urlSessionResumeData(session: String, taskIdentifier: Int, data: Data?)
+    /// Host-clock timer `id` (``ServiceRequest/timerSchedule(id:interval:repeats:)``) fell
+    /// due: run its block. Sent only while the app runs code; one that falls due while the
+    /// app is suspended is sent once when it runs again.
+    case timerFired(id: Int)
 
     /// The delegate method's name, for events and logs.
     public var name: String {
@@ -397,6 +413,7 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
         case .urlSessionDidComplete(_, let task, let code, _): "didCompleteWithError(task \(task), \(code ?? "nil"))"
         case .urlSessionDidFinishEvents(let session): "urlSessionDidFinishEvents(\(session))"
         case .urlSessionResumeData(_, let task, let data): "cancel(byProducingResumeData:) completion(task \(task), \(data == nil ? "nil" : "data"))"
+        case .timerFired(let id): "HostTimer(\(id)) fired"
         }
     }
 }

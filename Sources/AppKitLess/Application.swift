@@ -8,11 +8,12 @@ import Synchronization
 /// ``ApplicationMain(delegate:)``.
 ///
 /// The main run loop is the main dispatch queue (driven on the main thread by
-/// `RunLoop.main`). To run work later on it, use
+/// `RunLoop.main`). To run work later on it, use a ``HostTimer``, which follows the
+/// host's clock (virtual in policy tests: it fires when the clock is advanced past it);
 /// `DispatchQueue.main.asyncAfter(deadline:execute:)`, a `Timer` scheduled on
-/// `RunLoop.main`, or a `Task { @MainActor in ... }`; all run on the main thread
-/// between delegate callbacks. While the app is suspended (SIGSTOP) nothing runs;
-/// deadlines that passed meanwhile fire on resume.
+/// `RunLoop.main` and `Task.sleep` keep real time whatever the host's clock. All run on
+/// the main thread between delegate callbacks. While the app is suspended (SIGSTOP)
+/// nothing runs; deadlines that passed meanwhile fire on resume.
 ///
 /// The run loop stamps each of its turns on a page the host reads (no message is
 /// exchanged): a main thread kept in one turn (blocked or busy in a delegate

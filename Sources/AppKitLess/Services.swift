@@ -97,16 +97,23 @@ struct WeakList<Object: AnyObject> {
 @MainActor
 final class ServiceRouter {
     /// The process's router.
-    static let shared = ServiceRouter(taskScheduler: .shared)
+    static let shared = ServiceRouter(taskScheduler: .shared, timers: .shared)
 
     /// The application whose connection carries the requests; set by its init.
     weak var application: Application? {
-        didSet { taskScheduler.bind(application) }
+        didSet {
+            taskScheduler.bind(application)
+            timers.bind(application)
+        }
     }
 
     /// The BGTaskScheduler whose tasks this router runs (``BGTaskScheduler/shared``
     /// for the process's router); bound to ``application`` with it.
     nonisolated let taskScheduler: BGTaskScheduler
+
+    /// The host timers whose fires this router runs (``HostTimerScheduler/shared`` for
+    /// the process's router); bound to ``application`` with it.
+    nonisolated let timers: HostTimerScheduler
 
     /// Completion handlers handed out by the callback now running, told once it has
     /// been acknowledged (so their answers never overtake the acknowledgement).
@@ -129,9 +136,10 @@ final class ServiceRouter {
         weak var session: BackgroundURLSession?
     }
 
-    /// A router running `taskScheduler`'s tasks (a new scheduler unless given).
-    init(taskScheduler: BGTaskScheduler = BGTaskScheduler()) {
+    /// A router running `taskScheduler`'s tasks and `timers`' fires (new ones unless given).
+    init(taskScheduler: BGTaskScheduler = BGTaskScheduler(), timers: HostTimerScheduler = HostTimerScheduler()) {
         self.taskScheduler = taskScheduler
+        self.timers = timers
     }
 
     // MARK: Registration
@@ -341,6 +349,10 @@ final class ServiceRouter {
                 heldURLSessionEvents[identifier, default: []].append(event)
                 log("\(event.name): no BackgroundURLSession with identifier \(identifier) exists yet; the event is held until the app makes it")
             }
+            receiver = nil
+        case .timerFired(let id):
+            // A timer invalidated meanwhile is not there: its fire is dropped, as expected.
+            timers.fire(id)
             receiver = nil
         }
         if let receiver {

@@ -22,6 +22,11 @@ public struct AppBounds: Sendable, Equatable {
     /// The longest background-task name kept, in characters: a longer one is cut there
     /// (iOS keeps any name, for debugging only).
     public var taskNameLength: Int = 256
+    /// Host-clock timers (AppKitLess `HostTimer`) one app process may have live at once:
+    /// one more is refused, with a reason the app's `scheduledTimer` throws (the app
+    /// goes on; Foundation names no limit, and an app with hundreds of timers has lost
+    /// count of them). Each is a deadline the host keeps and orders.
+    public var liveTimers: Int = 256
 
     public init() {}
 

@@ -11,6 +11,9 @@ enum TimerID: Hashable, Sendable {
     case transferRound(session: String)
     /// The transfer daemon's restart after its backoff (host-wide).
     case transferRestart
+    /// The app's host-clock timer `id` (AppKitLess `HostTimer`; see ``AppTimers``), keyed
+    /// by the app's process instance: it dies with the process.
+    case appTimer(Int)
 }
 
 /// One deadline: whose (app and process instance; "" and 0 for host-wide and plugin
@@ -41,7 +44,11 @@ struct DeadlineScheduler {
     /// The date host time zero stands for (virtual dates start at the host's start).
     let startDate: Date
     private var virtualNow: Duration = .zero
-    private var deadlines: [DeadlineKey: Duration] = [:]
+    /// When each deadline falls due, and the order it was started in (ties among one
+    /// app's deadlines go to the one started first, so the same inputs fire them in the
+    /// same order on every run: a dictionary's order is not stable across processes).
+    private var deadlines: [DeadlineKey: (due: Duration, order: UInt64)] = [:]
+    private var started: UInt64 = 0
     /// The deadline the real-clock timer is armed for.
     private(set) var armedFor: Duration?
     /// How late real-clock deadlines fired (for the precision benchmark).
@@ -80,27 +87,47 @@ struct DeadlineScheduler {
     /// How many deadlines are pending.
     var count: Int { deadlines.count }
 
+    /// How many pending deadlines `predicate` selects.
+    func count(where predicate: (DeadlineKey) -> Bool) -> Int {
+        deadlines.keys.count(where: predicate)
+    }
+
     /// Starts (or moves) `key` to fall due `after` from now.
     mutating func start(_ key: DeadlineKey, after: Duration) -> TimerChange? {
-        deadlines[key] = now() + after
+        start(key, at: now() + after)
+    }
+
+    /// Starts (or moves) `key` to fall due at host time `due` (now, if that has passed):
+    /// for a deadline reckoned from an earlier one (a repeating timer's next fire is its
+    /// last due time plus its interval, however late that fired).
+    mutating func start(_ key: DeadlineKey, at due: Duration) -> TimerChange? {
+        started += 1
+        deadlines[key] = (due, started)
         return rearm()
     }
 
+    /// When `key` falls due, if it is pending.
+    func due(_ key: DeadlineKey) -> Duration? { deadlines[key]?.due }
+
     /// Cancels `key` (nothing when it is not pending).
     mutating func cancel(_ key: DeadlineKey) -> TimerChange? {
-        guard let due = deadlines.removeValue(forKey: key) else { return nil }
+        guard let entry = deadlines.removeValue(forKey: key) else { return nil }
         // The timer must not wake for a deadline that no longer exists (an idle host
         // with suspended apps would wake for every cancelled one).
-        return due == armedFor ? rearm() : nil
+        return entry.due == armedFor ? rearm() : nil
     }
 
-    /// The earliest deadline and when it falls due; ties go to the app that sorts first.
+    /// The earliest deadline and when it falls due; ties go to the app that sorts first,
+    /// then to the deadline started first.
     func earliest() -> (key: DeadlineKey, due: Duration)? {
-        var best: (key: DeadlineKey, due: Duration)?
-        for (k, v) in deadlines where best == nil || v < best!.due || (v == best!.due && k.app < best!.key.app) {
-            best = (k, v)
+        var best: (key: DeadlineKey, due: Duration, order: UInt64)?
+        for (k, v) in deadlines {
+            if let b = best {
+                guard v.due < b.due || (v.due == b.due && (k.app < b.key.app || (k.app == b.key.app && v.order < b.order))) else { continue }
+            }
+            best = (k, v.due, v.order)
         }
-        return best
+        return best.map { ($0.key, $0.due) }
     }
 
     /// Removes and returns the earliest deadline if it falls due by `t`, with when.
@@ -135,7 +162,7 @@ struct DeadlineScheduler {
     /// it is armed for that already (or the clock is virtual: nothing sleeps there).
     mutating func rearm() -> TimerChange? {
         guard mode == .real else { return nil }
-        let earliest = deadlines.values.min()
+        let earliest = deadlines.values.lazy.map(\.due).min()
         guard earliest != armedFor else { return nil }
         armedFor = earliest
         guard let earliest else { return .disarm }

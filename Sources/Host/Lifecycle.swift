@@ -247,6 +247,9 @@ public struct Lifecycle: Sendable, Equatable {
         case (_, .deliver):
             fx += deliver(event)
 
+        case (_, .fireTimer(let id)):
+            fx += fireTimer(id)
+
         case (.notRunning, .modeViolation):
             break
         case (_, .modeViolation(let record)) where terminating == nil || !killSent:
@@ -256,6 +259,11 @@ public struct Lifecycle: Sendable, Equatable {
             fx.append(kill(record.reason))
         case (_, .modeViolation):
             break
+
+        case (_, .callbackReturned(.service(.timerFired))):
+            // A timer's block is not a wake-up's handler: the wake budget is not moved for it.
+            if callbacksInFlight == 0 { fx.append(.cancelTimer(.wake)) }
+            if state == .background { fx += suspendIfIdle() }
 
         case (_, .callbackReturned(.service)):
             if callbacksInFlight == 0 {
@@ -492,6 +500,20 @@ public struct Lifecycle: Sendable, Equatable {
         }
     }
 
+    /// Fires host-clock timer `id` at an app that runs code (the supervisor asks only
+    /// then); queued like a service event while it is launching.
+    private mutating func fireTimer(_ id: Int) -> [Effect] {
+        let event = ServiceEvent.timerFired(id: id)
+        guard terminating == nil, isRunningCode else {
+            return [.log("\(event.name) not delivered: the app runs no code (\(terminating != nil ? "terminating" : state.rawValue))")]
+        }
+        guard connected, launched else {
+            queued.append(event)
+            return []
+        }
+        return [.send(.service(event), state: state)]
+    }
+
     /// Sends the service events that waited for the launch to finish.
     private mutating func flushQueued() -> [Effect] {
         defer { queued.removeAll() }
@@ -500,7 +522,10 @@ public struct Lifecycle: Sendable, Equatable {
         for event in queued {
             fx.append(.send(.service(event), state: target))
         }
-        if !queued.isEmpty && target == .background { fx.append(.startTimer(.wake, after: profile.duration(.wake))) }
+        // Timers' fires are no wake-up's handlers: only other events start the wake budget.
+        if target == .background, queued.contains(where: { if case .timerFired = $0 { false } else { true } }) {
+            fx.append(.startTimer(.wake, after: profile.duration(.wake)))
+        }
         return fx
     }
 

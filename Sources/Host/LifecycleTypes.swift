@@ -58,6 +58,12 @@ extension Lifecycle {
         /// it launch a terminated one into the background; otherwise it reaches only
         /// an app that is running code.
         case deliver(ServiceEvent, wake: Bool, launch: LaunchReason?)
+        /// The app's host-clock timer `id` fires (``AppTimers``): its block runs as a
+        /// ``ServiceEvent/timerFired(id:)`` callback. Only while the app runs code (the
+        /// supervisor keeps a fire owed otherwise); queued while it is launching. Not a
+        /// wake-up: no wake budget times it (a timer in the background runs while the app
+        /// holds a task or an activity, on their budgets).
+        case fireTimer(id: Int)
         /// A plugin's rule was broken: kill with this report.
         case modeViolation(TerminationRecord)
         /// The hang-check deadline (``Timer/hangCheck``) ran out, and this is what the

@@ -105,6 +105,8 @@ extension Supervisor {
         var hangWatch = HangWatch()
         /// Virtual clock: a hang check waits to see whether a busy turn ends.
         var hangRecheckPending = false
+        /// The process's host-clock timers (AppKitLess `HostTimer`).
+        var timers = AppTimers()
     }
 }
 

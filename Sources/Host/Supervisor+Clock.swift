@@ -71,6 +71,9 @@ extension Supervisor {
             transferRoundTimedOut(app: key.app, session: session)
         case .transferRestart:
             transferRestartDue()
+        case .appTimer(let timer):
+            guard runtimes[key.app]?.instance == key.instance else { return }
+            appTimerFellDue(key.app, timer: timer)
         }
     }
 

@@ -168,7 +168,8 @@ extension Supervisor {
         var machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
                                 grace: configuration.terminationGracePeriod)
         machine.maximumHeldTasks = configuration.bounds.heldTasks
-        runtimes[id] = Runtime(machine: machine, instance: nextInstance, since: now())
+        runtimes[id] = Runtime(machine: machine, instance: nextInstance, since: now(),
+                               timers: AppTimers(maximum: configuration.bounds.liveTimers))
     }
 
     /// How the plugins see an installed app.

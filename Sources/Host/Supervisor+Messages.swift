@@ -35,6 +35,13 @@ extension Supervisor {
                 return
             }
             settling.returned(.init(app: id, instance: instance, seq: seq))
+            if case .service(.timerFired(let timer)) = callback {
+                // A timer's fire leaves no line (a repeating one would flood the log) and
+                // concerns no plugin, transfer or snapshot.
+                feed(id, .callbackReturned(callback))
+                appTimerReturned(id, timer: timer)
+                return
+            }
             if case .service(.urlSessionProgress) = callback {
                 // Progress leaves no line: a large download has thousands.
             } else {
@@ -62,6 +69,10 @@ extension Supervisor {
             feed(id, .taskEnded(id: taskID))
         case .request(let requestID, .backgroundTimeRemaining):
             send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: runtimes[id]?.machine.timeRemaining(at: hostNow()) ?? 0)))
+        case .request(let requestID, .service(.timerSchedule(let timer, let seconds, let repeats))):
+            send(id, .reply(id: requestID, reply: .service(scheduleAppTimer(id, timer: timer, seconds: seconds, repeats: repeats))))
+        case .invalidateTimer(let timer):
+            invalidateAppTimer(id, timer: timer)
         case .request(let requestID, .service(let request)):
             if transferRequest(request, id: requestID, from: id) { return }
             let (reply, effects) = modes.request(request, from: id, at: hostNow())

@@ -331,6 +331,9 @@ public actor Supervisor {
                 pendingModeEffects.removeAll()
                 performMode(effects)
             }
+            // Timers that fell due while the app ran no code fire once it runs again, after
+            // the callbacks of the step that resumed it.
+            if feedDepth == 0, runtimes[id]?.timers.owedCount ?? 0 > 0 { resumeAppTimers(id) }
             events.endBatch()
         }
         // In place: a copy of the runtime would make the machine's tables copy themselves.
@@ -452,6 +455,7 @@ public actor Supervisor {
             }
             if to == .notRunning, machine?.lastTermination == .user { switcherRemoved(id, uninstalled: false) }
             if to == .notRunning {
+                appTimersEnded(id)
                 transfersAppExited(id, byUser: machine?.lastTermination == .user)
                 pendingModeEffects += modes.appExited(id, byUser: machine?.lastTermination == .user, at: hostNow())
             } else {

@@ -27,6 +27,25 @@ struct DeadlineSchedulerTests {
         #expect(s.count == 0)
     }
 
+    /// One app's deadlines due at the same time fire in the order they were started,
+    /// whatever order the table keeps them in: a run gives the same order every time.
+    @Test func oneAppsTiesGoToTheDeadlineStartedFirst() {
+        for _ in 0..<20 {
+            var s = DeadlineScheduler(mode: .virtual)
+            let order: [Lifecycle.Timer] = [.wake, .grace, .hangCheck, .launch, .backgroundCallback, .expirationWarning, .backgroundBudget]
+            for timer in order { _ = s.start(key("a", timer), at: .seconds(10)) }
+            var fired: [TimerID] = []
+            while let (k, _) = s.popDue(by: .seconds(10)) { fired.append(k.timer) }
+            #expect(fired == order.map { .lifecycle($0) })
+        }
+        var s = DeadlineScheduler(mode: .virtual)
+        _ = s.start(key("a"), at: .seconds(4))
+        s.advance(to: .seconds(5))
+        #expect(s.popDue(by: s.now())?.due == .seconds(4), "a time already past falls due at once")
+        _ = s.start(key("b"), at: .seconds(9))
+        #expect(s.due(key("b")) == .seconds(9))
+    }
+
     @Test func startingAgainMovesTheDeadlineAndCancellingRemovesIt() {
         var s = DeadlineScheduler(mode: .virtual)
         _ = s.start(key("a"), after: .seconds(5))
