@@ -163,7 +163,10 @@ let package = Package(
         .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
                                                   // PrivacyStoreTests write rows as another host left them.
                                                   .product(name: "GRDB", package: "GRDB.swift")]),
-        .testTarget(name: "ScenariosTests", dependencies: ["Scenarios", "Host", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "ScenariosTests", dependencies: [
+            "Scenarios", "Host", "AppHostProtocol", "AppHostSystem", "Snapshots", "TestSupport",
+            .product(name: "SystemPackage", package: "swift-system"),
+        ]),
         .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol", "TestSupport"]),
         // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO: the demo's download and the
         // transfer tests' server (resources with Range/If-Range, faults, a request log).

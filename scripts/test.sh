@@ -6,3 +6,6 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 swift build --build-tests 2>&1 | { grep -vE '^\[[0-9]+/[0-9]+\]' || true; }
 swift test --skip-build --disable-xctest "$@"
+# The shipped policy suite (scenarios/ios: one scenario per iOS rule AppHost enforces),
+# each on a private host with a virtual clock; a failure fails the run.
+.build/debug/apphost test scenarios/ --jobs 2 --junit .build/scenarios-junit.xml

@@ -172,6 +172,6 @@ extension ScenarioResult {
             markers.append(TimelineMarker(time: time, label: "step \(f.step + 1) (line \(f.line)): expected \(f.expected), seen \(f.seen)",
                                           isFailure: true))
         }
-        return TimelineInput(title: name, events: events, lanes: lanes, markers: markers)
+        return TimelineInput(title: name, events: events, lanes: lanes, markers: markers, reports: reports)
     }
 }

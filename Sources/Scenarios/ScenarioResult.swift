@@ -61,6 +61,8 @@ public struct ScenarioResult: Sendable, Codable, Equatable {
     public var apps: [AppAlias]
     /// The private host's whole event log.
     public var events: [HostEvent]
+    /// The termination reports it wrote (their codes are drawn on the timeline's kills).
+    public var reports: [TerminationReport] = []
 
     public struct AppAlias: Sendable, Codable, Equatable {
         public var alias: String

@@ -79,6 +79,7 @@ public struct ScenarioRunner: Sendable {
         await loop.value
         for task in run.pending { _ = await task.value }
         result.events = Array(await supervisor.subscribe(bundleIdentifier: nil).past)
+        result.reports = (try? await supervisor.reports(nil)) ?? []
         try? await group.shutdownGracefully()
         if keepStateDirectories {
             if result.status == .passed { result.error = "state directory kept: \(dir)" } else {

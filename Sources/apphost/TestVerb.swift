@@ -172,6 +172,15 @@ extension AppHostCommand {
                     status = 2
                 }
             }
+            if let html {
+                do {
+                    try HTMLReport.write(results, to: html)
+                    if !json { print("HTML report: \(html)/index.html") }
+                } catch {
+                    FileHandle.standardError.write(Data("apphost: cannot write the HTML report in \(html): \(error)\n".utf8))
+                    status = 2
+                }
+            }
             if status != 0 { throw ExitCode(status) }
         }
     }
