@@ -65,6 +65,12 @@ extension Supervisor {
         /// What its connection's handler knows of the callbacks sent (see ``CallbacksSent``).
         var callbacksSent: CallbacksSent?
         var pid: Int32?
+        /// The kernel confirmed its stop, and no continue since.
+        var stopConfirmed = false
+        /// Virtual clock: frames for the app made after a SIGCONT to its confirmed-stopped
+        /// process, held until the kernel confirms the continue, so the log reads
+        /// "SIGCONT confirmed" before whatever the app answers (see `sendFrames`).
+        var heldForContinue: [UInt8]?
         var seq: UInt64 = 0
         var pending: [UInt64: LifecycleCallback] = [:]
         var since: Date

@@ -250,7 +250,12 @@ extension Supervisor {
             let view = SettleTracker.AppView(
                 instance: rt.instance,
                 awaitsKernel: rt.machine.stopPending || rt.lockCheck != nil || rt.pendingExit != nil
-                    || (rt.machine.killSent && rt.machine.isRunning && rt.child != nil),
+                    || (rt.machine.killSent && rt.machine.isRunning && rt.child != nil)
+                    // A continue to be confirmed (frames wait for it), and an app that
+                    // answered willTerminate and is on its way out: its own exit, not the
+                    // grace timer the next deadline may be, ends it.
+                    || rt.heldForContinue != nil
+                    || (rt.machine.terminating != nil && rt.pending.isEmpty && rt.child != nil && rt.machine.isRunning),
                 launching: rt.machine.isRunning && !rt.machine.launched && rt.machine.terminating == nil)
             if view.awaitsKernel || view.launching {
                 views.append(view)

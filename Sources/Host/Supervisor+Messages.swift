@@ -10,6 +10,11 @@ extension Supervisor {
         // would make the table copy itself on every callback's return.
         guard let instance = runtimes[id]?.instance, let machine = runtimes[id].map({ (connected: $0.machine.connected, state: $0.machine.state) }) else { return }
         let pid = runtimes[id]?.pid
+        // The host has sent this process SIGKILL: what it says after that (already in the
+        // socket, or written before the signal landed) no longer counts, as nothing of a
+        // killed app does on iOS. Without this, whether a callback the app returned while
+        // the kill was on its way shows in the log depended on the race.
+        if runtimes[id]?.machine.killSent == true { return }
         switch message {
         case .hello(let version, _):
             guard version == IPCProtocol.version else {
@@ -35,6 +40,8 @@ extension Supervisor {
                 return
             }
             settling.returned(.init(app: id, instance: instance, seq: seq))
+            // willTerminate returned: the settle rules wait for the exit it brings.
+            if runtimes[id]?.machine.terminating != nil { settleCandidates.insert(id) }
             if case .service(.timerFired(let timer)) = callback {
                 // A timer's fire leaves no line (a repeating one would flood the log) and
                 // concerns no plugin, transfer or snapshot.

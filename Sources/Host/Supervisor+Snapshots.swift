@@ -93,8 +93,19 @@ extension Supervisor {
 
     /// Performs what the keeper asked for.
     private func performSnapshots(_ effects: [SnapshotKeeper.Effect]) {
+        // Virtual clock: drawn here, on the supervisor, once these effects are done, so
+        // the snapshot's line lands in the log at the same place every run (off the
+        // supervisor it landed wherever the render happened to end).
+        var drawnHere: [SnapshotKeeper.Job] = []
+        defer {
+            for job in drawnHere {
+                renderFinished(job, Self.renderAndWrite(job, screen: configuration.screen, directory: snapshotsDirectory + "/" + job.app))
+            }
+        }
         for effect in effects {
             switch effect {
+            case .render(let job) where configuration.clock == .virtual:
+                drawnHere.append(job)
             case .render(let job):
                 startRender(job)
             case .deleteAll(let id):

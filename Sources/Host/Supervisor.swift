@@ -212,6 +212,7 @@ public actor Supervisor {
             }
             switch event {
             case .stopped:
+                runtimes[id]?.stopConfirmed = true
                 // Stopped, so alive: no OOM kill counted so far was of the app itself.
                 if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
                 feedObserved(id, .stopConfirmed, at: observed)
@@ -220,7 +221,14 @@ public actor Supervisor {
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
                               fields: .init(signal: "SIGCONT", confirmed: true), time: scheduler.date(observed: observed))
                 feedObserved(id, .continueConfirmed, at: observed)
+                runtimes[id]?.stopConfirmed = false
+                if let held = runtimes[id]?.heldForContinue {
+                    runtimes[id]?.heldForContinue = nil
+                    if !held.isEmpty { sendFrames(id, held) }
+                    checkSettled()
+                }
             case .exited(let status):
+                runtimes[id]?.heldForContinue = nil
                 // The app is gone: so is anything left in its cgroup (a child holding its end
                 // of the IPC socket would keep the connection open, too). Apps make no process
                 // (seccomp), so there is none: this is defense in depth, harmless when empty.
@@ -424,6 +432,12 @@ public actor Supervisor {
             settleCandidates.insert(id)
             guard let child = runtimes[id]?.child else { return }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
+            // On the virtual clock, what follows a continue waits for the kernel's word that
+            // the app runs again (a stopped process reports it; one not yet stopped may not).
+            if sig == .cont, configuration.clock == .virtual, runtimes[id]?.stopConfirmed == true,
+               runtimes[id]?.heldForContinue == nil {
+                runtimes[id]?.heldForContinue = []
+            }
             guard let (sent, others) = runtimes[id]?.signal(sig) else { return }
             if let error = sent {
                 // ESRCH: already gone; its exit is on its way.
@@ -572,8 +586,13 @@ public actor Supervisor {
         }
     }
 
-    /// Writes whole frames to an app's socket (see ``SocketWriter``).
+    /// Writes whole frames to an app's socket (see ``SocketWriter``); held while a
+    /// virtual-clock continue awaits the kernel's confirmation.
     func sendFrames(_ id: String, _ bytes: [UInt8]) {
+        if runtimes[id]?.heldForContinue != nil {
+            runtimes[id]?.heldForContinue?.append(contentsOf: bytes)
+            return
+        }
         guard let channel = runtimes[id]?.channel else {
             logger.warning("no connection to \(id); dropped \(bytes.count) bytes of frames")
             return

@@ -198,6 +198,8 @@ struct ScenarioRun {
             return
         }
         _ = try? await supervisor.advanceClock(by: .zero)
+        // Snapshots the action caused are drawn (and logged) within the step.
+        await supervisor.waitForSnapshots()
     }
 
     mutating func perform(_ step: Scenario.Step) async throws {
@@ -242,6 +244,7 @@ struct ScenarioRun {
             refusal = nil
             do throws(ControlError) {
                 _ = try await supervisor.advanceClock(by: d)
+                await supervisor.waitForSnapshots()
             } catch {
                 refusal = error.message
             }
