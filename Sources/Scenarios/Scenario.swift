@@ -72,6 +72,10 @@ public struct Scenario: Sendable, Equatable {
         /// alert, background or voip (nil: as APNs infers it from the payload).
         public var type: String?
         public var priority: Int?
+        /// apns-expiration (0: deliver now or never), apns-collapse-id, apns-id.
+        public var expiration: Int?
+        public var collapseID: String?
+        public var apnsID: String?
     }
 }
 

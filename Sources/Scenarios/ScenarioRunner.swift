@@ -309,14 +309,33 @@ struct ScenarioRun {
             return
         }
         let type = push.type ?? payload.inferredPushType
+        // The headers APNs checks, with its answers (as the push gateway gives them).
+        if let rejection = Self.headerRejection(type: type, priority: push.priority, expiration: push.expiration,
+                                                collapseID: push.collapseID, apnsID: push.apnsID) {
+            pushAnswer = (rejection.status, rejection.reason)
+            return
+        }
         do {
             _ = try await supervisor.modeCommand(.push(PushRequest(bundleIdentifier: id, payload: payload.json, pushType: type,
-                                                                    priority: push.priority, source: "scenario")))
+                                                                    priority: push.priority, collapseID: push.collapseID,
+                                                                    apnsID: push.apnsID?.uppercased(), expiration: push.expiration,
+                                                                    source: "scenario")))
             pushAnswer = (200, "")
         } catch {
             pushAnswer = (400, error.message)
         }
         _ = try? await supervisor.advanceClock(by: .zero)
+    }
+
+    /// What APNs answers a push's headers (the checks of the push gateway's
+    /// `APNsRequest.validate` that do not concern the device token), or nil.
+    static func headerRejection(type: String, priority: Int?, expiration: Int?, collapseID: String?, apnsID: String?) -> APNsRejection? {
+        if let priority, ![1, 5, 10].contains(priority) { return APNsRejection("BadPriority", "apns-priority must be 10, 5 or 1") }
+        if type == "background", priority == 10 { return APNsRejection("BadPriority", "a background push must have apns-priority 5") }
+        if let expiration, expiration < 0 { return APNsRejection("BadExpirationDate", "apns-expiration must be a UNIX time in seconds or 0") }
+        if let collapseID, collapseID.utf8.count > 64 { return APNsRejection("BadCollapseId", "apns-collapse-id may have at most 64 bytes") }
+        if let apnsID, UUID(uuidString: apnsID) == nil { return APNsRejection("BadMessageId", "apns-id must be a UUID (8-4-4-4-12 hex digits)") }
+        return nil
     }
 
     /// SIGKILL from outside the host (as the system would kill it), then waits until the

@@ -74,7 +74,7 @@ struct StepBuilder {
     }
 
     func push(_ value: Located) throws(ScenarioError) -> Scenario.Push {
-        let k = try keyed(value, "push", known: ["app", "payload", "file", "type", "priority"])
+        let k = try keyed(value, "push", known: ["app", "payload", "file", "type", "priority", "expiration", "collapseId", "apnsId"])
         guard let a = k["app"] else { throw value.error("push: which app? (push: {app: probe, payload: {aps: {content-available: 1}}})") }
         var text: String
         switch (k["payload"], k["file"]) {
@@ -103,9 +103,16 @@ struct StepBuilder {
             guard ["alert", "background", "voip"].contains(s) else { throw t.error(unknown("push type", s, known: ["alert", "background", "voip"])) }
             type = s
         }
-        let priority = try k["priority"]?.int("push.priority", in: 5...10)
-        if let priority, ![5, 10].contains(priority) { throw k["priority"]!.error("push.priority: 5 or 10") }
-        return Scenario.Push(app: try alias(a, "push.app"), payload: text, type: type, priority: priority)
+        // Values APNs would refuse are not refused here: the push step's answer says so
+        // (`expect: {push: {status: 400, reason: BadPriority}}`), as the gateway's would.
+        let priority = try k["priority"]?.int("push.priority", in: 0...100)
+        let expiration = try k["expiration"]?.int("push.expiration", in: Int(Int32.min)...Int(Int32.max))
+        let collapseID = try k["collapseId"]?.scalar("push.collapseId")
+        let apnsID = try k["apnsId"]?.scalar("push.apnsId")
+        if let c = collapseID, c.utf8.count > 1024 { throw k["collapseId"]!.error("push.collapseId: at most 1024 bytes") }
+        if let i = apnsID, i.utf8.count > 1024 { throw k["apnsId"]!.error("push.apnsId: at most 1024 bytes") }
+        return Scenario.Push(app: try alias(a, "push.app"), payload: text, type: type, priority: priority,
+                             expiration: expiration, collapseID: collapseID, apnsID: apnsID)
     }
 
     func location(_ value: Located) throws(ScenarioError) -> Scenario.Action {

@@ -155,7 +155,7 @@ let header = """
         #expect(inline.payload == #"{"aps":{"content-available":1}}"#)
         #expect(inline.priority == 5)
         #expect(file.type == "voip")
-        #expect(failure(header + "  - push: {app: probe, payload: {}, priority: 7}\n")?.message.contains("5 or 10") == true)
+        #expect(failure(header + "  - push: {app: probe, payload: {}, priority: 700}\n")?.message.contains("from 0 to 100") == true)
     }
 
     @Test func eventExpectationsAreTyped() throws {
