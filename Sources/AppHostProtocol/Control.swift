@@ -230,6 +230,13 @@ public struct HostEvent: Codable, Sendable, Equatable {
     public var transfer: TransferNote?
     public var session: String?
     public var transferTask: Int?
+    /// A push's number on this host and its `apns-id` (pushes delivered, completed), a
+    /// background fetch's number, and the result an app's completion handler gave
+    /// (`newData`, `noData`, `failed`).
+    public var push: UInt64?
+    public var apnsID: String?
+    public var fetch: UInt64?
+    public var result: String?
 
     /// The typed fields an event may carry beside its kind (see the properties).
     public struct Fields: Sendable, Equatable {
@@ -242,10 +249,19 @@ public struct HostEvent: Codable, Sendable, Equatable {
         public var transfer: TransferNote?
         public var session: String?
         public var transferTask: Int?
+        public var push: UInt64?
+        public var apnsID: String?
+        public var fetch: UInt64?
+        public var result: String?
 
         public init(callback: String? = nil, signal: String? = nil, confirmed: Bool? = nil,
                     task: Int? = nil, taskName: String? = nil, began: Bool? = nil,
-                    transfer: TransferNote? = nil, session: String? = nil, transferTask: Int? = nil) {
+                    transfer: TransferNote? = nil, session: String? = nil, transferTask: Int? = nil,
+                    push: UInt64? = nil, apnsID: String? = nil, fetch: UInt64? = nil, result: String? = nil) {
+            self.push = push
+            self.apnsID = apnsID
+            self.fetch = fetch
+            self.result = result
             self.transfer = transfer
             self.session = session
             self.transferTask = transferTask
@@ -269,6 +285,10 @@ public struct HostEvent: Codable, Sendable, Equatable {
         self.transfer = fields.transfer
         self.session = fields.session
         self.transferTask = fields.transferTask
+        self.push = fields.push
+        self.apnsID = fields.apnsID
+        self.fetch = fields.fetch
+        self.result = fields.result
         self.mode = mode
         self.seq = seq
         self.time = time

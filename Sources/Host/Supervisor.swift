@@ -545,6 +545,10 @@ public actor Supervisor {
                           cause: "\(what): needs \"\(mode.rawValue)\" in UIBackgroundModes", mode: mode.rawValue, time: now())
         case .note(let app, let text):
             events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, time: now())
+        case .typedNote(let app, let text, let fields):
+            events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, fields: fields, time: now())
+        case .typedUse(let app, let mode, let what, let fields):
+            events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode.rawValue, fields: fields, time: now())
         case .audio(let app, let output):
             guard configuration.audioSink == .wav else { return }
             do {

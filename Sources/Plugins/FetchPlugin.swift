@@ -90,7 +90,8 @@ public struct FetchPlugin: BackgroundModePlugin {
             ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget")))
             ctx.emit(.endActivity(app: app, name: Self.activity))
             let backoff = ctx.state(State.self).apps[app]?.backoff ?? 1
-            ctx.emit(.note(app: app, "fetch \(id) completed: \(result.rawValue) after \(DurationText.format(seconds(took)))\(slow ? " (slow)" : ""); backoff ×\(backoff)"))
+            ctx.emit(.typedNote(app: app, "fetch \(id) completed: \(result.rawValue) after \(DurationText.format(seconds(took)))\(slow ? " (slow)" : ""); backoff ×\(backoff)",
+                                .init(fetch: id, result: result.rawValue)))
             reschedule(ctx)
             return .ok
         default:
@@ -252,7 +253,7 @@ public struct FetchPlugin: BackgroundModePlugin {
         ctx.emit(.beginActivity(app: app, name: Self.activity))
         ctx.emit(.deliver(app: app, .performFetch(id: id), wake: .launch(.backgroundFetch), because: "background fetch (\(why))"))
         ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "budget"), after: ctx.profile.duration(.fetch)))
-        ctx.emit(.used(app: app, mode: mode, "background fetch \(id) (\(why))"))
+        ctx.emit(.typedUse(app: app, mode: mode, "background fetch \(id) (\(why))", .init(fetch: id)))
         return id
     }
 

@@ -114,6 +114,11 @@ public enum ModeEffect: Sendable, Equatable {
     case refused(app: String, mode: BackgroundMode, String)
     /// Anything else worth a line in the event log.
     case note(app: String?, String)
+    /// A line with typed fields (a push's or a fetch's number, its apns-id, the result
+    /// its completion gave), which expectations match instead of the text.
+    case typedNote(app: String?, String, HostEvent.Fields)
+    /// `used`, with typed fields.
+    case typedUse(app: String, mode: BackgroundMode, String, HostEvent.Fields)
     /// Audio to the host's sink.
     case audio(app: String, AudioOutput)
     /// A privacy decision to persist (nil: reset to not determined).

@@ -71,7 +71,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
             ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
             ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget/\(id)")))
             ctx.emit(.endActivity(app: app, name: Self.activity(id)))
-            ctx.emit(.note(app: app, "push \(id) completed: \(result.rawValue)"))
+            ctx.emit(.typedNote(app: app, "push \(id) completed: \(result.rawValue)", .init(push: id, result: result.rawValue)))
             return .ok
         default:
             return nil
@@ -179,7 +179,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         ctx.emit(.deliver(app: app, .remoteNotification(id: id, userInfo: payload.json, silent: true), wake: .launch(.remoteNotification),
                           because: why))
         ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "budget/\(id)"), after: ctx.profile.duration(.silentPush)))
-        ctx.emit(.used(app: app, mode: mode, "silent push \(id) (\(request.source))"))
+        ctx.emit(.typedUse(app: app, mode: mode, "silent push \(id) (\(request.source))", .init(push: id, apnsID: request.apnsID)))
     }
 
     // MARK: events

@@ -8,7 +8,7 @@ struct ExpectationBuilder {
     static let appKeys = ["state", "process", "printed", "snapshot", "backgroundRefreshStatus"]
     static let reportKeys = ["app", "none", "code", "namespace", "reason"]
     static let eventKeys = ["kind", "app", "from", "to", "callback", "signal", "confirmed", "taskName", "began", "mode",
-                            "transfer", "cause", "exactly", "atLeast", "none"]
+                            "transfer", "push", "fetch", "apnsID", "result", "cause", "exactly", "atLeast", "none"]
     static let refreshStatuses = ["available", "denied", "restricted"]
 
     func expectation(_ node: Located) throws(ScenarioError) -> Expectation {
@@ -142,6 +142,14 @@ struct ExpectationBuilder {
             let s = try n.string("transfer")
             guard let t = TransferNote(rawValue: s) else { throw n.error(unknown("transfer note", s, known: TransferNote.allCases.map(\.rawValue))) }
             e.transfer = t
+        }
+        e.push = try k["push"].map { n throws(ScenarioError) in UInt64(try n.int("push", in: 1...Int.max)) }
+        e.fetch = try k["fetch"].map { n throws(ScenarioError) in UInt64(try n.int("fetch", in: 1...Int.max)) }
+        e.apnsID = try k["apnsID"]?.string("apnsID").uppercased()
+        if let n = k["result"] {
+            let s = try n.string("result")
+            guard ["newData", "noData", "failed"].contains(s) else { throw n.error(unknown("result", s, known: ["newData", "noData", "failed"])) }
+            e.result = s
         }
         e.cause = try k["cause"].map { n throws(ScenarioError) in try text(n, "cause") }
         let counts = [k["exactly"].map { ("exactly", $0) }, k["atLeast"].map { ("atLeast", $0) }, k["none"].map { ("none", $0) }].compactMap { $0 }

@@ -163,6 +163,10 @@ struct ExpectationCheck {
                     && (want.began.map { $0 == e.began } ?? true)
                     && (want.mode.map { $0 == e.mode } ?? true)
                     && (want.transfer.map { $0 == e.transfer } ?? true)
+                    && (want.push.map { $0 == e.push } ?? true)
+                    && (want.fetch.map { $0 == e.fetch } ?? true)
+                    && (want.apnsID.map { $0 == e.apnsID?.uppercased() } ?? true)
+                    && (want.result.map { $0 == e.result } ?? true)
                     && (want.cause.map { $0.holds(e.cause) } ?? true)
             }
             if !want.count.holds(matching.count) {
@@ -187,6 +191,10 @@ struct ExpectationCheck {
         if let b = w.began { parts.append(b ? "began" : "ended") }
         if let m = w.mode { parts.append("mode \(m)") }
         if let t = w.transfer { parts.append("transfer \(t.rawValue)") }
+        if let p = w.push { parts.append("push \(p)") }
+        if let f = w.fetch { parts.append("fetch \(f)") }
+        if let a = w.apnsID { parts.append("apns-id \(a)") }
+        if let r = w.result { parts.append("result \(r)") }
         if let c = w.cause { parts.append("cause \(c)") }
         return parts.isEmpty ? "of any kind" : "with " + parts.joined(separator: ", ")
     }

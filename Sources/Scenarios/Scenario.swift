@@ -136,6 +136,10 @@ public struct Expectation: Sendable, Equatable {
         public var began: Bool?
         public var mode: String?
         public var transfer: TransferNote?
+        public var push: UInt64?
+        public var fetch: UInt64?
+        public var apnsID: String?
+        public var result: String?
         public var cause: TextMatch?
         public var count: Count = .atLeast(1)
     }

@@ -22,7 +22,11 @@ struct HostEventJSONTests {
                            from: .background, to: .suspended, cause: "no assertion left (SIGSTOP)", mode: "audio",
                            fields: .init(callback: "didEnterBackground", signal: "SIGSTOP", confirmed: false, task: -7,
                                          taskName: "upload/1", began: true, transfer: .heldForNextLaunch,
-                                         session: "com.example.bg", transferTask: Int.max)))
+                                         session: "com.example.bg", transferTask: Int.max, push: .max,
+                                         apnsID: "123E4567-E89B-12D3-A456-4266554400A0", fetch: 0, result: "newData")))
+        try same(HostEvent(seq: 9, time: t, kind: .modeUsed, cause: "silent push 3", mode: "remote-notification",
+                           fields: .init(push: 3, apnsID: "a\"b")))
+        try same(HostEvent(seq: 10, time: t, kind: .service, cause: "fetch 2 completed", fields: .init(fetch: 2, result: "noData")))
         for kind in [HostEvent.Kind.callback, .signal, .backgroundTask, .service, .snapshot, .modeRefused] {
             for note in TransferNote.allCases {
                 try same(HostEvent(seq: 42, time: t, kind: kind, cause: "x", fields: .init(confirmed: true, transfer: note)))
