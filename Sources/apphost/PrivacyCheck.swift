@@ -73,14 +73,7 @@ extension AppHostCommand {
         /// The private host's options, parsed as `apphost daemon` parses its own (so --config
         /// is read and checked alike).
         private func hostOptions() throws -> HostOptions {
-            var options = ["--clock", "virtual", "--log-level", logLevel.rawValue]
-            if let config { options += ["--config", config] }
-            for productDir in productsDir { options += ["--products-dir", productDir] }
-            do {
-                return try HostOptions.parse(options)
-            } catch {
-                throw ValidationError(HostOptions.message(for: error))
-            }
+            try HostOptions.privateHost(logLevel: logLevel, config: config, productsDirectories: productsDir)
         }
 
         func run() async throws {

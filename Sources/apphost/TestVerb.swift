@@ -108,14 +108,7 @@ extension AppHostCommand {
         }
 
         private func hostOptions() throws -> HostOptions {
-            var options = ["--clock", "virtual", "--log-level", logLevel.rawValue]
-            if let config { options += ["--config", config] }
-            for dir in productsDir { options += ["--products-dir", dir] }
-            do {
-                return try HostOptions.parse(options)
-            } catch {
-                throw ValidationError(HostOptions.message(for: error))
-            }
+            try HostOptions.privateHost(logLevel: logLevel, config: config, productsDirectories: productsDir)
         }
 
         func run() async throws {
@@ -182,6 +175,21 @@ extension AppHostCommand {
                 }
             }
             if status != 0 { throw ExitCode(status) }
+        }
+    }
+}
+
+extension HostOptions {
+    /// The options of a private host on the virtual clock (`test`, `privacy-check`),
+    /// parsed as `apphost daemon` parses its own, so `--config` is read and checked alike.
+    static func privateHost(logLevel: Logger.Level, config: String?, productsDirectories: [String]) throws -> HostOptions {
+        var options = ["--clock", "virtual", "--log-level", logLevel.rawValue]
+        if let config { options += ["--config", config] }
+        for dir in productsDirectories { options += ["--products-dir", dir] }
+        do {
+            return try HostOptions.parse(options)
+        } catch {
+            throw ValidationError(HostOptions.message(for: error))
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// On CI (`CI=true`) every sample product must be built: a missing one fails the run

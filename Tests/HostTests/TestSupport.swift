@@ -8,14 +8,6 @@ import Synchronization
 import Testing
 @testable import Host
 
-/// Where SwiftPM put the products (the sample apps are built beside the test bundle).
-let productsDirectory: String = {
-    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var dir = (exe as NSString).deletingLastPathComponent
-    // On Linux the test runner is `<products>/AppHostPackageTests.xctest`.
-    if dir.hasSuffix(".xctest") { dir = (dir as NSString).deletingLastPathComponent }
-    return dir
-}()
 
 /// The repository's root (for manifests/).
 let packageRoot: String = {

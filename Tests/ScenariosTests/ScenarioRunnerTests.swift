@@ -5,13 +5,6 @@ import Testing
 import TestSupport
 @testable import Scenarios
 
-/// Where SwiftPM put the products (the sample apps are built beside the test bundle).
-let productsDirectory: String = {
-    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var dir = (exe as NSString).deletingLastPathComponent
-    if dir.hasSuffix(".xctest") { dir = (dir as NSString).deletingLastPathComponent }
-    return dir
-}()
 
 /// The probe is built beside the tests (on CI it must be: the suite then runs and fails).
 let probeBuilt = FileManager.default.isExecutableFile(atPath: productsDirectory + "/ProbeApp")

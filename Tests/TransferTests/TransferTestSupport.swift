@@ -7,14 +7,6 @@ import SystemPackage
 import Testing
 import TransferCore
 
-/// Where SwiftPM put the built products (the test bundle's directory).
-let productsDirectory: String = {
-    let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    var dir = (exe as NSString).deletingLastPathComponent
-    if dir.hasSuffix(".xctest") { dir = (dir as NSString).deletingLastPathComponent }
-    return dir
-}()
-
 let daemonPath = productsDirectory + "/apphost-transferd"
 
 
