@@ -3,6 +3,7 @@ import AppHostSystem
 import ArgumentParser
 import Foundation
 import Host
+import Scenarios
 
 extension AppHostCommand {
     struct Demo: AsyncParsableCommand {
@@ -24,7 +25,9 @@ extension AppHostCommand {
                 the connection after 3 MiB and the daemon resumes with Range/If-Range; the app is
                 killed with SIGKILL and launched in the background to collect the file. Act 5
                 shows the redacted snapshot of manifests/Bank.app and runs the privacy check on
-                Bank, BankLeaky (fails, naming the balance) and BankCover.
+                Bank, BankLeaky (fails, naming the balance) and BankCover. Act 6 runs the
+                shipped policy scenarios about background budgets (apphost test), each on a
+                private host with a virtual clock.
                 Each step prints the CLI verb that does the same against a daemon.
                 Every wait is on a real event, never a fixed delay.
                 """)
@@ -79,8 +82,36 @@ extension AppHostCommand {
                 await SnapshotsDemo(supervisor: s, manifests: manifestsDir, stateDirectory: dir + "-snapshots").run()
             }
             try await runHost(snapshots, logger: logger)
+            await policyFiles(root: (manifestsDir as NSString).deletingLastPathComponent, template: host.configuration(stateDirectory: dir))
             print("\nstate directories kept for a look: \(dir), \(dir)-virtual, \(dir)-modes, \(dir)-transfers, \(dir)-snapshots (events.jsonl, apphost.sqlite, reports/, logs/, snapshots/)")
         }
+    }
+}
+
+extension AppHostCommand.Demo {
+    /// Act 6: policy tests as files, each on a private host of its own.
+    func policyFiles(root: String, template: HostConfiguration) async {
+        let bold = isatty(1) == 1
+        func say(_ text: String) { print(bold ? "\n\u{1B}[1m== \(text)\u{1B}[0m" : "\n== \(text)"); fflush(nil) }
+        say("act 6: policy tests as files (a private host each, virtual clock)")
+        say("$ apphost test scenarios/examples scenarios/ios --filter budget --jobs 2")
+        let paths = [root + "/scenarios/examples", root + "/scenarios/ios"].filter { FileManager.default.fileExists(atPath: $0) }
+        guard let suite = try? ScenarioSuite.discover(paths).filtered("budget"), !suite.files.isEmpty else {
+            print("   no scenarios found under \(root)/scenarios")
+            return
+        }
+        let runner = ScenarioRunner(template: template)
+        let clock = ContinuousClock()
+        let start = clock.now
+        let results = await suite.run(with: runner, jobs: 2) { r in
+            var text = "   " + ScenarioReports.line(r).replacingOccurrences(of: root + "/", with: "")
+            if let details = ScenarioReports.details(r) { text += "\n" + details }
+            print(text)
+            fflush(nil)
+        }
+        let elapsed = clock.now - start
+        print("   " + ScenarioReports.summary(results, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+        print("   (every iOS rule AppHost enforces: apphost test --list scenarios/ios; the format: docs/scenarios.md)")
     }
 }
 
