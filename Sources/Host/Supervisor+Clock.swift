@@ -230,6 +230,11 @@ extension Supervisor {
 
     func settleTimedOut(_ token: UInt64) {
         guard let w = settleWaiter, settling.timedOut(token, settleViews()) else { return }
+        // A continue the kernel never confirmed (its report lost): what waited for it goes.
+        for (id, rt) in runtimes where rt.heldForContinue != nil {
+            logger.warning("\(id): no confirmation of SIGCONT within the settle time; sending what waited for it")
+            releaseHeldFrames(id, checkingSettled: false)
+        }
         settleWaiter = nil
         w.resume()
     }

@@ -67,20 +67,33 @@ extension Supervisor {
         shuttingDown = true
         let running = runtimes.filter { $0.value.machine.isRunning }.map(\.key).sorted()
         events.append(.hostStopping, cause: "shutting down, terminating \(running.count) app(s)", time: now())
-        for id in running {
-            feed(id, .terminate(.shutdown))
+        if configuration.clock == .virtual {
+            // One app after the other, so that the log's end is the same every run (apps
+            // ending together interleave their lines in whatever order they answer).
+            for id in running {
+                feed(id, .terminate(.shutdown))
+                guard runtimes[id]?.machine.isRunning == true else { continue }
+                armShutdownTimer(final: false)
+                await waitForExit(id)
+                life.shutdownTimer?.cancel()
+                life.shutdownTimer = nil
+            }
+        } else {
+            for id in running {
+                feed(id, .terminate(.shutdown))
+            }
+            // The grace timers run on the host clock, which on the virtual clock nobody moves
+            // now: after the grace period in real time the apps still there are killed, and
+            // after 5 s more (a process SIGKILL cannot end at once) no longer waited for.
+            if runtimes.values.contains(where: { $0.machine.isRunning }) {
+                armShutdownTimer(final: false)
+            }
+            for id in running {
+                await waitForExit(id)
+            }
+            life.shutdownTimer?.cancel()
+            life.shutdownTimer = nil
         }
-        // The grace timers run on the host clock, which on the virtual clock nobody moves
-        // now: after the grace period in real time the apps still there are killed, and
-        // after 5 s more (a process SIGKILL cannot end at once) no longer waited for.
-        if runtimes.values.contains(where: { $0.machine.isRunning }) {
-            armShutdownTimer(final: false)
-        }
-        for id in running {
-            await waitForExit(id)
-        }
-        life.shutdownTimer?.cancel()
-        life.shutdownTimer = nil
         await stopTransferDaemon()
         launcher.madeCgroups?.remove()
     }
@@ -98,7 +111,8 @@ extension Supervisor {
     /// more time has passed, apps that are still not reaped are given up on.
     func shutdownGraceOver(final: Bool) {
         guard shuttingDown else { return }
-        let left = runtimes.filter { $0.value.machine.isRunning }.map(\.key).sorted()
+        // Only apps already told to terminate (on the virtual clock they are told one at a time).
+        let left = runtimes.filter { $0.value.machine.isRunning && (final || $0.value.machine.terminating != nil) }.map(\.key).sorted()
         guard !left.isEmpty else { return }
         if !final {
             for id in left {

@@ -212,6 +212,9 @@ public actor Supervisor {
             }
             switch event {
             case .stopped:
+                // A continue followed by a stop before the reaper looked is reported as the
+                // stop alone: the frames held for the continue's word go now.
+                releaseHeldFrames(id)
                 runtimes[id]?.stopConfirmed = true
                 // Stopped, so alive: no OOM kill counted so far was of the app itself.
                 if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
@@ -222,11 +225,7 @@ public actor Supervisor {
                               fields: .init(signal: "SIGCONT", confirmed: true), time: scheduler.date(observed: observed))
                 feedObserved(id, .continueConfirmed, at: observed)
                 runtimes[id]?.stopConfirmed = false
-                if let held = runtimes[id]?.heldForContinue {
-                    runtimes[id]?.heldForContinue = nil
-                    if !held.isEmpty { sendFrames(id, held) }
-                    checkSettled()
-                }
+                releaseHeldFrames(id)
             case .exited(let status):
                 runtimes[id]?.heldForContinue = nil
                 // The app is gone: so is anything left in its cgroup (a child holding its end
@@ -588,6 +587,16 @@ public actor Supervisor {
         } catch {
             logger.error("could not encode \(message): \(error)")
         }
+    }
+
+    /// Sends the frames held for a continue's confirmation (see `heldForContinue`).
+    /// `checkingSettled`: whether a settle waiting for it may end now (not from the
+    /// settle timer's own handler, which ends it itself).
+    func releaseHeldFrames(_ id: String, checkingSettled: Bool = true) {
+        guard let held = runtimes[id]?.heldForContinue else { return }
+        runtimes[id]?.heldForContinue = nil
+        if !held.isEmpty { sendFrames(id, held) }
+        if checkingSettled { checkSettled() }
     }
 
     /// Writes whole frames to an app's socket (see ``SocketWriter``); held while a

@@ -23,7 +23,9 @@ final class TestHost {
 
     init() throws {
         var fds: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else {
+        // Close-on-exec: a process another test spawns meanwhile must not inherit an end
+        // (a host end kept open in a child made "writing to a vanished host" succeed).
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
             throw Failure(description: "socketpair: errno \(errno)")
         }
         descriptor = fds[0]
