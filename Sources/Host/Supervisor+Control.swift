@@ -103,10 +103,7 @@ extension Supervisor {
             guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
             return pid
         }
-        if !background {
-            sendOthersHome(except: id)
-            await settleOthersHome()
-        }
+        if !background { sendOthersHome(except: id) }
         performMode(modes.userLaunched(id, at: hostNow()))
         makeRuntime(id, row)
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments)
@@ -240,7 +237,6 @@ extension Supervisor {
         }
         let mark = recordingMark()
         sendOthersHome(except: id)
-        await settleOthersHome()
         foregroundCandidates.insert(id)
         feed(id, .foreground)
         try await checkRecorded(since: mark, "came to the foreground", id)
@@ -357,15 +353,6 @@ extension Supervisor {
         let hint = known.isEmpty ? "no apps are installed; install one with `apphost install <App.app>`"
             : "installed: \(known.joined(separator: ", "))"
         return ControlError(.unknownBundle, "unknown bundle id \"\(id)\" (\(hint))")
-    }
-
-    /// Virtual clock: the apps sent home answer (willResignActive, didEnterBackground,
-    /// their stops confirmed) before the next app is launched or continued, so the log
-    /// does not interleave two processes answering at once in whatever order they did.
-    /// Not while an advance settles (one settle at a time).
-    func settleOthersHome() async {
-        guard configuration.clock == .virtual, settleWaiter == nil, !settling.advancing else { return }
-        await settle()
     }
 
     func sendOthersHome(except id: String) {
