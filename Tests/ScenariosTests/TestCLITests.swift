@@ -98,3 +98,54 @@ struct TestCLITests {
         #expect(bad.stderr.contains("--shard"))
     }
 }
+
+/// Every verb of the CLI that acts on a host is a step of scenario files (the steps are
+/// the CLI's verbs as data). A verb added to the CLI fails this test until it gets its
+/// step, or is listed here with why it is not one.
+@Suite("every CLI verb has its step", .tags(.process), .timeLimit(.minutes(1)),
+       .enabled(if: TimelineCLITests.built, "apphost is not built beside the tests"))
+struct VerbCoverageTests {
+    /// Verbs that are not steps, and why.
+    static let notSteps: [String: String] = [
+        "run": "starts a host (a scenario has its own)",
+        "daemon": "starts a host (a scenario has its own)",
+        "list": "reads; expectations read state",
+        "status": "reads; `expect: {app: {state, process}}`",
+        "events": "reads; `expect: {events: [...]}`",
+        "reports": "reads; `expect: {report: ...}`",
+        "manifest": "reads a bundle; needs no host",
+        "shutdown": "the runner stops the host at the end",
+        "clock": "`advance` is `clock advance`; `clock now` reads",
+        "profile": "reads; a scenario names its `profile:`",
+        "demo": "a show, not an action",
+        "lint": "reads a bundle; needs no host",
+        "switcher": "reads; `expect: {app: {snapshot: ...}}` reads the pictures",
+        "privacy-check": "runs its own private hosts",
+        "test": "runs scenarios",
+        "timeline": "draws a log; needs no host",
+        "help": "ArgumentParser's",
+    ]
+
+    @Test func everyVerbIsAStepOrSaysWhyNot() async throws {
+        let dir = try TempDir("cli-verbs")
+        defer { dir.remove() }
+        let r = try await runToExit(TimelineCLITests.apphost, ["--help"], in: dir.path, environment: ["HOME": dir.path, "PATH": "/usr/bin:/bin"])
+        #expect(r.status == .exited(code: 0))
+        guard let start = r.stdout.range(of: "SUBCOMMANDS:") else {
+            Issue.record("no SUBCOMMANDS in apphost --help:\n\(r.stdout)")
+            return
+        }
+        // The list ends at the first empty line (then comes "See 'apphost help <subcommand>'").
+        let listed = r.stdout[start.upperBound...].split(separator: "\n", omittingEmptySubsequences: false)
+            .dropFirst().prefix { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+        let verbs = listed.compactMap { line -> String? in
+            // A verb's line starts with two spaces and the verb; its help's other lines with more.
+            guard line.hasPrefix("  "), !line.hasPrefix("   ") else { return nil }
+            return line.split(separator: " ").first.map(String.init)
+        }
+        #expect(verbs.count > 20, "\(verbs)")
+        for verb in verbs where !ScenarioReader.verbs.contains(verb) && Self.notSteps[verb] == nil {
+            Issue.record("apphost \(verb) has no step in scenario files: add it (StepBuilder, docs/scenarios.md) or say why not in VerbCoverageTests.notSteps")
+        }
+    }
+}
