@@ -57,23 +57,7 @@ public enum ScenarioReports {
         return 0
     }
 
-    static func escape(_ s: String) -> String {
-        var out = ""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&apos;"
-            case "\t", "\n", "\r": out.unicodeScalars.append(scalar)
-            default:
-                // XML 1.0 has no other control characters.
-                if scalar.value < 0x20 || (0xFFFE...0xFFFF).contains(scalar.value) { out += "\u{FFFD}" } else { out.unicodeScalars.append(scalar) }
-            }
-        }
-        return out
-    }
+    static func escape(_ s: String) -> String { Escape.xml(s) }
 
     /// JUnit XML: one testsuite, one testcase per scenario (classname: the file), a
     /// failure with expected vs seen, an error for a scenario that could not run.

@@ -4,14 +4,19 @@ import Foundation
 /// Text for XML and HTML: cut, cleaned and escaped. Much of what a picture shows (causes,
 /// task names, bundle identifiers) is written by apps, so none of it reaches the page
 /// unescaped, and none of it is long.
-enum Escape {
+public enum Escape {
+    /// ``text(_:limit:)`` uncut: for reports (JUnit) whose every word counts.
+    public static func xml(_ s: String) -> String {
+        text(s, limit: .max)
+    }
+
     /// `s` cut to `limit` Unicode scalars (counted as scalars, not characters: a million
     /// combining marks are one character), without the characters XML 1.0 forbids
     /// (controls other than tab, newline and return; U+FFFE, U+FFFF) dropped, and with `& < > " '`
     /// escaped: fit for element text and attribute values alike.
     static func text(_ s: String, limit: Int = Timeline.maximumTextLength) -> String {
         var out = ""
-        out.reserveCapacity(min(s.utf8.count, limit * 2))
+        out.reserveCapacity(min(s.utf8.count, limit))
         var count = 0
         var cut = false
         for scalar in s.unicodeScalars {

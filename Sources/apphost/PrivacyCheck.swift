@@ -2,6 +2,7 @@ import AppHostProtocol
 import ArgumentParser
 import Foundation
 import Host
+import Scenarios
 import Logging
 import Snapshots
 
@@ -321,10 +322,8 @@ struct PrivacyRun {
 
 /// JUnit XML: one testsuite per app, one testcase per snapshot.
 enum JUnitReport {
-    static func escape(_ s: String) -> String {
-        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-    }
+    /// Escaped, and without the characters XML 1.0 forbids (leak details quote app text).
+    static func escape(_ s: String) -> String { Escape.xml(s) }
 
     /// Whether an app gets the `check` testcase: it could not be checked (an error), or
     /// no snapshot was taken (so the suite is not empty).
