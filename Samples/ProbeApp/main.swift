@@ -162,6 +162,9 @@ final class ProbeDelegate: ApplicationDelegate {
     private let callProvider = CallProvider()
     /// Calls reported, latest last; `end-call` ends the last one still open.
     private var calls: [UUID] = []
+    /// Calls reported by this process: their UUIDs are numbered, not random, so a
+    /// scenario's log is the same in every run.
+    private var callsReported = 0
     /// Background URL sessions made, by identifier (one per identifier, for the process's life).
     private var sessions: [String: BackgroundURLSession] = [:]
     /// handleEvents completions kept for urlSessionDidFinishEvents (--events-completion finish).
@@ -577,7 +580,8 @@ final class ProbeDelegate: ApplicationDelegate {
                 say(outcome("voip-register", error))
             }
         case .reportCall:
-            let uuid = UUID()
+            callsReported += 1
+            let uuid = UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", callsReported)) ?? UUID()
             say("[ProbeApp] reporting call \(uuid.uuidString)")
             report("report-call") { () throws(ServiceError) in
                 try callProvider.reportNewIncomingCall(uuid: uuid, handle: "ProbeApp")

@@ -216,7 +216,8 @@ extension Supervisor {
     /// Waits until the apps have answered what this step sent them, or the settle timeout.
     func settle() async {
         defer { settling.stepEnded() }
-        guard !settling.isSettled(settleViews()) else { return }
+        passTurns()
+        guard !isSettled() else { return }
         _ = settling.beginWait()
         // Real time whatever the host clock, on the settle timer (a timerfd: see
         // `settleTimer`); a cancelled `Task.sleep` leaves its dispatch timer armed on Linux.
@@ -230,6 +231,7 @@ extension Supervisor {
 
     func settleTimedOut(_ token: UInt64) {
         guard let w = settleWaiter, settling.timedOut(token, settleViews()) else { return }
+        excuseTurns()
         // A continue the kernel never confirmed (its report lost): what waited for it goes.
         for (id, rt) in runtimes where rt.heldForContinue != nil {
             logger.warning("\(id): no confirmation of SIGCONT within the settle time; sending what waited for it")
@@ -271,8 +273,14 @@ extension Supervisor {
         return views
     }
 
+    /// Nothing this step started is waited for: callbacks, the kernel, launches, and
+    /// the parties in line for their turn (see ``TurnOrder``).
+    func isSettled() -> Bool {
+        settling.isSettled(settleViews()) && turns.isIdle(busy: { turnBusy($0) })
+    }
+
     func checkSettled() {
-        guard let w = settleWaiter, settling.isSettled(settleViews()) else { return }
+        guard let w = settleWaiter, isSettled() else { return }
         settleWaiter = nil
         w.resume()
     }

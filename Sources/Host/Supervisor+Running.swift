@@ -17,6 +17,7 @@ extension Supervisor {
             stepDepth += 1
             events.beginBatch()
             handle(item)
+            passTurns()
             stepDepth -= 1
             armTimerIfChanged()
             events.endBatch()

@@ -60,6 +60,11 @@ public actor Supervisor {
     /// Child events that arrived before their `.spawned` (replayed after it).
     /// A run-loop stamp page made after a spawn for the next one (see `spawn`).
     var spareStampPage: RunLoopStampPage?
+    /// Virtual clock: whose inputs are handled now, and what waits (see ``TurnOrder``).
+    var turns = TurnOrder()
+    /// Process instances the host stopped waiting for (a settle ran out on them).
+    var turnExcused: Set<UInt64> = []
+    var passingTurns = false
     var earlyChildEvents: [UInt64: [(event: ChildEvent, observed: ContinuousClock.Instant)]] = [:]
     var stateWaiters: [String: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
 
@@ -125,7 +130,7 @@ public actor Supervisor {
             _ = modes.install(Self.modeApp(row.app, configuration))
         }
         try modes.restore(from: store, configuration: configuration, logger: logger)
-        transfers = try Self.restoredTransfers(store: store, installed: Set(apps.keys))
+        transfers = try Self.restoredTransfers(store: store, installed: Set(apps.keys), start: startDate)
         events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
         lastStateChange = reportWriter.recordEndedWithHost(apps: apps.keys.sorted(), events: events, time: startDate)
         // Said once, at startup: what confines apps here and what does not.
@@ -145,6 +150,7 @@ public actor Supervisor {
     // MARK: - Inputs
 
     func handle(_ item: Input) {
+        guard admitForTurn(item) else { return }
         switch item {
         case .spawned(let id, let instance, let child):
             settleCandidates.insert(id)
@@ -419,8 +425,10 @@ public actor Supervisor {
     func perform(_ id: String, _ effect: Lifecycle.Effect) {
         switch effect {
         case .spawn(let options):
+            expectTurn(.app(id))
             spawn(id, options: options)
         case .send(let callback, let state):
+            expectTurn(.app(id))
             guard let instance = runtimes[id]?.instance, let seq = runtimes[id].map({ $0.seq + 1 }) else { return }
             runtimes[id]?.seq = seq
             runtimes[id]?.pending[seq] = callback
@@ -429,6 +437,7 @@ public actor Supervisor {
             send(id, .callback(seq: seq, callback: callback, state: state))
         case .signal(let sig, let reason):
             settleCandidates.insert(id)
+            expectTurn(.app(id))
             guard let child = runtimes[id]?.child else { return }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
             // On the virtual clock, what follows a continue waits for the kernel's word that

@@ -126,8 +126,15 @@ struct TransferBroker {
         var expected: Int64?
     }
 
-    init(firstID: UInt64 = UInt64(Date().timeIntervalSince1970 * 1000) << 12) {
+    init(firstID: UInt64 = TransferBroker.firstID(at: Date())) {
         self.nextID = firstID
+    }
+
+    /// Transfer ids start from the host's start time (milliseconds, shifted): a restarted
+    /// host's are above its last run's. On the virtual clock that is the clock's epoch,
+    /// so a scenario's ids are the same in every run.
+    static func firstID(at start: Date) -> UInt64 {
+        UInt64(max(0, start.timeIntervalSince1970) * 1000) << 12
     }
 
     /// The broker of a restarted host: sessions and undelivered transfers as recorded,
@@ -135,8 +142,8 @@ struct TransferBroker {
     /// daemon reports every finished transfer again when it starts, so their events are
     /// delivered by the usual rules (a background launch for an app the restart ended).
     static func restored(sessions rows: [Store.TransferSessionRow], jobs: [TransferJob],
-                         installed: Set<String>) -> (broker: TransferBroker, orphans: [UInt64]) {
-        var broker = TransferBroker()
+                         installed: Set<String>, start: Date = Date()) -> (broker: TransferBroker, orphans: [UInt64]) {
+        var broker = TransferBroker(firstID: firstID(at: start))
         for row in rows where installed.contains(row.bundleIdentifier) {
             broker.sessions[row.bundleIdentifier, default: [:]][row.config.identifier] = row.config
             broker.taskCounters[counterKey(row.bundleIdentifier, row.config.identifier)] = row.lastTaskIdentifier

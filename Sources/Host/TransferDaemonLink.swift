@@ -70,6 +70,9 @@ struct TransferBrokerState {
     var nextBatch: UInt64 = 0
     /// Each written batch's outcome (nil: written; else why not), set on the writer's queue.
     let batchOutcomes = TransferBatchOutcomes()
+    /// Virtual clock: jobs sent to the daemon and not accepted yet (its turn lasts
+    /// until they are: see ``TurnOrder``).
+    var awaitingAccept: Set<UInt64> = []
 }
 
 /// What became of the batches written on the database's queue (see `batchesInFlight`).
@@ -93,8 +96,9 @@ extension Supervisor {
 
     /// Loads the sessions and undelivered transfers recorded before a host restart (rows
     /// of apps no longer installed are deleted).
-    static func restoredTransfers(store: Store, installed: Set<String>) throws -> TransferBrokerState {
-        let (broker, orphans) = TransferBroker.restored(sessions: try store.transferSessions(), jobs: try store.transfers(), installed: installed)
+    static func restoredTransfers(store: Store, installed: Set<String>, start: Date) throws -> TransferBrokerState {
+        let (broker, orphans) = TransferBroker.restored(sessions: try store.transferSessions(), jobs: try store.transfers(),
+                                                        installed: installed, start: start)
         try store.deleteTransfers(ids: orphans)
         return TransferBrokerState(broker: broker)
     }
@@ -307,6 +311,10 @@ extension Supervisor {
     @discardableResult
     func sendToDaemon(_ request: TransferRequest) -> Bool {
         guard let channel = transfers.channel else { return false }
+        if takesTurns, case .enqueue(let job) = request {
+            transfers.awaitingAccept.insert(job.id)
+            expectTurn(.daemon)
+        }
         do {
             let frame = ByteBuffer(bytes: try Frame.encode(request))
             if transfers.performing {
@@ -423,6 +431,7 @@ extension Supervisor {
             guard generation == transfers.generation else { return }
             transfers.child = nil
             transfers.channel = nil
+            transfers.awaitingAccept.removeAll()
             transfers.broker.daemonGone()
             for w in transfers.exitWaiters { w.resume() }
             transfers.exitWaiters.removeAll()
@@ -436,12 +445,30 @@ extension Supervisor {
             answerWrittenBatches()
         case .transferEvent(let event, let generation):
             guard generation == transfers.generation else { return }
+            noteAccepted(event)
             performTransfer(transfers.broker.handle(event, world: transferWorld))
         case .transferEvents(let events, let generation):
             for event in events {
                 // Each is checked: handling one may restart the daemon.
                 guard generation == transfers.generation else { return }
+                noteAccepted(event)
                 performTransfer(transfers.broker.handle(event, world: transferWorld))
+            }
+        default:
+            break
+        }
+    }
+
+    /// The daemon's answer to a job sent (accepted, finished at once, or refused).
+    private func noteAccepted(_ event: TransferEvent) {
+        guard !transfers.awaitingAccept.isEmpty else { return }
+        switch event {
+        case .accepted(let id), .finished(let id, _):
+            transfers.awaitingAccept.remove(id)
+        case .error(let text):
+            // "enqueue <id>: why": the job was refused.
+            if text.hasPrefix("enqueue "), let id = UInt64(text.dropFirst(8).prefix { $0.isNumber }) {
+                transfers.awaitingAccept.remove(id)
             }
         default:
             break

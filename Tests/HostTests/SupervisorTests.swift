@@ -44,10 +44,16 @@ struct SupervisorTests {
             let id = try await host.installProbe("com.test.hang")
             let fifo = try makeContainerFIFO(host, id, "block.fifo")
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "hang-fifo:\(fifo)"])
-            let writer = await openFIFOForWriting(fifo)
-            #expect(writer >= 0)
-            defer { close(writer) }
+            // The app's main thread blocks opening the FIFO, then reading it. On a loaded
+            // machine the watchdog may kill it before this side's open met it: a reader of
+            // our own then ends that open (it would wait for ever for a reader otherwise).
+            async let writerOpened = openFIFOForWriting(fifo)
             try await host.waitUntil(id, is: .notRunning)
+            let releaser = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            let writer = await writerOpened
+            #expect(writer >= 0)
+            close(writer)
+            close(releaser)
             #expect(!processExists(pid))
             let report = try #require(try await host.supervisor.reports(id).last)
             #expect(report.terminationCode == "0x8badf00d")
