@@ -65,9 +65,17 @@ struct IdleOptions: ParsableArguments {
     @Option(help: "Seconds of each idle window (with no app, then with all apps suspended).")
     var idleSeconds = 10.0
 
+    @Flag(inversion: .prefixedNo, help: "Each app is a ProbeApp showing a window of its own (window:App N), so every snapshot is drawn apart, as real apps' are. --no-distinct-windows: the --app executable with no window (every app shares one picture).")
+    var distinctWindows = true
+
+    @Option(help: "Fail (exit status 1) when the daemon's anonymous memory (RssAnon) with the apps suspended exceeds that with no app by more than this many KiB per app. For CI.")
+    var maxAnonKibPerApp: Double?
+
     func validate() throws {
         guard apps > 0 else { throw ValidationError("--apps must be positive") }
         guard idleSeconds >= 2 else { throw ValidationError("--idle-seconds must be at least 2") }
+        guard apps >= 2 || maxAnonKibPerApp == nil else { throw ValidationError("--max-anon-kib-per-app needs at least 2 apps") }
+        if let m = maxAnonKibPerApp, !(m.isFinite && m > 0) { throw ValidationError("--max-anon-kib-per-app must be a positive number") }
     }
 }
 
@@ -177,6 +185,9 @@ func printIdle(_ r: IdleReport) {
     print("  RSS ratio \(formatRatio(r.rssRatio)) of the no-app baseline; +\(mib(r.loaded.rssKiB - r.baseline.rssKiB)) for \(r.loaded.apps) apps"
           + String(format: " (%.1f KiB per app)", Double(r.loaded.rssKiB - r.baseline.rssKiB) / Double(r.loaded.apps)))
     print("  target RSS ≤ 64 MiB: \(r.rssTargetMet ? "met" : "NOT met") (\(mib(r.loaded.rssKiB)))")
+    print("  anonymous memory (RssAnon): \(mib(r.baseline.rssAnonKiB)) with no app, \(mib(r.halfwayAnonKiB)) at \(r.halfwayApps) apps, \(mib(r.loaded.rssAnonKiB)) at \(r.loaded.apps)"
+          + String(format: "; %.1f KiB per app over no app, %.1f KiB per app from %d to %d apps", r.anonKiBPerAppFromNone, r.anonKiBPerAppMarginal, r.halfwayApps, r.loaded.apps))
+    print("  target ≤ 64 KiB more per suspended app: \(r.anonKiBPerAppFromNone <= 64 ? "met" : "NOT met") (over no app)")
     print("  target no periodic wake-ups: \(r.wakeupTargetMet ? "met" : "NOT met") (\(r.loaded.wakeupsAfterFirstSecond) context switches after the first second)")
     if !r.loaded.threadsThatWoke.isEmpty {
         print("  threads that woke with apps: " + r.loaded.threadsThatWoke.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
@@ -209,7 +220,7 @@ extension AppHostBench {
             report.sections.append(try MicroCosts(iterations: common.iterations).run())
             report.sections += try await SuspendBench(iterations: common.iterations, warmup: common.warmup, executable: common.app).run()
             report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app,
-                                              eventLoopExecutor: common.nioExecutor).run()
+                                              eventLoopExecutor: common.nioExecutor, distinctWindows: idle.distinctWindows).run()
             report.deadlines = try await DeadlineBench(deadlines: deadline.deadlines, interval: deadline.deadlineInterval,
                                                        chunks: deadline.deadlineChunks, executable: "ProbeApp").run()
             report.virtual = try await virtual.bench().run()
@@ -278,8 +289,13 @@ extension AppHostBench {
         func run() async throws {
             var report = Report()
             report.idle = try await IdleBench(apps: idle.apps, idleSeconds: idle.idleSeconds, executable: common.app,
-                                              eventLoopExecutor: common.nioExecutor).run()
+                                              eventLoopExecutor: common.nioExecutor, distinctWindows: idle.distinctWindows).run()
             try report.emit(json: common.json)
+            if let budget = idle.maxAnonKibPerApp, let r = report.idle, r.anonKiBPerAppFromNone > budget {
+                FileHandle.standardError.write(Data(String(format: "apphost-bench: idle: the daemon's anonymous memory grew %.1f KiB per suspended app over no app, over the budget of %.1f KiB\n",
+                                                           r.anonKiBPerAppFromNone, budget).utf8))
+                throw ExitCode(1)
+            }
         }
     }
 

@@ -13,6 +13,9 @@ struct IdleWindow: Codable, Sendable {
     var seconds: Double
     /// VmRSS at the end of the window.
     var rssKiB: Int
+    /// RssAnon at the end of the window (the heap: what grows with apps; the rest is
+    /// the executable's and libraries' pages).
+    var rssAnonKiB: Int
     /// utime+stime over the window (clock-tick resolution).
     var cpuMilliseconds: Double
     /// Voluntary + nonvoluntary context switches of all threads over the window.
@@ -50,6 +53,19 @@ struct IdleReport: Codable, Sendable {
     var appsLeftAfterShutdown: Int
     /// Control request round trips, with no app (baseline) and with all apps.
     var requests: Section
+    /// Each app showed a window of its own (so each snapshot was drawn apart).
+    var distinctWindows: Bool
+    /// RssAnon once the first half of the apps were suspended with their snapshots
+    /// drawn: the second half's growth over their count is the cost of one more app,
+    /// without what the first apps' code paths cost once.
+    var halfwayApps: Int
+    var halfwayAnonKiB: Int
+    var anonKiBPerAppMarginal: Double {
+        Double(loaded.rssAnonKiB - halfwayAnonKiB) / Double(max(1, loaded.apps - halfwayApps))
+    }
+    var anonKiBPerAppFromNone: Double {
+        Double(loaded.rssAnonKiB - baseline.rssAnonKiB) / Double(max(1, loaded.apps))
+    }
 }
 
 /// Benchmark 3: a daemon (a separate `apphost daemon` process) with many suspended apps, idle.
@@ -59,6 +75,10 @@ struct IdleBench {
     let executable: String
     /// Start the daemon with `--event-loop-executor`.
     var eventLoopExecutor = false
+    /// Each app (ProbeApp) shows a window of its own, `window:App N`: every snapshot is
+    /// drawn apart, as real apps' are. Otherwise `executable` with no window, whose
+    /// apps all share one picture.
+    var distinctWindows = true
 
     func run() async throws -> IdleReport {
         try await onThread("idle-bench") { try runBlocking() }
@@ -100,6 +120,9 @@ struct IdleBench {
 
         // Follow the event stream from the start, counting apps that reach suspended.
         let follower = try EventFollower(socketPath: socketPath, expecting: Set(ids))
+        let executable = distinctWindows ? "ProbeApp" : self.executable
+        let half = max(1, apps / 2)
+        var halfwayAnon = 0
 
         progress("idle: installing, launching and sending home \(apps) apps")
         let clock = ContinuousClock()
@@ -107,13 +130,20 @@ struct IdleBench {
         for (n, id) in ids.enumerated() {
             let path = try makeBundle(in: bundles.path, name: "app-\(n + 1)", id: id, executable: executable)
             _ = try controlRequest(socketPath, .install(path: path, settings: [:]))
-            guard case .launched(_, let pid, _) = try controlRequest(socketPath, .launch(bundleIdentifier: try BundleID(validating: id), background: false, arguments: [])) else {
+            let arguments = distinctWindows ? ["--on", "launch", "window:App \(n + 1)"] : []
+            guard case .launched(_, let pid, _) = try controlRequest(socketPath, .launch(bundleIdentifier: try BundleID(validating: id), background: false, arguments: arguments)) else {
                 throw BenchError("launch \(id): unexpected answer")
             }
             appPIDs.append((pid, (try? ProcStat.read(pid: pid).startTicks) ?? 0))
             _ = try controlRequest(socketPath, .background(bundleIdentifier: try BundleID(validating: id)))
+            if n + 1 == half {
+                guard follower.waitSuspendedAndPictured(half, timeout: 300) else {
+                    throw BenchError("the first \(half) apps were not suspended with their snapshots drawn within 300 s")
+                }
+                halfwayAnon = rssAnonKiB(daemon.pid) ?? 0
+            }
         }
-        guard follower.waitAllSuspended(timeout: 300) else {
+        guard follower.waitAllSuspended(timeout: 300), follower.waitSuspendedAndPictured(apps, timeout: 300) else {
             throw BenchError("not all \(apps) apps reached suspended within 300 s (\(follower.suspendedCount) did)")
         }
         let setupSeconds = Double((clock.now - setupStart).nanoseconds) / 1e9
@@ -159,7 +189,7 @@ struct IdleBench {
         }.count
 
         return IdleReport(
-            executable: executable, clockTicksPerSecond: ticksPerSecond,
+            executable: distinctWindows ? "ProbeApp (a window each)" : executable, clockTicksPerSecond: ticksPerSecond,
             baseline: baseline, loaded: loaded,
             rssRatio: Double(loaded.rssKiB) / Double(baseline.rssKiB),
             rssTargetMet: Double(loaded.rssKiB) / 1024 <= 64,
@@ -177,7 +207,8 @@ struct IdleBench {
             requests: Section(
                 title: "Control requests to the daemon (round trip until it closed the connection; outside the idle windows)",
                 rows: requestRows,
-                notes: ["events are served from the daemon's in-memory cache (EventLog keeps the newest 20,000); status walks every installed app."]))
+                notes: ["events are served from the daemon's in-memory cache (EventLog keeps the newest 20,000); status walks every installed app."]),
+            distinctWindows: distinctWindows, halfwayApps: half, halfwayAnonKiB: halfwayAnon)
     }
 
     /// Times ping, status and a one-app events listing (non-following), 20 of each.
@@ -234,7 +265,7 @@ struct IdleBench {
         let (late, _) = delta(t1, t2)
         let ticks = (cpu1.userTicks + cpu1.systemTicks) &- (cpu0.userTicks + cpu0.systemTicks)
         return IdleWindow(
-            apps: apps, seconds: elapsed, rssKiB: rssKiB(pid) ?? 0,
+            apps: apps, seconds: elapsed, rssKiB: rssKiB(pid) ?? 0, rssAnonKiB: rssAnonKiB(pid) ?? 0,
             cpuMilliseconds: Double(ticks) * 1000 / Double(ticksPerSecond),
             wakeups: all, wakeupsAfterFirstSecond: late, threads: t2.count, threadsThatWoke: woke,
             threadsEnded: t0.keys.filter { t2[$0] == nil }.count)
@@ -284,6 +315,12 @@ func threadSwitches(_ pid: pid_t) -> [Int32: ThreadSwitches] {
         out[tid] = ThreadSwitches(name: info["Name"] ?? "?", switches: v + nv)
     }
     return out
+}
+
+/// RssAnon in KiB.
+func rssAnonKiB(_ pid: pid_t) -> Int? {
+    guard let text = readProcText("/proc/\(pid)/status") else { return nil }
+    return Int((ProcStatus.parse(text)["RssAnon"] ?? "").split(separator: " ").first ?? "")
 }
 
 /// VmRSS in KiB.
@@ -374,6 +411,10 @@ final class EventFollower: Sendable {
         var signalled = false
         var counting = false
         var counted = 0
+        /// Apps with a snapshot written (kind `snapshot`), in this run.
+        var pictured: Set<String> = []
+        /// Waits for so many apps suspended and pictured.
+        var waiters: [(count: Int, reached: DispatchSemaphore)] = []
     }
     private let expected: Set<String>
     private let state = Mutex(State())
@@ -398,20 +439,27 @@ final class EventFollower: Sendable {
     }
 
     private func record(_ e: HostEvent) {
-        let signal = state.withLock { s -> Bool in
+        let (signal, reached) = state.withLock { s -> (Bool, [DispatchSemaphore]) in
             if s.counting { s.counted += 1 }
-            guard e.kind == .transition, let id = e.bundleIdentifier, expected.contains(id), let to = e.to else { return false }
-            let before = s.states[id]
-            s.states[id] = to
-            if before == .suspended && to != .suspended { s.suspended -= 1 }
-            if before != .suspended && to == .suspended { s.suspended += 1 }
-            if s.suspended == expected.count && !s.signalled {
-                s.signalled = true
-                return true
+            if e.kind == .snapshot, let id = e.bundleIdentifier, expected.contains(id) { s.pictured.insert(id) }
+            var signal = false
+            if e.kind == .transition, let id = e.bundleIdentifier, expected.contains(id), let to = e.to {
+                let before = s.states[id]
+                s.states[id] = to
+                if before == .suspended && to != .suspended { s.suspended -= 1 }
+                if before != .suspended && to == .suspended { s.suspended += 1 }
+                if s.suspended == expected.count && !s.signalled {
+                    s.signalled = true
+                    signal = true
+                }
             }
-            return false
+            let (suspended, pictured) = (s.suspended, s.pictured.count)
+            let reached = s.waiters.filter { suspended >= $0.count && pictured >= $0.count }.map(\.reached)
+            s.waiters.removeAll { suspended >= $0.count && pictured >= $0.count }
+            return (signal, reached)
         }
         if signal { allSuspended.signal() }
+        for r in reached { r.signal() }
     }
 
     var suspendedCount: Int { state.withLock { $0.suspended } }
@@ -419,6 +467,17 @@ final class EventFollower: Sendable {
     /// Waits until every expected app's last transition was to suspended.
     func waitAllSuspended(timeout seconds: Double) -> Bool {
         allSuspended.wait(timeout: .now() + seconds) == .success
+    }
+
+    /// Waits until `count` of the expected apps are suspended and have a snapshot.
+    func waitSuspendedAndPictured(_ count: Int, timeout seconds: Double) -> Bool {
+        let reached = DispatchSemaphore(value: 0)
+        let already = state.withLock { s -> Bool in
+            if s.suspended >= count && s.pictured.count >= count { return true }
+            s.waiters.append((count, reached))
+            return false
+        }
+        return already || reached.wait(timeout: .now() + seconds) == .success
     }
 
     func startCounting() { state.withLock { $0.counting = true; $0.counted = 0 } }

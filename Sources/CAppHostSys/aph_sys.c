@@ -7,6 +7,7 @@
 // through execve or exit_group.
 #define _GNU_SOURCE 1
 
+#include <malloc.h>
 #include "aph_sys.h"
 
 #include <errno.h>
@@ -1298,4 +1299,8 @@ int aph_stamp_page_create(int *fd_out, void **map_out) {
     *fd_out = fd;
     *map_out = map;
     return 0;
+}
+
+int aph_malloc_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
 }

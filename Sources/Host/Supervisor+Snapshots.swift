@@ -147,25 +147,26 @@ extension Supervisor {
         let json = dir + "/\(job.number).json"
         do {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            let rendered: RenderedSnapshot
+            let drawing: SnapshotDrawing
             if let copy = job.copy, linkOrCopy(copy.png, to: png + ".tmp") {
-                // The same inputs as the last picture: the same pixels, without drawing them.
-                rendered = copy.rendered
+                // The same inputs as the last picture: the same file, without drawing it.
+                drawing = copy.drawing
             } else {
                 guard let drawn = try SnapshotRenderer.render(job.tree, screen: screen, policy: job.policy, bundlePath: job.bundlePath,
                                                               launchImage: job.launchImage) else {
                     return .failed("the renderer kept nothing")
                 }
-                rendered = drawn
-                try PNGCodec.encode(rendered.image).write(to: URL(fileURLWithPath: png + ".tmp"))
+                try PNGCodec.encode(drawn.image).write(to: URL(fileURLWithPath: png + ".tmp"))
+                // The pixels go with this scope: only the file keeps them.
+                drawing = SnapshotDrawing(drawn)
             }
             let layer = SnapshotTextLayerFile(bundleIdentifier: job.app, number: job.number, reason: job.reason, policy: job.policy,
-                                              time: job.time, screen: screen, texts: rendered.textLayer, warnings: rendered.warnings)
+                                              time: job.time, screen: screen, texts: drawing.textLayer, warnings: drawing.warnings)
             // WireJSON: the time with its milliseconds, as every other AppHost file.
             try WireJSON.encoder(pretty: true).encode(layer).write(to: URL(fileURLWithPath: json))
             // The PNG appears complete or not at all.
             guard rename(png + ".tmp", png) == 0 else { throw SnapshotWriteError(message: "rename \(png): \(String(cString: strerror(errno)))") }
-            return .written(rendered, png: png, textLayer: json)
+            return .written(drawing, png: png, textLayer: json)
         } catch let error as SnapshotWriteError {
             return .failed(error.message)
         } catch {

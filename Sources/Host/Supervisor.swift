@@ -103,6 +103,8 @@ public actor Supervisor {
 
     /// Opens the state directory's database and event log. The caller holds the state dir lock.
     public init(configuration: HostConfiguration, group: any EventLoopGroup, logger: Logger) throws {
+        // A host lives long and draws large pictures: see `Allocator.holdLargeBlocksApart`.
+        Allocator.holdLargeBlocksApart()
         self.configuration = configuration
         let separateIdentities = configuration.identities != nil && geteuid() == 0
         try configuration.prepareStateDirectory(separateIdentities: separateIdentities)

@@ -83,10 +83,10 @@ struct ExpectationCheck {
             guard let taken = await supervisor.takenSnapshots(id.rawValue).last else {
                 return .init(expected: "a snapshot of \(a.alias)", seen: "none taken")
             }
-            guard let rendered = taken.rendered else {
+            guard let drawing = taken.drawing else {
                 return .init(expected: "a snapshot of \(a.alias) drawn", seen: "snapshot \(taken.info.number) was not drawn (policy \(taken.info.policy.rawValue))")
             }
-            let texts = rendered.textLayer.map(\.text)
+            let texts = drawing.textLayer.map(\.text)
             let all = texts.joined(separator: " | ")
             for s in a.snapshotShows where !texts.contains(where: { $0.contains(s) }) {
                 return .init(expected: "snapshot \(taken.info.number) of \(a.alias) shows \"\(s)\"", seen: "its text: \(all.isEmpty ? "none" : all)")

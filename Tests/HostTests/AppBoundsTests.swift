@@ -1,6 +1,7 @@
 import AppHostProtocol
 import Foundation
 import TestSupport
+import Synchronization
 import Testing
 @testable import Host
 
@@ -50,8 +51,14 @@ struct AppBoundsTests {
                 try await host.supervisor.foreground(BundleID(validating: id))
                 try await host.waitUntil(id, is: .active, timeout: .seconds(10))
             }
-            let returned = await host.events(id).filter { $0.kind == .callback && $0.cause.hasSuffix("returned") }.count
-            #expect(returned >= 62, "\(returned) callbacks returned")
+            // The last didBecomeActive's return may be logged after the state said active:
+            // wait for the 62nd return (2 at launch, 4 per cycle).
+            let returns = Mutex(0)
+            let last = await host.waitForEvent(id, timeout: .seconds(10)) { e in
+                guard e.kind == .callback && e.cause.hasSuffix("returned") else { return false }
+                return returns.withLock { $0 += 1; return $0 >= 62 }
+            }
+            #expect(last != nil, "\(returns.withLock { $0 }) callbacks returned")
             #expect(try await host.supervisor.reports(id).isEmpty, "no report: the app was not killed")
             #expect(try await host.supervisor.status(nil).first?.pid == pid, "still its first process")
         }

@@ -25,7 +25,7 @@ struct SnapshotKeeperTests {
     }
 
     func written(_ job: SnapshotKeeper.Job) -> SnapshotKeeper.RenderOutcome {
-        .written(RenderedSnapshot(image: RGBAImage(width: 1, height: 1), textLayer: [], warnings: [], policy: job.policy),
+        .written(SnapshotDrawing(RenderedSnapshot(image: RGBAImage(width: 1, height: 1), textLayer: [], warnings: [], policy: job.policy)),
                  png: "/s/\(job.app)/\(job.number).png", textLayer: "/s/\(job.app)/\(job.number).json")
     }
 
@@ -94,7 +94,7 @@ struct SnapshotKeeperTests {
         let info = SnapshotInfo(bundleIdentifier: "com.a", number: 2, reason: "requested", policy: .none, png: nil, textLayer: nil, time: t0)
         #expect(fx.contains(.resolve([4], info)))
         #expect(k.latest["com.a"] == nil)
-        #expect(k.taken["com.a"]?.last?.rendered == nil && k.taken["com.a"]?.count == 2)
+        #expect(k.taken["com.a"]?.last?.drawing == nil && k.taken["com.a"]?.count == 2)
         #expect(k.isIdle)
     }
 
@@ -120,8 +120,8 @@ struct SnapshotKeeperTests {
         let taken = try #require(k.taken["com.a"])
         #expect(taken.map(\.info.number) == [1, 2, 3])
         #expect(taken.map(\.tree.views.count) == [1, 1, 1])
-        #expect(taken[1].supersededBy == 3 && taken[1].rendered == nil && taken[1].info.png == nil)
-        #expect(taken[0].rendered != nil && taken[2].rendered != nil)
+        #expect(taken[1].supersededBy == 3 && taken[1].drawing == nil && taken[1].info.png == nil)
+        #expect(taken[0].drawing != nil && taken[2].drawing != nil)
         #expect(k.latest["com.a"]?.number == 3)
         #expect(!k.isIdle, "com.b is still drawn")
         let b = try #require(k.rendering("com.b").inFlight)
@@ -219,7 +219,7 @@ struct SnapshotKeeperTests {
         let again = try #require(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(at: 1)))).first)
         #expect(again.copy?.png == "/s/com.a/1.png")
         _ = k.handle(.renderFinished(app: "com.a", number: again.number,
-                                     .written(try #require(again.copy).rendered, png: "/s/com.a/2.png", textLayer: "/s/com.a/2.json"), time: t0))
+                                     .written(try #require(again.copy).drawing, png: "/s/com.a/2.png", textLayer: "/s/com.a/2.json"), time: t0))
         // A changed window, or another policy, is drawn.
         let changed = jobs(k.handle(.callbackReturned(.didEnterBackground, subject(label: "new"))))[0]
         #expect(changed.copy == nil)

@@ -243,7 +243,11 @@ struct TransferDaemonTests {
             try daemon.send(.list)
             let list = try await daemon.next("transfers") { if case .transfers = $0 { return true }; return false }
             if case .transfers(let ts) = list {
-                #expect(ts.filter { $0.state == .running }.count <= 16)
+                // Connections in use: a received download waiting for its batch to be
+                // recorded is still `running` in the list, but its slot is free (all its
+                // bytes are in), and on a loaded machine many wait.
+                let receiving = ts.filter { $0.state == .running && $0.bytesDone < ($0.bytesExpected ?? .max) }
+                #expect(receiving.count <= 16)
             }
             // Finished events may have arrived before the list answer: count every event seen.
             var finished = Set<UInt64>()

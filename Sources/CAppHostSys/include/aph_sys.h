@@ -372,6 +372,10 @@ int aph_writeback_wait(int fd, int64_t offset, int64_t length, int drop);
 /// file system does not do direct I/O).
 int aph_open_direct(const char *path, int *fd_out);
 
+/// glibc's `mallopt(M_MMAP_THRESHOLD, bytes)` (malloc.h is not in Swift's Glibc module):
+/// 1 if taken, 0 if not.
+int aph_malloc_mmap_threshold(int bytes);
+
 #ifdef __cplusplus
 }
 #endif
