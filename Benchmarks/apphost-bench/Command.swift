@@ -20,12 +20,14 @@ struct AppHostBench: AsyncParsableCommand {
             virtual: N apps cycling through 24 simulated hours on the virtual clock vs the rules alone. \
             all: all five in one run (the default). push, fetch-week and transfers (10,000 small \
             background downloads vs AsyncHTTPClient and curl) run on their own, as does snapshot \
-            (render + redact + PNG encode of a full-screen app-switcher snapshot). \
+            (render + redact + PNG encode of a full-screen app-switcher snapshot), and density \
+            (1,000 apps launched and suspended: launch, requests and state changes as the count grows). \
             Build with -c release for representative figures.
             """,
         subcommands: [All.self, LaunchCommand.self, SuspendCommand.self, IdleCommand.self, DeadlinesCommand.self,
                       VirtualCommand.self, RawSignalsCommand.self, PushCommand.self, FetchWeekCommand.self,
-                      TransfersCommand.self, TransferServerCommand.self, SnapshotCommand.self, ScenariosCommand.self],
+                      TransfersCommand.self, TransferServerCommand.self, SnapshotCommand.self, ScenariosCommand.self,
+                      DensityCommand.self],
         defaultSubcommand: All.self)
 }
 
@@ -150,6 +152,7 @@ struct Report: Codable, Sendable {
     var command = CommandLine.arguments.joined(separator: " ")
     var sections: [Section] = []
     var idle: IdleReport?
+    var density: DensityReport?
     var deadlines: DeadlineReport?
     var virtual: VirtualReport?
     var transfers: TransfersReport?
@@ -165,6 +168,7 @@ struct Report: Codable, Sendable {
         print("apphost-bench (\(build) build): \(machine.cpus) CPUs (\(machine.cpuModel)), \(machine.memoryMiB) MiB, kernel \(machine.kernel)")
         for s in sections { printTable(title: s.title, rows: s.rows, notes: s.notes) }
         if let idle { printIdle(idle) }
+        if let density { printDensity(density) }
         if let deadlines { printDeadlines(deadlines) }
         if let virtual { printVirtual(virtual) }
         if let transfers { printTransfers(transfers) }
@@ -296,6 +300,32 @@ extension AppHostBench {
                                                            r.anonKiBPerAppFromNone, budget).utf8))
                 throw ExitCode(1)
             }
+        }
+    }
+
+    struct DensityCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "density",
+            abstract: "1,000 apps installed, launched and suspended: whether launches, requests and state changes grow with the count.",
+            discussion: "Launch round trips per tenth of the apps (the last tenth against the first), the daemon idle with 1 app and with all (RSS, CPU, wake-ups), status, events and foreground() with 1 app and with all.")
+        @OptionGroup var common: CommonOptions
+        @Option(help: "Apps launched and suspended.")
+        var apps = 1000
+        @Option(help: "Seconds of each idle window.")
+        var idleSeconds = 5.0
+        @Flag(inversion: .prefixedNo, help: "Each app a ProbeApp with a window of its own (see idle).")
+        var distinctWindows = true
+
+        func validate() throws {
+            guard apps >= 2 else { throw ValidationError("--apps must be at least 2") }
+            guard idleSeconds >= 2 else { throw ValidationError("--idle-seconds must be at least 2") }
+        }
+
+        func run() async throws {
+            var report = Report()
+            report.density = try await DensityBench(apps: apps, idleSeconds: idleSeconds, executable: common.app,
+                                                    distinctWindows: distinctWindows).run()
+            try report.emit(json: common.json)
         }
     }
 

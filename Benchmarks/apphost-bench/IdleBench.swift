@@ -212,7 +212,7 @@ struct IdleBench {
     }
 
     /// Times ping, status and a one-app events listing (non-following), 20 of each.
-    private func timeRequests(_ socketPath: String, app: String) throws -> [(String, Samples)] {
+    func timeRequests(_ socketPath: String, app: String) throws -> [(String, Samples)] {
         let clock = ContinuousClock()
         let requests: [(String, ControlRequest)] = [
             ("ping", .ping(version: ControlSocket.version)),
@@ -237,7 +237,7 @@ struct IdleBench {
 
     /// Samples the daemon at the start, after one second and at the end of the window.
     /// Waiting here is the measurement itself, not a stand-in for synchronisation.
-    private func measureWindow(_ pid: pid_t, apps: Int, ticksPerSecond: Int) throws -> IdleWindow {
+    func measureWindow(_ pid: pid_t, apps: Int, ticksPerSecond: Int) throws -> IdleWindow {
         let clock = ContinuousClock()
         let start = clock.now
         let t0 = threadSwitches(pid)
@@ -413,8 +413,10 @@ final class EventFollower: Sendable {
         var counted = 0
         /// Apps with a snapshot written (kind `snapshot`), in this run.
         var pictured: Set<String> = []
-        /// Waits for so many apps suspended and pictured.
-        var waiters: [(count: Int, reached: DispatchSemaphore)] = []
+        /// How many times each app reached suspended.
+        var suspensions: [String: Int] = [:]
+        /// Waits for a condition on this state.
+        var waiters: [(condition: @Sendable (State) -> Bool, reached: DispatchSemaphore)] = []
     }
     private let expected: Set<String>
     private let state = Mutex(State())
@@ -447,15 +449,18 @@ final class EventFollower: Sendable {
                 let before = s.states[id]
                 s.states[id] = to
                 if before == .suspended && to != .suspended { s.suspended -= 1 }
-                if before != .suspended && to == .suspended { s.suspended += 1 }
+                if before != .suspended && to == .suspended {
+                    s.suspended += 1
+                    s.suspensions[id, default: 0] += 1
+                }
                 if s.suspended == expected.count && !s.signalled {
                     s.signalled = true
                     signal = true
                 }
             }
-            let (suspended, pictured) = (s.suspended, s.pictured.count)
-            let reached = s.waiters.filter { suspended >= $0.count && pictured >= $0.count }.map(\.reached)
-            s.waiters.removeAll { suspended >= $0.count && pictured >= $0.count }
+            let now = s
+            let reached = s.waiters.filter { $0.condition(now) }.map(\.reached)
+            s.waiters.removeAll { $0.condition(now) }
             return (signal, reached)
         }
         if signal { allSuspended.signal() }
@@ -471,10 +476,22 @@ final class EventFollower: Sendable {
 
     /// Waits until `count` of the expected apps are suspended and have a snapshot.
     func waitSuspendedAndPictured(_ count: Int, timeout seconds: Double) -> Bool {
+        wait(timeout: seconds) { $0.suspended >= count && $0.pictured.count >= count }
+    }
+
+    /// How many times `id` reached suspended so far.
+    func suspensions(of id: String) -> Int { state.withLock { $0.suspensions[id] ?? 0 } }
+
+    /// Waits until `id` has reached suspended `count` times.
+    func waitSuspensions(of id: String, _ count: Int, timeout seconds: Double) -> Bool {
+        wait(timeout: seconds) { ($0.suspensions[id] ?? 0) >= count }
+    }
+
+    private func wait(timeout seconds: Double, until condition: @escaping @Sendable (State) -> Bool) -> Bool {
         let reached = DispatchSemaphore(value: 0)
         let already = state.withLock { s -> Bool in
-            if s.suspended >= count && s.pictured.count >= count { return true }
-            s.waiters.append((count, reached))
+            if condition(s) { return true }
+            s.waiters.append((condition, reached))
             return false
         }
         return already || reached.wait(timeout: .now() + seconds) == .success
