@@ -1,4 +1,7 @@
 import CAppHostSys
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The C allocator's settings for a long-lived host process.
 public enum Allocator {
@@ -18,5 +21,27 @@ public enum Allocator {
     @discardableResult
     public static func holdLargeBlocksApart() -> Bool {
         aph_malloc_mmap_threshold(mmapThreshold) == 1
+    }
+}
+
+/// The host process's own resource limits.
+public enum HostLimits {
+    /// Raises the soft limit of open files to the hard one, and returns it.
+    ///
+    /// Each app costs the host descriptors (its socket, its pidfd, its stamp page while
+    /// being mapped, its log while spawning): Debian's soft default of 1,024 would end a
+    /// host near a thousand apps with EMFILE. The hard limit (systemd's default is
+    /// 524,288) is the administrator's; the soft one is 1,024 only for programs that
+    /// use select(2), which the host does not (systemd.exec(5), LimitNOFILE=).
+    @discardableResult
+    public static func raiseOpenFiles() -> UInt64 {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { return UInt64(raised.rlim_cur) }
+        }
+        return UInt64(limit.rlim_cur)
     }
 }

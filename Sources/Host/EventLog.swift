@@ -85,6 +85,10 @@ final class EventLog {
     /// Lines encoded in the open batch, and their events (numbered, not yet handed out).
     private var held: [UInt8] = []
     private var heldEvents: [HostEvent] = []
+    /// The length of each held line, newline included.
+    private var heldLengths: [Int] = []
+    /// Where each app's lines are (see ``EventLogIndex``).
+    private(set) var index = EventLogIndex()
 
     /// Opens (or creates) the log at `path`, repairing a cut last line.
     init(path: String, limits: EventLogLimits = EventLogLimits(), logger: Logger) throws(EventLogError) {
@@ -108,6 +112,7 @@ final class EventLog {
             throw error
         }
         end = whole
+        index.opened(existingBytes: whole)
         var seq = Self.lastEvent(fd, end: whole)?.seq
         if seq == nil {
             // Just rotated: the newest event is in the newest old file.
@@ -154,11 +159,12 @@ final class EventLog {
             held += data
             held.append(0x0a)
             heldEvents.append(event)
+            heldLengths.append(data.count + 1)
             lastSeq += 1
             return .success(event)
         }
         do throws(EventLogError) {
-            try write(data + [0x0a])
+            index.add(app: app, at: try write(data + [0x0a]))
         } catch {
             return .failure(failed(error, count: 1))
         }
@@ -186,11 +192,16 @@ final class EventLog {
 
     private func flushHeld() {
         guard !heldEvents.isEmpty else { return }
-        let (lines, batch) = (held, heldEvents)
+        let (lines, batch, lengths) = (held, heldEvents, heldLengths)
         held.removeAll(keepingCapacity: true)
         heldEvents.removeAll(keepingCapacity: true)
+        heldLengths.removeAll(keepingCapacity: true)
         do throws(EventLogError) {
-            try write(lines)
+            var offset = try write(lines)
+            for (event, length) in zip(batch, lengths) {
+                index.add(app: event.bundleIdentifier, at: offset)
+                offset += Int64(length)
+            }
         } catch {
             lastSeq -= UInt64(batch.count)
             _ = failed(error, count: batch.count)
@@ -221,13 +232,16 @@ final class EventLog {
         }
     }
 
-    /// Writes one line whole or not at all, rotating first if it would pass the limit.
-    private func write(_ line: [UInt8]) throws(EventLogError) {
+    /// Writes one line (or a batch of lines) whole or not at all, rotating first if it
+    /// would pass the limit; returns the offset where it begins.
+    private func write(_ line: [UInt8]) throws(EventLogError) -> Int64 {
         if end > 0, end + Int64(line.count) > max(limits.rotateAt, nextRotation ?? 0) {
             do {
                 try rotate()
                 nextRotation = nil
+                index.rotated(keep: limits.keep)
             } catch {
+                index.forget()
                 // The events matter more than the limit: keep appending, try again 1 MiB on.
                 logger.error("event log: could not rotate (\(error)); \(path) grows past \(limits.rotateAt) bytes meanwhile")
                 nextRotation = end + (1 << 20)
@@ -237,7 +251,8 @@ final class EventLog {
             descriptor = try Self.open(path)
             end = try Self.size(descriptor!, path)
         }
-        guard let fd = descriptor else { return }
+        guard let fd = descriptor else { return end }
+        let start = end
         var written = 0
         while written < line.count {
             let n = line.withUnsafeBytes { raw in
@@ -253,6 +268,7 @@ final class EventLog {
             written += n
         }
         end += Int64(line.count)
+        return start
     }
 
     /// `events.jsonl` → `events.1.jsonl` → … → `events.<keep>.jsonl` (the oldest dropped).
@@ -276,14 +292,15 @@ final class EventLog {
     /// with that cut, a stream of every later event. The stream ends when `cancel` is
     /// called or the log closes.
     func subscribe(filter: String?) -> (past: EventLogPast, live: AsyncStream<HostEvent>, id: UInt64) {
-        var files: [(FileDescriptor, Int64)] = []
+        var files: [(FileDescriptor, Int64, EventLogIndex.Plan)] = []
+        func plan(_ k: Int) -> EventLogIndex.Plan { filter.map { index.plan(app: $0, rotated: k) } ?? .whole }
         for k in stride(from: limits.keep, through: 1, by: -1) {
             if let fd = try? FileDescriptor.open(FilePath(Self.rotatedPath(path, k)), .readOnly, options: .closeOnExec) {
-                files.append((fd, (try? Self.size(fd, path)) ?? 0))
+                files.append((fd, (try? Self.size(fd, path)) ?? 0, plan(k)))
             }
         }
         if let fd = try? FileDescriptor.open(FilePath(path), .readOnly, options: .closeOnExec) {
-            files.append((fd, end))
+            files.append((fd, end, plan(0)))
         }
         let past = EventLogPast(files: files, filter: filter, lastSeq: lastSeq)
         let (stream, continuation) = AsyncStream<HostEvent>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
@@ -382,13 +399,13 @@ final class EventLog {
 /// that do not parse are skipped. Iterating does blocking file reads: do it off the
 /// supervisor's actor.
 public final class EventLogPast: Sequence, Sendable {
-    private let files: [(descriptor: FileDescriptor, end: Int64)]
+    private let files: [(descriptor: FileDescriptor, end: Int64, plan: EventLogIndex.Plan)]
     private let filter: String?
     /// The sequence number of the last event recorded when the subscription began.
     public let lastSeq: UInt64
 
-    init(files: [(FileDescriptor, Int64)], filter: String?, lastSeq: UInt64) {
-        self.files = files.map { (descriptor: $0.0, end: $0.1) }
+    init(files: [(FileDescriptor, Int64, EventLogIndex.Plan)], filter: String?, lastSeq: UInt64) {
+        self.files = files.map { (descriptor: $0.0, end: $0.1, plan: $0.2) }
         self.filter = filter
         self.lastSeq = lastSeq
     }
@@ -432,6 +449,9 @@ public final class EventLogPast: Sequence, Sendable {
         private var buffer: [UInt8] = []
         private var position = 0
         private var skippingLongLine = false
+        /// The next of an indexed file's offsets, and the reader for them.
+        private var lineCursor = 0
+        private var lines = LineReader()
 
         init(past: EventLogPast) {
             self.past = past
@@ -463,10 +483,23 @@ public final class EventLogPast: Sequence, Sendable {
                     skippingLongLine = true
                 }
                 guard file < past.files.count else { return nil }
-                let (fd, end) = past.files[file]
+                let (fd, fileEnd, plan) = past.files[file]
+                var end = fileEnd
+                if case .indexed(let scanTo, let offsets) = plan {
+                    end = Swift.min(scanTo, fileEnd)
+                    // Past the part an earlier host wrote: the app's own lines, by offset.
+                    if offset >= end, lineCursor < offsets.count {
+                        let at = offsets[lineCursor]
+                        lineCursor += 1
+                        if let line = lines.line(fd, at: at, end: fileEnd), let event = decode(line) { return event }
+                        continue
+                    }
+                }
                 if offset >= end {
                     file += 1
                     offset = 0
+                    lineCursor = 0
+                    lines = LineReader()
                     buffer.removeAll()
                     skippingLongLine = false
                     continue

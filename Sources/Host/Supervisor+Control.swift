@@ -68,6 +68,7 @@ extension Supervisor {
         }
         do { try store.deleteApp(id) } catch { throw ControlError(.internalError, "\(error)") }
         apps.removeValue(forKey: id)
+        forgetPID(of: id)
         runtimes.removeValue(forKey: id)
         performMode(modes.uninstall(id))
         transfersAppUninstalled(id)
@@ -164,6 +165,7 @@ extension Supervisor {
 
     /// A fresh runtime (new instance) for a launch.
     func makeRuntime(_ id: String, _ row: Store.AppRow) {
+        forgetPID(of: id)
         nextInstance += 1
         var machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
                                 grace: configuration.terminationGracePeriod)
@@ -372,17 +374,21 @@ extension Supervisor {
     /// an app starts stays in it, even orphaned), or a descendant of an app's process
     /// (where there are no cgroups). Nil for anyone else (the CLI, a user's shell).
     public func appOwning(pid: Int32) -> String? {
-        let apps = Dictionary(runtimes.compactMap { id, rt in rt.pid.map { ($0, id) } }, uniquingKeysWith: { a, _ in a })
-        if let app = apps[pid] { return app }
+        if let app = appByPID[pid] { return app }
+        // An app's cgroup is `<apps' cgroup>/<bundle id>`: the last two components name it.
         for path in ProcessTree.cgroupPaths(of: pid) {
-            for (id, rt) in runtimes {
-                if let dir = rt.cgroup?.directories.first, let name = dir.split(separator: "/").suffix(2).first,
-                   path.hasSuffix("/\(name)/\(id)") {
-                    return id
-                }
-            }
+            let parts = path.split(separator: "/")
+            guard parts.count >= 2, let rt = runtimes[String(parts[parts.count - 1])],
+                  let dir = rt.cgroup?.directories.first, let name = dir.split(separator: "/").suffix(2).first,
+                  parts[parts.count - 2] == name else { continue }
+            return String(parts[parts.count - 1])
         }
-        return ProcessTree.ancestors(of: pid).lazy.compactMap { apps[$0] }.first
+        return ProcessTree.ancestors(of: pid).lazy.compactMap { self.appByPID[$0] }.first
+    }
+
+    /// The app's process is gone (or replaced): its pid names it no more.
+    func forgetPID(of id: String) {
+        if let pid = runtimes[id]?.pid, appByPID[pid] == id { appByPID[pid] = nil }
     }
 
     /// An app tried the control socket: said once per app and pid.

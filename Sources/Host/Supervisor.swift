@@ -60,6 +60,9 @@ public actor Supervisor {
     /// Child events that arrived before their `.spawned` (replayed after it).
     /// A run-loop stamp page made after a spawn for the next one (see `spawn`).
     var spareStampPage: RunLoopStampPage?
+    /// Each running app's pid (see ``appOwning(pid:)``): a control connection asks, so
+    /// it must not cost a walk of every runtime.
+    var appByPID: [Int32: String] = [:]
     /// Virtual clock: whose inputs are handled now, and what waits (see ``TurnOrder``).
     var turns = TurnOrder()
     /// Process instances the host stopped waiting for (a settle ran out on them).
@@ -103,8 +106,10 @@ public actor Supervisor {
 
     /// Opens the state directory's database and event log. The caller holds the state dir lock.
     public init(configuration: HostConfiguration, group: any EventLoopGroup, logger: Logger) throws {
-        // A host lives long and draws large pictures: see `Allocator.holdLargeBlocksApart`.
+        // A host lives long, draws large pictures and holds descriptors for many apps:
+        // see `Allocator.holdLargeBlocksApart` and `HostLimits.raiseOpenFiles`.
         Allocator.holdLargeBlocksApart()
+        HostLimits.raiseOpenFiles()
         self.configuration = configuration
         let separateIdentities = configuration.identities != nil && geteuid() == 0
         try configuration.prepareStateDirectory(separateIdentities: separateIdentities)
@@ -164,6 +169,7 @@ public actor Supervisor {
             rt.child = child
             rt.pid = child.pid
             runtimes[id] = rt
+            appByPID[child.pid] = id
             events.append(.spawned, app: id, pid: child.pid, cause: "spawned \(apps[id]?.app.executablePath ?? "")", time: now())
             feed(id, .spawned(pid: child.pid))
             if runtimes[id]?.machine.killSent == true {
@@ -315,6 +321,7 @@ public actor Supervisor {
     }
 
     func processExit(_ id: String, _ status: ExitStatus) {
+        forgetPID(of: id)
         runtimes[id]?.pendingExit = nil
         runtimes[id]?.writer = nil
         if let instance = runtimes[id]?.instance {

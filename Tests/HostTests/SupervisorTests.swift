@@ -100,6 +100,20 @@ struct SupervisorTests {
         }
     }
 
+    /// A control connection's peer is checked against the apps' pids (an app may not
+    /// drive the host): by an index, not a walk of every runtime.
+    @Test func theAppOwningAPidIsFoundWhileItRunsAndForgottenWhenItExits() async throws {
+        try await withHost { host in
+            let id = try await host.installProbe("com.test.owner")
+            let pid = try await host.supervisor.launch(BundleID(validating: id), background: false, arguments: [])
+            #expect(await host.supervisor.appOwning(pid: pid) == id)
+            #expect(await host.supervisor.appOwning(pid: getpid()) == nil, "the test process is nobody's app")
+            try await host.supervisor.terminate(BundleID(validating: id))
+            try await host.waitUntil(id, is: .notRunning)
+            #expect(await host.supervisor.appOwning(pid: pid) == nil, "a gone app's pid may be anyone's now")
+        }
+    }
+
     @Test func callbacksRunInIOSOrder() async throws {
         try await withHost { host in
             let id = try await host.installProbe("com.test.order")
