@@ -68,6 +68,15 @@ public struct MemorySettings: Sendable, Equatable {
         return settings
     }
 
+    /// A device size written as text ("512 MiB"), within the bounds (scenario files).
+    public static func device(_ text: String) throws(BudgetError) -> UInt64 {
+        let bytes = try ByteCountText.bytes(text)
+        guard bytes >= minimumDevice, bytes <= maximumDevice else {
+            throw BudgetError(message: "\(ByteCountText.format(bytes)) is out of range (\(ByteCountText.format(minimumDevice)) to \(ByteCountText.format(maximumDevice)))")
+        }
+        return bytes
+    }
+
     /// A device size: bytes or a size like "3 GiB", within the bounds.
     static func device(_ raw: Any, path: String) throws(BudgetError) -> UInt64 {
         let bytes: UInt64
