@@ -68,3 +68,22 @@ public func readCgroupMemoryCurrent(_ path: String) -> UInt64? {
     guard let text = try? readProcFile(path) else { return nil }
     return UInt64(text.trimmingSpaces)
 }
+
+/// `/proc/<pid>/statm`'s resident set, in bytes: the kernel's counters, no page-table walk
+/// (microseconds). The host uses it to tell whether an app's memory moved since its last
+/// (costly) smaps_rollup reading.
+public enum ProcStatm {
+    public static func residentBytes(pid: Int32) throws(ProcFileError) -> UInt64 {
+        let path = "/proc/\(pid)/statm"
+        return try parseResident(try readProcFile(path), path: path)
+    }
+
+    /// The second field (resident pages) of a statm text, in bytes.
+    public static func parseResident(_ text: String, path: String = "statm") throws(ProcFileError) -> UInt64 {
+        let fields = text.split(separator: " ", omittingEmptySubsequences: true)
+        guard fields.count >= 2, let pages = UInt64(fields[1].trimmingSpaces), pages < UInt64.max / 65536 else {
+            throw .malformed(path: path, reason: "no resident field")
+        }
+        return pages * UInt64(max(1, sysconf(Int32(_SC_PAGESIZE))))
+    }
+}

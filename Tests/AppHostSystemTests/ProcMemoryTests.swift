@@ -84,3 +84,14 @@ struct PressureStallWatchTests {
         watch.close()
     }
 }
+
+@Suite("ProcStatm")
+struct ProcStatmTests {
+    @Test func residentIsTheSecondFieldInPages() throws {
+        let page = UInt64(sysconf(Int32(_SC_PAGESIZE)))
+        #expect(try ProcStatm.parseResident("5000 1200 300 10 0 900 0\n") == 1200 * page)
+        #expect(throws: ProcFileError.self) { try ProcStatm.parseResident("5000") }
+        #expect(throws: ProcFileError.self) { try ProcStatm.parseResident("5000 x 1") }
+        #expect(try ProcStatm.residentBytes(pid: getpid()) > 0)
+    }
+}
