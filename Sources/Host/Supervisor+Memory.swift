@@ -21,6 +21,9 @@ struct MemoryState {
     var lastArguments: [String: [String]] = [:]
     /// Footprint cues (``AppMessage/memoryFootprintChanged``) per app, bounded.
     var cueLimiters: [String: MessageRateLimiter] = [:]
+    /// Footprint cues acted on and dropped at the bound, so far.
+    var cuesTaken = 0
+    var cuesDropped = 0
     /// Inside an evaluation (its effects feed apps, whose feeds would evaluate again).
     var evaluating = false
     /// The PSI triggers being waited on (nil: the computed source alone).
@@ -112,7 +115,11 @@ extension Supervisor {
         var limiter = memory.cueLimiters[id] ?? MessageRateLimiter(burst: bounds.footprintCues, perSecond: bounds.footprintCues)
         let taken = limiter.take()
         memory.cueLimiters[id] = limiter
-        guard taken else { return }
+        guard taken else {
+            memory.cuesDropped += 1
+            return
+        }
+        memory.cuesTaken += 1
         memory.stale.insert(id)
         evaluateMemory()
     }
