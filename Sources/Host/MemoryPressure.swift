@@ -52,12 +52,16 @@ public enum JetsamPolicy {
         public var footprint: UInt64
         /// Host time the user last had it in front (or its launch): least recent dies first.
         public var lastUsed: Duration
+        /// Which use came first at one host time (a virtual clock that did not move
+        /// between two apps' turns in front): a counter of uses, in the host's order.
+        public var useOrder: UInt64
 
-        public init(app: String, band: JetsamBand, footprint: UInt64, lastUsed: Duration) {
+        public init(app: String, band: JetsamBand, footprint: UInt64, lastUsed: Duration, useOrder: UInt64 = 0) {
             self.app = app
             self.band = band
             self.footprint = footprint
             self.lastUsed = lastUsed
+            self.useOrder = useOrder
         }
     }
 
@@ -69,10 +73,11 @@ public enum JetsamPolicy {
     }
 
     /// The kill order: band by band from `suspended` up, least recently used first in a
-    /// band, then by bundle id (so ties are the same in every run).
+    /// band (host time, then the order of uses at one time), then by bundle id (so ties
+    /// are the same in every run).
     public static func order(_ candidates: [Candidate]) -> [Candidate] {
         candidates.sorted {
-            ($0.band, $0.lastUsed, $0.app) < ($1.band, $1.lastUsed, $1.app)
+            ($0.band, $0.lastUsed, $0.useOrder, $0.app) < ($1.band, $1.lastUsed, $1.useOrder, $1.app)
         }
     }
 

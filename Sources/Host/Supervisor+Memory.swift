@@ -12,8 +12,10 @@ struct MemoryState {
     var footprints: [String: UInt64] = [:]
     /// Apps whose footprint may have changed since it was read: read at the end of the step.
     var stale: Set<String> = []
-    /// Host time each app was last in front (or launched, if never): jetsam's recency.
-    var lastUsed: [String: Duration] = [:]
+    /// Host time each app was last in front (or launched, if never), and the use's number
+    /// (uses at one host time keep their order): jetsam's recency.
+    var lastUsed: [String: (time: Duration, order: UInt64)] = [:]
+    var uses: UInt64 = 0
     /// Apps jetsam ended that have not been launched by the user since: their next
     /// user launch says `LaunchOptions.afterJetsam`.
     var jetsammed: Set<String> = []
@@ -93,7 +95,10 @@ extension Supervisor {
     /// A state change: the app's footprint is read again at the end of the step (and its
     /// recency noted when it comes to or leaves the front).
     func memoryTransition(_ id: String, from: AppState, to: AppState) {
-        if to == .active || from == .active || memory.lastUsed[id] == nil { memory.lastUsed[id] = hostNow() }
+        if to == .active || from == .active || memory.lastUsed[id] == nil {
+            memory.uses += 1
+            memory.lastUsed[id] = (hostNow(), memory.uses)
+        }
         switch to {
         case .notRunning:
             memory.footprints.removeValue(forKey: id)
@@ -164,7 +169,8 @@ extension Supervisor {
         memory.footprints.compactMap { id, bytes in
             guard let machine = runtimes[id]?.machine, machine.isRunning, !machine.killSent, machine.terminating == nil else { return nil }
             let band = JetsamBand.of(state: machine.state, placement: machine.placement, hasActivity: !machine.activities.isEmpty)
-            return JetsamPolicy.Candidate(app: id, band: band, footprint: bytes, lastUsed: memory.lastUsed[id] ?? .zero)
+            let used = memory.lastUsed[id]
+            return JetsamPolicy.Candidate(app: id, band: band, footprint: bytes, lastUsed: used?.time ?? .zero, useOrder: used?.order ?? 0)
         }
     }
 
@@ -176,7 +182,9 @@ extension Supervisor {
         }
         memory.stale.removeAll()
         let total = memoryTotal()
-        let fx = memory.pressure.handle(.reported(level, by: reporter, total: total, candidates: jetsamCandidates()))
+        // Candidates (a look at every running app) only where jetsam may choose.
+        let candidates = level == .critical || memory.pressure.level(for: total) == .critical ? jetsamCandidates() : []
+        let fx = memory.pressure.handle(.reported(level, by: reporter, total: total, candidates: candidates))
         performMemory(fx)
         return fx
     }

@@ -23,6 +23,12 @@ struct JetsamPolicyTests {
             app("s-tie-a", .suspended, 10, used: 7),
         ]
         #expect(JetsamPolicy.order(apps).map(\.app) == ["s-old", "s-tie-a", "s-tie-b", "s-new", "task", "audio", "fg"])
+        // At one host time (a virtual clock that did not move), the order of the uses decides.
+        var first = app("zz-first", .suspended, 10, used: 7)
+        first.useOrder = 1
+        var second = app("aa-second", .suspended, 10, used: 7)
+        second.useOrder = 2
+        #expect(JetsamPolicy.order([second, first]).map(\.app) == ["zz-first", "aa-second"])
     }
 
     @Test func killsUntilTheFootprintsLeftAreBelowTheLimit() {
