@@ -180,3 +180,25 @@ struct JetsamHostTests {
         }
     }
 }
+
+/// Bad device-memory input at the command line: the daemon refuses to start, naming the key.
+@Suite("device memory (CLI)", .tags(.process), .timeLimit(.minutes(1)),
+       .enabled(if: productBuilt("apphost"), "apphost not built: run `swift build` first"))
+struct DeviceMemoryCLITests {
+    @Test func aDeviceSizeThatDoesNotParseStopsTheDaemonAtStartNamingTheKey() async throws {
+        let dir = try TempDir("mem-cli")
+        defer { dir.remove() }
+        let config = dir.path + "/c.json"
+        try #"{"memory": {"device": "3 GiBs"}}"#.write(toFile: config, atomically: true, encoding: .utf8)
+        let r = await apphost(["daemon", "--config", config, "--state-dir", dir.path + "/s"])
+        #expect(r.status == 64, "usage error: \(r)")
+        #expect(r.stderr.contains("\(config): memory.device: unknown unit \"gibs\" in \"3 GiBs\""), "\(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/s/control.sock"), "no host started")
+    }
+
+    @Test func anUnknownLevelIsAUsageError() async throws {
+        let r = await apphost(["device", "memory", "panic", "--state-dir", "/nonexistent"])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("normal") && r.stderr.contains("critical"), "\(r.stderr)")
+    }
+}
