@@ -44,6 +44,8 @@ enum Trigger: String, CaseIterable, Sendable {
     case progress
     /// A host timer (`timer:` action) fired.
     case timer
+    /// `applicationDidReceiveMemoryWarning` (the device is short of memory).
+    case memoryWarning = "memory-warning"
 }
 
 /// What the probe's handleEventsForBackgroundURLSession does with its completion (`--events-completion`).
@@ -118,7 +120,8 @@ enum Action: Equatable, Sendable {
     case hangFIFO(path: String)
     /// Block the main thread until one byte can be read from the FIFO at `path`.
     case waitFIFO(path: String)
-    /// Allocate and touch `mebibytes` MiB, keeping it.
+    /// Allocate and touch `mebibytes` MiB, keeping it, then tell the host its footprint
+    /// changed (`Application.footprintDidChange()`).
     case allocate(mebibytes: Int)
     /// Fork `count` children that sleep for good (kept: they die with the app, or not).
     case fork(count: Int)
@@ -328,6 +331,8 @@ struct Script: Equatable, Sendable {
           progress                 a task's first progress callback: "[ProbeApp] progress task=N bytes=B"
           timer                    a host timer (timer: action) fired: "[ProbeApp] timer NAME fired N
                                    state=STATE" (N counts its fires)
+          memory-warning           applicationDidReceiveMemoryWarning: "[ProbeApp] didReceiveMemoryWarning
+                                   state=STATE" (only while running code: never when suspended)
         (urlSessionDidFinishEvents prints "[ProbeApp] didFinishEvents SESSION".)
         The probe creates its location manager, push registry, BLE central and
         accessory delegate at start, so every event has a receiver; launch handlers
@@ -345,7 +350,9 @@ struct Script: Equatable, Sendable {
                                    time, whatever the host's clock (what a watchdog sees)
           block:forever            block the main thread forever (asleep in pause(),
                                    no CPU); the callback never returns
-          allocate:MIB             allocate and touch MIB MiB and keep it ("[ProbeApp] allocated N MiB")
+          allocate:MIB             allocate and touch MIB (1-65536) MiB and keep it ("[ProbeApp] allocated
+                                   N MiB"), then tell the host its footprint changed, so the host
+                                   reads it now (memory pressure, jetsam)
           fork:N                   fork N (1-\(maximumProcessCount)) children that sleep in pause() for good:
                                    "[ProbeApp] forked K of N: PID,PID..." (plus " (ERRNO)" when a fork
                                    failed; under the host "[ProbeApp] forked 0 of N (EPERM)": apps

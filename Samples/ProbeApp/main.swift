@@ -190,6 +190,7 @@ final class ProbeDelegate: ApplicationDelegate {
     }
 
     func didFinishLaunching(_ application: Application, options: LaunchOptions) -> Bool {
+        if options.afterJetsam { say("[ProbeApp] launched after jetsam (LaunchOptions.afterJetsam)") }
         run(.launch, "didFinishLaunching", application)
         return true
     }
@@ -198,6 +199,9 @@ final class ProbeDelegate: ApplicationDelegate {
     func willEnterForeground(_ application: Application) { run(.foreground, "willEnterForeground", application) }
     func didBecomeActive(_ application: Application) { run(.active, "didBecomeActive", application) }
     func willTerminate(_ application: Application) { run(.terminate, "willTerminate", application) }
+    func applicationDidReceiveMemoryWarning(_ application: Application) {
+        run(.memoryWarning, "didReceiveMemoryWarning", application)
+    }
 
     func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String) {
         say("[ProbeApp] push token \(deviceToken)")
@@ -426,6 +430,8 @@ final class ProbeDelegate: ApplicationDelegate {
                 kept.append(block)
             }
             say("[ProbeApp] allocated \(mebibytes) MiB")
+            // The pages are touched (memset), so the kernel counts them; the host reads them now.
+            application.footprintDidChange()
         case .fork(let count):
             let (pids, failure) = forkSleepers(count)
             say(forkLine("forked", pids, of: count, failure, listing: true))

@@ -97,6 +97,10 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
     public var silentPushesPerHour: Double
     /// Run time a BGProcessingTask gets before its expiration handler.
     public var processing: Double
+    /// The device's memory in bytes, an iPhone of the profile's era (AppHost's own figure:
+    /// Apple does not publish RAM sizes). Memory pressure is the apps' footprints against
+    /// it; `"memory": {"device": ...}` in the host config overrides it.
+    public var deviceMemory: UInt64
 
     /// Every budget key, in table order.
     public static var keys: [BudgetKey] { BudgetKey.allCases }
@@ -106,7 +110,8 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
                 expirationWarning: Double = 5, heartbeatInterval: Double = 5,
                 wake: Double = 10, audioIdle: Double = 10, voipReport: Double = 7,
                 fetchMinimum: Double = 900, fetchCoalescing: Double = 300, silentPushesPerHour: Double = 3,
-                processing: Double = 300) {
+                processing: Double = 300, deviceMemory: UInt64 = 3 << 30) {
+        self.deviceMemory = deviceMemory
         self.fetchMinimum = fetchMinimum
         self.fetchCoalescing = fetchCoalescing
         self.silentPushesPerHour = silentPushesPerHour
@@ -125,12 +130,12 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
         self.heartbeatInterval = heartbeatInterval
     }
 
-    /// iOS 6 and earlier: about 600 s of background time.
-    public static let ios6 = BudgetProfile(name: "ios6", backgroundTask: 600)
-    /// iOS 7 to 12: 180 s.
-    public static let ios7 = BudgetProfile(name: "ios7", backgroundTask: 180)
-    /// iOS 13 and later: about 30 s (the default).
-    public static let ios13 = BudgetProfile(name: "ios13", backgroundTask: 30)
+    /// iOS 6 and earlier: about 600 s of background time; 1 GiB, an iPhone 5.
+    public static let ios6 = BudgetProfile(name: "ios6", backgroundTask: 600, deviceMemory: 1 << 30)
+    /// iOS 7 to 12: 180 s; 2 GiB, an iPhone 6s.
+    public static let ios7 = BudgetProfile(name: "ios7", backgroundTask: 180, deviceMemory: 2 << 30)
+    /// iOS 13 and later: about 30 s (the default); 3 GiB, an iPhone XR.
+    public static let ios13 = BudgetProfile(name: "ios13", backgroundTask: 30, deviceMemory: 3 << 30)
 
     /// The named profiles.
     public static let all: [BudgetProfile] = [.ios6, .ios7, .ios13]
@@ -244,6 +249,9 @@ public struct HostConfigFile: Sendable, Equatable {
     /// (any key may be left out), or `false` to run every app of a root host as uid 0
     /// without capabilities. Nil when the file says nothing.
     public var identities: IdentityConfig?
+    /// `"memory": {"device": "3 GiB", "source": "computed" | "psi"}`: the simulated device's
+    /// memory (default: the profile's) and where memory pressure comes from.
+    public var memory = MemorySettings()
 
     /// Reads and checks a config file; errors name the file and key.
     public static func load(path: String) throws(BudgetError) -> HostConfigFile {
@@ -293,6 +301,8 @@ public struct HostConfigFile: Sendable, Equatable {
                 file.limits = try LimitSettings.parse(value, path: path)
             case "identities":
                 file.identities = try IdentityConfig.parse(value, path: path)
+            case "memory":
+                file.memory = try MemorySettings.parse(value, path: path)
             case "budgets":
                 guard let budgets = value as? [String: Any] else { throw BudgetError(message: "\(path): budgets: expected an object") }
                 for (name, raw) in budgets {
@@ -312,7 +322,7 @@ public struct HostConfigFile: Sendable, Equatable {
                     }
                 }
             default:
-                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers, snapshots, limits, identities)")
+                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers, snapshots, limits, identities, memory)")
             }
         }
         return file

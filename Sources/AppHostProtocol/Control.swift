@@ -146,6 +146,10 @@ public struct AppStatus: Codable, Sendable, Equatable {
     public var isFrontmost: Bool
     /// Background-mode activities keeping it running (audio playback, location updates, a VoIP call).
     public var activities: [String]
+    /// Its memory footprint in bytes as the host last read it from the kernel (its memory
+    /// cgroup's `memory.current`, else `/proc/<pid>/smaps_rollup`'s Pss); nil when it does
+    /// not run or has not been read yet.
+    public var footprint: UInt64?
 
     /// At most this many background tasks (or activities) are listed; the rest are counted.
     public static let maximumListed = 64
@@ -164,7 +168,8 @@ public struct AppStatus: Codable, Sendable, Equatable {
     }
 
     public init(bundleIdentifier: String, state: AppState, pid: Int32?, since: Date, backgroundTasks: [String],
-                activities: [String] = [], isFrontmost: Bool) {
+                activities: [String] = [], isFrontmost: Bool, footprint: UInt64? = nil) {
+        self.footprint = footprint
         self.activities = activities
         self.bundleIdentifier = bundleIdentifier
         self.state = state
@@ -184,6 +189,7 @@ public struct AppStatus: Codable, Sendable, Equatable {
         try c.encode(backgroundTasks, forKey: .backgroundTasks)
         try c.encode(activities, forKey: .activities)
         try c.encode(isFrontmost, forKey: .isFrontmost)
+        try c.encode(footprint, forKey: .footprint)
     }
 }
 
@@ -202,6 +208,10 @@ public struct HostEvent: Codable, Sendable, Equatable {
         case service
         /// An app-switcher snapshot taken (or deleted under the `none` policy).
         case snapshot
+        /// Device memory: the pressure level changed (`pressure`, `footprint` the sum of
+        /// the apps' footprints), a memory warning sent to an app, a jetsam decision
+        /// (`footprint` the app's, `band` its jetsam band).
+        case memory
     }
     /// Increasing number, unique within one events.jsonl.
     public var seq: UInt64
@@ -237,6 +247,12 @@ public struct HostEvent: Codable, Sendable, Equatable {
     public var apnsID: String?
     public var fetch: UInt64?
     public var result: String?
+    /// Device memory (`memory` events): bytes (an app's footprint, or the sum of every
+    /// app's at a pressure change), the pressure level (`normal`, `warning`, `critical`),
+    /// and a jetsam decision's band (`suspended`, `background`, `backgroundActivity`, `foreground`).
+    public var footprint: UInt64?
+    public var pressure: String?
+    public var band: String?
 
     /// The typed fields an event may carry beside its kind (see the properties).
     public struct Fields: Sendable, Equatable {
@@ -253,11 +269,18 @@ public struct HostEvent: Codable, Sendable, Equatable {
         public var apnsID: String?
         public var fetch: UInt64?
         public var result: String?
+        public var footprint: UInt64?
+        public var pressure: String?
+        public var band: String?
 
         public init(callback: String? = nil, signal: String? = nil, confirmed: Bool? = nil,
                     task: Int? = nil, taskName: String? = nil, began: Bool? = nil,
                     transfer: TransferNote? = nil, session: String? = nil, transferTask: Int? = nil,
-                    push: UInt64? = nil, apnsID: String? = nil, fetch: UInt64? = nil, result: String? = nil) {
+                    push: UInt64? = nil, apnsID: String? = nil, fetch: UInt64? = nil, result: String? = nil,
+                    footprint: UInt64? = nil, pressure: String? = nil, band: String? = nil) {
+            self.footprint = footprint
+            self.pressure = pressure
+            self.band = band
             self.push = push
             self.apnsID = apnsID
             self.fetch = fetch
@@ -289,6 +312,9 @@ public struct HostEvent: Codable, Sendable, Equatable {
         self.apnsID = fields.apnsID
         self.fetch = fields.fetch
         self.result = fields.result
+        self.footprint = fields.footprint
+        self.pressure = fields.pressure
+        self.band = fields.band
         self.mode = mode
         self.seq = seq
         self.time = time

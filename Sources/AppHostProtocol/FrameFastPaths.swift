@@ -34,7 +34,7 @@ extension Frame {
             return framed(payload)
         }
         if case .callback(let seq, .didFinishLaunching(let options), let state) = message,
-           options.arguments.allSatisfy(FastString.isPlain) {
+           !options.afterJetsam, options.arguments.allSatisfy(FastString.isPlain) {
             // {"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":["A",...],"reason":"R"}}},"seq":N,"state":"S"}}
             var payload = Array(#"{"callback":{"callback":{"didFinishLaunching":{"options":{"arguments":["#.utf8)
             for (i, argument) in options.arguments.enumerated() {

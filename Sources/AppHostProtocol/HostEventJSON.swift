@@ -23,16 +23,19 @@ extension HostEvent {
 
         // In the encoder's sorted order.
         if let apnsID { key("apnsID"); string(apnsID) }
+        if let band { key("band"); string(band) }
         if let began { key("began"); bool(began) }
         if let bundleIdentifier { key("bundleIdentifier"); string(bundleIdentifier) }
         if let callback { key("callback"); string(callback) }
         key("cause"); string(cause)
         if let confirmed { key("confirmed"); bool(confirmed) }
         if let fetch { key("fetch"); number(fetch) }
+        if let footprint { key("footprint"); number(footprint) }
         if let from { key("from"); string(from.rawValue) }
         key("kind"); string(kind.rawValue)
         if let mode { key("mode"); string(mode) }
         if let pid { key("pid"); number(pid) }
+        if let pressure { key("pressure"); string(pressure) }
         if let push { key("push"); number(push) }
         if let result { key("result"); string(result) }
         key("seq"); number(seq)

@@ -73,10 +73,32 @@ public struct LaunchOptions: Codable, Sendable, Equatable {
     public var reason: LaunchReason
     /// Arguments given after `--` on `apphost launch`.
     public var arguments: [String]
+    /// The app's last process was ended by jetsam (memory pressure) and the user brought
+    /// it back from the app switcher: a cold launch where the user expects the app as
+    /// they left it (iOS apps restore their state here). Written only when true, so the
+    /// frame of every other launch is the same bytes as before it existed.
+    public var afterJetsam: Bool
 
-    public init(reason: LaunchReason, arguments: [String] = []) {
+    public init(reason: LaunchReason, arguments: [String] = [], afterJetsam: Bool = false) {
         self.reason = reason
         self.arguments = arguments
+        self.afterJetsam = afterJetsam
+    }
+
+    private enum CodingKeys: String, CodingKey { case reason, arguments, afterJetsam }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        reason = try c.decode(LaunchReason.self, forKey: .reason)
+        arguments = try c.decode([String].self, forKey: .arguments)
+        afterJetsam = try c.decodeIfPresent(Bool.self, forKey: .afterJetsam) ?? false
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        if afterJetsam { try c.encode(true, forKey: .afterJetsam) }
+        try c.encode(arguments, forKey: .arguments)
+        try c.encode(reason, forKey: .reason)
     }
 }
 
@@ -94,6 +116,10 @@ public enum LifecycleCallback: Codable, Sendable, Equatable {
     /// A service event (a location fix, a VoIP push, BLE or accessory data, an
     /// audio interruption), run by the service's delegate on the main thread.
     case service(ServiceEvent)
+    /// The device is short of memory (`applicationDidReceiveMemoryWarning(_:)`): free
+    /// what can be made again. Sent to apps running code when the pressure rises to
+    /// `warning` or `critical`; suspended apps get none, as on iOS.
+    case didReceiveMemoryWarning
 
     /// The delegate method's name, for events and logs.
     public var name: String {
@@ -106,6 +132,7 @@ public enum LifecycleCallback: Codable, Sendable, Equatable {
         case .willTerminate: "willTerminate"
         case .backgroundTaskExpiration(let id): "expirationHandler(task \(id))"
         case .service(let event): event.name
+        case .didReceiveMemoryWarning: "didReceiveMemoryWarning"
         }
     }
 }
@@ -151,6 +178,11 @@ public enum AppMessage: Codable, Sendable, Equatable {
     /// answered, so it does not wait for the host; an id the host does not know (never
     /// scheduled, a one-shot that fired) is ignored.
     case invalidateTimer(id: Int)
+    /// The app's memory footprint changed (it allocated or freed a lot): a cue for the
+    /// host to read it again from the kernel (the app says no number; the host does not
+    /// take an app's word for its size). Not answered. The host reads on these cues at
+    /// most ``AppBounds`` `footprintCues` a second per app; the rest wait for its next reading.
+    case memoryFootprintChanged
 }
 
 /// Host → app.

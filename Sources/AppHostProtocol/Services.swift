@@ -548,6 +548,9 @@ public enum ModeCommand: Codable, Sendable, Equatable {
     case deviceNetwork(DeviceNetwork)
     /// `apphost device show`.
     case deviceShow
+    /// `apphost device memory normal|warning|critical`: force the memory pressure level,
+    /// as the kernel would report it (`normal` hands it back to the computed level).
+    case deviceMemory(MemoryPressureLevel)
     /// `apphost fetch <id>`: one background fetch now (Xcode's Simulate Background Fetch).
     case fetchNow(bundleIdentifier: String)
     /// `apphost fetch schedule`: every app's next fetch and why.

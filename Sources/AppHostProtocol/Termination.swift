@@ -121,11 +121,18 @@ public struct TerminationReport: Codable, Sendable, Equatable {
     public var budget: BudgetRecord?
     /// The app's last states, oldest first.
     public var lastStates: [StateRecord]
+    /// A jetsam kill: the app's memory footprint in bytes when it was chosen, and its
+    /// jetsam band (`suspended`, `background`, `backgroundActivity`, `foreground`).
+    public var footprint: UInt64?
+    public var jetsamBand: String?
 
     public init(id: String, bundleIdentifier: String, pid: Int32, time: Date, exceptionType: String,
                 exitStatus: Int32?, signal: Int32?, signalName: String?, terminationNamespace: String?,
                 terminationCode: String?, reason: String, explanation: String? = nil,
-                backgroundTasks: [HeldTaskRecord] = [], budget: BudgetRecord? = nil, lastStates: [StateRecord]) {
+                backgroundTasks: [HeldTaskRecord] = [], budget: BudgetRecord? = nil, lastStates: [StateRecord],
+                footprint: UInt64? = nil, jetsamBand: String? = nil) {
+        self.footprint = footprint
+        self.jetsamBand = jetsamBand
         self.id = id
         self.bundleIdentifier = bundleIdentifier
         self.pid = pid

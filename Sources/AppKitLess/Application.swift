@@ -429,6 +429,9 @@ public final class Application {
             // To the live service objects of its kind (their delegates or handlers);
             // an event nobody can receive is logged and dropped, and still acknowledged.
             services.deliver(event, log: effects.log)
+        case .didReceiveMemoryWarning:
+            delegate.applicationDidReceiveMemoryWarning(self)
+            NotificationCenter.default.post(name: Application.didReceiveMemoryWarningNotification, object: self)
         }
         // What the callback drew reaches the host before it hears the callback returned.
         isRunningCallback = false
@@ -466,6 +469,25 @@ public final class Application {
             connectionFailed(error)
         }
     }
+
+    /// Tells the host this app's memory footprint changed a lot (it allocated or freed a
+    /// large buffer), so the host reads it again from the kernel now rather than at the
+    /// app's next state change. AppHost's own call: on iOS the kernel sees every page an
+    /// app touches; a Linux host reads footprints only at moments it chooses (reading one
+    /// walks the app's page tables). The host acts on a few dozen cues a second and drops
+    /// the rest. Callable from any thread; sends no number (the host trusts the kernel's).
+    public nonisolated func footprintDidChange() {
+        do {
+            try connection.send(.memoryFootprintChanged)
+        } catch {
+            connectionFailed(error)
+        }
+    }
+
+    /// Posted on `NotificationCenter.default` (object: the ``Application``), on the main
+    /// thread, after ``ApplicationDelegate/applicationDidReceiveMemoryWarning(_:)``
+    /// returned, like `UIApplication.didReceiveMemoryWarningNotification`.
+    public nonisolated static let didReceiveMemoryWarningNotification = Notification.Name("AppKitLessApplicationDidReceiveMemoryWarningNotification")
 
     /// `window` (the one this application shows) changed: the tree is sent at the
     /// next point ``window`` describes.

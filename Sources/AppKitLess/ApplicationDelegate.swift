@@ -22,6 +22,12 @@ public protocol ApplicationDelegate: AnyObject {
     func didBecomeActive(_ application: Application)
     /// The app is about to be terminated; the process exits when this returns.
     func willTerminate(_ application: Application)
+    /// The device is short of memory, like `applicationDidReceiveMemoryWarning(_:)`: free
+    /// caches and anything else that can be made again, or jetsam may end the app (a
+    /// suspended app first, then the others). Sent only while the app runs code; a
+    /// suspended app gets none. ``Application/didReceiveMemoryWarningNotification`` is
+    /// posted after it returns.
+    func applicationDidReceiveMemoryWarning(_ application: Application)
     /// The host issued a device token (hex) after
     /// ``Application/registerForRemoteNotifications()``.
     func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String)
@@ -79,6 +85,8 @@ extension ApplicationDelegate {
     public func didBecomeActive(_ application: Application) {}
     /// Default: does nothing.
     public func willTerminate(_ application: Application) {}
+    /// Default: does nothing.
+    public func applicationDidReceiveMemoryWarning(_ application: Application) {}
     /// Default: does nothing.
     public func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String) {}
     /// Default: does nothing.

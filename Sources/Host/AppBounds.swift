@@ -27,6 +27,12 @@ public struct AppBounds: Sendable, Equatable {
     /// goes on; Foundation names no limit, and an app with hundreds of timers has lost
     /// count of them). Each is a deadline the host keeps and orders.
     public var liveTimers: Int = 256
+    /// Footprint cues (``AppMessage/memoryFootprintChanged``: "I allocated") the host acts
+    /// on per app, at once and per second after that: each costs a read of the app's
+    /// `smaps_rollup` (a page-table walk, milliseconds for a large app). Past it a cue is
+    /// dropped, not the app killed: its footprint is read again at its next state change
+    /// or clock step.
+    public var footprintCues: Int = 32
 
     public init() {}
 

@@ -150,11 +150,13 @@ final class AppCgroups: Sendable {
             }
             let kill = dir + "/cgroup.kill"
             return AppCgroup(procsFiles: [dir + "/cgroup.procs"], oomFile: dir + "/memory.events", directories: [dir],
-                             killFile: FileManager.default.fileExists(atPath: kill) ? kill : nil)
+                             killFile: FileManager.default.fileExists(atPath: kill) ? kill : nil,
+                             memoryFile: dir + "/memory.current")
         case .v1(let memoryRoot, let pidsRoot):
             var procs: [String] = []
             var dirs: [String] = []
             var oom: String?
+            var usage: String?
             if let memoryRoot {
                 let dir = memoryRoot + "/" + app
                 try Self.makeDirectory(dir)
@@ -170,6 +172,7 @@ final class AppCgroups: Sendable {
                 procs.append(dir + "/cgroup.procs")
                 dirs.append(dir)
                 oom = dir + "/memory.oom_control"
+                usage = dir + "/memory.usage_in_bytes"
             }
             if let pidsRoot {
                 let dir = pidsRoot + "/" + app
@@ -178,7 +181,7 @@ final class AppCgroups: Sendable {
                 procs.append(dir + "/cgroup.procs")
                 dirs.append(dir)
             }
-            return AppCgroup(procsFiles: procs, oomFile: oom, directories: dirs, killFile: nil)
+            return AppCgroup(procsFiles: procs, oomFile: oom, directories: dirs, killFile: nil, memoryFile: usage)
         }
     }
 
@@ -230,6 +233,14 @@ struct AppCgroup: Sendable, Equatable {
     let directories: [String]
     /// v2 `cgroup.kill` where the kernel has it (5.14).
     let killFile: String?
+    /// `memory.current` (v2) or `memory.usage_in_bytes` (v1): what the app's cgroup is
+    /// charged, its footprint where it has one (nil without a memory hierarchy).
+    var memoryFile: String? = nil
+
+    /// The memory its cgroup is charged now, bytes (nil when unreadable).
+    var memoryCurrent: UInt64? {
+        memoryFile.flatMap(readCgroupMemoryCurrent)
+    }
 
     /// The processes in the app's cgroup: its own (apps make no other).
     var members: [Int32] {

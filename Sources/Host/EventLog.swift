@@ -546,6 +546,11 @@ public enum EventFormatter {
             let from = e.from?.rawValue ?? "?"
             let to = e.to?.rawValue ?? "?"
             return "\(time)  \(app)\(pid)  \(from) → \(to)  (\(e.cause))"
+        case .memory:
+            var extra: [String] = []
+            if let f = e.footprint { extra.append("footprint \(ByteCountText.format(f))") }
+            if let b = e.band { extra.append("band \(b)") }
+            return "\(time)  \(app)\(pid)  memory: \(e.cause)" + (extra.isEmpty ? "" : " [\(extra.joined(separator: ", "))]")
         default:
             return "\(time)  \(app)\(pid)  \(e.kind.rawValue): \(e.cause)"
         }

@@ -56,6 +56,16 @@ public struct HostConfiguration: Sendable {
     /// How long a control connection may take to send its request before it is closed
     /// (`events --follow` streams are not timed once streaming).
     public var controlRequestTimeout: Duration = .seconds(10)
+    /// The device's memory (nil: the profile's) and where pressure comes from.
+    public var memory = MemorySettings()
+    /// With `memory.source` `psi`: the pressure file and the triggers written to it, each
+    /// with the level it reports. Windows of 2 s, which an unprivileged host may use too
+    /// (kernel 6.5+ refuses others to it): `warning` when tasks stalled on memory 15 % of
+    /// the window, `critical` when every task did for half of it.
+    public var memoryPSIPath = "/proc/pressure/memory"
+    public var memoryPSITriggers: [PSITrigger] = [
+        PSITrigger(line: "some 300000 2000000", level: .warning), PSITrigger(line: "full 1000000 2000000", level: .critical),
+    ]
 
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
@@ -98,5 +108,15 @@ extension HostConfiguration {
                 throw IdentityError(description: "cannot set the mode of \(dir): \(String(cString: strerror(errno)))")
             }
         }
+    }
+}
+
+/// A PSI trigger line (`some|full STALL_US WINDOW_US`) and the pressure level it reports.
+public struct PSITrigger: Sendable, Equatable {
+    public var line: String
+    public var level: MemoryPressureLevel
+    public init(line: String, level: MemoryPressureLevel) {
+        self.line = line
+        self.level = level
     }
 }

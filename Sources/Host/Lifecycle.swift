@@ -250,6 +250,11 @@ public struct Lifecycle: Sendable, Equatable {
         case (_, .fireTimer(let id)):
             fx += fireTimer(id)
 
+        case (_, .memoryWarning) where isRunningCode && launched && terminating == nil:
+            fx.append(.send(.didReceiveMemoryWarning, state: state))
+        case (_, .memoryWarning):
+            break
+
         case (.notRunning, .modeViolation):
             break
         case (_, .modeViolation(let record)) where terminating == nil || !killSent:

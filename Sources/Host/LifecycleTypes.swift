@@ -64,8 +64,12 @@ extension Lifecycle {
         /// wake-up: no wake budget times it (a timer in the background runs while the app
         /// holds a task or an activity, on their budgets).
         case fireTimer(id: Int)
-        /// A plugin's rule was broken: kill with this report.
+        /// A plugin's rule was broken, or jetsam chose the app: kill with this report.
         case modeViolation(TerminationRecord)
+        /// The device is short of memory: an app running code (launched, not suspended,
+        /// not being stopped, not terminating) gets `didReceiveMemoryWarning`; any other
+        /// gets nothing, as on iOS.
+        case memoryWarning
         /// The hang-check deadline (``Timer/hangCheck``) ran out, and this is what the
         /// host read of the app's main run loop then (see ``HangWatch``).
         case hangCheck(MainRunLoop)
@@ -125,6 +129,9 @@ extension Lifecycle {
         public var reason: String
         public var tasks: [HeldTaskRecord] = []
         public var budget: BudgetRecord? = nil
+        /// A jetsam kill: the footprint (bytes) and band that chose the app.
+        public var footprint: UInt64? = nil
+        public var band: String? = nil
     }
 
     /// A background task the app holds.

@@ -50,6 +50,9 @@ extension Supervisor {
         /// Shutdown: the grace period (in real time, whatever the clock) is over; `final`:
         /// so is the wait for killed apps to be reaped.
         case shutdownGraceOver(final: Bool)
+        /// A PSI trigger (the `trigger`th of the configuration's) fired: the kernel reports
+        /// memory pressure `level` (from the watch's own thread: the host's input).
+        case memoryPressureReported(MemoryPressureLevel, trigger: Int)
     }
 
     /// A running (or starting) app.

@@ -50,10 +50,14 @@ extension Supervisor {
             fire(key)
             await settle()
             await awaitHangVerdicts()
+            // The app the deadline was for ran: its footprint is read again.
+            if memoryAdvanceStep(key.app) { await settle() }
         }
         observeRunLoops()
         scheduler.advance(to: target)
         await settle()
+        // Every app running code may have grown meanwhile.
+        if memoryAdvanceStep(nil) { await settle() }
         return scheduler.now()
     }
 

@@ -73,6 +73,7 @@ extension Supervisor {
         performMode(modes.uninstall(id))
         transfersAppUninstalled(id)
         switcherRemoved(id, uninstalled: true)
+        memoryAppUninstalled(id)
         // As on iOS, the app's data goes with it. Reports and history stay.
         try? FileManager.default.removeItem(atPath: configuration.containersDirectory + "/" + id)
         identities?.release(app: id)
@@ -107,7 +108,11 @@ extension Supervisor {
         if !background { sendOthersHome(except: id) }
         performMode(modes.userLaunched(id, at: hostNow()))
         makeRuntime(id, row)
-        let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments)
+        // A user launch after jetsam ended the app says so (a background launch leaves it said
+        // for the user's); the arguments are kept for a cold launch from the switcher.
+        let afterJetsam = !background && memory.jetsammed.remove(id) != nil
+        if !background { memory.lastArguments[id] = arguments }
+        let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments, afterJetsam: afterJetsam)
         if !background { foregroundCandidates.insert(id) }
         feed(id, .launch(options, placement: background ? .background : .foreground))
         let pid: Int32
@@ -194,6 +199,8 @@ extension Supervisor {
         }
         if case .privacy(_, _, let id?) = command { _ = try installed(id) }
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
+        // Device memory is the host's, not a plugin's.
+        if case .deviceMemory(let level) = command { return deviceMemoryCommand(level) }
         let (result, effects) = modes.command(command, at: hostNow())
         performMode(effects)
         switch command {
@@ -204,6 +211,7 @@ extension Supervisor {
             break
         }
         switch result {
+        case .success(let message) where command == .deviceShow: return message + "\n" + memoryText()
         case .success(let message): return message
         case .failure(let error): throw ControlError(.refused, error.message)
         }
@@ -235,6 +243,12 @@ extension Supervisor {
         let id = bundle.rawValue
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
+            // In the app switcher (jetsam or a crash ended it, not the user): tapping it
+            // launches it cold, with the arguments of its last launch, as iOS does.
+            if snapshots.keeper.switcher.contains(id) {
+                _ = try await launch(bundle, background: false, arguments: memory.lastArguments[id] ?? [])
+                return
+            }
             throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
         }
         let mark = recordingMark()
@@ -301,7 +315,8 @@ extension Supervisor {
             return AppStatus(bundleIdentifier: id, state: state, pid: state == .notRunning ? nil : rt?.pid,
                              since: since, backgroundTasks: AppStatus.bounded(tasks),
                              activities: AppStatus.bounded(rt?.machine.activities.sorted() ?? []),
-                             isFrontmost: state == .active || (state == .inactive && rt?.machine.placement == .foreground))
+                             isFrontmost: state == .active || (state == .inactive && rt?.machine.placement == .foreground),
+                             footprint: state == .notRunning ? nil : memory.footprints[id])
         }
     }
 

@@ -80,6 +80,8 @@ extension Supervisor {
             send(id, .reply(id: requestID, reply: .service(scheduleAppTimer(id, timer: timer, seconds: seconds, repeats: repeats))))
         case .invalidateTimer(let timer):
             invalidateAppTimer(id, timer: timer)
+        case .memoryFootprintChanged:
+            memoryCue(id)
         case .request(let requestID, .service(let request)):
             if transferRequest(request, id: requestID, from: id) { return }
             let (reply, effects) = modes.request(request, from: id, at: hostNow())

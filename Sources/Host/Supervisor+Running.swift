@@ -27,6 +27,7 @@ extension Supervisor {
 
     /// Ends ``run()`` and every event subscription.
     public func finish() {
+        memory.watch?.close()
         flushTransitions()
         do { try store.flush() } catch { logger.error("could not flush the database: \(error)") }
         events.append(.hostStopped, cause: "host stopped", time: now())

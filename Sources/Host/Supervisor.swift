@@ -75,6 +75,8 @@ public actor Supervisor {
     var transfers = TransferBrokerState()
     /// The app switcher and its snapshots (SnapshotKeeper.swift).
     var snapshots = SnapshotKeeperState()
+    /// Device memory: footprints, pressure, jetsam (Supervisor+Memory.swift).
+    var memory: MemoryState
 
     let inputs: AsyncStream<Input>
     let input: AsyncStream<Input>.Continuation
@@ -152,6 +154,9 @@ public actor Supervisor {
         }
         sandbox = summary
         launcher = AppLauncher(configuration: configuration, sandbox: summary, identities: identities)
+        let device = configuration.memory.device ?? configuration.profile.deviceMemory
+        memory = MemoryState(device: device)
+        memory.watch = Self.startMemoryWatch(configuration, device: device, input: input, events: events, logger: logger, time: startDate)
     }
 
     // MARK: - Inputs
@@ -304,6 +309,8 @@ public actor Supervisor {
             handleTransferInput(item)
         case .shutdownGraceOver(let final):
             shutdownGraceOver(final: final)
+        case .memoryPressureReported(let level, let trigger):
+            memoryPressureReported(level, trigger: trigger)
         }
     }
 
@@ -356,6 +363,8 @@ public actor Supervisor {
             // Timers that fell due while the app ran no code fire once it runs again, after
             // the callbacks of the step that resumed it.
             if feedDepth == 0, runtimes[id]?.timers.owedCount ?? 0 > 0 { resumeAppTimers(id) }
+            // Footprints that may have changed in the step are read, and the pressure judged.
+            if feedDepth == 0, !memory.stale.isEmpty { evaluateMemory() }
             events.endBatch()
         }
         // In place: a copy of the runtime would make the machine's tables copy themselves.
@@ -485,6 +494,7 @@ public actor Supervisor {
                 snapshotsActivated(id)
             }
             if to == .notRunning, machine?.lastTermination == .user { switcherRemoved(id, uninstalled: false) }
+            memoryTransition(id, from: from, to: to)
             if to == .notRunning {
                 appTimersEnded(id)
                 transfersAppExited(id, byUser: machine?.lastTermination == .user)

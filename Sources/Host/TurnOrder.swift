@@ -103,7 +103,8 @@ extension Supervisor.Input {
         case .transferEvent, .transferEvents:
             .daemon
         case .deadlinesDue, .settleTimerFired, .transferDaemonStarted, .transferDaemonFailed,
-             .transferDaemonExited, .transferDaemonRestart, .transferBatchSaved, .shutdownGraceOver:
+             .transferDaemonExited, .transferDaemonRestart, .transferBatchSaved, .shutdownGraceOver,
+             .memoryPressureReported:
             nil
         }
     }

@@ -8,7 +8,7 @@ struct ExpectationBuilder {
     static let appKeys = ["state", "process", "printed", "snapshot", "backgroundRefreshStatus"]
     static let reportKeys = ["app", "none", "code", "namespace", "reason"]
     static let eventKeys = ["kind", "app", "from", "to", "callback", "signal", "confirmed", "taskName", "began", "mode",
-                            "transfer", "push", "fetch", "apnsID", "result", "cause", "exactly", "atLeast", "none"]
+                            "transfer", "push", "fetch", "apnsID", "result", "band", "pressure", "cause", "exactly", "atLeast", "none"]
     static let refreshStatuses = ["available", "denied", "restricted"]
 
     func expectation(_ node: Located) throws(ScenarioError) -> Expectation {
@@ -151,6 +151,16 @@ struct ExpectationBuilder {
             guard ["newData", "noData", "failed"].contains(s) else { throw n.error(unknown("result", s, known: ["newData", "noData", "failed"])) }
             e.result = s
         }
+        if let n = k["band"] {
+            let s = try n.string("band")
+            guard JetsamBandName.all.contains(s) else { throw n.error(unknown("jetsam band", s, known: JetsamBandName.all)) }
+            e.band = s
+        }
+        if let n = k["pressure"] {
+            let s = try n.string("pressure")
+            guard MemoryPressureLevel(rawValue: s) != nil else { throw n.error(unknown("pressure", s, known: MemoryPressureLevel.allCases.map(\.rawValue))) }
+            e.pressure = s
+        }
         e.cause = try k["cause"].map { n throws(ScenarioError) in try text(n, "cause") }
         let counts = [k["exactly"].map { ("exactly", $0) }, k["atLeast"].map { ("atLeast", $0) }, k["none"].map { ("none", $0) }].compactMap { $0 }
         guard counts.count <= 1 else { throw node.error("event: one of exactly, atLeast or none") }
@@ -180,4 +190,9 @@ struct ExpectationBuilder {
             return .matches(s)
         }
     }
+}
+
+/// The jetsam bands a `memory` event may name (the host's `JetsamBand`, least valuable first).
+enum JetsamBandName {
+    static let all = ["suspended", "background", "backgroundActivity", "foreground"]
 }

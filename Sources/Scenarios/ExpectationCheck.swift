@@ -167,6 +167,8 @@ struct ExpectationCheck {
                     && (want.fetch.map { $0 == e.fetch } ?? true)
                     && (want.apnsID.map { $0 == e.apnsID?.uppercased() } ?? true)
                     && (want.result.map { $0 == e.result } ?? true)
+                    && (want.band.map { $0 == e.band } ?? true)
+                    && (want.pressure.map { $0 == e.pressure } ?? true)
                     && (want.cause.map { $0.holds(e.cause) } ?? true)
             }
             if !want.count.holds(matching.count) {
@@ -195,6 +197,8 @@ struct ExpectationCheck {
         if let f = w.fetch { parts.append("fetch \(f)") }
         if let a = w.apnsID { parts.append("apns-id \(a)") }
         if let r = w.result { parts.append("result \(r)") }
+        if let b = w.band { parts.append("band \(b)") }
+        if let p = w.pressure { parts.append("pressure \(p)") }
         if let c = w.cause { parts.append("cause \(c)") }
         return parts.isEmpty ? "of any kind" : "with " + parts.joined(separator: ", ")
     }

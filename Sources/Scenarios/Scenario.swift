@@ -17,6 +17,8 @@ public struct Scenario: Sendable, Equatable {
     public var epoch: Date
     /// Real time the host waits for apps to answer before each deadline (`settle:`).
     public var settle: Duration
+    /// The device's memory in bytes (`deviceMemory: 512 MiB`); nil: the profile's.
+    public var deviceMemory: UInt64?
     public var apps: [App]
     public var steps: [Step]
 
@@ -140,6 +142,9 @@ public struct Expectation: Sendable, Equatable {
         public var fetch: UInt64?
         public var apnsID: String?
         public var result: String?
+        /// A `memory` event's jetsam band and pressure level.
+        public var band: String?
+        public var pressure: String?
         public var cause: TextMatch?
         public var count: Count = .atLeast(1)
     }

@@ -15,7 +15,7 @@ public enum ScenarioReader {
     public static let maximumListCount = 1_000
     public static let maximumStringBytes = 64 * 1024
 
-    static let topKeys = ["name", "rule", "source", "profile", "epoch", "settle", "apps", "steps"]
+    static let topKeys = ["name", "rule", "source", "profile", "epoch", "settle", "deviceMemory", "apps", "steps"]
     static let appKeys = ["bundle", "args", "settings", "install"]
     /// Step verbs, as the CLI names them (`home` is `background`).
     public static let verbs = ["install", "uninstall", "launch", "foreground", "background", "home", "terminate", "kill",
@@ -88,6 +88,7 @@ struct Builder {
         var profile = "ios13"
         var epoch = ScenarioDefaults.epoch
         var settle = Duration.seconds(5)
+        var deviceMemory: UInt64?
         var appsNode: Located?
         var stepsNode: Located?
         for (key, keyNode, value) in try root.mapping("the scenario") {
@@ -109,6 +110,14 @@ struct Builder {
             case "settle":
                 settle = try value.duration("settle")
                 guard settle > .zero, settle <= .seconds(120) else { throw value.error("settle: from 1ms to 120s of real time") }
+            case "deviceMemory":
+                // As the host config's "memory": {"device": ...}, with its bounds.
+                let text = try value.string("deviceMemory")
+                do {
+                    deviceMemory = try MemorySettings.device(text)
+                } catch {
+                    throw value.error("deviceMemory: \(error.message)")
+                }
             case "apps": appsNode = value
             case "steps": stepsNode = value
             default:
@@ -120,8 +129,10 @@ struct Builder {
         guard let stepsNode else { throw root.error("no steps (steps: [...])") }
         let apps = try self.apps(appsNode)
         let steps = try self.steps(stepsNode, aliases: apps.map(\.alias))
-        return Scenario(name: name, file: file, rule: rule, source: source, profile: profile, epoch: epoch,
-                        settle: settle, apps: apps, steps: steps)
+        var scenario = Scenario(name: name, file: file, rule: rule, source: source, profile: profile, epoch: epoch,
+                                settle: settle, apps: apps, steps: steps)
+        scenario.deviceMemory = deviceMemory
+        return scenario
     }
 
     func apps(_ node: Located) throws(ScenarioError) -> [Scenario.App] {

@@ -54,6 +54,7 @@ public struct ScenarioRunner: Sendable {
         config.virtualEpoch = scenario.epoch
         config.settleTimeout = scenario.settle
         config.profile = BudgetProfile.named(scenario.profile) ?? .default
+        config.memory.device = scenario.deviceMemory
         var logger = Logger(label: "apphost.test")
         logger.logLevel = logLevel
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

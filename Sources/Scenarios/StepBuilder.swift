@@ -178,7 +178,7 @@ struct StepBuilder {
     }
 
     func device(_ value: Located) throws(ScenarioError) -> Scenario.Action {
-        let k = try keyed(value, "device", known: ["power", "network"])
+        let k = try keyed(value, "device", known: ["power", "network", "memory"])
         if let p = k["power"] {
             let s = try p.string("device.power")
             guard s == "plugged" || s == "unplugged" else { throw p.error(unknown("power state", s, known: ["plugged", "unplugged"])) }
@@ -189,7 +189,14 @@ struct StepBuilder {
             guard let net = DeviceNetwork(rawValue: s) else { throw n.error(unknown("network", s, known: DeviceNetwork.allCases.map(\.rawValue))) }
             return .mode(.deviceNetwork(net), what: "device network \(s)")
         }
-        throw value.error("device: power: plugged|unplugged or network: wifi|cellular|none")
+        if let m = k["memory"] {
+            let s = try m.string("device.memory")
+            guard let level = MemoryPressureLevel(rawValue: s) else {
+                throw m.error(unknown("memory pressure", s, known: MemoryPressureLevel.allCases.map(\.rawValue)))
+            }
+            return .mode(.deviceMemory(level), what: "device memory \(s)")
+        }
+        throw value.error("device: power: plugged|unplugged, network: wifi|cellular|none or memory: normal|warning|critical")
     }
 
     func ble(_ value: Located) throws(ScenarioError) -> Scenario.Action {

@@ -219,6 +219,9 @@ extension MarkKind {
             }
         case .modeRefused:
             return .modeRefused
+        case .memory:
+            // A jetsam decision is drawn by its SIGKILL and report; warnings and levels are notes.
+            return .service
         case .service:
             if e.transfer != nil { return .service }
             // The first words (by scalars: a cause may be one enormous character).

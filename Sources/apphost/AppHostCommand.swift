@@ -120,7 +120,7 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Budget profile: ios6 (600 s background tasks), ios7 (180 s), ios13 (30 s, default). `apphost profile show` prints the table.", valueName: "name"))
     var profile: String?
 
-    @Option(name: .long, help: ArgumentHelp("JSON config file: {\"profile\": \"ios7\", \"budgets\": {\"backgroundTask\": \"45s\"}, \"audioSink\": \"wav\" or \"null\", \"transfers\": {\"extraCA\": \"ca.pem\", \"perHost\": 4, \"maxConcurrent\": 16}, \"limits\": {\"openFiles\": 256, \"processes\": 512, \"fileSize\": \"2 GiB\", \"memory\": \"1 GiB\", \"apps\": {\"com.example.big\": {\"memory\": \"2 GiB\"}}}, \"identities\": {\"first\": 200000, \"count\": 100000} (a root host runs each app as a uid of its own from this range; false: as uid 0 without capabilities)}.", valueName: "file"))
+    @Option(name: .long, help: ArgumentHelp("JSON config file: {\"profile\": \"ios7\", \"budgets\": {\"backgroundTask\": \"45s\"}, \"audioSink\": \"wav\" or \"null\", \"transfers\": {\"extraCA\": \"ca.pem\", \"perHost\": 4, \"maxConcurrent\": 16}, \"limits\": {\"openFiles\": 256, \"processes\": 512, \"fileSize\": \"2 GiB\", \"memory\": \"1 GiB\", \"apps\": {\"com.example.big\": {\"memory\": \"2 GiB\"}}}, \"identities\": {\"first\": 200000, \"count\": 100000} (a root host runs each app as a uid of its own from this range; false: as uid 0 without capabilities), \"memory\": {\"device\": \"3 GiB\" (default: the profile's; pressure is the apps' footprints against it), \"source\": \"computed\" or \"psi\" (also the kernel's /proc/pressure/memory triggers)}}.", valueName: "file"))
     var config: String?
 
     @Option(name: .long, help: ArgumentHelp("Virtual clock: real seconds `clock advance` waits for apps to answer before the next deadline.", valueName: "seconds"))
@@ -181,6 +181,7 @@ struct HostOptions: ParsableArguments {
             if let policy = file.snapshotPolicy { config.snapshotPolicy = policy }
             if let screen = file.screen { config.screen = screen }
             config.limits = file.limits
+            config.memory = file.memory
             if let ids = file.identities {
                 if ids.enabled {
                     let standard = IdentitySettings.standard

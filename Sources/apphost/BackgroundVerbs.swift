@@ -105,19 +105,21 @@ extension AppHostCommand {
     struct DeviceCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "device",
-            abstract: "Set the simulated device's power source and network, which BGProcessingTasks wait for.",
+            abstract: "Set the simulated device's power source and network, which BGProcessingTasks wait for, and its memory pressure.",
             discussion: """
                 A BGProcessingTaskRequest with requiresExternalPower runs only while the device is \
                 plugged in, and one with requiresNetworkConnectivity only while it has a network \
                 (`apphost bgtask list` says what each task waits for). The device starts plugged \
-                in, on Wi-Fi.
+                in, on Wi-Fi. `device memory` forces the memory pressure level (memory warnings, \
+                jetsam); `device show` prints the device memory, the apps' footprints and the level.
 
                 Examples:
                   apphost device power plugged
                   apphost device network none
+                  apphost device memory critical
                   apphost device show
                 """,
-            subcommands: [Power.self, Network.self, ShowDevice.self])
+            subcommands: [Power.self, Network.self, Memory.self, ShowDevice.self])
 
         struct Power: ParsableCommand {
             static let configuration = CommandConfiguration(
@@ -168,10 +170,49 @@ extension AppHostCommand {
             }
         }
 
+        struct Memory: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "memory",
+                abstract: "Force the memory pressure level: warning, critical, or normal (back to the computed level).",
+                discussion: """
+                    The host computes memory pressure from the apps' footprints (read from the \
+                    kernel) against the device's memory ("memory": {"device": "3 GiB"} in --config, \
+                    else the profile's): warning from 80 %, critical from 95 %. This command \
+                    reports a level as the kernel would, and keeps it until `normal`:
+
+                      warning   every app running code (not suspended) gets didReceiveMemoryWarning
+                      critical  the same, then jetsam kills the least valuable app: suspended apps \
+                    least recently used first, then background apps, then apps kept running by \
+                    audio, location or a call, the foreground app last (one per command; the \
+                    footprints may ask for more). It stays in the app switcher; `apphost \
+                    foreground` launches it cold, with LaunchOptions.afterJetsam.
+                      normal    hands the level back to the footprints
+
+                    Each warning and kill is an event of kind memory (`apphost events`), each kill \
+                    a JETSAM report (`apphost reports`: vm-pageshortage, footprint and band).
+
+                    Examples:
+                      apphost device memory warning
+                      apphost device memory critical
+                      apphost device memory normal
+                    """)
+            @Argument(help: ArgumentHelp("normal, warning or critical.", valueName: "normal|warning|critical"))
+            var level: String
+            @OptionGroup var state: StateOptions
+
+            func run() throws {
+                var value = MemoryPressureLevel.normal
+                try reportingErrors {
+                    value = try ModeInput.choice(level, ["normal": .normal, "warning": .warning, "critical": .critical], what: "device memory")
+                }
+                try state.perform(.mode(.deviceMemory(value)))
+            }
+        }
+
         struct ShowDevice: ParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "show",
-                abstract: "Show the device's power source and network.",
+                abstract: "Show the device's power source, network, memory and memory pressure.",
                 discussion: "Example: apphost device show")
             @OptionGroup var state: StateOptions
             func run() throws { try state.perform(.mode(.deviceShow)) }

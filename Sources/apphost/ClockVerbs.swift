@@ -85,6 +85,8 @@ extension AppHostCommand {
                     [key.rawValue] + profiles.map { DurationText.format($0[key]) } + [key.note]
                 }
                 print(table(header, rows))
+                print("device memory: " + profiles.map { "\($0.name) \(ByteCountText.format($0.deviceMemory))" }.joined(separator: ", ")
+                      + " (AppHost's own figures, iPhones of each era; `\"memory\": {\"device\": ...}` in --config overrides)")
             }
         }
     }

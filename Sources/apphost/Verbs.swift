@@ -102,7 +102,16 @@ extension AppHostCommand {
     }
 
     struct Status: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show the state of one app or of every installed app.")
+        static let configuration = CommandConfiguration(
+            abstract: "Show the state of one app or of every installed app.",
+            discussion: """
+                One line per app: state (* the app in front), pid, memory footprint (its memory \
+                cgroup's memory.current, else the Pss of /proc/<pid>/smaps_rollup, as the host last \
+                read it: at launch, state changes, the app's own cue, `device memory` and clock \
+                steps), since when, the background tasks it holds and what keeps it running. \
+                --json prints the same fields (footprint in bytes, or null). `apphost device show` \
+                prints the device memory and the pressure level.
+                """)
         @Argument(help: ArgumentHelp("Bundle identifier (all apps if omitted).", valueName: "bundle-id")) var bundleIdentifier: BundleID?
         @OptionGroup var state: StateOptions
         @OptionGroup var output: JSONOption
@@ -116,9 +125,10 @@ extension AppHostCommand {
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { s in
                     [s.bundleIdentifier, s.state.rawValue + (s.isFrontmost ? " *" : ""), s.pid.map(String.init) ?? "-",
+                     s.footprint.map(ByteCountText.format) ?? "-",
                      Timestamp.format(s.since), s.backgroundTasks.joined(separator: ","), s.activities.joined(separator: ",")]
                 }
-                print(table(["BUNDLE ID", "STATE", "PID", "SINCE", "TASKS", "KEPT RUNNING BY"], rows))
+                print(table(["BUNDLE ID", "STATE", "PID", "FOOTPRINT", "SINCE", "TASKS", "KEPT RUNNING BY"], rows))
             }
         }
     }
@@ -252,6 +262,8 @@ enum ReportFormatter {
         lines.append("Reason:             \(r.reason)")
         if let e = r.explanation { lines.append("Explanation:        \(e)") }
         if let b = r.budget { lines.append("Budget:             \(b.name) \(DurationText.format(b.seconds)) (profile \(b.profile))") }
+        if let f = r.footprint { lines.append("Footprint:          \(ByteCountText.format(f)) (\(f) bytes)") }
+        if let band = r.jetsamBand { lines.append("Jetsam band:        \(band)") }
         if !r.backgroundTasks.isEmpty {
             lines.append("Background tasks:")
             for t in r.backgroundTasks {

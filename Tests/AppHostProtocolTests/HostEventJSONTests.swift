@@ -27,6 +27,11 @@ struct HostEventJSONTests {
         try same(HostEvent(seq: 9, time: t, kind: .modeUsed, cause: "silent push 3", mode: "remote-notification",
                            fields: .init(push: 3, apnsID: "a\"b")))
         try same(HostEvent(seq: 10, time: t, kind: .service, cause: "fetch 2 completed", fields: .init(fetch: 2, result: "noData")))
+        // Device memory: a level change, a warning, a jetsam decision.
+        try same(HostEvent(seq: 11, time: t, kind: .memory, cause: "memory pressure normal → warning",
+                           fields: .init(footprint: 0, pressure: "warning")))
+        try same(HostEvent(seq: 12, time: t, kind: .memory, bundleIdentifier: "com.x", pid: 7, cause: "jetsam",
+                           fields: .init(callback: "didReceiveMemoryWarning", fetch: 1, footprint: .max, pressure: "critical", band: "suspended")))
         for kind in [HostEvent.Kind.callback, .signal, .backgroundTask, .service, .snapshot, .modeRefused] {
             for note in TransferNote.allCases {
                 try same(HostEvent(seq: 42, time: t, kind: kind, cause: "x", fields: .init(confirmed: true, transfer: note)))

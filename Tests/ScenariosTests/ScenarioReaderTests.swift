@@ -229,3 +229,37 @@ let header = """
         #expect(ScenarioReports.exitStatus(Array(results.prefix(1))) == 0)
     }
 }
+
+/// Device memory in scenario files: `deviceMemory:`, `device: {memory: ...}` and the
+/// `memory` events' typed fields.
+@Suite struct ScenarioMemoryReaderTests {
+    @Test func deviceMemoryAndTheMemoryStep() throws {
+        let s = try parse("""
+            name: t
+            deviceMemory: 512 MiB
+            apps:
+              probe: ../manifests/Probe.app
+            steps:
+              - device: { memory: critical }
+              - expect:
+                  events:
+                    - {kind: memory, app: probe, band: suspended, pressure: critical}
+            """)
+        #expect(s.deviceMemory == 512 << 20)
+        #expect(s.steps[0].action == .mode(.deviceMemory(.critical), what: "device memory critical"))
+        guard case .expect(let e) = s.steps[1].action else { Issue.record("not an expectation"); return }
+        #expect(e.events.first?.band == "suspended" && e.events.first?.pressure == "critical")
+        #expect(try parse(header + "  - advance: 1s\n").deviceMemory == nil, "the profile's when not said")
+    }
+
+    @Test func badMemoryInputIsNamed() throws {
+        let tooSmall = try #require(failure("name: t\ndeviceMemory: 1 MiB\napps:\n  probe: ../manifests/Probe.app\nsteps:\n  - advance: 1s\n"))
+        #expect(tooSmall.message.contains("deviceMemory: 1 MiB is out of range (32 MiB to 16 TiB)"), "\(tooSmall.message)")
+        let notSize = try #require(failure("name: t\ndeviceMemory: lots\napps:\n  probe: ../manifests/Probe.app\nsteps:\n  - advance: 1s\n"))
+        #expect(notSize.message.contains("deviceMemory: not a size"), "\(notSize.message)")
+        let level = try #require(failure(header + "  - device: { memory: critcal }\n"))
+        #expect(level.message.contains("critical"), "\(level.message)")
+        let band = try #require(failure(header + "  - expect: { events: [{kind: memory, band: idle}] }\n"))
+        #expect(band.message.contains("backgroundActivity"), "\(band.message)")
+    }
+}

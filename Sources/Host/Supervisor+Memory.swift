@@ -1,0 +1,277 @@
+import AppHostProtocol
+import AppHostSystem
+import Foundation
+import Logging
+
+/// The host's side of device memory: the footprints it read, who was used when, the
+/// pressure value (``MemoryPressure``) and the PSI watch. Owns no process; the
+/// supervisor reads footprints and carries out the effects (Supervisor+Memory.swift).
+struct MemoryState {
+    var pressure: MemoryPressure
+    /// Bytes per running app, as last read from the kernel.
+    var footprints: [String: UInt64] = [:]
+    /// Apps whose footprint may have changed since it was read: read at the end of the step.
+    var stale: Set<String> = []
+    /// Host time each app was last in front (or launched, if never), and the use's number
+    /// (uses at one host time keep their order): jetsam's recency.
+    var lastUsed: [String: (time: Duration, order: UInt64)] = [:]
+    var uses: UInt64 = 0
+    /// Apps jetsam ended that have not been launched by the user since: their next
+    /// user launch says `LaunchOptions.afterJetsam`.
+    var jetsammed: Set<String> = []
+    /// The arguments of each app's last user launch, for a cold launch from the switcher.
+    var lastArguments: [String: [String]] = [:]
+    /// Footprint cues (``AppMessage/memoryFootprintChanged``) per app, bounded.
+    var cueLimiters: [String: MessageRateLimiter] = [:]
+    /// Footprint cues acted on and dropped at the bound, so far.
+    var cuesTaken = 0
+    var cuesDropped = 0
+    /// Inside an evaluation (its effects feed apps, whose feeds would evaluate again).
+    var evaluating = false
+    /// The PSI triggers being waited on (nil: the computed source alone).
+    var watch: PressureStallWatch?
+    /// Footprint reads so far (tests and benches count them): smaps_rollup or cgroup reads.
+    var reads = 0
+    /// The resident set (statm) of each app's process when its Pss was last read: within
+    /// ``rssSlack`` of it, the Pss read then stands (a suspended app, a home button).
+    var residentAtRead: [String: (pid: Int32, rss: UInt64)] = [:]
+    /// How far the resident set may move before the Pss is read again.
+    static let rssSlack: UInt64 = 1 << 20
+
+    init(device: UInt64) {
+        pressure = MemoryPressure(device: device)
+    }
+}
+
+extension Supervisor {
+    /// Starts the PSI watch where the configuration asks for it (from `init`, before the
+    /// actor runs); says once, at start, why not where it cannot (no such file, no
+    /// permission, a trigger refused), and the host then runs on the computed pressure.
+    nonisolated static func startMemoryWatch(_ configuration: HostConfiguration, device: UInt64, input: AsyncStream<Input>.Continuation,
+                                             events: EventLog, logger: Logger, time: Date) -> PressureStallWatch? {
+        let settings = configuration.memory
+        let source = settings.source == .psi ? "computed from the apps' footprints, and the kernel's PSI" : "computed from the apps' footprints"
+        events.append(.service, cause: "device memory \(ByteCountText.format(device)) (\(settings.device == nil ? "profile \(configuration.profile.name)" : "config")); pressure \(source)", time: time)
+        guard settings.source == .psi else { return nil }
+        let triggers = configuration.memoryPSITriggers
+        do {
+            let watch = try PressureStallWatch(path: configuration.memoryPSIPath,
+                                               triggers: triggers.enumerated().map { PressureStallWatch.Trigger($1.line, tag: $0) }) { tag in
+                input.yield(.memoryPressureReported(triggers[tag].level, trigger: tag))
+            }
+            events.append(.service, cause: "memory pressure: waiting on PSI triggers \(triggers.map { "\"\($0.line)\" (\($0.level.rawValue))" }.joined(separator: ", ")) in \(configuration.memoryPSIPath)", time: time)
+            return watch
+        } catch {
+            let text = "memory pressure: cannot use PSI (\(error)); the host computes pressure from the apps' footprints alone"
+            events.append(.warning, cause: text, time: time)
+            logger.warning("\(text)")
+            return nil
+        }
+    }
+
+    /// Reads `id`'s footprint from the kernel: its memory cgroup's charge where it has
+    /// one, else `/proc/<pid>/smaps_rollup`'s Pss. Nil when it cannot be read (gone).
+    ///
+    /// smaps_rollup walks the page tables (0.3 ms for an idle probe, milliseconds for a
+    /// large app): when the process's resident set (`statm`, microseconds) moved less
+    /// than a MiB since the last reading, that reading stands.
+    func readFootprint(_ id: String) -> UInt64? {
+        guard runtimes[id]?.machine.isRunning == true, let pid = runtimes[id]?.pid else { return nil }
+        if let cgroup = runtimes[id]?.cgroup, let current = cgroup.memoryCurrent {
+            memory.reads += 1
+            return current
+        }
+        let rss = try? ProcStatm.residentBytes(pid: pid)
+        if let rss, let last = memory.residentAtRead[id], last.pid == pid, let known = memory.footprints[id],
+           (rss > last.rss ? rss - last.rss : last.rss - rss) < MemoryState.rssSlack {
+            return known
+        }
+        memory.reads += 1
+        guard let pss = try? SmapsRollup.read(pid: pid).pss else { return nil }
+        if let rss { memory.residentAtRead[id] = (pid, rss) }
+        return pss
+    }
+
+    /// A state change: the app's footprint is read again at the end of the step (and its
+    /// recency noted when it comes to or leaves the front).
+    func memoryTransition(_ id: String, from: AppState, to: AppState) {
+        if to == .active || from == .active || memory.lastUsed[id] == nil {
+            memory.uses += 1
+            memory.lastUsed[id] = (hostNow(), memory.uses)
+        }
+        switch to {
+        case .notRunning:
+            memory.footprints.removeValue(forKey: id)
+            memory.residentAtRead.removeValue(forKey: id)
+            memory.cueLimiters.removeValue(forKey: id)
+            memory.stale.insert(id)
+        case .active, .background, .suspended:
+            memory.stale.insert(id)
+        case .inactive:
+            break
+        }
+    }
+
+    /// The app said its footprint changed: read again, at most `footprintCues` a second
+    /// (with as many at once); over that the cue is dropped (its next state change or
+    /// advance reads it anyway), not the app killed: a cue costs the host a read.
+    func memoryCue(_ id: String) {
+        let bounds = configuration.bounds
+        var limiter = memory.cueLimiters[id] ?? MessageRateLimiter(burst: bounds.footprintCues, perSecond: bounds.footprintCues)
+        let taken = limiter.take()
+        memory.cueLimiters[id] = limiter
+        guard taken else {
+            memory.cuesDropped += 1
+            return
+        }
+        memory.cuesTaken += 1
+        memory.stale.insert(id)
+        evaluateMemory()
+    }
+
+    /// Reads the footprints of the apps marked stale and evaluates the pressure; what it
+    /// decides (warnings, kills) is carried out at once. Called at a step's end (after a
+    /// feed), on a footprint cue, at each step of a virtual `advance`.
+    @discardableResult
+    func evaluateMemory() -> [MemoryPressure.Effect] {
+        guard !memory.evaluating, !memory.stale.isEmpty else { return [] }
+        for id in memory.stale {
+            if let bytes = readFootprint(id) { memory.footprints[id] = bytes } else { memory.footprints.removeValue(forKey: id) }
+        }
+        memory.stale.removeAll()
+        let total = memoryTotal()
+        let candidates = memory.pressure.level(for: total) == .critical ? jetsamCandidates() : []
+        let fx = memory.pressure.handle(.measured(total: total, candidates: candidates))
+        performMemory(fx)
+        return fx
+    }
+
+    /// Marks every app running code stale (and those never read), then evaluates: an
+    /// advance step, a forced level, a PSI report.
+    func memoryRefreshRunning() {
+        for id in runtimes.keys where runtimes[id]?.machine.isRunning == true
+            && (runtimes[id]?.machine.isRunningCode == true || memory.footprints[id] == nil) {
+            memory.stale.insert(id)
+        }
+    }
+
+    /// The sum of the footprints of every running app not already being killed.
+    func memoryTotal() -> UInt64 {
+        var total: UInt64 = 0
+        for (id, bytes) in memory.footprints where runtimes[id]?.machine.killSent != true {
+            total &+= bytes
+        }
+        return total
+    }
+
+    /// The apps jetsam may choose: running, measured, not already ending.
+    func jetsamCandidates() -> [JetsamPolicy.Candidate] {
+        memory.footprints.compactMap { id, bytes in
+            guard let machine = runtimes[id]?.machine, machine.isRunning, !machine.killSent, machine.terminating == nil else { return nil }
+            let band = JetsamBand.of(state: machine.state, placement: machine.placement, hasActivity: !machine.activities.isEmpty)
+            let used = memory.lastUsed[id]
+            return JetsamPolicy.Candidate(app: id, band: band, footprint: bytes, lastUsed: used?.time ?? .zero, useOrder: used?.order ?? 0)
+        }
+    }
+
+    /// A level reported from outside: `apphost device memory` (forced) or a PSI trigger.
+    func memoryReported(_ level: MemoryPressureLevel, by reporter: MemoryPressure.Reporter) -> [MemoryPressure.Effect] {
+        memoryRefreshRunning()
+        for id in memory.stale {
+            if let bytes = readFootprint(id) { memory.footprints[id] = bytes } else { memory.footprints.removeValue(forKey: id) }
+        }
+        memory.stale.removeAll()
+        let total = memoryTotal()
+        // Candidates (a look at every running app) only where jetsam may choose.
+        let candidates = level == .critical || memory.pressure.level(for: total) == .critical ? jetsamCandidates() : []
+        let fx = memory.pressure.handle(.reported(level, by: reporter, total: total, candidates: candidates))
+        performMemory(fx)
+        return fx
+    }
+
+    /// Carries out what the pressure value decided.
+    func performMemory(_ effects: [MemoryPressure.Effect]) {
+        memory.evaluating = true
+        defer { memory.evaluating = false }
+        for effect in effects {
+            switch effect {
+            case .levelChanged(let from, let to, let total):
+                events.append(.memory, cause: "memory pressure \(from.rawValue) → \(to.rawValue)",
+                              fields: .init(footprint: total, pressure: to.rawValue), time: now())
+            case .warnRunningApps(let level):
+                for id in runtimes.keys.sorted() {
+                    guard let m = runtimes[id]?.machine, m.isRunningCode, m.launched, m.terminating == nil, !m.killSent else { continue }
+                    events.append(.memory, app: id, pid: runtimes[id]?.pid, cause: "memory warning (pressure \(level.rawValue)): didReceiveMemoryWarning",
+                                  fields: .init(callback: LifecycleCallback.didReceiveMemoryWarning.name, footprint: memory.footprints[id], pressure: level.rawValue),
+                                  time: now())
+                    feed(id, .memoryWarning)
+                }
+            case .jetsam(let victim):
+                guard runtimes[victim.app]?.machine.isRunning == true else { continue }
+                let band = victim.band.rawValue
+                events.append(.memory, app: victim.app, pid: runtimes[victim.app]?.pid,
+                              cause: "jetsam: killing \(victim.app), the least valuable app left (band \(band)), for vm-pageshortage",
+                              fields: .init(footprint: victim.footprint, pressure: MemoryPressureLevel.critical.rawValue, band: band), time: now())
+                memory.jetsammed.insert(victim.app)
+                let record = Lifecycle.TerminationRecord(
+                    namespace: "JETSAM", code: nil,
+                    reason: "vm-pageshortage: the device was short of memory (pressure critical) and jetsam ended the least valuable app first: this one, in band \(band)",
+                    footprint: victim.footprint, band: band)
+                feed(victim.app, .modeViolation(record))
+            }
+        }
+    }
+
+    /// `apphost device memory LEVEL`: the level forced, and what it did, for the user.
+    func deviceMemoryCommand(_ level: MemoryPressureLevel) -> String {
+        let fx = memoryReported(level, by: .forced)
+        var lines = [memoryText()]
+        let warned = fx.contains { if case .warnRunningApps = $0 { true } else { false } }
+        if warned { lines.append("memory warnings sent to the apps running code") }
+        for case .jetsam(let v) in fx {
+            lines.append("jetsam killed \(v.app) (band \(v.band.rawValue), footprint \(ByteCountText.format(v.footprint)))")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// "memory: 412 MiB of 3 GiB in use (13 %), pressure normal (computed; warning at 80 %, critical at 95 %)".
+    func memoryText() -> String {
+        let p = memory.pressure
+        let share = p.device == 0 ? 0 : Int((Double(p.total) / Double(p.device) * 100).rounded())
+        let how = p.forced.map { "forced \($0.rawValue) until `apphost device memory normal`" } ?? "computed"
+        let source = memory.watch != nil ? "; PSI triggers in \(configuration.memoryPSIPath)" : ""
+        return "memory: \(ByteCountText.format(p.total)) of \(ByteCountText.format(p.device)) in use by apps (\(share) %), pressure \(p.level.rawValue) (\(how); warning at \(Int(MemoryPressure.warningShare * 100)) %, critical at \(Int(MemoryPressure.criticalShare * 100)) %\(source))"
+    }
+
+    /// A PSI trigger fired (on the watch's thread; handled as the host's own input).
+    func memoryPressureReported(_ level: MemoryPressureLevel, trigger: Int) {
+        let line = configuration.memoryPSITriggers.indices.contains(trigger) ? configuration.memoryPSITriggers[trigger].line : "?"
+        events.append(.memory, cause: "PSI trigger \"\(line)\" fired in \(configuration.memoryPSIPath): the kernel reports memory pressure \(level.rawValue)",
+                      fields: .init(pressure: level.rawValue), time: now())
+        _ = memoryReported(level, by: .psi)
+    }
+
+    /// Virtual clock, after a deadline of an advance fired for `app` (its footprint is
+    /// read again if it runs code), and at the advance's end (nil: every app running
+    /// code); evaluates. True when it killed (the caller settles the kills).
+    func memoryAdvanceStep(_ app: String?) -> Bool {
+        if let app {
+            guard runtimes[app]?.machine.isRunningCode == true else { return false }
+            memory.stale.insert(app)
+        } else {
+            memoryRefreshRunning()
+        }
+        return evaluateMemory().contains { if case .jetsam = $0 { true } else { false } }
+    }
+
+    /// Uninstalled: nothing of it is kept.
+    func memoryAppUninstalled(_ id: String) {
+        memory.footprints.removeValue(forKey: id)
+        memory.residentAtRead.removeValue(forKey: id)
+        memory.lastUsed.removeValue(forKey: id)
+        memory.jetsammed.remove(id)
+        memory.lastArguments.removeValue(forKey: id)
+        memory.cueLimiters.removeValue(forKey: id)
+        memory.stale.remove(id)
+    }
+}
