@@ -364,7 +364,7 @@ public actor Supervisor {
             // the callbacks of the step that resumed it.
             if feedDepth == 0, runtimes[id]?.timers.owedCount ?? 0 > 0 { resumeAppTimers(id) }
             // Footprints that may have changed in the step are read, and the pressure judged.
-            if feedDepth == 0, !memory.stale.isEmpty { evaluateMemory() }
+            if feedDepth == 0, !memory.stale.isEmpty { evaluateMemoryAfterStep() }
             events.endBatch()
         }
         // In place: a copy of the runtime would make the machine's tables copy themselves.
