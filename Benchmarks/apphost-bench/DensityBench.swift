@@ -35,6 +35,7 @@ struct DensityBench {
     let executable: String
     var distinctWindows = true
     var groups = 10
+    var jetsamRounds = 20
 
     func run() async throws -> DensityReport {
         try await onThread("density-bench") { try runBlocking() }
@@ -133,6 +134,22 @@ struct DensityBench {
         let changeBase = Row("foreground() of a suspended app, 1 app", changesOne)
         requestRows += [changeBase, Row("foreground() of a suspended app, \(apps) apps", changesAll, against: changeBase)]
 
+        // Critical pressure, forced: each `device memory critical` has jetsam kill one app
+        // (the least recently used suspended one); `normal` ends it. Timed from sending the
+        // request to the event stream's SIGKILL (the stream's delivery included).
+        progress("density: critical memory pressure, \(jetsamRounds) times")
+        var toKill = Samples()
+        for _ in 0..<jetsamRounds {
+            let before = follower.kills
+            let t0 = clock.now
+            _ = try controlRequest(socketPath, .mode(.deviceMemory(.critical)))
+            guard follower.waitKills(before + 1, timeout: 30) else { throw BenchError("no jetsam kill within 30 s of critical pressure") }
+            toKill.add(clock.now - t0)
+            _ = try controlRequest(socketPath, .mode(.deviceMemory(.normal)))
+        }
+        let killRow = Row("device memory critical sent → first SIGKILL seen, \(apps) apps", toKill,
+                          note: "target ≤ 10 ms: \(toKill.median <= 10e6 ? "met" : "NOT met")")
+
         var groupRows: [Row] = []
         var from = 2
         for (i, s) in launches.enumerated() {
@@ -152,7 +169,7 @@ struct DensityBench {
         return DensityReport(apps: apps, executable: distinctWindows ? "ProbeApp (a window each)" : executable,
                              launchGroups: groupRows, launchGrowth: growth, setupSeconds: setupSeconds,
                              idleWithOne: idleOne, idleWithAll: idleAll, requests: requestRows,
-                             criticalToFirstKill: nil, jetsamKills: nil)
+                             criticalToFirstKill: killRow, jetsamKills: toKill.count)
     }
 }
 

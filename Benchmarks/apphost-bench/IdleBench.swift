@@ -415,6 +415,8 @@ final class EventFollower: Sendable {
         var pictured: Set<String> = []
         /// How many times each app reached suspended.
         var suspensions: [String: Int] = [:]
+        /// SIGKILLs the host said it sent (any app).
+        var kills = 0
         /// Waits for a condition on this state.
         var waiters: [(condition: @Sendable (State) -> Bool, reached: DispatchSemaphore)] = []
     }
@@ -444,6 +446,7 @@ final class EventFollower: Sendable {
         let (signal, reached) = state.withLock { s -> (Bool, [DispatchSemaphore]) in
             if s.counting { s.counted += 1 }
             if e.kind == .snapshot, let id = e.bundleIdentifier, expected.contains(id) { s.pictured.insert(id) }
+            if e.kind == .signal, e.signal == "SIGKILL" { s.kills += 1 }
             var signal = false
             if e.kind == .transition, let id = e.bundleIdentifier, expected.contains(id), let to = e.to {
                 let before = s.states[id]
@@ -477,6 +480,14 @@ final class EventFollower: Sendable {
     /// Waits until `count` of the expected apps are suspended and have a snapshot.
     func waitSuspendedAndPictured(_ count: Int, timeout seconds: Double) -> Bool {
         wait(timeout: seconds) { $0.suspended >= count && $0.pictured.count >= count }
+    }
+
+    /// SIGKILLs the host has said it sent so far.
+    var kills: Int { state.withLock { $0.kills } }
+
+    /// Waits until the host has said it sent `count` SIGKILLs.
+    func waitKills(_ count: Int, timeout seconds: Double) -> Bool {
+        wait(timeout: seconds) { $0.kills >= count }
     }
 
     /// How many times `id` reached suspended so far.
