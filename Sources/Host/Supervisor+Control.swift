@@ -171,6 +171,7 @@ extension Supervisor {
     /// A fresh runtime (new instance) for a launch.
     func makeRuntime(_ id: String, _ row: Store.AppRow) {
         forgetPID(of: id)
+        memory.beingKilled.remove(id)
         nextInstance += 1
         var machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
                                 grace: configuration.terminationGracePeriod)

@@ -329,6 +329,7 @@ public actor Supervisor {
 
     func processExit(_ id: String, _ status: ExitStatus) {
         forgetPID(of: id)
+        memory.beingKilled.remove(id)
         runtimes[id]?.pendingExit = nil
         runtimes[id]?.writer = nil
         if let instance = runtimes[id]?.instance {
@@ -456,6 +457,7 @@ public actor Supervisor {
         case .signal(let sig, let reason):
             settleCandidates.insert(id)
             expectTurn(.app(id))
+            if sig == .kill { memory.beingKilled.insert(id) }
             guard let child = runtimes[id]?.child else { return }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
             // On the virtual clock, what follows a continue waits for the kernel's word that

@@ -218,6 +218,33 @@ struct FrameFastPathTests {
             #expect(Result { try Frame.decode(HostMessage.self, from: bytes) }.success == Result { try Frame.genericDecode(HostMessage.self, from: bytes) }.success, "\(text)")
         }
     }
+
+    @Test func appStatusAnswersAreTheGenericBytes() throws {
+        let since = Date(timeIntervalSince1970: 1_780_000_000.123)
+        let statuses = [
+            AppStatus(bundleIdentifier: "com.example.a", state: .suspended, pid: 4242, since: since, backgroundTasks: [],
+                      isFrontmost: false, footprint: 3_145_728),
+            AppStatus(bundleIdentifier: "com.example.b", state: .notRunning, pid: nil, since: Date(timeIntervalSince1970: 0),
+                      backgroundTasks: [], isFrontmost: false),
+            AppStatus(bundleIdentifier: "com.example.c", state: .background, pid: 7, since: since,
+                      backgroundTasks: ["upload", "#3", "a/b"], activities: ["audio playback"], isFrontmost: false, footprint: 0),
+            AppStatus(bundleIdentifier: "com.example.d", state: .active, pid: 1, since: Date(timeIntervalSince1970: -1.5),
+                      backgroundTasks: [], isFrontmost: true, footprint: .max),
+        ]
+        for status in statuses {
+            let response = ControlResponse.appStatus(status)
+            let (fast, generic) = (String(decoding: try Frame.encode(response).dropFirst(Frame.headerSize), as: UTF8.self),
+                                   String(decoding: try Frame.genericEncode(response).dropFirst(Frame.headerSize), as: UTF8.self))
+            #expect(fast == generic, "\(fast) / \(generic)")
+            let back = try Frame.decode(ControlResponse.self, from: Array(try Frame.encode(response).dropFirst(Frame.headerSize)))
+            #expect(try Frame.encode(back) == (try Frame.encode(response)), "reads back")
+        }
+        // Strings that need escaping, and other answers, take the generic way.
+        let escaped = ControlResponse.appStatus(AppStatus(bundleIdentifier: "com.example.e", state: .background, pid: 2, since: since,
+                                                          backgroundTasks: ["say \"hi\"", "é"], isFrontmost: false))
+        #expect(try Frame.encode(escaped) == (try Frame.genericEncode(escaped)))
+        #expect(try Frame.encode(ControlResponse.end) == (try Frame.genericEncode(ControlResponse.end)))
+    }
 }
 
 private extension Result {
