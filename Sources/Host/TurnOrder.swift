@@ -138,7 +138,17 @@ extension Supervisor {
     func admitForTurn(_ item: Input) -> Bool {
         guard takesTurns, let party = item.party else { return true }
         if let instance = item.instance, turnExcused.contains(instance) { return true }
-        return turns.admit(party, item)
+        if turns.admit(party, item) { return true }
+        // Kept for its turn. But an app's frames held for its SIGCONT's confirmation go
+        // now that the kernel has confirmed it (the confirmation itself is handled, and
+        // logged, at the app's turn, before anything the app answers): apps woken at one
+        // instant run together, and only the handling of what they say waits in line.
+        if case .child(let id, let instance, .continued, _) = item, runtimes[id]?.instance == instance,
+           let held = runtimes[id]?.heldForContinue {
+            runtimes[id]?.heldForContinue = nil
+            if !held.isEmpty { sendFrames(id, held) }
+        }
+        return false
     }
 
     /// Whether the host still waits for something of `party`: an app with a callback
