@@ -8,6 +8,8 @@ enum Trigger: String, CaseIterable, Sendable {
     case location
     /// The location authorization changed.
     case authorization
+    /// A monitored region was entered or left.
+    case region
     /// A VoIP push arrived.
     case voipPush = "voip-push"
     /// A BLE scan discovered a peripheral.
@@ -183,6 +185,14 @@ enum Action: Equatable, Sendable {
     case locationStop
     /// `allowsBackgroundLocationUpdates = on`.
     case locationBackground(Bool)
+    /// `start|stopMonitoringSignificantLocationChanges`.
+    case significantChanges(Bool)
+    /// `startMonitoring(for:)` a circular region.
+    case monitorRegion(CircularRegion)
+    /// `stopMonitoring(for:)` the region with this identifier.
+    case stopRegion(identifier: String)
+    /// Print `monitoredRegions`.
+    case regions
     /// Register for VoIP pushes; prints the token.
     case voipRegister
     /// Report an incoming call with a fresh UUID.
@@ -438,6 +448,14 @@ struct Script: Equatable, Sendable {
           location-stop            stopUpdatingLocation (a refusal only goes to stderr)
           location-background:on|off  allowsBackgroundLocationUpdates = true|false; true
                                    without the location mode gets the app killed
+          significant-changes[:off]  start (stop) significant-change location updates
+          monitor-region:ID:LAT:LON:RADIUS  startMonitoring(for:) a circular region (prints
+                                   "ok"; a failure comes as "[ProbeApp] region failed ID CODE:
+                                   REASON"); crossings print "[ProbeApp] region enter|exit ID"
+                                   and run the region trigger's actions
+          stop-region:ID           stopMonitoring(for:) the region ID
+          regions                  prints "[ProbeApp] regions ID,ID..." (monitoredRegions,
+                                   sorted; "none" when empty)
           voip-register            register for VoIP pushes; prints "[ProbeApp] voip token HEX"
           report-call              report an incoming call with a fresh UUID; prints
                                    "[ProbeApp] reporting call UUID" first
@@ -704,6 +722,18 @@ struct Script: Equatable, Sendable {
         case ("location-stop", nil): return .locationStop
         case ("location-background", "on"): return .locationBackground(true)
         case ("location-background", "off"): return .locationBackground(false)
+        case ("significant-changes", nil): return .significantChanges(true)
+        case ("significant-changes", "off"): return .significantChanges(false)
+        case ("monitor-region", let argument?):
+            // ID may hold colons: the last three fields are the numbers.
+            var parts = argument.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count >= 4, let radius = Double(parts.removeLast()), let lon = Double(parts.removeLast()),
+                  let lat = Double(parts.removeLast()) else {
+                throw ScriptError("monitor-region needs ID:LAT:LON:RADIUS, got \"\(text)\"")
+            }
+            return .monitorRegion(CircularRegion(identifier: parts.joined(separator: ":"), latitude: lat, longitude: lon, radius: radius))
+        case ("stop-region", let id?): return .stopRegion(identifier: id)
+        case ("regions", nil): return .regions
         case ("voip-register", nil): return .voipRegister
         case ("report-call", nil): return .reportCall
         case ("end-call", nil): return .endCall

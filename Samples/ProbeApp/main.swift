@@ -191,6 +191,7 @@ final class ProbeDelegate: ApplicationDelegate {
 
     func didFinishLaunching(_ application: Application, options: LaunchOptions) -> Bool {
         if options.afterJetsam { say("[ProbeApp] launched after jetsam (LaunchOptions.afterJetsam)") }
+        if options.reason == .location { say("[ProbeApp] launched for a location event (LaunchOptions.reason location)") }
         run(.launch, "didFinishLaunching", application)
         return true
     }
@@ -579,6 +580,20 @@ final class ProbeDelegate: ApplicationDelegate {
             say(outcome("location-stop", nil))
         case .locationBackground(let on):
             report("location-background") { () throws(ServiceError) in try locationManager.setAllowsBackgroundLocationUpdates(on) }
+        case .significantChanges(true):
+            report("significant-changes") { () throws(ServiceError) in try locationManager.startMonitoringSignificantLocationChanges() }
+        case .significantChanges(false):
+            locationManager.stopMonitoringSignificantLocationChanges()
+            say(outcome("significant-changes", nil))
+        case .monitorRegion(let region):
+            locationManager.startMonitoring(for: region)
+            say(outcome("monitor-region", nil))
+        case .stopRegion(let identifier):
+            locationManager.stopMonitoring(for: CircularRegion(identifier: identifier, latitude: 0, longitude: 0, radius: 1))
+            say(outcome("stop-region", nil))
+        case .regions:
+            let ids = locationManager.monitoredRegions.map(\.identifier).sorted()
+            say("[ProbeApp] regions \(ids.isEmpty ? "none" : ids.joined(separator: ","))")
         case .voipRegister:
             do {
                 say("[ProbeApp] voip token \(try pushRegistry.register())")
@@ -931,6 +946,17 @@ extension ProbeDelegate: CentralManagerDelegate {
     func didUpdateValue(_ central: CentralManager, peripheral: String, characteristic: String, value: Data) {
         say("[ProbeApp] ble notify \(peripheral) \(characteristic) \(printable(value))")
         fire(.bleNotify, application: .shared)
+    }
+    func didEnterRegion(_ manager: LocationManager, _ region: CircularRegion) {
+        say("[ProbeApp] region enter \(region.identifier)")
+        fire(.region, application: .shared)
+    }
+    func didExitRegion(_ manager: LocationManager, _ region: CircularRegion) {
+        say("[ProbeApp] region exit \(region.identifier)")
+        fire(.region, application: .shared)
+    }
+    func monitoringDidFail(_ manager: LocationManager, for region: CircularRegion?, error: LocationError) {
+        say("[ProbeApp] region failed \(region?.identifier ?? "nil") \(error.code.rawValue): \(error.reason)")
     }
 }
 

@@ -27,6 +27,15 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
     case locationStop
     /// `allowsBackgroundLocationUpdates = value`.
     case locationAllowsBackgroundUpdates(Bool)
+    /// `startMonitoringSignificantLocationChanges` (true) / `stopMonitoringSignificantLocationChanges` (false).
+    case locationSignificantChanges(Bool)
+    /// `startMonitoring(for:)` a circular region; a region that cannot be monitored is
+    /// answered `.ok` and reported to the delegate (`monitoringDidFailFor`).
+    case locationMonitorRegion(CircularRegion)
+    /// `stopMonitoring(for:)` the region with this identifier.
+    case locationStopMonitoringRegion(identifier: String)
+    /// `monitoredRegions`: answered with ``ServiceReply/regions(_:)``.
+    case locationMonitoredRegions
 
     // MARK: voip (PKPushRegistry / CXProvider)
     /// `PKPushRegistry.desiredPushTypes = [.voIP]`: asks for a VoIP push token.
@@ -121,6 +130,10 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
         case .locationStart: "CLLocationManager.startUpdatingLocation"
         case .locationStop: "CLLocationManager.stopUpdatingLocation"
         case .locationAllowsBackgroundUpdates: "CLLocationManager.allowsBackgroundLocationUpdates"
+        case .locationSignificantChanges(let on): on ? "CLLocationManager.startMonitoringSignificantLocationChanges" : "CLLocationManager.stopMonitoringSignificantLocationChanges"
+        case .locationMonitorRegion: "CLLocationManager.startMonitoring(for:)"
+        case .locationStopMonitoringRegion: "CLLocationManager.stopMonitoring(for:)"
+        case .locationMonitoredRegions: "CLLocationManager.monitoredRegions"
         case .voipRegister: "PKPushRegistry.desiredPushTypes"
         case .voipReportIncomingCall: "CXProvider.reportNewIncomingCall"
         case .voipEndCall: "CXProvider.reportCall(endedAt:)"
@@ -315,6 +328,8 @@ public enum ServiceReply: Codable, Sendable, Equatable {
     case ok
     /// The location authorization now in force.
     case authorization(LocationAuthorization)
+    /// The app's monitored regions (`monitoredRegions`), by identifier.
+    case regions([CircularRegion])
     /// A push token, hex.
     case token(String)
     /// The connected accessories the app may talk to.
@@ -343,6 +358,10 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
     case locationUpdate([LocationFix])
     /// `locationManagerDidChangeAuthorization(_:)`.
     case locationAuthorizationChanged(LocationAuthorization)
+    /// `locationManager(_:didEnterRegion:)` (`entered`) / `didExitRegion` (not).
+    case locationRegionCrossed(CircularRegion, entered: Bool)
+    /// `locationManager(_:monitoringDidFailFor:withError:)`.
+    case locationMonitoringFailed(region: CircularRegion?, code: LocationErrorCode, reason: String)
     /// `pushRegistry(_:didReceiveIncomingPushWith:for:completion:)`; `payload` is the JSON text.
     case voipPush(payload: String)
     /// `centralManager(_:didDiscover:advertisementData:rssi:)`.
@@ -395,6 +414,8 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
         case .audioInterruption(let began, _): began ? "audioInterruption(began)" : "audioInterruption(ended)"
         case .locationUpdate(let fixes): "didUpdateLocations(\(fixes.count))"
         case .locationAuthorizationChanged(let a): "didChangeAuthorization(\(a.rawValue))"
+        case .locationRegionCrossed(let r, let entered): entered ? "didEnterRegion(\(r.identifier))" : "didExitRegion(\(r.identifier))"
+        case .locationMonitoringFailed(let r, let code, _): "monitoringDidFailFor(\(r?.identifier ?? "nil"), \(code.rawValue))"
         case .voipPush: "didReceiveIncomingPush(voIP)"
         case .bleDiscovered(let p): "didDiscover(\(p.id))"
         case .bleConnected(let p): "didConnect(\(p))"

@@ -282,6 +282,10 @@ final class ServiceRouter {
             let managers = locationManagers.live()
             for manager in managers { manager.didUpdate(fixes) }
             receiver = managers.isEmpty ? "LocationManager" : nil
+        case .locationRegionCrossed, .locationMonitoringFailed:
+            let managers = locationManagers.live()
+            for manager in managers { manager.monitoringEvent(event) }
+            receiver = managers.isEmpty ? "LocationManager" : nil
         case .locationAuthorizationChanged(let status):
             // Recorded even with no manager alive, so one created later starts with it.
             let none = locationManagers.live().isEmpty
