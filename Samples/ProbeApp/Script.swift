@@ -48,6 +48,10 @@ enum Trigger: String, CaseIterable, Sendable {
     case timer
     /// `applicationDidReceiveMemoryWarning` (the device is short of memory).
     case memoryWarning = "memory-warning"
+    /// `protectedDataWillBecomeUnavailable` (the device locks).
+    case dataUnavailable = "data-unavailable"
+    /// `protectedDataDidBecomeAvailable` (the device unlocks).
+    case dataAvailable = "data-available"
 }
 
 /// What the probe's handleEventsForBackgroundURLSession does with its completion (`--events-completion`).
@@ -221,6 +225,10 @@ enum Action: Equatable, Sendable {
     case read(path: String)
     /// Open a path for writing (created if missing, appended to, nothing written).
     case write(path: String)
+    /// Write a few bytes to PATH with a data-protection class (`Data.writeProtected`).
+    case writeProtected(path: String, protection: FileProtectionClass)
+    /// Print `isProtectedDataAvailable`.
+    case protectedData
     /// `kill(2)` a pid with a signal (0: only the permission check).
     case kill(pid: Int32, signal: Int32)
     /// Print the capability sets from /proc/self/status.
@@ -428,6 +436,10 @@ struct Script: Equatable, Sendable {
                                    "[ProbeApp] open PATH: ok" or the errno name
           read:PATH                open PATH read-only and read from it; prints
                                    "[ProbeApp] read PATH: ok" or the errno name
+          write-protected:PATH[:complete|until-first-unlock|none]  write "secret" to PATH
+                                   with that data protection (default complete);
+                                   "[ProbeApp] write-protected PATH: ok" or ": failed: REASON"
+          protected-data           "[ProbeApp] protected data available|unavailable"
           write:PATH               open PATH for writing (O_APPEND, created if missing,
                                    nothing written); "[ProbeApp] write PATH: ok" or the errno name
           kill:PID[:SIGNAL]        kill(2) PID with SIGNAL (default 0: the permission
@@ -755,6 +767,14 @@ struct Script: Equatable, Sendable {
         case ("open", let path?) where !path.isEmpty: return .open(path: path)
         case ("read", let path?) where !path.isEmpty: return .read(path: path)
         case ("write", let path?) where !path.isEmpty: return .write(path: path)
+        case ("write-protected", let argument?) where !argument.isEmpty:
+            let classes: [String: FileProtectionClass] = ["complete": .complete, "until-first-unlock": .completeUntilFirstUserAuthentication, "none": FileProtectionClass.none]
+            if let colon = argument.lastIndex(of: ":"), let protection = classes[String(argument[argument.index(after: colon)...])],
+               colon != argument.startIndex {
+                return .writeProtected(path: String(argument[..<colon]), protection: protection)
+            }
+            return .writeProtected(path: argument, protection: .complete)
+        case ("protected-data", nil): return .protectedData
         case ("kill", let target?):
             let parts = target.split(separator: ":", omittingEmptySubsequences: false)
             guard (1...2).contains(parts.count), let pid = Int32(parts[0]), pid > 0,

@@ -203,6 +203,12 @@ final class ProbeDelegate: ApplicationDelegate {
     func applicationDidReceiveMemoryWarning(_ application: Application) {
         run(.memoryWarning, "didReceiveMemoryWarning", application)
     }
+    func protectedDataWillBecomeUnavailable(_ application: Application) {
+        run(.dataUnavailable, "protectedDataWillBecomeUnavailable", application)
+    }
+    func protectedDataDidBecomeAvailable(_ application: Application) {
+        run(.dataAvailable, "protectedDataDidBecomeAvailable", application)
+    }
 
     func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String) {
         say("[ProbeApp] push token \(deviceToken)")
@@ -645,6 +651,20 @@ final class ProbeDelegate: ApplicationDelegate {
             } else {
                 say("[ProbeApp] open \(path): \(errnoName(errno))")
             }
+        case .writeProtected(let path, let protection):
+            let options: Data.WritingOptions = switch protection {
+            case .complete: .completeFileProtection
+            case .completeUntilFirstUserAuthentication: .completeFileProtectionUntilFirstUserAuthentication
+            case .none: .noFileProtection
+            }
+            do {
+                try Data("secret".utf8).writeProtected(to: URL(fileURLWithPath: resolved(path)), options: options)
+                say("[ProbeApp] write-protected \(path): ok")
+            } catch {
+                say("[ProbeApp] write-protected \(path): failed: \((error as? CocoaError)?.userInfo[NSLocalizedDescriptionKey] ?? error)")
+            }
+        case .protectedData:
+            say("[ProbeApp] protected data \(application.isProtectedDataAvailable ? "available" : "unavailable")")
         case .read(let path):
             let fd = Glibc.open(resolved(path), O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else {
@@ -921,6 +941,17 @@ extension ProbeDelegate: LocationManagerDelegate {
         say("[ProbeApp] authorization \(status.rawValue)")
         fire(.authorization, application: .shared)
     }
+    func didEnterRegion(_ manager: LocationManager, _ region: CircularRegion) {
+        say("[ProbeApp] region enter \(region.identifier)")
+        fire(.region, application: .shared)
+    }
+    func didExitRegion(_ manager: LocationManager, _ region: CircularRegion) {
+        say("[ProbeApp] region exit \(region.identifier)")
+        fire(.region, application: .shared)
+    }
+    func monitoringDidFail(_ manager: LocationManager, for region: CircularRegion?, error: LocationError) {
+        say("[ProbeApp] region failed \(region?.identifier ?? "nil") \(error.code.rawValue): \(error.reason)")
+    }
 }
 
 extension ProbeDelegate: PushRegistryDelegate {
@@ -946,17 +977,6 @@ extension ProbeDelegate: CentralManagerDelegate {
     func didUpdateValue(_ central: CentralManager, peripheral: String, characteristic: String, value: Data) {
         say("[ProbeApp] ble notify \(peripheral) \(characteristic) \(printable(value))")
         fire(.bleNotify, application: .shared)
-    }
-    func didEnterRegion(_ manager: LocationManager, _ region: CircularRegion) {
-        say("[ProbeApp] region enter \(region.identifier)")
-        fire(.region, application: .shared)
-    }
-    func didExitRegion(_ manager: LocationManager, _ region: CircularRegion) {
-        say("[ProbeApp] region exit \(region.identifier)")
-        fire(.region, application: .shared)
-    }
-    func monitoringDidFail(_ manager: LocationManager, for region: CircularRegion?, error: LocationError) {
-        say("[ProbeApp] region failed \(region?.identifier ?? "nil") \(error.code.rawValue): \(error.reason)")
     }
 }
 

@@ -76,6 +76,8 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
     case fetchCompleted(id: UInt64, result: FetchResult)
     /// `backgroundRefreshStatus`.
     case backgroundRefreshStatus
+    /// `isProtectedDataAvailable`: answered with ``ServiceReply/protectedDataAvailable(_:)``.
+    case protectedDataAvailability
 
     // MARK: BGTaskScheduler
     /// `register(forTaskWithIdentifier:using:launchHandler:)`.
@@ -149,6 +151,7 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
         case .fetchSetMinimumInterval: "UIApplication.setMinimumBackgroundFetchInterval"
         case .fetchCompleted: "performFetch completion"
         case .backgroundRefreshStatus: "UIApplication.backgroundRefreshStatus"
+        case .protectedDataAvailability: "UIApplication.isProtectedDataAvailable"
         case .bgRegister: "BGTaskScheduler.register"
         case .bgSubmit: "BGTaskScheduler.submit"
         case .bgCancel: "BGTaskScheduler.cancel"
@@ -336,6 +339,8 @@ public enum ServiceReply: Codable, Sendable, Equatable {
     case accessories([Accessory])
     /// `backgroundRefreshStatus`.
     case refreshStatus(BackgroundRefreshStatus)
+    /// `isProtectedDataAvailable`: false while the device is locked.
+    case protectedDataAvailable(Bool)
     /// Pending BGTaskScheduler requests.
     case bgRequests([BGTaskRequestInfo])
     /// A background session's tasks.
@@ -378,6 +383,9 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
     case accessoryDisconnected(Accessory)
     /// Bytes on an `EASession`'s input stream.
     case accessoryData(accessory: Accessory, protocolString: String, bytes: Data)
+    /// `protectedDataWillBecomeUnavailable` (false: the device locked; `complete` files
+    /// are already closed) / `protectedDataDidBecomeAvailable` (true: they are open again).
+    case protectedDataAvailability(Bool)
     /// `performFetch(completion:)`; answer with ``ServiceRequest/fetchCompleted(id:result:)``.
     case performFetch(id: UInt64)
     /// `didReceiveRemoteNotification(userInfo:completion:)` (`silent`: a content-available
@@ -424,6 +432,7 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
         case .accessoryConnected(let a): "accessoryDidConnect(\(a.name))"
         case .accessoryDisconnected(let a): "accessoryDidDisconnect(\(a.name))"
         case .accessoryData(let a, let proto, let bytes): "EASession(\(a.name) \(proto)) \(bytes.count) bytes"
+        case .protectedDataAvailability(let available): available ? "protectedDataDidBecomeAvailable" : "protectedDataWillBecomeUnavailable"
         case .performFetch: "performFetch"
         case .remoteNotification(_, _, let silent): silent ? "didReceiveRemoteNotification(background)" : "didReceiveRemoteNotification"
         case .bgTaskLaunch(let identifier, _): "BGTask launch(\(identifier))"
@@ -569,6 +578,8 @@ public enum ModeCommand: Codable, Sendable, Equatable {
     case deviceNetwork(DeviceNetwork)
     /// `apphost device show`.
     case deviceShow
+    /// `apphost device lock` (true) / `unlock` (false).
+    case deviceLock(Bool)
     /// `apphost device memory normal|warning|critical`: force the memory pressure level,
     /// as the kernel would report it (`normal` hands it back to the computed level).
     case deviceMemory(MemoryPressureLevel)

@@ -306,6 +306,14 @@ final class ServiceRouter {
             } else {
                 receiver = "AccessoryManager"
             }
+        case .protectedDataAvailability(let available):
+            if let application {
+                if available { application.delegate.protectedDataDidBecomeAvailable(application) }
+                else { application.delegate.protectedDataWillBecomeUnavailable(application) }
+                receiver = nil
+            } else {
+                receiver = "Application"
+            }
         case .performFetch(let id):
             if let application {
                 performFetch(id: id, application)
