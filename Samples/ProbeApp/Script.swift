@@ -8,6 +8,8 @@ enum Trigger: String, CaseIterable, Sendable {
     case location
     /// The location authorization changed.
     case authorization
+    /// A monitored region was entered or left.
+    case region
     /// A VoIP push arrived.
     case voipPush = "voip-push"
     /// A BLE scan discovered a peripheral.
@@ -46,6 +48,10 @@ enum Trigger: String, CaseIterable, Sendable {
     case timer
     /// `applicationDidReceiveMemoryWarning` (the device is short of memory).
     case memoryWarning = "memory-warning"
+    /// `protectedDataWillBecomeUnavailable` (the device locks).
+    case dataUnavailable = "data-unavailable"
+    /// `protectedDataDidBecomeAvailable` (the device unlocks).
+    case dataAvailable = "data-available"
 }
 
 /// What the probe's handleEventsForBackgroundURLSession does with its completion (`--events-completion`).
@@ -183,6 +189,14 @@ enum Action: Equatable, Sendable {
     case locationStop
     /// `allowsBackgroundLocationUpdates = on`.
     case locationBackground(Bool)
+    /// `start|stopMonitoringSignificantLocationChanges`.
+    case significantChanges(Bool)
+    /// `startMonitoring(for:)` a circular region.
+    case monitorRegion(CircularRegion)
+    /// `stopMonitoring(for:)` the region with this identifier.
+    case stopRegion(identifier: String)
+    /// Print `monitoredRegions`.
+    case regions
     /// Register for VoIP pushes; prints the token.
     case voipRegister
     /// Report an incoming call with a fresh UUID.
@@ -211,6 +225,10 @@ enum Action: Equatable, Sendable {
     case read(path: String)
     /// Open a path for writing (created if missing, appended to, nothing written).
     case write(path: String)
+    /// Write a few bytes to PATH with a data-protection class (`Data.writeProtected`).
+    case writeProtected(path: String, protection: FileProtectionClass)
+    /// Print `isProtectedDataAvailable`.
+    case protectedData
     /// `kill(2)` a pid with a signal (0: only the permission check).
     case kill(pid: Int32, signal: Int32)
     /// Print the capability sets from /proc/self/status.
@@ -418,6 +436,10 @@ struct Script: Equatable, Sendable {
                                    "[ProbeApp] open PATH: ok" or the errno name
           read:PATH                open PATH read-only and read from it; prints
                                    "[ProbeApp] read PATH: ok" or the errno name
+          write-protected:PATH[:complete|until-first-unlock|none]  write "secret" to PATH
+                                   with that data protection (default complete);
+                                   "[ProbeApp] write-protected PATH: ok" or ": failed: REASON"
+          protected-data           "[ProbeApp] protected data available|unavailable"
           write:PATH               open PATH for writing (O_APPEND, created if missing,
                                    nothing written); "[ProbeApp] write PATH: ok" or the errno name
           kill:PID[:SIGNAL]        kill(2) PID with SIGNAL (default 0: the permission
@@ -438,6 +460,14 @@ struct Script: Equatable, Sendable {
           location-stop            stopUpdatingLocation (a refusal only goes to stderr)
           location-background:on|off  allowsBackgroundLocationUpdates = true|false; true
                                    without the location mode gets the app killed
+          significant-changes[:off]  start (stop) significant-change location updates
+          monitor-region:ID:LAT:LON:RADIUS  startMonitoring(for:) a circular region (prints
+                                   "ok"; a failure comes as "[ProbeApp] region failed ID CODE:
+                                   REASON"); crossings print "[ProbeApp] region enter|exit ID"
+                                   and run the region trigger's actions
+          stop-region:ID           stopMonitoring(for:) the region ID
+          regions                  prints "[ProbeApp] regions ID,ID..." (monitoredRegions,
+                                   sorted; "none" when empty)
           voip-register            register for VoIP pushes; prints "[ProbeApp] voip token HEX"
           report-call              report an incoming call with a fresh UUID; prints
                                    "[ProbeApp] reporting call UUID" first
@@ -704,6 +734,18 @@ struct Script: Equatable, Sendable {
         case ("location-stop", nil): return .locationStop
         case ("location-background", "on"): return .locationBackground(true)
         case ("location-background", "off"): return .locationBackground(false)
+        case ("significant-changes", nil): return .significantChanges(true)
+        case ("significant-changes", "off"): return .significantChanges(false)
+        case ("monitor-region", let argument?):
+            // ID may hold colons: the last three fields are the numbers.
+            var parts = argument.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count >= 4, let radius = Double(parts.removeLast()), let lon = Double(parts.removeLast()),
+                  let lat = Double(parts.removeLast()) else {
+                throw ScriptError("monitor-region needs ID:LAT:LON:RADIUS, got \"\(text)\"")
+            }
+            return .monitorRegion(CircularRegion(identifier: parts.joined(separator: ":"), latitude: lat, longitude: lon, radius: radius))
+        case ("stop-region", let id?): return .stopRegion(identifier: id)
+        case ("regions", nil): return .regions
         case ("voip-register", nil): return .voipRegister
         case ("report-call", nil): return .reportCall
         case ("end-call", nil): return .endCall
@@ -725,6 +767,14 @@ struct Script: Equatable, Sendable {
         case ("open", let path?) where !path.isEmpty: return .open(path: path)
         case ("read", let path?) where !path.isEmpty: return .read(path: path)
         case ("write", let path?) where !path.isEmpty: return .write(path: path)
+        case ("write-protected", let argument?) where !argument.isEmpty:
+            let classes: [String: FileProtectionClass] = ["complete": .complete, "until-first-unlock": .completeUntilFirstUserAuthentication, "none": FileProtectionClass.none]
+            if let colon = argument.lastIndex(of: ":"), let protection = classes[String(argument[argument.index(after: colon)...])],
+               colon != argument.startIndex {
+                return .writeProtected(path: String(argument[..<colon]), protection: protection)
+            }
+            return .writeProtected(path: argument, protection: .complete)
+        case ("protected-data", nil): return .protectedData
         case ("kill", let target?):
             let parts = target.split(separator: ":", omittingEmptySubsequences: false)
             guard (1...2).contains(parts.count), let pid = Int32(parts[0]), pid > 0,

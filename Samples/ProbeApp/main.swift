@@ -191,6 +191,7 @@ final class ProbeDelegate: ApplicationDelegate {
 
     func didFinishLaunching(_ application: Application, options: LaunchOptions) -> Bool {
         if options.afterJetsam { say("[ProbeApp] launched after jetsam (LaunchOptions.afterJetsam)") }
+        if options.reason == .location { say("[ProbeApp] launched for a location event (LaunchOptions.reason location)") }
         run(.launch, "didFinishLaunching", application)
         return true
     }
@@ -201,6 +202,12 @@ final class ProbeDelegate: ApplicationDelegate {
     func willTerminate(_ application: Application) { run(.terminate, "willTerminate", application) }
     func applicationDidReceiveMemoryWarning(_ application: Application) {
         run(.memoryWarning, "didReceiveMemoryWarning", application)
+    }
+    func protectedDataWillBecomeUnavailable(_ application: Application) {
+        run(.dataUnavailable, "protectedDataWillBecomeUnavailable", application)
+    }
+    func protectedDataDidBecomeAvailable(_ application: Application) {
+        run(.dataAvailable, "protectedDataDidBecomeAvailable", application)
     }
 
     func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String) {
@@ -579,6 +586,20 @@ final class ProbeDelegate: ApplicationDelegate {
             say(outcome("location-stop", nil))
         case .locationBackground(let on):
             report("location-background") { () throws(ServiceError) in try locationManager.setAllowsBackgroundLocationUpdates(on) }
+        case .significantChanges(true):
+            report("significant-changes") { () throws(ServiceError) in try locationManager.startMonitoringSignificantLocationChanges() }
+        case .significantChanges(false):
+            locationManager.stopMonitoringSignificantLocationChanges()
+            say(outcome("significant-changes", nil))
+        case .monitorRegion(let region):
+            locationManager.startMonitoring(for: region)
+            say(outcome("monitor-region", nil))
+        case .stopRegion(let identifier):
+            locationManager.stopMonitoring(for: CircularRegion(identifier: identifier, latitude: 0, longitude: 0, radius: 1))
+            say(outcome("stop-region", nil))
+        case .regions:
+            let ids = locationManager.monitoredRegions.map(\.identifier).sorted()
+            say("[ProbeApp] regions \(ids.isEmpty ? "none" : ids.joined(separator: ","))")
         case .voipRegister:
             do {
                 say("[ProbeApp] voip token \(try pushRegistry.register())")
@@ -630,6 +651,20 @@ final class ProbeDelegate: ApplicationDelegate {
             } else {
                 say("[ProbeApp] open \(path): \(errnoName(errno))")
             }
+        case .writeProtected(let path, let protection):
+            let options: Data.WritingOptions = switch protection {
+            case .complete: .completeFileProtection
+            case .completeUntilFirstUserAuthentication: .completeFileProtectionUntilFirstUserAuthentication
+            case .none: .noFileProtection
+            }
+            do {
+                try Data("secret".utf8).writeProtected(to: URL(fileURLWithPath: resolved(path)), options: options)
+                say("[ProbeApp] write-protected \(path): ok")
+            } catch {
+                say("[ProbeApp] write-protected \(path): failed: \((error as? CocoaError)?.userInfo[NSLocalizedDescriptionKey] ?? error)")
+            }
+        case .protectedData:
+            say("[ProbeApp] protected data \(application.isProtectedDataAvailable ? "available" : "unavailable")")
         case .read(let path):
             let fd = Glibc.open(resolved(path), O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else {
@@ -905,6 +940,17 @@ extension ProbeDelegate: LocationManagerDelegate {
     func didChangeAuthorization(_ manager: LocationManager, _ status: LocationAuthorization) {
         say("[ProbeApp] authorization \(status.rawValue)")
         fire(.authorization, application: .shared)
+    }
+    func didEnterRegion(_ manager: LocationManager, _ region: CircularRegion) {
+        say("[ProbeApp] region enter \(region.identifier)")
+        fire(.region, application: .shared)
+    }
+    func didExitRegion(_ manager: LocationManager, _ region: CircularRegion) {
+        say("[ProbeApp] region exit \(region.identifier)")
+        fire(.region, application: .shared)
+    }
+    func monitoringDidFail(_ manager: LocationManager, for region: CircularRegion?, error: LocationError) {
+        say("[ProbeApp] region failed \(region?.identifier ?? "nil") \(error.code.rawValue): \(error.reason)")
     }
 }
 

@@ -27,6 +27,15 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
     case locationStop
     /// `allowsBackgroundLocationUpdates = value`.
     case locationAllowsBackgroundUpdates(Bool)
+    /// `startMonitoringSignificantLocationChanges` (true) / `stopMonitoringSignificantLocationChanges` (false).
+    case locationSignificantChanges(Bool)
+    /// `startMonitoring(for:)` a circular region; a region that cannot be monitored is
+    /// answered `.ok` and reported to the delegate (`monitoringDidFailFor`).
+    case locationMonitorRegion(CircularRegion)
+    /// `stopMonitoring(for:)` the region with this identifier.
+    case locationStopMonitoringRegion(identifier: String)
+    /// `monitoredRegions`: answered with ``ServiceReply/regions(_:)``.
+    case locationMonitoredRegions
 
     // MARK: voip (PKPushRegistry / CXProvider)
     /// `PKPushRegistry.desiredPushTypes = [.voIP]`: asks for a VoIP push token.
@@ -67,6 +76,8 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
     case fetchCompleted(id: UInt64, result: FetchResult)
     /// `backgroundRefreshStatus`.
     case backgroundRefreshStatus
+    /// `isProtectedDataAvailable`: answered with ``ServiceReply/protectedDataAvailable(_:)``.
+    case protectedDataAvailability
 
     // MARK: BGTaskScheduler
     /// `register(forTaskWithIdentifier:using:launchHandler:)`.
@@ -121,6 +132,10 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
         case .locationStart: "CLLocationManager.startUpdatingLocation"
         case .locationStop: "CLLocationManager.stopUpdatingLocation"
         case .locationAllowsBackgroundUpdates: "CLLocationManager.allowsBackgroundLocationUpdates"
+        case .locationSignificantChanges(let on): on ? "CLLocationManager.startMonitoringSignificantLocationChanges" : "CLLocationManager.stopMonitoringSignificantLocationChanges"
+        case .locationMonitorRegion: "CLLocationManager.startMonitoring(for:)"
+        case .locationStopMonitoringRegion: "CLLocationManager.stopMonitoring(for:)"
+        case .locationMonitoredRegions: "CLLocationManager.monitoredRegions"
         case .voipRegister: "PKPushRegistry.desiredPushTypes"
         case .voipReportIncomingCall: "CXProvider.reportNewIncomingCall"
         case .voipEndCall: "CXProvider.reportCall(endedAt:)"
@@ -136,6 +151,7 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
         case .fetchSetMinimumInterval: "UIApplication.setMinimumBackgroundFetchInterval"
         case .fetchCompleted: "performFetch completion"
         case .backgroundRefreshStatus: "UIApplication.backgroundRefreshStatus"
+        case .protectedDataAvailability: "UIApplication.isProtectedDataAvailable"
         case .bgRegister: "BGTaskScheduler.register"
         case .bgSubmit: "BGTaskScheduler.submit"
         case .bgCancel: "BGTaskScheduler.cancel"
@@ -315,12 +331,16 @@ public enum ServiceReply: Codable, Sendable, Equatable {
     case ok
     /// The location authorization now in force.
     case authorization(LocationAuthorization)
+    /// The app's monitored regions (`monitoredRegions`), by identifier.
+    case regions([CircularRegion])
     /// A push token, hex.
     case token(String)
     /// The connected accessories the app may talk to.
     case accessories([Accessory])
     /// `backgroundRefreshStatus`.
     case refreshStatus(BackgroundRefreshStatus)
+    /// `isProtectedDataAvailable`: false while the device is locked.
+    case protectedDataAvailable(Bool)
     /// Pending BGTaskScheduler requests.
     case bgRequests([BGTaskRequestInfo])
     /// A background session's tasks.
@@ -343,6 +363,10 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
     case locationUpdate([LocationFix])
     /// `locationManagerDidChangeAuthorization(_:)`.
     case locationAuthorizationChanged(LocationAuthorization)
+    /// `locationManager(_:didEnterRegion:)` (`entered`) / `didExitRegion` (not).
+    case locationRegionCrossed(CircularRegion, entered: Bool)
+    /// `locationManager(_:monitoringDidFailFor:withError:)`.
+    case locationMonitoringFailed(region: CircularRegion?, code: LocationErrorCode, reason: String)
     /// `pushRegistry(_:didReceiveIncomingPushWith:for:completion:)`; `payload` is the JSON text.
     case voipPush(payload: String)
     /// `centralManager(_:didDiscover:advertisementData:rssi:)`.
@@ -359,6 +383,9 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
     case accessoryDisconnected(Accessory)
     /// Bytes on an `EASession`'s input stream.
     case accessoryData(accessory: Accessory, protocolString: String, bytes: Data)
+    /// `protectedDataWillBecomeUnavailable` (false: the device locked; `complete` files
+    /// are already closed) / `protectedDataDidBecomeAvailable` (true: they are open again).
+    case protectedDataAvailability(Bool)
     /// `performFetch(completion:)`; answer with ``ServiceRequest/fetchCompleted(id:result:)``.
     case performFetch(id: UInt64)
     /// `didReceiveRemoteNotification(userInfo:completion:)` (`silent`: a content-available
@@ -395,6 +422,8 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
         case .audioInterruption(let began, _): began ? "audioInterruption(began)" : "audioInterruption(ended)"
         case .locationUpdate(let fixes): "didUpdateLocations(\(fixes.count))"
         case .locationAuthorizationChanged(let a): "didChangeAuthorization(\(a.rawValue))"
+        case .locationRegionCrossed(let r, let entered): entered ? "didEnterRegion(\(r.identifier))" : "didExitRegion(\(r.identifier))"
+        case .locationMonitoringFailed(let r, let code, _): "monitoringDidFailFor(\(r?.identifier ?? "nil"), \(code.rawValue))"
         case .voipPush: "didReceiveIncomingPush(voIP)"
         case .bleDiscovered(let p): "didDiscover(\(p.id))"
         case .bleConnected(let p): "didConnect(\(p))"
@@ -403,6 +432,7 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
         case .accessoryConnected(let a): "accessoryDidConnect(\(a.name))"
         case .accessoryDisconnected(let a): "accessoryDidDisconnect(\(a.name))"
         case .accessoryData(let a, let proto, let bytes): "EASession(\(a.name) \(proto)) \(bytes.count) bytes"
+        case .protectedDataAvailability(let available): available ? "protectedDataDidBecomeAvailable" : "protectedDataWillBecomeUnavailable"
         case .performFetch: "performFetch"
         case .remoteNotification(_, _, let silent): silent ? "didReceiveRemoteNotification(background)" : "didReceiveRemoteNotification"
         case .bgTaskLaunch(let identifier, _): "BGTask launch(\(identifier))"
@@ -548,6 +578,8 @@ public enum ModeCommand: Codable, Sendable, Equatable {
     case deviceNetwork(DeviceNetwork)
     /// `apphost device show`.
     case deviceShow
+    /// `apphost device lock` (true) / `unlock` (false).
+    case deviceLock(Bool)
     /// `apphost device memory normal|warning|critical`: force the memory pressure level,
     /// as the kernel would report it (`normal` hands it back to the computed level).
     case deviceMemory(MemoryPressureLevel)

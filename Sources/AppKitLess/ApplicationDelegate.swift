@@ -28,6 +28,13 @@ public protocol ApplicationDelegate: AnyObject {
     /// suspended app gets none. ``Application/didReceiveMemoryWarningNotification`` is
     /// posted after it returns.
     func applicationDidReceiveMemoryWarning(_ application: Application)
+    /// The device locked (`applicationProtectedDataWillBecomeUnavailable(_:)`): files
+    /// written with `.completeFileProtection` are closed to the app (opening one fails
+    /// with `EACCES`; already when this runs: iOS's grace of a few seconds is not given)
+    /// until ``protectedDataDidBecomeAvailable(_:)``.
+    func protectedDataWillBecomeUnavailable(_ application: Application)
+    /// The device was unlocked (`applicationProtectedDataDidBecomeAvailable(_:)`): protected files open again.
+    func protectedDataDidBecomeAvailable(_ application: Application)
     /// The host issued a device token (hex) after
     /// ``Application/registerForRemoteNotifications()``.
     func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String)
@@ -87,6 +94,10 @@ extension ApplicationDelegate {
     public func willTerminate(_ application: Application) {}
     /// Default: does nothing.
     public func applicationDidReceiveMemoryWarning(_ application: Application) {}
+    /// Default: does nothing.
+    public func protectedDataWillBecomeUnavailable(_ application: Application) {}
+    /// Default: does nothing.
+    public func protectedDataDidBecomeAvailable(_ application: Application) {}
     /// Default: does nothing.
     public func didRegisterForRemoteNotifications(_ application: Application, deviceToken: String) {}
     /// Default: does nothing.

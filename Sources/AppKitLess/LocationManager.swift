@@ -8,6 +8,12 @@ public protocol LocationManagerDelegate: AnyObject {
     func didUpdateLocations(_ manager: LocationManager, _ locations: [LocationFix])
     /// The app's location authorization changed (`locationManagerDidChangeAuthorization(_:)`).
     func didChangeAuthorization(_ manager: LocationManager, _ status: LocationAuthorization)
+    /// The device entered a monitored region (`locationManager(_:didEnterRegion:)`).
+    func didEnterRegion(_ manager: LocationManager, _ region: CircularRegion)
+    /// The device left a monitored region (`locationManager(_:didExitRegion:)`).
+    func didExitRegion(_ manager: LocationManager, _ region: CircularRegion)
+    /// A region could not be monitored (`locationManager(_:monitoringDidFailFor:withError:)`).
+    func monitoringDidFail(_ manager: LocationManager, for region: CircularRegion?, error: LocationError)
 }
 
 extension LocationManagerDelegate {
@@ -42,7 +48,7 @@ public final class LocationManager {
     public private(set) var isUpdatingLocation = false
 
     private var allowsBackground = false
-    private let router: ServiceRouter
+    let router: ServiceRouter
 
     /// A manager with no delegate yet.
     public convenience init() {

@@ -282,6 +282,10 @@ final class ServiceRouter {
             let managers = locationManagers.live()
             for manager in managers { manager.didUpdate(fixes) }
             receiver = managers.isEmpty ? "LocationManager" : nil
+        case .locationRegionCrossed, .locationMonitoringFailed:
+            let managers = locationManagers.live()
+            for manager in managers { manager.monitoringEvent(event) }
+            receiver = managers.isEmpty ? "LocationManager" : nil
         case .locationAuthorizationChanged(let status):
             // Recorded even with no manager alive, so one created later starts with it.
             let none = locationManagers.live().isEmpty
@@ -301,6 +305,14 @@ final class ServiceRouter {
                 receiver = nil
             } else {
                 receiver = "AccessoryManager"
+            }
+        case .protectedDataAvailability(let available):
+            if let application {
+                if available { application.delegate.protectedDataDidBecomeAvailable(application) }
+                else { application.delegate.protectedDataWillBecomeUnavailable(application) }
+                receiver = nil
+            } else {
+                receiver = "Application"
             }
         case .performFetch(let id):
             if let application {

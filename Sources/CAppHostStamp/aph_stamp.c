@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 
 uint64_t aph_stamp_now(void) {
@@ -44,4 +45,19 @@ int aph_stamp_map_writable(int fd, void **map_out) {
     if (map == MAP_FAILED) return errno;
     *map_out = map;
     return 0;
+}
+
+int aph_xattr_set(const char *path, const char *name, const void *value, size_t size) {
+    return setxattr(path, name, value, size, 0) == 0 ? 0 : errno;
+}
+
+int aph_xattr_get(const char *path, const char *name, void *buffer, size_t capacity, size_t *length_out) {
+    ssize_t n = getxattr(path, name, buffer, capacity);
+    if (n < 0) return errno;
+    *length_out = (size_t)n;
+    return 0;
+}
+
+int aph_xattr_remove(const char *path, const char *name) {
+    return removexattr(path, name) == 0 ? 0 : errno;
 }

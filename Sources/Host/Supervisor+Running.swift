@@ -13,6 +13,7 @@ extension Supervisor {
     /// Consumes inputs until ``finish()``; call once.
     public func run() async {
         startTransferDaemon()
+        applyDataProtectionAtStart()
         for await item in inputs {
             stepDepth += 1
             events.beginBatch()

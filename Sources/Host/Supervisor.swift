@@ -103,6 +103,8 @@ public actor Supervisor {
     let sandbox: SandboxSummary
     /// Per-app uids (a host running as root with `identities` set), else nil.
     let identities: AppIdentities?
+    /// The host said that it cannot enforce data protection (apps run as its uid).
+    var dataProtectionWarned = false
     /// Where termination reports go (database and `reports/`).
     let reportWriter: ReportWriter
 
@@ -591,6 +593,8 @@ public actor Supervisor {
             } catch {
                 logger.error("could not record the setting \(key): \(error)")
             }
+        case .protectData(let level):
+            applyDataProtection(level)
         case .persistPrivacy(let app, let service, let value):
             do {
                 try store.setPrivacy(bundleIdentifier: app, service: service, value: value)

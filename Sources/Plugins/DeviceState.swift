@@ -15,6 +15,16 @@ public struct DeviceState: PluginState {
     public var refreshOff: Set<String> = []
     /// A configuration policy restricts background refresh (`"backgroundRefresh": "restricted"`).
     public var policyRestricted = false
+    /// The device is locked (`apphost device lock`).
+    public var locked = false
+    /// The device was unlocked since the host started (a host start is a boot; one that
+    /// starts unlocked counts as unlocked at once, as if the user had entered the passcode).
+    public var unlockedSinceBoot = true
+
+    /// Which protected files are closed now.
+    public var protectionLevel: DataProtectionLevel {
+        !locked ? .open : unlockedSinceBoot ? .locked : .lockedSinceBoot
+    }
 
     public init() {}
 
@@ -44,7 +54,7 @@ public struct DeviceState: PluginState {
     }
 
     var deviceText: String {
-        "power: \(pluggedIn ? "plugged in" : "battery")\nnetwork: \(network.rawValue)"
+        "power: \(pluggedIn ? "plugged in" : "battery")\nnetwork: \(network.rawValue)\nlock: \(locked ? unlockedSinceBoot ? "locked" : "locked (not unlocked since the host started)" : "unlocked")"
     }
 
     /// Applies a persisted setting (`key`, `value`); false if the key is not a device setting.
@@ -52,6 +62,8 @@ public struct DeviceState: PluginState {
         switch key {
         case "device.power": pluggedIn = value == "plugged"
         case "device.network": network = DeviceNetwork(rawValue: value) ?? .wifi
+        // A host stopped while the device was locked starts as a device that booted locked.
+        case "device.locked": locked = value == "on"; unlockedSinceBoot = !locked
         case "settings.lowPower": lowPower = value == "on"
         case "settings.backgroundRefresh": refreshOffGlobally = value == "off"
         case _ where key.hasPrefix("settings.backgroundRefresh."):

@@ -15,10 +15,12 @@ public struct LocationPlugin: BackgroundModePlugin {
     public var services: [String] {
         ["LocationManager.requestWhenInUseAuthorization", "LocationManager.requestAlwaysAuthorization",
          "LocationManager.startUpdatingLocation", "LocationManager.stopUpdatingLocation",
-         "LocationManager.allowsBackgroundLocationUpdates"]
+         "LocationManager.allowsBackgroundLocationUpdates",
+         "LocationManager.startMonitoringSignificantLocationChanges (no mode needed)",
+         "LocationManager.startMonitoring(for:) regions (no mode needed)"]
     }
     public var keepsRunning: [String] { ["updating location with always-authorization and allowsBackgroundLocationUpdates"] }
-    public var wakeSources: [String] { ["apphost location set", "apphost location route"] }
+    public var wakeSources: [String] { ["apphost location set", "apphost location route (also region crossings and significant changes, which wake or relaunch apps without the mode)"] }
 
     /// The usage strings iOS requires before it asks for location authorization.
     static let usageKeys = ["NSLocationWhenInUseUsageDescription", "NSLocationAlwaysAndWhenInUseUsageDescription"]
@@ -66,6 +68,7 @@ public struct LocationPlugin: BackgroundModePlugin {
 
     public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
+        if let reply = handleMonitoring(request, from: app, in: ctx) { return reply }
         switch request {
         case .locationRequestAuthorization(let always):
             let auth = Self.authorization(app, ctx)
@@ -145,6 +148,7 @@ public struct LocationPlugin: BackgroundModePlugin {
     }
 
     public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+        if name == Self.significantTimer, let app { return significantTimerFired(app: app, in: ctx) }
         guard name == "route", var route = ctx.state(State.self).route, route.next < route.fixes.count else { return }
         let fix = route.fixes[route.next]
         route.next += 1
@@ -174,10 +178,16 @@ public struct LocationPlugin: BackgroundModePlugin {
             let auth = state.managers[app]?.lastAuthorization ?? .notDetermined
             state.managers[app] = Manager(lastAuthorization: auth)
         }
+        monitoringExited(app, byUser: byUser, in: ctx)
     }
 
     public func appInstalled(_ app: String, in ctx: ModeContext) {
         ctx.update(State.self) { $0.managers.removeValue(forKey: app) }
+        monitoringInstalled(app, in: ctx)
+    }
+
+    public func userLaunched(_ app: String, in ctx: ModeContext) {
+        monitoringUserLaunched(app, in: ctx)
     }
 
     // MARK: helpers
@@ -204,13 +214,16 @@ public struct LocationPlugin: BackgroundModePlugin {
         ctx.emit(keep ? .beginActivity(app: app, name: Self.activity) : .endActivity(app: app, name: Self.activity))
     }
 
+    /// Sends a new position to the updating apps, then to region and significant-change
+    /// monitoring; the number of apps that got it as a standard update.
     @discardableResult
     private func broadcast(_ fix: LocationFix, _ ctx: ModeContext) -> Int {
-        var n = 0
+        var updated: Set<String> = []
         for app in ctx.sortedApps.map(\.bundleIdentifier) where ctx.state(State.self).managers[app]?.updating == true {
-            if deliver(fix, to: app, ctx) { n += 1 }
+            if deliver(fix, to: app, ctx) { updated.insert(app) }
         }
-        return n
+        monitoringMoved(to: fix, updated: updated, in: ctx)
+        return updated.count
     }
 
     /// Delivers a fix to an updating, authorized app if the rules allow; true if sent.

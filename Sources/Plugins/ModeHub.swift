@@ -148,6 +148,7 @@ public final class ModeHub {
     /// A service request from a running app.
     public func request(_ request: ServiceRequest, from id: String, at now: Duration) -> (ServiceReply, [ModeEffect]) {
         ctx.now = now
+        if request == .protectedDataAvailability { return (.protectedDataAvailable(!deviceState.locked), []) }
         for plugin in plugins {
             if let reply = plugin.handle(request, from: id, in: ctx) {
                 return (reply, collect(plugin))
@@ -246,6 +247,8 @@ public final class ModeHub {
             return .success("network: \(network.rawValue)")
         case .deviceShow:
             return .success(ctx.state(DeviceState.self).deviceText)
+        case .deviceLock(let lock):
+            return .success(DataProtection.lock(lock, in: ctx))
         default:
             return nil
         }

@@ -125,6 +125,8 @@ public enum ModeEffect: Sendable, Equatable {
     case persistPrivacy(app: String, service: PrivacyService, value: PrivacyDecision?)
     /// A host setting or device condition to persist (nil: back to the default).
     case persistSetting(key: String, value: String?)
+    /// Close (or open again) the apps' protected files for the device's lock state.
+    case protectData(DataProtectionLevel)
 }
 
 /// A command from the CLI to a plugin could not be carried out.

@@ -178,6 +178,12 @@ struct StepBuilder {
     }
 
     func device(_ value: Located) throws(ScenarioError) -> Scenario.Action {
+        // `device: lock` / `device: unlock`.
+        if case .scalar = value.node {
+            let s = try value.string("device")
+            guard s == "lock" || s == "unlock" else { throw value.error(unknown("device action", s, known: ["lock", "unlock"])) }
+            return .mode(.deviceLock(s == "lock"), what: "device \(s)")
+        }
         let k = try keyed(value, "device", known: ["power", "network", "memory"])
         if let p = k["power"] {
             let s = try p.string("device.power")
@@ -196,7 +202,7 @@ struct StepBuilder {
             }
             return .mode(.deviceMemory(level), what: "device memory \(s)")
         }
-        throw value.error("device: power: plugged|unplugged, network: wifi|cellular|none or memory: normal|warning|critical")
+        throw value.error("device: lock, unlock, power: plugged|unplugged, network: wifi|cellular|none or memory: normal|warning|critical")
     }
 
     func ble(_ value: Located) throws(ScenarioError) -> Scenario.Action {

@@ -119,7 +119,36 @@ extension AppHostCommand {
                   apphost device memory critical
                   apphost device show
                 """,
-            subcommands: [Power.self, Network.self, Memory.self, ShowDevice.self])
+            subcommands: [Power.self, Network.self, Memory.self, Lock.self, Unlock.self, ShowDevice.self])
+
+        struct Lock: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "lock",
+                abstract: "Lock the device: files written with complete data protection close to their apps.",
+                discussion: """
+                    Every file an app wrote with .completeFileProtection (Data.writeProtected) is \
+                    taken from the app's uid until `apphost device unlock`, so opening it fails with \
+                    EACCES, as reading a protected file fails on a locked iPhone; then apps running \
+                    code get protectedDataWillBecomeUnavailable (with no grace, unlike iOS). isProtectedDataAvailable reads false. \
+                    Needs a root host with per-app uids (the default for root); otherwise the host \
+                    says it cannot enforce it. A host stopped while locked starts locked, as a device \
+                    that booted locked: files of the default class (completeUntilFirstUserAuthentication) \
+                    stay closed too until the first unlock.
+
+                    Example: apphost device lock
+                    """)
+            @OptionGroup var state: StateOptions
+            func run() throws { try state.perform(.mode(.deviceLock(true))) }
+        }
+
+        struct Unlock: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "unlock",
+                abstract: "Unlock the device: protected files open again (protectedDataDidBecomeAvailable).",
+                discussion: "Example: apphost device unlock")
+            @OptionGroup var state: StateOptions
+            func run() throws { try state.perform(.mode(.deviceLock(false))) }
+        }
 
         struct Power: ParsableCommand {
             static let configuration = CommandConfiguration(

@@ -12,6 +12,7 @@
 #ifndef APH_STAMP_H
 #define APH_STAMP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /// Byte offsets of the two words.
@@ -34,5 +35,15 @@ void aph_stamp_read(const void *page, uint64_t *turn_out, uint64_t *busy_out, in
 /// Maps `fd` (the page the host passed) shared and writable; 0 or an errno.
 /// Checks the descriptor is a regular file (a memfd) of at least 16 bytes.
 int aph_stamp_map_writable(int fd, void **map_out);
+
+// Extended attributes, for the data-protection class of a file: AppKitLess sets
+// it on the files an app writes, the host reads it (and keeps a closed file's
+// owner in another) when the device locks. <sys/xattr.h> is not in Swift's Glibc
+// module. Each returns 0 or an errno; the path is followed (the host passes
+// /proc/self/fd/N of an O_PATH descriptor).
+int aph_xattr_set(const char *path, const char *name, const void *value, size_t size);
+/// Reads at most `capacity` bytes; `*length_out` is the value's length.
+int aph_xattr_get(const char *path, const char *name, void *buffer, size_t capacity, size_t *length_out);
+int aph_xattr_remove(const char *path, const char *name);
 
 #endif

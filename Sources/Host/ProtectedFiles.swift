@@ -1,0 +1,140 @@
+import AppHostProtocol
+import CAppHostStamp
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Closes and opens an app's protected files on disk, for the device's lock state
+/// (DESIGN-NOTES "Device lock and data protection"). A file's class is the extended
+/// attribute ``FileProtectionClass/attribute`` AppKitLess sets when the app writes it
+/// (none: `completeUntilFirstUserAuthentication`, iOS's default). Closing a file gives it
+/// to root with mode 0 and saves its owner and mode in ``ownerAttribute``; the app runs as
+/// a uid of its own with no capability, so it can neither open it nor change its mode,
+/// owner or attributes back. Opening restores them. The walk never follows a symbolic
+/// link (each step is an `openat` with `O_NOFOLLOW`, each file an `O_PATH` descriptor
+/// whose `/proc/self/fd` path reaches that inode only), touches only files owned by the
+/// app (closing) or by root with the saved owner naming the app (opening), and is bounded.
+enum ProtectedFiles {
+    /// Where a closed file's owner and mode are kept: `uid:gid:mode` (octal).
+    static let ownerAttribute = "user.apphost.closed-owner"
+    /// Entries looked at per app and walk (a container larger than that is cut short, said).
+    static let maximumEntries = 100_000
+    /// Folder depth followed.
+    static let maximumDepth = 64
+
+    /// `O_PATH` and `AT_EMPTY_PATH` (Linux, <fcntl.h> under `_GNU_SOURCE`, which Swift's Glibc does not define).
+    private static let O_PATH: Int32 = 0o10000000
+    private static let AT_EMPTY_PATH: Int32 = 0x1000
+
+    /// What one walk did.
+    struct Outcome: Equatable {
+        var closed = 0
+        var opened = 0
+        /// Files that could not be changed (path relative to the root and the errno's name).
+        var failures: [String] = []
+        /// The walk stopped at ``maximumEntries`` or ``maximumDepth``.
+        var cut = false
+    }
+
+    /// Brings every regular file under `root` to `level` for the app running as `uid`/`gid`.
+    static func apply(_ level: DataProtectionLevel, root: String, uid: uid_t, gid: gid_t) -> Outcome {
+        var outcome = Outcome()
+        let top = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard top >= 0 else { return outcome }
+        var entries = 0
+        walk(top, path: "", depth: 0, level: level, uid: uid, gid: gid, entries: &entries, outcome: &outcome)
+        return outcome
+    }
+
+    /// Walks the folder open as `dirfd` (and closes it).
+    private static func walk(_ dirfd: Int32, path: String, depth: Int, level: DataProtectionLevel, uid: uid_t, gid: gid_t,
+                             entries: inout Int, outcome: inout Outcome) {
+        guard let dir = fdopendir(dirfd) else {
+            close(dirfd)
+            return
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            }
+            if name == "." || name == ".." { continue }
+            entries += 1
+            if entries > maximumEntries {
+                outcome.cut = true
+                return
+            }
+            names.append(name)
+        }
+        // In name order, so the same tree gives the same outcome.
+        for name in names.sorted() {
+            let fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            var st = stat()
+            guard fstat(fd, &st) == 0 else { close(fd); continue }
+            let relative = path.isEmpty ? name : path + "/" + name
+            switch st.st_mode & S_IFMT {
+            case S_IFDIR:
+                close(fd)
+                guard depth + 1 < maximumDepth else { outcome.cut = true; continue }
+                let sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if sub >= 0 {
+                    walk(sub, path: relative, depth: depth + 1, level: level, uid: uid, gid: gid, entries: &entries, outcome: &outcome)
+                }
+            case S_IFREG:
+                change(fd, st, relative, level: level, uid: uid, gid: gid, outcome: &outcome)
+                close(fd)
+            default:
+                close(fd)
+            }
+        }
+    }
+
+    /// Closes or opens one file (open as an `O_PATH` descriptor) as `level` asks.
+    private static func change(_ fd: Int32, _ st: stat, _ relative: String, level: DataProtectionLevel, uid: uid_t, gid: gid_t,
+                               outcome: inout Outcome) {
+        let proc = "/proc/self/fd/\(fd)"
+        let protection = attribute(proc, FileProtectionClass.attribute).flatMap(FileProtectionClass.init(rawValue:))
+            ?? .completeUntilFirstUserAuthentication
+        let closes = level.closes(protection)
+        if closes, st.st_uid == uid {
+            let saved = "\(st.st_uid):\(st.st_gid):\(String(st.st_mode & 0o7777, radix: 8))"
+            let code = aph_xattr_set(proc, ownerAttribute, saved, saved.utf8.count)
+            guard code == 0 else {
+                outcome.failures.append("\(relative): \(String(cString: strerror(code)))")
+                return
+            }
+            guard fchownat(fd, "", 0, 0, AT_EMPTY_PATH) == 0 else {
+                outcome.failures.append("\(relative): \(errnoName())")
+                _ = aph_xattr_remove(proc, ownerAttribute)
+                return
+            }
+            chmod(proc, 0)
+            outcome.closed += 1
+        } else if !closes, st.st_uid == 0, let saved = attribute(proc, ownerAttribute) {
+            let parts = saved.split(separator: ":")
+            guard parts.count == 3, let owner = uid_t(parts[0]), let group = gid_t(parts[1]), let mode = mode_t(parts[2], radix: 8),
+                  owner == uid, group == gid else { return }
+            guard fchownat(fd, "", owner, group, AT_EMPTY_PATH) == 0 else {
+                outcome.failures.append("\(relative): \(errnoName())")
+                return
+            }
+            chmod(proc, mode & 0o777)
+            _ = aph_xattr_remove(proc, ownerAttribute)
+            outcome.opened += 1
+        }
+    }
+
+    /// An extended attribute's value as text (at most 64 bytes: the host's own values are shorter).
+    private static func attribute(_ path: String, _ name: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        var length = 0
+        guard aph_xattr_get(path, name, &buffer, buffer.count, &length) == 0 else { return nil }
+        return String(decoding: buffer[..<min(length, buffer.count)], as: UTF8.self)
+    }
+
+    private static func errnoName() -> String {
+        String(cString: strerror(errno))
+    }
+}
