@@ -93,6 +93,8 @@ extension Lifecycle {
         case grace
         /// didFinishLaunching must return.
         case launch
+        /// willResignActive (on the way home) must return.
+        case resignCallback
         /// didEnterBackground must return.
         case backgroundCallback
         /// Run the expiration handlers.
