@@ -312,7 +312,7 @@ public struct Lifecycle: Sendable, Equatable {
             if cause == .user || cause == .uninstall, terminating != .user {
                 terminating = cause
             }
-        case (.suspended, .terminate(let cause)) where cause == .user || cause == .uninstall:
+        case (.suspended, .terminate(let cause)) where cause == .user || cause == .uninstall || cause == .update:
             // iOS kills a suspended app without a callback.
             terminating = cause
             fx.append(kill("terminated while suspended"))
@@ -416,6 +416,7 @@ public struct Lifecycle: Sendable, Equatable {
             case .shutdown?: cause = "host shutdown (\(description))"
             case .exitsOnSuspend?: cause = "UIApplicationExitsOnSuspend (\(description))"
             case .uninstall?: cause = "uninstalled (\(description))"
+            case .update?: cause = "updated (\(description))"
             case .system?: cause = "killed by the host (\(description))"
             case nil: cause = description
             }

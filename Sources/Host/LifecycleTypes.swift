@@ -16,6 +16,9 @@ extension Lifecycle {
         case exitsOnSuspend
         /// Uninstall.
         case uninstall
+        /// An update installed over the running app (`apphost install`), as an App Store
+        /// update terminates it.
+        case update
         /// The host killed it for breaking a rule (a watchdog, a file lock, the IPC
         /// protocol, a mode rule). Not the user's doing: what iOS keeps for an app the
         /// user did not swipe away (e.g. its background transfers) it keeps.
