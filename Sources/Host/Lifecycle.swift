@@ -22,6 +22,8 @@ public struct Lifecycle: Sendable, Equatable {
     public private(set) var activities: Set<String> = []
     /// Service events waiting for `didFinishLaunching` to return.
     public private(set) var queued: [ServiceEvent] = []
+    /// The uncaught exception this process said it aborts for (the first one).
+    public private(set) var raisedException: UncaughtException? = nil
     /// Why the last process ended (kept after the reset that follows an exit).
     public private(set) var lastTermination: TerminationCause? = nil
     /// When the app last entered the background (host clock); nil in the foreground.
@@ -393,6 +395,11 @@ public struct Lifecycle: Sendable, Equatable {
         case (_, .protocolViolation(let reason)):
             fx += violation(reason)
 
+        case (.notRunning, .exceptionRaised):
+            break
+        case (_, .exceptionRaised(let exception)):
+            if raisedException == nil { raisedException = exception.bounded() }
+
         case (.notRunning, .exited), (.notRunning, .limitExceeded):
             break
         case (_, .limitExceeded(let record)):
@@ -405,12 +412,16 @@ public struct Lifecycle: Sendable, Equatable {
             var report: TerminationRecord?
             if let record = pendingRecord {
                 report = record
+            } else if let exception = raisedException {
+                // An uncaught exception: iOS's crash, whatever the host was doing meanwhile.
+                report = TerminationRecord(namespace: nil, code: nil,
+                                           reason: "\(exception.terminationMessage) (\(description))", exception: exception)
             } else if terminating == nil || !(clean || killSent) {
                 // Exited or crashed on its own (or crashed while terminating).
                 let what = launched ? "" : " during launch"
                 report = TerminationRecord(namespace: nil, code: nil, reason: "\(description)\(what)")
             }
-            let cause: String
+            var cause: String
             switch terminating {
             case .user?: cause = "terminated by user (\(description))"
             case .shutdown?: cause = "host shutdown (\(description))"
@@ -419,6 +430,9 @@ public struct Lifecycle: Sendable, Equatable {
             case .update?: cause = "updated (\(description))"
             case .system?: cause = "killed by the host (\(description))"
             case nil: cause = description
+            }
+            if pendingRecord == nil, let exception = raisedException {
+                cause = "uncaught exception '\(exception.name)' (\(description))"
             }
             fx += move(to: .notRunning, cause: pendingRecord.map { "killed: \($0.reason)" } ?? cause)
             // After the transition, so the report's history ends with notRunning.
@@ -589,6 +603,7 @@ public struct Lifecycle: Sendable, Equatable {
         stopPending = false
         terminating = nil
         pendingRecord = nil
+        raisedException = nil
         killSent = false
         placement = .foreground
     }

@@ -115,3 +115,54 @@ struct LifecycleHomeTests: LifecycleFixtures {
         #expect(m.pendingRecord?.code == nil, "0xdeadfa11 is the user's terminate only")
     }
 }
+
+/// An uncaught exception the app says it aborts for, as a value (issue 18).
+@Suite("Lifecycle: uncaught exceptions")
+struct LifecycleExceptionTests: LifecycleFixtures {
+    let exception = UncaughtException(name: .generic, reason: "Data tasks are not supported in background sessions")
+
+    func report(_ fx: [Effect]) -> Lifecycle.TerminationRecord? {
+        fx.compactMap { if case .report(let r) = $0 { r } else { nil } }.first
+    }
+
+    @Test func theExitThatFollowsIsReportedWithTheException() {
+        var m = activeMachine()
+        #expect(acts(m.handle(.exceptionRaised(exception))).isEmpty, "the app aborts itself: the host does nothing")
+        let fx = m.handle(.exited(description: "killed by SIGABRT", clean: false))
+        let record = report(fx)
+        #expect(record?.exception == exception)
+        #expect(record?.namespace == nil && record?.code == nil)
+        #expect(record?.reason == "\(exception.terminationMessage) (killed by SIGABRT)")
+        let cause = fx.compactMap { if case .transition(_, .notRunning, let c) = $0 { c } else { nil } }.first
+        #expect(cause == "uncaught exception 'NSGenericException' (killed by SIGABRT)")
+    }
+
+    @Test func theFirstCountsAndANewProcessStartsWithout() {
+        var m = activeMachine()
+        _ = m.handle(.exceptionRaised(exception))
+        _ = m.handle(.exceptionRaised(UncaughtException(name: .invalidArgument, reason: "later")))
+        #expect(report(m.handle(.exited(description: "killed by SIGABRT", clean: false)))?.exception == exception)
+        #expect(m.raisedException == nil)
+        var next = activeMachine()
+        #expect(report(next.handle(.exited(description: "killed by SIGSEGV", clean: false)))?.exception == nil)
+    }
+
+    @Test func theHostsOwnKillKeepsItsRecordAndAnExceptionIsReportedEvenWhileTerminating() {
+        var m = activeMachine()
+        _ = m.handle(.exceptionRaised(exception))
+        _ = m.handle(.protocolViolation("garbage"))
+        #expect(report(m.handle(.exited(description: "killed by SIGKILL", clean: false)))?.namespace == "APPHOST")
+
+        var t = activeMachine()
+        _ = t.handle(.terminate(.user))
+        _ = t.handle(.exceptionRaised(exception))
+        #expect(report(t.handle(.exited(description: "killed by SIGABRT", clean: false)))?.exception == exception,
+                "an abort in willTerminate is still a crash")
+    }
+
+    @Test func whatAnAppSaysIsBounded() {
+        var m = activeMachine()
+        _ = m.handle(.exceptionRaised(UncaughtException(name: .generic, reason: String(repeating: "x", count: 50_000))))
+        #expect(m.raisedException?.reason.count == UncaughtException.maximumReasonLength + 1)
+    }
+}
