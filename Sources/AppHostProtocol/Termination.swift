@@ -25,7 +25,7 @@ public enum TerminationCode: UInt32, Codable, Sendable, CaseIterable {
     /// What the code means (iOS's sense), one line.
     public var meaning: String {
         switch self {
-        case .watchdog: "watchdog: the app took too long (launch, didEnterBackground, an unanswered main run loop, or background time used up)"
+        case .watchdog: "watchdog: the app took too long (launch, willResignActive, didEnterBackground, a blocked main run loop, or background time used up)"
         case .deadlock: "held a file lock outside its container while being suspended"
         case .badCall: "a VoIP push was not reported as an incoming call"
         case .userForceQuit: "the user terminated an app that did not respond to willTerminate"
