@@ -254,6 +254,8 @@ enum Action: Equatable, Sendable {
     case download(session: String, url: String)
     /// Start `count` downloads in session ID, of `url` with `{n}` replaced by 1...count.
     case downloads(session: String, count: Int, url: String)
+    /// Make a data task in session ID (a programmer error: iOS raises and the app aborts).
+    case dataTask(session: String, url: String)
     /// Start an upload of FILE to URL in session ID.
     case upload(session: String, url: String, file: String)
     /// Cancel task N of session ID.
@@ -516,6 +518,9 @@ struct Script: Equatable, Sendable {
                                    every "{n}" replaced by 1...COUNT (one path per transfer); prints one
                                    line, "[ProbeApp] downloads started N" (N of COUNT resumed without
                                    error), plus " failed M: FIRST-ERROR" when some failed
+          data-task:ID:URL         make a data task in background session ID: a programmer error,
+                                   so it raises NSGenericException and aborts (prints
+                                   "[ProbeApp] data task ID" first)
           upload:ID:URL:FILE       start an upload (POST) of FILE: "[ProbeApp] upload started task=N"
           cancel-task:ID:N         cancel task N of session ID: "[ProbeApp] cancelling task N"
           cancel-resume:ID:N       cancel task N with cancel(byProducingResumeData:); the data is
@@ -804,6 +809,12 @@ struct Script: Equatable, Sendable {
                 throw ScriptError("download needs ID:URL, got \"\(text)\"")
             }
             return .download(session: String(argument[..<colon]), url: String(argument[argument.index(after: colon)...]))
+        case ("data-task", let argument?):
+            guard let colon = argument.firstIndex(of: ":"), colon != argument.startIndex,
+                  argument.index(after: colon) != argument.endIndex else {
+                throw ScriptError("data-task needs ID:URL, got \"\(text)\"")
+            }
+            return .dataTask(session: String(argument[..<colon]), url: String(argument[argument.index(after: colon)...]))
         case ("downloads", let argument?):
             let parts = argument.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false).map(String.init)
             guard parts.count == 3, !parts[0].isEmpty, let count = Int(parts[1]), (1...maximumDownloadCount).contains(count),

@@ -763,6 +763,13 @@ final class ProbeDelegate: ApplicationDelegate {
             start(session(identifier).downloadTask(with: target), "download")
         case .downloads(let identifier, let count, let url):
             startDownloads(session(identifier), count: count, template: url)
+        case .dataTask(let identifier, let url):
+            guard let target = URL(string: url) else {
+                complain("data-task: not a URL: \(url)")
+                return
+            }
+            say("[ProbeApp] data task \(identifier)")
+            _ = session(identifier).dataTask(with: target)
         case .upload(let identifier, let url, let file):
             guard let target = URL(string: url) else {
                 complain("upload: not a URL: \(url)")

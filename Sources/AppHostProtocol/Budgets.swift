@@ -43,7 +43,7 @@ public enum BudgetKey: String, CaseIterable, Codable, Sendable {
         case .silentPush: "30 s widely cited — UNCONFIRMED"
         case .didEnterBackground: "\"has five seconds to perform any tasks and return\" (Apple doc)"
         case .launch: "~20 s commonly said — UNCONFIRMED (\"not formally documented\")"
-        case .foregroundHang: "scene-update watchdog 10 s seen in crash logs; an active app's main run loop blocked this long is killed"
+        case .foregroundHang: "scene-update watchdog 10 s seen in crash logs; an active app's main run loop blocked this long is killed, and so is a willResignActive on the way home"
         case .expirationWarning: "handlers run \"shortly before\" expiry — lead time UNCONFIRMED"
         case .heartbeatInterval: "unused since issue 18 (the main run loop stamps its turns; nothing probes it); kept so config files naming it still load"
         case .wake: "~10 s for a BLE or accessory event handler, widely cited — UNCONFIRMED"

@@ -4,8 +4,10 @@ import Foundation
 /// that speaks another version.
 public enum IPCProtocol {
     /// Current wire version. 2: no `heartbeat` callback; the main run loop stamps its
-    /// turns on the page at ``stampDescriptor`` instead (issue 18).
-    public static let version = 2
+    /// turns on the page at ``stampDescriptor`` instead (issue 18). 3: an app says the
+    /// uncaught exception it aborts for (``AppMessage/uncaughtException(exception:)``), and
+    /// a service request may be answered ``ServiceReply/raise(exception:)``.
+    public static let version = 3
     /// The descriptor on which an app finds its IPC socket.
     public static let descriptor: Int32 = 3
     /// The environment variable that names that descriptor (set by the host).
@@ -183,6 +185,10 @@ public enum AppMessage: Codable, Sendable, Equatable {
     /// take an app's word for its size). Not answered. The host reads on these cues at
     /// most ``AppBounds`` `footprintCues` a second per app; the rest wait for its next reading.
     case memoryFootprintChanged
+    /// The app is about to abort for an uncaught exception (a programmer error, as iOS
+    /// raises it): the host puts it in the report of the exit that follows. Not answered;
+    /// the first one of a process is kept, cut to ``UncaughtException/bounded()``.
+    case uncaughtException(exception: UncaughtException)
 }
 
 /// Host → app.

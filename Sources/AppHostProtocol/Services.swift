@@ -353,6 +353,9 @@ public enum ServiceReply: Codable, Sendable, Equatable {
     /// Refused; `reason` says why in the terms of the iOS rule (e.g. a missing
     /// background mode or entitlement).
     case refused(reason: String)
+    /// A programmer error iOS answers with an exception: the service is refused, and the
+    /// app raises `exception` and aborts (AppKitLess does), ending with `SIGABRT`.
+    case raise(exception: UncaughtException)
 }
 
 /// Something the world does to an app, delivered as a callback.

@@ -25,7 +25,7 @@ public enum TerminationCode: UInt32, Codable, Sendable, CaseIterable {
     /// What the code means (iOS's sense), one line.
     public var meaning: String {
         switch self {
-        case .watchdog: "watchdog: the app took too long (launch, didEnterBackground, an unanswered main run loop, or background time used up)"
+        case .watchdog: "watchdog: the app took too long (launch, willResignActive, didEnterBackground, a blocked main run loop, or background time used up)"
         case .deadlock: "held a file lock outside its container while being suspended"
         case .badCall: "a VoIP push was not reported as an incoming call"
         case .userForceQuit: "the user terminated an app that did not respond to willTerminate"
@@ -125,12 +125,16 @@ public struct TerminationReport: Codable, Sendable, Equatable {
     /// jetsam band (`suspended`, `background`, `backgroundActivity`, `foreground`).
     public var footprint: UInt64?
     public var jetsamBand: String?
+    /// The uncaught exception the app aborted for (a programmer error): its name and
+    /// reason, as an iOS crash report's "Application Specific Information" gives them.
+    public var exception: UncaughtException?
 
     public init(id: String, bundleIdentifier: String, pid: Int32, time: Date, exceptionType: String,
                 exitStatus: Int32?, signal: Int32?, signalName: String?, terminationNamespace: String?,
                 terminationCode: String?, reason: String, explanation: String? = nil,
                 backgroundTasks: [HeldTaskRecord] = [], budget: BudgetRecord? = nil, lastStates: [StateRecord],
-                footprint: UInt64? = nil, jetsamBand: String? = nil) {
+                footprint: UInt64? = nil, jetsamBand: String? = nil, exception: UncaughtException? = nil) {
+        self.exception = exception
         self.footprint = footprint
         self.jetsamBand = jetsamBand
         self.id = id
@@ -166,6 +170,7 @@ extension TerminationReport {
         }
         r.reason = cut(reason, 4096)
         r.explanation = explanation.map { cut($0, 4096) }
+        r.exception = exception?.bounded()
         r.lastStates = lastStates.suffix(16).map { StateRecord(state: $0.state, time: $0.time, cause: cut($0.cause, 1024)) }
         return r
     }

@@ -294,6 +294,8 @@ public final class Application {
         switch reply {
         case .service(.refused(let reason)):
             throw .refused(reason)
+        case .service(.raise(let exception)):
+            raise(exception)
         case .service(let reply):
             return reply
         case .failed(let reason):
@@ -301,6 +303,19 @@ public final class Application {
         case .backgroundTimeRemaining:
             throw ServiceError(.failed, reason: "the host answered \(request.apiName) with a time-remaining reply")
         }
+    }
+
+    /// Raises `exception` as iOS raises one for a programmer error and nothing catches
+    /// it: tells the host (its termination report carries the name and reason), writes
+    /// iOS's "*** Terminating app due to uncaught exception" line to stderr and aborts,
+    /// so the process ends with `SIGABRT` (`EXC_CRASH (SIGABRT)`). Callable from any thread.
+    nonisolated func raise(_ exception: UncaughtException) -> Never {
+        let exception = exception.bounded()
+        effects.log(exception.terminationMessage)
+        // Written before the abort: the host reads the socket to its end before it takes
+        // the exit, so the report has it. A host gone already changes nothing.
+        try? connection.send(.uncaughtException(exception: exception))
+        effects.abort()
     }
 
     // MARK: Background fetch and refresh
@@ -598,6 +613,8 @@ struct ProcessEffects: Sendable {
     var exit: @Sendable (Int32) -> Void
     /// Writes one diagnostic line (stderr in an app).
     var log: @Sendable (String) -> Void
+    /// Ends the process with `SIGABRT` (`abort(3)` in an app): an uncaught exception.
+    var abort: @Sendable () -> Never = { Foundation.abort() }
 
     /// The real process: `exit` and stderr lines prefixed with the program name.
     static let live = ProcessEffects(

@@ -397,9 +397,9 @@ public final class BGTaskScheduler: Sendable {
             return registration
         }
         guard let registration else {
-            application.effects.log("No launch handler registered for task with identifier \(identifier); the task is completed as failed")
-            completion.complete(with: .bgTaskCompleted(identifier: identifier, success: false))
-            return completion
+            // iOS raises and the app dies (the host kills an app that returns instead).
+            application.raise(UncaughtException(name: .internalInconsistency,
+                                                reason: "No launch handler registered for task with identifier \(identifier)"))
         }
         if let queue = registration.queue, queue !== DispatchQueue.main {
             queue.async { registration.handler(task) }

@@ -76,8 +76,6 @@ public struct BackgroundURLSessionError: Error, Equatable, Sendable, CustomStrin
         public static let refused = Code(rawValue: "refused")
         /// The call could not reach the host, or its answer did not fit.
         public static let failed = Code(rawValue: "failed")
-        /// A data task in a background session (iOS raises an exception).
-        public static let unsupported = Code(rawValue: "unsupported")
     }
 
     /// The code.
@@ -259,18 +257,17 @@ public final class BackgroundURLSession {
         make(.upload, request, uploadFile: fileURL)
     }
 
-    /// Data tasks are not supported in background sessions: iOS raises an
-    /// exception; this logs to stderr and throws `unsupported`.
-    public func dataTask(with url: URL) throws(BackgroundURLSessionError) -> BackgroundURLSessionTask {
-        try dataTask(with: BackgroundURLRequest(url: url))
+    /// Data tasks are not supported in background sessions: as iOS does, this raises
+    /// `NSGenericException` and the app aborts (`EXC_CRASH (SIGABRT)`; the host's
+    /// report names the exception). It never returns.
+    public func dataTask(with url: URL) -> BackgroundURLSessionTask {
+        dataTask(with: BackgroundURLRequest(url: url))
     }
 
-    /// Data tasks are not supported in background sessions: iOS raises an
-    /// exception; this logs to stderr and throws `unsupported`.
-    public func dataTask(with request: BackgroundURLRequest) throws(BackgroundURLSessionError) -> BackgroundURLSessionTask {
-        let reason = "Data tasks are not supported in background sessions (session \(identifier)); use a download or upload task"
-        router.log(reason)
-        throw BackgroundURLSessionError(.unsupported, reason: reason)
+    /// Data tasks are not supported in background sessions: as iOS does, this raises
+    /// `NSGenericException` and the app aborts. It never returns.
+    public func dataTask(with request: BackgroundURLRequest) -> BackgroundURLSessionTask {
+        router.raise(UncaughtException(name: .generic, reason: "Data tasks are not supported in background sessions"))
     }
 
     /// The session's unfinished tasks, like `getAllTasks(completionHandler:)`

@@ -108,26 +108,24 @@ public final class LocationManager {
     /// Whether updates may continue in the background
     /// (`allowsBackgroundLocationUpdates`). Setting it asks the host; setting it to
     /// true without `location` in `UIBackgroundModes` is a programmer error: as on
-    /// iOS, the exception is logged to stderr and the app is terminated (by the
-    /// host). The value changes only when the host accepts it. Use
-    /// ``setAllowsBackgroundLocationUpdates(_:)`` to see the outcome.
+    /// iOS, it raises `NSInternalInconsistencyException` and the app aborts
+    /// (`EXC_CRASH (SIGABRT)`; the host's report names the exception). The value
+    /// changes only when the host accepts it. Use
+    /// ``setAllowsBackgroundLocationUpdates(_:)`` to see the outcome of other failures.
     public var allowsBackgroundLocationUpdates: Bool {
         get { allowsBackground }
         set { try? setAllowsBackgroundLocationUpdates(newValue) }
     }
 
-    /// Sets ``allowsBackgroundLocationUpdates`` and throws what the host refuses
-    /// (after logging iOS's exception message, as the setter does).
+    /// Sets ``allowsBackgroundLocationUpdates`` and throws what the host refuses (a
+    /// lost connection, say). True without the `location` mode does not return: the
+    /// host answers with iOS's exception and the app aborts.
     public func setAllowsBackgroundLocationUpdates(_ value: Bool) throws(ServiceError) {
         let request = ServiceRequest.locationAllowsBackgroundUpdates(value)
         do {
             try router.requestOK(request)
         } catch {
-            if value, error.kind == .refused {
-                router.log("*** Terminating app due to uncaught exception 'NSInternalInconsistencyException', reason: 'Invalid parameter not satisfying: !stayUp || CLClientIsBackgroundable(internal->fClient)' (\(request.apiName) = true: \(error.reason))")
-            } else {
-                router.logFailure(of: "\(request.apiName) = \(value)", error)
-            }
+            router.logFailure(of: "\(request.apiName) = \(value)", error)
             throw error
         }
         allowsBackground = value

@@ -234,6 +234,15 @@ final class ServiceRouter {
         ServiceError(.failed, reason: "the host answered \(request.apiName) with \(reply)")
     }
 
+    /// Raises `exception` for a programmer error: the app ends with `SIGABRT` and the
+    /// host's report names it (see ``Application/raise(_:)``); without a host, only the
+    /// line and the abort.
+    func raise(_ exception: UncaughtException) -> Never {
+        if let application { application.raise(exception) }
+        writeStandardError("\(programName): \(exception.bounded().terminationMessage)")
+        abort()
+    }
+
     /// Writes a diagnostic line (stderr in an app).
     func log(_ line: String) {
         if let application {

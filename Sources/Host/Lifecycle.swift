@@ -11,9 +11,9 @@ import AppHostProtocol
 /// notRunning → background for background launches.
 public struct Lifecycle: Sendable, Equatable {
     /// Current state.
-    public private(set) var state: AppState = .notRunning
+    public internal(set) var state: AppState = .notRunning
     /// Where the app is headed.
-    public private(set) var placement: Placement = .foreground
+    public internal(set) var placement: Placement = .foreground
     /// Background tasks held, by id.
     public private(set) var tasks: [Int: HeldTask] = [:]
     /// Background tasks the app may hold at once; one more is a violation (kill, report).
@@ -22,17 +22,19 @@ public struct Lifecycle: Sendable, Equatable {
     public private(set) var activities: Set<String> = []
     /// Service events waiting for `didFinishLaunching` to return.
     public private(set) var queued: [ServiceEvent] = []
+    /// The uncaught exception this process said it aborts for (the first one).
+    public private(set) var raisedException: UncaughtException? = nil
     /// Why the last process ended (kept after the reset that follows an exit).
     public private(set) var lastTermination: TerminationCause? = nil
     /// When the app last entered the background (host clock); nil in the foreground.
-    public private(set) var backgroundSince: Duration?
+    public internal(set) var backgroundSince: Duration?
     /// The expiration handlers of this background period have been asked to run.
-    public private(set) var expirationSent = false
+    public internal(set) var expirationSent = false
     /// When the app last became active (host clock); nil when not active. A turn of
     /// the main run loop is counted as blocked from here at the earliest.
-    public private(set) var activeSince: Duration?
+    public internal(set) var activeSince: Duration?
     /// The hang check found nothing to read for this process: not armed again.
-    public private(set) var mainRunLoopUnwatched = false
+    public internal(set) var mainRunLoopUnwatched = false
     /// Callbacks sent and not yet returned. An app is never stopped with one in
     /// flight: its return would sit in the stopped process (iOS suspends an app
     /// once its handlers have returned).
@@ -45,19 +47,22 @@ public struct Lifecycle: Sendable, Equatable {
     public private(set) var launched = false
     /// The process completed its handshake.
     public private(set) var connected = false
+    /// `willResignActive` was sent on the way home and has not returned: the app is
+    /// `inactive` until it has (then `background` and `didEnterBackground`).
+    public internal(set) var resigning = false
     /// `didEnterBackground` has returned since the app last went home.
-    public private(set) var backgroundCallbackReturned = false
+    public internal(set) var backgroundCallbackReturned = false
     /// SIGSTOP sent, confirmation pending.
     public private(set) var stopPending = false
     /// Termination under way (willTerminate sent or SIGKILL sent).
-    public private(set) var terminating: TerminationCause? = nil
+    public internal(set) var terminating: TerminationCause? = nil
     /// Why the host killed the app, for the report written on exit.
     public private(set) var pendingRecord: TerminationRecord? = nil
     /// Whether the app must terminate instead of suspending.
     public let exitsOnSuspend: Bool
 
     private var launchOptions = LaunchOptions(reason: .user)
-    private var now: Duration = .zero
+    private(set) var now: Duration = .zero
     /// The host sent SIGKILL itself, so a SIGKILL exit is expected.
     public private(set) var killSent = false
 
@@ -79,7 +84,7 @@ public struct Lifecycle: Sendable, Equatable {
         }
     }
 
-    private func seconds(_ d: Duration) -> Double {
+    func seconds(_ d: Duration) -> Double {
         Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }
 
@@ -145,7 +150,10 @@ public struct Lifecycle: Sendable, Equatable {
                 }
                 fx += flushQueued()
             case .background:
-                if state == .inactive {
+                if state == .inactive, exitsOnSuspend {
+                    // Sent home while launching, and opted out of the background.
+                    fx += exitOnSuspend()
+                } else if state == .inactive {
                     // Sent home while launching.
                     fx += move(to: .background, cause: "home button during launch")
                     fx += startBackgroundBudget()
@@ -166,15 +174,20 @@ public struct Lifecycle: Sendable, Equatable {
             placement = .background
             fx += goHome(cause: "home button")
         case (.inactive, .home):
-            // Still launching (didFinishLaunching not returned): go home once it has.
+            // Still launching (didFinishLaunching not returned): go home once it has. Still
+            // in willResignActive: go on to the background once it has returned.
             placement = .background
-            if launched {
-                fx += move(to: .background, cause: "home button")
-                fx += startBackgroundBudget()
-                fx += sendDidEnterBackground()
-            }
         case (.background, .home), (.suspended, .home):
             break
+
+        case (.inactive, .callbackReturned(.willResignActive)) where resigning:
+            resigning = false
+            fx.append(.cancelTimer(.resignCallback))
+            if terminating == nil { fx += resignReturned() }
+
+        case (.inactive, .timerFired(.resignCallback)) where resigning && terminating == nil:
+            fx += watchdog(reason: "willResignActive did not return within \(fmt(.foregroundHang))",
+                           budget: .foregroundHang, namespace: "FRONTBOARD")
 
         case (.background, .callbackReturned(.didEnterBackground)):
             backgroundCallbackReturned = true
@@ -301,7 +314,7 @@ public struct Lifecycle: Sendable, Equatable {
             if cause == .user || cause == .uninstall, terminating != .user {
                 terminating = cause
             }
-        case (.suspended, .terminate(let cause)) where cause == .user || cause == .uninstall:
+        case (.suspended, .terminate(let cause)) where cause == .user || cause == .uninstall || cause == .update:
             // iOS kills a suspended app without a callback.
             terminating = cause
             fx.append(kill("terminated while suspended"))
@@ -382,6 +395,11 @@ public struct Lifecycle: Sendable, Equatable {
         case (_, .protocolViolation(let reason)):
             fx += violation(reason)
 
+        case (.notRunning, .exceptionRaised):
+            break
+        case (_, .exceptionRaised(let exception)):
+            if raisedException == nil { raisedException = exception.bounded() }
+
         case (.notRunning, .exited), (.notRunning, .limitExceeded):
             break
         case (_, .limitExceeded(let record)):
@@ -394,19 +412,27 @@ public struct Lifecycle: Sendable, Equatable {
             var report: TerminationRecord?
             if let record = pendingRecord {
                 report = record
+            } else if let exception = raisedException {
+                // An uncaught exception: iOS's crash, whatever the host was doing meanwhile.
+                report = TerminationRecord(namespace: nil, code: nil,
+                                           reason: "\(exception.terminationMessage) (\(description))", exception: exception)
             } else if terminating == nil || !(clean || killSent) {
                 // Exited or crashed on its own (or crashed while terminating).
                 let what = launched ? "" : " during launch"
                 report = TerminationRecord(namespace: nil, code: nil, reason: "\(description)\(what)")
             }
-            let cause: String
+            var cause: String
             switch terminating {
             case .user?: cause = "terminated by user (\(description))"
             case .shutdown?: cause = "host shutdown (\(description))"
             case .exitsOnSuspend?: cause = "UIApplicationExitsOnSuspend (\(description))"
             case .uninstall?: cause = "uninstalled (\(description))"
+            case .update?: cause = "updated (\(description))"
             case .system?: cause = "killed by the host (\(description))"
             case nil: cause = description
+            }
+            if pendingRecord == nil, let exception = raisedException {
+                cause = "uncaught exception '\(exception.name)' (\(description))"
             }
             fx += move(to: .notRunning, cause: pendingRecord.map { "killed: \($0.reason)" } ?? cause)
             // After the transition, so the report's history ends with notRunning.
@@ -428,39 +454,11 @@ public struct Lifecycle: Sendable, Equatable {
 
     // MARK: helpers
 
-    private mutating func move(to next: AppState, cause: String) -> [Effect] {
+    mutating func move(to next: AppState, cause: String) -> [Effect] {
         guard next != state else { return [] }
         let from = state
         state = next
         return [.transition(from: from, to: next, cause: cause)]
-    }
-
-    private mutating func goHome(cause: String) -> [Effect] {
-        var fx = stopHangCheck()
-        fx += move(to: .inactive, cause: cause)
-        fx.append(.send(.willResignActive, state: .inactive))
-        fx += move(to: .background, cause: cause)
-        fx += startBackgroundBudget()
-        fx += sendDidEnterBackground()
-        return fx
-    }
-
-    private mutating func sendDidEnterBackground() -> [Effect] {
-        backgroundCallbackReturned = false
-        return [.send(.didEnterBackground, state: .background),
-                .startTimer(.backgroundCallback, after: profile.duration(.didEnterBackground))]
-    }
-
-    private mutating func enterForeground(cause: String) -> [Effect] {
-        var fx: [Effect] = [.cancelTimer(.expirationWarning), .cancelTimer(.backgroundBudget), .cancelTimer(.backgroundCallback)]
-        backgroundSince = nil
-        expirationSent = false
-        fx += move(to: .inactive, cause: cause)
-        fx.append(.send(.willEnterForeground, state: .inactive))
-        fx += move(to: .active, cause: cause)
-        fx.append(.send(.didBecomeActive, state: .active))
-        fx += startHangCheck()
-        return fx
     }
 
     /// Delivers a service event according to the state (see ``Event/deliver(_:wake:launch:)``).
@@ -537,7 +535,7 @@ public struct Lifecycle: Sendable, Equatable {
     /// The background budget runs from entering the background; tasks begun in the
     /// foreground start consuming it only now. While a mode activity keeps the app
     /// running no budget runs (it starts when the last activity ends).
-    private mutating func startBackgroundBudget() -> [Effect] {
+    mutating func startBackgroundBudget() -> [Effect] {
         backgroundSince = now
         expirationSent = false
         if !activities.isEmpty { return [.cancelTimer(.expirationWarning), .cancelTimer(.backgroundBudget)] }
@@ -547,45 +545,7 @@ public struct Lifecycle: Sendable, Equatable {
                 .startTimer(.backgroundBudget, after: total)]
     }
 
-    /// Active now: one deadline, `foregroundHang` away, at which the host reads the
-    /// app's run-loop stamp. Nothing is sent to the app, now or then.
-    private mutating func startHangCheck() -> [Effect] {
-        activeSince = now
-        guard !mainRunLoopUnwatched else { return [] }
-        return [.startTimer(.hangCheck, after: profile.duration(.foregroundHang))]
-    }
-
-    /// How long a turn busy since `since` has blocked the main thread at `now` while
-    /// active: counted from the activation at the earliest, never from the future.
-    public func hangBlocked(since: Duration, at now: Duration) -> Duration {
-        now - min(max(since, activeSince ?? since), now)
-    }
-
-    private mutating func stopHangCheck() -> [Effect] {
-        activeSince = nil
-        return [.cancelTimer(.hangCheck)]
-    }
-
-    /// The hang check's rule. Idle: check again `foregroundHang` from now. Busy in one
-    /// turn since `since` (counted from the activation at the earliest): killed once
-    /// that is `foregroundHang` or more, else checked again when it would be.
-    private mutating func hangCheck(_ loop: MainRunLoop) -> [Effect] {
-        let hang = profile.duration(.foregroundHang)
-        switch loop {
-        case .unwatched(let why):
-            mainRunLoopUnwatched = true
-            return [.log("the foreground hang watchdog does not watch this process: \(why)")]
-        case .idle:
-            return [.startTimer(.hangCheck, after: hang)]
-        case .busy(let since):
-            let blocked = hangBlocked(since: since, at: now)
-            guard blocked >= hang else { return [.startTimer(.hangCheck, after: hang - blocked)] }
-            return watchdog(reason: "main run loop blocked for \(DurationText.format(seconds(blocked))) while active",
-                            budget: .foregroundHang, namespace: "FRONTBOARD")
-        }
-    }
-
-    private func fmt(_ key: BudgetKey) -> String {
+    func fmt(_ key: BudgetKey) -> String {
         DurationText.format(profile[key])
     }
 
@@ -594,7 +554,7 @@ public struct Lifecycle: Sendable, Equatable {
     }
 
     /// Kill for a watchdog rule: SIGKILL, 0x8badf00d, a report naming the budget.
-    private mutating func watchdog(reason: String, budget key: BudgetKey, namespace: String) -> [Effect] {
+    mutating func watchdog(reason: String, budget key: BudgetKey, namespace: String) -> [Effect] {
         pendingRecord = TerminationRecord(
             namespace: namespace, code: .watchdog, reason: reason, tasks: heldTasks(),
             budget: BudgetRecord(name: key.rawValue, seconds: profile[key], profile: profile.name))
@@ -608,6 +568,7 @@ public struct Lifecycle: Sendable, Equatable {
         guard state == .background, launched, backgroundCallbackReturned, callbacksInFlight == 0,
               !hasAssertion, !stopPending, terminating == nil, placement == .background else { return [] }
         if exitsOnSuspend {
+            // Only a background launch gets here (going home never enters the background).
             terminating = .exitsOnSuspend
             return [.send(.willTerminate, state: .background), .startTimer(.grace, after: grace)]
         }
@@ -638,9 +599,11 @@ public struct Lifecycle: Sendable, Equatable {
         launched = false
         connected = false
         backgroundCallbackReturned = false
+        resigning = false
         stopPending = false
         terminating = nil
         pendingRecord = nil
+        raisedException = nil
         killSent = false
         placement = .foreground
     }

@@ -16,6 +16,9 @@ extension Lifecycle {
         case exitsOnSuspend
         /// Uninstall.
         case uninstall
+        /// An update installed over the running app (`apphost install`), as an App Store
+        /// update terminates it.
+        case update
         /// The host killed it for breaking a rule (a watchdog, a file lock, the IPC
         /// protocol, a mode rule). Not the user's doing: what iOS keeps for an app the
         /// user did not swipe away (e.g. its background transfers) it keeps.
@@ -73,6 +76,9 @@ extension Lifecycle {
         /// The hang-check deadline (``Timer/hangCheck``) ran out, and this is what the
         /// host read of the app's main run loop then (see ``HangWatch``).
         case hangCheck(MainRunLoop)
+        /// The app said it aborts for this uncaught exception (a programmer error): the
+        /// report of the exit that follows carries it (the first of a process counts).
+        case exceptionRaised(UncaughtException)
     }
 
     /// What the host read of an active app's main run loop at a hang check: the app's
@@ -93,6 +99,8 @@ extension Lifecycle {
         case grace
         /// didFinishLaunching must return.
         case launch
+        /// willResignActive (on the way home) must return.
+        case resignCallback
         /// didEnterBackground must return.
         case backgroundCallback
         /// Run the expiration handlers.
@@ -132,6 +140,8 @@ extension Lifecycle {
         /// A jetsam kill: the footprint (bytes) and band that chose the app.
         public var footprint: UInt64? = nil
         public var band: String? = nil
+        /// The uncaught exception the app aborted for.
+        public var exception: UncaughtException? = nil
     }
 
     /// A background task the app holds.

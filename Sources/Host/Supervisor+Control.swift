@@ -18,8 +18,11 @@ extension Supervisor {
 
     // MARK: - Control API
 
-    /// Installs or updates the app at `path`. The app keeps running if it runs.
-    public func install(path: String, settings: [String: String]) throws(ControlError) -> InstalledApp {
+    /// Installs or updates the app at `path`. Updating an app that runs terminates it
+    /// first, as an App Store update does (willTerminate, or a kill without a callback if
+    /// it is suspended), and returns once it is gone; the new bundle's settings apply
+    /// from its next launch. A bundle that cannot be installed leaves the running app be.
+    public func install(path: String, settings: [String: String]) async throws(ControlError) -> InstalledApp {
         let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
         let bundle: AppBundle
         do {
@@ -36,6 +39,11 @@ extension Supervisor {
             } ?? []
         } catch {
             throw ControlError(.invalidManifest, "\(error)")
+        }
+        let updated = apps[bundle.manifest.bundleIdentifier] != nil
+        if updated, runtimes[bundle.manifest.bundleIdentifier]?.machine.isRunning == true {
+            feed(bundle.manifest.bundleIdentifier, .terminate(.update))
+            await waitForExit(bundle.manifest.bundleIdentifier)
         }
         let app = InstalledApp(
             bundleIdentifier: bundle.manifest.bundleIdentifier, name: bundle.manifest.name,
@@ -54,7 +62,7 @@ extension Supervisor {
             modeApp.isRunningCode = rt.machine.isRunningCode
         }
         performMode(modes.install(modeApp))
-        events.append(.installed, app: app.bundleIdentifier, cause: "installed from \(app.bundlePath)", time: now())
+        events.append(.installed, app: app.bundleIdentifier, cause: "\(updated ? "updated" : "installed") from \(app.bundlePath)", time: now())
         return app
     }
 

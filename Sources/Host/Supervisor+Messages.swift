@@ -82,6 +82,8 @@ extension Supervisor {
             invalidateAppTimer(id, timer: timer)
         case .memoryFootprintChanged:
             memoryCue(id)
+        case .uncaughtException(let exception):
+            feed(id, .exceptionRaised(exception))
         case .request(let requestID, .service(let request)):
             if transferRequest(request, id: requestID, from: id) { return }
             let (reply, effects) = modes.request(request, from: id, at: hostNow())
@@ -89,6 +91,8 @@ extension Supervisor {
             send(id, .reply(id: requestID, reply: .service(reply)))
             if case .refused(let reason) = reply {
                 events.append(.service, app: id, pid: pid, cause: "\(request.apiName) refused: \(reason)", time: now())
+            } else if case .raise(let exception) = reply {
+                events.append(.service, app: id, pid: pid, cause: "\(request.apiName) refused: a programmer error, iOS raises \(exception.name)", time: now())
             }
             // Before the effects: ending the fetch's activity may suspend the app.
             snapshotAfterCompletion(request, reply: reply, app: id, state: machine.state)

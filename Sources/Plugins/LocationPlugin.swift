@@ -6,7 +6,8 @@ import Foundation
 /// and `allowsBackgroundLocationUpdates`, a backgrounded app keeps running and gets
 /// fixes; otherwise fixes reach it only while it runs (foreground, or background
 /// until it is suspended). Setting `allowsBackgroundLocationUpdates` without the mode
-/// is a programmer error: the app is killed with a report saying so.
+/// is a programmer error: the host answers with iOS's exception, and the app raises it and
+/// aborts (`EXC_CRASH (SIGABRT)`).
 public struct LocationPlugin: BackgroundModePlugin {
     public init() {}
     public var mode: BackgroundMode { .location }
@@ -66,6 +67,12 @@ public struct LocationPlugin: BackgroundModePlugin {
         return .notDetermined
     }
 
+    /// What iOS raises for `allowsBackgroundLocationUpdates = true` without the mode
+    /// (Core Location's assertion, as crash logs quote it).
+    public static let backgroundUpdatesWithoutMode = UncaughtException(
+        name: .internalInconsistency,
+        reason: "Invalid parameter not satisfying: !stayUp || CLClientIsBackgroundable(internal->fClient)")
+
     public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
         if let reply = handleMonitoring(request, from: app, in: ctx) { return reply }
@@ -79,10 +86,10 @@ public struct LocationPlugin: BackgroundModePlugin {
             return .authorization(auth)
         case .locationAllowsBackgroundUpdates(let value):
             if value && !info.declares(.location) {
+                // A programmer error: iOS raises in the app's process and it aborts. The app
+                // (AppKitLess) raises on this answer; the host gives nothing either way.
                 ctx.emit(.refused(app: app, mode: mode, "allowsBackgroundLocationUpdates = true"))
-                ctx.emit(.kill(app: app, namespace: "APPHOST", code: nil,
-                               reason: "set allowsBackgroundLocationUpdates to true without \"location\" in UIBackgroundModes: a programmer error (NSInternalInconsistencyException on iOS)"))
-                return .refused(reason: "allowsBackgroundLocationUpdates requires \"location\" in UIBackgroundModes; the app is terminated")
+                return .raise(exception: Self.backgroundUpdatesWithoutMode)
             }
             ctx.update(State.self) { $0.managers[app, default: Manager()].allowsBackground = value }
             reevaluate(app, ctx)

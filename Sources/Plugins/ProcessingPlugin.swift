@@ -14,8 +14,9 @@ import Foundation
 /// - A running task has the `fetch` budget (refresh) or the `processing` budget; its
 ///   expiration handler is called `expirationWarning` before the end, and a task still
 ///   not completed at the end gets the app killed (0x2182bad2). A launch for an
-///   identifier the app registered no handler for kills it, as iOS's
-///   "No launch handler registered" exception does.
+///   identifier the app registered no handler for ends it: AppKitLess raises iOS's
+///   "No launch handler registered" NSInternalInconsistencyException and aborts
+///   (SIGABRT); an app that returns from the launch instead is killed here.
 public struct ProcessingPlugin: BackgroundModePlugin {
     public init() {}
     public var mode: BackgroundMode { .processing }
@@ -180,7 +181,8 @@ public struct ProcessingPlugin: BackgroundModePlugin {
     public func callbackReturned(_ event: ServiceEvent, app: String, in ctx: ModeContext) {
         guard case .bgTaskLaunch(let identifier, _) = event,
               ctx.state(State.self).apps[app]?.registered.contains(identifier) != true else { return }
-        // iOS raises "No launch handler registered for task with identifier" and the app dies.
+        // iOS raises "No launch handler registered for task with identifier" and the app dies;
+        // AppKitLess aborts before returning, so only an app without it gets here.
         finish(app, identifier, ctx)
         ctx.emit(.kill(app: app, namespace: "APPHOST", code: nil,
                        reason: "no launch handler registered for task with identifier \(identifier) (register every permitted identifier before didFinishLaunching returns)"))

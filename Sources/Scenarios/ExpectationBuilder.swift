@@ -6,7 +6,7 @@ struct ExpectationBuilder {
     let step: StepBuilder
 
     static let appKeys = ["state", "process", "printed", "snapshot", "backgroundRefreshStatus"]
-    static let reportKeys = ["app", "none", "code", "namespace", "reason"]
+    static let reportKeys = ["app", "none", "code", "namespace", "reason", "type", "exception"]
     static let eventKeys = ["kind", "app", "from", "to", "callback", "signal", "confirmed", "taskName", "began", "mode",
                             "transfer", "push", "fetch", "apnsID", "result", "band", "pressure", "cause", "exactly", "atLeast", "none"]
     static let refreshStatuses = ["available", "denied", "restricted"]
@@ -103,8 +103,10 @@ struct ExpectationBuilder {
         r.code = try k["code"]?.string("report.code")
         r.namespace = try k["namespace"]?.string("report.namespace")
         r.reason = try k["reason"].map { n throws(ScenarioError) in try text(n, "report.reason") }
-        if r.none, r.code != nil || r.namespace != nil || r.reason != nil {
-            throw node.error("report: none: true says the app has no report; it takes no code, namespace or reason")
+        r.exceptionType = try k["type"]?.string("report.type")
+        r.exception = try k["exception"]?.string("report.exception")
+        if r.none, r.code != nil || r.namespace != nil || r.reason != nil || r.exceptionType != nil || r.exception != nil {
+            throw node.error("report: none: true says the app has no report; it takes no code, namespace, reason, type or exception")
         }
         return r
     }

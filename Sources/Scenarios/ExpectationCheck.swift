@@ -123,12 +123,16 @@ struct ExpectationCheck {
                 (r.code.map { Self.sameCode($0, report.terminationCode) } ?? true)
                     && (r.namespace.map { $0 == report.terminationNamespace } ?? true)
                     && (r.reason.map { $0.holds(report.reason) || $0.holds(report.terminationReason ?? "") } ?? true)
+                    && (r.exceptionType.map { $0 == report.exceptionType } ?? true)
+                    && (r.exception.map { $0 == report.exception?.name.rawValue } ?? true)
             }
             if matching.isEmpty {
                 var want: [String] = []
                 if let c = r.code { want.append("code \(c)") }
                 if let n = r.namespace { want.append("namespace \(n)") }
                 if let reason = r.reason { want.append("reason \(reason)") }
+                if let t = r.exceptionType { want.append("type \(t)") }
+                if let e = r.exception { want.append("exception \(e)") }
                 return .init(expected: "a report for \(whose)\(want.isEmpty ? "" : " with " + want.joined(separator: ", "))",
                              seen: reports.isEmpty ? "no report" : reports.map(Self.describe).joined(separator: "; "))
             }
@@ -142,7 +146,7 @@ struct ExpectationCheck {
     }
 
     static func describe(_ r: TerminationReport) -> String {
-        "\(r.bundleIdentifier): \(r.terminationNamespace ?? "-") \(r.terminationCode ?? "-"): \(r.reason)"
+        "\(r.bundleIdentifier): \(r.exceptionType) \(r.terminationNamespace ?? "-") \(r.terminationCode ?? "-"): \(r.reason)"
     }
 
     func events(_ expected: [Expectation.EventExpectation]) async throws -> ScenarioRun.StepFailure? {

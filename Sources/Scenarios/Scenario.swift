@@ -124,6 +124,10 @@ public struct Expectation: Sendable, Equatable {
         public var code: String?
         public var namespace: String?
         public var reason: TextMatch?
+        /// The report's `exceptionType`, exactly (`EXC_CRASH (SIGABRT)`).
+        public var exceptionType: String?
+        /// The name of the uncaught exception the app aborted for, exactly.
+        public var exception: String?
     }
 
     public struct EventExpectation: Sendable, Equatable {

@@ -5,6 +5,7 @@ import Host
 import Logging
 import NIOPosix
 import Plugins
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -213,13 +214,13 @@ struct ScenarioRun {
         switch step.action {
         case .install(let alias):
             guard let app = scenario.apps.first(where: { $0.alias == alias }) else { return }
-            refusal = nil
-            do {
-                let installed = try await supervisor.install(path: app.bundle, settings: app.settings)
-                ids[alias] = installed.bundleIdentifier
-            } catch {
-                refusal = error.message
+            // An update over a running app waits for its exit: bounded by `settle` as any action.
+            let (bundle, settings) = (app.bundle, app.settings)
+            let installed = InstalledID()
+            try await act { (s: Supervisor) async throws(ControlError) in
+                installed.set(try await s.install(path: bundle, settings: settings).bundleIdentifier)
             }
+            if let id = installed.value { ids[alias] = id }
         case .uninstall(let alias):
             let id = try id(alias)
             try await act { (s: Supervisor) async throws(ControlError) in try await s.uninstall(id) }
@@ -383,4 +384,11 @@ struct ScenarioRun {
         }
         return ring.map(EventText.line)
     }
+}
+
+/// The bundle id an `install` step's action found, read once the action is done.
+private final class InstalledID: Sendable {
+    private let id = Mutex<String?>(nil)
+    var value: String? { id.withLock { $0 } }
+    func set(_ value: String) { id.withLock { $0 = value } }
 }

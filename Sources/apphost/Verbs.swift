@@ -260,6 +260,10 @@ enum ReportFormatter {
             lines.append("Termination Reason: Namespace \(ns)\(r.terminationCode.map { ", Code \($0)" } ?? "")")
         }
         lines.append("Reason:             \(r.reason)")
+        if let x = r.exception {
+            lines.append("Exception Name:     \(x.name)")
+            lines.append("Exception Reason:   \(x.reason)")
+        }
         if let e = r.explanation { lines.append("Explanation:        \(e)") }
         if let b = r.budget { lines.append("Budget:             \(b.name) \(DurationText.format(b.seconds)) (profile \(b.profile))") }
         if let f = r.footprint { lines.append("Footprint:          \(ByteCountText.format(f)) (\(f) bytes)") }

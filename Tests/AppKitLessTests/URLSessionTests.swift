@@ -381,23 +381,4 @@ struct URLSessionTests {
             "relaunch didFinishEvents",
         ])
     }
-
-    @Test("data tasks are not supported in background sessions: unsupported, logged, nothing sent")
-    func dataTaskRefused() async throws {
-        let fixture = try await URLFixture { DefaultAppDelegate() }
-        defer { fixture.tearDown() }
-        let recorder = SessionRecorder()
-        let session = try await fixture.makeSession("s", id: 1, delegate: recorder)
-        let error = await MainActor.run { () -> BackgroundURLSessionError? in
-            do throws(BackgroundURLSessionError) {
-                _ = try session.dataTask(with: URL(string: "https://example.com")!)
-                return nil
-            } catch {
-                return error
-            }
-        }
-        #expect(error?.code == .unsupported)
-        try fixture.expectQuiet()
-        #expect(fixture.recorder.log == ["Data tasks are not supported in background sessions (session s); use a download or upload task"])
-    }
 }

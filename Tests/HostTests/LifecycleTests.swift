@@ -44,11 +44,12 @@ struct LifecycleTests: LifecycleFixtures {
     @Test func homeWithoutAssertionSuspendsAfterDidEnterBackgroundReturns() {
         var m = activeMachine()
         var fx = m.handle(.home)
-        #expect(sends(fx) == ["willResignActive", "didEnterBackground"])
-        #expect(transitions(fx) == ["active→inactive", "inactive→background"])
-        #expect(!fx.contains(.signal(.stop, reason: "no assertion left")), "must wait for didEnterBackground to return")
+        #expect(sends(fx) == ["willResignActive"])
+        #expect(transitions(fx) == ["active→inactive"], "inactive until willResignActive has returned")
         fx = m.handle(.callbackReturned(.willResignActive))
-        #expect(acts(fx).isEmpty)
+        #expect(sends(fx) == ["didEnterBackground"])
+        #expect(transitions(fx) == ["inactive→background"])
+        #expect(!fx.contains(.signal(.stop, reason: "no assertion left")), "must wait for didEnterBackground to return")
         fx = m.handle(.callbackReturned(.didEnterBackground))
         #expect(acts(fx) == [.signal(.stop, reason: "no assertion left")])
         #expect(m.state == .background, "suspended only once the kernel confirms the stop")
@@ -110,15 +111,20 @@ struct LifecycleTests: LifecycleFixtures {
         #expect(m.state == .active)
     }
 
-    @Test func exitsOnSuspendTerminatesInsteadOfSuspending() {
+    @Test func exitsOnSuspendTerminatesInsteadOfEnteringTheBackground() {
         var m = activeMachine(exitsOnSuspend: true)
-        _ = m.handle(.home)
-        _ = m.handle(.callbackReturned(.willResignActive))
-        let fx = m.handle(.callbackReturned(.didEnterBackground))
-        #expect(sends(fx) == ["willTerminate"])
+        var fx = m.handle(.home)
+        #expect(sends(fx) == ["willResignActive"])
+        fx = m.handle(.callbackReturned(.willResignActive))
+        #expect(sends(fx) == ["willTerminate"], "no didEnterBackground")
+        #expect(fx.contains(.send(.willTerminate, state: .inactive)))
+        #expect(transitions(fx).isEmpty, "never in the background")
+        #expect(m.state == .inactive && m.terminating == .exitsOnSuspend)
         #expect(fx.contains(.startTimer(.grace, after: .seconds(5))))
         #expect(!fx.contains { if case .signal(.stop, _) = $0 { true } else { false } })
+        #expect(acts(m.handle(.callbackReturned(.willTerminate))).isEmpty)
         let exit = m.handle(.exited(description: "exited with code 0", clean: true))
+        #expect(transitions(exit) == ["inactive→notRunning"])
         #expect(!exit.contains { if case .report = $0 { true } else { false } }, "a requested exit is not a crash")
         #expect(m.state == .notRunning)
     }
@@ -225,11 +231,13 @@ struct LifecycleTests: LifecycleFixtures {
 
     @Test func goingHomeStartsTheBudgetAndItsWarning() {
         var m = activeMachine()
-        let fx = m.handle(.home, at: .seconds(100))
+        var fx = m.handle(.home, at: .seconds(100))
+        #expect(fx.contains(.cancelTimer(.hangCheck)))
+        #expect(!fx.contains(.startTimer(.backgroundCallback, after: .seconds(5))), "not before willResignActive returned")
+        fx = m.handle(.callbackReturned(.willResignActive), at: .seconds(100))
         #expect(fx.contains(.startTimer(.expirationWarning, after: .seconds(25))))
         #expect(fx.contains(.startTimer(.backgroundBudget, after: .seconds(30))))
         #expect(fx.contains(.startTimer(.backgroundCallback, after: .seconds(5))))
-        #expect(fx.contains(.cancelTimer(.hangCheck)))
         #expect(m.timeRemaining(at: .seconds(110)) == 20)
         #expect(m.timeRemaining(at: .seconds(200)) == 0)
     }
@@ -273,6 +281,7 @@ struct LifecycleTests: LifecycleFixtures {
 
         var b = activeMachine()
         _ = b.handle(.home)
+        _ = b.handle(.callbackReturned(.willResignActive))
         fx = b.handle(.timerFired(.backgroundCallback), at: .seconds(5))
         #expect(b.pendingRecord?.code == .watchdog)
         #expect(b.pendingRecord?.budget?.name == "didEnterBackground")

@@ -108,20 +108,20 @@ struct ModeMatrixTests {
         #expect(outcome == row.expected, "app log:\n\(log)")
     }
 
-    @Test func allowsBackgroundLocationUpdatesWithoutTheModeKillsWithAReport() async throws {
+    @Test func allowsBackgroundLocationUpdatesWithoutTheModeAbortsWithAReport() async throws {
         try await withHost(label: "mxl", clock: .virtual) { host in
             let id = try await host.installProbe("com.matrix.loc.error")
             _ = try await host.supervisor.modeCommand(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: id))
             do {
                 _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "location-background:on"])
             } catch {
-                // Killed inside didFinishLaunching: the launch fails, as it should.
+                // Aborted inside didFinishLaunching: the launch fails, as it should.
             }
             try await host.waitUntil(id, is: .notRunning)
             let report = try #require(try await host.supervisor.reports(id).last)
-            #expect(report.reason.contains("allowsBackgroundLocationUpdates"))
-            #expect(report.reason.contains("programmer error"))
-            #expect(report.exceptionType == "EXC_CRASH (SIGKILL)")
+            #expect(report.exception?.name == .internalInconsistency)
+            #expect(report.reason.contains("CLClientIsBackgroundable"))
+            #expect(report.exceptionType == "EXC_CRASH (SIGABRT)")
             let refused = await host.events(id).filter { $0.kind == .modeRefused }
             #expect(refused.map(\.mode) == ["location"])
         }

@@ -55,12 +55,14 @@ struct PluginRulesTests {
 
     // MARK: location
 
-    @Test func allowsBackgroundLocationUpdatesWithoutTheModeKillsTheApp() {
+    @Test func allowsBackgroundLocationUpdatesWithoutTheModeIsAnsweredWithIOSsException() {
         let h = hub(app("l"))
         let (reply, fx) = h.request(.locationAllowsBackgroundUpdates(true), from: "l", at: .zero)
-        guard case .refused = reply else { Issue.record("expected a refusal"); return }
-        #expect(kills(fx).count == 1)
+        #expect(reply == .raise(exception: LocationPlugin.backgroundUpdatesWithoutMode))
+        #expect(LocationPlugin.backgroundUpdatesWithoutMode.name == .internalInconsistency)
+        #expect(kills(fx).isEmpty, "the app aborts itself, as on iOS")
         #expect(refused(fx) == ["l:location"])
+        #expect(h.request(.locationAllowsBackgroundUpdates(false), from: "l", at: .zero).0 == .ok, "false is no error")
     }
 
     @Test func backgroundLocationNeedsModeAlwaysAuthorizationAndTheFlag() {
