@@ -228,13 +228,6 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         runIfDue(ctx)
     }
 
-    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
-        // A request submitted in front waits for the app to leave it (see `waiting`).
-        guard to == .background, from == .active || from == .inactive,
-              ctx.state(State.self).apps[app]?.pending.isEmpty == false else { return }
-        runIfDue(ctx)
-    }
-
     // MARK: scheduling
 
     /// Why a pending request cannot run now (nil: it can, once its date has come).
@@ -261,7 +254,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         return earliest
     }
 
-    /// A change (the device plugged in or online, the app gone home) that makes a request
+    /// A device change (plugged in, online, refresh back on) that makes a request
     /// due runs it now, in this step, as the tick would: on the virtual clock too, where a
     /// timer armed for "now" would wait for the next `clock advance`.
     private func runIfDue(_ ctx: ModeContext) {

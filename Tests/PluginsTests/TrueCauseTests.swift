@@ -156,15 +156,6 @@ struct TrueCauseTests {
         #expect(plugged.contains(.startTimer(app: nil, timer: PluginTimer(.processing, "tick"), after: .seconds(540))))
     }
 
-    @Test func aRequestSubmittedInFrontRunsWhenTheAppGoesHomeIfDue() {
-        let h = makeHub([app("t", modes: [.processing], ids: ["t.clean"], state: .active)])
-        _ = h.request(.bgRegister(identifier: "t.clean"), from: "t", at: .zero)
-        let submit = h.request(.bgSubmit(BGTaskRequestInfo(kind: .processing, identifier: "t.clean")), from: "t", at: .zero).1
-        #expect(delivered(submit).isEmpty, "not while the app is in front")
-        let home = h.appMoved("t", from: .inactive, to: .background, runningCode: true, at: .seconds(5))
-        #expect(delivered(home) == ["t BGTask launch(t.clean)"])
-    }
-
     @Test func refreshBackOnRunsAnOverdueFetchInTheSameStep() {
         let h = makeHub([app("f", modes: [.fetch])])
         _ = h.request(.fetchSetMinimumInterval(.minimum), from: "f", at: .zero)
