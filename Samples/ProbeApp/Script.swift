@@ -347,7 +347,9 @@ struct Script: Equatable, Sendable {
           download-finished        a background download finished: the file is moved to
                                    Documents/downloads/N in the container, printing
                                    "[ProbeApp] downloaded task=N to PATH bytes=B"
-          task-completed           "[ProbeApp] task N completed error=CODE|nil"
+          task-completed           "[ProbeApp] task N completed error=CODE|nil"; a task the system
+                                   cancelled adds " code=-999 NSURLErrorBackgroundTaskCancelledReasonKey=R
+                                   (NAME)" (0 userForceQuitApplication, 1 backgroundUpdatesDisabled)
           progress                 a task's first progress callback: "[ProbeApp] progress task=N bytes=B"
           timer                    a host timer (timer: action) fired: "[ProbeApp] timer NAME fired N
                                    state=STATE" (N counts its fires)

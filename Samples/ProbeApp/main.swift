@@ -1029,7 +1029,13 @@ extension ProbeDelegate: BackgroundURLSessionDelegate {
     }
 
     func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: BackgroundURLSessionError?) {
-        say("[ProbeApp] task \(task.taskIdentifier) completed error=\(error.map { $0.code.rawValue } ?? "nil")")
+        var line = "[ProbeApp] task \(task.taskIdentifier) completed error=\(error.map { $0.code.rawValue } ?? "nil")"
+        // Cancelled by the system: as an app reads it from Foundation's URLError.
+        if let error, let why = error.backgroundTaskCancelledReason,
+           let number = error.urlError.userInfo[NSURLErrorBackgroundTaskCancelledReasonKey] as? Int {
+            line += " code=\(error.urlError.code.rawValue) NSURLErrorBackgroundTaskCancelledReasonKey=\(number) (\(why.name))"
+        }
+        say(line)
         fire(.taskCompleted, application: .shared)
     }
 

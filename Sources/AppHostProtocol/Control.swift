@@ -344,4 +344,10 @@ public enum TransferNote: String, Codable, Sendable, CaseIterable {
     case cancelledByUser
     /// The app was uninstalled: its transfers were cancelled.
     case cancelledByUninstall
+    /// Background App Refresh was turned off for the app: its transfers were cancelled
+    /// (`NSURLErrorCancelledReasonBackgroundUpdatesDisabled`).
+    case cancelledByRefreshOff
+    /// Transfers the system cancelled are remembered, to be reported when the app makes
+    /// their session again, up to a bound per app; past it the oldest are forgotten.
+    case cancelledForgotten
 }

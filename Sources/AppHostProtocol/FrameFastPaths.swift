@@ -189,7 +189,7 @@ private enum FastTransfer {
             payload += session.utf8
             payload += #"","taskIdentifier":"#.utf8
             payload += String(task).utf8
-        case .urlSessionDidComplete(let session, let task, nil, nil):
+        case .urlSessionDidComplete(let session, let task, nil, nil, nil):
             guard FastString.isPlain(session) else { return nil }
             // ..."urlSessionDidComplete":{"session":"S","taskIdentifier":T}}}},"seq":N,"state":"ST"}}
             payload += #""urlSessionDidComplete":{"session":""#.utf8

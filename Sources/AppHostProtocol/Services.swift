@@ -406,8 +406,11 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
     /// `urlSession(_:downloadTask:didFinishDownloadingTo:)`: `location` is a temporary file
     /// in the container, deleted once the method returns.
     case urlSessionDidFinishDownloading(session: String, taskIdentifier: Int, location: String)
-    /// `urlSession(_:task:didCompleteWithError:)`; nil code: success.
-    case urlSessionDidComplete(session: String, taskIdentifier: Int, errorCode: String?, errorReason: String?)
+    /// `urlSession(_:task:didCompleteWithError:)`; nil code: success. `cancelledReason`:
+    /// the system cancelled the task (code `cancelled`), as
+    /// `NSURLErrorBackgroundTaskCancelledReasonKey` says.
+    case urlSessionDidComplete(session: String, taskIdentifier: Int, errorCode: String?, errorReason: String?,
+                               cancelledReason: BackgroundTaskCancelledReason? = nil)
     /// `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
     case urlSessionDidFinishEvents(session: String)
     /// The answer to `cancel(byProducingResumeData:)`: the resume data (a property list,
@@ -443,7 +446,8 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
         case .urlSessionHandleEvents(let session): "handleEventsForBackgroundURLSession(\(session))"
         case .urlSessionProgress(_, let task, _, _): "didWriteData(task \(task))"
         case .urlSessionDidFinishDownloading(_, let task, _): "didFinishDownloadingTo(task \(task))"
-        case .urlSessionDidComplete(_, let task, let code, _): "didCompleteWithError(task \(task), \(code ?? "nil"))"
+        case .urlSessionDidComplete(_, let task, let code, _, let why):
+            "didCompleteWithError(task \(task), \(code ?? "nil")\(why.map { ", \($0.name)" } ?? ""))"
         case .urlSessionDidFinishEvents(let session): "urlSessionDidFinishEvents(\(session))"
         case .urlSessionResumeData(_, let task, let data): "cancel(byProducingResumeData:) completion(task \(task), \(data == nil ? "nil" : "data"))"
         case .timerFired(let id): "HostTimer(\(id)) fired"

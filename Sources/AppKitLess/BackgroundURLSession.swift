@@ -21,6 +21,10 @@ import Foundation
 
 /// What ``BackgroundURLSessionTask`` a transfer is: `download` or `upload`.
 public typealias TransferKind = AppHostProtocol.TransferKind
+/// Why the system cancelled a background task, like `URLError.BackgroundTaskCancelledReason`
+/// (raw values: `NSURLErrorCancelledReasonUserForceQuitApplication` 0,
+/// `NSURLErrorCancelledReasonBackgroundUpdatesDisabled` 1).
+public typealias BackgroundTaskCancelledReason = AppHostProtocol.BackgroundTaskCancelledReason
 
 /// The settings of a background session, like a `URLSessionConfiguration` made
 /// with `background(withIdentifier:)`.
@@ -84,13 +88,55 @@ public struct BackgroundURLSessionError: Error, Equatable, Sendable, CustomStrin
     public let reason: String
     /// The service failure behind a `refused` or `failed` code; nil otherwise.
     public let serviceError: ServiceError?
+    /// Why the system cancelled the task (code `cancelled`), like
+    /// `URLError.backgroundTaskCancelledReason`: the user terminated the app
+    /// (`userForceQuitApplication`) or Background App Refresh was turned off
+    /// (`backgroundUpdatesDisabled`); nil when the app cancelled it, or for any other error.
+    public let backgroundTaskCancelledReason: BackgroundTaskCancelledReason?
 
     /// An error with `code` for `reason`.
-    public init(_ code: Code, reason: String, serviceError: ServiceError? = nil) {
+    public init(_ code: Code, reason: String, serviceError: ServiceError? = nil,
+                backgroundTaskCancelledReason: BackgroundTaskCancelledReason? = nil) {
         self.code = code
         self.reason = reason
         self.serviceError = serviceError
+        self.backgroundTaskCancelledReason = backgroundTaskCancelledReason
     }
+
+    /// The `NSURLErrorDomain` number of the code, like `URLError.Code.rawValue`
+    /// (`cancelled`: `NSURLErrorCancelled`, -999); `NSURLErrorUnknown` (-1) for a code
+    /// of this SDK's own or one it does not know.
+    public var errorCode: Int {
+        Self.urlErrorNumbers[code.rawValue] ?? NSURLErrorUnknown
+    }
+
+    /// The error's `userInfo` as Foundation's `URLError` has it: the reason
+    /// (`NSLocalizedDescriptionKey`) and, for a task the system cancelled,
+    /// `NSURLErrorBackgroundTaskCancelledReasonKey` with the reason's number.
+    public var userInfo: [String: Any] {
+        var info: [String: Any] = [NSLocalizedDescriptionKey: reason]
+        if let why = backgroundTaskCancelledReason { info[NSURLErrorBackgroundTaskCancelledReasonKey] = why.rawValue }
+        return info
+    }
+
+    /// The same error as Foundation's `URLError` (`NSURLErrorDomain`, ``errorCode``, ``userInfo``).
+    public var urlError: URLError {
+        URLError(URLError.Code(rawValue: errorCode) ?? .unknown, userInfo: userInfo)
+    }
+
+    /// `URLError.Code` names the host reports, and their `NSURLErrorDomain` numbers.
+    static let urlErrorNumbers: [String: Int] = [
+        "cancelled": NSURLErrorCancelled, "timedOut": NSURLErrorTimedOut, "badURL": NSURLErrorBadURL,
+        "unsupportedURL": NSURLErrorUnsupportedURL, "cannotFindHost": NSURLErrorCannotFindHost,
+        "cannotConnectToHost": NSURLErrorCannotConnectToHost, "networkConnectionLost": NSURLErrorNetworkConnectionLost,
+        "notConnectedToInternet": NSURLErrorNotConnectedToInternet, "badServerResponse": NSURLErrorBadServerResponse,
+        "cannotDecodeRawData": NSURLErrorCannotDecodeRawData, "cannotWriteToFile": NSURLErrorCannotWriteToFile,
+        "cannotCreateFile": NSURLErrorCannotCreateFile, "cannotOpenFile": NSURLErrorCannotOpenFile,
+        "cannotMoveFile": NSURLErrorCannotMoveFile, "fileDoesNotExist": NSURLErrorFileDoesNotExist,
+        "noPermissionsToReadFile": NSURLErrorNoPermissionsToReadFile, "secureConnectionFailed": NSURLErrorSecureConnectionFailed,
+        "serverCertificateUntrusted": NSURLErrorServerCertificateUntrusted,
+        "backgroundSessionWasDisconnected": NSURLErrorBackgroundSessionWasDisconnected,
+    ]
 
     /// The error for a failed service call.
     init(_ error: ServiceError) {
@@ -492,7 +538,7 @@ public final class BackgroundURLSession {
             let completion = task.resumeDataCompletion
             task.resumeDataCompletion = nil
             completion?(data)
-        case .urlSessionDidComplete(_, let identifier, let code, let reason):
+        case .urlSessionDidComplete(_, let identifier, let code, let reason, let cancelledReason):
             let task = task(identifier, kind: .download)
             tasks.removeValue(forKey: identifier)
             // A cancel(byProducingResumeData:) the host did not answer (e.g. the task ended first).
@@ -500,7 +546,7 @@ public final class BackgroundURLSession {
                 task.resumeDataCompletion = nil
                 completion(nil)
             }
-            let error = code.map { BackgroundURLSessionError(.init(rawValue: $0), reason: reason ?? $0) }
+            let error = code.map { BackgroundURLSessionError(.init(rawValue: $0), reason: reason ?? $0, backgroundTaskCancelledReason: cancelledReason) }
             task.state = .completed
             task.error = error
             delegate?.urlSession(self, task: task, didCompleteWithError: error)

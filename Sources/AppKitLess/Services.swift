@@ -184,7 +184,7 @@ final class ServiceRouter {
     nonisolated static func urlSessionIdentifier(of event: ServiceEvent) -> String? {
         switch event {
         case .urlSessionHandleEvents(let session), .urlSessionProgress(let session, _, _, _),
-             .urlSessionDidFinishDownloading(let session, _, _), .urlSessionDidComplete(let session, _, _, _),
+             .urlSessionDidFinishDownloading(let session, _, _), .urlSessionDidComplete(let session, _, _, _, _),
              .urlSessionDidFinishEvents(let session), .urlSessionResumeData(let session, _, _):
             session
         default:
@@ -359,7 +359,7 @@ final class ServiceRouter {
                 receiver = "Application"
             }
         case .urlSessionProgress(let identifier, _, _, _), .urlSessionDidFinishDownloading(let identifier, _, _),
-             .urlSessionDidComplete(let identifier, _, _, _), .urlSessionDidFinishEvents(let identifier),
+             .urlSessionDidComplete(let identifier, _, _, _, _), .urlSessionDidFinishEvents(let identifier),
              .urlSessionResumeData(let identifier, _, _):
             // Held, in order, until the app makes the session (as iOS holds them
             // until it recreates it); the callback is acknowledged either way.

@@ -6,7 +6,7 @@ import GRDB
 /// history and termination reports. Every write is committed before the caller
 /// acknowledges anything to a client.
 public final class Store: Sendable {
-    private let pool: DatabasePool
+    let pool: DatabasePool
 
     /// Opens (creating and migrating) the database at `path`.
     public init(path: String) throws {
@@ -105,6 +105,7 @@ public final class Store: Sendable {
                 t.primaryKey(["kind", "name"])
             }
         }
+        registerCancelledTransfers(&m)
         return m
     }
 
@@ -289,6 +290,7 @@ public final class Store: Sendable {
         try pool.write { db in
             try db.execute(sql: "DELETE FROM transfer WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
             try db.execute(sql: "DELETE FROM transferSession WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
+            try db.execute(sql: "DELETE FROM cancelledTransfer WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
         }
     }
 

@@ -574,6 +574,8 @@ public actor Supervisor {
         case .refused(let app, let mode, let what):
             events.append(.modeRefused, app: app, pid: runtimes[app]?.pid,
                           cause: "\(what): needs \"\(mode.rawValue)\" in UIBackgroundModes", mode: mode.rawValue, time: now())
+        case .refusedBecause(let app, let mode, let what, let because):
+            events.append(.modeRefused, app: app, pid: runtimes[app]?.pid, cause: "\(what): \(because)", mode: mode.rawValue, time: now())
         case .note(let app, let text):
             events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, time: now())
         case .typedNote(let app, let text, let fields):

@@ -69,6 +69,12 @@ struct TransferBroker {
         case save
         /// Forget rows: delivered or cancelled transfers / every row of an uninstalled app.
         case deleteTransfers([UInt64])
+        /// Transfers the system cancelled: in one transaction, their `transfer` rows go,
+        /// `cancelledTransfer` rows come (see ``CancelledTransfer``), and the rows of
+        /// older cancelled transfers past the bound go.
+        case saveCancelled([CancelledTransfer], transfers: [UInt64], dropped: [UInt64])
+        /// Cancelled transfers the app has heard of.
+        case deleteCancelled([UInt64])
         case deleteAppState(app: String)
         /// The app's downloads folder (made, and the app's, before a job may write into it).
         case prepareDirectory(app: String)
@@ -108,11 +114,11 @@ struct TransferBroker {
     /// app → session identifier → configuration.
     private(set) var sessions: [String: [String: BackgroundSessionConfig]] = [:]
     /// "app|session" → last task identifier.
-    private(set) var taskCounters: [String: Int] = [:]
+    var taskCounters: [String: Int] = [:]
     /// Transfers whose progress callback the app has not returned yet, and the newest
     /// progress that came meanwhile: an app gets progress as fast as it takes it, never
     /// a backlog (and the daemon is never slowed by a slow app).
-    private(set) var progressInFlight: Set<UInt64> = []
+    var progressInFlight: Set<UInt64> = []
     var progressPending: [UInt64: Progress] = [:]
     /// "app|session|task" → transfer id: the app names tasks, the daemon ids.
     var taskIndex: [String: UInt64] = [:]
@@ -120,6 +126,10 @@ struct TransferBroker {
     /// the background (see `finishedDelivery`).
     var rounds: [String: EventRound] = [:]
     private(set) var unsaved = Unsaved()
+    /// app → transfers the system cancelled that the app has not heard of, oldest first
+    /// (see ``systemCancelled(_:reason:only:world:)``); at most ``cancelledLimit`` each.
+    var cancelled: [String: [CancelledTransfer]] = [:]
+    var cancelledLimit = TransferBroker.cancelledPerApp
 
     struct Progress: Equatable {
         var done: Int64
@@ -257,19 +267,23 @@ struct TransferBroker {
         case .urlSessionDidFinishDownloading(_, _, let location):
             // As iOS: the temporary file is gone once the delegate returned (the app moved it or lost it).
             return [.removeFile(location)]
-        case .urlSessionDidComplete(let session, let task, _, _):
-            guard let id = id(app: app, session: session, task: task) else { return [] }
+        case .urlSessionDidComplete(let session, let task, _, _, _):
+            guard let id = id(app: app, session: session, task: task) else {
+                return cancelledReturned(app: app, session: session, task: task)
+            }
             return forget([id]) + roundProgressed(app: app, session: session, id: id, world: world)
         default:
             return []
         }
     }
 
-    /// The app's process is gone; a user terminate cancels its transfers, as on iOS.
+    /// The app's process is gone; a user terminate cancels its transfers, as on iOS, and
+    /// the app hears of them when it makes their session again.
     mutating func appExited(_ app: String, byUser: Bool) -> [Effect] {
         // Progress callbacks that died with the process are not waited for.
         for (id, r) in records where r.job.bundleIdentifier == app { progressInFlight.remove(id) }
         rounds = rounds.filter { !$0.key.hasPrefix(app + "|") }
+        cancelledUnsent(app: app)
         guard byUser else {
             // Events that did not get through wait for the app to recreate its session.
             for (id, r) in records where r.job.bundleIdentifier == app && (r.stage == .delivering || r.stage == .nextRound) {
@@ -277,11 +291,7 @@ struct TransferBroker {
             }
             return []
         }
-        let ids = records.filter { $0.value.job.bundleIdentifier == app }.map(\.key).sorted()
-        guard !ids.isEmpty else { return [] }
-        return forget(ids, acknowledge: false)
-            + [.daemon(.cancelApp(bundleIdentifier: app)),
-               .note(app: app, "terminated by the user: \(ids.count) background transfer(s) cancelled", .init(transfer: .cancelledByUser))]
+        return systemCancelled(app, reason: .userForceQuitApplication, world: World())
     }
 
     /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
@@ -295,6 +305,7 @@ struct TransferBroker {
             progressPending.removeValue(forKey: id)
         }
         rounds = rounds.filter { !$0.key.hasPrefix(app + "|") }
+        cancelled.removeValue(forKey: app)
         sessions.removeValue(forKey: app)
         taskCounters = taskCounters.filter { !$0.key.hasPrefix(app + "|") }
         var effects: [Effect] = [.deleteAppState(app: app)]
@@ -433,6 +444,7 @@ struct TransferBroker {
         for s in batch.sessions {
             effects.append(.reply(app: s.app, request: s.request, .transferTasks(s.tasks)))
             effects += deliverPending(app: s.app, session: s.config.identifier)
+            effects += sendCancelled(app: s.app, session: s.config.identifier)
         }
         for (job, request) in batch.jobs {
             guard records[job.id] != nil else { continue }

@@ -97,9 +97,11 @@ extension Supervisor {
     /// Loads the sessions and undelivered transfers recorded before a host restart (rows
     /// of apps no longer installed are deleted).
     static func restoredTransfers(store: Store, installed: Set<String>, start: Date) throws -> TransferBrokerState {
-        let (broker, orphans) = TransferBroker.restored(sessions: try store.transferSessions(), jobs: try store.transfers(),
-                                                        installed: installed, start: start)
-        try store.deleteTransfers(ids: orphans)
+        let restored = TransferBroker.restored(sessions: try store.transferSessions(), jobs: try store.transfers(),
+                                               installed: installed, start: start)
+        var broker = restored.broker
+        try store.deleteTransfers(ids: restored.orphans)
+        try store.deleteCancelledTransfers(ids: broker.restoreCancelled(try store.cancelledTransfers(), installed: installed))
         return TransferBrokerState(broker: broker)
     }
 
@@ -170,6 +172,17 @@ extension Supervisor {
         performTransfer(transfers.broker.appExited(app, byUser: byUser))
     }
 
+    /// The system cancels `app`'s background transfers for `reason` (the entry point for
+    /// Background App Refresh turned off: `.backgroundUpdatesDisabled`, `only: { $0.discretionary }`):
+    /// each is reported to the app with `didCompleteWithError` (`NSURLErrorCancelled` and
+    /// `NSURLErrorBackgroundTaskCancelledReasonKey`), at once if it runs code, else when it
+    /// next makes the session; remembered in the database until then. `only` nil: every
+    /// transfer of the app (a user terminate does this through ``transfersAppExited(_:byUser:)``).
+    func transfersCancelledBySystem(_ app: String, reason: BackgroundTaskCancelledReason, only include: ((TransferJob) -> Bool)? = nil) {
+        saveTransferBatch(ordered: true)
+        performTransfer(transfers.broker.systemCancelled(app, reason: reason, only: include, world: transferWorld))
+    }
+
     /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
     func transfersAppUninstalled(_ app: String) {
         saveTransferBatch(ordered: true)
@@ -237,6 +250,14 @@ extension Supervisor {
             transfers.saveDue = true
         case .deleteTransfers(let ids):
             do { try store.deleteTransfers(ids: ids) } catch { logger.error("could not forget transfers \(ids): \(error)") }
+        case .saveCancelled(let entries, let ids, let dropped):
+            do {
+                try store.saveCancelledTransfers(entries, transfers: ids, dropped: dropped)
+            } catch {
+                logger.error("could not record \(entries.count) cancelled transfer(s): \(error)")
+            }
+        case .deleteCancelled(let ids):
+            do { try store.deleteCancelledTransfers(ids: ids) } catch { logger.error("could not forget cancelled transfers \(ids): \(error)") }
         case .deleteAppState(let app):
             do { try store.deleteTransferState(bundleIdentifier: app) } catch { logger.error("could not forget \(app)'s transfers: \(error)") }
         case .prepareDirectory(let app):

@@ -38,6 +38,9 @@ public struct FetchPlugin: BackgroundModePlugin {
         var lastDuration: Duration?
         var backoff = 1
         var outstanding: (id: UInt64, started: Duration)?
+        /// The last fetch that stopped running, and whether its budget ran out: a late
+        /// completion for it is refused naming that cause.
+        var lastEnded: (id: UInt64, expired: Bool)?
         var userTerminated = false
     }
     struct State: PluginState {
@@ -75,13 +78,18 @@ public struct FetchPlugin: BackgroundModePlugin {
             return .ok
         case .fetchCompleted(let id, let result):
             guard let a = ctx.state(State.self).apps[app], let out = a.outstanding, out.id == id else {
-                return .refused(reason: "performFetch \(id) is not running (completion called twice, or after the budget)")
+                let ended = ctx.state(State.self).apps[app]?.lastEnded
+                let why = ended?.id != id ? "no performFetch \(id) is running in this app"
+                    : ended?.expired == true ? "performFetch \(id)'s completion came after the fetch budget of \(DurationText.format(ctx.profile.fetch)) ran out"
+                    : "performFetch \(id) was completed already: its completion handler was called twice"
+                return .refused(reason: why)
             }
             let took = ctx.now - out.started
             let slow = took > ctx.profile.duration(.fetch) / 2
             ctx.update(State.self) { s in
                 var a = s.apps[app] ?? App()
                 a.outstanding = nil
+                a.lastEnded = (id, false)
                 a.lastResult = result
                 a.lastDuration = took
                 a.backoff = result == .newData && !slow ? 1 : min(a.backoff * 2, Self.maximumBackoff)
@@ -133,6 +141,7 @@ public struct FetchPlugin: BackgroundModePlugin {
             guard let app, let out = ctx.state(State.self).apps[app]?.outstanding else { return }
             ctx.update(State.self) { s in
                 s.apps[app]?.outstanding = nil
+                s.apps[app]?.lastEnded = (out.id, true)
                 let backoff = s.apps[app]?.backoff ?? 1
                 s.apps[app]?.backoff = min(backoff * 2, Self.maximumBackoff)
             }
@@ -170,6 +179,10 @@ public struct FetchPlugin: BackgroundModePlugin {
     }
 
     public func conditionsChanged(in ctx: ModeContext) {
+        // A fetch the change made due (refresh back on, Low Power Mode off) runs now, in
+        // this step, as the tick would: on the virtual clock too, where a timer armed for
+        // "now" would wait for the next `clock advance`.
+        if let earliest = earliestDue(ctx), earliest <= ctx.now { runDue(ctx) }
         reschedule(ctx)
     }
 
@@ -204,11 +217,16 @@ public struct FetchPlugin: BackgroundModePlugin {
     }
 
     /// Arms the one world timer for the earliest due fetch.
-    private func reschedule(_ ctx: ModeContext) {
+    private func earliestDue(_ ctx: ModeContext) -> Duration? {
         var earliest: Duration?
         for app in ctx.apps.keys {
             if case .success(let due) = Self.next(app, ctx) { earliest = min(earliest ?? due, due) }
         }
+        return earliest
+    }
+
+    private func reschedule(_ ctx: ModeContext) {
+        let earliest = earliestDue(ctx)
         let armed = ctx.state(State.self).armedFor
         guard earliest != armed else { return }
         ctx.update(State.self) { $0.armedFor = earliest }

@@ -252,9 +252,17 @@ public struct LocationPlugin: BackgroundModePlugin {
             ctx.emit(.deliver(app: app, .locationUpdate([fix]), wake: .ifRunning, because: "still running in the background"))
             return true
         }
-        let why = !info.declares(.location) ? "no \"location\" background mode"
-            : auth != .always ? "not always-authorized" : !m.allowsBackground ? "allowsBackgroundLocationUpdates is false" : "suspended"
-        ctx.emit(.refused(app: app, mode: mode, "location fix not delivered while suspended (\(why))"))
+        let what = "location fix not delivered while suspended"
+        guard info.declares(.location) else {
+            ctx.emit(.refused(app: app, mode: mode, what))
+            return false
+        }
+        // The mode is there: the refusal names what else is missing, never the mode.
+        let because = auth != .always
+            ? "the app is only when-in-use authorized; background fixes need always authorization (`apphost privacy grant location-always \(app)`)"
+            : !m.allowsBackground ? "allowsBackgroundLocationUpdates is false (updates stop when the app is suspended)"
+            : "the app is suspended"
+        ctx.emit(.refusedBecause(app: app, mode: mode, what, because: because))
         return false
     }
 }

@@ -112,6 +112,10 @@ public enum ModeEffect: Sendable, Equatable {
     /// written to the event log, where `apphost lint --trace` reads them.
     case used(app: String, mode: BackgroundMode, String)
     case refused(app: String, mode: BackgroundMode, String)
+    /// Refused under a mode the app declares, for another reason (`because`: the true
+    /// cause, e.g. "only when-in-use authorized"). Written as a `modeRefused` event whose
+    /// cause is "WHAT: BECAUSE", not "needs MODE in UIBackgroundModes".
+    case refusedBecause(app: String, mode: BackgroundMode, String, because: String)
     /// Anything else worth a line in the event log.
     case note(app: String?, String)
     /// A line with typed fields (a push's or a fetch's number, its apns-id, the result

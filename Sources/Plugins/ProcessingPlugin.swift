@@ -43,6 +43,9 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         var registered: Set<String> = []
         var pending: [String: Pending] = [:]
         var running: [String: Running] = [:]
+        /// How each identifier's last run ended (true: its budget ran out), for the
+        /// refusal of a late `setTaskCompleted`; one entry per permitted identifier at most.
+        var ended: [String: Bool] = [:]
         var userTerminated = false
     }
     struct State: PluginState {
@@ -88,9 +91,15 @@ public struct ProcessingPlugin: BackgroundModePlugin {
             return .bgRequests(pending)
         case .bgTaskCompleted(let identifier, let success):
             guard ctx.state(State.self).apps[app]?.running[identifier] != nil else {
-                return .refused(reason: "no task \(identifier) is running (completed twice?)")
+                let why = switch ctx.state(State.self).apps[app]?.ended[identifier] {
+                case true?: "task \(identifier)'s setTaskCompleted came after its budget ran out"
+                case false?: "task \(identifier) was completed already: setTaskCompleted was called twice"
+                case nil: "no task \(identifier) is running in this app"
+                }
+                return .refused(reason: why)
             }
             finish(app, identifier, ctx)
+            ctx.update(State.self) { $0.apps[app]?.ended[identifier] = false }
             ctx.emit(.note(app: app, "BGTask \(identifier) completed (success: \(success))"))
             return .ok
         default:
@@ -169,7 +178,10 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         case "warn":
             if !running.expired { expire(app, identifier, ctx) }
         case "end":
-            ctx.update(State.self) { _ = $0.apps[app]?.running.removeValue(forKey: identifier) }
+            ctx.update(State.self) { s in
+                s.apps[app]?.running.removeValue(forKey: identifier)
+                s.apps[app]?.ended[identifier] = true
+            }
             let budget = running.kind == .refresh ? ctx.profile.fetch : ctx.profile.processing
             ctx.emit(.kill(app: app, namespace: "RUNNINGBOARD", code: .backgroundTaskTimeout,
                            reason: "BGTask \(identifier) did not call setTaskCompleted within \(DurationText.format(budget))\(running.expired ? " (its expiration handler ran)" : "")"))
@@ -215,7 +227,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
     }
 
     public func conditionsChanged(in ctx: ModeContext) {
-        reschedule(ctx)
+        runIfDue(ctx)
     }
 
     // MARK: scheduling
@@ -233,13 +245,27 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         return nil
     }
 
-    private func reschedule(_ ctx: ModeContext) {
+    /// When the first request that could run now (nothing it waits for) is due.
+    private func earliestRunnable(_ ctx: ModeContext) -> Duration? {
         var earliest: Duration?
         for (app, a) in ctx.state(State.self).apps {
             for p in a.pending.values where Self.waiting(app, p, ctx) == nil && a.running[p.info.identifier] == nil {
                 earliest = min(earliest ?? p.earliest, p.earliest)
             }
         }
+        return earliest
+    }
+
+    /// A device change (plugged in, online, refresh back on) that makes a request
+    /// due runs it now, in this step, as the tick would: on the virtual clock too, where a
+    /// timer armed for "now" would wait for the next `clock advance`.
+    private func runIfDue(_ ctx: ModeContext) {
+        if let earliest = earliestRunnable(ctx), earliest <= ctx.now { runDue(ctx) }
+        reschedule(ctx)
+    }
+
+    private func reschedule(_ ctx: ModeContext) {
+        let earliest = earliestRunnable(ctx)
         guard earliest != ctx.state(State.self).armedFor else { return }
         ctx.update(State.self) { $0.armedFor = earliest }
         if let earliest {

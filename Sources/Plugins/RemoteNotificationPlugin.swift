@@ -31,7 +31,17 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         var delivered: [Duration] = []
         var held: Held?
         var outstanding: [UInt64: Duration] = [:]
+        /// Visible pushes delivered to the app in front whose completion has not come
+        /// (no budget: the app runs anyway), oldest first; at most ``maximumAwaitingVisible``.
+        var visible: [UInt64] = []
+        /// How the app's latest pushes ended, oldest first; at most ``rememberedEnds``: a
+        /// completion for one of them is refused naming its true cause.
+        var ended: [(id: UInt64, how: Ended)] = []
         var userTerminated = false
+    }
+    /// How a push stopped waiting for its completion.
+    enum Ended: Sendable, Equatable {
+        case completed, budgetExpired, forgotten
     }
     struct State: PluginState {
         var apps: [String: App] = [:]
@@ -65,12 +75,19 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
             ctx.emit(.note(app: app, "registered for remote notifications: device token \(token)"))
             return .token(token)
         case .remoteNotificationCompleted(let id, let result):
-            guard ctx.state(State.self).apps[app]?.outstanding[id] != nil else {
-                return .refused(reason: "push \(id) is not waiting for its completion (called twice, or after the budget)")
+            let a = ctx.state(State.self).apps[app]
+            if a?.outstanding[id] != nil {
+                ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
+                ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget/\(id)")))
+                ctx.emit(.endActivity(app: app, name: Self.activity(id)))
+            } else if a?.visible.contains(id) == true {
+                // A visible push to the app in front: its completion is due as a silent
+                // push's is, but nothing runs on a budget.
+                ctx.update(State.self) { $0.apps[app]?.visible.removeAll { $0 == id } }
+            } else {
+                return .refused(reason: Self.notWaiting(id, a?.ended.last { $0.id == id }?.how, ctx))
             }
-            ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
-            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget/\(id)")))
-            ctx.emit(.endActivity(app: app, name: Self.activity(id)))
+            Self.remember(id, .completed, app: app, ctx)
             ctx.emit(.typedNote(app: app, "push \(id) completed: \(result.rawValue)", .init(push: id, result: result.rawValue)))
             return .ok
         default:
@@ -79,6 +96,34 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
     }
 
     static func activity(_ id: UInt64) -> String { "remote notification \(id)" }
+
+    /// Visible pushes per app whose completion is awaited; past it the oldest is forgotten.
+    public static let maximumAwaitingVisible = 64
+    /// Ended pushes per app whose end is remembered for the refusal of a late completion.
+    public static let rememberedEnds = 64
+
+    /// Why a completion for push `id` is refused: its true cause.
+    static func notWaiting(_ id: UInt64, _ how: Ended?, _ ctx: ModeContext) -> String {
+        switch how {
+        case .completed?:
+            "push \(id) was completed already: its completion handler was called twice"
+        case .budgetExpired?:
+            "push \(id)'s completion came after its budget of \(DurationText.format(ctx.profile.silentPush)) ran out"
+        case .forgotten?:
+            "push \(id) is no longer awaited: more than \(maximumAwaitingVisible) notifications delivered in front were left uncompleted after it"
+        case nil:
+            "no push \(id) was delivered to this app"
+        }
+    }
+
+    /// Notes how push `id` ended (the latest ``rememberedEnds`` per app).
+    static func remember(_ id: UInt64, _ how: Ended, app: String, _ ctx: ModeContext) {
+        ctx.update(State.self) { s in
+            s.apps[app, default: App()].ended.append((id, how))
+            let extra = (s.apps[app]?.ended.count ?? 0) - rememberedEnds
+            if extra > 0 { s.apps[app]?.ended.removeFirst(extra) }
+        }
+    }
 
     // MARK: commands
 
@@ -101,6 +146,12 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         if payload.isVisible {
             if info.isForeground {
                 let id = nextID(ctx)
+                let forgotten = ctx.update(State.self) { s -> UInt64? in
+                    s.apps[app, default: App()].visible.append(id)
+                    guard (s.apps[app]?.visible.count ?? 0) > Self.maximumAwaitingVisible else { return nil }
+                    return s.apps[app]?.visible.removeFirst()
+                }
+                if let forgotten { Self.remember(forgotten, .forgotten, app: app, ctx) }
                 ctx.emit(.deliver(app: app, .remoteNotification(id: id, userInfo: payload.json, silent: false), wake: .ifRunning,
                                   because: "notification \(what) to the app in front"))
                 outcome.append("delivered to the app in front")
@@ -188,6 +239,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         guard let app, name.hasPrefix("budget/"), let id = UInt64(name.dropFirst("budget/".count)),
               ctx.state(State.self).apps[app]?.outstanding[id] != nil else { return }
         ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
+        Self.remember(id, .budgetExpired, app: app, ctx)
         ctx.emit(.kill(app: app, namespace: "RUNNINGBOARD", code: .watchdog,
                        reason: "didReceiveRemoteNotification did not call its completion handler within the push budget of \(DurationText.format(ctx.profile.silentPush))"))
     }
@@ -204,6 +256,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         let (outstanding, dropped) = ctx.update(State.self) { s -> ([UInt64], Bool) in
             let ids = Array((s.apps[app]?.outstanding ?? [:]).keys)
             s.apps[app]?.outstanding = [:]
+            s.apps[app]?.visible = []
             var dropped = false
             if byUser {
                 dropped = s.apps[app]?.held != nil

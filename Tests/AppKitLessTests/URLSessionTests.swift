@@ -39,6 +39,8 @@ private final class SessionRecorder: BackgroundURLSessionDelegate {
     /// Where to move a finished download (nil: leave it).
     var moveTo: URL?
     var movedBytes: Data?
+    /// The errors didCompleteWithError was given, in order.
+    var errors: [BackgroundURLSessionError] = []
 
     func urlSession(_ session: BackgroundURLSession, downloadTask: BackgroundURLSessionTask, didWriteData bytesWritten: Int64,
                     totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
@@ -60,6 +62,7 @@ private final class SessionRecorder: BackgroundURLSessionDelegate {
 
     func urlSession(_ session: BackgroundURLSession, task: BackgroundURLSessionTask, didCompleteWithError error: BackgroundURLSessionError?) {
         lines.append("\(session.identifier) complete task=\(task.taskIdentifier) state=\(task.state) error=\(error.map { "\($0)" } ?? "nil")")
+        if let error { errors.append(error) }
     }
 
     func urlSessionDidFinishEvents(forBackgroundURLSession session: BackgroundURLSession) {
@@ -380,5 +383,27 @@ struct URLSessionTests {
             "relaunch complete task=1 state=completed error=nil",
             "relaunch didFinishEvents",
         ])
+    }
+
+    @Test("a task the system cancelled completes with NSURLErrorCancelled and NSURLErrorBackgroundTaskCancelledReasonKey, as URLError has them")
+    func cancelledBySystem() async throws {
+        let fixture = try await URLFixture { DefaultAppDelegate() }
+        defer { fixture.tearDown() }
+        let recorder = SessionRecorder()
+        let session = try await fixture.makeSession("s", id: 1, delegate: recorder)
+        for (seq, reason) in [(UInt64(2), BackgroundTaskCancelledReason.userForceQuitApplication), (3, .backgroundUpdatesDisabled)] {
+            try fixture.deliver(seq: seq, .urlSessionDidComplete(session: "s", taskIdentifier: Int(seq), errorCode: "cancelled",
+                                                                errorReason: "cancelled by the system", cancelledReason: reason))
+        }
+        try fixture.deliver(seq: 4, .urlSessionDidComplete(session: "s", taskIdentifier: 4, errorCode: "cancelled", errorReason: "cancelled"))
+        try fixture.expectQuiet()
+        let errors = await MainActor.run { recorder.errors }
+        #expect(errors.map(\.backgroundTaskCancelledReason) == [.userForceQuitApplication, .backgroundUpdatesDisabled, nil])
+        #expect(errors.map(\.errorCode) == [NSURLErrorCancelled, NSURLErrorCancelled, NSURLErrorCancelled])
+        let keys = errors.map { $0.urlError.userInfo[NSURLErrorBackgroundTaskCancelledReasonKey] as? Int }
+        #expect(keys == [NSURLErrorCancelledReasonUserForceQuitApplication, NSURLErrorCancelledReasonBackgroundUpdatesDisabled, nil])
+        #expect(errors.first?.urlError.code == .cancelled)
+        #expect(BackgroundURLSessionError(.init(rawValue: "somethingNew"), reason: "x").errorCode == NSURLErrorUnknown)
+        withExtendedLifetime(session) {}
     }
 }

@@ -138,8 +138,14 @@ struct TransferBrokerTests {
     @Test func aUserTerminateCancelsTheAppsTransfers() {
         var (b, ids) = Self.broker(tasks: 2)
         let fx = b.appExited(Self.app, byUser: true)
-        #expect(fx == [.deleteTransfers(ids.sorted()), .daemon(.cancelApp(bundleIdentifier: Self.app)),
-                       .note(app: Self.app, "terminated by the user: 2 background transfer(s) cancelled", .init(transfer: .cancelledByUser))])
+        let entries = ids.sorted().enumerated().map {
+            CancelledTransfer(id: $0.element, bundleIdentifier: Self.app, session: Self.session, taskIdentifier: $0.offset + 1,
+                              kind: .download, url: "http://h/f/\($0.offset + 1)", reason: .userForceQuitApplication)
+        }
+        // Remembered (not forgotten: TransferCancelledTests follows them to the app).
+        #expect(fx == [.saveCancelled(entries, transfers: ids.sorted(), dropped: []), .daemon(.cancelApp(bundleIdentifier: Self.app)),
+                       .note(app: Self.app, "terminated by the user: 2 background transfer(s) cancelled; reported (userForceQuitApplication) when the app makes their session again",
+                             .init(transfer: .cancelledByUser))])
         #expect(b.records.isEmpty && b.id(app: Self.app, session: Self.session, task: 1) == nil)
         // The session stays: the app makes it again on its next launch.
         #expect(b.sessions[Self.app]?[Self.session] != nil)

@@ -1,0 +1,60 @@
+import AppHostProtocol
+import Foundation
+import TestSupport
+import Testing
+@testable import Host
+
+/// A user terminate cancels the app's background transfers, and the app hears of each
+/// when it next makes the session: `didCompleteWithError` with `NSURLErrorCancelled`
+/// and `NSURLErrorBackgroundTaskCancelledReasonKey` = 0 (userForceQuitApplication),
+/// through ProbeApp, the host and the real transfer daemon, across a host restart.
+@Suite("Transfers cancelled by a user terminate, through the host", .tags(.process), .timeLimit(.minutes(2)),
+       .enabled(if: probeBuilt && transferDaemonBuilt, "ProbeApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
+struct TransferCancelledHostTests {
+    static let reported = "didCompleteWithError(task 1, cancelled, userForceQuitApplication)"
+    static let line = "[ProbeApp] task 1 completed error=cancelled code=-999 NSURLErrorBackgroundTaskCancelledReasonKey=0 (userForceQuitApplication)"
+
+    func log(_ host: TestHost, _ id: String) -> String {
+        (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
+    }
+
+    @Test func theCancellationIsReportedAtTheNextLaunchEvenAfterAHostRestart() async throws {
+        try await withStateDirectory("txq") { dir in
+            let id = try await withHost(directory: dir) { first in
+                let id = try await first.installProbe("com.tx.forcequit")
+                // No network: the download waits in the daemon, nothing finishes by itself.
+                _ = try await first.supervisor.modeCommand(.deviceNetwork(.none))
+                _ = try await first.supervisor.launch(id, background: false, arguments: [
+                    "--on", "launch", "url-session:s", "--on", "launch", "download:s:http://downloads.example.invalid/big.bin",
+                ])
+                _ = await first.waitForEvent(id) { $0.transfer == .queued }
+                try await first.supervisor.terminate(id)
+                #expect(await first.waitForEvent(id) { $0.transfer == .cancelledByUser } != nil)
+                let store = try Store(path: first.dir.path + "/apphost.sqlite")
+                #expect(try store.transfers().isEmpty)
+                #expect(try store.cancelledTransfers().map(\.reason) == [.userForceQuitApplication])
+                return id
+            }
+
+            // The host stopped between the terminate and the next launch: the row is what remains.
+            try await withHost(reopening: dir) { second in
+                _ = try await second.supervisor.launch(id, background: false, arguments: ["--on", "launch", "url-session:s"])
+                // The delegate returned it (a `callback` event is written on the return) ...
+                #expect(await second.waitForEvent(id) { $0.kind == .callback && $0.callback == Self.reported } != nil)
+                let store = try Store(path: second.dir.path + "/apphost.sqlite")
+                // ... so its row is gone (by the end of that step: the terminate comes after).
+                try await second.supervisor.terminate(id)
+                try await second.waitUntil(id, is: .notRunning)
+                #expect(try store.cancelledTransfers().isEmpty)
+                #expect(log(second, id).contains("[ProbeApp] url-session s: 0 tasks"))
+                #expect(log(second, id).contains(Self.line), "\(log(second, id))")
+
+                // Heard once: a later launch hears nothing more.
+                _ = try await second.supervisor.launch(id, background: false, arguments: ["--on", "launch", "url-session:s"])
+                try await second.supervisor.terminate(id)
+                try await second.waitUntil(id, is: .notRunning)
+                #expect(await second.callbacks(id).filter { $0 == Self.reported }.count == 1)
+            }
+        }
+    }
+}
