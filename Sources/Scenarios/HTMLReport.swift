@@ -155,7 +155,7 @@ public enum HTMLReport {
 
 extension ScenarioResult.Status {
     /// Passed, failed, error: the order the index counts them in.
-    static let allOrdered: [Self] = [.passed, .failed, .error]
+    static let allOrdered: [Self] = [.passed, .failed, .error, .skipped]
 }
 
 extension ScenarioResult {

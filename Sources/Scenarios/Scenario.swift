@@ -19,6 +19,23 @@ public struct Scenario: Sendable, Equatable {
     public var settle: Duration
     /// The device's memory in bytes (`deviceMemory: 512 MiB`); nil: the profile's.
     public var deviceMemory: UInt64?
+    /// What the machine must offer for the scenario to run (`requires: [root]`); where
+    /// it does not, the scenario is skipped, saying why.
+    public var requires: [Requirement] = []
+
+    /// A condition of the machine a scenario needs.
+    public enum Requirement: String, Sendable, Equatable, CaseIterable {
+        /// The host runs as root: apps get uids of their own, so the kernel can refuse
+        /// an app a file (data protection) or a signal.
+        case root
+
+        /// Why a host running as `uid` does not meet it, or nil.
+        public func unmet(uid: uid_t = geteuid()) -> String? {
+            switch self {
+            case .root: uid == 0 ? nil : "needs root (the host must give apps uids of their own); running as uid \(uid)"
+            }
+        }
+    }
     public var apps: [App]
     public var steps: [Step]
 

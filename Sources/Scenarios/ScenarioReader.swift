@@ -15,7 +15,7 @@ public enum ScenarioReader {
     public static let maximumListCount = 1_000
     public static let maximumStringBytes = 64 * 1024
 
-    static let topKeys = ["name", "rule", "source", "profile", "epoch", "settle", "deviceMemory", "apps", "steps"]
+    static let topKeys = ["name", "rule", "source", "profile", "epoch", "settle", "deviceMemory", "requires", "apps", "steps"]
     static let appKeys = ["bundle", "args", "settings", "install"]
     /// Step verbs, as the CLI names them (`home` is `background`).
     public static let verbs = ["install", "uninstall", "launch", "foreground", "background", "home", "terminate", "kill",
@@ -89,6 +89,7 @@ struct Builder {
         var epoch = ScenarioDefaults.epoch
         var settle = Duration.seconds(5)
         var deviceMemory: UInt64?
+        var requires: [Scenario.Requirement] = []
         var appsNode: Located?
         var stepsNode: Located?
         for (key, keyNode, value) in try root.mapping("the scenario") {
@@ -118,6 +119,14 @@ struct Builder {
                 } catch {
                     throw value.error("deviceMemory: \(error.message)")
                 }
+            case "requires":
+                // One word or a list of them (bounded as every list).
+                for word in try value.strings("requires") {
+                    guard let requirement = Scenario.Requirement(rawValue: word) else {
+                        throw value.error(unknown("requirement", word, known: Scenario.Requirement.allCases.map(\.rawValue)))
+                    }
+                    if !requires.contains(requirement) { requires.append(requirement) }
+                }
             case "apps": appsNode = value
             case "steps": stepsNode = value
             default:
@@ -132,6 +141,7 @@ struct Builder {
         var scenario = Scenario(name: name, file: file, rule: rule, source: source, profile: profile, epoch: epoch,
                                 settle: settle, apps: apps, steps: steps)
         scenario.deviceMemory = deviceMemory
+        scenario.requires = requires
         return scenario
     }
 

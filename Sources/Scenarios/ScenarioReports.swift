@@ -10,6 +10,7 @@ public enum ScenarioReports {
         case .passed: mark = "PASS "
         case .failed: mark = "FAIL "
         case .error: mark = "ERROR"
+        case .skipped: mark = "SKIP "
         }
         return "\(mark) \(r.name) (\(r.file), \(String(format: "%.2f", r.seconds)) s)"
     }
@@ -19,6 +20,8 @@ public enum ScenarioReports {
         switch r.status {
         case .passed:
             return nil
+        case .skipped:
+            return "      skipped: " + (r.error ?? "a requirement is not met")
         case .error:
             return "      " + (r.error ?? "could not run").replacingOccurrences(of: "\n", with: "\n      ")
         case .failed:
@@ -47,7 +50,9 @@ public enum ScenarioReports {
         let passed = results.filter { $0.status == .passed }.count
         let failed = results.filter { $0.status == .failed }.count
         let errors = results.filter { $0.status == .error }.count
-        return "\(results.count) scenario(s): \(passed) passed, \(failed) failed, \(errors) could not run (\(String(format: "%.1f", seconds)) s)"
+        let skipped = results.filter { $0.status == .skipped }.count
+        return "\(results.count) scenario(s): \(passed) passed, \(failed) failed, \(errors) could not run"
+            + (skipped > 0 ? ", \(skipped) skipped" : "") + " (\(String(format: "%.1f", seconds)) s)"
     }
 
     /// 0 all passed, 1 a failure, 2 a scenario could not run.
@@ -64,15 +69,20 @@ public enum ScenarioReports {
     public static func junit(_ results: [ScenarioResult], name: String = "apphost test") -> String {
         let failures = results.filter { $0.status == .failed }.count
         let errors = results.filter { $0.status == .error }.count
+        let skipped = results.filter { $0.status == .skipped }.count
         let total = results.reduce(0) { $0 + $1.seconds }
         var out = #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
-        out += #"<testsuites name="\#(escape(name))" tests="\#(results.count)" failures="\#(failures)" errors="\#(errors)" time="\#(String(format: "%.3f", total))">"# + "\n"
-        out += #"  <testsuite name="\#(escape(name))" tests="\#(results.count)" failures="\#(failures)" errors="\#(errors)" time="\#(String(format: "%.3f", total))">"# + "\n"
+        out += #"<testsuites name="\#(escape(name))" tests="\#(results.count)" failures="\#(failures)" errors="\#(errors)" skipped="\#(skipped)" time="\#(String(format: "%.3f", total))">"# + "\n"
+        out += #"  <testsuite name="\#(escape(name))" tests="\#(results.count)" failures="\#(failures)" errors="\#(errors)" skipped="\#(skipped)" time="\#(String(format: "%.3f", total))">"# + "\n"
         for r in results {
             let open = #"    <testcase classname="\#(escape(r.file))" name="\#(escape(r.name))" time="\#(String(format: "%.3f", r.seconds))""#
             switch r.status {
             case .passed:
                 out += open + "/>\n"
+            case .skipped:
+                out += open + ">\n"
+                out += #"      <skipped message="\#(escape(r.error ?? "skipped"))"/>"# + "\n"
+                out += "    </testcase>\n"
             case .failed:
                 let f = r.failure
                 let message = f.map { "expected \($0.expected); seen \($0.seen)" } ?? "failed"
@@ -97,11 +107,13 @@ public enum ScenarioReports {
             var passed: Int
             var failed: Int
             var errors: Int
+            var skipped: Int
             var results: [ScenarioResult]
         }
         let list = events ? results : results.map { var r = $0; r.events = []; return r }
         let run = Run(passed: results.filter { $0.status == .passed }.count, failed: results.filter { $0.status == .failed }.count,
-                      errors: results.filter { $0.status == .error }.count, results: list)
+                      errors: results.filter { $0.status == .error }.count,
+                      skipped: results.filter { $0.status == .skipped }.count, results: list)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         encoder.dateEncodingStrategy = .iso8601

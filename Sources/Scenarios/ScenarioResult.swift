@@ -11,6 +11,8 @@ public struct ScenarioResult: Sendable, Codable, Equatable {
         case failed
         /// The scenario could not run: a bad file, an app that cannot be installed (``error``).
         case error
+        /// The machine does not offer what the scenario `requires` (``error`` says what).
+        case skipped
     }
 
     /// Where an expectation did not hold.

@@ -24,6 +24,8 @@ public struct ScenarioRunner: Sendable {
     public var keepStateDirectories: Bool
     /// Real time an app gets to exit after a `kill` step before the step fails.
     public var killTimeout: Duration = .seconds(10)
+    /// The uid the private hosts run as (what `requires:` is judged against).
+    var hostUID: uid_t = geteuid()
 
     public init(template: HostConfiguration, logLevel: Logger.Level = .critical, keepStateDirectories: Bool = false) {
         self.template = template
@@ -44,6 +46,12 @@ public struct ScenarioRunner: Sendable {
     }
 
     public func run(_ scenario: Scenario, display: String) async -> ScenarioResult {
+        let unmet = scenario.requires.compactMap { $0.unmet(uid: hostUID) }
+        guard unmet.isEmpty else {
+            return ScenarioResult(name: scenario.name, file: display, rule: scenario.rule, source: scenario.source,
+                                  status: .skipped, error: unmet.joined(separator: "; "),
+                                  start: scenario.epoch, end: scenario.epoch)
+        }
         let clock = ContinuousClock()
         let started = clock.now
         var result = ScenarioResult(name: scenario.name, file: display, rule: scenario.rule, source: scenario.source,

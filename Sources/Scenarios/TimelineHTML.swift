@@ -38,7 +38,7 @@ struct HTMLPage {
         table.events td { font-size: 12px; } table.events td:nth-child(2) { white-space: nowrap; } td.num { text-align: right; white-space: nowrap; }
         table.meta th { text-align: left; padding: 2px 12px 2px 0; color: #555; font-weight: normal; }
         .badge { display: inline-block; border-radius: 4px; padding: 1px 7px; color: #fff; font-size: 12px; font-weight: bold; }
-        .badge.passed { background: #2e7d32; } .badge.failed { background: #c62828; } .badge.error { background: #ef6c00; }
+        .badge.passed { background: #2e7d32; } .badge.failed { background: #c62828; } .badge.error { background: #ef6c00; } .badge.skipped { background: #757575; }
         .failure { border-left: 4px solid #c62828; background: #fff5f5; padding: 6px 10px; margin: 10px 0; }
         .failure th { text-align: left; vertical-align: top; padding: 2px 12px 2px 0; }
         .source, .where, .note { color: #666; }

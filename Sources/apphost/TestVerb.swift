@@ -40,8 +40,9 @@ extension AppHostCommand {
                 Every scenario runs on a host of its own (its own state directory, the virtual \
                 clock starting at a fixed epoch), so the same file gives the same events every run.
 
-                Exit status: 0 all passed, 1 a scenario failed, 2 a scenario could not run (a bad \
-                file, an app that cannot be installed) or a report could not be written.
+                Exit status: 0 all passed (or were skipped: a `requires:` the machine does not meet), \
+                1 a scenario failed, 2 a scenario could not run (a bad file, an app that cannot be \
+                installed) or a report could not be written.
 
                 Examples:
                   apphost test scenarios/
