@@ -45,8 +45,9 @@ struct TransferHostTests {
     }
 
     @Test func aSuspendedAppIsWokenForItsSessionEventsAndSuspendedAgain() async throws {
-        // 2 s: the app is home and suspended well before it ends.
-        let (server, _) = try await startServer(size: 256 << 10, faults: [.slow(bytesPerSecond: 128 << 10)])
+        // Held after 64 KiB until the app is suspended: a loaded machine (CI) once took
+        // longer to send it home than a paced 2 s download took to end.
+        let (server, _) = try await startServer(size: 256 << 10, faults: [.holdAfter(bytes: 64 << 10)])
         try await withHost(label: "tx") { host in
             let id = try await host.installProbe("com.tx.wake")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [
@@ -54,6 +55,7 @@ struct TransferHostTests {
             ])
             try await host.supervisor.background(id)
             try await host.waitUntil(id, is: .suspended)
+            server.release("/file")
             // Bounded, so a failure shows what the host saw instead of hitting the time limit.
             let seen = await withTaskGroup(of: Bool.self) { group in
                 group.addTask { await host.waitForEvent(id) { $0.transfer == .finished } != nil }
@@ -81,8 +83,8 @@ struct TransferHostTests {
     }
 
     @Test func anAppKilledMidTransferIsLaunchedInTheBackgroundToCollectIt() async throws {
-        // Slow enough (4 s) that the kill certainly comes first.
-        let (server, resource) = try await startServer(size: 256 << 10, faults: [.slow(bytesPerSecond: 64 << 10)])
+        // Held after 64 KiB until the app is dead: the kill certainly comes first.
+        let (server, resource) = try await startServer(size: 256 << 10, faults: [.holdAfter(bytes: 64 << 10)])
         try await withHost(label: "tx") { host in
             let id = try await host.installProbe("com.tx.killed")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [
@@ -91,6 +93,7 @@ struct TransferHostTests {
             _ = await host.waitForEvent(id) { $0.transfer == .queued }
             kill(pid, SIGKILL)
             try await host.waitUntil(id, is: .notRunning)
+            server.release("/file")
             await returned(host, id, "didCompleteWithError(task 1, nil)")
             let relaunch = await host.events(id).last { $0.kind == .transition && $0.from == .notRunning }
             #expect(relaunch?.to == .background)
@@ -113,7 +116,7 @@ struct TransferHostTests {
     /// `sessionSendsLaunchEvents = false`: a transfer that finishes while the app is dead
     /// launches nothing; its events wait until the app makes the session again.
     @Test func withoutLaunchEventsTheEventsWaitForTheNextLaunch() async throws {
-        let (server, resource) = try await startServer(size: 128 << 10, faults: [.slow(bytesPerSecond: 64 << 10)])
+        let (server, resource) = try await startServer(size: 128 << 10, faults: [.holdAfter(bytes: 32 << 10)])
         try await withHost(label: "tx") { host in
             let id = try await host.installProbe("com.tx.nolaunch")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [
@@ -122,6 +125,7 @@ struct TransferHostTests {
             _ = await host.waitForEvent(id) { $0.transfer == .queued }
             kill(pid, SIGKILL)
             try await host.waitUntil(id, is: .notRunning)
+            server.release("/file")
             let held = await host.waitForEvent(id) { $0.transfer == .heldForNextLaunch }
             #expect(held != nil)
             #expect(try await host.supervisor.status(id).first?.state == .notRunning, "no background launch")
