@@ -26,8 +26,9 @@ extension AppHostCommand {
                 killed with SIGKILL and launched in the background to collect the file. Act 5
                 shows the redacted snapshot of manifests/Bank.app and runs the privacy check on
                 Bank, BankLeaky (fails, naming the balance) and BankCover. Act 6 runs the
-                shipped policy scenarios about background budgets (apphost test), each on a
-                private host with a virtual clock.
+                shipped policy scenarios about background budgets and about jetsam (memory
+                pressure killing suspended apps least recently used first, the switcher's cold
+                launch) with apphost test, each on a private host with a virtual clock.
                 Each step prints the CLI verb that does the same against a daemon.
                 Every wait is on a real event, never a fixed delay.
                 """)
@@ -94,9 +95,16 @@ extension AppHostCommand.Demo {
         let bold = isatty(1) == 1
         func say(_ text: String) { print(bold ? "\n\u{1B}[1m== \(text)\u{1B}[0m" : "\n== \(text)"); fflush(nil) }
         say("act 6: policy tests as files (a private host each, virtual clock)")
-        say("$ apphost test scenarios/examples scenarios/ios --filter budget --jobs 2")
+        say("$ apphost test scenarios/examples scenarios/ios --filter budget --jobs 2; and --filter jetsam (memory pressure)")
         let paths = [root + "/scenarios/examples", root + "/scenarios/ios"].filter { FileManager.default.fileExists(atPath: $0) }
-        guard let suite = try? ScenarioSuite.discover(paths).filtered("budget"), !suite.files.isEmpty else {
+        guard let all = try? ScenarioSuite.discover(paths) else {
+            print("   no scenarios found under \(root)/scenarios")
+            return
+        }
+        // The background budgets, then memory: warnings, jetsam by band and recency, the cold launch.
+        var suite = all.filtered("budget")
+        suite.files += all.filtered("jetsam").files
+        guard !suite.files.isEmpty else {
             print("   no scenarios found under \(root)/scenarios")
             return
         }
