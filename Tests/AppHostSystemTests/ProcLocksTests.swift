@@ -175,7 +175,7 @@ private func deviceString(_ path: String) throws -> String {
 /// its pidfd, closes its stdin and reaps it. The children below block reading
 /// stdin, so a grandchild (flock(1) forks its command, which inherits the lock)
 /// sees EOF and exits too.
-private func withLockingChild(
+func withLockingChild(
     _ settings: SpawnSettings,
     _ body: (ChildProcess) throws -> Void
 ) async throws {

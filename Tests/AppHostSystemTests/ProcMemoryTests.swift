@@ -27,15 +27,24 @@ struct SmapsRollupTests {
         #expect(throws: ProcFileError.self) { try SmapsRollup.parse("Rss: 18446744073709551615 kB\nPss: 1 kB\n") }
     }
 
-    @Test func readsThisProcessAndGrowsWithTouchedMemory() throws {
-        let before = try SmapsRollup.read(pid: getpid())
-        #expect(before.pss > 0 && before.pss <= before.rss)
-        let size = 64 << 20
-        let block = try #require(malloc(size))
-        defer { free(block) }
-        memset(block, 0x5A, size)
-        let after = try SmapsRollup.read(pid: getpid())
-        #expect(after.pss >= before.pss + UInt64(size) / 2, "\(before.pss) -> \(after.pss)")
+    /// Two children of the same program, one of which touched 64 MiB more: measured in
+    /// processes of their own, because the test process's own Pss moves with every test
+    /// that runs beside this one (a CI run saw it shrink while 64 MiB were touched).
+    @Test func readsAChildAndGrowsWithTouchedMemory() async throws {
+        let script = "import sys\nb = b'Z' * (int(sys.argv[1]) << 20)\nprint('ready', flush=True)\nsys.stdin.read()\n"
+        func pss(touching mib: Int) async throws -> SmapsRollup {
+            let got = Mutex<SmapsRollup?>(nil)
+            try await withLockingChild(SpawnSettings(
+                executablePath: "/usr/bin/python3", arguments: ["python3", "-c", script, String(mib)], seccomp: .none)) { child in
+                let r = try SmapsRollup.read(pid: child.pid)
+                got.withLock { $0 = r }
+            }
+            return try #require(got.withLock { $0 })
+        }
+        let small = try await pss(touching: 0)
+        #expect(small.pss > 0 && small.pss <= small.rss)
+        let large = try await pss(touching: 64)
+        #expect(large.pss >= small.pss + (32 << 20), "\(small.pss) -> \(large.pss)")
     }
 
     @Test func aGoneProcessIsUnreadable() {
