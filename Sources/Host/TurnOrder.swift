@@ -83,11 +83,6 @@ struct TurnOrder {
         guard let holder else { return true }
         return queue.isEmpty && !busy(holder)
     }
-
-    /// Whether `party` is the holder or in line.
-    func involves(_ party: Party) -> Bool {
-        holder == party || queue.contains(party)
-    }
 }
 
 extension Supervisor.Input {
