@@ -56,13 +56,15 @@ extension AppHostCommand {
             @OptionGroup var output: JSONOption
 
             func run() throws {
-                if all { return try printProfiles(BudgetProfile.all, source: "named profiles") }
+                if all { return try printProfiles(BudgetProfile.all, source: "named profiles", json: "named") }
                 var inForce: BudgetProfile
                 var source: String
+                var jsonSource = "options"
                 if profile == nil, config == nil,
                    let r = try? state.client.request(.profile), case .profile(let p) = r {
                     inForce = p
                     source = "in force on the daemon at \(state.resolved)"
+                    jsonSource = "daemon"
                 } else {
                     do {
                         let file = try config.map { try HostConfigFile.load(path: absolute($0)) }
@@ -73,12 +75,13 @@ extension AppHostCommand {
                     }
                     source = "no daemon answering; what --profile/--config give"
                 }
-                if output.json { return try printJSON(inForce) }
-                try printProfiles([inForce], source: source)
+                try printProfiles([inForce], source: source, json: jsonSource)
             }
 
-            func printProfiles(_ profiles: [BudgetProfile], source: String) throws {
-                if output.json { return try printJSON(profiles) }
+            /// The table, or with --json the profiles and where they came from (`daemon`: the
+            /// running host's; `options`: what --profile/--config give; `named`: --all).
+            func printProfiles(_ profiles: [BudgetProfile], source: String, json: String) throws {
+                if output.json { return try printJSON(.profile, profiles, extra: ["source": json]) }
                 print("budgets (\(source)), seconds:")
                 let header = ["BUDGET"] + profiles.map(\.name) + ["SOURCE"]
                 let rows = BudgetProfile.keys.map { key in
@@ -96,7 +99,7 @@ func printClock(_ r: ControlResponse, json: Bool) throws {
     guard case .clock(let mode, let seconds, let date) = r else { throw unexpected(r) }
     if json {
         struct Reading: Encodable { var mode: String; var seconds: Double; var date: Date }
-        return try printJSON(Reading(mode: mode, seconds: seconds, date: date))
+        return try printJSON(.clock, Reading(mode: mode, seconds: seconds, date: date))
     }
     print("\(mode) clock: +\(DurationText.format(seconds)) (\(Timestamp.format(date)))")
 }

@@ -19,7 +19,7 @@ extension AppHostCommand {
             try reportingErrors {
                 let r = try state.client.request(.install(path: absolute(bundle), settings: settings.dictionary)).checked()
                 guard case .installed(let app) = r else { throw unexpected(r) }
-                if output.json { try printJSON(app) } else {
+                if output.json { try printJSON(.install, app) } else {
                     print("installed \(app.bundleIdentifier) (\(app.executablePath))")
                 }
             }
@@ -45,7 +45,7 @@ extension AppHostCommand {
                     if case .app(let app) = r { return app }
                     return nil
                 }
-                if output.json { return try printJSON(apps) }
+                if output.json { return try printJSON(.list, apps) }
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { [$0.bundleIdentifier, $0.name, $0.backgroundModes.map(\.rawValue).joined(separator: ","), $0.bundlePath] }
                 print(table(["BUNDLE ID", "NAME", "MODES", "BUNDLE"], rows))
@@ -121,7 +121,7 @@ extension AppHostCommand {
                     if case .appStatus(let s) = r { return s }
                     return nil
                 }
-                if output.json { return try printJSON(apps) }
+                if output.json { return try printJSON(.status, apps) }
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { s in
                     [s.bundleIdentifier, s.state.rawValue + (s.isFrontmost ? " *" : ""), s.pid.map(String.init) ?? "-",
@@ -145,7 +145,7 @@ extension AppHostCommand {
                     try state.client.stream(.events(follow: follow, bundleIdentifier: bundleIdentifier)) { r in
                     guard case .event(let e) = try r.checked() else { throw unexpected(r) }
                     if output.json {
-                        print(String(decoding: try WireJSON.encoder().encode(e), as: UTF8.self))
+                        print(try jsonLine(.event, e))
                     } else {
                         print(EventFormatter.line(e))
                     }
@@ -166,7 +166,7 @@ extension AppHostCommand {
                     if case .report(let report) = r { return report }
                     return nil
                 }
-                if output.json { return try printJSON(reports) }
+                if output.json { return try printJSON(.reports, reports) }
                 if reports.isEmpty { return print("no termination reports") }
                 for report in reports {
                     print(ReportFormatter.text(report))
@@ -196,9 +196,11 @@ extension AppHostCommand {
                     manifest = try ManifestReader.read(path: file, settings: settings.dictionary)
                 } catch {
                     FileHandle.standardError.write(Data("apphost: \(error)\n".utf8))
+                    // As every verb: a file that is not there is EX_NOINPUT, a bad one EX_DATAERR.
+                    if let e = error as? ManifestError, e.code == .fileNotFound || e.code == .unreadable { throw ExitCode(66) }
                     throw ExitCode(65)
                 }
-                if output.json { return try printJSON(manifest) }
+                if output.json { return try printJSON(.manifest, manifest) }
                 var lines = [
                     ("file", manifest.sourcePath),
                     ("bundle id", manifest.bundleIdentifier),
