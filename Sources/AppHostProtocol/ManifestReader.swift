@@ -234,8 +234,8 @@ public enum ManifestReader {
             bgTaskIdentifiers.append(try required(bgTaskIdentifiersKey, id, index: i))
         }
         let name = display(nameKey, raw.rawName ?? "$(PRODUCT_NAME)")
-        let displayName = raw.rawDisplayName.map { display(displayNameKey, $0) }
-            ?? generatedValue(displayNameKey, settings: settings, bundleName: bundleName)
+        let generatedDisplayName = generatesInfoPlist(settings) ? settings["INFOPLIST_KEY_" + displayNameKey] : nil
+        let displayName = (raw.rawDisplayName ?? generatedDisplayName).map { display(displayNameKey, $0) }
         let manifest = Manifest(
             bundleIdentifier: bundleIdentifier,
             executable: executable,

@@ -21,7 +21,7 @@ struct XCConfigTests {
         #expect(device.settings["MARKETING_VERSION"] == "2.3", "a ';' ending the line is dropped")
         #expect(device.settings["WALKER_API_URL"] == "https:/$()/api.example.com/v2", "the comment after it is cut, $() is kept for expansion")
         #expect(device.settings["INFOPLIST_KEY_CFBundleDisplayName"] == "Walker$(DISPLAY_SUFFIX)", "references are left for the manifest")
-        #expect(device.settings["DISPLAY_SUFFIX"] == nil, "[sdk=iphonesimulator*] does not match iphoneos")
+        #expect(device.settings["DISPLAY_SUFFIX"] == "", "[sdk=iphonesimulator*] does not match iphoneos")
         #expect(device.settings["SWIFT_ACTIVE_COMPILATION_CONDITIONS"] == " WALKER DEBUG", "$(inherited) across the #include")
         #expect(device.settings["CODE_SIGN_ENTITLEMENTS"] == "Walker/Supporting Files/Walker.entitlements")
         #expect(device.files == [base, xcodeProjectFixture + "/Config/Debug.xcconfig"], "Local.xcconfig is #include? and absent")
