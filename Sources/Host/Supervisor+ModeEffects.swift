@@ -80,6 +80,10 @@ extension Supervisor {
             }
         case .protectData(let level):
             applyDataProtection(level)
+        case .lockGrace(let after?):
+            startHostTimer(.lockGrace, app: nil, after: after)
+        case .lockGrace(nil):
+            cancelHostTimer(.lockGrace, app: nil)
         case .persistPrivacy(let app, let service, let value):
             do {
                 try store.setPrivacy(bundleIdentifier: app, service: service, value: value)
