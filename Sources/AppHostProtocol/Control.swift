@@ -13,8 +13,9 @@ public enum ControlSocket {
 public enum ControlRequest: Codable, Sendable, Equatable {
     /// Liveness check; answered with ``ControlResponse/pong(pid:stateDirectory:)``.
     case ping(version: Int)
-    /// Install (or update) the bundle at `path`; `settings` expand build-setting references.
-    case install(path: String, settings: [String: String])
+    /// Install (or update) the bundle at `path`; `settings` expand build-setting references;
+    /// `entitlements` names the entitlements file when it is not `Name.entitlements` beside Info.plist.
+    case install(path: String, settings: [String: String], entitlements: String? = nil)
     /// Remove an installed app (terminating it first if it runs).
     case uninstall(bundleIdentifier: BundleID)
     /// The installed apps: one ``ControlResponse/app(_:)`` each, then ``ControlResponse/end``.

@@ -77,6 +77,10 @@ struct SettingOptions: ParsableArguments {
         "Value for an Xcode build-setting reference in the manifest, e.g. PRODUCT_BUNDLE_IDENTIFIER=com.example.app (repeatable).",
         valueName: "KEY=VALUE"))
     var settings: [String] = []
+    @Option(name: .customLong("xcconfig"), help: ArgumentHelp(
+        "An Xcode .xcconfig file to take build settings from, as Xcode reads it (#include, $(inherited), [sdk=...] conditions); repeatable: later files win, --setting wins over them.",
+        valueName: "file"))
+    var xcconfigs: [String] = []
 
     func validate() throws {
         for s in settings where !s.contains("=") || s.hasPrefix("=") {
@@ -321,12 +325,19 @@ extension AppHostCommand {
         func run() async throws {
             let dir = state.resolved
             let config = host.configuration(stateDirectory: dir)
+            let values: [String: String]
+            do {
+                values = try settings.resolved()
+            } catch {
+                FileHandle.standardError.write(Data("apphost: \(error.description)\n".utf8))
+                throw ExitCode(error.exitCode)
+            }
             // Check every bundle before starting anything.
             for path in bundles {
                 let abs = absolute(path)
                 do {
                     _ = try AppBundleLoader.load(
-                        path: abs, settings: settings.dictionary,
+                        path: abs, settings: values,
                         productDirectories: AppBundleLoader.defaultProductDirectories(forBundleAt: abs, extra: config.productDirectories))
                 } catch {
                     FileHandle.standardError.write(Data("apphost: \(error)\n".utf8))
@@ -335,7 +346,7 @@ extension AppHostCommand {
             }
             let logger = host.logger("apphost.run")
             let bundles = self.bundles.map(absolute)
-            let settings = self.settings.dictionary
+            let settings = values
             let background = self.background
             let service = HostService(configuration: config, logger: logger) { supervisor in
                 // Announced only once the state directory is ours and the socket accepts.

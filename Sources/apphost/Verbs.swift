@@ -8,16 +8,24 @@ extension AppHostCommand {
     struct Install: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Install an app bundle (or update it) on the running host.",
-            discussion: "The executable is resolved from the bundle, then --products-dir / $APPHOST_PRODUCTS_DIR of the daemon, then the folder of the apphost binary, then the package's .build/debug and .build/release above the bundle.")
+            discussion: "The executable is resolved from the bundle, then --products-dir / $APPHOST_PRODUCTS_DIR of the daemon, then the folder of the apphost binary, then the package's .build/debug and .build/release above the bundle. A partial Info.plist (Xcode's GENERATE_INFOPLIST_FILE) takes CFBundleIdentifier, CFBundleExecutable and CFBundleName from $(PRODUCT_BUNDLE_IDENTIFIER), $(EXECUTABLE_NAME) and $(PRODUCT_NAME), given with --setting or --xcconfig.")
         @Argument(help: ArgumentHelp("An App.app folder or an Info.plist file.", valueName: "bundle"))
         var bundle: String
         @OptionGroup var settings: SettingOptions
+        @OptionGroup var entitlements: EntitlementsOption
         @OptionGroup var state: StateOptions
         @OptionGroup var output: JSONOption
 
         func run() throws {
             try reportingErrors {
-                let r = try state.client.request(.install(path: absolute(bundle), settings: settings.dictionary)).checked()
+                let path = absolute(bundle)
+                if AppBundleLoader.isEntitlementsFile(ManifestReader.manifestPath(for: path)) {
+                    throw ManifestWarnings.entitlementsGivenAsManifest(bundle, verb: "install")
+                }
+                let values = try settings.resolved()
+                ManifestWarnings.print(path: path, settings: values, entitlements: entitlements.path)
+                let r = try state.client.request(.install(path: path, settings: values,
+                                                          entitlements: entitlements.absolutePath)).checked()
                 guard case .installed(let app) = r else { throw unexpected(r) }
                 if output.json { try printJSON(app) } else {
                     print("installed \(app.bundleIdentifier) (\(app.executablePath))")
@@ -180,9 +188,27 @@ extension AppHostCommand {
             commandName: "manifest", abstract: "Inspect manifests.", subcommands: [Show.self])
 
         struct Show: ParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Print a parsed manifest (needs no daemon).")
+            static let configuration = CommandConfiguration(
+                abstract: "Print a parsed manifest (needs no daemon).",
+                discussion: """
+                    Build-setting references are expanded from --setting and --xcconfig. A \
+                    partial Info.plist (Xcode's GENERATE_INFOPLIST_FILE) takes a missing \
+                    CFBundleIdentifier, CFBundleExecutable and CFBundleName from \
+                    $(PRODUCT_BUNDLE_IDENTIFIER), $(EXECUTABLE_NAME) and $(PRODUCT_NAME), as \
+                    Xcode does. The entitlements are Name.entitlements beside Info.plist, or \
+                    --entitlements FILE; --json prints them under "entitlements".
+
+                    Exit status: 65 when the manifest, an .xcconfig or the entitlements \
+                    cannot be read.
+
+                    Examples:
+                      apphost manifest show manifests/Tracker.app
+                      apphost manifest show --xcconfig Config/Debug.xcconfig \\
+                        --entitlements App/App.entitlements App/Info.plist
+                    """)
             @Argument(help: ArgumentHelp("An App.app folder or an Info.plist file.", valueName: "path")) var path: String
             @OptionGroup var settings: SettingOptions
+            @OptionGroup var entitlementsFile: EntitlementsOption
             @OptionGroup var output: JSONOption
 
             func run() throws {
@@ -191,14 +217,43 @@ extension AppHostCommand {
                 if FileManager.default.fileExists(atPath: file, isDirectory: &isDir), isDir.boolValue {
                     file += "/Info.plist"
                 }
-                let manifest: Manifest
-                do {
-                    manifest = try ManifestReader.read(path: file, settings: settings.dictionary)
-                } catch {
-                    FileHandle.standardError.write(Data("apphost: \(error)\n".utf8))
-                    throw ExitCode(65)
+                var readManifest: Manifest?
+                var entitlements: Entitlements?
+                var notes: [String] = []
+                try reportingErrors {
+                    if AppBundleLoader.isEntitlementsFile(file) {
+                        throw ManifestWarnings.entitlementsGivenAsManifest(path, verb: "manifest show")
+                    }
+                    let values = try settings.resolved()
+                    let read: (manifest: Manifest, warnings: [ManifestWarning])
+                    do {
+                        read = try ManifestReader.readWithWarnings(path: file, settings: values)
+                        // The entitlements: the file named (it must read), else the one beside it.
+                        if let named = entitlementsFile.absolutePath {
+                            entitlements = try Entitlements.read(path: named)
+                        } else {
+                            let beside = Linter.entitlementsPath(forManifestAt: file)
+                            if FileManager.default.fileExists(atPath: beside) {
+                                do {
+                                    entitlements = try Entitlements.read(path: beside)
+                                } catch {
+                                    notes.append("unreadable: \(error)")
+                                }
+                            }
+                        }
+                    } catch {
+                        throw CLIError(description: "\(error)", exitCode: 65)
+                    }
+                    for warning in read.warnings {
+                        FileHandle.standardError.write(Data("apphost: warning: \(warning)\n".utf8))
+                    }
+                    if entitlementsFile.path == nil, let misnamed = AppBundleLoader.misnamedEntitlementsWarning(forManifestAt: file) {
+                        FileHandle.standardError.write(Data("apphost: warning: \(file): \(misnamed)\n".utf8))
+                    }
+                    readManifest = read.manifest
                 }
-                if output.json { return try printJSON(manifest) }
+                guard let manifest = readManifest else { return }
+                if output.json { return try printJSON(ManifestShowJSON(manifest: manifest, entitlements: entitlements.map(EntitlementsJSON.init))) }
                 var lines = [
                     ("file", manifest.sourcePath),
                     ("bundle id", manifest.bundleIdentifier),
@@ -212,18 +267,14 @@ extension AppHostCommand {
                 if !manifest.externalAccessoryProtocols.isEmpty {
                     lines.append(("accessory protocols", manifest.externalAccessoryProtocols.joined(separator: ", ")))
                 }
-                // The entitlements beside it: every key is kept and shown (aps-environment is
-                // the one AppHost acts on).
-                let entitlementsFile = Linter.entitlementsPath(forManifestAt: file)
-                if FileManager.default.fileExists(atPath: entitlementsFile) {
-                    do {
-                        let shown = Linter.describe(try Entitlements.read(path: entitlementsFile))
-                        lines.append(("entitlements", shown.isEmpty ? "- (\(entitlementsFile) has no keys)" : shown.joined(separator: ", ")))
-                    } catch {
-                        lines.append(("entitlements", "unreadable: \(error)"))
-                    }
+                // The entitlements: every key is kept and shown (aps-environment is the one
+                // AppHost acts on).
+                if let entitlements {
+                    let shown = Linter.describe(entitlements)
+                    lines.append(("entitlements", shown.isEmpty ? "- (\(entitlements.path) has no keys)" : shown.joined(separator: ", ")))
+                    if entitlementsFile.path != nil { lines.append(("entitlements file", entitlements.path)) }
                 } else {
-                    lines.append(("entitlements", "-"))
+                    lines.append(("entitlements", notes.first ?? "-"))
                 }
                 let width = lines.map(\.0.count).max() ?? 0
                 for (k, v) in lines {

@@ -260,7 +260,8 @@ struct LinterTests {
         let file = bundle + "/Info.plist"
         #expect(report.with(.error).map(\.line) == [
             "\(file): error: CFBundleExecutable: expected a string, found an integer",
-            "\(file): error: CFBundleIdentifier: required key is missing",
+            // Issue 19: the message names the setting Xcode fills the key from.
+            "\(file): error: CFBundleIdentifier: missing, and Xcode fills it from $(PRODUCT_BUNDLE_IDENTIFIER), but PRODUCT_BUNDLE_IDENTIFIER has no value (pass --setting PRODUCT_BUNDLE_IDENTIFIER=... or an --xcconfig file that sets it)",
             "\(file): error: BGTaskSchedulerPermittedIdentifiers[0]: unresolved build setting $(ID_PREFIX) (pass --setting ID_PREFIX=...)",
             "\(file): error: background mode \"external-accessory\" needs UISupportedExternalAccessoryProtocols: with no protocol listed no accessory ever reaches the app",
         ], "\(report.shown)")
