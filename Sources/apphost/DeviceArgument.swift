@@ -1,3 +1,4 @@
+import AppHostProtocol
 import ArgumentParser
 import Foundation
 import Host
@@ -65,8 +66,16 @@ enum DeviceArgument {
             let options = arguments[1..<nameIndex].enumerated().filter { $0.offset + 1 != first || nameIndex == first }.map(\.element)
             return [verb, arguments[nameIndex]] + options + arguments[(nameIndex + 1)...]
         }
-        let isDevice = looksLikeDevice(candidate, stateDirectory: stateDirectory)
-            || (shape.maximumPositionals.map { positionals.count > $0 } ?? false)
+        let isDevice: Bool
+        if let maximum = shape.maximumPositionals {
+            // One positional more than the verb takes is a device, whatever it says.
+            isDevice = positionals.count > maximum || looksLikeDevice(candidate, stateDirectory: stateDirectory)
+        } else {
+            // `launch "iPhone 15" com.example.app`: a name that is no bundle id, before one.
+            let next = positionals.dropFirst().first.map { arguments[$0] }
+            isDevice = looksLikeDevice(candidate, stateDirectory: stateDirectory)
+                || (candidate.contains(where: \.isWhitespace) && next.flatMap { BundleID($0) } != nil)
+        }
         guard isDevice else { return arguments }
         try check(candidate, stateDirectory: stateDirectory)
         var out = arguments
@@ -95,10 +104,9 @@ enum DeviceArgument {
         return found
     }
 
-    /// `booted`, a UUID, this device's name, or a simulator-like name (it has a space: no
-    /// bundle identifier has one).
+    /// `booted`, a UUID, or this device's name.
     static func looksLikeDevice(_ word: String, stateDirectory: String) -> Bool {
-        if word.lowercased() == "booted" || UUID(uuidString: word) != nil || word.contains(where: \.isWhitespace) { return true }
+        if word.lowercased() == "booted" || UUID(uuidString: word) != nil { return true }
         return (try? DeviceIdentity.load(stateDirectory: stateDirectory))??.name == word
     }
 

@@ -129,6 +129,8 @@ struct SimctlCLITests {
                 let priv = await s.run("privacy", other, "grant", "location", id)
                 #expect(priv.status == 64, "privacy \(other): \(priv.stderr)")
             }
+            let launchOther = await s.run("launch", "iPhone 15 Pro", id)
+            #expect(launchOther.status == 64 && launchOther.stderr.contains("device \"iPhone 15 Pro\""), "\(launchOther.stderr)")
             #expect(processExists(pid), "a refused terminate leaves the app be")
             // A device only where a verb takes one: two positionals more than terminate takes.
             let extra = await s.run("terminate", "somewhere", id)
