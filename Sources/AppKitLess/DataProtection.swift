@@ -11,7 +11,7 @@ public typealias FileProtectionClass = AppHostProtocol.FileProtectionClass
 extension Application {
     /// Whether files with complete protection can be read now
     /// (`UIApplication.isProtectedDataAvailable`): false while the device is locked
-    /// (`apphost device lock`). Asks the host each time and blocks until it answers;
+    /// (`apphost device lock`), from the end of the 10 s after the lock to the unlock. Asks the host each time and blocks until it answers;
     /// callable from any thread. A failure is logged to stderr and reads as false.
     public nonisolated var isProtectedDataAvailable: Bool {
         let request = ServiceRequest.protectedDataAvailability
@@ -44,7 +44,8 @@ extension Data {
     /// unlock after the host starts; the default) or `.noFileProtection`. Foundation on
     /// Linux ignores those options; this records the class on the file (an extended
     /// attribute the host reads when the device locks). As on iOS, a file with complete
-    /// protection cannot be written while the device is locked: that throws
+    /// protection cannot be written while the device is locked (after the 10 s after the
+    /// lock, when ``Application/isProtectedDataAvailable`` reads false): that throws
     /// `CocoaError(.fileWriteNoPermission)` and writes nothing.
     public func writeProtected(to url: URL, options: Data.WritingOptions = []) throws {
         let protection = options.protectionClass

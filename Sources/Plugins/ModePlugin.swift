@@ -131,6 +131,9 @@ public enum ModeEffect: Sendable, Equatable {
     case persistSetting(key: String, value: String?)
     /// Close (or open again) the apps' protected files for the device's lock state.
     case protectData(DataProtectionLevel)
+    /// Start the grace after a lock (nil: cancel it, the device was unlocked); when it
+    /// ends the host calls ``ModeHub/lockGraceEnded(at:)``.
+    case lockGrace(Duration?)
 }
 
 /// A command from the CLI to a plugin could not be carried out.
