@@ -28,20 +28,21 @@ struct ConsoleFollower {
         logPath = logs + "/\(bundleIdentifier.rawValue).log"
         var info = stat()
         offset = stat(logPath, &info) == 0 ? UInt64(info.st_size) : 0
+        // The daemon first: without one, the usual "no AppHost daemon" answer (exit 69).
+        let events = try client.open(.events(follow: true, bundleIdentifier: bundleIdentifier))
         inotify = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
-        guard inotify >= 0 else { throw CLIError(description: "inotify_init1: \(Errno(rawValue: errno))") }
+        guard inotify >= 0 else {
+            try? events.close()
+            throw CLIError(description: "inotify_init1: \(Errno(rawValue: errno))")
+        }
         // The folder, not the file: the host creates the file at the first launch.
         guard inotify_add_watch(inotify, logs, UInt32(IN_MODIFY | IN_CREATE)) >= 0 else {
             let error = Errno(rawValue: errno)
             close(inotify)
+            try? events.close()
             throw CLIError(description: "cannot watch \(logs): \(error)")
         }
-        do {
-            events = try client.open(.events(follow: true, bundleIdentifier: bundleIdentifier))
-        } catch {
-            close(inotify)
-            throw error
-        }
+        self.events = events
     }
 
     /// Copies the app's output to standard output until process `pid` has exited; returns

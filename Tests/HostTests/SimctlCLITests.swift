@@ -154,6 +154,8 @@ struct SimctlCLITests {
         // booted with no daemon: the verb's own answer (exit 69, how to start one).
         let booted = await apphost(["launch", "--state-dir", dir.path, "booted", "com.example.app"])
         #expect(booted.status == 69 && booted.stderr.contains("apphost daemon --state-dir"), "\(booted.stderr)")
+        let console = await apphost(["launch", "--console", "--state-dir", dir.path, "booted", "com.example.app"])
+        #expect(console.status == 69 && console.stderr.contains("apphost daemon --state-dir"), "\(console.stderr)")
     }
 
     // MARK: - launch --console
