@@ -188,6 +188,7 @@ struct HostOptions: ParsableArguments {
         config.controlRequestTimeout = .milliseconds(Int64(controlTimeout * 1000))
         config.pushGateway = try? pushGatewaySettings()
         config.landlockABI = landlockABI
+        config.logClock = clock == .virtual ? HostLogClock() : nil
         if let file = (try? self.config.map { try HostConfigFile.load(path: absolute($0)) }) ?? nil {
             if let sink = file.audioSink { config.audioSink = AudioSinkKind(rawValue: sink) ?? .wav }
             config.backgroundRefreshRestricted = file.backgroundRefreshRestricted
@@ -244,10 +245,11 @@ struct HostOptions: ParsableArguments {
 
     /// Sends this process's log lines (the host's own log) to standard error and to
     /// `host.log` in the state directory, with milliseconds and, on a virtual clock, host
-    /// time; returns the clock to give the host's configuration. Once per process, before
-    /// the first logger is made.
-    func bootstrapLogging(stateDirectory: String) throws -> HostLogClock? {
-        let clock = self.clock == .virtual ? HostLogClock() : nil
+    /// time (the configuration's `logClock`). Once per process, before the first logger
+    /// is made.
+    func bootstrapLogging(_ configuration: HostConfiguration) {
+        let stateDirectory = configuration.stateDirectory
+        let clock = configuration.logClock
         let level = effectiveLogLevel
         var file: HostLogFile?
         do {
@@ -262,7 +264,6 @@ struct HostOptions: ParsableArguments {
         LoggingSystem.bootstrap { label in
             HostLogHandler(label: label, level: level, file: shared, clock: clock)
         }
-        return clock
     }
 }
 
@@ -320,11 +321,9 @@ extension AppHostCommand {
 
         func run() async throws {
             let dir = state.resolved
-            let logClock = try host.bootstrapLogging(stateDirectory: dir)
+            let config = host.configuration(stateDirectory: dir)
+            host.bootstrapLogging(config)
             let logger = host.logger("apphost.daemon")
-            var configuration = host.configuration(stateDirectory: dir)
-            configuration.logClock = logClock
-            let config = configuration
             let service = HostService(configuration: config, logger: logger) { _ in
                 // Readiness on stdout, once the control socket accepts: scripts wait for this line.
                 print("apphost: daemon ready on \(config.controlSocketPath) (pid \(getpid()))")
@@ -357,8 +356,7 @@ extension AppHostCommand {
 
         func run() async throws {
             let dir = state.resolved
-            var configuration = host.configuration(stateDirectory: dir)
-            let config = configuration
+            let config = host.configuration(stateDirectory: dir)
             // Check every bundle before starting anything.
             for path in bundles {
                 let abs = absolute(path)
@@ -371,12 +369,12 @@ extension AppHostCommand {
                     throw ExitCode(65)
                 }
             }
-            configuration.logClock = try host.bootstrapLogging(stateDirectory: dir)
+            host.bootstrapLogging(config)
             let logger = host.logger("apphost.run")
             let bundles = self.bundles.map(absolute)
             let settings = self.settings.dictionary
             let background = self.background
-            let service = HostService(configuration: configuration, logger: logger) { supervisor in
+            let service = HostService(configuration: config, logger: logger) { supervisor in
                 // Announced only once the state directory is ours and the socket accepts.
                 print("apphost: host on \(dir); Ctrl-C to stop. Other terminals: apphost status --state-dir \(dir)")
                 fflush(nil)
