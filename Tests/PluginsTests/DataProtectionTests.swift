@@ -63,6 +63,7 @@ struct DataProtectionTests {
         (DataProtectionLevel.open, FileProtectionClass.complete, false),
         (.open, .completeUntilFirstUserAuthentication, false), (.open, .none, false),
         (.locked, .complete, true), (.locked, .completeUntilFirstUserAuthentication, false), (.locked, .none, false),
+        (.open, .completeUnlessOpen, false), (.locked, .completeUnlessOpen, true), (.lockedSinceBoot, .completeUnlessOpen, true),
         (.lockedSinceBoot, .complete, true), (.lockedSinceBoot, .completeUntilFirstUserAuthentication, true),
         (.lockedSinceBoot, .none, false),
     ])
