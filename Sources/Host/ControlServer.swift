@@ -277,6 +277,8 @@ public struct ControlServer: Sendable {
                 return .snapshot(try await supervisor.snapshot(id))
             case .switcher:
                 return .switcher(await supervisor.switcher())
+            case .screenshot:
+                return .screenshot(try await supervisor.screenshot())
             }
         } catch {
             return .error(error)

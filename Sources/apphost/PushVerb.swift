@@ -55,6 +55,8 @@ extension AppHostCommand {
                 --dry-run checks the payload and prints what would be delivered (target, type, \
                 priority, silent or visible, alert text, size) without contacting the daemon.
 
+                \(DeviceArgument.help("apphost push booted com.example.app payload.apns"))
+
                 Exit status: 64 for a command-line mistake (no bundle id anywhere, a bad \
                 --priority), 65 for a bad payload, 66 for a missing file.
 
@@ -81,7 +83,7 @@ extension AppHostCommand {
         var apnsID: String?
         @Argument(help: ArgumentHelp(
             "The app; optional when the payload has \"\(APNsPayload.targetKey)\" (given here, it overrides the payload's).",
-            valueName: "bundle-id"))
+            valueName: "bundle-id"), completion: Completion.bundleIdentifiers)
         var first: String?
         @Argument(help: ArgumentHelp("The payload: a JSON (.apns) file, or - for standard input.", valueName: "payload-file|-"))
         var second: String?

@@ -35,7 +35,9 @@ extension AppHostCommand {
     }
 
     struct Uninstall: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Uninstall an app (terminating it first).")
+        static let configuration = CommandConfiguration(
+            abstract: "Uninstall an app (terminating it first).",
+            discussion: DeviceArgument.help("apphost uninstall booted com.example.app"))
         @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
         @OptionGroup var state: StateOptions
 
@@ -64,18 +66,47 @@ extension AppHostCommand {
     struct Launch: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Launch an installed app (prints `bundle-id: pid` once didFinishLaunching has returned).",
-            discussion: "Arguments after `--` are passed to the app (argv and launch options). Launching a running app brings it to the foreground.")
-        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
+            discussion: """
+                Words after the bundle id are passed to the app (its argv and launch options), as simctl does: `apphost launch com.example.app --on background hold`. AppHost's own options (--background, --console, --state-dir, ...) are AppHost's wherever they stand; to pass one of those to the app, put the app's arguments after `--`. Launching a running app brings it to the foreground.
+
+                --console (or simctl's --console-pty) then prints the app's output (its stdout and stderr, as one stream: they share logs/<bundle-id>.log) as it writes it, and returns when the app exits.
+
+                \(DeviceArgument.help("apphost launch booted com.example.app"))
+
+                Examples:
+                  apphost launch com.example.app
+                  apphost launch --background com.example.app --on background hold
+                  apphost launch --console booted com.example.app -- --verbose
+                """)
         @Flag(name: .long, help: "Launch into the background (notRunning → background) instead of the foreground.")
         var background = false
         @Flag(name: .long, help: "Terminate the app first if it is running (otherwise a running app is only brought to the foreground and keeps its arguments).")
         var terminateRunningProcess = false
-        @Argument(parsing: .postTerminator, help: ArgumentHelp("Arguments for the app.", valueName: "args"))
-        var arguments: [String] = []
+        @Flag(name: [.customLong("console"), .customLong("console-pty")],
+              help: "Print the app's output as it writes it and return when it exits.")
+        var console = false
+        // Declared before the bundle id and the app's arguments, so that usage shows
+        // --state-dir among AppHost's options, not after the app's arguments.
         @OptionGroup var state: StateOptions
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
+        // `.allUnrecognized`: AppHost's options are taken wherever they are; everything
+        // else after the bundle id, in order, is the app's (`--` included, dropped below).
+        @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Arguments for the app (after `--` when one looks like an AppHost option).", valueName: "app-argument"))
+        var words: [String] = []
+
+        /// The app's arguments: the words after the bundle id, without the first `--`.
+        var arguments: [String] {
+            var words = self.words
+            if let i = words.firstIndex(of: "--") { words.remove(at: i) }
+            return words
+        }
 
         func run() throws {
             try reportingErrors {
+                let arguments = self.arguments
+                var follower = console
+                    ? try ConsoleFollower(stateDirectory: state.resolved, bundleIdentifier: bundleIdentifier, client: state.client)
+                    : nil
                 let r = try state.client.request(.launch(bundleIdentifier: bundleIdentifier, background: background,
                                                          arguments: arguments, terminateRunning: terminateRunningProcess)).checked()
                 guard case .launched(let id, let pid, let wasRunning) = r else { throw unexpected(r) }
@@ -84,6 +115,13 @@ extension AppHostCommand {
                     FileHandle.standardError.write(Data("apphost: \(id) was already running\(note)\n".utf8))
                 }
                 print("\(id): \(pid)")
+                fflush(nil)
+                guard follower != nil else { return }
+                if let cause = try follower?.follow(pid: pid) {
+                    FileHandle.standardError.write(Data("apphost: \(id)[\(pid)] exited: \(cause)\n".utf8))
+                } else {
+                    throw CLIError(description: "the host stopped before \(id) exited")
+                }
             }
         }
     }
@@ -103,7 +141,9 @@ extension AppHostCommand {
     }
 
     struct Terminate: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Terminate an app, as a swipe in the app switcher (a suspended app is killed without a callback).")
+        static let configuration = CommandConfiguration(
+            abstract: "Terminate an app, as a swipe in the app switcher (a suspended app is killed without a callback).",
+            discussion: DeviceArgument.help("apphost terminate booted com.example.app"))
         @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
         @OptionGroup var state: StateOptions
         func run() throws { try state.perform(.terminate(bundleIdentifier: bundleIdentifier)) }
