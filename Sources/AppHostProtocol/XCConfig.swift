@@ -8,9 +8,10 @@ import Musl
 import Darwin
 #endif
 
-/// A problem in an `.xcconfig` file, or a warning about one: the file as named and the
-/// 1-based line, as a compiler names them (`Config/Base.xcconfig:12: ...`).
-public struct XCConfigError: Error, CustomStringConvertible, Sendable, Equatable {
+/// A problem in a file the user named (an `.xcconfig`, a trace), or a warning about one:
+/// the file as named and the 1-based line, as a compiler names them
+/// (`Config/Base.xcconfig:12: ...`).
+public struct FileLineError: Error, CustomStringConvertible, Sendable, Equatable {
     /// The file, as named (by the user, or by an `#include` joined to its folder).
     public var file: String
     /// The 1-based line, or nil when the file itself is the problem.
@@ -30,6 +31,9 @@ public struct XCConfigError: Error, CustomStringConvertible, Sendable, Equatable
         line.map { "\(file):\($0): \(detail)" } ?? "\(file): \(detail)"
     }
 }
+
+/// A problem in an `.xcconfig` file, or a warning about one.
+public typealias XCConfigError = FileLineError
 
 /// Build settings read from `.xcconfig` files.
 public struct XCConfigSettings: Sendable, Equatable {

@@ -56,25 +56,9 @@ public struct LintReport: Codable, Sendable, Equatable {
     }
 }
 
-/// A trace (an `events.jsonl`) that could not be read.
-public struct TraceError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The file, as the caller named it.
-    public var file: String
-    /// The 1-based line of the malformed entry; nil when the file itself is the problem.
-    public var line: Int?
-    public var detail: String
-
-    public init(file: String, line: Int? = nil, detail: String) {
-        self.file = file
-        self.line = line
-        self.detail = detail
-    }
-
-    /// `events.jsonl:12: detail`, as a compiler names a line.
-    public var description: String {
-        line.map { "\(file):\($0): \(detail)" } ?? "\(file): \(detail)"
-    }
-}
+/// A trace (an `events.jsonl`) that could not be read: `events.jsonl:12: detail`, the
+/// line of the malformed entry (none when the file itself is the problem).
+public typealias TraceError = FileLineError
 
 /// `apphost lint`: checks an app bundle as written, without a host.
 ///

@@ -361,13 +361,7 @@ extension AppHostCommand {
         func run() async throws {
             let dir = state.resolved
             let config = host.configuration(stateDirectory: dir)
-            let values: [String: String]
-            do {
-                values = try settings.resolved()
-            } catch {
-                FileHandle.standardError.write(Data("apphost: \(error.description)\n".utf8))
-                throw ExitCode(error.exitCode)
-            }
+            let values = try settings.resolvedOrExit()
             // Check every bundle before starting anything.
             for path in bundles {
                 let abs = absolute(path)

@@ -79,13 +79,7 @@ struct Lint: ParsableCommand {
     @OptionGroup var output: JSONOption
 
     func run() throws {
-        let values: [String: String]
-        do {
-            values = try settings.resolved()
-        } catch {
-            FileHandle.standardError.write(Data("apphost: \(error.description)\n".utf8))
-            throw ExitCode(error.exitCode)
-        }
+        let values = try settings.resolvedOrExit()
         var events: [HostEvent]?
         if let trace {
             do {

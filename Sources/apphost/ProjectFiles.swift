@@ -27,6 +27,16 @@ extension SettingOptions {
         }
         return loaded.settings.merging(given) { $1 }
     }
+
+    /// ``resolved()``, or the error on standard error and its exit status.
+    func resolvedOrExit() throws -> [String: String] {
+        do {
+            return try resolved()
+        } catch {
+            FileHandle.standardError.write(Data("apphost: \(error.description)\n".utf8))
+            throw ExitCode(error.exitCode)
+        }
+    }
 }
 
 /// `--entitlements FILE`: the app's entitlements file, where an Xcode project keeps it.
