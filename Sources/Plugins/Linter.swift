@@ -136,6 +136,12 @@ public enum Linter {
             }
         }
 
+        // Opting out of the background: a key Apple deprecated with iOS 13.
+        if manifest.exitsOnSuspend {
+            findings.append(LintFinding(.note, file: file, key: "UIApplicationExitsOnSuspend",
+                "UIApplicationExitsOnSuspend is true: home terminates the app (willResignActive, then willTerminate) instead of moving it to the background, as iOS 4 to 12 did; Apple deprecated the key with iOS 13 (its page lists it for iOS 4.0–13.0), so a current iPhone may suspend the app as any other"))
+        }
+
         // Accessory protocols without the mode: the app talks to them only while it runs.
         let protocolsKey = ManifestReader.externalAccessoryProtocolsKey
         if !manifest.externalAccessoryProtocols.isEmpty, !modes.contains(.externalAccessory) {

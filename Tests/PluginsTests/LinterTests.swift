@@ -117,6 +117,18 @@ struct LinterTests {
         #expect(!with.hasErrors, "\(with.shown)")
     }
 
+    @Test func exitsOnSuspendGetsANoteThatAppleDeprecatedIt() throws {
+        let dir = try LintDir()
+        defer { dir.remove() }
+        let report = Linter.lint(bundlePath: try dir.bundle("X", keys(modes: [], "<key>UIApplicationExitsOnSuspend</key><true/>")))
+        let note = report.findings.first { $0.key == "UIApplicationExitsOnSuspend" }
+        #expect(note?.severity == .note, "\(report.shown)")
+        #expect(note?.message.contains("deprecated the key with iOS 13") == true, "\(report.shown)")
+        #expect(!report.hasErrors)
+        let plain = Linter.lint(bundlePath: try dir.bundle("Y", keys(modes: [])))
+        #expect(!plain.findings.contains { $0.key == "UIApplicationExitsOnSuspend" })
+    }
+
     @Test func externalAccessoryWithoutProtocolsIsAnError() throws {
         let dir = try LintDir()
         defer { dir.remove() }
