@@ -13,7 +13,7 @@ import Foundation
 /// --json` prints one envelope per line (JSON Lines), each with one event.
 enum JSONOutput: String, CaseIterable, Sendable {
     case status, list, install, reports, event, clock, profile, fetchSchedule, bgtaskList
-    case settings, device, snapshot, switcher, manifest
+    case settings, device, snapshot, switcher, manifest, listDevices, listapps
 
     /// The version of every kind's schema today.
     static let version = 1
@@ -21,7 +21,8 @@ enum JSONOutput: String, CaseIterable, Sendable {
     /// The key the payload is written under.
     var payloadKey: String {
         switch self {
-        case .status, .list, .switcher: "apps"
+        case .status, .list, .switcher, .listapps: "apps"
+        case .listDevices: "devices"
         case .install: "app"
         case .reports: "reports"
         case .event: "event"

@@ -10,7 +10,7 @@ import TestSupport
 
 /// The kinds of `--json` output: `docs/schemas/<kind>.schema.json` each.
 let jsonOutputKinds = ["status", "list", "install", "reports", "event", "clock", "profile", "fetchSchedule", "bgtaskList",
-                       "settings", "device", "snapshot", "switcher", "manifest"]
+                       "settings", "device", "snapshot", "switcher", "manifest", "listDevices", "listapps"]
 
 func outputSchema(_ kind: String) throws -> JSONSchema {
     try JSONSchema(path: packageRoot + "/docs/schemas/\(kind).schema.json")
@@ -123,13 +123,15 @@ struct JSONOutputCLITests {
             try expectConforms(daemonProfile, to: "profile", "profile show")
             #expect((try parseJSON(daemonProfile) as? [String: Any])?["source"] as? String == "daemon")
             for verb in [["status"], ["status", id], ["list"], ["clock", "now"], ["clock", "advance", "1s"], ["settings", "show"],
-                         ["device", "show"], ["fetch", "schedule"], ["bgtask", "list"], ["bgtask", "list", id], ["snapshot", id], ["switcher"]] {
+                         ["device", "show"], ["fetch", "schedule"], ["bgtask", "list"], ["bgtask", "list", id], ["snapshot", id], ["switcher"],
+                         ["list-devices"], ["listapps"]] {
                 let kind = switch verb[0] {
                 case "clock": "clock"
                 case "settings": "settings"
                 case "device": "device"
                 case "fetch": "fetchSchedule"
                 case "bgtask": "bgtaskList"
+                case "list-devices": "listDevices"
                 default: verb[0]
                 }
                 try expectConforms(try ok(await apphost(s.withStateDir(verb + ["--json"])), verb.joined(separator: " ")), to: kind, verb.joined(separator: " "))
