@@ -49,6 +49,10 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     case snapshot(bundleIdentifier: BundleID)
     /// The apps in the app switcher, most recent first.
     case switcher
+    /// A question for the background-mode plugins whose answer is data (`--json` of
+    /// `settings show`, `device show`, `fetch schedule`, `bgtask list`); answered with
+    /// ``ControlResponse/modeAnswer(_:)``.
+    case modeQuery(ModeQuery)
     /// `apphost io screenshot`: the screen now, the app in front as it is drawn (no
     /// snapshot policy: the user sees the screen), written to a file in the state directory.
     case screenshot
@@ -77,6 +81,8 @@ public enum ControlResponse: Codable, Sendable, Equatable {
     case profile(BudgetProfile)
     case snapshot(SnapshotInfo)
     case switcher([SwitcherEntry])
+    /// The answer to a ``ControlRequest/modeQuery(_:)``.
+    case modeAnswer(ModeAnswer)
     case screenshot(ScreenshotInfo)
     case error(ControlError)
 }
@@ -258,6 +264,13 @@ public struct HostEvent: Codable, Sendable, Equatable {
     public var footprint: UInt64?
     public var pressure: String?
     public var band: String?
+    /// The device token `registerForRemoteNotifications` gave the app (the `service`
+    /// event of a registration).
+    public var deviceToken: String?
+    /// A BGTaskScheduler task's identifier (launched, expired, completed) and, when it
+    /// completed, what `setTaskCompleted(success:)` said.
+    public var bgTask: String?
+    public var success: Bool?
 
     /// The typed fields an event may carry beside its kind (see the properties).
     public struct Fields: Sendable, Equatable {
@@ -277,12 +290,19 @@ public struct HostEvent: Codable, Sendable, Equatable {
         public var footprint: UInt64?
         public var pressure: String?
         public var band: String?
+        public var deviceToken: String?
+        public var bgTask: String?
+        public var success: Bool?
 
         public init(callback: String? = nil, signal: String? = nil, confirmed: Bool? = nil,
                     task: Int? = nil, taskName: String? = nil, began: Bool? = nil,
                     transfer: TransferNote? = nil, session: String? = nil, transferTask: Int? = nil,
                     push: UInt64? = nil, apnsID: String? = nil, fetch: UInt64? = nil, result: String? = nil,
-                    footprint: UInt64? = nil, pressure: String? = nil, band: String? = nil) {
+                    footprint: UInt64? = nil, pressure: String? = nil, band: String? = nil,
+                    deviceToken: String? = nil, bgTask: String? = nil, success: Bool? = nil) {
+            self.deviceToken = deviceToken
+            self.bgTask = bgTask
+            self.success = success
             self.footprint = footprint
             self.pressure = pressure
             self.band = band
@@ -320,6 +340,9 @@ public struct HostEvent: Codable, Sendable, Equatable {
         self.footprint = fields.footprint
         self.pressure = fields.pressure
         self.band = fields.band
+        self.deviceToken = fields.deviceToken
+        self.bgTask = fields.bgTask
+        self.success = fields.success
         self.mode = mode
         self.seq = seq
         self.time = time

@@ -25,10 +25,12 @@ extension HostEvent {
         if let apnsID { key("apnsID"); string(apnsID) }
         if let band { key("band"); string(band) }
         if let began { key("began"); bool(began) }
+        if let bgTask { key("bgTask"); string(bgTask) }
         if let bundleIdentifier { key("bundleIdentifier"); string(bundleIdentifier) }
         if let callback { key("callback"); string(callback) }
         key("cause"); string(cause)
         if let confirmed { key("confirmed"); bool(confirmed) }
+        if let deviceToken { key("deviceToken"); string(deviceToken) }
         if let fetch { key("fetch"); number(fetch) }
         if let footprint { key("footprint"); number(footprint) }
         if let from { key("from"); string(from.rawValue) }
@@ -41,6 +43,7 @@ extension HostEvent {
         key("seq"); number(seq)
         if let session { key("session"); string(session) }
         if let signal { key("signal"); string(signal) }
+        if let success { key("success"); bool(success) }
         if let task { key("task"); number(task) }
         if let taskName { key("taskName"); string(taskName) }
         key("time"); string(Timestamp.format(time))

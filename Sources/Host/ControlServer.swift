@@ -277,6 +277,8 @@ public struct ControlServer: Sendable {
                 return .snapshot(try await supervisor.snapshot(id))
             case .switcher:
                 return .switcher(await supervisor.switcher())
+            case .modeQuery(let query):
+                return .modeAnswer(try await supervisor.modeQuery(query))
             case .screenshot:
                 return .screenshot(try await supervisor.screenshot())
             }

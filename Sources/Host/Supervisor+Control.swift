@@ -235,6 +235,19 @@ extension Supervisor {
         }
     }
 
+    /// Answers a question for the plugins with data (`--json` of `settings show`,
+    /// `device show`, `fetch schedule`, `bgtask list`).
+    public func modeQuery(_ query: ModeQuery) throws(ControlError) -> ModeAnswer {
+        if case .bgTasks(let id?) = query { _ = try installed(id) }
+        switch modes.query(query, at: hostNow()) {
+        case .success(.device(var device)):
+            device.memory = memoryReading()
+            return .device(device)
+        case .success(let answer): return answer
+        case .failure(let error): throw ControlError(.refused, error.message)
+        }
+    }
+
     /// A push through the APNs provider API (the push gateway): checks what APNs
     /// checks (device token, topic, push type, priority, expiration, collapse id, apns-id,
     /// payload) and hands the notification to the remote-notification plugin. Returns

@@ -266,11 +266,19 @@ extension Supervisor {
 
     /// "memory: 412 MiB of 3 GiB in use (13 %), pressure normal (computed; warning at 80 %, critical at 95 %)".
     func memoryText() -> String {
+        let m = memoryReading()
+        let how = m.forced.map { "forced \($0.rawValue) until `apphost device memory normal`" } ?? "computed"
+        let source = m.psiPath.map { "; PSI triggers in \($0)" } ?? ""
+        return "memory: \(ByteCountText.format(m.inUse)) of \(ByteCountText.format(m.device)) in use by apps (\(m.percent) %), pressure \(m.pressure.rawValue) (\(how); warning at \(m.warningPercent) %, critical at \(m.criticalPercent) %\(source))"
+    }
+
+    /// The device memory and its pressure, as `device show` prints them.
+    func memoryReading() -> DeviceMemoryReading {
         let p = memory.pressure
         let share = p.device == 0 ? 0 : Int((Double(p.total) / Double(p.device) * 100).rounded())
-        let how = p.forced.map { "forced \($0.rawValue) until `apphost device memory normal`" } ?? "computed"
-        let source = memory.watch != nil ? "; PSI triggers in \(configuration.memoryPSIPath)" : ""
-        return "memory: \(ByteCountText.format(p.total)) of \(ByteCountText.format(p.device)) in use by apps (\(share) %), pressure \(p.level.rawValue) (\(how); warning at \(Int(MemoryPressure.warningShare * 100)) %, critical at \(Int(MemoryPressure.criticalShare * 100)) %\(source))"
+        return DeviceMemoryReading(inUse: p.total, device: p.device, percent: share, pressure: p.level, forced: p.forced,
+                                   warningPercent: Int(MemoryPressure.warningShare * 100), criticalPercent: Int(MemoryPressure.criticalShare * 100),
+                                   psiPath: memory.watch != nil ? configuration.memoryPSIPath : nil)
     }
 
     /// A PSI trigger fired (on the watch's thread; handled as the host's own input).

@@ -52,7 +52,7 @@ extension Supervisor {
             if case .service(.urlSessionProgress) = callback {
                 // Progress leaves no line: a large download has thousands.
             } else {
-                events.append(.callback, app: id, pid: pid, cause: "\(callback.name) returned", fields: .init(callback: callback.name), time: now())
+                events.append(.callback, app: id, pid: pid, cause: "\(callback.name) returned", fields: callbackFields(callback, app: id), time: now())
             }
             feed(id, .callbackReturned(callback))
             snapshotAfterCallback(callback, app: id)
@@ -72,7 +72,7 @@ extension Supervisor {
             feed(id, .taskBegan(id: taskID, name: name))
         case .endBackgroundTask(let taskID):
             events.append(.backgroundTask, app: id, pid: pid, cause: "endBackgroundTask id \(taskID)",
-                          fields: .init(task: taskID, began: false), time: now())
+                          fields: .init(task: taskID, taskName: runtimes[id]?.machine.tasks[taskID]?.name, began: false), time: now())
             feed(id, .taskEnded(id: taskID))
         case .request(let requestID, .backgroundTimeRemaining):
             send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: runtimes[id]?.machine.timeRemaining(at: hostNow()) ?? 0)))
@@ -98,5 +98,28 @@ extension Supervisor {
             snapshotAfterCompletion(request, reply: reply, app: id, state: machine.state)
             performMode(effects)
         }
+    }
+}
+
+extension Supervisor {
+    /// A returned callback's typed fields: the delegate method, and what it was about
+    /// (the background task whose expiration handler ran, the BGTask, fetch or push
+    /// number it was sent for), so readers and expectations need not parse `cause`.
+    func callbackFields(_ callback: LifecycleCallback, app id: String) -> HostEvent.Fields {
+        var fields = HostEvent.Fields(callback: callback.name)
+        switch callback {
+        case .backgroundTaskExpiration(let taskID):
+            fields.task = taskID
+            fields.taskName = runtimes[id]?.machine.tasks[taskID]?.name
+        case .service(.bgTaskLaunch(let identifier, _)), .service(.bgTaskExpire(let identifier)):
+            fields.bgTask = identifier
+        case .service(.performFetch(let fetch)):
+            fields.fetch = fetch
+        case .service(.remoteNotification(let push, _, _)):
+            fields.push = push
+        default:
+            break
+        }
+        return fields
     }
 }

@@ -48,17 +48,16 @@ public struct DeviceState: PluginState {
         return nil
     }
 
-    /// One line per setting, for `settings show` / `device show`.
-    var settingsText: String {
-        var lines = ["background refresh: \(refreshOffGlobally ? "off" : "on") (global)"]
-        if !refreshOff.isEmpty { lines.append("background refresh off for: \(refreshOff.sorted().joined(separator: ", "))") }
-        lines.append("low power mode: \(lowPower ? "on" : "off")")
-        if policyRestricted { lines.append("policy: background refresh restricted by the host's configuration") }
-        return lines.joined(separator: "\n")
+    /// The switches, for `settings show`.
+    public var settings: RefreshSettings {
+        RefreshSettings(backgroundRefresh: !refreshOffGlobally, backgroundRefreshOffFor: refreshOff.sorted(),
+                        lowPowerMode: lowPower, restrictedByPolicy: policyRestricted)
     }
 
-    var deviceText: String {
-        "power: \(pluggedIn ? "plugged in" : "battery")\nnetwork: \(network.rawValue)\nlock: \(!locked ? "unlocked" : !unlockedSinceBoot ? "locked (not unlocked since the host started)" : lockGraceOver ? "locked" : "locked (protected files close when the grace after the lock ends)")"
+    /// Power, network and lock, for `device show` (the host adds the memory).
+    public var conditions: DeviceConditions {
+        let lock: DeviceConditions.Lock = !locked ? .unlocked : !unlockedSinceBoot ? .lockedSinceBoot : lockGraceOver ? .locked : .lockedGrace
+        return DeviceConditions(power: pluggedIn ? .plugged : .battery, network: network, lock: lock)
     }
 
     /// Applies a persisted setting (`key`, `value`); false if the key is not a device setting.
@@ -76,5 +75,29 @@ public struct DeviceState: PluginState {
         default: return false
         }
         return true
+    }
+}
+
+extension RefreshSettings {
+    /// One line per setting, as `settings show` prints them.
+    public var text: String {
+        var lines = ["background refresh: \(backgroundRefresh ? "on" : "off") (global)"]
+        if !backgroundRefreshOffFor.isEmpty { lines.append("background refresh off for: \(backgroundRefreshOffFor.joined(separator: ", "))") }
+        lines.append("low power mode: \(lowPowerMode ? "on" : "off")")
+        if restrictedByPolicy { lines.append("policy: background refresh restricted by the host's configuration") }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension DeviceConditions {
+    /// Power, network and lock, one line each, as `device show` prints them (before the memory).
+    public var text: String {
+        let lockText = switch lock {
+        case .unlocked: "unlocked"
+        case .lockedSinceBoot: "locked (not unlocked since the host started)"
+        case .locked: "locked"
+        case .lockedGrace: "locked (protected files close when the grace after the lock ends)"
+        }
+        return "power: \(power == .plugged ? "plugged in" : "battery")\nnetwork: \(network.rawValue)\nlock: \(lockText)"
     }
 }

@@ -279,34 +279,73 @@ public struct FetchPlugin: BackgroundModePlugin {
         Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }
 
-    private func scheduleText(_ ctx: ModeContext) -> String {
-        var lines: [String] = []
-        let fmt = { (d: Duration) -> String in DurationText.format(seconds(d)) }
+    /// Every app that declares `fetch` or set an interval: when its next fetch is and why.
+    func schedule(_ ctx: ModeContext) -> FetchSchedule {
+        var entries: [FetchScheduleEntry] = []
         for info in ctx.sortedApps {
             let app = info.bundleIdentifier
             let a = ctx.state(State.self).apps[app] ?? App()
             guard info.declares(.fetch) || a.interval != .never else { continue }
-            var line = "\(app): "
+            var e = FetchScheduleEntry(bundleIdentifier: app, status: .scheduled, backoff: a.backoff)
             switch Self.next(app, ctx) {
             case .success(let due):
-                let interval = Self.interval(a, ctx) ?? .zero
-                line += due <= ctx.now ? "next fetch now" : "next fetch in \(fmt(due - ctx.now))"
-                line += " (interval \(fmt(interval))"
-                if a.backoff > 1 { line += " × backoff \(a.backoff)" }
-                line += a.lastFetch.map { ", from the last fetch \(fmt(ctx.now - $0)) ago" } ?? ", from when the interval was set"
-                if let r = a.lastResult { line += "; last result \(r.rawValue)\(a.lastDuration.map { " in \(fmt($0))" } ?? "")" }
-                line += ")"
-            case .failure(.noMode): line += "never: \"fetch\" is not in UIBackgroundModes"
-            case .failure(.never): line += "never: no minimum interval set (setMinimumBackgroundFetchInterval)"
-            case .failure(.refresh(let why)): line += "not scheduled: \(why)"
-            case .failure(.userTerminated): line += "not scheduled: the user terminated it; waits until the user launches it"
-            case .failure(.running(let since)): line += "fetch running for \(fmt(ctx.now - since))"
+                e.nextInSeconds = due <= ctx.now ? 0 : seconds(due - ctx.now)
+                e.intervalSeconds = seconds(Self.interval(a, ctx) ?? .zero)
+                e.lastFetchAgoSeconds = a.lastFetch.map { seconds(ctx.now - $0) }
+                e.lastResult = a.lastResult
+                e.lastDurationSeconds = a.lastDuration.map(seconds)
+            case .failure(.noMode):
+                (e.status, e.reason, e.explanation) = (.never, .noFetchMode, "\"fetch\" is not in UIBackgroundModes")
+            case .failure(.never):
+                (e.status, e.reason, e.explanation) = (.never, .noMinimumInterval, "no minimum interval set (setMinimumBackgroundFetchInterval)")
+            case .failure(.refresh(let why)):
+                (e.status, e.reason, e.explanation) = (.notScheduled, .backgroundRefreshUnavailable, why)
+            case .failure(.userTerminated):
+                (e.status, e.reason, e.explanation) = (.notScheduled, .terminatedByUser, "the user terminated it; waits until the user launches it")
+            case .failure(.running(let since)):
+                e.status = .running
+                e.runningForSeconds = seconds(ctx.now - since)
             case .failure(.notInstalled): continue
+            }
+            entries.append(e)
+        }
+        return FetchSchedule(apps: entries, coalescingSeconds: ctx.profile.fetchCoalescing)
+    }
+
+    public func answer(_ query: ModeQuery, in ctx: ModeContext) throws(ModeCommandError) -> ModeAnswer? {
+        guard case .fetchSchedule = query else { return nil }
+        return .fetchSchedule(schedule(ctx))
+    }
+
+    private func scheduleText(_ ctx: ModeContext) -> String {
+        schedule(ctx).text
+    }
+}
+
+extension FetchSchedule {
+    /// One line per app, as `fetch schedule` prints it.
+    public var text: String {
+        let fmt = { (s: Double) -> String in DurationText.format(s) }
+        var lines: [String] = []
+        for e in apps {
+            var line = "\(e.bundleIdentifier): "
+            switch e.status {
+            case .scheduled:
+                let next = e.nextInSeconds ?? 0
+                line += next <= 0 ? "next fetch now" : "next fetch in \(fmt(next))"
+                line += " (interval \(fmt(e.intervalSeconds ?? 0))"
+                if e.backoff > 1 { line += " × backoff \(e.backoff)" }
+                line += e.lastFetchAgoSeconds.map { ", from the last fetch \(fmt($0)) ago" } ?? ", from when the interval was set"
+                if let r = e.lastResult { line += "; last result \(r.rawValue)\(e.lastDurationSeconds.map { " in \(fmt($0))" } ?? "")" }
+                line += ")"
+            case .never: line += "never: \(e.explanation ?? "")"
+            case .notScheduled: line += "not scheduled: \(e.explanation ?? "")"
+            case .running: line += "fetch running for \(fmt(e.runningForSeconds ?? 0))"
             }
             lines.append(line)
         }
         if lines.isEmpty { return "no app fetches in the background (none declares \"fetch\" and sets an interval)" }
-        lines.append("fetches due within \(DurationText.format(ctx.profile.fetchCoalescing)) of the earliest run together")
+        lines.append("fetches due within \(DurationText.format(coalescingSeconds)) of the earliest run together")
         return lines.joined(separator: "\n")
     }
 }

@@ -190,6 +190,25 @@ public final class ModeHub {
         return (.failure(ModeCommandError("no plugin handles \(command)")), ctx.takeEffects())
     }
 
+    /// A question whose answer is data (`--json`): the settings and the device are the
+    /// hub's (every background plugin reads them), the rest a plugin's.
+    public func query(_ query: ModeQuery, at now: Duration) -> Result<ModeAnswer, ModeCommandError> {
+        ctx.now = now
+        switch query {
+        case .settings: return .success(.settings(deviceState.settings))
+        case .device: return .success(.device(deviceState.conditions))
+        default: break
+        }
+        for plugin in plugins {
+            do {
+                if let answer = try plugin.answer(query, in: ctx) { return .success(answer) }
+            } catch {
+                return .failure(error)
+            }
+        }
+        return .failure(ModeCommandError("no plugin answers \(query)"))
+    }
+
     /// A service callback returned.
     public func callbackReturned(_ event: ServiceEvent, app id: String, at now: Duration) -> [ModeEffect] {
         ctx.now = now
@@ -244,7 +263,7 @@ public final class ModeHub {
             set("settings.lowPower", on ? "on" : nil)
             return .success("low power mode \(on ? "on: background refresh is restricted" : "off")")
         case .settingsShow:
-            return .success(ctx.state(DeviceState.self).settingsText)
+            return .success(ctx.state(DeviceState.self).settings.text)
         case .devicePower(let plugged):
             ctx.update(DeviceState.self) { $0.pluggedIn = plugged }
             set("device.power", plugged ? nil : "battery")
@@ -254,7 +273,7 @@ public final class ModeHub {
             set("device.network", network == .wifi ? nil : network.rawValue)
             return .success("network: \(network.rawValue)")
         case .deviceShow:
-            return .success(ctx.state(DeviceState.self).deviceText)
+            return .success(ctx.state(DeviceState.self).conditions.text)
         case .deviceLock(let lock):
             return .success(DataProtection.lock(lock, in: ctx))
         default:

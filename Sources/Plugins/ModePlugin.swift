@@ -222,6 +222,9 @@ public protocol BackgroundModePlugin: Sendable {
     func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply?
     /// Handles a CLI command; nil if it is not this plugin's. Returns a message for the user.
     func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String?
+    /// Answers a question with data (`--json`); nil if it is not this plugin's. The text
+    /// its command prints should be rendered from the same value.
+    func answer(_ query: ModeQuery, in ctx: ModeContext) throws(ModeCommandError) -> ModeAnswer?
     /// The app changed state.
     func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext)
     /// A service callback the app was sent has returned.
@@ -246,6 +249,7 @@ extension BackgroundModePlugin {
     public func lint(_ app: LintSubject) -> [LintFinding] { [] }
     public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? { nil }
     public func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String? { nil }
+    public func answer(_ query: ModeQuery, in ctx: ModeContext) throws(ModeCommandError) -> ModeAnswer? { nil }
     public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {}
     public func callbackReturned(_ event: ServiceEvent, app: String, in ctx: ModeContext) {}
     public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {}

@@ -102,7 +102,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
             }
             finish(app, identifier, ctx)
             ctx.update(State.self) { $0.apps[app]?.ended[identifier] = false }
-            ctx.emit(.note(app: app, "BGTask \(identifier) completed (success: \(success))"))
+            ctx.emit(.typedNote(app: app, "BGTask \(identifier) completed (success: \(success))", .init(bgTask: identifier, success: success)))
             return .ok
         default:
             return nil
@@ -336,7 +336,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
                           because: "BGTaskScheduler \(p.info.kind.rawValue) task (\(why))"))
         ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "warn/\(identifier)"), after: budget > lead ? budget - lead : .zero))
         ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "end/\(identifier)"), after: budget))
-        ctx.emit(.used(app: app, mode: p.info.kind == .refresh ? .fetch : .processing, "BGTask \(identifier) launched (\(why))"))
+        ctx.emit(.typedUse(app: app, mode: p.info.kind == .refresh ? .fetch : .processing, "BGTask \(identifier) launched (\(why))", .init(bgTask: identifier)))
     }
 
     private func expire(_ app: String, _ identifier: String, _ ctx: ModeContext) {
@@ -353,28 +353,62 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         reschedule(ctx)
     }
 
-    private func listText(_ only: String?, _ ctx: ModeContext) -> String {
-        func fmt(_ d: Duration) -> String {
-            DurationText.format(Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
+    /// The pending and running tasks of every app (or `only`), running first, each in identifier order.
+    func listing(_ only: String?, _ ctx: ModeContext) -> [BGTaskListing] {
+        func secs(_ d: Duration) -> Double {
+            Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
         }
-        var lines: [String] = []
+        var out: [BGTaskListing] = []
         for (app, a) in ctx.state(State.self).apps.sorted(by: { $0.key < $1.key }) where only == nil || only == app {
             for (identifier, r) in a.running.sorted(by: { $0.key < $1.key }) {
-                lines.append("\(app) \(identifier) (\(r.kind.rawValue)): running for \(fmt(ctx.now - r.started))\(r.expired ? ", expiration handler called" : "")")
+                out.append(BGTaskListing(bundleIdentifier: app, identifier: identifier, kind: r.kind, state: .running,
+                                         runningForSeconds: secs(ctx.now - r.started), expirationHandlerCalled: r.expired))
             }
             for p in a.pending.values.sorted(by: { $0.info.identifier < $1.info.identifier }) {
-                var line = "\(app) \(p.info.identifier) (\(p.info.kind.rawValue)): "
-                if let why = Self.waiting(app, p, ctx) {
+                let why = Self.waiting(app, p, ctx)
+                out.append(BGTaskListing(bundleIdentifier: app, identifier: p.info.identifier, kind: p.info.kind, state: .pending,
+                                         waitingFor: why, dueInSeconds: why != nil ? nil : p.earliest <= ctx.now ? 0 : secs(p.earliest - ctx.now),
+                                         requiresExternalPower: p.info.requiresExternalPower,
+                                         requiresNetworkConnectivity: p.info.requiresNetworkConnectivity))
+            }
+        }
+        return out
+    }
+
+    public func answer(_ query: ModeQuery, in ctx: ModeContext) throws(ModeCommandError) -> ModeAnswer? {
+        guard case .bgTasks(let only) = query else { return nil }
+        if let only, ctx.apps[only] == nil { throw ModeCommandError("unknown bundle id \"\(only)\"") }
+        return .bgTasks(listing(only, ctx))
+    }
+
+    private func listText(_ only: String?, _ ctx: ModeContext) -> String {
+        BGTaskListing.text(listing(only, ctx))
+    }
+}
+
+extension BGTaskListing {
+    /// One line per task, as `bgtask list` prints them.
+    public static func text(_ tasks: [BGTaskListing]) -> String {
+        let fmt = { (s: Double) -> String in DurationText.format(s) }
+        var lines: [String] = []
+        for t in tasks {
+            var line = "\(t.bundleIdentifier) \(t.identifier) (\(t.kind.rawValue)): "
+            switch t.state {
+            case .running:
+                line += "running for \(fmt(t.runningForSeconds ?? 0))\(t.expirationHandlerCalled == true ? ", expiration handler called" : "")"
+            case .pending:
+                if let why = t.waitingFor {
                     line += "waiting: \(why)"
                 } else {
-                    line += p.earliest <= ctx.now ? "due now" : "due in \(fmt(p.earliest - ctx.now))"
+                    let due = t.dueInSeconds ?? 0
+                    line += due <= 0 ? "due now" : "due in \(fmt(due))"
                 }
                 var needs: [String] = []
-                if p.info.requiresExternalPower { needs.append("external power") }
-                if p.info.requiresNetworkConnectivity { needs.append("network") }
+                if t.requiresExternalPower { needs.append("external power") }
+                if t.requiresNetworkConnectivity { needs.append("network") }
                 if !needs.isEmpty { line += " (requires \(needs.joined(separator: " and ")))" }
-                lines.append(line)
             }
+            lines.append(line)
         }
         return lines.isEmpty ? "no pending or running BGTaskScheduler tasks" : lines.joined(separator: "\n")
     }

@@ -72,7 +72,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
                 return .refused(reason: "no valid \"aps-environment\" entitlement string found for application (add it to \(info.manifest.name).entitlements)")
             }
             let token = Self.token(for: app, salt: "apns")
-            ctx.emit(.note(app: app, "registered for remote notifications: device token \(token)"))
+            ctx.emit(.typedNote(app: app, "registered for remote notifications: device token \(token)", .init(deviceToken: token)))
             return .token(token)
         case .remoteNotificationCompleted(let id, let result):
             let a = ctx.state(State.self).apps[app]

@@ -7,8 +7,8 @@ struct ExpectationBuilder {
 
     static let appKeys = ["state", "process", "printed", "snapshot", "backgroundRefreshStatus"]
     static let reportKeys = ["app", "none", "code", "namespace", "reason", "type", "exception"]
-    static let eventKeys = ["kind", "app", "from", "to", "callback", "signal", "confirmed", "taskName", "began", "mode",
-                            "transfer", "push", "fetch", "apnsID", "result", "band", "pressure", "cause", "exactly", "atLeast", "none"]
+    static let eventKeys = ["kind", "app", "from", "to", "callback", "signal", "confirmed", "task", "taskName", "began", "mode",
+                            "transfer", "push", "fetch", "apnsID", "result", "deviceToken", "bgTask", "success", "band", "pressure", "cause", "exactly", "atLeast", "none"]
     static let refreshStatuses = ["available", "denied", "restricted"]
 
     func expectation(_ node: Located) throws(ScenarioError) -> Expectation {
@@ -137,6 +137,7 @@ struct ExpectationBuilder {
             e.signal = s
         }
         e.confirmed = try k["confirmed"]?.bool("confirmed")
+        e.task = try k["task"]?.int("task", in: 1...Int.max)
         e.taskName = try k["taskName"]?.string("taskName")
         e.began = try k["began"]?.bool("began")
         e.mode = try k["mode"]?.string("mode")
@@ -153,6 +154,9 @@ struct ExpectationBuilder {
             guard ["newData", "noData", "failed"].contains(s) else { throw n.error(unknown("result", s, known: ["newData", "noData", "failed"])) }
             e.result = s
         }
+        e.deviceToken = try k["deviceToken"]?.string("deviceToken").lowercased()
+        e.bgTask = try k["bgTask"]?.string("bgTask")
+        e.success = try k["success"]?.bool("success")
         if let n = k["band"] {
             let s = try n.string("band")
             guard JetsamBandName.all.contains(s) else { throw n.error(unknown("jetsam band", s, known: JetsamBandName.all)) }

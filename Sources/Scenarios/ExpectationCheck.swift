@@ -163,6 +163,7 @@ struct ExpectationCheck {
                     && (want.callback.map { $0 == e.callback } ?? true)
                     && (want.signal.map { $0 == e.signal } ?? true)
                     && (want.confirmed.map { $0 == (e.confirmed ?? false) } ?? true)
+                    && (want.task.map { $0 == e.task } ?? true)
                     && (want.taskName.map { $0 == e.taskName } ?? true)
                     && (want.began.map { $0 == e.began } ?? true)
                     && (want.mode.map { $0 == e.mode } ?? true)
@@ -171,6 +172,9 @@ struct ExpectationCheck {
                     && (want.fetch.map { $0 == e.fetch } ?? true)
                     && (want.apnsID.map { $0 == e.apnsID?.uppercased() } ?? true)
                     && (want.result.map { $0 == e.result } ?? true)
+                    && (want.deviceToken.map { $0 == e.deviceToken?.lowercased() } ?? true)
+                    && (want.bgTask.map { $0 == e.bgTask } ?? true)
+                    && (want.success.map { $0 == e.success } ?? true)
                     && (want.band.map { $0 == e.band } ?? true)
                     && (want.pressure.map { $0 == e.pressure } ?? true)
                     && (want.cause.map { $0.holds(e.cause) } ?? true)
@@ -193,6 +197,7 @@ struct ExpectationCheck {
         if let c = w.callback { parts.append("callback \(c)") }
         if let s = w.signal { parts.append("signal \(s)") }
         if let c = w.confirmed { parts.append("confirmed \(c)") }
+        if let t = w.task { parts.append("task id \(t)") }
         if let t = w.taskName { parts.append("task \(t)") }
         if let b = w.began { parts.append(b ? "began" : "ended") }
         if let m = w.mode { parts.append("mode \(m)") }
@@ -201,6 +206,9 @@ struct ExpectationCheck {
         if let f = w.fetch { parts.append("fetch \(f)") }
         if let a = w.apnsID { parts.append("apns-id \(a)") }
         if let r = w.result { parts.append("result \(r)") }
+        if let t = w.deviceToken { parts.append("device token \(t)") }
+        if let t = w.bgTask { parts.append("BGTask \(t)") }
+        if let s = w.success { parts.append("success \(s)") }
         if let b = w.band { parts.append("band \(b)") }
         if let p = w.pressure { parts.append("pressure \(p)") }
         if let c = w.cause { parts.append("cause \(c)") }

@@ -155,6 +155,8 @@ public struct Expectation: Sendable, Equatable {
         public var callback: String?
         public var signal: String?
         public var confirmed: Bool?
+        /// A background task's id (`beginBackgroundTask`'s number) and name.
+        public var task: Int?
         public var taskName: String?
         public var began: Bool?
         public var mode: String?
@@ -163,6 +165,11 @@ public struct Expectation: Sendable, Equatable {
         public var fetch: UInt64?
         public var apnsID: String?
         public var result: String?
+        /// A remote-notification registration's device token (hex, any case), a
+        /// BGTaskScheduler task's identifier, and what its `setTaskCompleted(success:)` said.
+        public var deviceToken: String?
+        public var bgTask: String?
+        public var success: Bool?
         /// A `memory` event's jetsam band and pressure level.
         public var band: String?
         public var pressure: String?

@@ -94,9 +94,22 @@ extension AppHostCommand {
             static let configuration = CommandConfiguration(
                 commandName: "show",
                 abstract: "Show the Background App Refresh switches and Low Power Mode.",
-                discussion: "Example: apphost settings show")
+                discussion: """
+                    --json prints the same as data (docs/json.md).
+
+                    Examples:
+                      apphost settings show
+                      apphost settings show --json
+                    """)
             @OptionGroup var state: StateOptions
-            func run() throws { try state.perform(.mode(.settingsShow)) }
+            @OptionGroup var output: JSONOption
+            func run() throws {
+                guard output.json else { return try state.perform(.mode(.settingsShow)) }
+                try reportingErrors {
+                    guard case .settings(let settings) = try state.query(.settings) else { throw CLIError(description: "unexpected answer from the daemon") }
+                    try printJSON(.settings, settings)
+                }
+            }
         }
     }
 
@@ -244,9 +257,22 @@ extension AppHostCommand {
             static let configuration = CommandConfiguration(
                 commandName: "show",
                 abstract: "Show the device's power source, network, memory and memory pressure.",
-                discussion: "Example: apphost device show")
+                discussion: """
+                    --json prints the same as data (docs/json.md), the memory in bytes.
+
+                    Examples:
+                      apphost device show
+                      apphost device show --json
+                    """)
             @OptionGroup var state: StateOptions
-            func run() throws { try state.perform(.mode(.deviceShow)) }
+            @OptionGroup var output: JSONOption
+            func run() throws {
+                guard output.json else { return try state.perform(.mode(.deviceShow)) }
+                try reportingErrors {
+                    guard case .device(let device) = try state.query(.device) else { throw CLIError(description: "unexpected answer from the daemon") }
+                    try printJSON(.device, device)
+                }
+            }
         }
     }
 
@@ -298,6 +324,7 @@ extension AppHostCommand {
             @Argument(help: ArgumentHelp(visibility: .private))
             var rest: String?
             @OptionGroup var state: StateOptions
+            @OptionGroup var output: JSONOption
 
             func run() throws {
                 var request = ModeCommand.fetchSchedule
@@ -313,7 +340,11 @@ extension AppHostCommand {
                     case (let id?, let extra?):
                         throw ModeInput.usage("one app at a time: apphost fetch \(id), then apphost fetch \(extra)")
                     }
+                    if output.json, request != .fetchSchedule {
+                        throw ModeInput.usage("--json is for the schedule: apphost fetch schedule --json")
+                    }
                 }
+                if output.json { return try printFetchSchedule(state) }
                 try state.perform(.mode(request))
             }
         }
@@ -322,9 +353,19 @@ extension AppHostCommand {
             static let configuration = CommandConfiguration(
                 commandName: "schedule",
                 abstract: "Show each app's next background fetch and why.",
-                discussion: "Example: apphost fetch schedule")
+                discussion: """
+                    --json prints the same as data (docs/json.md), times in seconds.
+
+                    Examples:
+                      apphost fetch schedule
+                      apphost fetch schedule --json
+                    """)
             @OptionGroup var state: StateOptions
-            func run() throws { try state.perform(.mode(.fetchSchedule)) }
+            @OptionGroup var output: JSONOption
+            func run() throws {
+                guard output.json else { return try state.perform(.mode(.fetchSchedule)) }
+                try printFetchSchedule(state)
+            }
         }
     }
 
@@ -398,19 +439,41 @@ extension AppHostCommand {
                 commandName: "list",
                 abstract: "Show pending and running tasks and what each waits for, for every app or one.",
                 discussion: """
+                    --json prints the same as data (docs/json.md), times in seconds.
+
                     Examples:
                       apphost bgtask list
                       apphost bgtask list com.example.app
+                      apphost bgtask list --json
                     """)
             @Argument(help: ArgumentHelp("Only this app.", valueName: "bundle-id"))
             var bundleIdentifier: String?
             @OptionGroup var state: StateOptions
+            @OptionGroup var output: JSONOption
 
             func run() throws {
                 try reportingErrors { if let bundleIdentifier { try ModeInput.checkBundleIdentifier(bundleIdentifier) } }
+                if output.json {
+                    return try reportingErrors {
+                        guard case .bgTasks(let tasks) = try state.query(.bgTasks(bundleIdentifier: bundleIdentifier)) else {
+                            throw CLIError(description: "unexpected answer from the daemon")
+                        }
+                        try printJSON(.bgtaskList, tasks)
+                    }
+                }
                 try state.perform(.mode(.bgTaskList(bundleIdentifier: bundleIdentifier)))
             }
         }
+    }
+}
+
+/// `fetch schedule --json`.
+private func printFetchSchedule(_ state: StateOptions) throws {
+    try reportingErrors {
+        guard case .fetchSchedule(let schedule) = try state.query(.fetchSchedule) else {
+            throw CLIError(description: "unexpected answer from the daemon")
+        }
+        try printJSON(.fetchSchedule, schedule)
     }
 }
 

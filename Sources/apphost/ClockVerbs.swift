@@ -69,13 +69,15 @@ extension AppHostCommand {
             @OptionGroup var output: JSONOption
 
             func run() throws {
-                if all { return try printProfiles(BudgetProfile.all, source: "named profiles") }
+                if all { return try printProfiles(BudgetProfile.all, source: "named profiles", json: "named") }
                 var inForce: BudgetProfile
                 var source: String
+                var jsonSource = "options"
                 if profile == nil, config == nil,
                    let r = try? state.client.request(.profile), case .profile(let p) = r {
                     inForce = p
                     source = "in force on the daemon at \(state.resolved)"
+                    jsonSource = "daemon"
                 } else {
                     do {
                         let file = try config.map { try HostConfigFile.load(path: absolute($0)) }
@@ -86,8 +88,7 @@ extension AppHostCommand {
                     }
                     source = "no daemon answering; what --profile/--config give"
                 }
-                if output.json { return try printJSON(inForce) }
-                try printProfiles([inForce], source: source)
+                try printProfiles([inForce], source: source, json: jsonSource)
             }
 
             /// A duration as a duration (`30s`, `15m`); a count as a count (`3`).
@@ -96,8 +97,10 @@ extension AppHostCommand {
                 return value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
             }
 
-            func printProfiles(_ profiles: [BudgetProfile], source: String) throws {
-                if output.json { return try printJSON(profiles) }
+            /// The table, or with --json the profiles and where they came from (`daemon`: the
+            /// running host's; `options`: what --profile/--config give; `named`: --all).
+            func printProfiles(_ profiles: [BudgetProfile], source: String, json: String) throws {
+                if output.json { return try printJSON(.profile, profiles, extra: ["source": json]) }
                 print("budgets (\(source)):")
                 let header = ["BUDGET"] + profiles.map(\.name) + ["SOURCE"]
                 let rows = BudgetProfile.keys.map { key in
@@ -115,7 +118,7 @@ func printClock(_ r: ControlResponse, json: Bool) throws {
     guard case .clock(let mode, let seconds, let date) = r else { throw unexpected(r) }
     if json {
         struct Reading: Encodable { var mode: String; var seconds: Double; var date: Date }
-        return try printJSON(Reading(mode: mode, seconds: seconds, date: date))
+        return try printJSON(.clock, Reading(mode: mode, seconds: seconds, date: date))
     }
     print("\(mode) clock: +\(DurationText.format(seconds)) (\(Timestamp.format(date)))")
 }

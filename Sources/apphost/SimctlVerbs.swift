@@ -43,10 +43,6 @@ extension AppHostCommand {
             enum CodingKeys: String, CodingKey { case name, udid, state, isAvailable, stateDirectory, pid }
         }
 
-        struct Listing: Encodable {
-            var version = 1
-            var devices: [Device]
-        }
 
         func run() throws {
             try reportingErrors {
@@ -67,7 +63,7 @@ extension AppHostCommand {
                     devices.append(Device(name: identity.name, udid: identity.udid, state: pid == nil ? "Shutdown" : "Booted",
                                           stateDirectory: dir, pid: pid == 0 ? nil : pid))
                 }
-                if output.json { return try printJSON(Listing(devices: devices)) }
+                if output.json { return try printJSON(.listDevices, devices) }
                 print("== Devices ==")
                 print("-- AppHost: \(dir) --")
                 if devices.isEmpty {
@@ -122,10 +118,6 @@ extension AppHostCommand {
             }
         }
 
-        struct Listing: Encodable {
-            var version = 1
-            var apps: [App]
-        }
 
         func run() throws {
             try reportingErrors {
@@ -141,7 +133,7 @@ extension AppHostCommand {
                                                     uniquingKeysWith: { first, _ in first }),
                         backgroundModes: app.backgroundModes.map(\.rawValue), installedAt: app.installedAt)
                 }
-                if output.json { return try printJSON(Listing(apps: apps)) }
+                if output.json { return try printJSON(.listapps, apps) }
                 print(OpenStepPlist.text(apps.map { app in
                     var entries: [(String, OpenStepPlist.Value)] = [
                         ("ApplicationType", .string("User")),

@@ -52,7 +52,7 @@ extension AppHostCommand {
                         throw CLIError(description: error.description)
                     }
                 }
-                if json.json { return try printJSON(info) }
+                if json.json { return try printJSON(.snapshot, info) }
                 print(info.png ?? "(no picture kept: policy none)")
             }
         }
@@ -88,7 +88,7 @@ extension AppHostCommand {
                 let r = try state.client.request(.switcher).checked()
                 guard case .switcher(let entries) = r else { throw unexpected(r) }
                 if let sheet { try drawSheet(entries, to: sheetFile(sheet)) }
-                if json.json { return try printJSON(entries) }
+                if json.json { return try printJSON(.switcher, entries) }
                 if entries.isEmpty { return print("the app switcher is empty") }
                 for e in entries {
                     let picture = e.snapshot.map { s in s.png.map { "\($0) (\(s.reason), \(s.policy.rawValue))" } ?? "no picture (policy none)" } ?? "no snapshot yet"

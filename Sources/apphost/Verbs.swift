@@ -27,7 +27,7 @@ extension AppHostCommand {
                 let r = try state.client.request(.install(path: path, settings: values,
                                                           entitlements: entitlements.absolutePath)).checked()
                 guard case .installed(let app) = r else { throw unexpected(r) }
-                if output.json { try printJSON(app) } else {
+                if output.json { try printJSON(.install, app) } else {
                     print("installed \(app.bundleIdentifier) (\(app.executablePath))")
                 }
             }
@@ -55,7 +55,7 @@ extension AppHostCommand {
                     if case .app(let app) = r { return app }
                     return nil
                 }
-                if output.json { return try printJSON(apps) }
+                if output.json { return try printJSON(.list, apps) }
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { [$0.bundleIdentifier, $0.name, $0.backgroundModes.map(\.rawValue).joined(separator: ","), $0.bundlePath] }
                 print(table(["BUNDLE ID", "NAME", "MODES", "BUNDLE"], rows))
@@ -169,7 +169,7 @@ extension AppHostCommand {
                     if case .appStatus(let s) = r { return s }
                     return nil
                 }
-                if output.json { return try printJSON(apps) }
+                if output.json { return try printJSON(.status, apps) }
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { s in
                     [s.bundleIdentifier, s.state.rawValue + (s.isFrontmost ? " *" : ""), s.pid.map(String.init) ?? "-",
@@ -193,7 +193,7 @@ extension AppHostCommand {
                     try state.client.stream(.events(follow: follow, bundleIdentifier: bundleIdentifier)) { r in
                     guard case .event(let e) = try r.checked() else { throw unexpected(r) }
                     if output.json {
-                        print(String(decoding: try WireJSON.encoder().encode(e), as: UTF8.self))
+                        print(try jsonLine(.event, e))
                     } else {
                         print(EventFormatter.line(e))
                     }
@@ -214,7 +214,7 @@ extension AppHostCommand {
                     if case .report(let report) = r { return report }
                     return nil
                 }
-                if output.json { return try printJSON(reports) }
+                if output.json { return try printJSON(.reports, reports) }
                 if reports.isEmpty { return print("no termination reports") }
                 for report in reports {
                     print(ReportFormatter.text(report))
@@ -282,7 +282,9 @@ extension AppHostCommand {
                             }
                         }
                     } catch {
-                        throw CLIError(description: "\(error)", exitCode: 65)
+                        // As every verb: a file that is not there is EX_NOINPUT, a bad one EX_DATAERR.
+                        let missing = (error as? ManifestError).map { ($0.code == .fileNotFound || $0.code == .unreadable) && $0.file == file } ?? false
+                        throw CLIError(description: "\(error)", exitCode: missing ? 66 : 65)
                     }
                     for warning in read.warnings {
                         FileHandle.standardError.write(Data("apphost: warning: \(warning)\n".utf8))
@@ -293,7 +295,7 @@ extension AppHostCommand {
                     readManifest = read.manifest
                 }
                 guard let manifest = readManifest else { return }
-                if output.json { return try printJSON(ManifestShowJSON(manifest: manifest, entitlements: entitlements.map(EntitlementsJSON.init))) }
+                if output.json { return try printJSON(.manifest, ManifestShowJSON(manifest: manifest, entitlements: entitlements.map(EntitlementsJSON.init))) }
                 var lines = [
                     ("file", manifest.sourcePath),
                     ("bundle id", manifest.bundleIdentifier),

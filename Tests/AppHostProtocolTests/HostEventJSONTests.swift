@@ -27,6 +27,12 @@ struct HostEventJSONTests {
         try same(HostEvent(seq: 9, time: t, kind: .modeUsed, cause: "silent push 3", mode: "remote-notification",
                            fields: .init(push: 3, apnsID: "a\"b")))
         try same(HostEvent(seq: 10, time: t, kind: .service, cause: "fetch 2 completed", fields: .init(fetch: 2, result: "noData")))
+        // A registration's device token; a BGTask launched, completed (and how).
+        try same(HostEvent(seq: 13, time: t, kind: .service, cause: "registered", fields: .init(deviceToken: "ab\"01")))
+        try same(HostEvent(seq: 14, time: t, kind: .service, cause: "BGTask completed",
+                           fields: .init(result: "x", bgTask: "com.x.refresh", success: false)))
+        try same(HostEvent(seq: 15, time: t, kind: .callback, cause: "expirationHandler returned",
+                           fields: .init(callback: "expirationHandler", task: 3, taskName: "upload", began: nil, bgTask: "b", success: true)))
         // Device memory: a level change, a warning, a jetsam decision.
         try same(HostEvent(seq: 11, time: t, kind: .memory, cause: "memory pressure normal → warning",
                            fields: .init(footprint: 0, pressure: "warning")))

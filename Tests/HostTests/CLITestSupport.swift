@@ -342,6 +342,27 @@ func parseJSON(_ text: String) throws -> Any {
     try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
 }
 
+/// The payload of a `--json` output after checking its envelope (`version` 1, `kind`):
+/// `{"version": 1, "kind": "status", "apps": [...]}` gives the array (docs/json.md).
+func jsonPayload(_ text: String, _ kind: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> Any {
+    let keys = ["status": "apps", "list": "apps", "switcher": "apps", "install": "app", "reports": "reports", "event": "event",
+                "clock": "clock", "profile": "profiles", "fetchSchedule": "schedule", "bgtaskList": "tasks",
+                "settings": "settings", "device": "device", "snapshot": "snapshot", "manifest": "manifest",
+                "listDevices": "devices", "listapps": "apps"]
+    let envelope = try #require(try parseJSON(text) as? [String: Any], "not a JSON object: \(text)", sourceLocation: sourceLocation)
+    #expect(envelope["version"] as? Int == 1, "version: \(text)", sourceLocation: sourceLocation)
+    #expect(envelope["kind"] as? String == kind, "kind: \(text)", sourceLocation: sourceLocation)
+    let key = try #require(keys[kind], "unknown kind \(kind)", sourceLocation: sourceLocation)
+    return try #require(envelope[key], "no \"\(key)\" in \(text)", sourceLocation: sourceLocation)
+}
+
+/// The events of `events --json` output (one envelope per line).
+func jsonEvents(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> [[String: Any]] {
+    try text.split(separator: "\n").map { line in
+        try #require(try jsonPayload(String(line), "event", sourceLocation: sourceLocation) as? [String: Any], sourceLocation: sourceLocation)
+    }
+}
+
 /// The pid in `launch`'s `id: pid` line.
 func launchedPID(_ stdout: String, id: String) -> Int32? {
     let line = stdout.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -88,7 +88,7 @@ struct CLITests {
         let plain = packageRoot + "/manifests/Plain.app"
         let json = await apphost(["manifest", "show", "--json", plain])
         try #require(json.status == 0, "stderr: \(json.stderr)")
-        let object = try #require(try parseJSON(json.stdout) as? [String: Any], "not an object: \(json.stdout)")
+        let object = try #require(try jsonPayload(json.stdout, "manifest") as? [String: Any], "not an object: \(json.stdout)")
         #expect(object["bundleIdentifier"] as? String == "com.example.plain")
         #expect(object["executable"] as? String == "PlainApp")
         #expect(object["name"] as? String == "Plain")
@@ -118,7 +118,7 @@ struct CLITests {
         ])
         let r = await apphost(["manifest", "show", "--json", bundle])
         try #require(r.status == 0, "stderr: \(r.stderr)")
-        let object = try #require(try parseJSON(r.stdout) as? [String: Any])
+        let object = try #require(try jsonPayload(r.stdout, "manifest") as? [String: Any])
         #expect(object["backgroundModes"] as? [String] == ["processing", "audio", "fetch"])
         #expect(object["bgTaskIdentifiers"] as? [String] == ["com.cli.modes.refresh"])
         #expect(object["exitsOnSuspend"] as? Bool == true)
@@ -140,7 +140,7 @@ struct CLITests {
                                  "--setting", "PRODUCT_BUNDLE_IDENTIFIER=com.example.settings",
                                  "--setting", "EXECUTABLE_NAME=PlainApp"])
         try #require(set.status == 0, "stderr: \(set.stderr)")
-        let object = try #require(try parseJSON(set.stdout) as? [String: Any])
+        let object = try #require(try jsonPayload(set.stdout, "manifest") as? [String: Any])
         #expect(object["bundleIdentifier"] as? String == "com.example.settings")
         #expect(object["executable"] as? String == "PlainApp")
 
@@ -232,7 +232,7 @@ struct CLITests {
 
             let list = await s.run("list", "--json")
             #expect(list.status == 0, "list: \(list.stderr)")
-            let apps = try #require(try parseJSON(list.stdout) as? [[String: Any]], "list --json: \(list.stdout)")
+            let apps = try #require(try jsonPayload(list.stdout, "list") as? [[String: Any]], "list --json: \(list.stdout)")
             #expect(apps.map { $0["bundleIdentifier"] as? String } == [id])
             #expect(apps.first?["name"] as? String == "Probe")
 
@@ -243,7 +243,7 @@ struct CLITests {
             #expect(eventLines.contains { $0.contains("\(id)[\(pid)]") && $0.contains("background → suspended") }, "events:\n\(events.stdout)")
             #expect(eventLines.contains { $0.contains("host") && $0.contains("hostStarted") }, "events:\n\(events.stdout)")
             let json = await s.run("events", "--json", id)
-            let objects = try json.stdout.split(separator: "\n").map { try #require(try parseJSON(String($0)) as? [String: Any]) }
+            let objects = try jsonEvents(json.stdout)
             #expect(objects.contains { $0["from"] as? String == "background" && $0["to"] as? String == "suspended" }, "events --json:\n\(json.stdout)")
 
             // Unknown ids: exit 2 and the message names the id.
@@ -269,7 +269,7 @@ struct CLITests {
             #expect(term.status == 0, "terminate: \(term.stderr)")
             #expect(!processExists(pid), "terminate returns once the app is reaped")
             let raw = await s.run("status", "--json", id)
-            let entry = try #require((try parseJSON(raw.stdout) as? [[String: Any]])?.first, "status --json: \(raw.stdout)")
+            let entry = try #require((try jsonPayload(raw.stdout, "status") as? [[String: Any]])?.first, "status --json: \(raw.stdout)")
             #expect(entry["state"] as? String == "notRunning")
             #expect(entry.keys.contains("pid") && entry["pid"] is NSNull, "\"pid\": null expected: \(raw.stdout)")
             let log = try String(contentsOfFile: s.stateDir + "/logs/\(id).log", encoding: .utf8)
@@ -280,7 +280,7 @@ struct CLITests {
             #expect(uninstall.status == 0, "uninstall: \(uninstall.stderr)")
             #expect(uninstall.stdout.contains("uninstalled \(id)"))
             let empty = await s.run("list", "--json")
-            #expect((try parseJSON(empty.stdout) as? [Any])?.isEmpty == true, "list --json: \(empty.stdout)")
+            #expect((try jsonPayload(empty.stdout, "list") as? [Any])?.isEmpty == true, "list --json: \(empty.stdout)")
             let emptyText = await s.run("list")
             #expect(emptyText.stdout.contains("no apps installed"), "\(emptyText.stdout)")
         }
@@ -318,7 +318,7 @@ struct CLITests {
 
             let json = await s.run("reports", "--json", id)
             #expect(json.status == 0, "reports: \(json.stderr)")
-            let reports = try #require(try parseJSON(json.stdout) as? [[String: Any]], "reports --json: \(json.stdout)")
+            let reports = try #require(try jsonPayload(json.stdout, "reports") as? [[String: Any]], "reports --json: \(json.stdout)")
             let report = try #require(reports.last)
             #expect(reports.count == 1)
             #expect((report["exitStatus"] as? NSNumber)?.int32Value == 3, "\(json.stdout)")
@@ -353,7 +353,7 @@ struct CLITests {
             #expect(launch.stderr.contains("\(id) could not be launched"), "stderr: \(launch.stderr)")
             #expect(launch.stderr.contains("apphost reports \(id)"), "points to the report; stderr: \(launch.stderr)")
             let reports = await s.run("reports", "--json", id)
-            let report = try #require((try parseJSON(reports.stdout) as? [[String: Any]])?.last, "reports --json: \(reports.stdout)")
+            let report = try #require((try jsonPayload(reports.stdout, "reports") as? [[String: Any]])?.last, "reports --json: \(reports.stdout)")
             #expect((report["exitStatus"] as? NSNumber)?.int32Value == 7)
             #expect((report["reason"] as? String)?.contains("during launch") == true, "\(reports.stdout)")
             #expect(try await statusJSON(s, id)["state"] as? String == "notRunning")
@@ -375,7 +375,7 @@ struct CLITests {
             #expect(noExecutable.stderr.contains("NoSuchApp"), "names the missing executable; stderr: \(noExecutable.stderr)")
 
             let list = await s.run("list", "--json")
-            #expect((try parseJSON(list.stdout) as? [Any])?.isEmpty == true, "nothing installed: \(list.stdout)")
+            #expect((try jsonPayload(list.stdout, "list") as? [Any])?.isEmpty == true, "nothing installed: \(list.stdout)")
         }
     }
 
@@ -515,7 +515,7 @@ struct CLITests {
             #expect(r.stderr.contains("pid \(daemon.pid)"), "stderr: \(r.stderr)")
             #expect(!r.stdout.contains("Ctrl-C to stop"), "a refused run does not claim to be running; stdout: \(r.stdout)")
             let list = await s.run("list", "--json")
-            #expect((try parseJSON(list.stdout) as? [Any])?.isEmpty == true, "the refused run installed nothing: \(list.stdout)")
+            #expect((try jsonPayload(list.stdout, "list") as? [Any])?.isEmpty == true, "the refused run installed nothing: \(list.stdout)")
             #expect(daemon.exit == nil)
         }
     }
@@ -546,7 +546,7 @@ struct CLITests {
 private func statusJSON(_ s: CLISession, _ id: String) async throws -> [String: Any] {
     let r = await s.run("status", "--json", id)
     try #require(r.status == 0, "status --json: exit \(r.status), stderr: \(r.stderr)")
-    let array = try #require(try parseJSON(r.stdout) as? [[String: Any]], "status --json is not an array of objects: \(r.stdout)")
+    let array = try #require(try jsonPayload(r.stdout, "status") as? [[String: Any]], "status --json is not an array of objects: \(r.stdout)")
     #expect(array.count == 1, "one app asked for: \(r.stdout)")
     return try #require(array.first { $0["bundleIdentifier"] as? String == id }, "no \(id) in \(r.stdout)")
 }

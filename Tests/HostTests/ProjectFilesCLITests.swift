@@ -39,7 +39,7 @@ struct ProjectFilesCLITests {
         let debug = await apphost(["manifest", "show", "--json", "--xcconfig", base, "--setting", "CONFIGURATION=Debug",
                                    "--setting", "SDK_NAME=iphonesimulator", "--entitlements", entitlements, plist])
         #expect(debug.status == 0 && debug.stderr.isEmpty, "stderr: \(debug.stderr)")
-        let json = try #require(try parseJSON(debug.stdout) as? [String: Any], "\(debug.stdout)")
+        let json = try #require(try jsonPayload(debug.stdout, "manifest") as? [String: Any], "\(debug.stdout)")
         #expect(json["bundleIdentifier"] as? String == "com.example.walker.debug")
         #expect(json["displayName"] as? String == "Walker-Sim")
         let shown = try #require(json["entitlements"] as? [String: Any], "\(debug.stdout)")
@@ -51,8 +51,8 @@ struct ProjectFilesCLITests {
 
         // --setting wins over the xcconfig, as xcodebuild KEY=VALUE does.
         let over = await apphost(["manifest", "show", "--json", "--xcconfig", base, "--setting", "PRODUCT_BUNDLE_IDENTIFIER=org.example.ci", plist])
-        #expect((try parseJSON(over.stdout) as? [String: Any])?["bundleIdentifier"] as? String == "org.example.ci", "\(over.stdout)")
-        #expect((try parseJSON(over.stdout) as? [String: Any])?["entitlements"] is NSNull, "no entitlements file beside it: null")
+        #expect((try jsonPayload(over.stdout, "manifest") as? [String: Any])?["bundleIdentifier"] as? String == "org.example.ci", "\(over.stdout)")
+        #expect((try jsonPayload(over.stdout, "manifest") as? [String: Any])?["entitlements"] is NSNull, "no entitlements file beside it: null")
     }
 
     @Test func whatIsStillMissingIsNamed() async throws {
@@ -132,7 +132,7 @@ struct ProjectFilesCLITests {
                                 "--entitlements", project + "/Walker/Supporting Files/Walker.entitlements", project + "/Walker/Info.plist")
             #expect(r.status == 0, "\(r.stderr)")
             #expect(!r.stderr.contains("is not read"), "--entitlements names the file: \(r.stderr)")
-            let app = try #require(try parseJSON(r.stdout) as? [String: Any], "\(r.stdout)")
+            let app = try #require(try jsonPayload(r.stdout, "install") as? [String: Any], "\(r.stdout)")
             #expect(app["bundleIdentifier"] as? String == "com.example.walker.debug")
             #expect(app["entitlements"] as? [String] == ["aps-environment", "com.apple.security.application-groups"])
             #expect(app["applicationGroups"] as? [String] == ["group.com.example.walker"])

@@ -189,7 +189,7 @@ struct RobustnessCLITests {
 
             let json = await s.run("status", "--json")
             try #require(json.status == 0, "status: \(json.stderr.prefix(500))")
-            let apps = try #require(try parseJSON(json.stdout) as? [[String: Any]])
+            let apps = try #require(try jsonPayload(json.stdout, "status") as? [[String: Any]])
             #expect(apps.map { $0["bundleIdentifier"] as? String } == [big, small])
             let tasks = try #require(apps.first?["backgroundTasks"] as? [String])
             #expect(tasks.count == AppStatus.maximumListed + 1)
@@ -275,7 +275,7 @@ struct RobustnessCLITests {
                 #expect(install.stderr.contains("over the limit of 155"), "install: \(install.stderr)")
             }
             let list = await s.run("list", "--json")
-            #expect((try parseJSON(list.stdout) as? [Any])?.isEmpty == true, "nothing installed: \(list.stdout)")
+            #expect((try jsonPayload(list.stdout, "list") as? [Any])?.isEmpty == true, "nothing installed: \(list.stdout)")
         }
     }
 
@@ -347,17 +347,20 @@ struct RobustnessCLITests {
             #expect(await first.waitForExit() == CLIExit(status: SIGKILL, signaled: true))
 
             _ = try await s.startDaemon()
-            let status = try #require(try parseJSON(await s.run("status", "--json", id).stdout) as? [[String: Any]])
+            let status = try #require(try jsonPayload(await s.run("status", "--json", id).stdout, "status") as? [[String: Any]])
             #expect(status.first?["state"] as? String == "notRunning")
             let events = await s.run("events", "--json", id)
-            let lines = events.stdout.split(separator: "\n").compactMap { try? WireJSON.decoder().decode(HostEvent.self, from: Data($0.utf8)) }
+            let lines = events.stdout.split(separator: "\n").compactMap { line -> HostEvent? in
+                struct Line: Decodable { var version: Int; var kind: String; var event: HostEvent }
+                return (try? WireJSON.decoder().decode(Line.self, from: Data(line.utf8)))?.event
+            }
             let ended = try #require(lines.last { $0.kind == .transition }, "\(events.stdout)")
             #expect(ended.to == .notRunning && ended.from == .active)
             #expect(ended.cause == "ended with the host (the host stopped without shutting down)")
-            let reports = try #require(try parseJSON(await s.run("reports", "--json", id).stdout) as? [[String: Any]])
+            let reports = try #require(try jsonPayload(await s.run("reports", "--json", id).stdout, "reports") as? [[String: Any]])
             #expect(reports.last?["terminationNamespace"] as? String == "APPHOST", "\(reports)")
             let none = await s.run("reports", "--json", idle)
-            #expect((try parseJSON(none.stdout) as? [Any])?.isEmpty == true, "an app that was not running gets nothing: \(none)")
+            #expect((try jsonPayload(none.stdout, "reports") as? [Any])?.isEmpty == true, "an app that was not running gets nothing: \(none)")
         }
     }
 }
