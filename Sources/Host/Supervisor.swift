@@ -597,6 +597,8 @@ public actor Supervisor {
             }
         case .protectData(let level):
             applyDataProtection(level)
+        case .persistDeviceToken, .forgetDeviceToken:
+            persistDeviceToken(effect)
         case .persistPrivacy(let app, let service, let value):
             do {
                 try store.setPrivacy(bundleIdentifier: app, service: service, value: value)
