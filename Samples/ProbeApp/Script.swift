@@ -223,6 +223,10 @@ enum Action: Equatable, Sendable {
     case open(path: String)
     /// Open a path read-only and read from it.
     case read(path: String)
+    /// Open a path read-only and keep the descriptor (at most 64).
+    case holdOpen(path: String)
+    /// Read from the descriptor `hold-open:` kept for a path.
+    case readHeld(path: String)
     /// Open a path for writing (created if missing, appended to, nothing written).
     case write(path: String)
     /// Write a few bytes to PATH with a data-protection class (`Data.writeProtected`).
@@ -438,9 +442,13 @@ struct Script: Equatable, Sendable {
                                    ("[ProbeApp] socket bluetooth: EPERM")
           open:PATH                try open(2) PATH O_RDWR (no create); prints
                                    "[ProbeApp] open PATH: ok" or the errno name
+          hold-open:PATH           open PATH read-only and keep the descriptor (at most 64):
+                                   "[ProbeApp] hold-open PATH: ok" or the errno name
+          read-held:PATH           read from the descriptor hold-open kept (from offset 0):
+                                   "[ProbeApp] read-held PATH: ok", the errno name, or "not held"
           read:PATH                open PATH read-only and read from it; prints
                                    "[ProbeApp] read PATH: ok" or the errno name
-          write-protected:PATH[:complete|until-first-unlock|none]  write "secret" to PATH
+          write-protected:PATH[:complete|unless-open|until-first-unlock|none]  write "secret" to PATH
                                    with that data protection (default complete);
                                    "[ProbeApp] write-protected PATH: ok" or ": failed: REASON"
           protected-data           "[ProbeApp] protected data available|unavailable"
@@ -773,9 +781,12 @@ struct Script: Equatable, Sendable {
             return .socket(family)
         case ("open", let path?) where !path.isEmpty: return .open(path: path)
         case ("read", let path?) where !path.isEmpty: return .read(path: path)
+        case ("hold-open", let path?) where !path.isEmpty: return .holdOpen(path: path)
+        case ("read-held", let path?) where !path.isEmpty: return .readHeld(path: path)
         case ("write", let path?) where !path.isEmpty: return .write(path: path)
         case ("write-protected", let argument?) where !argument.isEmpty:
-            let classes: [String: FileProtectionClass] = ["complete": .complete, "until-first-unlock": .completeUntilFirstUserAuthentication, "none": FileProtectionClass.none]
+            let classes: [String: FileProtectionClass] = ["complete": .complete, "unless-open": .completeUnlessOpen,
+                                                          "until-first-unlock": .completeUntilFirstUserAuthentication, "none": FileProtectionClass.none]
             if let colon = argument.lastIndex(of: ":"), let protection = classes[String(argument[argument.index(after: colon)...])],
                colon != argument.startIndex {
                 return .writeProtected(path: String(argument[..<colon]), protection: protection)

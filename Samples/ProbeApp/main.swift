@@ -151,6 +151,8 @@ final class ProbeDelegate: ApplicationDelegate {
     private var open: Set<BackgroundTaskIdentifier> = []
     /// Locks held, by PATH as written on the command line.
     private var locks: [String: [HeldLock]] = [:]
+    /// Descriptors `hold-open:` keeps, by PATH as written (at most 64).
+    private var heldOpen: [String: Int32] = [:]
     /// The label of the window `window:TEXT` shows.
     private var label: Label?
 
@@ -654,6 +656,7 @@ final class ProbeDelegate: ApplicationDelegate {
         case .writeProtected(let path, let protection):
             let options: Data.WritingOptions = switch protection {
             case .complete: .completeFileProtection
+            case .completeUnlessOpen: .completeFileProtectionUnlessOpen
             case .completeUntilFirstUserAuthentication: .completeFileProtectionUntilFirstUserAuthentication
             case .none: .noFileProtection
             }
@@ -676,6 +679,26 @@ final class ProbeDelegate: ApplicationDelegate {
             let code = errno
             close(fd)
             say("[ProbeApp] read \(path): \(n >= 0 ? "ok" : errnoName(code))")
+        case .holdOpen(let path):
+            guard heldOpen[path] != nil || heldOpen.count < 64 else {
+                say("[ProbeApp] hold-open \(path): EMFILE (64 held)")
+                break
+            }
+            let fd = Glibc.open(resolved(path), O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else {
+                say("[ProbeApp] hold-open \(path): \(errnoName(errno))")
+                break
+            }
+            if let old = heldOpen.updateValue(fd, forKey: path) { close(old) }
+            say("[ProbeApp] hold-open \(path): ok")
+        case .readHeld(let path):
+            guard let fd = heldOpen[path] else {
+                say("[ProbeApp] read-held \(path): not held")
+                break
+            }
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let n = pread(fd, &buffer, buffer.count, 0)
+            say("[ProbeApp] read-held \(path): \(n >= 0 ? "ok" : errnoName(errno))")
         case .write(let path):
             let fd = Glibc.open(resolved(path), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o666) // the umask decides, as for Foundation's writers
             if fd >= 0 {

@@ -5,6 +5,11 @@
 public enum FileProtectionClass: String, Codable, Sendable, CaseIterable {
     /// `.complete`: unreadable while the device is locked.
     case complete
+    /// `.completeUnlessOpen`: can be created while the device is locked; closed like
+    /// `complete` at the lock, but a file the app has open stays usable through that
+    /// descriptor (Apple: "If the file is opened when unlocked, you may continue to
+    /// access the file normally, even if the user locks the device").
+    case completeUnlessOpen
     /// `.completeUntilFirstUserAuthentication`: unreadable from boot until the first
     /// unlock, readable afterwards, locked or not (iOS's default).
     case completeUntilFirstUserAuthentication
@@ -31,7 +36,7 @@ public enum DataProtectionLevel: String, Codable, Sendable, Equatable {
     public func closes(_ protection: FileProtectionClass) -> Bool {
         switch (self, protection) {
         case (.open, _), (_, .none): false
-        case (.locked, .complete), (.lockedSinceBoot, _): true
+        case (.locked, .complete), (.locked, .completeUnlessOpen), (.lockedSinceBoot, _): true
         case (.locked, .completeUntilFirstUserAuthentication): false
         }
     }

@@ -320,65 +320,6 @@ public final class Application {
 
     // MARK: Background fetch and refresh
 
-    /// The interval that asks for fetches as often as the system allows, like
-    /// `UIApplication.backgroundFetchIntervalMinimum` (0), for
-    /// the `TimeInterval` overload of ``setMinimumBackgroundFetchInterval(_:)``.
-    public nonisolated static let backgroundFetchIntervalMinimum: TimeInterval = 0
-    /// The interval that turns background fetch off (the default), like
-    /// `UIApplication.backgroundFetchIntervalNever` (`Double.greatestFiniteMagnitude`).
-    public nonisolated static let backgroundFetchIntervalNever: TimeInterval = .greatestFiniteMagnitude
-
-    /// Sets how often the app wants ``ApplicationDelegate/performFetch(_:completion:)``
-    /// calls, like `UIApplication.setMinimumBackgroundFetchInterval(_:)`: `.never`
-    /// (the default), `.minimum` or `.seconds(n)` (at most once per `n` seconds; the
-    /// host decides when, within that bound). Fetches need `fetch` in
-    /// `UIBackgroundModes`. Asks the host and blocks until it answers; callable from
-    /// any thread.
-    /// - Throws: ``ServiceError`` if the host refuses or cannot answer (iOS does not
-    ///   report failures; this SDK does, so a test can see them).
-    public nonisolated func setMinimumBackgroundFetchInterval(_ interval: FetchInterval) throws(ServiceError) {
-        let request = ServiceRequest.fetchSetMinimumInterval(interval)
-        let reply = try serviceRequest(request)
-        guard case .ok = reply else { throw ServiceRouter.unexpected(reply, to: request) }
-    }
-
-    /// ``setMinimumBackgroundFetchInterval(_:)`` with seconds, as iOS
-    /// takes it: 0 or less (``backgroundFetchIntervalMinimum``) is `.minimum`;
-    /// ``backgroundFetchIntervalNever`` or infinity is `.never`; anything else is
-    /// `.seconds(interval)`.
-    /// - Throws: ``ServiceError`` as the other overload; a NaN interval fails
-    ///   (`.failed`) without asking the host.
-    public nonisolated func setMinimumBackgroundFetchInterval(_ interval: TimeInterval) throws(ServiceError) {
-        let value: FetchInterval
-        if interval.isNaN {
-            throw ServiceError(.failed, reason: "setMinimumBackgroundFetchInterval: the interval is not a number")
-        } else if interval <= Self.backgroundFetchIntervalMinimum {
-            value = .minimum
-        } else if interval >= Self.backgroundFetchIntervalNever {
-            value = .never
-        } else {
-            value = .seconds(interval)
-        }
-        try setMinimumBackgroundFetchInterval(value)
-    }
-
-    /// Whether the app may run in the background for fetches, BGTaskScheduler
-    /// tasks and silent pushes, like `UIApplication.backgroundRefreshStatus`:
-    /// `available`, `denied` (turned off in the settings) or `restricted` (e.g.
-    /// low-power mode). Asks the host each time and blocks until it answers;
-    /// callable from any thread. A failure is logged to stderr and reads as `denied`.
-    public nonisolated var backgroundRefreshStatus: BackgroundRefreshStatus {
-        let request = ServiceRequest.backgroundRefreshStatus
-        do throws(ServiceError) {
-            let reply = try serviceRequest(request)
-            guard case .refreshStatus(let status) = reply else { throw ServiceRouter.unexpected(reply, to: request) }
-            return status
-        } catch {
-            effects.log(ServiceRouter.failureLine(of: request.apiName, error))
-            return .denied
-        }
-    }
-
     /// While ``ApplicationDelegate/performFetch(_:completion:)`` or
     /// ``ApplicationDelegate/didReceiveRemoteNotification(_:userInfo:completion:)``
     /// runs, the host's number for that fetch or notification (what its completion

@@ -240,10 +240,11 @@ public final class BGTaskScheduler: Sendable {
     ///     not `@Sendable` written on the main actor is isolated to it, and Swift 6
     ///     traps when such a closure runs on another queue.)
     /// - Returns: false when the host refuses (the identifier is not permitted:
-    ///   `notPermitted`), after launching has finished (iOS's "All launch handlers
-    ///   must be registered before application finishes launching", logged here
-    ///   instead of raised), for an identifier already registered, or without a
-    ///   host; the reason is logged to stderr.
+    ///   `notPermitted`) or without a host; the reason is logged to stderr. Called
+    ///   after launching has finished, or a second time for one identifier, it raises
+    ///   `NSInternalInconsistencyException` as iOS does ("All launch handlers must be
+    ///   registered before application finishes launching", "Launch handler for task
+    ///   with identifier … has already been registered") and the app aborts.
     @discardableResult
     public func register(forTaskWithIdentifier identifier: String, using queue: DispatchQueue? = nil,
                          launchHandler: @escaping @Sendable (BGTask) -> Void) -> Bool {
@@ -253,9 +254,11 @@ public final class BGTaskScheduler: Sendable {
             log("\(call): called before ApplicationMain(delegate:) connected to the host; not registered", nil)
             return false
         }
+        // Both misuses are programmer errors iOS raises (NSInternalInconsistencyException)
+        // and the app dies of: EXC_CRASH (SIGABRT), the exception in the report.
         guard !application.hasFinishedLaunching else {
-            log("\(call): All launch handlers must be registered before application finishes launching; not registered", application)
-            return false
+            application.raise(UncaughtException(name: .internalInconsistency,
+                                                reason: "All launch handlers must be registered before application finishes launching"))
         }
         // Recorded before asking, so a launch the host sends right after its answer finds it.
         let fresh = state.withLock { s in
@@ -264,8 +267,8 @@ public final class BGTaskScheduler: Sendable {
             return true
         }
         guard fresh else {
-            log("\(call): Launch handler for task with identifier \(identifier) has already been registered", application)
-            return false
+            application.raise(UncaughtException(name: .internalInconsistency,
+                                                reason: "Launch handler for task with identifier \(identifier) has already been registered"))
         }
         let request = ServiceRequest.bgRegister(identifier: identifier)
         let failure: String

@@ -11,7 +11,7 @@ public typealias FileProtectionClass = AppHostProtocol.FileProtectionClass
 extension Application {
     /// Whether files with complete protection can be read now
     /// (`UIApplication.isProtectedDataAvailable`): false while the device is locked
-    /// (`apphost device lock`). Asks the host each time and blocks until it answers;
+    /// (`apphost device lock`), from the end of the 10 s after the lock to the unlock. Asks the host each time and blocks until it answers;
     /// callable from any thread. A failure is logged to stderr and reads as false.
     public nonisolated var isProtectedDataAvailable: Bool {
         let request = ServiceRequest.protectedDataAvailability
@@ -29,22 +29,31 @@ extension Application {
 extension Data.WritingOptions {
     /// The protection class these options ask for (nil: none named, iOS's default
     /// `completeUntilFirstUserAuthentication` applies).
+    /// The protection options are values in one field (`NSDataWritingFileProtectionMask`,
+    /// 0xf0000000), not separate bits: `.completeFileProtectionUnlessOpen` (0x3…)
+    /// "contains" `.completeFileProtection` (0x2…), so they are compared whole.
     var protectionClass: FileProtectionClass? {
-        if contains(.completeFileProtection) { return .complete }
-        if contains(.completeFileProtectionUntilFirstUserAuthentication) { return .completeUntilFirstUserAuthentication }
-        if contains(.noFileProtection) { return FileProtectionClass.none }
-        return nil
+        switch Data.WritingOptions(rawValue: rawValue & 0xf000_0000) {
+        case .completeFileProtection: .complete
+        case .completeFileProtectionUnlessOpen: .completeUnlessOpen
+        case .completeFileProtectionUntilFirstUserAuthentication: .completeUntilFirstUserAuthentication
+        case .noFileProtection: FileProtectionClass.none
+        default: nil
+        }
     }
 }
 
 extension Data {
     /// Writes the data as `write(to:options:)` does on iOS, with its data-protection
     /// options: `.completeFileProtection` (closed to the app while the device is locked),
+    /// `.completeFileProtectionUnlessOpen` (the same, but it may be created while locked,
+    /// and a descriptor the app holds stays usable),
     /// `.completeFileProtectionUntilFirstUserAuthentication` (closed only until the first
     /// unlock after the host starts; the default) or `.noFileProtection`. Foundation on
     /// Linux ignores those options; this records the class on the file (an extended
     /// attribute the host reads when the device locks). As on iOS, a file with complete
-    /// protection cannot be written while the device is locked: that throws
+    /// protection cannot be written while the device is locked (after the 10 s after the
+    /// lock, when ``Application/isProtectedDataAvailable`` reads false): that throws
     /// `CocoaError(.fileWriteNoPermission)` and writes nothing.
     public func writeProtected(to url: URL, options: Data.WritingOptions = []) throws {
         let protection = options.protectionClass
@@ -52,8 +61,7 @@ extension Data {
             throw CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: url.path,
                 NSLocalizedDescriptionKey: "the device is locked: a file with complete protection cannot be written"])
         }
-        let plain = options.subtracting([.completeFileProtection, .completeFileProtectionUnlessOpen,
-                                         .completeFileProtectionUntilFirstUserAuthentication, .noFileProtection])
+        let plain = Data.WritingOptions(rawValue: options.rawValue & ~0xf000_0000)
         try write(to: url, options: plain)
         guard let protection else { return }
         let value = protection.rawValue

@@ -86,6 +86,11 @@ final class AppIdentities {
         try id(.group, group)
     }
 
+    /// The gid an App Group has been given, if any (without allocating one).
+    func existingGroupID(_ group: String) -> UInt32? {
+        ids[Key(kind: .group, name: group)]
+    }
+
     /// The uid an app has been given, if any (without allocating one).
     func existingUID(app: String) -> UInt32? {
         ids[Key(kind: .app, name: app)]

@@ -14,6 +14,8 @@ enum TimerID: Hashable, Sendable {
     /// The app's host-clock timer `id` (AppKitLess `HostTimer`; see ``AppTimers``), keyed
     /// by the app's process instance: it dies with the process.
     case appTimer(Int)
+    /// The grace after a device lock, after which protected files close (host-wide).
+    case lockGrace
 }
 
 /// One deadline: whose (app and process instance; "" and 0 for host-wide and plugin

@@ -21,7 +21,7 @@ public struct Lifecycle: Sendable, Equatable {
     /// Background-mode activities that keep the app running (audio playback, ...).
     public private(set) var activities: Set<String> = []
     /// Service events waiting for `didFinishLaunching` to return.
-    public private(set) var queued: [ServiceEvent] = []
+    public internal(set) var queued: [ServiceEvent] = []
     /// The uncaught exception this process said it aborts for (the first one).
     public private(set) var raisedException: UncaughtException? = nil
     /// Why the last process ended (kept after the reset that follows an exit).
@@ -53,7 +53,7 @@ public struct Lifecycle: Sendable, Equatable {
     /// `didEnterBackground` has returned since the app last went home.
     public internal(set) var backgroundCallbackReturned = false
     /// SIGSTOP sent, confirmation pending.
-    public private(set) var stopPending = false
+    public internal(set) var stopPending = false
     /// Termination under way (willTerminate sent or SIGKILL sent).
     public internal(set) var terminating: TerminationCause? = nil
     /// Why the host killed the app, for the report written on exit.
@@ -61,7 +61,7 @@ public struct Lifecycle: Sendable, Equatable {
     /// Whether the app must terminate instead of suspending.
     public let exitsOnSuspend: Bool
 
-    private var launchOptions = LaunchOptions(reason: .user)
+    var launchOptions = LaunchOptions(reason: .user)
     private(set) var now: Duration = .zero
     /// The host sent SIGKILL itself, so a SIGKILL exit is expected.
     public private(set) var killSent = false
@@ -461,77 +461,6 @@ public struct Lifecycle: Sendable, Equatable {
         return [.transition(from: from, to: next, cause: cause)]
     }
 
-    /// Delivers a service event according to the state (see ``Event/deliver(_:wake:launch:)``).
-    private mutating func deliver(_ event: Event) -> [Effect] {
-        guard case .deliver(let service, let wake, let launch) = event else { return [] }
-        let callback = LifecycleCallback.service(service)
-        if terminating != nil { return [.log("\(callback.name) not delivered: the app is terminating")] }
-        switch state {
-        case .notRunning:
-            guard let reason = launch else { return [.log("\(callback.name) not delivered: the app is not running")] }
-            reset()
-            placement = .background
-            launchOptions = LaunchOptions(reason: reason)
-            queued = [service]
-            var fx: [Effect] = [.spawn(launchOptions), .startTimer(.launch, after: profile.duration(.launch))]
-            fx += move(to: .background, cause: "launched in the background for \(callback.name)")
-            fx += startBackgroundBudget()
-            return fx
-        case _ where !connected || !launched:
-            queued.append(service)
-            return []
-        case .active, .inactive:
-            return [.send(callback, state: state)]
-        case .background:
-            var fx: [Effect] = []
-            if stopPending {
-                guard wake else { return [.log("\(callback.name) not delivered: the app is being suspended")] }
-                stopPending = false
-                fx.append(.signal(.cont, reason: "woken for \(callback.name) before the stop was confirmed"))
-            }
-            fx.append(.send(callback, state: .background))
-            fx.append(.startTimer(.wake, after: profile.duration(.wake)))
-            return fx
-        case .suspended:
-            guard wake else { return [.log("\(callback.name) not delivered: the app is suspended")] }
-            var fx: [Effect] = [.signal(.cont, reason: "woken for \(callback.name)")]
-            fx += move(to: .background, cause: "woken for \(callback.name)")
-            fx += startBackgroundBudget()
-            fx.append(.send(callback, state: .background))
-            fx.append(.startTimer(.wake, after: profile.duration(.wake)))
-            return fx
-        }
-    }
-
-    /// Fires host-clock timer `id` at an app that runs code (the supervisor asks only
-    /// then); queued like a service event while it is launching.
-    private mutating func fireTimer(_ id: Int) -> [Effect] {
-        let event = ServiceEvent.timerFired(id: id)
-        guard terminating == nil, isRunningCode else {
-            return [.log("\(event.name) not delivered: the app runs no code (\(terminating != nil ? "terminating" : state.rawValue))")]
-        }
-        guard connected, launched else {
-            queued.append(event)
-            return []
-        }
-        return [.send(.service(event), state: state)]
-    }
-
-    /// Sends the service events that waited for the launch to finish.
-    private mutating func flushQueued() -> [Effect] {
-        defer { queued.removeAll() }
-        var fx: [Effect] = []
-        let target: AppState = state == .background ? .background : state
-        for event in queued {
-            fx.append(.send(.service(event), state: target))
-        }
-        // Timers' fires are no wake-up's handlers: only other events start the wake budget.
-        if target == .background, queued.contains(where: { if case .timerFired = $0 { false } else { true } }) {
-            fx.append(.startTimer(.wake, after: profile.duration(.wake)))
-        }
-        return fx
-    }
-
     /// The background budget runs from entering the background; tasks begun in the
     /// foreground start consuming it only now. While a mode activity keeps the app
     /// running no budget runs (it starts when the last activity ends).
@@ -587,7 +516,7 @@ public struct Lifecycle: Sendable, Equatable {
         return [kill("IPC protocol violation: \(reason)")]
     }
 
-    private mutating func reset() {
+    mutating func reset() {
         tasks = [:]
         activities = []
         queued = []

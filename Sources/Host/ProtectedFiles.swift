@@ -36,7 +36,9 @@ enum ProtectedFiles {
         var cut = false
     }
 
-    /// Brings every regular file under `root` to `level` for the app running as `uid`/`gid`.
+    /// Brings every regular file under `root` to `level` for the app running as `uid`/`gid`:
+    /// the app's container, or an App Group container it shares (`gid` the group's; a
+    /// file there is reopened whether its saved group is the group's or the app's own).
     static func apply(_ level: DataProtectionLevel, root: String, uid: uid_t, gid: gid_t) -> Outcome {
         var outcome = Outcome()
         let top = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -115,7 +117,7 @@ enum ProtectedFiles {
         } else if !closes, st.st_uid == 0, let saved = attribute(proc, ownerAttribute) {
             let parts = saved.split(separator: ":")
             guard parts.count == 3, let owner = uid_t(parts[0]), let group = gid_t(parts[1]), let mode = mode_t(parts[2], radix: 8),
-                  owner == uid, group == gid else { return }
+                  owner == uid, group == gid || group == uid else { return }
             guard fchownat(fd, "", owner, group, AT_EMPTY_PATH) == 0 else {
                 outcome.failures.append("\(relative): \(errnoName())")
                 return

@@ -75,6 +75,8 @@ extension Supervisor {
             transferRoundTimedOut(app: key.app, session: session)
         case .transferRestart:
             transferRestartDue()
+        case .lockGrace:
+            performMode(modes.lockGraceEnded(at: hostNow()))
         case .appTimer(let timer):
             guard runtimes[key.app]?.instance == key.instance else { return }
             appTimerFellDue(key.app, timer: timer)

@@ -223,6 +223,13 @@ extension Supervisor {
         case .devicePower, .deviceNetwork:
             let device = modes.deviceState
             sendToDaemon(.conditions(pluggedIn: device.pluggedIn, network: device.network))
+        case .settingsBackgroundRefresh(let id, false):
+            // As URLSession reports with `backgroundUpdatesDisabled`: the apps' discretionary
+            // background transfers are cancelled (the others are the user's, and go on).
+            guard case .success = result else { break }
+            for app in id.map({ [$0] }) ?? apps.keys.sorted() {
+                transfersCancelledBySystem(app, reason: .backgroundUpdatesDisabled, only: { $0.discretionary })
+            }
         default:
             break
         }

@@ -19,10 +19,23 @@ extension Supervisor {
         }
         for id in apps.keys.sorted() {
             guard let uid = identities.existingUID(app: id) else { continue }
-            let outcome = ProtectedFiles.apply(level, root: configuration.containersDirectory + "/" + id, uid: uid, gid: uid)
+            var outcome = ProtectedFiles.apply(level, root: configuration.containersDirectory + "/" + id, uid: uid, gid: uid)
+            // The App Group containers it shares: the files it owns there (a member app's
+            // files are its own to lose, as on iOS, where the class is the file's).
+            var inGroups = ProtectedFiles.Outcome()
+            for group in (apps[id]?.app.applicationGroups ?? []).sorted() {
+                guard let gid = identities.existingGroupID(group) else { continue }
+                let done = ProtectedFiles.apply(level, root: configuration.groupsDirectory + "/" + group, uid: uid, gid: gid)
+                inGroups.closed += done.closed
+                inGroups.opened += done.opened
+                outcome.failures += done.failures.map { "\(group)/\($0)" }
+                outcome.cut = outcome.cut || done.cut
+            }
             var parts: [String] = []
             if outcome.closed > 0 { parts.append("\(outcome.closed) protected file(s) closed to the app") }
             if outcome.opened > 0 { parts.append("\(outcome.opened) protected file(s) open again") }
+            if inGroups.closed > 0 { parts.append("\(inGroups.closed) in its App Group containers closed") }
+            if inGroups.opened > 0 { parts.append("\(inGroups.opened) in its App Group containers open again") }
             if !outcome.failures.isEmpty { parts.append("could not change \(outcome.failures.prefix(8).joined(separator: ", "))") }
             if outcome.cut { parts.append("the container has more than \(ProtectedFiles.maximumEntries) entries or \(ProtectedFiles.maximumDepth) levels: the rest was not looked at") }
             guard !parts.isEmpty else { continue }

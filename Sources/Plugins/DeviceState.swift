@@ -20,10 +20,14 @@ public struct DeviceState: PluginState {
     /// The device was unlocked since the host started (a host start is a boot; one that
     /// starts unlocked counts as unlocked at once, as if the user had entered the passcode).
     public var unlockedSinceBoot = true
+    /// The lock's grace is over: iOS discards the complete class's key "shortly after the
+    /// user locks a device (10 seconds ...)", and only then are those files closed.
+    /// False while unlocked and during the grace; true for a host that starts locked.
+    public var lockGraceOver = false
 
     /// Which protected files are closed now.
     public var protectionLevel: DataProtectionLevel {
-        !locked ? .open : unlockedSinceBoot ? .locked : .lockedSinceBoot
+        !locked || !lockGraceOver ? .open : unlockedSinceBoot ? .locked : .lockedSinceBoot
     }
 
     public init() {}
@@ -54,7 +58,7 @@ public struct DeviceState: PluginState {
     }
 
     var deviceText: String {
-        "power: \(pluggedIn ? "plugged in" : "battery")\nnetwork: \(network.rawValue)\nlock: \(locked ? unlockedSinceBoot ? "locked" : "locked (not unlocked since the host started)" : "unlocked")"
+        "power: \(pluggedIn ? "plugged in" : "battery")\nnetwork: \(network.rawValue)\nlock: \(!locked ? "unlocked" : !unlockedSinceBoot ? "locked (not unlocked since the host started)" : lockGraceOver ? "locked" : "locked (protected files close when the grace after the lock ends)")"
     }
 
     /// Applies a persisted setting (`key`, `value`); false if the key is not a device setting.
@@ -63,7 +67,7 @@ public struct DeviceState: PluginState {
         case "device.power": pluggedIn = value == "plugged"
         case "device.network": network = DeviceNetwork(rawValue: value) ?? .wifi
         // A host stopped while the device was locked starts as a device that booted locked.
-        case "device.locked": locked = value == "on"; unlockedSinceBoot = !locked
+        case "device.locked": locked = value == "on"; unlockedSinceBoot = !locked; lockGraceOver = locked
         case "settings.lowPower": lowPower = value == "on"
         case "settings.backgroundRefresh": refreshOffGlobally = value == "off"
         case _ where key.hasPrefix("settings.backgroundRefresh."):

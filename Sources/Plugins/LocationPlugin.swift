@@ -2,9 +2,10 @@ import AppHostProtocol
 import Foundation
 
 /// `location`: a location manager with authorization from `apphost privacy`, and fixes
-/// from `apphost location set|route`. With the mode, always-authorization, updates on
-/// and `allowsBackgroundLocationUpdates`, a backgrounded app keeps running and gets
-/// fixes; otherwise fixes reach it only while it runs (foreground, or background
+/// from `apphost location set|route`. With the mode, updates on,
+/// `allowsBackgroundLocationUpdates` and always authorization (or when-in-use
+/// authorization and updates started while the app was in front, as Apple documents for
+/// the background location indicator), a backgrounded app keeps running and gets fixes; otherwise fixes reach it only while it runs (foreground, or background
 /// until it is suspended). Setting `allowsBackgroundLocationUpdates` without the mode
 /// is a programmer error: the host answers with iOS's exception, and the app raises it and
 /// aborts (`EXC_CRASH (SIGABRT)`).
@@ -20,7 +21,7 @@ public struct LocationPlugin: BackgroundModePlugin {
          "LocationManager.startMonitoringSignificantLocationChanges (no mode needed)",
          "LocationManager.startMonitoring(for:) regions (no mode needed)"]
     }
-    public var keepsRunning: [String] { ["updating location with always-authorization and allowsBackgroundLocationUpdates"] }
+    public var keepsRunning: [String] { ["updating location with allowsBackgroundLocationUpdates, and always authorization or when-in-use updates started in front"] }
     public var wakeSources: [String] { ["apphost location set", "apphost location route (also region crossings and significant changes, which wake or relaunch apps without the mode)"] }
 
     /// The usage strings iOS requires before it asks for location authorization.
@@ -39,6 +40,10 @@ public struct LocationPlugin: BackgroundModePlugin {
 
     struct Manager: Sendable {
         var updating = false
+        /// The updates ran while the app was in use (in front): with when-in-use
+        /// authorization they may go on in the background (Apple's background location
+        /// indicator). Cleared when they stop, or when the app is suspended without them.
+        var startedInUse = false
         var allowsBackground = false
         var keptRunning = false
         var lastAuthorization: LocationAuthorization = .notDetermined
@@ -103,12 +108,15 @@ public struct LocationPlugin: BackgroundModePlugin {
             if !info.isForeground && !info.declares(.location) {
                 ctx.emit(.refused(app: app, mode: mode, "startUpdatingLocation in the background"))
             }
-            ctx.update(State.self) { $0.managers[app, default: Manager()].updating = true }
+            ctx.update(State.self) { state in
+                state.managers[app, default: Manager()].updating = true
+                if info.isForeground { state.managers[app]?.startedInUse = true }
+            }
             reevaluate(app, ctx)
             if let fix = ctx.state(State.self).current { deliver(fix, to: app, ctx) }
             return .ok
         case .locationStop:
-            ctx.update(State.self) { $0.managers[app]?.updating = false }
+            ctx.update(State.self) { $0.managers[app]?.updating = false; $0.managers[app]?.startedInUse = false }
             reevaluate(app, ctx)
             return .ok
         default:
@@ -170,7 +178,16 @@ public struct LocationPlugin: BackgroundModePlugin {
     }
 
     public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
-        guard let m = ctx.state(State.self).managers[app], m.updating else { return }
+        guard var m = ctx.state(State.self).managers[app], m.updating else { return }
+        // Updates running while the app is in use are "started in use"; a suspension
+        // ends that (they did not keep the app running).
+        let inUse = to == .active || to == .inactive
+        if inUse != m.startedInUse, inUse || to == .suspended {
+            ctx.update(State.self) { $0.managers[app]?.startedInUse = inUse }
+            m.startedInUse = inUse
+            reevaluate(app, ctx)
+            m = ctx.state(State.self).managers[app] ?? m
+        }
         if to == .background, from != .suspended {
             if m.keptRunning {
                 ctx.emit(.used(app: app, mode: mode, "location updates keep the app running in the background"))
@@ -208,9 +225,16 @@ public struct LocationPlugin: BackgroundModePlugin {
         ctx.emit(.startTimer(app: nil, timer: PluginTimer(mode, "route"), after: Duration(clampingSeconds: seconds)))
     }
 
-    /// Whether location keeps the app running in the background.
+    /// Whether location keeps the app running in the background: updates on, the mode
+    /// declared, `allowsBackgroundLocationUpdates`, and always authorization, or
+    /// when-in-use authorization with updates started while the app was in use.
     private func keepsRunning(_ app: String, _ m: Manager, _ ctx: ModeContext) -> Bool {
-        m.updating && m.allowsBackground && ctx.apps[app]?.declares(.location) == true && Self.authorization(app, ctx) == .always
+        guard m.updating && m.allowsBackground && ctx.apps[app]?.declares(.location) == true else { return false }
+        switch Self.authorization(app, ctx) {
+        case .always: return true
+        case .whenInUse: return m.startedInUse
+        default: return false
+        }
     }
 
     private func reevaluate(_ app: String, _ ctx: ModeContext) {
@@ -244,7 +268,8 @@ public struct LocationPlugin: BackgroundModePlugin {
             return true
         }
         if keepsRunning(app, m, ctx) {
-            ctx.emit(.deliver(app: app, .locationUpdate([fix]), wake: .wake, because: "background location updates (mode declared, always-authorized)"))
+            let why = auth == .always ? "always-authorized" : "when-in-use, updates started in use"
+            ctx.emit(.deliver(app: app, .locationUpdate([fix]), wake: .wake, because: "background location updates (mode declared, \(why))"))
             return true
         }
         if info.isRunningCode {
@@ -258,9 +283,9 @@ public struct LocationPlugin: BackgroundModePlugin {
             return false
         }
         // The mode is there: the refusal names what else is missing, never the mode.
-        let because = auth != .always
-            ? "the app is only when-in-use authorized; background fixes need always authorization (`apphost privacy grant location-always \(app)`)"
-            : !m.allowsBackground ? "allowsBackgroundLocationUpdates is false (updates stop when the app is suspended)"
+        let because = !m.allowsBackground ? "allowsBackgroundLocationUpdates is false (updates stop when the app is suspended)"
+            : auth != .always
+            ? "the app is only when-in-use authorized and its updates did not start while it was in use; background fixes need updates started in front, or always authorization (`apphost privacy grant location-always \(app)`)"
             : "the app is suspended"
         ctx.emit(.refusedBecause(app: app, mode: mode, what, because: because))
         return false

@@ -148,10 +148,18 @@ public final class ModeHub {
 
     // MARK: inputs
 
+    /// The grace after a lock ended (the host's timer from ``ModeEffect/lockGrace(_:)``):
+    /// the files of the classes the lock closes are closed now.
+    public func lockGraceEnded(at now: Duration) -> [ModeEffect] {
+        ctx.now = now
+        DataProtection.graceEnded(in: ctx)
+        return ctx.takeEffects()
+    }
+
     /// A service request from a running app.
     public func request(_ request: ServiceRequest, from id: String, at now: Duration) -> (ServiceReply, [ModeEffect]) {
         ctx.now = now
-        if request == .protectedDataAvailability { return (.protectedDataAvailable(!deviceState.locked), []) }
+        if request == .protectedDataAvailability { return (.protectedDataAvailable(deviceState.protectionLevel == .open), []) }
         for plugin in plugins {
             if let reply = plugin.handle(request, from: id, in: ctx) {
                 return (reply, collect(plugin))

@@ -135,6 +135,9 @@ public enum ModeEffect: Sendable, Equatable {
     case persistDeviceToken(DeviceTokenRecord)
     /// A retired device token past the bound of those kept, to delete.
     case forgetDeviceToken(String)
+    /// Start the grace after a lock (nil: cancel it, the device was unlocked); when it
+    /// ends the host calls ``ModeHub/lockGraceEnded(at:)``.
+    case lockGrace(Duration?)
 }
 
 /// A command from the CLI to a plugin could not be carried out.

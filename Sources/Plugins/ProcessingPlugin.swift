@@ -10,7 +10,9 @@ import Foundation
 /// - A request runs once its `earliestBeginDate` has passed, Background App Refresh is
 ///   available, the user has not terminated the app, and — for processing — the
 ///   device is plugged in / online when the request requires it. Requests due within
-///   `fetchCoalescing` of each other run together.
+///   `fetchCoalescing` of each other run together. A request submitted in front waits
+///   until the app leaves the foreground. Background App Refresh turned off cancels the
+///   pending requests of the apps it covers.
 /// - A running task has the `fetch` budget (refresh) or the `processing` budget; its
 ///   expiration handler is called `expirationWarning` before the end, and a task still
 ///   not completed at the end gets the app killed (0x2182bad2). A launch for an
@@ -227,6 +229,37 @@ public struct ProcessingPlugin: BackgroundModePlugin {
     }
 
     public func conditionsChanged(in ctx: ModeContext) {
+        cancelWhereRefreshIsOff(ctx)
+        runIfDue(ctx)
+    }
+
+    /// Background App Refresh turned off (for every app or for one) cancels the pending
+    /// requests of the apps it covers; a running task keeps its budget. Low Power Mode and
+    /// a configuration's restriction only hold requests back (they are not the user's
+    /// "off"). Submitting again while it is off is refused with `unavailable`.
+    private func cancelWhereRefreshIsOff(_ ctx: ModeContext) {
+        let device = ctx.state(DeviceState.self)
+        let cancelled = ctx.update(State.self) { s -> [(String, [String])] in
+            var out: [(String, [String])] = []
+            for (app, a) in s.apps.sorted(by: { $0.key < $1.key }) where !a.pending.isEmpty
+                && (device.refreshOffGlobally || device.refreshOff.contains(app)) {
+                out.append((app, a.pending.keys.sorted()))
+                s.apps[app]?.pending = [:]
+            }
+            return out
+        }
+        for (app, identifiers) in cancelled {
+            ctx.emit(.note(app: app, "BGTask requests cancelled, Background App Refresh is off: \(identifiers.joined(separator: ", "))"))
+        }
+    }
+
+    /// A request submitted while the app was in front waits for it to leave the
+    /// foreground; going home makes it runnable (due now if its date has passed), and
+    /// coming back to the front holds it again.
+    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
+        let wasForeground = from == .active || from == .inactive
+        let isForeground = to == .active || to == .inactive
+        guard wasForeground != isForeground, ctx.state(State.self).apps[app]?.pending.isEmpty == false else { return }
         runIfDue(ctx)
     }
 

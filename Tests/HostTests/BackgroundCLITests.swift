@@ -159,13 +159,14 @@ struct BackgroundCLITests {
                                      "--on", "launch", "bg-submit:refresh:\(task):3600", "--bgtask", "never")
             try #require(launch.status == 0, "launch: \(launch.stderr)")
 
-            for args in [["settings", "show"], ["settings", "background-refresh", "off"], ["settings", "background-refresh", "on"],
+            // The task first: Background App Refresh turned off cancels pending requests.
+            for args in [["bgtask", "list"], ["bgtask", "list", id], ["bgtask", "run", id, task], ["bgtask", "expire", id, task],
+                         ["settings", "show"], ["settings", "background-refresh", "off"], ["settings", "background-refresh", "on"],
                          ["settings", "background-refresh", id, "off"], ["settings", "background-refresh", id, "on"],
                          ["settings", "low-power", "on"], ["settings", "low-power", "off"],
                          ["device", "power", "battery"], ["device", "network", "cellular"], ["device", "network", "none"],
                          ["device", "show"], ["device", "power", "plugged"], ["device", "network", "wifi"],
-                         ["fetch", id], ["fetch", "now", id], ["fetch", "schedule"],
-                         ["bgtask", "list"], ["bgtask", "list", id], ["bgtask", "run", id, task], ["bgtask", "expire", id, task]] {
+                         ["fetch", id], ["fetch", "now", id], ["fetch", "schedule"]] {
                 expectAnswered(await apphost(args + ["--state-dir", s.stateDir]), args.joined(separator: " "))
             }
             expectAnswered(await apphost(["fetch", "--state-dir", s.stateDir, "schedule"]), "fetch --state-dir D schedule")

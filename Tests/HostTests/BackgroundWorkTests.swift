@@ -143,7 +143,7 @@ struct BackgroundWorkTests {
             ])
             _ = try await launchAndSuspend(host, id, [
                 "--bgtask", "never", "--bgtask-expire", "ignore",
-                "--on", "launch", "bg-register:com.bw.stuck.refresh", "--on", "launch", "bg-submit:refresh:com.bw.stuck.refresh",
+                "--on", "launch", "bg-register:com.bw.stuck.refresh", "--on", "launch", "bg-submit:refresh:com.bw.stuck.refresh:86400",
             ])
             _ = try await host.supervisor.modeCommand(.bgTaskRun(bundleIdentifier: id, identifier: "com.bw.stuck.refresh"))
             _ = await host.waitForEvent(id) { $0.callback == "BGTask launch(com.bw.stuck.refresh)" }

@@ -195,12 +195,36 @@ struct FidelityTests {
                 "UIBackgroundModes": ["fetch"], "BGTaskSchedulerPermittedIdentifiers": ["com.fid.refresh"],
             ])
             _ = try await host.supervisor.launch(id, background: false,
-                                                 arguments: ["--on", "launch", "bg-submit:refresh:com.fid.refresh"])
+                                                 arguments: ["--on", "launch", "bg-submit:refresh:com.fid.refresh:86400"])
             try await host.supervisor.background(id)
             try await host.waitUntil(id, is: .suspended)
             _ = try await host.supervisor.modeCommand(.bgTaskRun(bundleIdentifier: id, identifier: "com.fid.refresh"))
             try await expectAbort(host, id, name: .internalInconsistency,
                                   reason: "No launch handler registered for task with identifier com.fid.refresh")
+        }
+    }
+
+    @Test func aSecondRegistrationOfOneIdentifierAbortsWithNSInternalInconsistencyException() async throws {
+        try await withVirtualHost { host in
+            let id = try await host.installProbe("com.fid.register2", extra: [
+                "UIBackgroundModes": ["fetch"], "BGTaskSchedulerPermittedIdentifiers": ["com.fid.refresh"],
+            ])
+            _ = try? await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "bg-register:com.fid.refresh", "--on", "launch", "bg-register:com.fid.refresh",
+            ])
+            try await expectAbort(host, id, name: .internalInconsistency,
+                                  reason: "Launch handler for task with identifier com.fid.refresh has already been registered")
+        }
+    }
+
+    @Test func aRegistrationAfterLaunchingAbortsWithNSInternalInconsistencyException() async throws {
+        try await withVirtualHost { host in
+            let id = try await host.installProbe("com.fid.registerlate", extra: [
+                "UIBackgroundModes": ["fetch"], "BGTaskSchedulerPermittedIdentifiers": ["com.fid.refresh"],
+            ])
+            _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "bg-register:com.fid.refresh"])
+            try await expectAbort(host, id, name: .internalInconsistency,
+                                  reason: "All launch handlers must be registered before application finishes launching")
         }
     }
 }

@@ -7,7 +7,8 @@ import Testing
 /// A user terminate cancels the app's background transfers, and the app hears of each
 /// when it next makes the session: `didCompleteWithError` with `NSURLErrorCancelled`
 /// and `NSURLErrorBackgroundTaskCancelledReasonKey` = 0 (userForceQuitApplication),
-/// through ProbeApp, the host and the real transfer daemon, across a host restart.
+/// through ProbeApp, the host and the real transfer daemon, across a host restart; and
+/// Background App Refresh turned off, which cancels the discretionary ones (reason 1).
 @Suite("Transfers cancelled by a user terminate, through the host", .tags(.process), .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt && transferDaemonBuilt, "ProbeApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
 struct TransferCancelledHostTests {
@@ -55,6 +56,35 @@ struct TransferCancelledHostTests {
                 try await second.waitUntil(id, is: .notRunning)
                 #expect(await second.callbacks(id).filter { $0 == Self.reported }.count == 1)
             }
+        }
+    }
+
+    /// Background App Refresh turned off for the app cancels its discretionary transfers
+    /// (URLSession's `backgroundUpdatesDisabled`, reason 1), reported at once to the app
+    /// that runs; a transfer of a non-discretionary session goes on.
+    @Test func refreshTurnedOffCancelsTheDiscretionaryTransfersOnly() async throws {
+        try await withHost(label: "txr") { host in
+            let id = try await host.installProbe("com.tx.refreshoff")
+            // No network: the downloads wait in the daemon, nothing finishes by itself.
+            _ = try await host.supervisor.modeCommand(.deviceNetwork(.none))
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:d:discretionary", "--on", "launch", "download:d:http://downloads.example.invalid/a.bin",
+                "--on", "launch", "url-session:u", "--on", "launch", "download:u:http://downloads.example.invalid/b.bin",
+            ])
+            _ = await host.waitForEvent(id) { $0.transfer == .queued && $0.session == "d" }
+            _ = await host.waitForEvent(id) { $0.transfer == .queued && $0.session == "u" }
+            _ = try await host.supervisor.modeCommand(.settingsBackgroundRefresh(bundleIdentifier: id, on: false))
+            #expect(await host.waitForEvent(id) { $0.transfer == .cancelledByRefreshOff } != nil)
+            let reported = "didCompleteWithError(task 1, cancelled, backgroundUpdatesDisabled)"
+            #expect(await host.waitForEvent(id) { $0.kind == .callback && $0.callback == reported } != nil)
+            #expect(log(host, id).contains("NSURLErrorBackgroundTaskCancelledReasonKey=1 (backgroundUpdatesDisabled)"), "\(log(host, id))")
+            let store = try Store(path: host.dir.path + "/apphost.sqlite")
+            let left = try store.transfers()
+            #expect(left.count == 1)
+            #expect(left.first?.discretionary == false)
+            #expect(await host.events(id).filter { $0.transfer == .cancelledByRefreshOff }.count == 1)
+            try await host.supervisor.terminate(id)
+            try await host.waitUntil(id, is: .notRunning)
         }
     }
 }

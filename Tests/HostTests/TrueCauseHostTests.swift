@@ -33,14 +33,34 @@ struct TrueCauseHostTests {
             let id = try await host.installProbe("com.cause.where", extra: ["UIBackgroundModes": ["location"]])
             _ = try await host.supervisor.modeCommand(.privacy(action: .grant, service: .service(.location), bundleIdentifier: id))
             _ = try await host.supervisor.launch(id, background: false, arguments: [
-                "--on", "launch", "location-auth:when-in-use", "--on", "launch", "location-background:on", "--on", "launch", "location-start",
+                "--on", "launch", "location-auth:when-in-use", "--on", "launch", "location-background:on", "--on", "background", "location-start",
             ])
             try await host.supervisor.background(id)
             try await host.waitUntil(id, is: .suspended)
             _ = try await host.supervisor.modeCommand(.locationSet(LocationFix(latitude: 1, longitude: 2)))
             let refused = await host.waitForEvent(id) { $0.kind == .modeRefused }
-            #expect(refused?.cause.contains("only when-in-use authorized") == true, "\(String(describing: refused?.cause))")
+            #expect(refused?.cause.contains("only when-in-use authorized and its updates did not start while it was in use") == true,
+                    "\(String(describing: refused?.cause))")
             #expect(refused?.cause.contains("UIBackgroundModes") == false)
+        }
+    }
+
+    /// Apple: when-in-use apps "start the services while the app is in use" to continue
+    /// in the background. Started in front, the updates keep the app running and fixes come.
+    @Test func aWhenInUseAppWhoseUpdatesStartedInFrontKeepsRunningAndGetsFixes() async throws {
+        try await withHost(label: "cause") { host in
+            let id = try await host.installProbe("com.cause.front", extra: ["UIBackgroundModes": ["location"]])
+            _ = try await host.supervisor.modeCommand(.privacy(action: .grant, service: .service(.location), bundleIdentifier: id))
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "location-auth:when-in-use", "--on", "launch", "location-background:on", "--on", "active", "location-start",
+            ])
+            _ = await host.waitForEvent(id) { $0.callback == "didBecomeActive" }
+            try await host.supervisor.background(id)
+            #expect(await host.waitForEvent(id) { $0.kind == .modeUsed && $0.cause.contains("location updates keep the app running") } != nil)
+            _ = try await host.supervisor.modeCommand(.locationSet(LocationFix(latitude: 1, longitude: 2)))
+            #expect(await host.waitForEvent(id) { $0.callback == "didUpdateLocations(1)" } != nil)
+            #expect(try await host.supervisor.status(BundleID(id)).first?.state == .background)
+            #expect(!(await host.events(id)).contains { $0.kind == .modeRefused })
         }
     }
 }

@@ -1,0 +1,95 @@
+import AppHostProtocol
+import Foundation
+import Plugins
+
+/// Carrying out what the mode plugins ask (``ModeEffect``): their effects are queued
+/// while a plugin step runs and performed in order afterwards, so a plugin never sees
+/// the host re-enter it.
+extension Supervisor {
+    /// Carries out what the plugins asked for. During a feed, waits until it is done
+    /// (a plugin reacting to a state change acts once that change is complete).
+    func performMode(_ effects: [ModeEffect]) {
+        if feedDepth > 0 {
+            pendingModeEffects += effects
+            return
+        }
+        for effect in effects {
+            performMode(effect)
+        }
+    }
+
+    func performMode(_ effect: ModeEffect) {
+        switch effect {
+        case .deliver(let app, let event, let wake, let because):
+            guard let row = apps[app] else { return }
+            var launch: LaunchReason?
+            if case .launch(let reason) = wake { launch = reason }
+            if runtimes[app]?.machine.isRunning != true {
+                guard let launch, !shuttingDown else {
+                    events.append(.service, app: app, cause: "\(event.name) not delivered: the app is not running (\(because))", time: now())
+                    return
+                }
+                makeRuntime(app, row)
+                events.append(.service, app: app, cause: "launching in the background for \(event.name) (\(because))", time: now())
+                feed(app, .deliver(event, wake: true, launch: launch))
+                return
+            }
+            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "\(event.name) (\(because))", time: now())
+            feed(app, .deliver(event, wake: wake != .ifRunning, launch: launch))
+        case .beginActivity(let app, let name):
+            guard runtimes[app]?.machine.isRunning == true, runtimes[app]?.machine.activities.contains(name) == false else { return }
+            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "activity began: \(name) (keeps the app running in the background)", time: now())
+            feed(app, .activityBegan(name))
+        case .endActivity(let app, let name):
+            guard runtimes[app]?.machine.activities.contains(name) == true else { return }
+            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "activity ended: \(name)", time: now())
+            feed(app, .activityEnded(name))
+        case .kill(let app, let namespace, let code, let reason):
+            guard runtimes[app]?.machine.isRunning == true else { return }
+            events.append(.warning, app: app, pid: runtimes[app]?.pid, cause: "killing: \(reason)", time: now())
+            feed(app, .modeViolation(Lifecycle.TerminationRecord(namespace: namespace, code: code, reason: reason)))
+        case .startTimer(let app, let timer, let after):
+            startHostTimer(.plugin(timer), app: app, after: after)
+        case .cancelTimer(let app, let timer):
+            cancelHostTimer(.plugin(timer), app: app)
+        case .used(let app, let mode, let what):
+            events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode.rawValue, time: now())
+        case .refused(let app, let mode, let what):
+            events.append(.modeRefused, app: app, pid: runtimes[app]?.pid,
+                          cause: "\(what): needs \"\(mode.rawValue)\" in UIBackgroundModes", mode: mode.rawValue, time: now())
+        case .refusedBecause(let app, let mode, let what, let because):
+            events.append(.modeRefused, app: app, pid: runtimes[app]?.pid, cause: "\(what): \(because)", mode: mode.rawValue, time: now())
+        case .note(let app, let text):
+            events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, time: now())
+        case .typedNote(let app, let text, let fields):
+            events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, fields: fields, time: now())
+        case .typedUse(let app, let mode, let what, let fields):
+            events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode.rawValue, fields: fields, time: now())
+        case .audio(let app, let output):
+            guard configuration.audioSink == .wav else { return }
+            do {
+                try audioSinks.play(output, app: app, container: configuration.containersDirectory + "/" + app)
+            } catch {
+                events.append(.warning, app: app, cause: "audio sink: \(error)", time: now())
+            }
+        case .persistSetting(let key, let value):
+            do {
+                try store.setSetting(key: key, value: value)
+            } catch {
+                logger.error("could not record the setting \(key): \(error)")
+            }
+        case .protectData(let level):
+            applyDataProtection(level)
+        case .lockGrace(let after?):
+            startHostTimer(.lockGrace, app: nil, after: after)
+        case .lockGrace(nil):
+            cancelHostTimer(.lockGrace, app: nil)
+        case .persistPrivacy(let app, let service, let value):
+            do {
+                try store.setPrivacy(bundleIdentifier: app, service: service, value: value)
+            } catch {
+                logger.error("could not record the privacy decision for \(app): \(error)")
+            }
+        }
+    }
+}
