@@ -84,3 +84,11 @@ extension Supervisor {
         return issued.0
     }
 }
+
+extension Supervisor {
+    /// Device tokens and the apns-ids of pushes sent without one come from `seed`, not
+    /// the system's random source: a scenario host gives the same events every run.
+    public func useSeededIdentifiers(seed: UInt64) {
+        modes.useSeededIdentifiers(seed: seed)
+    }
+}

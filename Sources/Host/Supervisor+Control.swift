@@ -201,7 +201,7 @@ extension Supervisor {
         // Every push has an apns-id, as on APNs: the sender's, or a new one (lowercase),
         // so what the app received can be matched to what was sent (events' `apnsID`).
         if case .push(var request) = command, request.apnsID == nil {
-            request.apnsID = APNsRequest.makeID()
+            request.apnsID = modes.makeMessageID()
             command = .push(request)
         }
         switch command {

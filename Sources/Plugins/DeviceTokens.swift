@@ -99,3 +99,49 @@ extension DeviceTokens {
         for token in forgotten { ctx.emit(.forgetDeviceToken(token)) }
     }
 }
+
+/// Identifiers from a seed instead of the system's random source: a scenario (a
+/// policy test on the virtual clock) gives the same tokens and apns-ids, hence the same
+/// events, every run. SplitMix64: not secret, only reproducible.
+final class SeededIdentifiers {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    private func next() -> UInt64 {
+        state &+= 0x9E3779B97F4A7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
+        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
+        return z ^ (z >> 31)
+    }
+
+    private func bytes(_ count: Int) -> [UInt8] {
+        (0..<(count + 7) / 8).flatMap { _ in withUnsafeBytes(of: next().littleEndian, Array.init) }.prefix(count).map { $0 }
+    }
+
+    /// 64 lowercase hex digits.
+    func token() -> String { bytes(32).map { String(format: "%02x", $0) }.joined() }
+
+    /// A lowercase version-4 UUID.
+    func uuid() -> String {
+        var b = bytes(16)
+        b[6] = (b[6] & 0x0f) | 0x40
+        b[8] = (b[8] & 0x3f) | 0x80
+        let u = UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+        return u.uuidString.lowercased()
+    }
+}
+
+extension ModeHub {
+    /// Device tokens and apns-ids from `seed` from now on (scenario hosts: the same
+    /// events every run); a real host keeps the system's random source.
+    public func useSeededIdentifiers(seed: UInt64) {
+        let ids = SeededIdentifiers(seed: seed)
+        ctx.makeToken = ids.token
+        ctx.makeMessageID = ids.uuid
+    }
+
+    /// A new `apns-id` for a push sent without one.
+    public func makeMessageID() -> String { ctx.makeMessageID() }
+}

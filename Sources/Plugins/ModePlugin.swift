@@ -162,7 +162,9 @@ public final class ModeContext {
     private var shared: [ObjectIdentifier: any Sendable] = [:]
 
     /// Makes a new device token (random; tests may pass their own).
-    let makeToken: () -> String
+    var makeToken: () -> String
+    /// Makes a new `apns-id` (a lowercase UUID; seeded for scenarios).
+    var makeMessageID: () -> String = APNsRequest.makeID
 
     init(profile: BudgetProfile, makeToken: @escaping () -> String = DeviceTokenRecord.random) {
         self.profile = profile
