@@ -13,8 +13,9 @@ public enum ControlSocket {
 public enum ControlRequest: Codable, Sendable, Equatable {
     /// Liveness check; answered with ``ControlResponse/pong(pid:stateDirectory:)``.
     case ping(version: Int)
-    /// Install (or update) the bundle at `path`; `settings` expand build-setting references.
-    case install(path: String, settings: [String: String])
+    /// Install (or update) the bundle at `path`; `settings` expand build-setting references;
+    /// `entitlements` names the entitlements file when it is not `Name.entitlements` beside Info.plist.
+    case install(path: String, settings: [String: String], entitlements: String? = nil)
     /// Remove an installed app (terminating it first if it runs).
     case uninstall(bundleIdentifier: BundleID)
     /// The installed apps: one ``ControlResponse/app(_:)`` each, then ``ControlResponse/end``.
@@ -48,6 +49,9 @@ public enum ControlRequest: Codable, Sendable, Equatable {
     case snapshot(bundleIdentifier: BundleID)
     /// The apps in the app switcher, most recent first.
     case switcher
+    /// `apphost io screenshot`: the screen now, the app in front as it is drawn (no
+    /// snapshot policy: the user sees the screen), written to a file in the state directory.
+    case screenshot
 }
 
 /// The daemon's answer.
@@ -73,6 +77,7 @@ public enum ControlResponse: Codable, Sendable, Equatable {
     case profile(BudgetProfile)
     case snapshot(SnapshotInfo)
     case switcher([SwitcherEntry])
+    case screenshot(ScreenshotInfo)
     case error(ControlError)
 }
 
@@ -350,4 +355,23 @@ public enum TransferNote: String, Codable, Sendable, CaseIterable {
     /// Transfers the system cancelled are remembered, to be reported when the app makes
     /// their session again, up to a bound per app; past it the oldest are forgotten.
     case cancelledForgotten
+}
+
+/// A picture of the screen (`apphost io screenshot`): the app in front, drawn as it is.
+public struct ScreenshotInfo: Codable, Sendable, Equatable {
+    /// The app pictured.
+    public var bundleIdentifier: String
+    /// The PNG, in the state directory's `screenshots/` (the latest few are kept).
+    public var png: String
+    public var time: Date
+    public var width: Int
+    public var height: Int
+
+    public init(bundleIdentifier: String, png: String, time: Date, width: Int, height: Int) {
+        self.bundleIdentifier = bundleIdentifier
+        self.png = png
+        self.time = time
+        self.width = width
+        self.height = height
+    }
 }

@@ -111,9 +111,12 @@ public enum AppBundleLoader {
     /// from (`../x`, an absolute path, a symbolic link), the file must resolve to a place
     /// inside the bundle folder or one of `productDirectories`: the app's sandbox grants
     /// it the executable's folder, so a bundle naming a file elsewhere would widen its own
-    /// grant (`.executableOutsideBundle`). The entitlements file is `<folder>/<Name>.entitlements`,
-    /// where `Name` is the bundle name (see ``ManifestReader/defaultBundleName(forManifestAt:)``).
-    public static func load(path: String, settings: [String: String] = [:], productDirectories: [String] = [])
+    /// grant (`.executableOutsideBundle`). The entitlements file is `entitlements` when
+    /// given (an Xcode project keeps it anywhere, `CODE_SIGN_ENTITLEMENTS`; it must then
+    /// exist), else `<folder>/<Name>.entitlements` if it exists, where `Name` is the bundle
+    /// name (see ``ManifestReader/defaultBundleName(forManifestAt:)``).
+    public static func load(path: String, settings: [String: String] = [:], productDirectories: [String] = [],
+                            entitlements entitlementsFile: String? = nil)
         throws(ManifestError) -> AppBundle
     {
         let plistPath = ManifestReader.manifestPath(for: path)
@@ -123,10 +126,14 @@ public enum AppBundleLoader {
         let executablePath = try findExecutable(manifest.executable, in: [folder.isEmpty ? "." : folder] + productDirectories,
                                                 manifestFile: plistPath)
 
-        let entitlementsFile = (folder as NSString).appendingPathComponent(bundleName + ".entitlements")
         var entitlements: Entitlements?
-        if FileManager.default.fileExists(atPath: entitlementsFile) {
+        if let entitlementsFile {
             entitlements = try Entitlements.read(path: entitlementsFile)
+        } else {
+            let beside = defaultEntitlementsPath(forManifestAt: plistPath)
+            if FileManager.default.fileExists(atPath: beside) {
+                entitlements = try Entitlements.read(path: beside)
+            }
         }
         let absoluteFolder = ManifestReader.absolutePath(folder)
         return AppBundle(
@@ -136,6 +143,55 @@ public enum AppBundleLoader {
             entitlementKeys: entitlements?.keys ?? [],
             entitlementsPath: entitlements?.path
         )
+    }
+
+    /// Where a bundle's entitlements are looked for when none is named:
+    /// `<folder>/<BundleName>.entitlements` beside the manifest at `file`.
+    public static func defaultEntitlementsPath(forManifestAt file: String) -> String {
+        let folder = (file as NSString).deletingLastPathComponent
+        let bundleName = ManifestReader.defaultBundleName(forManifestAt: file)
+        return folder.isEmpty ? bundleName + ".entitlements"
+            : (folder as NSString).appendingPathComponent(bundleName + ".entitlements")
+    }
+
+    /// The most `.entitlements` files ``misnamedEntitlements(forManifestAt:)`` names.
+    public static let maximumMisnamedEntitlementsListed = 8
+
+    /// `.entitlements` files beside the manifest at `file` when the one looked for
+    /// (``defaultEntitlementsPath(forManifestAt:)``) is not there: a file under another
+    /// name is not read, which a bundle's author rarely means. Sorted; at most
+    /// ``maximumMisnamedEntitlementsListed``; empty when the expected file exists.
+    public static func misnamedEntitlements(forManifestAt file: String) -> [String] {
+        let expected = defaultEntitlementsPath(forManifestAt: file)
+        guard !FileManager.default.fileExists(atPath: expected) else { return [] }
+        let folder = (file as NSString).deletingLastPathComponent
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.isEmpty ? "." : folder) else { return [] }
+        return names.filter { ($0 as NSString).pathExtension == "entitlements" }.sorted()
+            .prefix(maximumMisnamedEntitlementsListed)
+            .map { folder.isEmpty ? $0 : (folder as NSString).appendingPathComponent($0) }
+    }
+
+    /// The warning for ``misnamedEntitlements(forManifestAt:)``, naming both files; nil when there is none.
+    public static func misnamedEntitlementsWarning(forManifestAt file: String) -> String? {
+        let others = misnamedEntitlements(forManifestAt: file)
+        guard let first = others.first else { return nil }
+        let expected = defaultEntitlementsPath(forManifestAt: file)
+        let listed = others.count == 1 ? first : others.joined(separator: ", ")
+        return "\(listed) \(others.count == 1 ? "is" : "are") not read: AppHost looks for \(expected) (the bundle's name); rename it, or pass --entitlements \(first)"
+    }
+
+    /// Whether the file at `path` looks like an entitlements file rather than an Info.plist:
+    /// named `.entitlements`, or a property list with entitlement keys (`aps-environment`,
+    /// `com.apple.…`, `keychain-access-groups`) and no Info.plist key (`CFBundle…`, `UI…`, `NS…`, `LS…`).
+    public static func isEntitlementsFile(_ path: String) -> Bool {
+        if (path as NSString).pathExtension == "entitlements" { return true }
+        guard (path as NSString).pathExtension == "plist",
+              let raw = try? ManifestReader.readRaw(path: path), !raw.keys.isEmpty else { return false }
+        let infoPrefixes = ["CFBundle", "UI", "NS", "LS", "BGTask", "DT", "MinimumOSVersion", "ITS"]
+        let entitlementPrefixes = ["aps-environment", "com.apple.", "keychain-access-groups", "application-identifier"]
+        let hasInfoKey = raw.keys.contains { key in infoPrefixes.contains { key.hasPrefix($0) } }
+        let allEntitlements = raw.keys.allSatisfy { key in entitlementPrefixes.contains { key.hasPrefix($0) } }
+        return !hasInfoKey && allEntitlements
     }
 
     /// The folders to search for executables built from source: `extra` (the caller passes

@@ -24,6 +24,8 @@ public struct LenientManifest: Sendable {
     /// Whether `CFBundleIdentifier` is present, resolved and well formed, so that
     /// `manifest.bundleIdentifier` is the id the host would install the app under.
     public var bundleIdentifierResolved: Bool
+    /// What reads but is likely not meant (see ``ManifestReader/resolveWithWarnings(_:settings:bundleName:)``).
+    public var warnings: [ManifestWarning] = []
 }
 
 extension ManifestReader {
@@ -130,9 +132,11 @@ extension ManifestReader {
         var idResolved = !idMistyped
         var executableResolved = !executableMistyped
         var manifest: Manifest?
+        var warnings: [ManifestWarning] = []
         for _ in 0..<3 {
             do {
-                var m = try resolve(raw, settings: settings, bundleName: bundle)
+                var m: Manifest
+                (m, warnings) = try resolveWithWarnings(raw, settings: settings, bundleName: bundle)
                 if !idResolved { m.bundleIdentifier = idMistyped ? "" : bundleIdentifier ?? "" }
                 if !executableResolved { m.executable = executableMistyped ? "" : executable ?? "" }
                 for (i, text) in keptAsWritten { m.bgTaskIdentifiers[i] = text }
@@ -157,7 +161,8 @@ extension ManifestReader {
         }
         problems += taskProblems
         return LenientManifest(displayPath: display, problems: problems, manifest: manifest,
-                               writtenBackgroundModes: written, bundleIdentifierResolved: idResolved && manifest != nil)
+                               writtenBackgroundModes: written, bundleIdentifierResolved: idResolved && manifest != nil,
+                               warnings: warnings)
     }
 }
 

@@ -63,49 +63,23 @@ enum PropertyListFile {
     }
 
     private static func read(path: String, display: String) throws(ManifestError) -> Data {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw ManifestError(.fileNotFound, file: display, detail: "file not found")
-        }
-        if isDirectory.boolValue {
-            throw ManifestError(.unreadable, file: display, detail: "is a directory, not a property list file")
-        }
-        // Opened without blocking (a FIFO would wait for a writer), then sized with
-        // fstat on that descriptor, so the size checked is the size of what is read.
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw ManifestError(.unreadable, file: display, detail: "cannot be read (\(String(cString: strerror(errno))))")
-        }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else {
-            throw ManifestError(.unreadable, file: display, detail: "cannot be read (\(String(cString: strerror(errno))))")
-        }
-        guard (st.st_mode & mode_t(S_IFMT)) == mode_t(S_IFREG) else {
-            throw ManifestError(.unreadable, file: display, detail: "is not a regular file")
-        }
-        let limit = maximumFileSize
-        guard Int64(st.st_size) <= Int64(limit) else {
-            throw tooLarge(display, size: Int64(st.st_size))
-        }
-        // Read at most one byte past the limit: a file growing meanwhile is refused too.
-        var data = Data(count: Int(st.st_size) + 1)
-        var got = 0
-        while got < data.count {
-            let n = data.withUnsafeMutableBytes { raw in
-                readBytes(fd, raw.baseAddress! + got, raw.count - got)
+        switch BoundedFile.read(path: path, limit: maximumFileSize) {
+        case .success(let data):
+            return data
+        case .failure(let problem):
+            switch problem {
+            case .notFound:
+                throw ManifestError(.fileNotFound, file: display, detail: "file not found")
+            case .directory:
+                throw ManifestError(.unreadable, file: display, detail: "is a directory, not a property list file")
+            case .notRegularFile:
+                throw ManifestError(.unreadable, file: display, detail: "is not a regular file")
+            case .unreadable(let reason):
+                throw ManifestError(.unreadable, file: display, detail: "cannot be read (\(reason))")
+            case .tooLarge(let size):
+                throw tooLarge(display, size: size)
             }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 {
-                throw ManifestError(.unreadable, file: display, detail: "cannot be read (\(String(cString: strerror(errno))))")
-            }
-            if n == 0 { break }
-            got += n
-            if got > limit { throw tooLarge(display, size: Int64(got)) }
-            if got == data.count { data.count += 4096 }
         }
-        data.count = got
-        return data
     }
 
     private static func tooLarge(_ display: String, size: Int64) -> ManifestError {
@@ -146,9 +120,4 @@ enum PropertyListFile {
         default: return "a \(type(of: value))"
         }
     }
-}
-
-/// read(2), out of reach of ``PropertyListFile``'s own `read`.
-private func readBytes(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
-    read(fd, buffer, count)
 }

@@ -48,8 +48,10 @@ public struct RawManifest: Sendable, Equatable {
 /// Build settings come from the caller (`apphost --setting KEY=VALUE`) on top of defaults
 /// derived from the bundle name: `TARGET_NAME` is the bundle name, `PRODUCT_NAME` defaults
 /// to `$(TARGET_NAME)` and `EXECUTABLE_NAME` to `$(PRODUCT_NAME)`, as in Xcode.
-/// An unresolved reference is an error in `CFBundleIdentifier`, `CFBundleExecutable` and each
-/// `BGTaskSchedulerPermittedIdentifiers` entry; elsewhere it is left as written.
+/// A missing `CFBundleIdentifier`, `CFBundleExecutable` or `CFBundleName` takes the reference
+/// Xcode fills it from (``generatedIdentityKeys``). An unresolved reference is an error in
+/// `CFBundleIdentifier`, `CFBundleExecutable` and each `BGTaskSchedulerPermittedIdentifiers`
+/// entry; elsewhere it is left as written (a warning in the name and display name).
 public enum ManifestReader {
     /// A property-list boolean, or one of the strings `YES`/`NO`/`true`/`false` (any case).
     static func boolValue(_ value: Any) -> Bool? {
@@ -88,9 +90,18 @@ public enum ManifestReader {
     public static func read(path: String, settings: [String: String] = [:], bundleName: String? = nil)
         throws(ManifestError) -> Manifest
     {
+        try readWithWarnings(path: path, settings: settings, bundleName: bundleName).manifest
+    }
+
+    /// ``read(path:settings:bundleName:)``, with what reads but is likely not meant:
+    /// references left unexpanded in `CFBundleName` and `CFBundleDisplayName`.
+    public static func readWithWarnings(path: String, settings: [String: String] = [:], bundleName: String? = nil)
+        throws(ManifestError) -> (manifest: Manifest, warnings: [ManifestWarning])
+    {
         let plistPath = manifestPath(for: path)
         let raw = try readRaw(path: plistPath)
-        return try resolve(raw, settings: settings, bundleName: bundleName ?? defaultBundleName(forManifestAt: plistPath))
+        return try resolveWithWarnings(raw, settings: settings,
+                                       bundleName: bundleName ?? defaultBundleName(forManifestAt: plistPath))
     }
 
     /// Reads a manifest as written: types and background modes are checked, build settings
@@ -134,19 +145,82 @@ public enum ManifestReader {
         return raw
     }
 
+    /// The build settings Xcode fills identity keys from when an Info.plist leaves them
+    /// out (projects with `GENERATE_INFOPLIST_FILE` keep such a partial Info.plist):
+    /// `CFBundleIdentifier` = `$(PRODUCT_BUNDLE_IDENTIFIER)`, `CFBundleExecutable` =
+    /// `$(EXECUTABLE_NAME)`, `CFBundleName` = `$(PRODUCT_NAME)`.
+    public static let generatedIdentityKeys: KeyValuePairs<String, String> = [
+        bundleIdentifierKey: "PRODUCT_BUNDLE_IDENTIFIER",
+        executableKey: "EXECUTABLE_NAME",
+        nameKey: "PRODUCT_NAME",
+    ]
+
+    /// The setting Xcode fills a missing `key` from, if it is an identity key.
+    public static func generatingSetting(for key: String) -> String? {
+        generatedIdentityKeys.first { $0.key == key }?.value
+    }
+
+    /// Whether `GENERATE_INFOPLIST_FILE` is on in `settings`: Xcode then also takes
+    /// Info.plist keys from `INFOPLIST_KEY_<key>` build settings.
+    public static func generatesInfoPlist(_ settings: [String: String]) -> Bool {
+        boolValue(settings["GENERATE_INFOPLIST_FILE"] ?? "") == true
+    }
+
+    /// The `INFOPLIST_KEY_<key>` build setting that supplies `key` when Xcode generates
+    /// the Info.plist (`GENERATE_INFOPLIST_FILE = YES`), expanded; nil otherwise.
+    public static func generatedValue(_ key: String, settings: [String: String], bundleName: String) -> String? {
+        guard generatesInfoPlist(settings), let written = settings["INFOPLIST_KEY_" + key] else { return nil }
+        return expander(settings: settings, bundleName: bundleName).expand(written).value
+    }
+
     /// Expands and checks a raw manifest: identity keys present, references in required keys
     /// resolved, the bundle identifier well formed.
     public static func resolve(_ raw: RawManifest, settings: [String: String] = [:], bundleName: String)
         throws(ManifestError) -> Manifest
     {
+        try resolveWithWarnings(raw, settings: settings, bundleName: bundleName).manifest
+    }
+
+    /// ``resolve(_:settings:bundleName:)``, with warnings.
+    ///
+    /// A missing `CFBundleIdentifier`, `CFBundleExecutable` or `CFBundleName` takes the
+    /// reference Xcode puts there (``generatedIdentityKeys``), expanded like one written;
+    /// only when that leaves the identifier or executable unresolved is it an error,
+    /// naming the setting to pass. With `GENERATE_INFOPLIST_FILE = YES` a missing
+    /// `CFBundleDisplayName` comes from `INFOPLIST_KEY_CFBundleDisplayName`. References
+    /// left unresolved in the name or the display name are kept as written and warned about.
+    public static func resolveWithWarnings(_ raw: RawManifest, settings: [String: String] = [:], bundleName: String)
+        throws(ManifestError) -> (manifest: Manifest, warnings: [ManifestWarning])
+    {
         let file = raw.displayPath
         let expander = Self.expander(settings: settings, bundleName: bundleName)
+        var warnings: [ManifestWarning] = []
 
         func required(_ key: String, _ value: String?, index: Int? = nil) throws(ManifestError) -> String {
             guard let value else {
-                throw ManifestError(.missingKey, file: file, key: key, detail: "required key is missing")
+                guard let setting = generatingSetting(for: key) else {
+                    throw ManifestError(.missingKey, file: file, key: key, detail: "required key is missing")
+                }
+                let expansion = expander.expand("$(\(setting))")
+                guard let first = expansion.unresolved.first else { return expansion.value }
+                let needs = first.name == setting ? "\(setting) has no value"
+                    : "\(setting) needs \(shortened(first.reference)), which has no value"
+                throw ManifestError(.missingKey, file: file, key: key, value: first.name,
+                                    detail: "missing, and Xcode fills it from $(\(setting)), but \(needs) (pass --setting \(shortened(first.name))=... or an --xcconfig file that sets it)")
             }
             return try expandRequired(value, expander: expander, file: file, key: key, index: index)
+        }
+
+        /// A display string: expanded, unresolved references kept as written and warned about.
+        func display(_ key: String, _ value: String) -> String {
+            let expansion = expander.expand(value)
+            let names = expansion.unresolved.map(\.reference).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
+            if !names.isEmpty {
+                let settingNames = expansion.unresolved.map(\.name).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
+                warnings.append(ManifestWarning(file: file, key: key, value: expansion.value,
+                    detail: "\(names.map(shortened).joined(separator: ", ")) \(names.count == 1 ? "has" : "have") no value, so it reads \"\(shortened(expansion.value))\" (pass \(settingNames.map { "--setting \(shortened($0))=..." }.joined(separator: " ")) or an --xcconfig file that sets \(names.count == 1 ? "it" : "them"))"))
+            }
+            return expansion.value
         }
 
         let bundleIdentifier = try required(bundleIdentifierKey, raw.rawBundleIdentifier)
@@ -159,12 +233,14 @@ public enum ManifestReader {
         for (i, id) in raw.rawBGTaskIdentifiers.enumerated() {
             bgTaskIdentifiers.append(try required(bgTaskIdentifiersKey, id, index: i))
         }
-        let name = raw.rawName.map { expander.expand($0).value } ?? ""
-        return Manifest(
+        let name = display(nameKey, raw.rawName ?? "$(PRODUCT_NAME)")
+        let generatedDisplayName = generatesInfoPlist(settings) ? settings["INFOPLIST_KEY_" + displayNameKey] : nil
+        let displayName = (raw.rawDisplayName ?? generatedDisplayName).map { display(displayNameKey, $0) }
+        let manifest = Manifest(
             bundleIdentifier: bundleIdentifier,
             executable: executable,
             name: name.isEmpty ? bundleName : name,
-            displayName: raw.rawDisplayName.map { expander.expand($0).value },
+            displayName: displayName,
             backgroundModes: raw.backgroundModes,
             bgTaskIdentifiers: bgTaskIdentifiers,
             exitsOnSuspend: raw.exitsOnSuspend ?? false,
@@ -173,6 +249,7 @@ public enum ManifestReader {
             snapshotPolicy: raw.snapshotPolicy,
             launchImageFile: raw.launchImageFile.map { expander.expand($0).value }
         )
+        return (manifest, warnings)
     }
 
     /// The expander ``resolve(_:settings:bundleName:)`` uses: `settings` over the defaults.
@@ -212,7 +289,7 @@ public enum ManifestReader {
     }
 
     /// `path` itself for a file, `path/Info.plist` for a folder.
-    static func manifestPath(for path: String) -> String {
+    public static func manifestPath(for path: String) -> String {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
             return (path as NSString).appendingPathComponent("Info.plist")
@@ -246,7 +323,7 @@ public enum ManifestReader {
     }
 
     /// Text from the file as an error message quotes it: at most 80 characters.
-    private static func shortened(_ text: String) -> String {
+    static func shortened(_ text: String) -> String {
         text.count > 80 ? String(text.prefix(80)) + "…" : text
     }
 
@@ -267,6 +344,32 @@ public enum ManifestReader {
             throw ManifestError(.invalidValue, file: file, key: bundleIdentifierKey, value: id,
                                 detail: "invalid bundle identifier \"\(shortened(id))\" (use reverse-DNS form with only A-Z, a-z, 0-9, '-' and '.', e.g. com.example.App)")
         }
+    }
+}
+
+/// Something in a manifest that reads but is likely not what was meant, e.g. a
+/// build-setting reference left as written in `CFBundleName`.
+public struct ManifestWarning: Sendable, Equatable, CustomStringConvertible {
+    /// The Info.plist, as the caller named it.
+    public var file: String
+    /// The key concerned.
+    public var key: String?
+    /// The value as it now reads.
+    public var value: String?
+    /// What is off and what to do.
+    public var detail: String
+
+    /// Creates a warning.
+    public init(file: String, key: String? = nil, value: String? = nil, detail: String) {
+        self.file = file
+        self.key = key
+        self.value = value
+        self.detail = detail
+    }
+
+    /// `file: key: detail`.
+    public var description: String {
+        ([file] + (key.map { [$0] } ?? []) + [detail]).joined(separator: ": ")
     }
 }
 
@@ -349,7 +452,7 @@ extension BackgroundMode {
 
     /// Optimal-string-alignment distance: insertions, deletions, substitutions and
     /// adjacent transpositions each cost 1 (so "audoi" is 1 from "audio").
-    static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+    public static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
         if a.isEmpty { return b.count }
         if b.isEmpty { return a.count }
         var d = Array(repeating: Array(repeating: 0, count: b.count + 1), count: a.count + 1)

@@ -29,9 +29,12 @@ public struct PushPayload: Sendable, Equatable, CustomStringConvertible {
 public protocol PushRegistryDelegate: AnyObject {
     /// A VoIP push arrived (`pushRegistry(_:didReceiveIncomingPushWith:for:completion:)`).
     /// As on iOS 13+, the app must report an incoming call with
-    /// ``CallProvider/reportNewIncomingCall(uuid:handle:)`` in this method (or very
-    /// soon after); a push left unreported gets the app killed, and after a few
-    /// unreported pushes in a row the host stops delivering them.
+    /// ``CallProvider/reportNewIncomingCall(uuid:handle:)`` before this method returns:
+    /// if it has not, PushKit raises `NSInternalInconsistencyException` ("Killing app
+    /// because it never posted an incoming call to the system after receiving a PushKit
+    /// VoIP push.") and the app aborts. A delegate that blocks instead is killed by the
+    /// host after the `voipReport` budget (0xbaadca11), and after a few unreported
+    /// pushes in a row the host stops delivering them.
     func didReceiveIncomingPush(_ registry: PushRegistry, payload: PushPayload)
 }
 
@@ -72,9 +75,11 @@ public final class PushRegistry {
         return token
     }
 
-    /// A VoIP push from the host.
-    func didReceive(_ payload: PushPayload) {
-        delegate?.didReceiveIncomingPush(self, payload: payload)
+    /// A VoIP push from the host; false when no delegate took it.
+    func didReceive(_ payload: PushPayload) -> Bool {
+        guard let delegate else { return false }
+        delegate.didReceiveIncomingPush(self, payload: payload)
+        return true
     }
 }
 
@@ -97,6 +102,8 @@ public final class CallProvider {
     /// which answers the VoIP push being handled.
     /// - Throws: ``ServiceError`` if the host refuses.
     public func reportNewIncomingCall(uuid: UUID, handle: String) throws(ServiceError) {
+        // Reported, whatever CallKit then answers (PushKit's check is that a report was made).
+        router.callReported()
         try router.requestOK(.voipReportIncomingCall(uuid: uuid.uuidString, handle: handle))
     }
 

@@ -126,6 +126,9 @@ final class ServiceRouter {
     private weak var accessoryManager: AccessoryManager?
     private var locationManagers = WeakList<LocationManager>()
     private var pushRegistries = WeakList<PushRegistry>()
+    /// Incoming calls reported to CallKit so far (``CallProvider``): PushKit's check
+    /// after a VoIP push's delegate returns.
+    private(set) var callsReported = 0
     private var centralManagers = WeakList<CentralManager>()
     /// Background URL sessions by identifier (one live session per identifier).
     private var urlSessions: [String: WeakURLSession] = [:]
@@ -148,6 +151,7 @@ final class ServiceRouter {
     func register(_ manager: AccessoryManager) { accessoryManager = manager }
     func register(_ manager: LocationManager) { locationManagers.add(manager) }
     func register(_ registry: PushRegistry) { pushRegistries.add(registry) }
+    func callReported() { callsReported += 1 }
     func register(_ manager: CentralManager) { centralManagers.add(manager) }
 
     /// Routes `session`'s events to it, unless another live session has its
@@ -302,8 +306,18 @@ final class ServiceRouter {
             receiver = none ? "LocationManager" : nil
         case .voipPush(let payload):
             let registries = pushRegistries.live()
-            for registry in registries { registry.didReceive(PushPayload(json: payload)) }
+            let before = callsReported
+            var handled = false
+            for registry in registries { handled = registry.didReceive(PushPayload(json: payload)) || handled }
             receiver = registries.isEmpty ? "PushRegistry" : nil
+            // PushKit checks, as soon as the delegate returns, that a call was reported
+            // (iOS 13+; DTS, developer.apple.com/forums/thread/817976): if not, it raises
+            // and the app dies. callservicesd's 0xbaadca11 (the host's) is the other
+            // check, for an app with no delegate or one that blocks in it.
+            if handled, callsReported == before {
+                raise(UncaughtException(name: .internalInconsistency,
+                    reason: "Killing app because it never posted an incoming call to the system after receiving a PushKit VoIP push."))
+            }
         case .bleDiscovered, .bleConnected, .bleDisconnected, .bleNotification:
             let managers = centralManagers.live()
             for manager in managers { manager.handle(event) }

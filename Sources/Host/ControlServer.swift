@@ -227,8 +227,8 @@ public struct ControlServer: Sendable {
                     return .error(ControlError(.badRequest, "the daemon speaks control version \(ControlSocket.version), this client \(version): use the apphost binary the daemon was started with"))
                 }
                 return .pong(pid: getpid(), stateDirectory: supervisor.configuration.stateDirectory)
-            case .install(let path, let settings):
-                let app = try await supervisor.install(path: path, settings: settings)
+            case .install(let path, let settings, let entitlements):
+                let app = try await supervisor.install(path: path, settings: settings, entitlements: entitlements)
                 // An answer that does not fit a frame (a manifest listing thousands of
                 // identifiers) is sent cut rather than not at all.
                 let full = ControlResponse.installed(app)
@@ -277,6 +277,8 @@ public struct ControlServer: Sendable {
                 return .snapshot(try await supervisor.snapshot(id))
             case .switcher:
                 return .switcher(await supervisor.switcher())
+            case .screenshot:
+                return .screenshot(try await supervisor.screenshot())
             }
         } catch {
             return .error(error)

@@ -67,6 +67,10 @@ public struct HostConfiguration: Sendable {
         PSITrigger(line: "some 300000 2000000", level: .warning), PSITrigger(line: "full 1000000 2000000", level: .critical),
     ]
 
+    /// With the virtual clock: where the supervisor publishes host time for the host's
+    /// own log lines (``HostLogHandler``); nil: log lines show the wall clock only.
+    public var logClock: HostLogClock?
+
     public init(stateDirectory: String) {
         self.stateDirectory = stateDirectory
     }

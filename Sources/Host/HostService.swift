@@ -95,9 +95,17 @@ public struct HostService: Service {
         } catch {
             throw HostStartError(description: "cannot lock the state directory: \(error)")
         }
+        // The device this state directory stands for (`apphost list-devices`), made once.
+        do {
+            let device = try DeviceIdentity.loadOrCreate(stateDirectory: dir)
+            logger.info("device \"\(device.name)\" (\(device.udid))")
+        } catch {
+            logger.warning("\(error); `booted` still names this host")
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
             let supervisor = try Supervisor(configuration: configuration, group: group, logger: logger)
+            await supervisor.publishLogClock()
             let server = try await ControlServer.bind(path: configuration.controlSocketPath, group: group,
                                                       supervisor: supervisor, logger: logger)
             logger.info("host listening on \(configuration.controlSocketPath)")

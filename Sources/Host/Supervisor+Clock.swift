@@ -25,6 +25,12 @@ extension Supervisor {
         (configuration.clock, hostNow(), now())
     }
 
+    /// Publishes host time to the host's log lines (virtual clock only; see ``HostLogClock``).
+    public func publishLogClock() {
+        guard configuration.clock == .virtual, let clock = configuration.logClock else { return }
+        clock.set(start: scheduler.startDate, elapsed: scheduler.now())
+    }
+
     /// How late real-clock deadlines fired so far (and clears the record).
     public func takeDeadlineLateness() -> [Duration] {
         scheduler.takeLateness()
@@ -47,6 +53,7 @@ extension Supervisor {
         while let (key, due) = scheduler.popDue(by: target) {
             observeRunLoops()
             scheduler.advance(to: due)
+            publishLogClock()
             fire(key)
             await settle()
             await awaitHangVerdicts()
@@ -55,6 +62,7 @@ extension Supervisor {
         }
         observeRunLoops()
         scheduler.advance(to: target)
+        publishLogClock()
         await settle()
         // Every app running code may have grown meanwhile.
         if memoryAdvanceStep(nil) { await settle() }

@@ -22,12 +22,14 @@ extension Supervisor {
     /// first, as an App Store update does (willTerminate, or a kill without a callback if
     /// it is suspended), and returns once it is gone; the new bundle's settings apply
     /// from its next launch. A bundle that cannot be installed leaves the running app be.
-    public func install(path: String, settings: [String: String]) async throws(ControlError) -> InstalledApp {
+    /// `entitlements` names the entitlements file when it is not `Name.entitlements` beside
+    /// the Info.plist (``AppBundleLoader/load(path:settings:productDirectories:entitlements:)``).
+    public func install(path: String, settings: [String: String], entitlements: String? = nil) async throws(ControlError) -> InstalledApp {
         let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
         let bundle: AppBundle
         do {
             let dirs = AppBundleLoader.defaultProductDirectories(forBundleAt: absolute, extra: configuration.productDirectories)
-            bundle = try AppBundleLoader.load(path: absolute, settings: settings, productDirectories: dirs)
+            bundle = try AppBundleLoader.load(path: absolute, settings: settings, productDirectories: dirs, entitlements: entitlements)
         } catch {
             throw ControlError(.invalidManifest, "\(error)")
         }

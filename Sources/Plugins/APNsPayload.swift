@@ -41,6 +41,14 @@ public struct APNsPayload: Sendable, Equatable {
     public var isVisible: Bool
     /// The alert's title (or body, or the alert string), for events.
     public var summary: String?
+    /// What the payload says that APNs and iOS read otherwise than its writer likely
+    /// meant: a number written as a string (`"content-available": "1"`), a misspelled
+    /// key (`"Simulation Target Bundle"`, `"content_available"`). One sentence each,
+    /// without the file name.
+    public var warnings: [String] = []
+    /// A top-level key that looks like a misspelled `"Simulator Target Bundle"`, when the
+    /// payload has no such key (e.g. `"Simulation Target Bundle"`).
+    public var misspelledTarget: String? = nil
     /// The push type APNs infers when none is given: `background` for a pure
     /// content-available push, else `alert`.
     public var inferredPushType: String { contentAvailable && !isVisible ? "background" : "alert" }
@@ -84,6 +92,7 @@ public struct APNsPayload: Sendable, Equatable {
             target = s
         }
         let contentAvailable = (aps["content-available"] as? NSNumber)?.intValue == 1
+        let warnings = Self.warnings(top: dictionary, aps: aps, hasTarget: target != nil)
         let alert = aps["alert"]
         var summary: String?
         if let s = alert as? String {
@@ -92,7 +101,58 @@ public struct APNsPayload: Sendable, Equatable {
             summary = (a["title"] as? String) ?? (a["body"] as? String) ?? (a["title-loc-key"] as? String) ?? (a["loc-key"] as? String)
         }
         let visible = alert != nil || aps["badge"] != nil || aps["sound"] != nil
-        return APNsPayload(json: text, target: target, contentAvailable: contentAvailable, isVisible: visible, summary: summary)
+        let misspelled = target == nil ? dictionary.keys.sorted().first { $0 != "aps" && isNear($0, targetKey) } : nil
+        return APNsPayload(json: text, target: target, contentAvailable: contentAvailable, isVisible: visible, summary: summary,
+                           warnings: warnings, misspelledTarget: misspelled)
+    }
+
+    /// The `aps` keys APNs documents (Apple, "Generating a remote notification"; Live
+    /// Activity keys included), for "did you mean".
+    static let apsKeys = ["alert", "badge", "sound", "thread-id", "category", "content-available", "mutable-content",
+                          "target-content-id", "interruption-level", "relevance-score", "filter-criteria", "stale-date",
+                          "content-state", "timestamp", "event", "dismissal-date", "attributes-type", "attributes",
+                          "input-push-channel", "input-push-token"]
+
+    /// `aps` keys APNs documents as numbers where a string means something else to iOS,
+    /// with what iOS then does.
+    static let numericFlags: KeyValuePairs<String, String> = [
+        "content-available": "this is not a background (silent) push: the app is not woken for it, and with nothing to show it does nothing",
+        "mutable-content": "iOS does not pass the notification to the app's notification service extension; it is shown as sent",
+    ]
+
+    /// See ``warnings``. Keys are compared case-insensitively, `_` as `-`.
+    static func warnings(top: [String: Any], aps: [String: Any], hasTarget: Bool) -> [String] {
+        var out: [String] = []
+        for (key, consequence) in numericFlags {
+            guard let written = aps[key] as? String else { continue }
+            let quoted = written.count > 20 ? String(written.prefix(20)) + "…" : written
+            out.append("\"aps\".\"\(key)\" is the string \"\(quoted)\", not a number: APNs documents a number and iOS acts only on the number 1, so \(consequence) (write \"\(key)\": 1, without quotes)")
+        }
+        if !hasTarget {
+            for key in top.keys.sorted() where key != "aps" && isNear(key, targetKey) {
+                out.append("\"\(shortened(key))\" is not a key simctl reads (it is ignored): did you mean \"\(targetKey)\"?")
+            }
+        }
+        for key in aps.keys.sorted() where !apsKeys.contains(key) {
+            if let near = apsKeys.first(where: { isNear(key, $0) }) {
+                out.append("\"aps\".\"\(shortened(key))\" is not a key APNs knows (iOS ignores it): did you mean \"\(near)\"?")
+            }
+        }
+        return out
+    }
+
+    /// Whether `written` is a likely misspelling of `key`: not equal, and within an edit
+    /// distance of 2 or a fifth of the key's length, comparing case-insensitively with `_` as `-`.
+    static func isNear(_ written: String, _ key: String) -> Bool {
+        guard written != key, written.count <= 2 * key.count else { return false }
+        func normal(_ s: String) -> [Character] { Array(s.lowercased().replacingOccurrences(of: "_", with: "-")) }
+        let a = normal(written), b = normal(key)
+        if a == b { return true }
+        return BackgroundMode.editDistance(a, b) <= max(2, b.count / 5)
+    }
+
+    private static func shortened(_ text: String) -> String {
+        text.count > 60 ? String(text.prefix(60)) + "…" : text
     }
 
     /// Where strict parsing failed: "line L, column C" from a scan for the first

@@ -76,6 +76,21 @@ enum BLE {
     }
 }
 
+/// What both bluetooth modes need of the Info.plist: `NSBluetoothAlwaysUsageDescription`.
+/// Apple: "This key is required if your app uses the device's Bluetooth interface"; an app
+/// that touches Core Bluetooth without it is terminated by iOS ("This app has crashed
+/// because it attempted to access privacy-sensitive data without a usage description").
+/// So it is an error, as a refusal iOS punishes by termination is in a trace.
+enum BluetoothUsage {
+    static let key = "NSBluetoothAlwaysUsageDescription"
+
+    static func lint(_ app: LintSubject, _ mode: BackgroundMode) -> [LintFinding] {
+        app.missingUsageDescriptions([key], mode: mode, severity: .error) { _ in
+            "iOS terminates the app the first time it uses Core Bluetooth (a privacy violation: no usage description), and App Store Connect refuses the build"
+        }
+    }
+}
+
 /// `bluetooth-central`: scanning and connections in the simulated BLE world. In the
 /// background, scans return only peripherals matching the app's service filter (a
 /// nil filter gets nothing), and notifications from connected peripherals wake a
@@ -88,6 +103,8 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
     public var services: [String] { ["CentralManager.scanForPeripherals", "CentralManager.stopScan", "CentralManager.connect", "CentralManager.cancelPeripheralConnection"] }
     public var wakeSources: [String] { ["apphost ble add", "apphost ble notify", "apphost ble remove"] }
     public var sandbox: SandboxGrant { SandboxGrant(socketFamilies: [Int32(AF_BLUETOOTH)]) }
+
+    public func lint(_ app: LintSubject) -> [LintFinding] { BluetoothUsage.lint(app, mode) }
 
     public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
@@ -242,6 +259,8 @@ public struct BluetoothPeripheralPlugin: BackgroundModePlugin {
     public var keepsRunning: [String] { [] }
     public var wakeSources: [String] { ["connections from centrals (not simulated)"] }
     public var sandbox: SandboxGrant { SandboxGrant(socketFamilies: [Int32(AF_BLUETOOTH)]) }
+
+    public func lint(_ app: LintSubject) -> [LintFinding] { BluetoothUsage.lint(app, mode) }
 
     public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }

@@ -10,12 +10,39 @@ public struct LintSubject: Sendable {
     public var entitlementsPath: String?
     /// Its top-level keys.
     public var entitlementKeys: [String]
+    /// The build settings the manifest was read with (`--setting`, `--xcconfig`).
+    public var settings: [String: String]
 
-    public init(manifestPath: String, manifest: Manifest, entitlementsPath: String?, entitlementKeys: [String]) {
+    public init(manifestPath: String, manifest: Manifest, entitlementsPath: String?, entitlementKeys: [String],
+                settings: [String: String] = [:]) {
         self.manifestPath = manifestPath
         self.manifest = manifest
         self.entitlementsPath = entitlementsPath
         self.entitlementKeys = entitlementKeys
+        self.settings = settings
+    }
+
+    /// The non-empty string the app's Info.plist gives `key`: written in the file, or, when
+    /// Xcode generates the Info.plist (`GENERATE_INFOPLIST_FILE = YES`), the
+    /// `INFOPLIST_KEY_<key>` build setting it takes it from. Nil when absent or empty.
+    public func infoPlistString(_ key: String) -> String? {
+        if let raw = try? ManifestReader.readRaw(path: manifestPath),
+           let value = raw.propertyList()[key] as? String, !value.isEmpty {
+            return value
+        }
+        let generated = ManifestReader.generatedValue(key, settings: settings,
+                                                      bundleName: ManifestReader.defaultBundleName(forManifestAt: manifestPath))
+        return generated?.isEmpty == false ? generated : nil
+    }
+
+    /// A finding for each of `keys` the app lacks (see ``infoPlistString(_:)``), saying
+    /// what iOS then does; used by the modes whose APIs need a usage description.
+    func missingUsageDescriptions(_ keys: [String], mode: BackgroundMode, severity: LintFinding.Severity,
+                                  consequence: (String) -> String) -> [LintFinding] {
+        keys.filter { infoPlistString($0) == nil }.map { key in
+            LintFinding(severity, file: manifestPath, key: key, mode: mode.rawValue,
+                        "background mode \"\(mode.rawValue)\" without \(key): \(consequence(key))")
+        }
     }
 }
 

@@ -56,25 +56,9 @@ public struct LintReport: Codable, Sendable, Equatable {
     }
 }
 
-/// A trace (an `events.jsonl`) that could not be read.
-public struct TraceError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The file, as the caller named it.
-    public var file: String
-    /// The 1-based line of the malformed entry; nil when the file itself is the problem.
-    public var line: Int?
-    public var detail: String
-
-    public init(file: String, line: Int? = nil, detail: String) {
-        self.file = file
-        self.line = line
-        self.detail = detail
-    }
-
-    /// `events.jsonl:12: detail`, as a compiler names a line.
-    public var description: String {
-        line.map { "\(file):\($0): \(detail)" } ?? "\(file): \(detail)"
-    }
-}
+/// A trace (an `events.jsonl`) that could not be read: `events.jsonl:12: detail`, the
+/// line of the malformed entry (none when the file itself is the problem).
+public typealias TraceError = FileLineError
 
 /// `apphost lint`: checks an app bundle as written, without a host.
 ///
@@ -103,10 +87,7 @@ public enum Linter {
     /// Where the bundle loader looks for the entitlements of the manifest at `file`:
     /// `<folder>/<BundleName>.entitlements`.
     public static func entitlementsPath(forManifestAt file: String) -> String {
-        let folder = (file as NSString).deletingLastPathComponent
-        let bundleName = ManifestReader.defaultBundleName(forManifestAt: file)
-        return folder.isEmpty ? bundleName + ".entitlements"
-            : (folder as NSString).appendingPathComponent(bundleName + ".entitlements")
+        AppBundleLoader.defaultEntitlementsPath(forManifestAt: file)
     }
 
     /// Each entitlement as `key = value`, in key order.
@@ -117,14 +98,21 @@ public enum Linter {
 
     /// Lints the bundle at `bundlePath` (an App.app folder or an Info.plist file).
     /// `settings` fill build-setting references as `apphost --setting` does; `trace` is
-    /// the events of a host run (see ``readTrace(path:)``).
-    public static func lint(bundlePath: String, settings: [String: String] = [:], trace: [HostEvent]? = nil) -> LintReport {
+    /// the events of a host run (see ``readTrace(path:)``); `entitlements` names the
+    /// entitlements file when it is not `<Name>.entitlements` beside the Info.plist.
+    public static func lint(bundlePath: String, settings: [String: String] = [:], trace: [HostEvent]? = nil,
+                            entitlements entitlementsOverride: String? = nil) -> LintReport {
+        let asManifest = ManifestReader.manifestPath(for: bundlePath)
+        if AppBundleLoader.isEntitlementsFile(asManifest) {
+            return lintEntitlementsGivenAsBundle(asManifest, bundle: bundlePath, settings: settings)
+        }
         let read = ManifestReader.readLenient(path: bundlePath, settings: settings)
         let file = read.displayPath
         var findings: [LintFinding] = read.problems.map(finding(for:))
         guard let manifest = read.manifest else {
             return LintReport(bundle: bundlePath, manifestPath: file, bundleIdentifier: nil, backgroundModes: [], findings: findings)
         }
+        findings += read.warnings.map { LintFinding(.warning, file: $0.file, key: $0.key, ($0.key.map { "\($0): " } ?? "") + $0.detail) }
         let modeKey = ManifestReader.backgroundModesKey
 
         // The executable: the host refuses one outside the bundle and its products directories.
@@ -148,11 +136,27 @@ public enum Linter {
             }
         }
 
-        // Entitlements, where the bundle loader looks for them.
-        let entitlementsFile = entitlementsPath(forManifestAt: file)
+        // Opting out of the background: a key Apple deprecated with iOS 13.
+        if manifest.exitsOnSuspend {
+            findings.append(LintFinding(.note, file: file, key: "UIApplicationExitsOnSuspend",
+                "UIApplicationExitsOnSuspend is true: home terminates the app (willResignActive, then willTerminate) instead of moving it to the background, as iOS 4 to 12 did; Apple deprecated the key with iOS 13 (its page lists it for iOS 4.0–13.0), so a current iPhone may suspend the app as any other"))
+        }
+
+        // Accessory protocols without the mode: the app talks to them only while it runs.
+        let protocolsKey = ManifestReader.externalAccessoryProtocolsKey
+        if !manifest.externalAccessoryProtocols.isEmpty, !modes.contains(.externalAccessory) {
+            findings.append(LintFinding(.warning, file: file, key: protocolsKey, mode: BackgroundMode.externalAccessory.rawValue,
+                "\(protocolsKey) lists \(manifest.externalAccessoryProtocols.count) protocol(s) but UIBackgroundModes has no \"external-accessory\": the app reaches its accessories only while it runs in front, and is not woken or kept running for them in the background (declare the mode if it should be)"))
+        }
+
+        // Entitlements: the file named, or where the bundle loader looks for them.
+        let entitlementsFile = entitlementsOverride ?? entitlementsPath(forManifestAt: file)
         var entitlements: Entitlements?
         var entitlementFindings: [LintFinding] = []
-        if FileManager.default.fileExists(atPath: entitlementsFile) {
+        if entitlementsOverride == nil, let misnamed = AppBundleLoader.misnamedEntitlementsWarning(forManifestAt: file) {
+            entitlementFindings.append(LintFinding(.warning, file: file, misnamed))
+        }
+        if entitlementsOverride != nil || FileManager.default.fileExists(atPath: entitlementsFile) {
             do {
                 let e = try Entitlements.read(path: entitlementsFile)
                 entitlements = e
@@ -175,7 +179,7 @@ public enum Linter {
 
         let subject = LintSubject(manifestPath: file, manifest: manifest,
                                   entitlementsPath: entitlements != nil ? entitlementsFile : nil,
-                                  entitlementKeys: entitlements?.keys ?? [])
+                                  entitlementKeys: entitlements?.keys ?? [], settings: settings)
         for mode in modes {
             guard let plugin = ModeRegistry.plugin(for: mode) else { continue }
             findings += plugin.lint(subject)
@@ -192,6 +196,27 @@ public enum Linter {
         return LintReport(bundle: bundlePath, manifestPath: file,
                           bundleIdentifier: read.bundleIdentifierResolved ? manifest.bundleIdentifier : nil,
                           backgroundModes: modes.map(\.rawValue), findings: findings)
+    }
+
+    /// `apphost lint X.entitlements`: the file is not a bundle. Says so (an error: nothing
+    /// was linted), shows what it holds and checks its App Groups, as for a bundle's.
+    private static func lintEntitlementsGivenAsBundle(_ file: String, bundle: String, settings: [String: String]) -> LintReport {
+        var findings = [LintFinding(.error, file: file,
+            "this is an entitlements file, not an app bundle or Info.plist: lint the app's bundle or Info.plist and name this file with --entitlements (apphost lint --entitlements \(file) App.app)")]
+        do {
+            let e = try Entitlements.read(path: file)
+            let shown = describe(e)
+            findings.append(LintFinding(.note, file: file,
+                "entitlements: " + (shown.isEmpty ? "none (the file has no keys)" : shown.joined(separator: ", "))))
+            do {
+                _ = try e.applicationGroups(settings: settings)
+            } catch {
+                findings.append(finding(for: error))
+            }
+        } catch {
+            findings.append(finding(for: error))
+        }
+        return LintReport(bundle: bundle, manifestPath: file, bundleIdentifier: nil, backgroundModes: [], findings: findings)
     }
 
     /// Reads a host's `events.jsonl`: one ``HostEvent`` a line, as ``WireJSON`` writes them.

@@ -27,13 +27,16 @@ public struct LocationPlugin: BackgroundModePlugin {
     /// The usage strings iOS requires before it asks for location authorization.
     static let usageKeys = ["NSLocationWhenInUseUsageDescription", "NSLocationAlwaysAndWhenInUseUsageDescription"]
 
+    /// Background location needs both usage strings (Apple, "Requesting authorization to
+    /// use location services": an app that asks for Always authorization must carry both,
+    /// since iOS 11). Without one, the request it guards does nothing: no prompt, no
+    /// error. A warning: iOS does not terminate the app, it only never gets the fixes.
     public func lint(_ app: LintSubject) -> [LintFinding] {
-        guard let data = FileManager.default.contents(atPath: app.manifestPath),
-              let plist = (try? UntrustedPropertyList.object(from: data).object) as? [String: Any] else { return [] }
-        let missing = Self.usageKeys.filter { (plist[$0] as? String)?.isEmpty ?? true }
-        guard !missing.isEmpty else { return [] }
-        return [LintFinding(.warning, file: app.manifestPath, key: missing[0], mode: mode.rawValue,
-            "background mode \"location\" without \(missing.joined(separator: " and ")): iOS never asks for the authorization background updates need (AppHost takes it from `apphost privacy grant location-always`)")]
+        app.missingUsageDescriptions(Self.usageKeys, mode: mode, severity: .warning) { key in
+            key == "NSLocationWhenInUseUsageDescription"
+                ? "iOS never shows a location prompt (requestWhenInUseAuthorization and requestAlwaysAuthorization both do nothing), so the app never gets the authorization background updates need (AppHost takes it from `apphost privacy grant location-always`)"
+                : "requestAlwaysAuthorization does nothing: the app gets When In Use authorization at most: updates go on in the background only if it started them in front, and region monitoring and significant-change updates never relaunch it (AppHost takes Always from `apphost privacy grant location-always`)"
+        }
     }
 
     static let activity = "location updates"

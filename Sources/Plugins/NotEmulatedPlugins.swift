@@ -41,8 +41,13 @@ public struct NearbyInteractionPlugin: BackgroundModePlugin {
     public var mode: BackgroundMode { .nearbyInteraction }
     public var emulation: ModeEmulation { .notEmulated("Nearby Interaction needs UWB hardware") }
     public var summary: String { "UWB ranging with accessories (Nearby Interaction)" }
+    /// `NSNearbyInteractionUsageDescription` (iOS 15): the text of the prompt iOS shows
+    /// before the first session; Apple's key reference names it for every session.
     public func lint(_ app: LintSubject) -> [LintFinding] {
         notEmulatedFinding(mode, app, "Nearby Interaction ranging needs UWB hardware")
+            + app.missingUsageDescriptions(["NSNearbyInteractionUsageDescription"], mode: mode, severity: .warning) { _ in
+                "iOS has no text for the permission prompt it shows before an interaction session starts; add it"
+            }
     }
 }
 

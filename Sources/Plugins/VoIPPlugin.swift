@@ -4,7 +4,8 @@ import Foundation
 /// `voip`: a VoIP push registry and call reporting. A VoIP push (`apphost push --type
 /// voip`) wakes or launches the app; it must report an incoming call (CallKit) within
 /// the `voipReport` budget of the push (the delegate included) or it is killed with
-/// 0xbaadca11. After `maximumUnreported` unreported pushes in a row, pushes to it are
+/// 0xbaadca11 (AppKitLess aborts the app before, as PushKit does, when the delegate
+/// returns without a report). After `maximumUnreported` unreported pushes in a row, pushes to it are
 /// no longer delivered until it is reinstalled. A reported call keeps the app running
 /// until it is ended.
 public struct VoIPPlugin: BackgroundModePlugin {
@@ -89,28 +90,42 @@ public struct VoIPPlugin: BackgroundModePlugin {
 
     public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
         guard name == "report", let app, ctx.state(State.self).apps[app]?.pushOutstanding == true else { return }
-        let count = ctx.update(State.self) { state -> Int in
+        let count = countUnreported(app, in: ctx)
+        ctx.emit(.kill(app: app, namespace: "FRONTBOARD", code: .badCall,
+                       reason: "did not report an incoming call to CallKit within \(DurationText.format(ctx.profile[.voipReport])) of a VoIP push (\(count) unreported in a row)"))
+        noteIfBlocked(app, count, in: ctx)
+    }
+
+    /// One more push in a row not reported as a call; the count.
+    private func countUnreported(_ app: String, in ctx: ModeContext) -> Int {
+        ctx.update(State.self) { state -> Int in
             state.apps[app]?.pushOutstanding = false
             state.apps[app]?.unreported += 1
             let n = state.apps[app]?.unreported ?? 0
             if n >= Self.maximumUnreported { state.apps[app]?.blocked = true }
             return n
         }
-        ctx.emit(.kill(app: app, namespace: "FRONTBOARD", code: .badCall,
-                       reason: "did not report an incoming call to CallKit within \(DurationText.format(ctx.profile[.voipReport])) of a VoIP push (\(count) unreported in a row)"))
-        if count >= Self.maximumUnreported {
-            ctx.emit(.note(app: app, "\(count) VoIP pushes in a row not reported: VoIP pushes to this app are no longer delivered"))
-        }
     }
 
+    private func noteIfBlocked(_ app: String, _ count: Int, in ctx: ModeContext) {
+        guard count >= Self.maximumUnreported else { return }
+        ctx.emit(.note(app: app, "\(count) VoIP pushes in a row not reported: VoIP pushes to this app are no longer delivered"))
+    }
+
+    /// An app that ends with a push outstanding (PushKit's own abort when the delegate
+    /// returned without a report, or any other death) did not report it either: it counts
+    /// toward the stop of deliveries, unless the user terminated the app.
     public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
-        let outstanding = ctx.update(State.self) { state -> Bool in
-            let was = state.apps[app]?.pushOutstanding ?? false
-            state.apps[app]?.pushOutstanding = false
-            state.apps[app]?.calls = []
-            return was
+        let outstanding = ctx.state(State.self).apps[app]?.pushOutstanding ?? false
+        if outstanding {
+            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "report")))
+            if byUser {
+                ctx.update(State.self) { $0.apps[app]?.pushOutstanding = false }
+            } else {
+                noteIfBlocked(app, countUnreported(app, in: ctx), in: ctx)
+            }
         }
-        if outstanding { ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "report"))) }
+        ctx.update(State.self) { $0.apps[app]?.calls = [] }
     }
 
     public func appInstalled(_ app: String, in ctx: ModeContext) {

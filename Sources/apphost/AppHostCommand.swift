@@ -12,22 +12,21 @@ struct AppHostCommand: AsyncParsableCommand {
         commandName: "apphost",
         abstract: "Run Linux apps under the iOS background-execution model.",
         discussion: """
-            A host daemon launches each app (an App.app folder with an Info.plist) as a
-            sandboxed child process, moves it through the iOS states (notRunning, inactive,
-            active, background, suspended) and suspends it with SIGSTOP as soon as it has no
-            reason to run. Drive it as `xcrun simctl` drives a simulator.
+            A host daemon launches each app (an App.app folder with an Info.plist) as a sandboxed child process, moves it through the iOS states (notRunning, inactive, active, background, suspended) and suspends it with SIGSTOP as soon as it has no reason to run. Drive it as `xcrun simctl` drives a simulator; scripts written for simctl work with few edits (`apphost launch booted <bundle-id>`, see list-devices).
 
             Quick start:
-              apphost run manifests/Plain.app manifests/TaskHolder.app   # host + apps, Ctrl-C stops
-              apphost daemon &                                           # or a host alone ...
-              apphost install manifests/Plain.app                        # ... driven by verbs
+              apphost run manifests/Plain.app   # host + apps; Ctrl-C stops
+              apphost daemon &                  # or a host alone, driven by verbs:
+              apphost install manifests/Plain.app
               apphost launch com.example.plain
-              apphost background com.example.plain                       # home button
+              apphost background com.example.plain      # home button
               apphost status
-              apphost fetch com.example.plain                            # Simulate Background Fetch
-              apphost push com.example.plain payload.apns                # as simctl push
-              apphost location set 37.3349,-122.0090   # and privacy, ble, accessory
-              apphost settings low-power on            # and device, bgtask
+              apphost fetch com.example.plain           # simulate a fetch
+              apphost push com.example.plain p.apns     # as simctl push
+              apphost location set 37.3349,-122.0090    # and privacy, ble, ...
+              apphost settings low-power on             # and device, bgtask
+
+            The host's own log: --log-level or $APPHOST_LOG_LEVEL (trace, debug, info, notice, warning, error, critical), on standard error and in host.log in the state directory. Shell completion: apphost --generate-completion-script bash|zsh|fish.
             """,
         subcommands: [
             Run.self, Daemon.self, Install.self, Uninstall.self, List.self, Launch.self,
@@ -36,6 +35,7 @@ struct AppHostCommand: AsyncParsableCommand {
             Privacy.self, LocationCommand.self, Push.self, BLECommand.self, AccessoryCommand.self,
             SettingsCommand.self, DeviceCommand.self, FetchCommand.self, BGTaskCommand.self,
             Lint.self, SnapshotCommand.self, Switcher.self, PrivacyCheck.self, Test.self, TimelineCommand.self,
+            ListDevices.self, ListApps.self, GetAppContainer.self, IOCommand.self,
         ]
     )
 }
@@ -50,9 +50,11 @@ struct StateOptions: ParsableArguments {
         valueName: "dir"))
     var stateDir: String?
 
-    var resolved: String {
-        let env = ProcessInfo.processInfo.environment
-        if let dir = stateDir { return absolute(dir) }
+    var resolved: String { Self.resolve(flag: stateDir) }
+
+    /// The state directory `--state-dir` (`flag`) and the environment select.
+    static func resolve(flag: String?, environment env: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let dir = flag { return absolute(dir) }
         if let dir = env["APPHOST_STATE_DIR"], !dir.isEmpty { return absolute(dir) }
         if let xdg = env["XDG_STATE_HOME"], !xdg.isEmpty { return absolute(xdg) + "/apphost" }
         let home = env["HOME"] ?? NSHomeDirectory()
@@ -77,6 +79,10 @@ struct SettingOptions: ParsableArguments {
         "Value for an Xcode build-setting reference in the manifest, e.g. PRODUCT_BUNDLE_IDENTIFIER=com.example.app (repeatable).",
         valueName: "KEY=VALUE"))
     var settings: [String] = []
+    @Option(name: .customLong("xcconfig"), help: ArgumentHelp(
+        "An Xcode .xcconfig file to take build settings from, as Xcode reads it (#include, $(inherited), [sdk=...] conditions); repeatable: later files win, --setting wins over them.",
+        valueName: "file"))
+    var xcconfigs: [String] = []
 
     func validate() throws {
         for s in settings where !s.contains("=") || s.hasPrefix("=") {
@@ -111,8 +117,17 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Extra directory to search for app executables (repeatable; also $APPHOST_PRODUCTS_DIR).", valueName: "dir"))
     var productsDir: [String] = []
 
-    @Option(name: .long, help: "How much the host logs to stderr.")
-    var logLevel: Logger.Level = .info
+    @Option(name: .long, help: ArgumentHelp(
+        "How much the host logs, to standard error and to host.log in the state directory: trace, debug, info, notice, warning, error or critical (default: $APPHOST_LOG_LEVEL, else info).",
+        valueName: "level"))
+    var logLevel: Logger.Level?
+
+    /// --log-level, else $APPHOST_LOG_LEVEL (checked by `validate()`), else info.
+    var effectiveLogLevel: Logger.Level {
+        if let logLevel { return logLevel }
+        guard let text = ProcessInfo.processInfo.environment["APPHOST_LOG_LEVEL"], !text.isEmpty else { return .info }
+        return (try? Logger.Level.named(text, setting: "APPHOST_LOG_LEVEL")) ?? .info
+    }
 
     @Option(name: .long, help: ArgumentHelp("real, or virtual: time moves only with `apphost clock advance` (policy tests).", valueName: "mode"))
     var clock: ClockMode = .real
@@ -148,6 +163,9 @@ struct HostOptions: ParsableArguments {
     var landlockABI: Int?
 
     func validate() throws {
+        if logLevel == nil, let text = ProcessInfo.processInfo.environment["APPHOST_LOG_LEVEL"], !text.isEmpty {
+            do { _ = try Logger.Level.named(text, setting: "APPHOST_LOG_LEVEL") } catch { throw ValidationError(error.description) }
+        }
         if pushGatewayCert != nil || pushGatewayKey != nil {
             guard pushGatewayCert != nil, pushGatewayKey != nil else { throw ValidationError("--push-gateway-cert and --push-gateway-key go together") }
             guard pushGateway != nil else { throw ValidationError("--push-gateway-cert needs --push-gateway HOST:PORT") }
@@ -186,6 +204,7 @@ struct HostOptions: ParsableArguments {
         config.controlRequestTimeout = .milliseconds(Int64(controlTimeout * 1000))
         config.pushGateway = try? pushGatewaySettings()
         config.landlockABI = landlockABI
+        config.logClock = clock == .virtual ? HostLogClock() : nil
         if let file = (try? self.config.map { try HostConfigFile.load(path: absolute($0)) }) ?? nil {
             if let sink = file.audioSink { config.audioSink = AudioSinkKind(rawValue: sink) ?? .wav }
             config.backgroundRefreshRestricted = file.backgroundRefreshRestricted
@@ -246,8 +265,31 @@ struct HostOptions: ParsableArguments {
 
     func logger(_ label: String) -> Logger {
         var logger = Logger(label: label)
-        logger.logLevel = logLevel
+        logger.logLevel = effectiveLogLevel
         return logger
+    }
+
+    /// Sends this process's log lines (the host's own log) to standard error and to
+    /// `host.log` in the state directory, with milliseconds and, on a virtual clock, host
+    /// time (the configuration's `logClock`). Once per process, before the first logger
+    /// is made.
+    func bootstrapLogging(_ configuration: HostConfiguration) {
+        let stateDirectory = configuration.stateDirectory
+        let clock = configuration.logClock
+        let level = effectiveLogLevel
+        var file: HostLogFile?
+        do {
+            try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+            file = try HostLogFile(path: stateDirectory + "/" + HostLogFile.fileName)
+        } catch {
+            // The host reports an unusable state directory itself; the log still goes to stderr.
+            FileHandle.standardError.write(Data("apphost: warning: no host.log: \(error)\n".utf8))
+        }
+        let shared = file
+        LoggingSystem.bootstrap { label in
+            HostLogHandler(label: label, level: level, file: shared, clock: clock)
+        }
     }
 }
 
@@ -305,8 +347,9 @@ extension AppHostCommand {
 
         func run() async throws {
             let dir = state.resolved
-            let logger = host.logger("apphost.daemon")
             let config = host.configuration(stateDirectory: dir)
+            host.bootstrapLogging(config)
+            let logger = host.logger("apphost.daemon")
             let service = HostService(configuration: config, logger: logger) { _ in
                 // Readiness on stdout, once the control socket accepts: scripts wait for this line.
                 print("apphost: daemon ready on \(config.controlSocketPath) (pid \(getpid()))")
@@ -324,10 +367,7 @@ extension AppHostCommand {
         static let configuration = CommandConfiguration(
             abstract: "Start a host in the foreground with these apps launched; stream its events.",
             discussion: """
-                Installs and launches each bundle in order (each launch brings that app to the
-                foreground, so earlier ones go home and are suspended), then prints every event
-                until Ctrl-C or SIGTERM, when all apps get willTerminate and the host exits.
-                Other verbs (`apphost background <id>`, ...) work against it meanwhile.
+                Installs and launches each bundle in order (each launch brings that app to the foreground, so earlier ones go home and are suspended), then prints every event until Ctrl-C or SIGTERM, when all apps get willTerminate and the host exits. Other verbs (`apphost background <id>`, ...) work against it meanwhile.
                 """)
 
         @Argument(help: ArgumentHelp("App bundles (Name.app folders) or Info.plist files.", valueName: "bundle"))
@@ -343,21 +383,23 @@ extension AppHostCommand {
         func run() async throws {
             let dir = state.resolved
             let config = host.configuration(stateDirectory: dir)
+            let values = try settings.resolvedOrExit()
             // Check every bundle before starting anything.
             for path in bundles {
                 let abs = absolute(path)
                 do {
                     _ = try AppBundleLoader.load(
-                        path: abs, settings: settings.dictionary,
+                        path: abs, settings: values,
                         productDirectories: AppBundleLoader.defaultProductDirectories(forBundleAt: abs, extra: config.productDirectories))
                 } catch {
                     FileHandle.standardError.write(Data("apphost: \(error)\n".utf8))
                     throw ExitCode(65)
                 }
             }
+            host.bootstrapLogging(config)
             let logger = host.logger("apphost.run")
             let bundles = self.bundles.map(absolute)
-            let settings = self.settings.dictionary
+            let settings = values
             let background = self.background
             let service = HostService(configuration: config, logger: logger) { supervisor in
                 // Announced only once the state directory is ours and the socket accepts.
@@ -385,7 +427,9 @@ extension AppHostCommand {
     }
 
     struct Shutdown: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Ask the daemon to terminate every app and exit.")
+        static let configuration = CommandConfiguration(
+            abstract: "Ask the daemon to terminate every app and exit.",
+            discussion: DeviceArgument.help("apphost shutdown booted"))
         @OptionGroup var state: StateOptions
 
         func run() throws { try state.perform(.shutdown) }

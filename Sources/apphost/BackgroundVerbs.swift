@@ -209,13 +209,15 @@ extension AppHostCommand {
                     else the profile's): warning from 80 %, critical from 95 %. This command \
                     reports a level as the kernel would, and keeps it until `normal`:
 
-                      warning   every app running code (not suspended) gets didReceiveMemoryWarning
-                      critical  the same, then jetsam kills the least valuable app: suspended apps \
+                    warning: every app running code (not suspended) gets didReceiveMemoryWarning.
+
+                    critical: the same, then jetsam kills the least valuable app: suspended apps \
                     least recently used first, then background apps, then apps kept running by \
                     audio, location or a call, the foreground app last (one per command; the \
                     footprints may ask for more). It stays in the app switcher; `apphost \
                     foreground` launches it cold, with LaunchOptions.afterJetsam.
-                      normal    hands the level back to the footprints
+
+                    normal: hands the level back to the footprints.
 
                     Each warning and kill is an event of kind memory (`apphost events`), each kill \
                     a JETSAM report (`apphost reports`: vm-pageshortage, footprint and band).
@@ -334,11 +336,11 @@ extension AppHostCommand {
             abstract: "Launch or expire an app's BGTaskScheduler tasks, as the debugger's _simulateLaunch/_simulateExpiration.",
             discussion: """
                 Apple's way to test a BGAppRefreshTask or BGProcessingTask is to pause in the \
-                debugger after submitting it and call
-                  [[BGTaskScheduler sharedScheduler] _simulateLaunchForTaskWithIdentifier:@"<id>"]
-                  [[BGTaskScheduler sharedScheduler] _simulateExpirationForTaskWithIdentifier:@"<id>"]
-                These verbs do the same. The identifier must be listed in the app's \
-                BGTaskSchedulerPermittedIdentifiers and registered by the app.
+                debugger after submitting it and send [BGTaskScheduler sharedScheduler] \
+                _simulateLaunchForTaskWithIdentifier:@"<id>" (or \
+                _simulateExpirationForTaskWithIdentifier:). These verbs do the same. The \
+                identifier must be listed in the app's BGTaskSchedulerPermittedIdentifiers and \
+                registered by the app.
 
                 Examples:
                   apphost bgtask run com.example.app com.example.app.refresh

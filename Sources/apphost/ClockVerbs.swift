@@ -14,11 +14,24 @@ extension AppHostCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Move virtual time forward, firing every deadline that falls inside, in order, before returning.",
                 discussion: "Examples: `apphost clock advance 31s`, `10m`, `1h`, `250ms`, `1h30m`.")
-            @Argument(help: ArgumentHelp("How far: 31s, 10m, 1h, 250ms, 1h30m.", valueName: "duration")) var duration: String
+            // `.allUnrecognized` so that `-5s` reaches validate() (and is refused as a
+            // negative duration) instead of being read as the options -5 and -s.
+            @Argument(parsing: .allUnrecognized, help: ArgumentHelp("How far: 31s, 10m, 1h, 250ms, 1h30m.", valueName: "duration"))
+            var words: [String] = []
             @OptionGroup var state: StateOptions
             @OptionGroup var output: JSONOption
 
+            var duration: String { words.first { $0 != "--" } ?? "" }
+
             func validate() throws {
+                let given = words.filter { $0 != "--" }
+                guard given.count == 1 else {
+                    throw ValidationError(given.isEmpty ? "give a duration: apphost clock advance 31s (or 10m, 1h, 250ms)"
+                                                        : "one duration, got \(given.count): \(given.joined(separator: " "))")
+                }
+                if duration.hasPrefix("-"), (try? DurationText.seconds(String(duration.dropFirst()))) != nil {
+                    throw ValidationError("\(duration): durations must be positive: time only moves forward (e.g. apphost clock advance \(duration.dropFirst()))")
+                }
                 do { _ = try DurationText.seconds(duration) } catch { throw ValidationError(error.message) }
             }
 
@@ -77,12 +90,18 @@ extension AppHostCommand {
                 try printProfiles([inForce], source: source)
             }
 
+            /// A duration as a duration (`30s`, `15m`); a count as a count (`3`).
+            static func value(_ value: Double, of key: BudgetKey) -> String {
+                guard key == .silentPushesPerHour else { return DurationText.format(value) }
+                return value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+            }
+
             func printProfiles(_ profiles: [BudgetProfile], source: String) throws {
                 if output.json { return try printJSON(profiles) }
-                print("budgets (\(source)), seconds:")
+                print("budgets (\(source)):")
                 let header = ["BUDGET"] + profiles.map(\.name) + ["SOURCE"]
                 let rows = BudgetProfile.keys.map { key in
-                    [key.rawValue] + profiles.map { DurationText.format($0[key]) } + [key.note]
+                    [key.rawValue] + profiles.map { Self.value($0[key], of: key) } + [key.note]
                 }
                 print(table(header, rows))
                 print("device memory: " + profiles.map { "\($0.name) \(ByteCountText.format($0.deviceMemory))" }.joined(separator: ", ")

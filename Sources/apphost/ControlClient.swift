@@ -81,6 +81,19 @@ struct ControlClient {
         }
     }
 
+    /// Sends a request and returns the connection, for a caller that reads the streamed
+    /// answer itself (with ``ResponseReader``) while it waits on other descriptors.
+    func open(_ request: ControlRequest) throws -> FileDescriptor {
+        let fd = try connect()
+        do {
+            try send(request, on: fd)
+        } catch {
+            try? fd.close()
+            throw error
+        }
+        return fd
+    }
+
     /// Sends a request answered with a stream of items then `.end` (`status`, `reports`)
     /// and returns the items `item` extracts; an `.error` answer is thrown.
     func collect<T>(_ request: ControlRequest, _ item: (ControlResponse) -> T?) throws -> [T] {
@@ -116,5 +129,34 @@ struct ControlClient {
             }
             decoder.append(chunk[0..<n])
         }
+    }
+}
+
+/// Reads the daemon's answers from a connection that ``ControlClient/open(_:)`` made, as
+/// bytes arrive (one `read` per call, for a caller that polls the descriptor).
+struct ResponseReader {
+    private var decoder = FrameDecoder()
+    private(set) var ended = false
+
+    /// Reads what is there (blocking until something is) and returns the whole answers it
+    /// completed; at end of file ``ended`` is set.
+    mutating func read(from fd: FileDescriptor) throws -> [ControlResponse] {
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        let n = try chunk.withUnsafeMutableBytes { try fd.read(into: $0, retryOnInterrupt: true) }
+        if n == 0 {
+            ended = true
+            try decoder.finish()
+        } else {
+            decoder.append(chunk[0..<n])
+        }
+        var out: [ControlResponse] = []
+        while let payload = try decoder.next() {
+            do {
+                out.append(try Frame.decode(ControlResponse.self, from: payload))
+            } catch {
+                throw CLIError(description: "cannot read the daemon's answer (\(error)); is the daemon the same apphost build?")
+            }
+        }
+        return out
     }
 }

@@ -10,27 +10,19 @@ extension AppHostCommand {
         static let configuration = CommandConfiguration(
             abstract: "Show a host at work: the lifecycle with SIGSTOP, a watchdog and background modes on the virtual clock, a background download, app-switcher snapshots.",
             discussion: """
-                Act 1 starts a host on a fresh state directory, installs manifests/Plain.app and
-                manifests/TaskHolder.app, and walks through the lifecycle while every event
-                streams to the terminal. Act 2 starts a host on the virtual clock, lets the probe
-                hold a background task past its 30 s budget, advances the clock and prints the
-                0x8badf00d report. Act 3, on the virtual clock too, shows background modes:
-                manifests/Radio.app (audio) keeps playing at home while the same executable
-                without the mode (a Mute.app made on the fly) is interrupted and suspended, and
-                Radio is suspended once audioIdle has passed after its sound; manifests/Tracker.app
-                (location, always-authorized) gets a fix at home; a VoIP push launches
-                manifests/Phone.app (voip) in the background and the call it reports keeps it
-                running. Act 4, on the real clock, downloads 8 MiB from an HTTP server on loopback
-                through apphost-transferd while manifests/Probe.app is suspended: the server cuts
-                the connection after 3 MiB and the daemon resumes with Range/If-Range; the app is
-                killed with SIGKILL and launched in the background to collect the file. Act 5
-                shows the redacted snapshot of manifests/Bank.app and runs the privacy check on
-                Bank, BankLeaky (fails, naming the balance) and BankCover. Act 6 runs the
-                shipped policy scenarios about background budgets and about jetsam (memory
-                pressure killing suspended apps least recently used first, the switcher's cold
-                launch) with apphost test, each on a private host with a virtual clock.
-                Each step prints the CLI verb that does the same against a daemon.
-                Every wait is on a real event, never a fixed delay.
+                Act 1 starts a host on a fresh state directory, installs manifests/Plain.app and manifests/TaskHolder.app, and walks through the lifecycle while every event streams to the terminal.
+
+                Act 2 starts a host on the virtual clock, lets the probe hold a background task past its 30 s budget, advances the clock and prints the 0x8badf00d report.
+
+                Act 3, on the virtual clock too, shows background modes: manifests/Radio.app (audio) keeps playing at home while the same executable without the mode (a Mute.app made on the fly) is interrupted and suspended, and Radio is suspended once audioIdle has passed after its sound; manifests/Tracker.app (location, always-authorized) gets a fix at home; a VoIP push launches manifests/Phone.app (voip) in the background and the call it reports keeps it running.
+
+                Act 4, on the real clock, downloads 8 MiB from an HTTP server on loopback through apphost-transferd while manifests/Probe.app is suspended: the server cuts the connection after 3 MiB and the daemon resumes with Range/If-Range; the app is killed with SIGKILL and launched in the background to collect the file.
+
+                Act 5 shows the redacted snapshot of manifests/Bank.app and runs the privacy check on Bank, BankLeaky (fails, naming the balance) and BankCover.
+
+                Act 6 runs the shipped policy scenarios about background budgets and about jetsam (memory pressure killing suspended apps least recently used first, the switcher's cold launch) with apphost test, each on a private host with a virtual clock.
+
+                Each step prints the CLI verb that does the same against a daemon. Every wait is on a real event, never a fixed delay.
                 """)
 
         @Option(name: .long, help: ArgumentHelp("Folder holding the sample manifests.", valueName: "dir"))

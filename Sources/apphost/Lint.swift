@@ -11,38 +11,57 @@ struct Lint: ParsableCommand {
             Prints one diagnostic a line, as a compiler does, then a summary:
               A.app/Info.plist: error: UIBackgroundModes[1]: unknown mode "audoi"
                 (did you mean "audio"?)      [one line; wrapped here]
-              A.app/Info.plist: warning: background mode "push-to-talk" is not
-                emulated by AppHost: ...
+              A.app/Info.plist: warning: background mode "location" without
+                NSLocationAlwaysAndWhenInUseUsageDescription: ...
               A.app/A.entitlements: note: entitlements: aps-environment = development
               1 error(s), 1 warning(s)
 
             Checks, for each bundle:
             - the manifest reads: every problem is an error naming its key, and
-              every unknown background mode is one, with its "did you mean";
+              every unknown background mode is one, with its "did you mean"; a
+              partial Info.plist (Xcode's GENERATE_INFOPLIST_FILE) takes a missing
+              CFBundleIdentifier, CFBundleExecutable and CFBundleName from
+              $(PRODUCT_BUNDLE_IDENTIFIER), $(EXECUTABLE_NAME) and $(PRODUCT_NAME)
+              (--setting, --xcconfig); references left in the name or display
+              name are warnings;
             - each declared mode's rules: processing needs
               BGTaskSchedulerPermittedIdentifiers, external-accessory needs
               UISupportedExternalAccessoryProtocols, remote-notification needs
-              the aps-environment entitlement; modes AppHost does not emulate,
-              and a mode listed twice, are warnings;
-            - the entitlements file beside Info.plist (Name.entitlements): its
-              keys and values are shown as a note.
+              the aps-environment entitlement, the bluetooth modes need
+              NSBluetoothAlwaysUsageDescription (iOS terminates an app using
+              Core Bluetooth without it: an error), location needs
+              NSLocationWhenInUseUsageDescription and
+              NSLocationAlwaysAndWhenInUseUsageDescription (without them the
+              authorization request does nothing: warnings); a mode listed twice,
+              and the four modes AppHost does not emulate (newsstand-content,
+              network-authentication, nearby-interaction, push-to-talk), are
+              warnings; UISupportedExternalAccessoryProtocols without
+              external-accessory is a warning;
+            - the entitlements: Name.entitlements beside Info.plist, or the file
+              --entitlements names (an Xcode project keeps it anywhere); its keys
+              and values are shown as a note. Another .entitlements file in the
+              bundle, not the one looked for, is a warning naming both. Given an
+              .entitlements file instead of a bundle, lint says so (an error).
 
             With --trace (a host's events.jsonl, in its state directory), for the
             app whose bundle id is the bundle's CFBundleIdentifier:
             - a declared mode it never used is a warning (App Review rejects
-              unused modes);
+              unused modes); all nine modes AppHost emulates are judged;
             - a service refused for lack of a mode is a warning, counted per
               cause; an error when iOS terminates the app for it (setting
               allowsBackgroundLocationUpdates without "location");
-            - modes AppHost does not emulate yet (fetch, processing,
-              remote-notification) cannot be judged: a note says so.
+            - the four modes AppHost does not emulate cannot be judged from a
+              trace: a note says so.
 
             Exit status: 0 without errors (warnings and notes do not fail), 1 when
-            any bundle has an error, 65 when the trace cannot be read.
+            any bundle has an error, 65 when the trace or an --xcconfig file
+            cannot be read.
 
             Examples:
               apphost lint manifests/*.app
               apphost lint --setting PRODUCT_BUNDLE_IDENTIFIER=com.example.a A.app
+              apphost lint --xcconfig Config/Debug.xcconfig \\
+                --entitlements App/App.entitlements App/Info.plist
               apphost lint --trace ~/.local/state/apphost/events.jsonl A.app
               apphost lint --json A.app | jq '.[].findings[]'
             """)
@@ -56,9 +75,11 @@ struct Lint: ParsableCommand {
     var trace: String?
 
     @OptionGroup var settings: SettingOptions
+    @OptionGroup var entitlements: EntitlementsOption
     @OptionGroup var output: JSONOption
 
     func run() throws {
+        let values = try settings.resolvedOrExit()
         var events: [HostEvent]?
         if let trace {
             do {
@@ -68,7 +89,9 @@ struct Lint: ParsableCommand {
                 throw ExitCode(65)  // EX_DATAERR
             }
         }
-        let reports = bundles.map { Linter.lint(bundlePath: $0, settings: settings.dictionary, trace: events) }
+        let reports = bundles.map {
+            Linter.lint(bundlePath: $0, settings: values, trace: events, entitlements: entitlements.path)
+        }
         if output.json {
             try printJSON(reports)
         } else {

@@ -17,44 +17,80 @@ extension AppHostCommand {
             commandName: "privacy",
             abstract: "Grant, revoke or reset an app's access to a privacy-protected service, as `simctl privacy`.",
             discussion: """
-                Actions (as simctl):
-                  grant   allow without prompting; needs a bundle id
-                  revoke  deny all use; needs a bundle id
-                  reset   ask again on next use; bundle id optional (without one: every app)
-
                 Services: \(ModeHub.privacyServices.joined(separator: ", ")).
 
-                Only location and location-always change what AppHost does today: they are the \
-                CLLocationManager authorization (location: when in use; location-always: always), \
-                and a running app that uses location is told when it changes. The other services \
-                are accepted and kept, for when AppHost offers them.
+                Only location and location-always change what AppHost does today: they are the CLLocationManager authorization (location: when in use; location-always: always), and a running app that uses location is told when it changes. The other services are accepted and kept, for when AppHost offers them.
+
+                \(DeviceArgument.help("apphost privacy booted grant location com.example.app"))
 
                 Examples:
                   apphost privacy grant location-always com.example.probe
                   apphost privacy revoke location com.example.probe
                   apphost privacy reset all
-                """)
+                """,
+            subcommands: [Grant.self, Revoke.self, Reset.self])
 
-        @Argument(help: ArgumentHelp("grant, revoke or reset.", valueName: "action"))
-        var action: PrivacyAction
-        @Argument(help: ArgumentHelp("The service: all, location, location-always, camera, ... (see above).", valueName: "service"))
-        var service: String
-        @Argument(help: ArgumentHelp("The app (required for grant and revoke).", valueName: "bundle-id"))
-        var bundleIdentifier: String?
-        @OptionGroup var state: StateOptions
+        struct Grant: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Allow an app to use a service without asking.",
+                discussion: """
+                    As `simctl privacy <device> grant <service> <bundle-id>`. Services: \(ModeHub.privacyServices.joined(separator: ", ")).
 
-        func run() throws {
+                    Example:
+                      apphost privacy grant location-always com.example.probe
+                    """)
+            @Argument(help: ArgumentHelp("The service: all, location, location-always, camera, ...", valueName: "service"),
+                      completion: .list(ModeHub.privacyServices))
+            var service: String
+            @Argument(help: ArgumentHelp("The app.", valueName: "bundle-id")) var bundleIdentifier: BundleID
+            @OptionGroup var state: StateOptions
+            func run() throws { try Privacy.perform(.grant, service, bundleIdentifier, state) }
+        }
+
+        struct Revoke: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Deny an app all use of a service.",
+                discussion: """
+                    As `simctl privacy <device> revoke <service> <bundle-id>`. Services: \(ModeHub.privacyServices.joined(separator: ", ")).
+
+                    Example:
+                      apphost privacy revoke location com.example.probe
+                    """)
+            @Argument(help: ArgumentHelp("The service: all, location, location-always, camera, ...", valueName: "service"),
+                      completion: .list(ModeHub.privacyServices))
+            var service: String
+            @Argument(help: ArgumentHelp("The app.", valueName: "bundle-id")) var bundleIdentifier: BundleID
+            @OptionGroup var state: StateOptions
+            func run() throws { try Privacy.perform(.revoke, service, bundleIdentifier, state) }
+        }
+
+        struct Reset: ParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Forget a decision: the app is asked again on its next use (every app without a bundle id).",
+                discussion: """
+                    As `simctl privacy <device> reset <service> [<bundle-id>]`. Services: \(ModeHub.privacyServices.joined(separator: ", ")).
+
+                    Examples:
+                      apphost privacy reset location com.example.probe
+                      apphost privacy reset all
+                    """)
+            @Argument(help: ArgumentHelp("The service: all, location, location-always, camera, ...", valueName: "service"),
+                      completion: .list(ModeHub.privacyServices))
+            var service: String
+            @Argument(help: ArgumentHelp("The app (every app if omitted).", valueName: "bundle-id")) var bundleIdentifier: BundleID?
+            @OptionGroup var state: StateOptions
+            func run() throws { try Privacy.perform(.reset, service, bundleIdentifier, state) }
+        }
+
+        static func perform(_ action: PrivacyAction, _ service: String, _ bundle: BundleID?, _ state: StateOptions) throws {
             var scope = PrivacyScope.all
             try reportingErrors {
                 guard let parsed = PrivacyScope(rawValue: service) else {
                     throw ModeInput.usage("unknown privacy service \"\(service)\"; one of: \(ModeHub.privacyServices.joined(separator: ", "))")
                 }
                 scope = parsed
-                if action != .reset, bundleIdentifier == nil {
-                    throw ModeInput.usage("privacy \(action.rawValue) needs a bundle id: apphost privacy \(action.rawValue) \(service) <bundle-id>")
-                }
             }
-            try state.perform(.mode(.privacy(action: action, service: scope, bundleIdentifier: bundleIdentifier)))
+            try state.perform(.mode(.privacy(action: action, service: scope, bundleIdentifier: bundle?.rawValue)))
         }
     }
 
@@ -70,6 +106,8 @@ extension AppHostCommand {
                 locationManager(_:didUpdateLocations:): in the foreground; in the background while \
                 they still run; and, woken from suspension, only with "location" in \
                 UIBackgroundModes, always-authorization and allowsBackgroundLocationUpdates.
+
+                \(DeviceArgument.help("apphost location booted set 37.3349,-122.0090"))
 
                 Examples:
                   apphost location set 37.3349,-122.0090
@@ -411,7 +449,6 @@ extension AppHostCommand {
     }
 }
 
-extension PrivacyAction: ExpressibleByArgument {}
 
 /// Checks and conversions of the mode verbs' input.
 enum ModeInput {
@@ -533,4 +570,7 @@ enum ModeInput {
 extension BundleID: ExpressibleByArgument {
     /// A bundle id operand; ArgumentParser refuses a malformed one before anything is sent.
     public init?(argument: String) { self.init(argument) }
+
+    /// Completes to the installed apps (see ``Completion``).
+    public static var defaultCompletionKind: CompletionKind { Completion.bundleIdentifiers }
 }

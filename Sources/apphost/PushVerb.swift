@@ -55,6 +55,8 @@ extension AppHostCommand {
                 --dry-run checks the payload and prints what would be delivered (target, type, \
                 priority, silent or visible, alert text, size) without contacting the daemon.
 
+                \(DeviceArgument.help("apphost push booted com.example.app payload.apns"))
+
                 Exit status: 64 for a command-line mistake (no bundle id anywhere, a bad \
                 --priority), 65 for a bad payload, 66 for a missing file.
 
@@ -81,7 +83,7 @@ extension AppHostCommand {
         var apnsID: String?
         @Argument(help: ArgumentHelp(
             "The app; optional when the payload has \"\(APNsPayload.targetKey)\" (given here, it overrides the payload's).",
-            valueName: "bundle-id"))
+            valueName: "bundle-id"), completion: Completion.bundleIdentifiers)
         var first: String?
         @Argument(help: ArgumentHelp("The payload: a JSON (.apns) file, or - for standard input.", valueName: "payload-file|-"))
         var second: String?
@@ -109,13 +111,15 @@ extension AppHostCommand {
                 if kind == .voip {
                     let text = try ModeInput.payload(source, limit: ModeInput.voipPayloadLimit)
                     let named = ModeInput.payloadTarget(text)
-                    guard let target = argumentTarget ?? named else { throw ModeInput.noPushTarget(source) }
+                    guard let written = argumentTarget ?? named else { throw ModeInput.noPushTarget(source) }
+                    let target = try matchTeamPrefixed(written)
                     if !dryRun, priority != nil || collapseID != nil || apnsID != nil {
                         FileHandle.standardError.write(Data("apphost: note: --priority, --collapse-id and --apns-id do not apply to a VoIP push; ignored\n".utf8))
                     }
                     request = .voipPush(bundleIdentifier: target, payload: text)
                     preview = ModeInput.pushPreview(
-                        target: target, targetNote: ModeInput.targetNote(argument: argumentTarget, payload: named),
+                        target: target, targetNote: ModeInput.targetNote(argument: argumentTarget, payload: named)
+                            + ModeInput.teamPrefixNote(written, matched: target, dryRun: dryRun),
                         type: "voip", typeNote: "--type", priority: nil, collapseID: nil, apnsID: nil,
                         delivery: "PushKit: pushRegistry(_:didReceiveIncomingPushWith:for:completion:); the app must report a call to CallKit",
                         alert: nil, size: text.utf8.count, limit: ModeInput.voipPayloadLimit)
@@ -133,8 +137,14 @@ extension AppHostCommand {
                     }
                     throw ModeInput.dataError(message)
                 }
-                guard let target = argumentTarget ?? payload.target else { throw ModeInput.noPushTarget(source) }
-                if argumentTarget == nil { try ModeInput.checkBundleIdentifier(target, from: "\(label): \"\(APNsPayload.targetKey)\"") }
+                guard let written = argumentTarget ?? payload.target else {
+                    throw ModeInput.noPushTarget(source, misspelled: payload.misspelledTarget)
+                }
+                for warning in payload.warnings {
+                    FileHandle.standardError.write(Data("apphost: warning: \(label): \(warning)\n".utf8))
+                }
+                if argumentTarget == nil { try ModeInput.checkBundleIdentifier(written, from: "\(label): \"\(APNsPayload.targetKey)\"") }
+                let target = try matchTeamPrefixed(written)
                 let pushType = kind?.rawValue ?? payload.inferredPushType
                 if pushType == "background" {
                     if priority == 10 {
@@ -154,7 +164,8 @@ extension AppHostCommand {
                 case (false, false): delivery = "nothing shown and no content-available: the app is not woken"
                 }
                 preview = ModeInput.pushPreview(
-                    target: target, targetNote: ModeInput.targetNote(argument: argumentTarget, payload: payload.target),
+                    target: target, targetNote: ModeInput.targetNote(argument: argumentTarget, payload: payload.target)
+                        + ModeInput.teamPrefixNote(written, matched: target, dryRun: dryRun),
                     type: pushType, typeNote: kind == nil ? "inferred from the payload" : "--type",
                     priority: priority, collapseID: collapseID, apnsID: apnsID,
                     delivery: delivery, alert: payload.summary, size: data.count, limit: APNsPayload.maximumSize)
@@ -164,6 +175,22 @@ extension AppHostCommand {
                 return
             }
             try state.perform(.mode(request))
+        }
+
+        /// `written` itself, or, when it carries a team ID prefix (`ABCDE12345.com.example.app`,
+        /// an application identifier as provisioning profiles write it) and only the id
+        /// without it is installed on the host, that id, with a note on standard error.
+        /// With --dry-run (no host asked) `written` is kept and the preview says what a host does.
+        func matchTeamPrefixed(_ written: String) throws -> String {
+            guard !dryRun, let stripped = ModeInput.withoutTeamPrefix(written) else { return written }
+            let installed = try state.client.collect(.list) { r -> String? in
+                if case .app(let app) = r { return app.bundleIdentifier }
+                return nil
+            }
+            guard !installed.contains(written), installed.contains(stripped) else { return written }
+            let team = written.prefix(written.count - stripped.count - 1)
+            FileHandle.standardError.write(Data("apphost: note: \"\(written)\" starts with the team ID \(team) (an application identifier); pushing to the installed \(stripped)\n".utf8))
+            return stripped
         }
     }
 }
@@ -198,10 +225,30 @@ extension ModeInput {
         return target
     }
 
-    /// Neither an argument nor the payload names the app.
-    static func noPushTarget(_ source: String) -> CLIError {
+    /// Neither an argument nor the payload names the app. `misspelled`: a key of the
+    /// payload that looks like a misspelled `"Simulator Target Bundle"`.
+    static func noPushTarget(_ source: String, misspelled: String? = nil) -> CLIError {
         let label = source == "-" ? "standard input" : source
-        return usage("no app to push to: give a bundle id (apphost push <bundle-id> \(source)) or put \"\(APNsPayload.targetKey)\": \"<bundle-id>\" in \(label)")
+        let hint = misspelled.map { " (\(label) has \"\($0)\", which simctl does not read: did you mean \"\(APNsPayload.targetKey)\"?)" } ?? ""
+        return usage("no app to push to\(hint): give a bundle id (apphost push <bundle-id> \(source)) or put \"\(APNsPayload.targetKey)\": \"<bundle-id>\" in \(label)")
+    }
+
+    /// `com.example.app` for `ABCDE12345.com.example.app`: the id without a leading Apple
+    /// team ID (10 characters, upper-case letters and digits, at least one digit); nil
+    /// when `id` has no such prefix.
+    static func withoutTeamPrefix(_ id: String) -> String? {
+        let parts = id.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[1].isEmpty, parts[0].count == 10,
+              parts[0].allSatisfy({ $0.isASCII && ($0.isUppercase || $0.isNumber) }),
+              parts[0].contains(where: \.isNumber) else { return nil }
+        return String(parts[1])
+    }
+
+    /// For --dry-run's target line: what a host does with a team ID prefix.
+    static func teamPrefixNote(_ written: String, matched: String, dryRun: Bool) -> String {
+        guard let stripped = withoutTeamPrefix(written) else { return "" }
+        if matched == stripped { return "; \"\(written)\" without its team ID prefix" }
+        return dryRun ? "; it starts with a team ID: a host with \(stripped) installed, and not \(written), delivers to \(stripped)" : ""
     }
 
     /// Where the target came from, for --dry-run.

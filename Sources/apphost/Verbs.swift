@@ -8,16 +8,24 @@ extension AppHostCommand {
     struct Install: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Install an app bundle (or update it) on the running host.",
-            discussion: "The executable is resolved from the bundle, then --products-dir / $APPHOST_PRODUCTS_DIR of the daemon, then the folder of the apphost binary, then the package's .build/debug and .build/release above the bundle.")
+            discussion: "The executable is resolved from the bundle, then --products-dir / $APPHOST_PRODUCTS_DIR of the daemon, then the folder of the apphost binary, then the package's .build/debug and .build/release above the bundle. A partial Info.plist (Xcode's GENERATE_INFOPLIST_FILE) takes CFBundleIdentifier, CFBundleExecutable and CFBundleName from $(PRODUCT_BUNDLE_IDENTIFIER), $(EXECUTABLE_NAME) and $(PRODUCT_NAME), given with --setting or --xcconfig.")
         @Argument(help: ArgumentHelp("An App.app folder or an Info.plist file.", valueName: "bundle"))
         var bundle: String
         @OptionGroup var settings: SettingOptions
+        @OptionGroup var entitlements: EntitlementsOption
         @OptionGroup var state: StateOptions
         @OptionGroup var output: JSONOption
 
         func run() throws {
             try reportingErrors {
-                let r = try state.client.request(.install(path: absolute(bundle), settings: settings.dictionary)).checked()
+                let path = absolute(bundle)
+                if AppBundleLoader.isEntitlementsFile(ManifestReader.manifestPath(for: path)) {
+                    throw ManifestWarnings.entitlementsGivenAsManifest(bundle, verb: "install")
+                }
+                let values = try settings.resolved()
+                ManifestWarnings.print(path: path, settings: values, entitlements: entitlements.path)
+                let r = try state.client.request(.install(path: path, settings: values,
+                                                          entitlements: entitlements.absolutePath)).checked()
                 guard case .installed(let app) = r else { throw unexpected(r) }
                 if output.json { try printJSON(app) } else {
                     print("installed \(app.bundleIdentifier) (\(app.executablePath))")
@@ -27,7 +35,9 @@ extension AppHostCommand {
     }
 
     struct Uninstall: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Uninstall an app (terminating it first).")
+        static let configuration = CommandConfiguration(
+            abstract: "Uninstall an app (terminating it first).",
+            discussion: DeviceArgument.help("apphost uninstall booted com.example.app"))
         @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
         @OptionGroup var state: StateOptions
 
@@ -56,18 +66,47 @@ extension AppHostCommand {
     struct Launch: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Launch an installed app (prints `bundle-id: pid` once didFinishLaunching has returned).",
-            discussion: "Arguments after `--` are passed to the app (argv and launch options). Launching a running app brings it to the foreground.")
-        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
+            discussion: """
+                Words after the bundle id are passed to the app (its argv and launch options), as simctl does: `apphost launch com.example.app --on background hold`. AppHost's own options (--background, --console, --state-dir, ...) are AppHost's wherever they stand; to pass one of those to the app, put the app's arguments after `--`. Launching a running app brings it to the foreground.
+
+                --console (or simctl's --console-pty) then prints the app's output (its stdout and stderr, as one stream: they share logs/<bundle-id>.log) as it writes it, and returns when the app exits.
+
+                \(DeviceArgument.help("apphost launch booted com.example.app"))
+
+                Examples:
+                  apphost launch com.example.app
+                  apphost launch --background com.example.app --on background hold
+                  apphost launch --console booted com.example.app -- --verbose
+                """)
         @Flag(name: .long, help: "Launch into the background (notRunning → background) instead of the foreground.")
         var background = false
         @Flag(name: .long, help: "Terminate the app first if it is running (otherwise a running app is only brought to the foreground and keeps its arguments).")
         var terminateRunningProcess = false
-        @Argument(parsing: .postTerminator, help: ArgumentHelp("Arguments for the app.", valueName: "args"))
-        var arguments: [String] = []
+        @Flag(name: [.customLong("console"), .customLong("console-pty")],
+              help: "Print the app's output as it writes it and return when it exits.")
+        var console = false
+        // Declared before the bundle id and the app's arguments, so that usage shows
+        // --state-dir among AppHost's options, not after the app's arguments.
         @OptionGroup var state: StateOptions
+        @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
+        // `.allUnrecognized`: AppHost's options are taken wherever they are; everything
+        // else after the bundle id, in order, is the app's (`--` included, dropped below).
+        @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Arguments for the app (after `--` when one looks like an AppHost option).", valueName: "app-argument"))
+        var words: [String] = []
+
+        /// The app's arguments: the words after the bundle id, without the first `--`.
+        var arguments: [String] {
+            var words = self.words
+            if let i = words.firstIndex(of: "--") { words.remove(at: i) }
+            return words
+        }
 
         func run() throws {
             try reportingErrors {
+                let arguments = self.arguments
+                var follower = console
+                    ? try ConsoleFollower(stateDirectory: state.resolved, bundleIdentifier: bundleIdentifier, client: state.client)
+                    : nil
                 let r = try state.client.request(.launch(bundleIdentifier: bundleIdentifier, background: background,
                                                          arguments: arguments, terminateRunning: terminateRunningProcess)).checked()
                 guard case .launched(let id, let pid, let wasRunning) = r else { throw unexpected(r) }
@@ -76,6 +115,13 @@ extension AppHostCommand {
                     FileHandle.standardError.write(Data("apphost: \(id) was already running\(note)\n".utf8))
                 }
                 print("\(id): \(pid)")
+                fflush(nil)
+                guard follower != nil else { return }
+                if let cause = try follower?.follow(pid: pid) {
+                    FileHandle.standardError.write(Data("apphost: \(id)[\(pid)] exited: \(cause)\n".utf8))
+                } else {
+                    throw CLIError(description: "the host stopped before \(id) exited")
+                }
             }
         }
     }
@@ -95,7 +141,9 @@ extension AppHostCommand {
     }
 
     struct Terminate: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Terminate an app, as a swipe in the app switcher (a suspended app is killed without a callback).")
+        static let configuration = CommandConfiguration(
+            abstract: "Terminate an app, as a swipe in the app switcher (a suspended app is killed without a callback).",
+            discussion: DeviceArgument.help("apphost terminate booted com.example.app"))
         @Argument(help: ArgumentHelp("Bundle identifier.", valueName: "bundle-id")) var bundleIdentifier: BundleID
         @OptionGroup var state: StateOptions
         func run() throws { try state.perform(.terminate(bundleIdentifier: bundleIdentifier)) }
@@ -180,9 +228,27 @@ extension AppHostCommand {
             commandName: "manifest", abstract: "Inspect manifests.", subcommands: [Show.self])
 
         struct Show: ParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Print a parsed manifest (needs no daemon).")
+            static let configuration = CommandConfiguration(
+                abstract: "Print a parsed manifest (needs no daemon).",
+                discussion: """
+                    Build-setting references are expanded from --setting and --xcconfig. A \
+                    partial Info.plist (Xcode's GENERATE_INFOPLIST_FILE) takes a missing \
+                    CFBundleIdentifier, CFBundleExecutable and CFBundleName from \
+                    $(PRODUCT_BUNDLE_IDENTIFIER), $(EXECUTABLE_NAME) and $(PRODUCT_NAME), as \
+                    Xcode does. The entitlements are Name.entitlements beside Info.plist, or \
+                    --entitlements FILE; --json prints them under "entitlements".
+
+                    Exit status: 65 when the manifest, an .xcconfig or the entitlements \
+                    cannot be read.
+
+                    Examples:
+                      apphost manifest show manifests/Tracker.app
+                      apphost manifest show --xcconfig Config/Debug.xcconfig \\
+                        --entitlements App/App.entitlements App/Info.plist
+                    """)
             @Argument(help: ArgumentHelp("An App.app folder or an Info.plist file.", valueName: "path")) var path: String
             @OptionGroup var settings: SettingOptions
+            @OptionGroup var entitlementsFile: EntitlementsOption
             @OptionGroup var output: JSONOption
 
             func run() throws {
@@ -191,14 +257,43 @@ extension AppHostCommand {
                 if FileManager.default.fileExists(atPath: file, isDirectory: &isDir), isDir.boolValue {
                     file += "/Info.plist"
                 }
-                let manifest: Manifest
-                do {
-                    manifest = try ManifestReader.read(path: file, settings: settings.dictionary)
-                } catch {
-                    FileHandle.standardError.write(Data("apphost: \(error)\n".utf8))
-                    throw ExitCode(65)
+                var readManifest: Manifest?
+                var entitlements: Entitlements?
+                var notes: [String] = []
+                try reportingErrors {
+                    if AppBundleLoader.isEntitlementsFile(file) {
+                        throw ManifestWarnings.entitlementsGivenAsManifest(path, verb: "manifest show")
+                    }
+                    let values = try settings.resolved()
+                    let read: (manifest: Manifest, warnings: [ManifestWarning])
+                    do {
+                        read = try ManifestReader.readWithWarnings(path: file, settings: values)
+                        // The entitlements: the file named (it must read), else the one beside it.
+                        if let named = entitlementsFile.absolutePath {
+                            entitlements = try Entitlements.read(path: named)
+                        } else {
+                            let beside = Linter.entitlementsPath(forManifestAt: file)
+                            if FileManager.default.fileExists(atPath: beside) {
+                                do {
+                                    entitlements = try Entitlements.read(path: beside)
+                                } catch {
+                                    notes.append("unreadable: \(error)")
+                                }
+                            }
+                        }
+                    } catch {
+                        throw CLIError(description: "\(error)", exitCode: 65)
+                    }
+                    for warning in read.warnings {
+                        FileHandle.standardError.write(Data("apphost: warning: \(warning)\n".utf8))
+                    }
+                    if entitlementsFile.path == nil, let misnamed = AppBundleLoader.misnamedEntitlementsWarning(forManifestAt: file) {
+                        FileHandle.standardError.write(Data("apphost: warning: \(file): \(misnamed)\n".utf8))
+                    }
+                    readManifest = read.manifest
                 }
-                if output.json { return try printJSON(manifest) }
+                guard let manifest = readManifest else { return }
+                if output.json { return try printJSON(ManifestShowJSON(manifest: manifest, entitlements: entitlements.map(EntitlementsJSON.init))) }
                 var lines = [
                     ("file", manifest.sourcePath),
                     ("bundle id", manifest.bundleIdentifier),
@@ -212,18 +307,14 @@ extension AppHostCommand {
                 if !manifest.externalAccessoryProtocols.isEmpty {
                     lines.append(("accessory protocols", manifest.externalAccessoryProtocols.joined(separator: ", ")))
                 }
-                // The entitlements beside it: every key is kept and shown (aps-environment is
-                // the one AppHost acts on).
-                let entitlementsFile = Linter.entitlementsPath(forManifestAt: file)
-                if FileManager.default.fileExists(atPath: entitlementsFile) {
-                    do {
-                        let shown = Linter.describe(try Entitlements.read(path: entitlementsFile))
-                        lines.append(("entitlements", shown.isEmpty ? "- (\(entitlementsFile) has no keys)" : shown.joined(separator: ", ")))
-                    } catch {
-                        lines.append(("entitlements", "unreadable: \(error)"))
-                    }
+                // The entitlements: every key is kept and shown (aps-environment is the one
+                // AppHost acts on).
+                if let entitlements {
+                    let shown = Linter.describe(entitlements)
+                    lines.append(("entitlements", shown.isEmpty ? "- (\(entitlements.path) has no keys)" : shown.joined(separator: ", ")))
+                    if entitlementsFile.path != nil { lines.append(("entitlements file", entitlements.path)) }
                 } else {
-                    lines.append(("entitlements", "-"))
+                    lines.append(("entitlements", notes.first ?? "-"))
                 }
                 let width = lines.map(\.0.count).max() ?? 0
                 for (k, v) in lines {

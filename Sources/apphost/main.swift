@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Host
 
 // `--event-loop-executor` (HostOptions) on a host process (`daemon`, `run`): Swift
@@ -17,7 +18,15 @@ await runCommandLine()
 /// function of its own: top-level code would pick the synchronous `run()` of an async command.
 func runCommandLine() async {
     do {
-        var command = try await AppHostCommand.asyncParseAsRoot(nil)
+        // simctl's device argument (`apphost launch booted <id>`), checked and taken out.
+        let arguments: [String]
+        do {
+            arguments = try DeviceArgument.strip(Array(CommandLine.arguments.dropFirst()))
+        } catch {
+            FileHandle.standardError.write(Data("apphost: \(error.description)\n".utf8))
+            throw ExitCode(64)
+        }
+        var command = try await AppHostCommand.asyncParseAsRoot(arguments)
         if var asyncCommand = command as? AsyncParsableCommand {
             try await asyncCommand.run()
         } else {

@@ -85,25 +85,29 @@ struct ManifestCorpusTests {
         if let exits = row.fact("UIApplicationExitsOnSuspend") { #expect(raw.exitsOnSuspend == exits.map { $0 == "true" }) }
         if row.notes.contains("BINARY") { #expect(raw.format == .binary) }
 
-        // The full read: identity keys required, references expanded from settings and defaults.
+        // The full read: references expanded from settings and defaults; since issue 19 a
+        // missing identity key takes the reference Xcode puts there (GENERATE_INFOPLIST_FILE).
         let settings = ["PRODUCT_BUNDLE_IDENTIFIER": "org.example.corpus"]
-        if raw.rawBundleIdentifier == nil || raw.rawExecutable == nil {
-            let error = #expect(throws: ManifestError.self) { try ManifestReader.read(path: row.path, settings: settings, bundleName: "Corpus") }
-            #expect(error?.code == .missingKey)
-        } else {
-            let manifest = try ManifestReader.read(path: row.path, settings: settings, bundleName: "Corpus")
-            let expectedID = row.bundleIdentifier == "$(PRODUCT_BUNDLE_IDENTIFIER)" ? "org.example.corpus" : row.bundleIdentifier
-            #expect(manifest.bundleIdentifier == expectedID)
-            #expect(manifest.backgroundModes == raw.backgroundModes)
-            #expect(!manifest.executable.contains("$"))
-            #expect(manifest.bgTaskIdentifiers.count == raw.rawBGTaskIdentifiers.count)
-            #expect(manifest.bgTaskIdentifiers.allSatisfy { !$0.contains("$") })
+        let manifest = try ManifestReader.read(path: row.path, settings: settings, bundleName: "Corpus")
+        let fromSetting = row.bundleIdentifier == nil || row.bundleIdentifier == "$(PRODUCT_BUNDLE_IDENTIFIER)"
+        #expect(manifest.bundleIdentifier == (fromSetting ? "org.example.corpus" : row.bundleIdentifier))
+        #expect(manifest.backgroundModes == raw.backgroundModes)
+        #expect(!manifest.executable.contains("$"))
+        if raw.rawExecutable == nil { #expect(manifest.executable == "Corpus", "$(EXECUTABLE_NAME) defaults to the bundle's name") }
+        #expect(manifest.bgTaskIdentifiers.count == raw.rawBGTaskIdentifiers.count)
+        #expect(manifest.bgTaskIdentifiers.allSatisfy { !$0.contains("$") })
+        if fromSetting {
+            // Without the setting, the error names it.
+            let error = #expect(throws: ManifestError.self) { try ManifestReader.read(path: row.path, bundleName: "Corpus") }
+            #expect(error?.key == "CFBundleIdentifier" && error?.value == "PRODUCT_BUNDLE_IDENTIFIER", "\(String(describing: error))")
         }
+        #expect(!AppBundleLoader.isEntitlementsFile(row.path), "an Info.plist is not taken for entitlements")
     }
 
     @Test(.enabled(if: corpusAvailable, skipReason), arguments: corpusRows.filter { $0.kind == "entitlements" })
     func entitlementsReadAsIndexed(row: CorpusRow) throws {
         let entitlements = try Entitlements.read(path: row.path)
+        #expect(AppBundleLoader.isEntitlementsFile(row.path))
         // Notes: "aps-environment=development; com.apple.developer keys: a,b,c"
         let parts = row.notes.components(separatedBy: "; ")
         if let aps = parts.first(where: { $0.hasPrefix("aps-environment=") }) {

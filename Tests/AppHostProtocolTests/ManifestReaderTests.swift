@@ -194,15 +194,18 @@ struct ManifestReaderTests {
         }
     }
 
-    @Test(arguments: ["CFBundleIdentifier", "CFBundleExecutable"])
-    func missingIdentityKeyIsNamed(key: String) throws {
+    // Issue 19 changed this: a missing identity key takes the reference Xcode puts there
+    // (a GENERATE_INFOPLIST_FILE project's partial Info.plist), so only one left
+    // unresolved is an error, naming the setting to pass.
+    @Test func aMissingBundleIdentifierNamesTheSettingToPass() throws {
         try withTempDir { dir in
-            let others = ["CFBundleIdentifier": "org.example.A", "CFBundleExecutable": "A"].filter { $0.key != key }
-            let body = others.map { "<key>\($0.key)</key><string>\($0.value)</string>" }.joined()
-            let path = try write(plist(body), to: "Info.plist", in: dir)
+            let path = try write(plist(strings(["CFBundleExecutable": "A"])), to: "Info.plist", in: dir)
             let error = #expect(throws: ManifestError.self) { try ManifestReader.read(path: path) }
             #expect(error?.code == .missingKey)
-            #expect(error?.description == "\(path): \(key): required key is missing")
+            #expect(error?.value == "PRODUCT_BUNDLE_IDENTIFIER")
+            #expect(error?.description == "\(path): CFBundleIdentifier: missing, and Xcode fills it from $(PRODUCT_BUNDLE_IDENTIFIER), but PRODUCT_BUNDLE_IDENTIFIER has no value (pass --setting PRODUCT_BUNDLE_IDENTIFIER=... or an --xcconfig file that sets it)")
+            let filled = try ManifestReader.read(path: path, settings: ["PRODUCT_BUNDLE_IDENTIFIER": "org.example.A"])
+            #expect(filled.bundleIdentifier == "org.example.A")
         }
     }
 

@@ -127,17 +127,18 @@ struct ModeMatrixTests {
         }
     }
 
+    /// A delegate that blocks (never returns, never reports): callservicesd's check.
     @Test func anUnreportedVoIPPushKillsWithBaadca11() async throws {
         try await withHost(label: "mxv", clock: .virtual) { host in
             let id = try await host.installProbe("com.matrix.voip.bad", extra: ["UIBackgroundModes": ["voip"]])
-            _ = try await host.supervisor.launch(id, background: false, arguments: [])
+            _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "voip-push", "block:forever"])
             try await host.supervisor.background(id)
             _ = try await host.supervisor.advanceClock(by: .zero)
             #expect(try await host.supervisor.status(id).first?.state == .suspended)
             _ = try await host.supervisor.modeCommand(.voipPush(bundleIdentifier: id, payload: #"{"caller":"bob"}"#))
-            _ = await host.waitForEvent(id) { $0.callback == "didReceiveIncomingPush(voIP)" }
+            _ = await host.waitForEvent(id) { $0.kind == .service && $0.cause.contains("didReceiveIncomingPush") }
             _ = try await host.supervisor.advanceClock(by: .seconds(6))
-            #expect(try await host.supervisor.status(id).first?.state == .suspended, "alive (and suspended: its delegate returned) inside the report window")
+            #expect(try await host.supervisor.status(id).first?.state == .background, "alive (blocked in its delegate) inside the report window")
             _ = try await host.supervisor.advanceClock(by: .seconds(1))
             #expect(try await host.supervisor.status(id).first?.state == .notRunning)
             let report = try #require(try await host.supervisor.reports(id).last)
@@ -150,13 +151,15 @@ struct ModeMatrixTests {
         try await withHost(label: "mxw", clock: .virtual) { host in
             let id = try await host.installProbe("com.matrix.voip.launch", extra: ["UIBackgroundModes": ["voip"]])
             _ = try await host.supervisor.modeCommand(.voipPush(bundleIdentifier: id, payload: "{}"))
-            _ = await host.waitForEvent(id) { $0.callback == "didReceiveIncomingPush(voIP)" }
+            // The probe reports nothing: PushKit's check ends it as its delegate returns
+            // (no `callback` event: the delegate never returned to the host).
+            _ = await host.waitForEvent(id) { $0.kind == .exited }
             let launch = await host.events(id).first { $0.kind == .transition }
             #expect(launch?.to == .background)
             #expect(launch?.cause.contains("didReceiveIncomingPush") == true)
-            // The probe reported nothing: killed at the end of the window.
-            _ = try await host.supervisor.advanceClock(by: .seconds(7))
-            #expect(try await host.supervisor.reports(id).last?.terminationCode == "0xbaadca11")
+            let report = try #require(try await host.supervisor.reports(id).last)
+            #expect(report.exceptionType == "EXC_CRASH (SIGABRT)")
+            #expect(report.exception?.name == .internalInconsistency)
         }
     }
 }

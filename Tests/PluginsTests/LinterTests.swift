@@ -117,6 +117,18 @@ struct LinterTests {
         #expect(!with.hasErrors, "\(with.shown)")
     }
 
+    @Test func exitsOnSuspendGetsANoteThatAppleDeprecatedIt() throws {
+        let dir = try LintDir()
+        defer { dir.remove() }
+        let report = Linter.lint(bundlePath: try dir.bundle("X", keys(modes: [], "<key>UIApplicationExitsOnSuspend</key><true/>")))
+        let note = report.findings.first { $0.key == "UIApplicationExitsOnSuspend" }
+        #expect(note?.severity == .note, "\(report.shown)")
+        #expect(note?.message.contains("deprecated the key with iOS 13") == true, "\(report.shown)")
+        #expect(!report.hasErrors)
+        let plain = Linter.lint(bundlePath: try dir.bundle("Y", keys(modes: [])))
+        #expect(!plain.findings.contains { $0.key == "UIApplicationExitsOnSuspend" })
+    }
+
     @Test func externalAccessoryWithoutProtocolsIsAnError() throws {
         let dir = try LintDir()
         defer { dir.remove() }
@@ -260,7 +272,8 @@ struct LinterTests {
         let file = bundle + "/Info.plist"
         #expect(report.with(.error).map(\.line) == [
             "\(file): error: CFBundleExecutable: expected a string, found an integer",
-            "\(file): error: CFBundleIdentifier: required key is missing",
+            // Issue 19: the message names the setting Xcode fills the key from.
+            "\(file): error: CFBundleIdentifier: missing, and Xcode fills it from $(PRODUCT_BUNDLE_IDENTIFIER), but PRODUCT_BUNDLE_IDENTIFIER has no value (pass --setting PRODUCT_BUNDLE_IDENTIFIER=... or an --xcconfig file that sets it)",
             "\(file): error: BGTaskSchedulerPermittedIdentifiers[0]: unresolved build setting $(ID_PREFIX) (pass --setting ID_PREFIX=...)",
             "\(file): error: background mode \"external-accessory\" needs UISupportedExternalAccessoryProtocols: with no protocol listed no accessory ever reaches the app",
         ], "\(report.shown)")

@@ -124,6 +124,10 @@ struct VerbCoverageTests {
         "test": "runs scenarios",
         "timeline": "draws a log; needs no host",
         "help": "ArgumentParser's",
+        "list-devices": "reads; a scenario's private host is its own device",
+        "listapps": "reads; expectations read state",
+        "get_app_container": "reads a path; a scenario's containers are its private host's",
+        "io": "`io screenshot` reads the screen; `expect: {app: {snapshot: ...}}` reads pictures",
     ]
 
     @Test func everyVerbIsAStepOrSaysWhyNot() async throws {
