@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         // Scenario files (`apphost test`): YAML, with each node's line and column for errors.
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        // The push gateway's provider tokens (APNs token-based authentication: ES256 JWTs).
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
     ],
     targets: [
         // Mechanism: one small C file, prefixed aph_, returning 0 or an errno.
@@ -62,6 +64,7 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]
         ),
         // One plugin per background mode behind one protocol, and their host side.
@@ -162,7 +165,12 @@ let package = Package(
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
                                                   // PrivacyStoreTests write rows as another host left them.
-                                                  .product(name: "GRDB", package: "GRDB.swift")]),
+                                                  .product(name: "GRDB", package: "GRDB.swift"),
+                                                  // PushGatewayHTTPClientTests: a real HTTP/2 client over TLS.
+                                                  .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                                                  .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                                                  // PushGatewayAuthTests sign provider tokens.
+                                                  .product(name: "JWTKit", package: "jwt-kit")]),
         .testTarget(name: "ScenariosTests", dependencies: [
             "Scenarios", "Host", "AppHostProtocol", "AppHostSystem", "Snapshots", "TestSupport",
             .product(name: "SystemPackage", package: "swift-system"),

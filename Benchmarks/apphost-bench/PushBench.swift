@@ -272,7 +272,10 @@ struct PushBench {
         guard app.entitlements?.contains("aps-environment") == true else {
             throw BenchError("\(bundle): the aps-environment entitlement was not read")
         }
-        return RemoteNotificationPlugin.deviceToken(for: id)
+        guard let token = await host.supervisor.deviceToken(of: id) else {
+            throw BenchError("\(id): installed, yet the host has no device token for it")
+        }
+        return token
     }
 }
 

@@ -28,11 +28,21 @@ enum APNsWire {
     struct Head: Equatable {
         var request: PushGatewayRequest
         var contentLength: Int?
+        /// The `authorization` header (a provider token), if any.
+        var authorization: String?
     }
 
     /// The request's `apns-id`, if any (echoed in every answer, as APNs does).
     static func apnsID(in headers: [(String, String)]) -> String? {
         headers.first { $0.0 == "apns-id" }?.1
+    }
+
+    /// The `apns-id` an answer carries: the request's exactly as sent (provider libraries
+    /// match answers to requests by it, as a string), or, when it sent none or one that
+    /// is not a UUID (BadMessageId), a new lowercase UUID as APNs makes.
+    static func answerID(_ requestAPNsID: String?) -> String {
+        if let requestAPNsID, UUID(uuidString: requestAPNsID) != nil { return requestAPNsID }
+        return APNsRequest.makeID()
     }
 
     /// Checks method, path and the `apns-*` headers (names are lowercase in HTTP/2).
@@ -41,44 +51,50 @@ enum APNsWire {
         var path: String?
         var seen: [String: String] = [:]
         var contentLength: Int?
+        var authorization: String?
         for (name, value) in headers {
             switch name {
             case ":method": method = value
             case ":path": path = value
             case "content-length": contentLength = Int(value)
+            case "authorization":
+                if authorization != nil {
+                    return .failure(APNsRejection(.duplicateHeaders, "authorization is given more than once"))
+                }
+                authorization = value
             case _ where apnsHeaders.contains(name):
                 if seen[name] != nil {
-                    return .failure(APNsRejection("DuplicateHeaders", "\(name) is given more than once"))
+                    return .failure(APNsRejection(.duplicateHeaders, "\(name) is given more than once"))
                 }
                 seen[name] = value
             default: break
             }
         }
         guard method == "POST" else {
-            return .failure(APNsRejection("MethodNotAllowed", status: 405, "the method must be POST, not \(method ?? "none")"))
+            return .failure(APNsRejection(.methodNotAllowed, "the method must be POST, not \(method ?? "none")"))
         }
         let prefix = "/3/device/"
         guard let path, path.hasPrefix(prefix) else {
-            return .failure(APNsRejection("BadPath", status: 404, "the path must be /3/device/<device token>, not \(path ?? "none")"))
+            return .failure(APNsRejection(.badPath, "the path must be /3/device/<device token>, not \(path ?? "none")"))
         }
         let token = String(path.dropFirst(prefix.count))
         guard !token.isEmpty else {
-            return .failure(APNsRejection("MissingDeviceToken", "the path has no device token: /3/device/<device token>"))
+            return .failure(APNsRejection(.missingDeviceToken, "the path has no device token: /3/device/<device token>"))
         }
         guard !token.contains("/"), !token.contains("?") else {
-            return .failure(APNsRejection("BadPath", status: 404, "the path must be /3/device/<device token>, not \(path)"))
+            return .failure(APNsRejection(.badPath, "the path must be /3/device/<device token>, not \(path)"))
         }
         var priority: Int?
         if let text = seen["apns-priority"] {
             guard let p = Int(text) else {
-                return .failure(APNsRejection("BadPriority", "apns-priority must be an integer (10, 5 or 1), not \"\(text)\""))
+                return .failure(APNsRejection(.badPriority, "apns-priority must be an integer (10, 5 or 1), not \"\(text)\""))
             }
             priority = p
         }
         var expiration: Int?
         if let text = seen["apns-expiration"] {
             guard let e = Int(text) else {
-                return .failure(APNsRejection("BadExpirationDate", "apns-expiration must be an integer (UNIX seconds or 0), not \"\(text)\""))
+                return .failure(APNsRejection(.badExpirationDate, "apns-expiration must be an integer (UNIX seconds or 0), not \"\(text)\""))
             }
             expiration = e
         }
@@ -88,12 +104,12 @@ enum APNsWire {
         let request = PushGatewayRequest(
             token: token, topic: seen["apns-topic"], pushType: seen["apns-push-type"], priority: priority,
             expiration: expiration, collapseID: seen["apns-collapse-id"], apnsID: seen["apns-id"], payload: Data())
-        return .success(Head(request: request, contentLength: contentLength))
+        return .success(Head(request: request, contentLength: contentLength, authorization: authorization))
     }
 
     /// 413; `exact`: `size` is the whole body's (content-length), else only what was read so far.
     static func tooLarge(_ size: Int, exact: Bool) -> APNsRejection {
-        APNsRejection("PayloadTooLarge", status: 413,
+        APNsRejection(.payloadTooLarge,
                       "the payload is \(exact ? "" : "over ")\(exact ? size : maximumBody) bytes; a push carries at most 4096 (5120 for VoIP)")
     }
 
@@ -110,7 +126,7 @@ enum APNsWire {
 
     /// 200 with `apns-id` and no body; or the rejection's status with `apns-id` and
     /// `{"reason": ...}` (410 adds `"timestamp"`, milliseconds since 1970, as APNs does).
-    /// `requestAPNsID` is echoed on errors; without one a new UUID is made up.
+    /// `requestAPNsID` is echoed on errors (``answerID(_:)``).
     static func response(_ result: Result<String, APNsRejection>, requestAPNsID: String?, now: Date) -> Response {
         switch result {
         case .success(let id):
@@ -123,7 +139,7 @@ enum APNsWire {
             body += "}"
             let bytes = Array(body.utf8)
             return Response(status: rejection.status,
-                            headers: [("apns-id", requestAPNsID ?? UUID().uuidString),
+                            headers: [("apns-id", answerID(requestAPNsID)),
                                       ("content-type", "application/json"),
                                       ("content-length", String(bytes.count)),
                                       // Not APNs': the sentence for people (APNs clients ignore it).
@@ -163,7 +179,8 @@ struct APNsRequestAssembler {
         case reject(APNsRejection, apnsID: String?)
     }
 
-    private var head: APNsWire.Head?
+    /// The request's head, once read and accepted.
+    private(set) var head: APNsWire.Head?
     private var body: [UInt8] = []
     private var rejected = false
     /// The client has ended its side of the stream (END_STREAM seen).

@@ -176,7 +176,7 @@ public struct HostService: Service {
         }
         logger.info("push gateway on \(gateway.url) (\(gateway.protocolName))")
         await supervisor.recordServiceEvent(
-            "push gateway listening on \(gateway.url) (\(gateway.protocolName); APNs provider API: POST /3/device/<token>)")
+            "push gateway listening on \(gateway.url) (\(gateway.protocolName); APNs provider API: POST /3/device/<token>; provider authentication: \(settings.authentication.summary))")
         return gateway
     }
 }

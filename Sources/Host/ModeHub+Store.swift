@@ -3,8 +3,8 @@ import Logging
 import Plugins
 
 extension ModeHub {
-    /// Restores what the plugins keep across host restarts: privacy decisions and
-    /// settings from the database, and the configuration's refresh policy.
+    /// Restores what the plugins keep across host restarts: privacy decisions, device
+    /// tokens and settings from the database, and the configuration's refresh policy.
     func restore(from store: Store, configuration: HostConfiguration, logger: Logger) throws {
         for decision in try store.privacy() {
             // A row this build cannot read (a newer host's service or decision) counts as
@@ -14,6 +14,9 @@ extension ModeHub {
                 continue
             }
             restorePrivacy(app: decision.bundleIdentifier, service: service, value: value)
+        }
+        for record in try store.deviceTokens() {
+            restoreDeviceToken(record)
         }
         for setting in try store.settings() {
             restoreSetting(key: setting.key, value: setting.value)

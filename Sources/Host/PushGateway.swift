@@ -58,6 +58,10 @@ public final class PushGateway: Sendable {
 
     private let server: NIOAsyncChannel<Connection, Never>
     private let responder: PushResponder
+    /// Checks provider tokens; nil when token-based authentication is off.
+    private let tokens: ProviderTokenVerifier?
+    /// The wall clock provider tokens are checked against (tests pass their own).
+    private let now: @Sendable () -> Date
     private let logger: Logger
     private struct State {
         var connections: [ObjectIdentifier: any Channel] = [:]
@@ -97,10 +101,12 @@ public final class PushGateway: Sendable {
     public var protocolName: String { isTLS ? "h2" : "h2c" }
 
     private init(settings: PushGatewaySettings, server: NIOAsyncChannel<Connection, Never>, responder: @escaping PushResponder,
-                 logger: Logger) {
+                 tokens: ProviderTokenVerifier?, now: @escaping @Sendable () -> Date, logger: Logger) {
         self.settings = settings
         self.server = server
         self.responder = responder
+        self.tokens = tokens
+        self.now = now
         self.logger = logger
         let local = server.channel.localAddress
         host = local?.ipAddress ?? settings.host
@@ -109,17 +115,24 @@ public final class PushGateway: Sendable {
 
     /// Binds a gateway whose pushes go to `supervisor` (``Supervisor/apnsPush(_:)``).
     public static func bind(settings: PushGatewaySettings, group: any EventLoopGroup, supervisor: Supervisor,
-                            logger: Logger) async throws -> PushGateway {
-        try await bind(settings: settings, group: group, logger: logger) { request in
+                            logger: Logger, now: @escaping @Sendable () -> Date = Date.init) async throws -> PushGateway {
+        try await bind(settings: settings, group: group, logger: logger, now: now) { request in
             await supervisor.apnsPush(request)
         }
     }
 
     /// Binds a gateway answering with `responder` (tests and benchmarks pass their own).
-    /// Throws ``PushGatewayError`` when the address or the certificate is unusable.
+    /// Throws ``PushGatewayError`` when the address, the certificate or an
+    /// authentication key is unusable. `now` is the wall clock provider tokens' age is
+    /// measured on.
     public static func bind(settings: PushGatewaySettings, group: any EventLoopGroup, logger: Logger,
+                            now: @escaping @Sendable () -> Date = Date.init,
                             responder: @escaping PushResponder) async throws -> PushGateway {
-        let tls = try settings.tls.map(makeTLSContext)
+        if settings.authentication.clientCAPath != nil, settings.tls == nil {
+            throw PushGatewayError("client certificates (--apns-client-ca) need TLS: give --push-gateway-cert and --push-gateway-key")
+        }
+        let tls = try settings.tls.map { try makeTLSContext($0, clientRoots: try settings.authentication.clientTrustRoots()) }
+        let tokens = settings.authentication.keys.isEmpty ? nil : try await ProviderTokenVerifier.load(settings.authentication.keys)
         let http2 = {
             var c = NIOHTTP2Handler.Configuration()
             c.connection.initialSettings = [
@@ -155,10 +168,10 @@ public final class PushGateway: Sendable {
         } catch {
             throw PushGatewayError("cannot listen for the push gateway on \(settings): \(error); choose another address or port (--push-gateway HOST:PORT, port 0 for any free one)")
         }
-        return PushGateway(settings: settings, server: server, responder: responder, logger: logger)
+        return PushGateway(settings: settings, server: server, responder: responder, tokens: tokens, now: now, logger: logger)
     }
 
-    private static func makeTLSContext(_ tls: PushGatewaySettings.TLS) throws -> NIOSSLContext {
+    private static func makeTLSContext(_ tls: PushGatewaySettings.TLS, clientRoots: NIOSSLTrustRoots?) throws -> NIOSSLContext {
         for (what, path) in [("certificate", tls.certificatePath), ("private key", tls.privateKeyPath)]
         where !FileManager.default.isReadableFile(atPath: path) {
             throw PushGatewayError("push gateway \(what) \(path): no such readable file")
@@ -181,6 +194,12 @@ public final class PushGateway: Sendable {
         var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) },
                                                                      privateKey: .privateKey(key))
         configuration.applicationProtocols = ["h2"]
+        if let clientRoots {
+            // Certificate-based provider authentication: the handshake fails for a client
+            // without a certificate chained to these roots (no host name to check).
+            configuration.certificateVerification = .noHostnameVerification
+            configuration.trustRoots = clientRoots
+        }
         do {
             return try NIOSSLContext(configuration: configuration)
         } catch {
@@ -244,11 +263,13 @@ public final class PushGateway: Sendable {
     private func serve(_ stream: StreamChannel) async {
         state.withLock { $0.statistics.streams += 1 }
         let responder = self.responder
+        let (tokens, now) = (self.tokens, self.now)
         do {
             try await stream.executeThenClose { inbound, outbound in
                 var frames = inbound.makeAsyncIterator()
                 var assembler = APNsRequestAssembler()
                 var answer: APNsWire.Response?
+                var authenticated = tokens == nil
                 loop: while let payload = try await frames.next() {
                     let step: APNsRequestAssembler.Step
                     switch payload {
@@ -259,6 +280,15 @@ public final class PushGateway: Sendable {
                         step = assembler.data(buffer.readableBytesView, endStream: d.endStream)
                     default:
                         continue
+                    }
+                    // Token-based authentication: checked once the head is read, before
+                    // the body and before any other rule, as a connection-level check.
+                    if !authenticated, let head = assembler.head, let tokens {
+                        if let rejection = await tokens.check(head.authorization, now: now()) {
+                            answer = APNsWire.response(.failure(rejection), requestAPNsID: head.request.apnsID, now: Date())
+                            break loop
+                        }
+                        authenticated = true
                     }
                     switch step {
                     case .more:

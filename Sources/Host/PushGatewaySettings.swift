@@ -26,12 +26,15 @@ public struct PushGatewaySettings: Sendable, Equatable, CustomStringConvertible 
     public var port: Int
     /// TLS, or nil for cleartext HTTP/2 with prior knowledge (h2c).
     public var tls: TLS?
+    /// Provider authentication (off unless given keys or a client CA).
+    public var authentication: Authentication
 
-    /// Loopback and any free port, cleartext, unless told otherwise.
-    public init(host: String = "127.0.0.1", port: Int = 0, tls: TLS? = nil) {
+    /// Loopback and any free port, cleartext, no authentication, unless told otherwise.
+    public init(host: String = "127.0.0.1", port: Int = 0, tls: TLS? = nil, authentication: Authentication = .init()) {
         self.host = host
         self.port = port
         self.tls = tls
+        self.authentication = authentication
     }
 
     /// Parses `HOST:PORT` (`[::1]:2197` for IPv6). A bare `PORT` or `:PORT` means 127.0.0.1.

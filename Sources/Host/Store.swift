@@ -106,6 +106,7 @@ public final class Store: Sendable {
             }
         }
         registerCancelledTransfers(&m)
+        registerDeviceTokens(&m)
         return m
     }
 

@@ -199,6 +199,13 @@ extension Supervisor {
     /// Carries out a CLI command for the background-mode plugins (privacy, location,
     /// VoIP push, BLE, accessories). Returns the message for the user.
     public func modeCommand(_ command: ModeCommand) throws(ControlError) -> String {
+        var command = command
+        // Every push has an apns-id, as on APNs: the sender's, or a new one (lowercase),
+        // so what the app received can be matched to what was sent (events' `apnsID`).
+        if case .push(var request) = command, request.apnsID == nil {
+            request.apnsID = modes.makeMessageID()
+            command = .push(request)
+        }
         switch command {
         case .voipPush(let id, _), .fetchNow(let id), .bgTaskRun(let id, _), .bgTaskExpire(let id, _),
              .settingsBackgroundRefresh(let id?, _), .bgTaskList(let id?):
@@ -260,6 +267,11 @@ extension Supervisor {
         case .failure(let rejection): return .failure(rejection)
         }
         let (id, messageID, command) = (accepted.bundleIdentifier, accepted.messageID, accepted.command)
+        if case .voipPush = command {
+            // The VoIP plugin's events do not know the apns-id: say it here, typed.
+            events.append(.service, app: id, cause: "VoIP push accepted by the gateway, apns-id \(messageID)",
+                          fields: .init(apnsID: messageID), time: now())
+        }
         let (result, effects) = modes.command(command, at: hostNow())
         performMode(effects)
         if case .failure(let error) = result {

@@ -84,6 +84,8 @@ extension Supervisor {
             startHostTimer(.lockGrace, app: nil, after: after)
         case .lockGrace(nil):
             cancelHostTimer(.lockGrace, app: nil)
+        case .persistDeviceToken, .forgetDeviceToken:
+            persistDeviceToken(effect)
         case .persistPrivacy(let app, let service, let value):
             do {
                 try store.setPrivacy(bundleIdentifier: app, service: service, value: value)

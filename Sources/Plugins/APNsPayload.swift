@@ -1,19 +1,21 @@
 import AppHostProtocol
 import Foundation
 
-/// Why APNs (or `simctl push`) refuses a notification: the reason strings of the
-/// APNs provider API, with a sentence for people.
+/// Why APNs (or `simctl push`) refuses a notification: one of the reasons of the
+/// APNs provider API (``APNsReason``, with its status), with a sentence for people.
 public struct APNsRejection: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The APNs `reason` (`PayloadTooLarge`, `BadDeviceToken`, ...).
-    public var reason: String
-    /// The HTTP status APNs answers with.
-    public var status: Int
+    /// The reason, from Apple's table.
+    public var kind: APNsReason
     /// What is wrong, for a person.
     public var message: String
 
-    public init(_ reason: String, status: Int = 400, _ message: String) {
-        self.reason = reason
-        self.status = status
+    /// The APNs `reason` string (`PayloadTooLarge`, `BadDeviceToken`, ...).
+    public var reason: String { kind.rawValue }
+    /// The HTTP status APNs answers with.
+    public var status: Int { kind.status }
+
+    public init(_ kind: APNsReason, _ message: String) {
+        self.kind = kind
         self.message = message
     }
 
@@ -54,38 +56,38 @@ public struct APNsPayload: Sendable, Equatable {
     /// Reads and checks a payload. `name` is used in messages (a file name, "standard input").
     public static func parse(_ data: Data, name: String = "payload") throws(APNsRejection) -> APNsPayload {
         if data.allSatisfy({ [0x20, 0x0A, 0x0D, 0x09].contains($0) }) {
-            throw APNsRejection("PayloadEmpty", "\(name): the payload is empty; expected a JSON object with an \"aps\" dictionary")
+            throw APNsRejection(.payloadEmpty, "\(name): the payload is empty; expected a JSON object with an \"aps\" dictionary")
         }
         guard data.count <= maximumSize else {
-            throw APNsRejection("PayloadTooLarge", status: 413,
+            throw APNsRejection(.payloadTooLarge,
                                 "\(name): the payload is \(data.count) bytes; a push carries at most \(maximumSize)")
         }
         guard let text = String(data: data, encoding: .utf8) else {
-            throw APNsRejection("BadPayload", "\(name): the payload is not UTF-8 text")
+            throw APNsRejection(.payloadEmpty, "\(name): the payload is not UTF-8 text")
         }
         // Foundation on Linux accepts trailing commas; APNs and simctl do not.
         if let problem = strictProblem(data) {
-            throw APNsRejection("BadPayload", "\(name): not valid JSON (\(problem)); simctl and APNs take strict JSON: no trailing commas or comments")
+            throw APNsRejection(.payloadEmpty, "\(name): not valid JSON (\(problem)); simctl and APNs take strict JSON: no trailing commas or comments")
         }
         let object: Any
         do {
             object = try JSONSerialization.jsonObject(with: data)
         } catch {
-            throw APNsRejection("BadPayload", "\(name): not valid JSON (\(jsonProblem(data))); simctl and APNs take strict JSON: no trailing commas or comments")
+            throw APNsRejection(.payloadEmpty, "\(name): not valid JSON (\(jsonProblem(data))); simctl and APNs take strict JSON: no trailing commas or comments")
         }
         guard let dictionary = object as? [String: Any] else {
-            throw APNsRejection("BadPayload", "\(name): the payload must be a JSON object ({...})")
+            throw APNsRejection(.payloadEmpty, "\(name): the payload must be a JSON object ({...})")
         }
         guard let apsValue = dictionary["aps"] else {
-            throw APNsRejection("BadPayload", "\(name): no \"aps\" key; a push payload is {\"aps\": {...}, ...}")
+            throw APNsRejection(.payloadEmpty, "\(name): no \"aps\" key; a push payload is {\"aps\": {...}, ...}")
         }
         guard let aps = apsValue as? [String: Any] else {
-            throw APNsRejection("BadPayload", "\(name): \"aps\" must be a dictionary")
+            throw APNsRejection(.payloadEmpty, "\(name): \"aps\" must be a dictionary")
         }
         var target: String?
         if let t = dictionary[targetKey] {
             guard let s = t as? String, !s.isEmpty else {
-                throw APNsRejection("BadTopic", "\(name): \"\(targetKey)\" must be a bundle identifier string")
+                throw APNsRejection(.badTopic, "\(name): \"\(targetKey)\" must be a bundle identifier string")
             }
             target = s
         }

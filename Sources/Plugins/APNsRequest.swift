@@ -39,6 +39,9 @@ public struct APNsRequest: Sendable, Equatable {
     /// The `apns-push-type` values APNs knows.
     public static let pushTypes = ["alert", "background", "voip", "complication", "fileprovider", "mdm", "location",
                                    "liveactivity", "pushtotalk", "widgets", "controls"]
+    /// A new `apns-id` as APNs makes one: a lowercase canonical UUID.
+    public static func makeID() -> String { UUID().uuidString.lowercased() }
+
     /// The largest VoIP payload APNs takes, in bytes.
     public static let voipPayloadLimit = 5120
 
@@ -46,7 +49,8 @@ public struct APNsRequest: Sendable, Equatable {
     public struct Accepted: Sendable, Equatable {
         /// The app the device token is registered to.
         public var bundleIdentifier: String
-        /// The `apns-id` answered (the request's, upper-cased, or a new UUID).
+        /// The `apns-id` answered: the request's exactly as sent (provider libraries match
+        /// answers to requests by it), or a new lowercase UUID.
         public var messageID: String
         /// The command for the mode plugins.
         public var command: ModeCommand
@@ -55,57 +59,66 @@ public struct APNsRequest: Sendable, Equatable {
     /// Checks the request as APNs does; `owner` says whose a device token is.
     /// `makeID` gives the `apns-id` when the request has none.
     public func validate(owner: (String) -> ModeHub.TokenOwner,
-                         makeID: () -> String = { UUID().uuidString }) -> Result<Accepted, APNsRejection> {
+                         makeID: () -> String = APNsRequest.makeID) -> Result<Accepted, APNsRejection> {
         let token = token.lowercased()
         guard token.count == 64, token.allSatisfy(\.isHexDigit) else {
-            return .failure(APNsRejection("BadDeviceToken", "the device token must be 64 hex digits"))
+            return .failure(APNsRejection(.badDeviceToken, "the device token must be 64 hex digits"))
         }
         let id: String
+        let kind: DeviceTokenKind
         switch owner(token) {
-        case .installed(let app): id = app
+        case .installed(let app, let k): (id, kind) = (app, k)
         case .uninstalled(let app):
-            return .failure(APNsRejection("Unregistered", status: 410, "the device token belonged to \(app), which is no longer installed"))
+            return .failure(APNsRejection(.unregistered, "the device token belonged to \(app), which is no longer installed"))
         case .unknown:
-            return .failure(APNsRejection("BadDeviceToken", "no installed app registered this device token"))
+            return .failure(APNsRejection(.badDeviceToken, "no installed app registered this device token"))
         }
         if let pushType, !Self.pushTypes.contains(pushType) {
-            return .failure(APNsRejection("InvalidPushType", "apns-push-type \"\(pushType)\" is not one of \(Self.pushTypes.joined(separator: ", "))"))
+            return .failure(APNsRejection(.invalidPushType, "apns-push-type \"\(pushType)\" is not one of \(Self.pushTypes.joined(separator: ", "))"))
         }
         guard let topic, !topic.isEmpty else {
-            return .failure(APNsRejection("MissingTopic", "apns-topic is required (the app's bundle id)"))
+            return .failure(APNsRejection(.missingTopic, "apns-topic is required (the app's bundle id)"))
         }
-        let expectedTopic = pushType == "voip" ? id + ".voip" : id
+        // A PushKit token takes VoIP pushes on `<bundle id>.voip`; the app's APNs token
+        // takes the others on its bundle id.
+        let expectedTopic = kind == .voip ? id + ".voip" : id
         guard topic == expectedTopic else {
-            return .failure(APNsRejection("DeviceTokenNotForTopic", "the device token is \(id)'s; apns-topic must be \(expectedTopic)"))
+            return .failure(APNsRejection(.deviceTokenNotForTopic, "the device token is \(id)'s \(kind == .voip ? "PushKit (VoIP)" : "APNs") token; apns-topic must be \(expectedTopic)"))
+        }
+        if kind == .voip, let pushType, pushType != "voip" {
+            return .failure(APNsRejection(.deviceTokenNotForTopic, "the device token is \(id)'s PushKit (VoIP) token: it takes apns-push-type voip, not \(pushType)"))
+        }
+        if kind == .apns, pushType == "voip" {
+            return .failure(APNsRejection(.deviceTokenNotForTopic, "the device token is \(id)'s APNs token; a VoIP push goes to the token PushKit gave the app"))
         }
         if let priority, ![1, 5, 10].contains(priority) {
-            return .failure(APNsRejection("BadPriority", "apns-priority must be 10, 5 or 1"))
+            return .failure(APNsRejection(.badPriority, "apns-priority must be 10, 5 or 1"))
         }
         if pushType == "background", priority == 10 {
-            return .failure(APNsRejection("BadPriority", "a background push must have apns-priority 5"))
+            return .failure(APNsRejection(.badPriority, "a background push must have apns-priority 5"))
         }
         if let expiration, expiration < 0 {
-            return .failure(APNsRejection("BadExpirationDate", "apns-expiration must be a UNIX time in seconds or 0"))
+            return .failure(APNsRejection(.badExpirationDate, "apns-expiration must be a UNIX time in seconds or 0"))
         }
         if let collapseID, collapseID.utf8.count > 64 {
-            return .failure(APNsRejection("BadCollapseId", "apns-collapse-id may have at most 64 bytes"))
+            return .failure(APNsRejection(.badCollapseId, "apns-collapse-id may have at most 64 bytes"))
         }
         let messageID: String
         if let apnsID {
             guard UUID(uuidString: apnsID) != nil else {
-                return .failure(APNsRejection("BadMessageId", "apns-id must be a UUID (8-4-4-4-12 hex digits)"))
+                return .failure(APNsRejection(.badMessageId, "apns-id must be a UUID (8-4-4-4-12 hex digits)"))
             }
-            messageID = apnsID.uppercased()
+            messageID = apnsID
         } else {
             messageID = makeID()
         }
         let command: ModeCommand
-        if pushType == "voip" {
+        if kind == .voip {
             guard let text = String(data: payload, encoding: .utf8), !payload.isEmpty else {
-                return .failure(APNsRejection("PayloadEmpty", "the payload is empty"))
+                return .failure(APNsRejection(.payloadEmpty, "the payload is empty"))
             }
             guard payload.count <= Self.voipPayloadLimit else {
-                return .failure(APNsRejection("PayloadTooLarge", status: 413, "a VoIP payload carries at most \(Self.voipPayloadLimit) bytes"))
+                return .failure(APNsRejection(.payloadTooLarge, "a VoIP payload carries at most \(Self.voipPayloadLimit) bytes"))
             }
             command = .voipPush(bundleIdentifier: id, payload: text)
         } else {

@@ -45,12 +45,6 @@ public enum ModeRegistry {
     }
 }
 
-/// Push tokens of uninstalled apps (APNs answers 410 Unregistered for them).
-struct RetiredTokens: PluginState {
-    var owners: [String: String] = [:]
-    init() {}
-}
-
 /// The privacy decisions (`apphost privacy`), by app and service. Kept by the host
 /// in its database; plugins read them (location reads `location`/`location-always`).
 public struct PrivacyState: PluginState {
@@ -73,9 +67,11 @@ public final class ModeHub {
     /// The privacy services `apphost privacy` accepts (as `simctl privacy`).
     public static var privacyServices: [String] { PrivacyScope.allCases.map(\.rawValue) }
 
-    public init(plugins: [any BackgroundModePlugin] = ModeRegistry.all, profile: BudgetProfile) {
+    /// `makeToken` makes device tokens (random unless a test passes its own).
+    public init(plugins: [any BackgroundModePlugin] = ModeRegistry.all, profile: BudgetProfile,
+                makeToken: @escaping () -> String = DeviceTokenRecord.random) {
         self.plugins = plugins
-        self.ctx = ModeContext(profile: profile)
+        self.ctx = ModeContext(profile: profile, makeToken: makeToken)
     }
 
     // MARK: apps
@@ -88,11 +84,7 @@ public final class ModeHub {
 
     /// Forgets an uninstalled app.
     public func uninstall(_ id: String) -> [ModeEffect] {
-        if ctx.apps[id]?.entitlements.contains(RemoteNotificationPlugin.entitlement) == true {
-            let token = RemoteNotificationPlugin.token(for: id, salt: "apns")
-            ctx.update(RetiredTokens.self) { $0.owners[token] = id }
-            ctx.emit(.persistSetting(key: "retiredToken.\(token)", value: id))
-        }
+        DeviceTokens.retire(id, in: ctx)
         let fx = each { $0.appInstalled(id, in: ctx) }
         ctx.apps.removeValue(forKey: id)
         ctx.update(PrivacyState.self) { $0.decisions.removeValue(forKey: id) }
@@ -105,21 +97,32 @@ public final class ModeHub {
     /// The simulated device and refresh settings.
     public var deviceState: DeviceState { ctx.state(DeviceState.self) }
 
-    /// Who a device token (from `registerForRemoteNotifications`) belongs to.
+    /// Who a device token (from `registerForRemoteNotifications` or PushKit) belongs to.
     public enum TokenOwner: Sendable, Equatable {
-        case installed(String)
+        case installed(String, DeviceTokenKind)
         case uninstalled(String)
         case unknown
     }
 
-    /// The app a push token was issued to: an installed app with the `aps-environment`
-    /// entitlement, or one since uninstalled (APNs answers 410 Unregistered).
+    /// The app a push token was issued to on this host: an installed app, or one since
+    /// uninstalled (APNs answers 410 Unregistered). `token` is lowercase hex.
     public func deviceTokenOwner(_ token: String) -> TokenOwner {
-        for app in ctx.sortedApps where app.entitlements.contains(RemoteNotificationPlugin.entitlement) {
-            if RemoteNotificationPlugin.token(for: app.bundleIdentifier, salt: "apns") == token { return .installed(app.bundleIdentifier) }
-        }
-        if let id = ctx.state(RetiredTokens.self).owners[token] { return .uninstalled(id) }
-        return .unknown
+        guard let record = ctx.state(DeviceTokens.self).records[token] else { return .unknown }
+        if record.retired || ctx.apps[record.bundleIdentifier] == nil { return .uninstalled(record.bundleIdentifier) }
+        return .installed(record.bundleIdentifier, record.kind)
+    }
+
+    /// The app's device token of `kind`, issued (effects: persist it) when it has none yet.
+    /// What the app gets when it registers; nil for an app that is not installed.
+    public func deviceToken(of id: String, _ kind: DeviceTokenKind) -> (String, [ModeEffect])? {
+        guard ctx.apps[id] != nil else { return nil }
+        let token = DeviceTokens.token(for: id, kind, in: ctx)
+        return (token, ctx.takeEffects())
+    }
+
+    /// Restores a device token kept by the host (at host start).
+    public func restoreDeviceToken(_ record: DeviceTokenRecord) {
+        ctx.update(DeviceTokens.self) { $0.restore(record) }
     }
 
     /// Updates whether the app is running code without telling plugins (a stop confirmed, a resume).
@@ -232,10 +235,6 @@ public final class ModeHub {
 
     /// Restores a persisted host setting (at host start).
     public func restoreSetting(key: String, value: String) {
-        if key.hasPrefix("retiredToken.") {
-            ctx.update(RetiredTokens.self) { $0.owners[String(key.dropFirst("retiredToken.".count))] = value }
-            return
-        }
         ctx.update(DeviceState.self) { _ = $0.restore(key, value) }
     }
 

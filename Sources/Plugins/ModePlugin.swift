@@ -131,6 +131,10 @@ public enum ModeEffect: Sendable, Equatable {
     case persistSetting(key: String, value: String?)
     /// Close (or open again) the apps' protected files for the device's lock state.
     case protectData(DataProtectionLevel)
+    /// A device token issued or retired, to persist before the token is handed out.
+    case persistDeviceToken(DeviceTokenRecord)
+    /// A retired device token past the bound of those kept, to delete.
+    case forgetDeviceToken(String)
     /// Start the grace after a lock (nil: cancel it, the device was unlocked); when it
     /// ends the host calls ``ModeHub/lockGraceEnded(at:)``.
     case lockGrace(Duration?)
@@ -157,8 +161,14 @@ public final class ModeContext {
 
     private var shared: [ObjectIdentifier: any Sendable] = [:]
 
-    init(profile: BudgetProfile) {
+    /// Makes a new device token (random; tests may pass their own).
+    var makeToken: () -> String
+    /// Makes a new `apns-id` (a lowercase UUID; seeded for scenarios).
+    var makeMessageID: () -> String = APNsRequest.makeID
+
+    init(profile: BudgetProfile, makeToken: @escaping () -> String = DeviceTokenRecord.random) {
         self.profile = profile
+        self.makeToken = makeToken
     }
 
     /// Asks the host for an effect.

@@ -56,11 +56,6 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
             "background mode \"remote-notification\" needs the \(Self.entitlement) entitlement (no entitlements file declares it); without it registerForRemoteNotifications fails and no push arrives")]
     }
 
-    /// The device token `registerForRemoteNotifications` gives `bundleIdentifier` (hex, 32 bytes).
-    public static func deviceToken(for bundleIdentifier: String) -> String {
-        token(for: bundleIdentifier, salt: "apns")
-    }
-
     // MARK: requests
 
     public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
@@ -71,7 +66,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
                 ctx.emit(.note(app: app, "registerForRemoteNotifications failed: no \(Self.entitlement) entitlement"))
                 return .refused(reason: "no valid \"aps-environment\" entitlement string found for application (add it to \(info.manifest.name).entitlements)")
             }
-            let token = Self.token(for: app, salt: "apns")
+            let token = DeviceTokens.token(for: app, .apns, in: ctx)
             ctx.emit(.typedNote(app: app, "registered for remote notifications: device token \(token)", .init(deviceToken: token)))
             return .token(token)
         case .remoteNotificationCompleted(let id, let result):
@@ -154,20 +149,29 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
                 if let forgotten { Self.remember(forgotten, .forgotten, app: app, ctx) }
                 ctx.emit(.deliver(app: app, .remoteNotification(id: id, userInfo: payload.json, silent: false), wake: .ifRunning,
                                   because: "notification \(what) to the app in front"))
+                ctx.emit(.typedNote(app: app, "visible push \(id) (\(request.source))\(Self.idText(request))",
+                                    .init(push: id, apnsID: request.apnsID)))
                 outcome.append("delivered to the app in front")
             } else {
-                ctx.emit(.note(app: app, "notification shown: \(what) (\(request.source))"))
+                ctx.emit(.typedNote(app: app, "notification shown: \(what) (\(request.source))\(Self.idText(request))",
+                                    .init(apnsID: request.apnsID)))
                 outcome.append("shown as a notification")
             }
         }
         if payload.contentAvailable {
             outcome.append(backgroundDelivery(request, payload, info, ctx))
         } else if type == "background" {
-            ctx.emit(.note(app: app, "background push without content-available: nothing to deliver"))
+            ctx.emit(.typedNote(app: app, "background push without content-available: nothing to deliver" + Self.idText(request), .init(apnsID: request.apnsID)))
             outcome.append("nothing to deliver (a background push needs content-available: 1)")
         }
         if outcome.isEmpty { outcome.append("nothing shown or delivered (no alert, badge, sound or content-available)") }
-        return "push to \(app): " + outcome.joined(separator: "; ")
+        let named = request.apnsID.map { "push \($0) to" } ?? "push to"
+        return "\(named) \(app): " + outcome.joined(separator: "; ")
+    }
+
+    /// `, apns-id X` for an event's text (the typed field carries it too).
+    static func idText(_ request: PushRequest) -> String {
+        request.apnsID.map { ", apns-id \($0)" } ?? ""
     }
 
     /// The content-available part: the rules in order, each decision an event.
@@ -183,11 +187,11 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
             return "not delivered in the background: no \"remote-notification\" in UIBackgroundModes"
         }
         if let why = ctx.state(DeviceState.self).refreshBlocked(app) {
-            ctx.emit(.note(app: app, "silent push not delivered: \(why)"))
+            ctx.emit(.typedNote(app: app, "silent push not delivered: \(why)" + Self.idText(request), .init(apnsID: request.apnsID)))
             return "not delivered: \(why)"
         }
         if ctx.state(State.self).apps[app]?.userTerminated == true {
-            ctx.emit(.note(app: app, "silent push not delivered: the user terminated the app (no background launch until the user launches it)"))
+            ctx.emit(.typedNote(app: app, "silent push not delivered: the user terminated the app (no background launch until the user launches it)" + Self.idText(request), .init(apnsID: request.apnsID)))
             return "not delivered: the user terminated the app"
         }
         let hour = Duration.seconds(3600)
@@ -198,7 +202,8 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
             return kept.count
         }
         if recent >= budget, request.expiration == 0 {
-            ctx.emit(.note(app: app, "silent push dropped: throttled (\(recent) this hour, budget \(budget)/h) and apns-expiration 0 (deliver now or never)"))
+            ctx.emit(.typedNote(app: app, "silent push dropped: throttled (\(recent) this hour, budget \(budget)/h) and apns-expiration 0 (deliver now or never)\(Self.idText(request))",
+                                .init(apnsID: request.apnsID)))
             return "dropped (throttled, and apns-expiration 0 does not wait)"
         }
         if recent >= budget {
@@ -208,7 +213,8 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
                 return old
             }
             let extra = replaced.map { " (replaces the push held since earlier, now dropped\($0.apnsID.map { ": \($0)" } ?? ""))" } ?? ""
-            ctx.emit(.note(app: app, "silent push held: \(recent) delivered in the last hour, budget \(budget)/h; delivered when the app next comes to the foreground\(extra)"))
+            ctx.emit(.typedNote(app: app, "silent push held: \(recent) delivered in the last hour, budget \(budget)/h; delivered when the app next comes to the foreground\(extra)\(Self.idText(request))",
+                                .init(apnsID: request.apnsID)))
             return "held (throttled: \(recent) of \(budget) silent pushes this hour); delivered when the app comes to the foreground"
         }
         ctx.update(State.self) { $0.apps[app, default: App()].delivered.append(ctx.now) }
@@ -230,7 +236,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         ctx.emit(.deliver(app: app, .remoteNotification(id: id, userInfo: payload.json, silent: true), wake: .launch(.remoteNotification),
                           because: why))
         ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "budget/\(id)"), after: ctx.profile.duration(.silentPush)))
-        ctx.emit(.typedUse(app: app, mode: mode, "silent push \(id) (\(request.source))", .init(push: id, apnsID: request.apnsID)))
+        ctx.emit(.typedUse(app: app, mode: mode, "silent push \(id) (\(request.source))\(Self.idText(request))", .init(push: id, apnsID: request.apnsID)))
     }
 
     // MARK: events
@@ -275,20 +281,5 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
 
     public func appInstalled(_ app: String, in ctx: ModeContext) {
         ctx.update(State.self) { _ = $0.apps.removeValue(forKey: app) }
-    }
-
-    /// A stable 32-byte token (hex) per app and kind, as APNs tokens are stable per install.
-    static func token(for app: String, salt: String) -> String {
-        // FNV-1a over the id, stretched to 32 bytes: stable, not secret (a simulator token).
-        var bytes: [UInt8] = []
-        var h: UInt64 = 0xcbf29ce484222325
-        for round in 0..<4 {
-            for b in Array("\(salt):\(round):\(app)".utf8) {
-                h ^= UInt64(b)
-                h = h &* 0x100000001b3
-            }
-            for i in 0..<8 { bytes.append(UInt8((h >> (UInt64(i) * 8)) & 0xff)) }
-        }
-        return bytes.map { String(format: "%02x", $0) }.joined()
     }
 }

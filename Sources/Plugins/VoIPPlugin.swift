@@ -40,7 +40,7 @@ public struct VoIPPlugin: BackgroundModePlugin {
                 return .refused(reason: "VoIP pushes need \"voip\" in UIBackgroundModes; no token is issued")
             }
             ctx.emit(.used(app: app, mode: mode, "registered for VoIP pushes"))
-            return .token(RemoteNotificationPlugin.token(for: app, salt: "voip"))
+            return .token(DeviceTokens.token(for: app, .voip, in: ctx))
         case .voipReportIncomingCall(let uuid, let handle):
             let wasOutstanding = ctx.update(State.self) { state -> Bool in
                 var a = state.apps[app, default: App()]

@@ -70,6 +70,8 @@ public struct ScenarioRunner: Sendable {
         let supervisor: Supervisor
         do {
             supervisor = try Supervisor(configuration: config, group: group, logger: logger)
+            // Scenarios give the same events every run: tokens and apns-ids from a seed.
+            await supervisor.useSeededIdentifiers(seed: 0x5CE7_A210)
         } catch {
             try? await group.shutdownGracefully()
             try? FileManager.default.removeItem(atPath: dir)
@@ -328,7 +330,7 @@ struct ScenarioRun {
         do {
             _ = try await supervisor.modeCommand(.push(PushRequest(bundleIdentifier: id, payload: payload.json, pushType: type,
                                                                     priority: push.priority, collapseID: push.collapseID,
-                                                                    apnsID: push.apnsID?.uppercased(), expiration: push.expiration,
+                                                                    apnsID: push.apnsID, expiration: push.expiration,
                                                                     source: "scenario")))
             pushAnswer = (200, "")
         } catch {
@@ -340,11 +342,11 @@ struct ScenarioRun {
     /// What APNs answers a push's headers (the checks of the push gateway's
     /// `APNsRequest.validate` that do not concern the device token), or nil.
     static func headerRejection(type: String, priority: Int?, expiration: Int?, collapseID: String?, apnsID: String?) -> APNsRejection? {
-        if let priority, ![1, 5, 10].contains(priority) { return APNsRejection("BadPriority", "apns-priority must be 10, 5 or 1") }
-        if type == "background", priority == 10 { return APNsRejection("BadPriority", "a background push must have apns-priority 5") }
-        if let expiration, expiration < 0 { return APNsRejection("BadExpirationDate", "apns-expiration must be a UNIX time in seconds or 0") }
-        if let collapseID, collapseID.utf8.count > 64 { return APNsRejection("BadCollapseId", "apns-collapse-id may have at most 64 bytes") }
-        if let apnsID, UUID(uuidString: apnsID) == nil { return APNsRejection("BadMessageId", "apns-id must be a UUID (8-4-4-4-12 hex digits)") }
+        if let priority, ![1, 5, 10].contains(priority) { return APNsRejection(.badPriority, "apns-priority must be 10, 5 or 1") }
+        if type == "background", priority == 10 { return APNsRejection(.badPriority, "a background push must have apns-priority 5") }
+        if let expiration, expiration < 0 { return APNsRejection(.badExpirationDate, "apns-expiration must be a UNIX time in seconds or 0") }
+        if let collapseID, collapseID.utf8.count > 64 { return APNsRejection(.badCollapseId, "apns-collapse-id may have at most 64 bytes") }
+        if let apnsID, UUID(uuidString: apnsID) == nil { return APNsRejection(.badMessageId, "apns-id must be a UUID (8-4-4-4-12 hex digits)") }
         return nil
     }
 

@@ -153,6 +153,12 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("PEM private key of --push-gateway-cert.", valueName: "file"))
     var pushGatewayKey: String?
 
+    @Option(name: .long, help: ArgumentHelp("Require APNs provider tokens signed by this key (repeatable, one per key): an ES256 JWT in \"authorization: bearer <jwt>\" whose kid is KEYID, iss TEAMID and iat at most an hour old, else 403 MissingProviderToken, InvalidProviderToken or ExpiredProviderToken. FILE is AuthKey_KEYID.p8 as Apple gives it, or its public key (PEM).", valueName: "keyid:teamid:file"))
+    var apnsAuthKey: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("Require a TLS client certificate chained to these PEM CA certificates (certificate-based provider authentication; needs --push-gateway-cert). A connection without one fails its handshake.", valueName: "file"))
+    var apnsClientCa: String?
+
     @Option(name: .long, help: ArgumentHelp("Confine apps with at most this Landlock ABI (default: the kernel's); 0 turns Landlock off. The host says at startup what is enforced and warns once about what is not.", valueName: "n"))
     var landlockABI: Int?
 
@@ -163,6 +169,12 @@ struct HostOptions: ParsableArguments {
         if pushGatewayCert != nil || pushGatewayKey != nil {
             guard pushGatewayCert != nil, pushGatewayKey != nil else { throw ValidationError("--push-gateway-cert and --push-gateway-key go together") }
             guard pushGateway != nil else { throw ValidationError("--push-gateway-cert needs --push-gateway HOST:PORT") }
+        }
+        if pushGateway == nil, !apnsAuthKey.isEmpty || apnsClientCa != nil {
+            throw ValidationError("--apns-auth-key and --apns-client-ca protect the push gateway: give --push-gateway HOST:PORT too")
+        }
+        if apnsClientCa != nil, pushGatewayCert == nil {
+            throw ValidationError("--apns-client-ca needs TLS: give --push-gateway-cert and --push-gateway-key too")
         }
         _ = try pushGatewaySettings()
         guard gracePeriod >= 0, gracePeriod.isFinite else { throw ValidationError("--grace-period must be a non-negative number of seconds") }
@@ -226,6 +238,16 @@ struct HostOptions: ParsableArguments {
         if let cert = pushGatewayCert, let key = pushGatewayKey {
             settings.tls = .init(certificatePath: absolute(cert), privateKeyPath: absolute(key))
         }
+        for text in apnsAuthKey {
+            do {
+                var key = try ProviderKey(parsing: text)
+                key.path = absolute(key.path)
+                settings.authentication.keys.append(key)
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
+        settings.authentication.clientCAPath = apnsClientCa.map(absolute)
         return settings
     }
 

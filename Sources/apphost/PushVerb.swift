@@ -79,7 +79,7 @@ extension AppHostCommand {
         var priority: Int?
         @Option(name: .customLong("collapse-id"), help: ArgumentHelp("apns-collapse-id: a newer push with the same id replaces the older one (at most \(ModeInput.collapseIDLimit) bytes).", valueName: "id"))
         var collapseID: String?
-        @Option(name: .customLong("apns-id"), help: ArgumentHelp("apns-id: the notification's UUID, as APNs takes it.", valueName: "uuid"))
+        @Option(name: .customLong("apns-id"), help: ArgumentHelp("apns-id: the notification's UUID, as APNs takes it (default: a new lowercase one). The answer and the app's delivery events carry it, as sent.", valueName: "uuid"))
         var apnsID: String?
         @Argument(help: ArgumentHelp(
             "The app; optional when the payload has \"\(APNsPayload.targetKey)\" (given here, it overrides the payload's).",
@@ -132,7 +132,7 @@ extension AppHostCommand {
                     payload = try APNsPayload.parse(data, name: label)
                 } catch {
                     var message = error.message
-                    if error.reason == "BadPayload", message.contains("no \"aps\" key") {
+                    if error.kind == .payloadEmpty, message.contains("no \"aps\" key") {
                         message += " (a VoIP payload needs none: apphost push --type voip ...)"
                     }
                     throw ModeInput.dataError(message)

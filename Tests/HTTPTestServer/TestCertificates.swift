@@ -50,6 +50,27 @@ public struct TestCertificates: Sendable, Equatable {
         return TestCertificates(caCertificate: ca, serverCertificate: cert, serverKey: key)
     }
 
+    /// Makes a client certificate (clientAuth, P-256, valid one day) for `name`, signed by
+    /// this CA, in the CA's directory: what a provider presents for certificate-based
+    /// authentication. Returns the certificate and key files (PEM).
+    public func makeClientCertificate(name: String) throws -> (certificate: String, key: String) {
+        let directory = (caCertificate as NSString).deletingLastPathComponent
+        let caKey = directory + "/ca.key"
+        let cert = directory + "/\(name).pem", key = directory + "/\(name).key"
+        let csr = directory + "/\(name).csr", ext = directory + "/\(name).ext"
+        try Data("""
+            basicConstraints = critical, CA:FALSE
+            keyUsage = critical, digitalSignature
+            extendedKeyUsage = clientAuth
+
+            """.utf8).write(to: URL(fileURLWithPath: ext))
+        try Self.openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                          "-keyout", key, "-out", csr, "-subj", "/CN=\(name)"])
+        try Self.openssl(["x509", "-req", "-in", csr, "-CA", caCertificate, "-CAkey", caKey, "-set_serial", "3",
+                          "-out", cert, "-days", "1", "-sha256", "-extfile", ext])
+        return (cert, key)
+    }
+
     /// Runs `openssl` (found on PATH) with `arguments`; throws with its stderr if it fails.
     private static func openssl(_ arguments: [String]) throws {
         let result: ToolResult

@@ -125,13 +125,14 @@ struct GatewayHost: Sendable {
     let gateway: PushGateway
     let serving: Task<Void, any Error>
 
-    static func start(label: String, profile: BudgetProfile = .default, tls: PushGatewaySettings.TLS? = nil) async throws -> GatewayHost {
+    static func start(label: String, profile: BudgetProfile = .default, tls: PushGatewaySettings.TLS? = nil,
+                      authentication: PushGatewaySettings.Authentication = .init()) async throws -> GatewayHost {
         let host = try TestHost(label: label, profile: profile)
         do {
             var logger = Logger(label: "test.gateway")
             logger.logLevel = .warning
-            let gateway = try await PushGateway.bind(settings: .init(host: "127.0.0.1", port: 0, tls: tls), group: host.group,
-                                                     supervisor: host.supervisor, logger: logger)
+            let gateway = try await PushGateway.bind(settings: .init(host: "127.0.0.1", port: 0, tls: tls, authentication: authentication),
+                                                     group: host.group, supervisor: host.supervisor, logger: logger)
             return GatewayHost(host: host, gateway: gateway, serving: Task { try await gateway.serve() })
         } catch {
             await host.stop()
@@ -161,14 +162,17 @@ struct GatewayHost: Sendable {
         try entitlements.write(to: URL(fileURLWithPath: bundle + "/\(name).entitlements"))
         let app = try await host.supervisor.install(path: bundle, settings: [:])
         #expect(app.entitlements?.contains("aps-environment") == true, "entitlements read: \(app.entitlements ?? [])")
-        return RemoteNotificationPlugin.deviceToken(for: app.bundleIdentifier)
+        // The token is the host's (random per install and host): ask the host, as a
+        // provider learns it from the app.
+        return try #require(await host.supervisor.deviceToken(of: app.bundleIdentifier))
     }
 }
 
 /// Runs `body` with a fresh gateway host, always stopping it.
 func withGateway(_ label: String, profile: BudgetProfile = .default, tls: PushGatewaySettings.TLS? = nil,
+                 authentication: PushGatewaySettings.Authentication = .init(),
                  _ body: (GatewayHost) async throws -> Void) async throws {
-    let g = try await GatewayHost.start(label: label, profile: profile, tls: tls)
+    let g = try await GatewayHost.start(label: label, profile: profile, tls: tls, authentication: authentication)
     do {
         try await body(g)
     } catch {
@@ -282,17 +286,21 @@ struct APNsWireTests {
         #expect(ok.status == 200 && ok.body == nil)
         #expect(ok.headers.map(\.0) == ["apns-id"] && ok.headers[0].1 == "ID-1")
 
-        let bad = APNsWire.response(.failure(APNsRejection("BadDeviceToken", "no")), requestAPNsID: "ABC", now: Date())
+        let sent = "2b3A9c1E-0000-4000-8000-00000000000f"
+        let bad = APNsWire.response(.failure(APNsRejection(.badDeviceToken, "no")), requestAPNsID: sent, now: Date())
         #expect(bad.status == 400)
-        #expect(bad.headers.first { $0.0 == "apns-id" }?.1 == "ABC")
+        #expect(bad.headers.first { $0.0 == "apns-id" }?.1 == sent, "echoed exactly, case and all")
+        let notUUID = APNsWire.response(.failure(APNsRejection(.badMessageId, "no")), requestAPNsID: "ABC", now: Date())
+        let made = notUUID.headers.first { $0.0 == "apns-id" }?.1 ?? ""
+        #expect(UUID(uuidString: made) != nil && made == made.lowercased(), "an id that is no UUID is answered with a new one: \(made)")
         #expect(String(decoding: try #require(bad.body), as: UTF8.self) == #"{"reason":"BadDeviceToken"}"#)
         #expect(bad.headers.first { $0.0 == "content-length" }?.1 == String(bad.body!.count))
 
-        let noID = APNsWire.response(.failure(APNsRejection("BadTopic", "no")), requestAPNsID: nil, now: Date())
+        let noID = APNsWire.response(.failure(APNsRejection(.badTopic, "no")), requestAPNsID: nil, now: Date())
         #expect(UUID(uuidString: noID.headers.first { $0.0 == "apns-id" }?.1 ?? "") != nil, "APNs makes up an apns-id when none was sent")
 
         let when = Date(timeIntervalSince1970: 1_700_000_000.123)
-        let gone = APNsWire.response(.failure(APNsRejection("Unregistered", status: 410, "gone")), requestAPNsID: nil, now: when)
+        let gone = APNsWire.response(.failure(APNsRejection(.unregistered, "gone")), requestAPNsID: nil, now: when)
         #expect(gone.status == 410)
         #expect(String(decoding: try #require(gone.body), as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1700000000123}"#)
     }
@@ -352,7 +360,7 @@ struct PushGatewayCurlTests {
                 ("expiration not a number", topic + ["-H", "apns-expiration: soon", "-d", alertPayload], token, 400, "BadExpirationDate"),
                 ("header twice", topic + topic + ["-d", alertPayload], token, 400, "DuplicateHeaders"),
                 ("payload over 5120 bytes", topic + ["-d", tooLarge], token, 413, "PayloadTooLarge"),
-                ("not JSON", topic + ["-d", "{aps"], token, 400, "BadPayload"),
+                ("not JSON", topic + ["-d", "{aps"], token, 400, "PayloadEmpty"),
             ]
             for (name, args, tok, status, reason) in cases {
                 let a = try await Curl.request(h2c + args, url: g.url(tok))
@@ -513,6 +521,26 @@ struct PushGatewayCLITests {
             #expect(stop.status == 0, "\(stop.stderr)")
             #expect(await daemon.waitForExit() == .exited(0), "\(daemon.stderr)")
             #expect(!FileManager.default.fileExists(atPath: addressFile), "the address file goes with the daemon")
+        }
+    }
+
+    @Test func authenticationFlagsAreCheckedBeforeStart() async throws {
+        try await withCLISession("gw-authflags") { session in
+            let cases: [([String], String)] = [
+                (["--apns-auth-key", "K:T:key.p8"], "give --push-gateway HOST:PORT too"),
+                (["--push-gateway", "127.0.0.1:0", "--apns-client-ca", "ca.pem"], "--apns-client-ca needs TLS"),
+                (["--push-gateway", "127.0.0.1:0", "--apns-auth-key", "KEY-1:T:key.p8"], "letters and digits"),
+                (["--push-gateway", "127.0.0.1:0", "--apns-auth-key", "K:T"], "expected KEYID:TEAMID:PATH"),
+            ]
+            for (arguments, message) in cases {
+                let r = await apphost(session.withStateDir(["daemon"] + arguments))
+                #expect(r.status == 64 && r.stderr.contains(message), "\(arguments): \(r.status) \(r.stderr)")
+            }
+            // A key file that is not there is a start error naming it (75, as a taken port).
+            let r = await session.run("daemon", "--push-gateway", "127.0.0.1:0", "--apns-auth-key", "K:T:/nonexistent/AuthKey_K.p8")
+            #expect(r.status == 75 && r.stderr.contains("/nonexistent/AuthKey_K.p8: no such readable file"), "\(r.status) \(r.stderr)")
+            let help = await session.run("daemon", "--help")
+            #expect(help.stdout.contains("--apns-auth-key") && help.stdout.contains("--apns-client-ca"))
         }
     }
 

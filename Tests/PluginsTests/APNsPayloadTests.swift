@@ -118,17 +118,17 @@ struct APNsPayloadTests {
 
     @Test func notUTF8IsABadPayload() throws {
         let r = try #require(rejection(Data([0x7B, 0xFF, 0xFE, 0x7D])))
-        #expect(r.reason == "BadPayload")
+        #expect(r.reason == "PayloadEmpty")
         #expect(r.message.contains("UTF-8"))
     }
 
     @Test func theTopLevelMustBeAnObjectWithAnApsDictionary() throws {
         let list = try #require(rejection(#"[{"aps": {}}]"#))
-        #expect(list.reason == "BadPayload" && list.message.contains("JSON object"), "\(list.message)")
+        #expect(list.reason == "PayloadEmpty" && list.message.contains("JSON object"), "\(list.message)")
         let noAps = try #require(rejection(#"{"caller": "Ada"}"#))
-        #expect(noAps.reason == "BadPayload" && noAps.message.contains("\"aps\""), "\(noAps.message)")
+        #expect(noAps.reason == "PayloadEmpty" && noAps.message.contains("\"aps\""), "\(noAps.message)")
         let apsString = try #require(rejection(#"{"aps": "alert"}"#))
-        #expect(apsString.reason == "BadPayload" && apsString.message.contains("dictionary"), "\(apsString.message)")
+        #expect(apsString.reason == "PayloadEmpty" && apsString.message.contains("dictionary"), "\(apsString.message)")
     }
 
     @Test func aTrailingCommaIsNamedWithItsLineAndColumn() throws {
@@ -140,7 +140,7 @@ struct APNsPayloadTests {
             }
             """
         let r = try #require(rejection(text, name: "hi.apns"))
-        #expect(r.reason == "BadPayload")
+        #expect(r.reason == "PayloadEmpty")
         #expect(r.message.hasPrefix("hi.apns: "), "\(r.message)")
         #expect(r.message.contains("trailing comma at line 3, column 18"), "\(r.message)")
         #expect(r.message.contains("strict JSON"), "\(r.message)")
@@ -148,7 +148,7 @@ struct APNsPayloadTests {
 
     @Test func aCommentIsNamedWithItsLine() throws {
         let r = try #require(rejection("{\n  // greeting\n  \"aps\": {\"alert\": \"Hi\"}\n}"))
-        #expect(r.reason == "BadPayload")
+        #expect(r.reason == "PayloadEmpty")
         #expect(r.message.contains("a comment at line 2"), "\(r.message)")
     }
 
@@ -189,7 +189,7 @@ struct APNsPayloadTests {
             #expect(payload.json == String(decoding: data, as: UTF8.self))
         } else {
             let r = try #require(rejection(data, name: row.file), "\(row.file) is indexed as not strict JSON")
-            #expect(r.reason == "BadPayload", "\(row.file): \(r)")
+            #expect(r.reason == "PayloadEmpty", "\(row.file): \(r)")
             #expect(r.message.hasPrefix(row.file + ": "), "\(r.message)")
             #expect(r.message.contains("trailing comma"), "\(r.message)")
             // The line named holds the comma.

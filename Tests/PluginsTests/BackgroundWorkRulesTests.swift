@@ -26,7 +26,12 @@ struct BackgroundWorkRulesTests {
         fx.compactMap { if case .kill(_, _, let code, _) = $0 { code } else { nil } }
     }
     func notes(_ fx: [ModeEffect]) -> [String] {
-        fx.compactMap { if case .note(_, let t) = $0 { t } else { nil } }
+        fx.compactMap {
+            switch $0 {
+            case .note(_, let t), .typedNote(_, let t, _): t
+            default: nil
+            }
+        }
     }
 
     // MARK: fetch
@@ -207,12 +212,51 @@ struct BackgroundWorkRulesTests {
         #expect(try r.get().contains("off for every app"))
     }
 
-    @Test func tokensOfUninstalledAppsAreUnregistered() {
+    @Test func tokensOfUninstalledAppsAreUnregistered() throws {
         let h = hub(app("p", entitlements: ["aps-environment"]))
-        let token = RemoteNotificationPlugin.deviceToken(for: "p")
-        #expect(h.deviceTokenOwner(token) == .installed("p"))
-        _ = h.uninstall("p")
+        let (token, issued) = try #require(h.deviceToken(of: "p", .apns))
+        #expect(issued == [.persistDeviceToken(DeviceTokenRecord(token: token, bundleIdentifier: "p", kind: .apns, retired: false))],
+                "a new token is persisted before it is handed out")
+        #expect(h.deviceTokenOwner(token) == .installed("p", .apns))
+        let uninstalled = h.uninstall("p")
+        #expect(uninstalled.contains(.persistDeviceToken(DeviceTokenRecord(token: token, bundleIdentifier: "p", kind: .apns, retired: true))))
         #expect(h.deviceTokenOwner(token) == .uninstalled("p"))
         #expect(h.deviceTokenOwner(String(repeating: "0", count: 64)) == .unknown)
+    }
+
+    @Test func tokensAreRandomPerInstallKeptOverUpdatesAndNewAfterAReinstall() throws {
+        let h = hub(app("p", modes: [.voip], entitlements: ["aps-environment"]))
+        let (apns, _) = try #require(h.deviceToken(of: "p", .apns))
+        let (voip, _) = try #require(h.deviceToken(of: "p", .voip))
+        #expect(apns != voip, "PushKit's token is not the APNs token")
+        #expect(apns.count == 64 && apns.allSatisfy { $0.isHexDigit && !$0.isUppercase })
+        #expect(h.deviceTokenOwner(voip) == .installed("p", .voip))
+        #expect(try #require(h.deviceToken(of: "p", .apns)) == (apns, []), "asked again: the same token, nothing to persist")
+        _ = h.install(app("p", modes: [.voip], entitlements: ["aps-environment"]))
+        #expect(try #require(h.deviceToken(of: "p", .apns)).0 == apns, "an update keeps the token")
+        _ = h.uninstall("p")
+        _ = h.install(app("p", modes: [.voip], entitlements: ["aps-environment"]))
+        let (again, _) = try #require(h.deviceToken(of: "p", .apns))
+        #expect(again != apns, "a reinstalled app gets a new token, as on iOS")
+        #expect(h.deviceTokenOwner(apns) == .uninstalled("p"))
+        #expect(h.deviceTokenOwner(again) == .installed("p", .apns))
+        // Another host (another hub) gives the same app another token.
+        let other = hub(app("p", entitlements: ["aps-environment"]))
+        #expect(try #require(other.deviceToken(of: "p", .apns)).0 != apns)
+        #expect(h.deviceToken(of: "nobody", .apns) == nil, "only an installed app has a token")
+    }
+
+    @Test func retiredTokensAreBounded() throws {
+        let h = hub()
+        var first: String?
+        var forgotten: [String] = []
+        for _ in 0...DeviceTokens.maximumRetired {
+            _ = h.install(app("p", entitlements: ["aps-environment"]))
+            let (token, _) = try #require(h.deviceToken(of: "p", .apns))
+            if first == nil { first = token }
+            for case .forgetDeviceToken(let t) in h.uninstall("p") { forgotten.append(t) }
+        }
+        #expect(forgotten == [try #require(first)], "past the bound the oldest retired token is forgotten")
+        #expect(h.deviceTokenOwner(try #require(first)) == .unknown)
     }
 }
