@@ -162,6 +162,7 @@ public final class PushGateway: Sendable {
                         ) { stream in
                             stream.eventLoop.makeCompletedFuture { try StreamChannel(wrappingChannelSynchronously: stream) }
                         }
+                        try sync.addHandler(ConnectionErrorCloser())
                         return Connection(channel: channel, multiplexer: multiplexer)
                     }
                 }
@@ -352,5 +353,24 @@ public final class PushGateway: Sendable {
         }
         let line = text.trimmingCharacters(in: .whitespacesAndNewlines)
         return line.isEmpty ? nil : line
+    }
+}
+
+/// Closes a gateway connection after an HTTP/2 connection error (a head over the header
+/// list size, a protocol violation). NIO writes the GOAWAY and reports the error, but
+/// leaves the socket open; a provider's client would wait for its answer for ever. A
+/// stream's own error ends that stream only.
+private final class ConnectionErrorCloser: ChannelInboundHandler {
+    typealias InboundIn = Any
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !(error is NIOHTTP2Errors.StreamError) {
+            context.close(promise: nil)
+        }
+        context.fireErrorCaught(error)
     }
 }

@@ -389,6 +389,22 @@ struct PushGatewayCurlTests {
         }
     }
 
+    /// A head over the advertised header list size (16 KiB) is a connection error: the
+    /// gateway sends GOAWAY and closes the connection, so the client's request fails at
+    /// once instead of waiting for an answer for ever; the next connection is served.
+    @Test func aHeadOverTheHeaderListSizeEndsTheConnectionAndTheGatewayGoesOn() async throws {
+        try await withGateway("gw-bighead") { g in
+            let token = try await g.installPushProbe("com.test.gw.big")
+            let big = String(repeating: "x", count: 17_000)
+            let a = try await Curl.request(h2c + ["-H", "apns-topic: com.test.gw.big", "-H", "x-padding: \(big)", "-d", alertPayload],
+                                           url: g.url(token))
+            #expect(a.status == 0 && a.exit != 0, "no answer, the connection ended: \(a)")
+            #expect(a.exit != 28, "curl's own 30 s limit (exit 28) was not what ended it: \(a)")
+            let b = try await Curl.request(h2c + ["-H", "apns-topic: com.test.gw.big", "-d", alertPayload], url: g.url(token))
+            #expect(b.status == 200, "\(b)")
+        }
+    }
+
     @Test func aSilentPushWakesTheSuspendedApp() async throws {
         var profile = BudgetProfile.default
         profile.silentPushesPerHour = 1000
