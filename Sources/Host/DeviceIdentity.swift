@@ -75,7 +75,9 @@ public struct DeviceIdentity: Codable, Sendable, Equatable {
         if let identity = try load(stateDirectory: stateDirectory) { return identity }
         let identity = DeviceIdentity(udid: UUID().uuidString.uppercased(), name: defaultName(stateDirectory: stateDirectory))
         let path = path(stateDirectory: stateDirectory)
-        let temporary = path + ".\(getpid()).tmp"
+        // Unique per maker, threads of one process included (two tasks sharing a name
+        // would unlink each other's file before its link).
+        let temporary = path + ".\(getpid()).\(UUID().uuidString).tmp"
         let data: Data
         do {
             let encoder = JSONEncoder()
@@ -96,8 +98,9 @@ public struct DeviceIdentity: Codable, Sendable, Equatable {
             throw DeviceIdentityError(description: "cannot write \(temporary): \(String(cString: strerror(errno)))")
         }
         if link(temporary, path) != 0 {
-            guard errno == EEXIST, let theirs = try load(stateDirectory: stateDirectory) else {
-                throw DeviceIdentityError(description: "cannot create \(path): \(String(cString: strerror(errno)))")
+            let code = errno
+            guard code == EEXIST, let theirs = try load(stateDirectory: stateDirectory) else {
+                throw DeviceIdentityError(description: "cannot create \(path): \(String(cString: strerror(code)))")
             }
             return theirs
         }
