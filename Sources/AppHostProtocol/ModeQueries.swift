@@ -16,6 +16,10 @@ public enum ModeQuery: Codable, Sendable, Equatable {
     case fetchSchedule
     /// Pending and running BGTaskScheduler tasks, of every app or one (`bgtask list`).
     case bgTasks(bundleIdentifier: String?)
+    /// The simulated BLE world: peripherals, scanning apps, connections (`ble list`).
+    case bleWorld
+    /// The connected external accessories (`accessory list`).
+    case accessories
 }
 
 /// The answer to a ``ModeQuery``.
@@ -24,6 +28,73 @@ public enum ModeAnswer: Codable, Sendable, Equatable {
     case device(DeviceConditions)
     case fetchSchedule(FetchSchedule)
     case bgTasks([BGTaskListing])
+    case bleWorld(BLEWorldListing)
+    case accessories([Accessory])
+}
+
+/// The simulated BLE world (`apphost ble list`).
+public struct BLEWorldListing: Codable, Sendable, Equatable {
+    /// A scanning app and its service filter.
+    public struct Scanner: Codable, Sendable, Equatable {
+        public var bundleIdentifier: String
+        /// The services it scans for; nil: everything (which finds nothing in the background).
+        public var services: [String]?
+        public init(bundleIdentifier: String, services: [String]?) {
+            self.bundleIdentifier = bundleIdentifier
+            self.services = services
+        }
+    }
+    /// An app's connected peripherals.
+    public struct Connection: Codable, Sendable, Equatable {
+        public var bundleIdentifier: String
+        public var peripherals: [String]
+        public init(bundleIdentifier: String, peripherals: [String]) {
+            self.bundleIdentifier = bundleIdentifier
+            self.peripherals = peripherals
+        }
+    }
+    /// What a central can see: the simulated peripherals (id order), then the apps
+    /// advertising (`app:<bundle id>`).
+    public var peripherals: [BLEPeripheral]
+    /// Apps whose advertising is paused: in the background without `bluetooth-peripheral`.
+    public var pausedAdvertisers: [String]
+    public var scanners: [Scanner]
+    public var connections: [Connection]
+
+    public init(peripherals: [BLEPeripheral], pausedAdvertisers: [String], scanners: [Scanner], connections: [Connection]) {
+        self.peripherals = peripherals
+        self.pausedAdvertisers = pausedAdvertisers
+        self.scanners = scanners
+        self.connections = connections
+    }
+
+    /// The lines `ble list` prints.
+    public var text: String {
+        var lines = ["peripherals:"]
+        for p in peripherals {
+            lines.append("  \(p.id)\(p.name.map { " \"\($0)\"" } ?? "") services \(p.services.isEmpty ? "-" : p.services.joined(separator: ",")) rssi \(p.rssi)")
+        }
+        for app in pausedAdvertisers {
+            lines.append("  app:\(app) (advertising paused: in the background without bluetooth-peripheral)")
+        }
+        lines.append("scanning:")
+        for s in scanners {
+            lines.append("  \(s.bundleIdentifier) filter \(s.services.map { $0.joined(separator: ",") } ?? "nil (all; nothing in the background)")")
+        }
+        lines.append("connections:")
+        for c in connections {
+            lines.append("  \(c.bundleIdentifier) → \(c.peripherals.joined(separator: ", "))")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension Accessory {
+    /// The lines `accessory list` prints.
+    public static func text(_ accessories: [Accessory]) -> String {
+        if accessories.isEmpty { return "no accessory connected" }
+        return accessories.map { "#\($0.id) \"\($0.name)\" \($0.protocols.joined(separator: ", "))" }.joined(separator: "\n")
+    }
 }
 
 /// The Settings switches that gate background work (`apphost settings show`).

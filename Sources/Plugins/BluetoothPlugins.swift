@@ -36,6 +36,16 @@ struct BLEWorld: PluginState {
     }
 
     static func normalize(_ uuid: String) -> String { uuid.uppercased() }
+
+    /// The world as `ble list` shows it (text and `--json` alike).
+    var listing: BLEWorldListing {
+        BLEWorldListing(
+            peripherals: visible(excluding: nil),
+            pausedAdvertisers: advertisers.filter(\.value.paused).keys.sorted(),
+            scanners: scanners.sorted { $0.key < $1.key }.map { .init(bundleIdentifier: $0.key, services: $0.value) },
+            connections: connections.sorted { $0.key < $1.key }.filter { !$0.value.isEmpty }
+                .map { .init(bundleIdentifier: $0.key, peripherals: $0.value.sorted()) })
+    }
 }
 
 enum BLE {
@@ -103,6 +113,11 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
     public var services: [String] { ["CentralManager.scanForPeripherals", "CentralManager.stopScan", "CentralManager.connect", "CentralManager.cancelPeripheralConnection"] }
     public var wakeSources: [String] { ["apphost ble add", "apphost ble notify", "apphost ble remove"] }
     public var sandbox: SandboxGrant { SandboxGrant(socketFamilies: [Int32(AF_BLUETOOTH)]) }
+
+    public func answer(_ query: ModeQuery, in ctx: ModeContext) throws(ModeCommandError) -> ModeAnswer? {
+        guard case .bleWorld = query else { return nil }
+        return .bleWorld(ctx.state(BLEWorld.self).listing)
+    }
 
     public func lint(_ app: LintSubject) -> [LintFinding] { BluetoothUsage.lint(app, mode) }
 
@@ -194,24 +209,7 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
             if !held.isEmpty { message += "; not delivered to \(held.joined(separator: ", ")) (suspended without bluetooth-central)" }
             return message
         case .bleList:
-            let w = ctx.state(BLEWorld.self)
-            var lines: [String] = []
-            lines.append("peripherals:")
-            for p in w.visible(excluding: nil) {
-                lines.append("  \(p.id)\(p.name.map { " \"\($0)\"" } ?? "") services \(p.services.isEmpty ? "-" : p.services.joined(separator: ",")) rssi \(p.rssi)")
-            }
-            for (app, ad) in w.advertisers.sorted(by: { $0.key < $1.key }) where ad.paused {
-                lines.append("  app:\(app) (advertising paused: in the background without bluetooth-peripheral)")
-            }
-            lines.append("scanning:")
-            for (app, filter) in w.scanners.sorted(by: { $0.key < $1.key }) {
-                lines.append("  \(app) filter \(filter.map { $0.joined(separator: ",") } ?? "nil (all; nothing in the background)")")
-            }
-            lines.append("connections:")
-            for (app, ids) in w.connections.sorted(by: { $0.key < $1.key }) where !ids.isEmpty {
-                lines.append("  \(app) → \(ids.sorted().joined(separator: ", "))")
-            }
-            return lines.joined(separator: "\n")
+            return ctx.state(BLEWorld.self).listing.text
         default:
             return nil
         }

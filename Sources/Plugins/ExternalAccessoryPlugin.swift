@@ -21,6 +21,11 @@ public struct ExternalAccessoryPlugin: BackgroundModePlugin {
         init() {}
     }
 
+    public func answer(_ query: ModeQuery, in ctx: ModeContext) throws(ModeCommandError) -> ModeAnswer? {
+        guard case .accessories = query else { return nil }
+        return .accessories(ctx.state(State.self).accessories.values.sorted { $0.id < $1.id })
+    }
+
     public func lint(_ app: LintSubject) -> [LintFinding] {
         guard app.manifest.externalAccessoryProtocols.isEmpty else { return [] }
         return [LintFinding(.error, file: app.manifestPath, key: "UISupportedExternalAccessoryProtocols", mode: mode.rawValue,
@@ -62,9 +67,7 @@ public struct ExternalAccessoryPlugin: BackgroundModePlugin {
             let told = fanOut(a, protocols: [proto], event: .accessoryData(accessory: a, protocolString: proto, bytes: bytes), launch: true, ctx)
             return "\(bytes.count) byte(s) from accessory #\(a.id) on \(proto); delivered to: \(told.isEmpty ? "no app" : told.joined(separator: ", "))"
         case .accessoryList:
-            let all = ctx.state(State.self).accessories.values.sorted { $0.id < $1.id }
-            if all.isEmpty { return "no accessory connected" }
-            return all.map { "#\($0.id) \"\($0.name)\" \($0.protocols.joined(separator: ", "))" }.joined(separator: "\n")
+            return Accessory.text(ctx.state(State.self).accessories.values.sorted { $0.id < $1.id })
         default:
             return nil
         }

@@ -13,7 +13,7 @@ import Foundation
 /// --json` prints one envelope per line (JSON Lines), each with one event.
 enum JSONOutput: String, CaseIterable, Sendable {
     case status, list, install, reports, event, clock, profile, fetchSchedule, bgtaskList
-    case settings, device, snapshot, switcher, manifest, listDevices, listapps
+    case settings, device, snapshot, switcher, manifest, listDevices, listapps, bleList, accessoryList
 
     /// The version of every kind's schema today.
     static let version = 1
@@ -34,6 +34,8 @@ enum JSONOutput: String, CaseIterable, Sendable {
         case .device: "device"
         case .snapshot: "snapshot"
         case .manifest: "manifest"
+        case .bleList: "world"
+        case .accessoryList: "accessories"
         }
     }
 

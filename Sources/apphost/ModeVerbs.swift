@@ -341,9 +341,18 @@ extension AppHostCommand {
             static let configuration = CommandConfiguration(
                 commandName: "list",
                 abstract: "Show the BLE world: peripherals in range, scanning apps, connections.",
-                discussion: "Example: apphost ble list")
+                discussion: "--json prints the same as data (docs/json.md). Example: apphost ble list")
             @OptionGroup var state: StateOptions
-            func run() throws { try state.perform(.mode(.bleList)) }
+            @OptionGroup var output: JSONOption
+            func run() throws {
+                guard output.json else { return try state.perform(.mode(.bleList)) }
+                try reportingErrors {
+                    guard case .bleWorld(let world) = try state.query(.bleWorld) else {
+                        throw CLIError(description: "unexpected answer from the daemon")
+                    }
+                    try printJSON(.bleList, world)
+                }
+            }
         }
     }
 
@@ -442,9 +451,18 @@ extension AppHostCommand {
             static let configuration = CommandConfiguration(
                 commandName: "list",
                 abstract: "Show the connected accessories with their ids and protocols.",
-                discussion: "Example: apphost accessory list")
+                discussion: "--json prints the same as data (docs/json.md). Example: apphost accessory list")
             @OptionGroup var state: StateOptions
-            func run() throws { try state.perform(.mode(.accessoryList)) }
+            @OptionGroup var output: JSONOption
+            func run() throws {
+                guard output.json else { return try state.perform(.mode(.accessoryList)) }
+                try reportingErrors {
+                    guard case .accessories(let accessories) = try state.query(.accessories) else {
+                        throw CLIError(description: "unexpected answer from the daemon")
+                    }
+                    try printJSON(.accessoryList, accessories)
+                }
+            }
         }
     }
 }

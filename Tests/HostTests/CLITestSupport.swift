@@ -348,7 +348,7 @@ func jsonPayload(_ text: String, _ kind: String, sourceLocation: SourceLocation 
     let keys = ["status": "apps", "list": "apps", "switcher": "apps", "install": "app", "reports": "reports", "event": "event",
                 "clock": "clock", "profile": "profiles", "fetchSchedule": "schedule", "bgtaskList": "tasks",
                 "settings": "settings", "device": "device", "snapshot": "snapshot", "manifest": "manifest",
-                "listDevices": "devices", "listapps": "apps"]
+                "listDevices": "devices", "listapps": "apps", "bleList": "world", "accessoryList": "accessories"]
     let envelope = try #require(try parseJSON(text) as? [String: Any], "not a JSON object: \(text)", sourceLocation: sourceLocation)
     #expect(envelope["version"] as? Int == 1, "version: \(text)", sourceLocation: sourceLocation)
     #expect(envelope["kind"] as? String == kind, "kind: \(text)", sourceLocation: sourceLocation)

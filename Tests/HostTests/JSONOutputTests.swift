@@ -10,7 +10,7 @@ import TestSupport
 
 /// The kinds of `--json` output: `docs/schemas/<kind>.schema.json` each.
 let jsonOutputKinds = ["status", "list", "install", "reports", "event", "clock", "profile", "fetchSchedule", "bgtaskList",
-                       "settings", "device", "snapshot", "switcher", "manifest", "listDevices", "listapps"]
+                       "settings", "device", "snapshot", "switcher", "manifest", "listDevices", "listapps", "bleList", "accessoryList"]
 
 func outputSchema(_ kind: String) throws -> JSONSchema {
     try JSONSchema(path: packageRoot + "/docs/schemas/\(kind).schema.json")
@@ -119,13 +119,25 @@ struct JSONOutputCLITests {
             _ = try ok(await s.run("background", id), "background")
             _ = try #require(await follow.line(where: { $0.contains(#""to":"suspended""#) }), "suspended: \(follow.lines)")
 
+            // Something in the BLE and accessory worlds, so their listings have content.
+            _ = try ok(await s.run("ble", "add", "hr", "--service", "180D", "--name", "Heart"), "ble add")
+            _ = try ok(await s.run("accessory", "connect", "com.acme.printer", "--name", "Printer"), "accessory connect")
+            let world = try #require(try jsonPayload(try ok(await s.run("ble", "list", "--json"), "ble list"), "bleList") as? [String: Any])
+            let peripherals = try #require(world["peripherals"] as? [[String: Any]])
+            #expect(peripherals.first?["id"] as? String == "hr" && peripherals.first?["services"] as? [String] == ["180D"], "\(world)")
+            #expect(try ok(await s.run("ble", "list"), "ble list").contains("hr \"Heart\" services 180D"), "the text says the same")
+            let accessories = try #require(try jsonPayload(try ok(await s.run("accessory", "list", "--json"), "accessory list"), "accessoryList") as? [[String: Any]])
+            #expect(accessories.map { $0["name"] as? String } == ["Printer"] && accessories.first?["protocols"] as? [String] == ["com.acme.printer"], "\(accessories)")
+
             let daemonProfile = try ok(await s.run("profile", "show", "--json"), "profile show")
             try expectConforms(daemonProfile, to: "profile", "profile show")
             #expect((try parseJSON(daemonProfile) as? [String: Any])?["source"] as? String == "daemon")
             for verb in [["status"], ["status", id], ["list"], ["clock", "now"], ["clock", "advance", "1s"], ["settings", "show"],
                          ["device", "show"], ["fetch", "schedule"], ["bgtask", "list"], ["bgtask", "list", id], ["snapshot", id], ["switcher"],
-                         ["list-devices"], ["listapps"]] {
+                         ["list-devices"], ["listapps"], ["ble", "list"], ["accessory", "list"]] {
                 let kind = switch verb[0] {
+                case "ble": "bleList"
+                case "accessory": "accessoryList"
                 case "clock": "clock"
                 case "settings": "settings"
                 case "device": "device"
