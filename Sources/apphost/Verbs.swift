@@ -8,7 +8,7 @@ extension AppHostCommand {
     struct Install: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Install an app bundle (or update it) on the running host.",
-            discussion: "The executable is resolved from the bundle, then --products-dir / $APPHOST_PRODUCTS_DIR of the daemon, then the folder of the apphost binary, then the package's .build/debug and .build/release above the bundle. A partial Info.plist (Xcode's GENERATE_INFOPLIST_FILE) takes CFBundleIdentifier, CFBundleExecutable and CFBundleName from $(PRODUCT_BUNDLE_IDENTIFIER), $(EXECUTABLE_NAME) and $(PRODUCT_NAME), given with --setting or --xcconfig.")
+            discussion: "The executable is resolved from the bundle, then --products-dir / $APPHOST_PRODUCTS_DIR of the daemon, then the folder of the apphost binary, then the package's .build/debug and .build/release above the bundle. A partial Info.plist (Xcode's GENERATE_INFOPLIST_FILE) takes CFBundleIdentifier, CFBundleExecutable and CFBundleName from $(PRODUCT_BUNDLE_IDENTIFIER), $(EXECUTABLE_NAME) and $(PRODUCT_NAME), given with --setting or --xcconfig.\n\n" + DeviceArgument.help("apphost install booted path/to/App.app"))
         @Argument(help: ArgumentHelp("An App.app folder or an Info.plist file.", valueName: "bundle"))
         var bundle: String
         @OptionGroup var settings: SettingOptions
