@@ -18,6 +18,10 @@ struct TransferRecord: Equatable {
     var stage: Stage = .inFlight
     /// The app asked for resume data when it cancelled: it hears the answer (maybe nil).
     var resumeDataRequested = false
+    /// A cancel asked while the daemon was not ready (starting or restarting: it may not
+    /// have the job yet, and nothing reaches it): sent after the job once it is ready.
+    /// `true`: producing resume data.
+    var cancelWhenReady: Bool?
 }
 
 /// One wake (or background launch) of an app for a session's events, as iOS batches
@@ -192,10 +196,18 @@ struct TransferBroker {
     /// The daemon connected, or said `ready`: the device conditions, then every durable
     /// job it has not accepted yet (made while it was starting or restarting; a
     /// duplicate is refused by the daemon).
+    /// A cancel asked meanwhile follows its job (``TransferRecord/cancelWhenReady``; kept
+    /// until the daemon accepts the job or it finishes, as a sync may reach a daemon whose
+    /// connection is not attached yet, and come again; a second cancel changes nothing).
     func sync() -> [Effect] {
-        [.sendConditions] + records.sorted(by: { $0.key < $1.key })
-            .filter { !$0.value.accepted && $0.value.durable && $0.value.stage == .inFlight }
-            .map { .daemon(.enqueue($0.value.job)) }
+        var effects: [Effect] = [.sendConditions]
+        for (id, r) in records.sorted(by: { $0.key < $1.key }) {
+            if !r.accepted && r.durable && r.stage == .inFlight { effects.append(.daemon(.enqueue(r.job))) }
+            if let resumeData = r.cancelWhenReady {
+                effects.append(.daemon(resumeData ? .cancelProducingResumeData(id: id) : .cancel(id: id)))
+            }
+        }
+        return effects
     }
 
     /// The daemon's connection ended (it exited): a new one must say `ready` again.
@@ -213,6 +225,7 @@ struct TransferBroker {
             // In memory only: a restarted host offers every transfer again, and the
             // daemon accepts one it has (one commit less per transfer).
             records[id]?.accepted = true
+            records[id]?.cancelWhenReady = nil
             return []
         case .progress(let id, let done, let expected):
             guard var r = records[id] else { return [] }
@@ -235,6 +248,7 @@ struct TransferBroker {
             guard var r = records[id] else { return [.daemon(.acknowledge(id: id))] }
             guard r.outcome == nil else { return [] }
             r.outcome = outcome
+            r.cancelWhenReady = nil
             r.state = .completed
             records[id] = r
             return [.note(app: r.job.bundleIdentifier, "transfer \(id) (task \(r.job.taskIdentifier) of \(r.job.session)) finished: \(outcome)",
@@ -382,13 +396,15 @@ struct TransferBroker {
             guard let id = id(app: app, session: session, task: task), let r = records[id] else {
                 return reply(.refused(reason: "no task \(task) in \(session)"))
             }
-            if produceResumeData {
-                records[id]?.resumeDataRequested = true
-                if r.outcome == nil && r.job.kind == .download {
-                    return [.daemon(.cancelProducingResumeData(id: id))] + reply(.ok)
-                }
+            let resumeData = produceResumeData && r.outcome == nil && r.job.kind == .download
+            if produceResumeData { records[id]?.resumeDataRequested = true }
+            // A daemon starting or restarting hears nothing now, and may not have the job
+            // yet: the cancel goes after the job once it is ready.
+            guard ready else {
+                if r.outcome == nil { records[id]?.cancelWhenReady = resumeData }
+                return reply(.ok)
             }
-            return [.daemon(.cancel(id: id))] + reply(.ok)
+            return [.daemon(resumeData ? .cancelProducingResumeData(id: id) : .cancel(id: id))] + reply(.ok)
         case .urlSessionTasks(let session):
             return reply(.transferTasks(snapshots(app, session)))
         case .urlSessionEventsCompleted(let session):

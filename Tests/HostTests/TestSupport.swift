@@ -162,6 +162,14 @@ final class TestHost: Sendable {
     }
 }
 
+/// A launch watchdog of 120 s instead of iOS's 20 s, for tests of something else whose apps
+/// do work in `didFinishLaunching` that crosses processes (a background URLSession: a round
+/// trip through the host to the transfer daemon). In a loaded full run those launches took
+/// over 20 s now and then, and the watchdog ended the test, not what it tests.
+func patientLaunch(_ configuration: inout HostConfiguration) {
+    configuration.profile.launch = 120
+}
+
 /// Runs `body` with a host of its own (the arguments are `TestHost`'s), then stops it
 /// (its apps terminated and reaped) and removes its state directory, also when `body`
 /// throws or a `#require` fails. With `directory`, the host runs on that state

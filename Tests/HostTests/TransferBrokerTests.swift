@@ -213,6 +213,27 @@ struct TransferBrokerTests {
         #expect(b.handle(.ready(pid: 4, unfinished: 1), world: Self.world(.active)).dropFirst() == [.sendConditions], "accepted: not sent again")
     }
 
+    /// A cancel asked while the daemon is starting reaches nobody then, and the job is
+    /// sent once it is ready: the cancel follows the job (the flake of
+    /// `aCancelRightAfterResumeComesAfterItsTask` in loaded runs: the download completed).
+    @Test func aCancelWhileTheDaemonStartsFollowsTheJobOnceItIsReady() {
+        var b = TransferBroker(firstID: 100)
+        _ = Self.settle(&b, b.request(.urlSessionCreate(BackgroundSessionConfig(identifier: Self.session)), id: 1, from: Self.app, world: Self.world(.active)))
+        _ = Self.settle(&b, b.request(.urlSessionStartTask(session: Self.session, kind: .download, url: "http://h/1", method: "GET", headers: [:], uploadFile: nil),
+                                      id: 2, from: Self.app, world: Self.world(.active)))
+        let job = b.records.values.first!.job
+        let cancel = b.request(.urlSessionCancel(session: Self.session, taskIdentifier: 1, produceResumeData: false), id: 3, from: Self.app, world: Self.world(.active))
+        #expect(!cancel.contains { if case .daemon = $0 { true } else { false } }, "nothing reaches a daemon that is not ready")
+        #expect(cancel.contains(.reply(app: Self.app, request: 3, .ok)))
+        let ready = b.handle(.ready(pid: 3, unfinished: 0), world: Self.world(.active)).dropFirst()
+        #expect(Array(ready) == [.sendConditions, .daemon(.enqueue(job)), .daemon(.cancel(id: job.id))], "the job, then its cancel")
+        // A second sync (the connection attached after `ready`) sends both again; once
+        // the daemon accepted the job, neither.
+        #expect(b.sync() == [.sendConditions, .daemon(.enqueue(job)), .daemon(.cancel(id: job.id))])
+        _ = b.handle(.accepted(id: job.id), world: Self.world(.active))
+        #expect(b.sync() == [.sendConditions])
+    }
+
     @Test func theRoundsDeadlineKillsOnlyAnAppStillHoldingItsActivity() {
         let b = TransferBroker()
         #expect(b.roundTimedOut(app: Self.app, session: Self.session, activityHeld: false, timeout: "30s").isEmpty)

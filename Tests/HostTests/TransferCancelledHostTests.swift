@@ -21,7 +21,7 @@ struct TransferCancelledHostTests {
 
     @Test func theCancellationIsReportedAtTheNextLaunchEvenAfterAHostRestart() async throws {
         try await withStateDirectory("txq") { dir in
-            let id = try await withHost(directory: dir) { first in
+            let id = try await withHost(directory: dir, configure: patientLaunch) { first in
                 let id = try await first.installProbe("com.tx.forcequit")
                 // No network: the download waits in the daemon, nothing finishes by itself.
                 _ = try await first.supervisor.modeCommand(.deviceNetwork(.none))
@@ -38,7 +38,7 @@ struct TransferCancelledHostTests {
             }
 
             // The host stopped between the terminate and the next launch: the row is what remains.
-            try await withHost(reopening: dir) { second in
+            try await withHost(reopening: dir, configure: patientLaunch) { second in
                 _ = try await second.supervisor.launch(id, background: false, arguments: ["--on", "launch", "url-session:s"])
                 // The delegate returned it (a `callback` event is written on the return) ...
                 #expect(await second.waitForEvent(id) { $0.kind == .callback && $0.callback == Self.reported } != nil)
@@ -63,7 +63,7 @@ struct TransferCancelledHostTests {
     /// (URLSession's `backgroundUpdatesDisabled`, reason 1), reported at once to the app
     /// that runs; a transfer of a non-discretionary session goes on.
     @Test func refreshTurnedOffCancelsTheDiscretionaryTransfersOnly() async throws {
-        try await withHost(label: "txr") { host in
+        try await withHost(label: "txr", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.refreshoff")
             // No network: the downloads wait in the daemon, nothing finishes by itself.
             _ = try await host.supervisor.modeCommand(.deviceNetwork(.none))

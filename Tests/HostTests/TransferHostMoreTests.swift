@@ -98,7 +98,7 @@ struct TransferHostMoreTests {
         let server = try await startServer()
         let resource = Resource.generated(size: 256 << 10, seed: 3)
         server.serve("/file", resource: resource)
-        try await withHost(label: "txd") { host in
+        try await withHost(label: "txd", configure: patientLaunch) { host in
             await daemonReady(host)
             try await device(host, plugged: false, network: .wifi)
             let id = try await host.installProbe("com.txm.discretionary")
@@ -131,7 +131,7 @@ struct TransferHostMoreTests {
         let any = Resource.generated(size: 100 << 10, seed: 5)
         server.serve("/wifi", resource: wifiOnly)
         server.serve("/any", resource: any)
-        try await withHost(label: "txw") { host in
+        try await withHost(label: "txw", configure: patientLaunch) { host in
             await daemonReady(host)
             try await device(host, plugged: false, network: .cellular)
             let id = try await host.installProbe("com.txm.wifionly")
@@ -161,7 +161,7 @@ struct TransferHostMoreTests {
     @Test(.tags(.virtualClock)) func anAppThatNeverCallsTheEventsCompletionIsKilledWith2182bad3() async throws {
         let server = try await startServer()
         server.serve("/file", resource: .generated(size: 64 << 10, seed: 6))
-        try await withHost(label: "txk", clock: .virtual) { host in
+        try await withHost(label: "txk", clock: .virtual, configure: patientLaunch) { host in
             let id = try await host.installProbe("com.txm.never")
             // No network: the transfer waits until the app is suspended.
             await daemonReady(host)
@@ -222,7 +222,7 @@ struct TransferHostMoreTests {
     }
 
     @Test func transfersThatFinishWhileTheAppLaunchesShareOneRoundOfEvents() async throws {
-        let server = try await withHost(label: "txr") { host in
+        let server = try await withHost(label: "txr", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.txm.round")
             let server = try await transfersOfAKilledApp(host, id, count: 4)
             // The background launch blocks in didFinishLaunching until the test lets it go, so
@@ -254,7 +254,7 @@ struct TransferHostMoreTests {
     }
 
     @Test(.tags(.virtualClock)) func anAppRelaunchedInTheBackgroundThatNeverCallsTheCompletionIsKilledWith2182bad3() async throws {
-        let server = try await withHost(label: "txk", clock: .virtual) { host in
+        let server = try await withHost(label: "txk", clock: .virtual, configure: patientLaunch) { host in
             let id = try await host.installProbe("com.txm.relaunch-never")
             let server = try await transfersOfAKilledApp(host, id, count: 1)
             try saveProbeArguments(host, id, ["--events-completion", "never"])
@@ -279,7 +279,7 @@ struct TransferHostMoreTests {
 
     @Test func anUploadOfAFileInTheContainerSendsExactlyItsBytes() async throws {
         let server = try await startServer()
-        try await withHost(label: "txu") { host in
+        try await withHost(label: "txu", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.txm.upload")
             // Under the server's 1 MiB kept prefix, so every byte received is compared.
             let payload = Resource.generated(size: 700_001, seed: 7).bytes(in: 0..<700_001)
@@ -301,7 +301,7 @@ struct TransferHostMoreTests {
 
     @Test func anUploadOfAFileOutsideTheContainerIsRefused() async throws {
         let server = try await startServer()
-        try await withHost(label: "txr") { host in
+        try await withHost(label: "txr", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.txm.outside")
             let docs = container(host, id) + "/Documents"
             try FileManager.default.createDirectory(atPath: docs, withIntermediateDirectories: true)
@@ -344,7 +344,7 @@ struct TransferHostMoreTests {
         server.redirect("/moved", to: "/a", status: 301)
         server.redirect("/found", to: "/b", status: 302)
         server.redirect("/away", to: other.url("/c"), status: 307)
-        try await withHost(label: "txh") { host in
+        try await withHost(label: "txh", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.txm.redirect")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s",
@@ -375,7 +375,7 @@ struct TransferHostMoreTests {
         let resource = Resource.generated(size: 512 << 10, seed: 10)
         server.serve("/file", resource: resource)
         #expect(server.url("/file").hasPrefix("https://127.0.0.1:"))
-        try await withHost(label: "txs", configure: { $0.transferSettings.extraCA = certs.caCertificate }) { host in
+        try await withHost(label: "txs", configure: { patientLaunch(&$0); $0.transferSettings.extraCA = certs.caCertificate }) { host in
             let id = try await host.installProbe("com.txm.https")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -394,7 +394,7 @@ struct TransferHostMoreTests {
         let server = try await startServer(tls: certs.serverFiles)
         server.serve("/file", resource: .generated(size: 64 << 10, seed: 11))
         // No extra CA (and the daemon's default retries).
-        try await withHost(label: "txn") { host in
+        try await withHost(label: "txn", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.txm.untrusted")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",

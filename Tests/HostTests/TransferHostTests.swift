@@ -30,7 +30,7 @@ struct TransferHostTests {
 
     @Test func aDownloadInTheForegroundReachesTheDelegateAndTheTemporaryFileIsRemoved() async throws {
         let (server, resource) = try await startServer(size: 1 << 20)
-        try await withHost(label: "tx") { host in
+        try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.front")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -48,7 +48,7 @@ struct TransferHostTests {
         // Held after 64 KiB until the app is suspended: a loaded machine (CI) once took
         // longer to send it home than a paced 2 s download took to end.
         let (server, _) = try await startServer(size: 256 << 10, faults: [.holdAfter(bytes: 64 << 10)])
-        try await withHost(label: "tx") { host in
+        try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.wake")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -85,7 +85,7 @@ struct TransferHostTests {
     @Test func anAppKilledMidTransferIsLaunchedInTheBackgroundToCollectIt() async throws {
         // Held after 64 KiB until the app is dead: the kill certainly comes first.
         let (server, resource) = try await startServer(size: 256 << 10, faults: [.holdAfter(bytes: 64 << 10)])
-        try await withHost(label: "tx") { host in
+        try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.killed")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -117,7 +117,7 @@ struct TransferHostTests {
     /// launches nothing; its events wait until the app makes the session again.
     @Test func withoutLaunchEventsTheEventsWaitForTheNextLaunch() async throws {
         let (server, resource) = try await startServer(size: 128 << 10, faults: [.holdAfter(bytes: 32 << 10)])
-        try await withHost(label: "tx") { host in
+        try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.nolaunch")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s:no-launch-events", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -144,7 +144,7 @@ struct TransferHostTests {
     @Test func aKilledDaemonIsRestartedAndTheDownloadStillArrives() async throws {
         let size = 512 << 10
         let (server, resource) = try await startServer(size: size, faults: [.slow(bytesPerSecond: 256 << 10)])
-        try await withHost(label: "tx") { host in
+        try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.daemonkill")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -179,7 +179,7 @@ struct TransferHostTests {
         // 3 s at this pace: the host stops well before the end.
         let (server, resource) = try await startServer(size: 192 << 10, faults: [.slow(bytesPerSecond: 64 << 10)])
         try await withStateDirectory("tx") { dir in
-            let id = try await withHost(directory: dir) { first in
+            let id = try await withHost(directory: dir, configure: patientLaunch) { first in
                 let id = try await first.installProbe("com.tx.restart")
                 _ = try await first.supervisor.launch(id, background: false, arguments: [
                     "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -190,7 +190,7 @@ struct TransferHostTests {
 
             // The records are in apphost.sqlite; the new host's daemon resumes the download
             // and the app, ended by the shutdown (not by the user), is launched to collect it.
-            try await withHost(reopening: dir) { second in
+            try await withHost(reopening: dir, configure: patientLaunch) { second in
                 await returned(second, id, "didCompleteWithError(task 1, nil)")
                 let relaunch = await second.events(id).last { $0.kind == .transition && $0.from == .notRunning }
                 #expect(relaunch?.to == .background)
@@ -210,7 +210,7 @@ struct TransferHostTests {
 
     @Test func aUserTerminateCancelsTheAppsTransfers() async throws {
         let (server, _) = try await startServer(size: 4 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
-        try await withHost(label: "tx") { host in
+        try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.swiped")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -225,7 +225,7 @@ struct TransferHostTests {
 
     @Test func uninstallingCancelsTheAppsTransfersAndForgetsItsSessions() async throws {
         let (server, _) = try await startServer(size: 4 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
-        try await withHost(label: "tx") { host in
+        try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.gone")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -244,14 +244,14 @@ struct TransferHostTests {
     @Test func theDaemonStartsWithTheDevicesConditionsSoNoJobRunsWithoutNetwork() async throws {
         let (server, resource) = try await startServer(size: 64 << 10)
         try await withStateDirectory("tx") { dir in
-            let id = try await withHost(directory: dir) { first in
+            let id = try await withHost(directory: dir, configure: patientLaunch) { first in
                 let id = try await first.installProbe("com.tx.offline")
                 _ = try await first.supervisor.modeCommand(.deviceNetwork(.none))
                 return id
             }
             // The setting is persisted; the new host's daemon is spawned knowing it, and a job
             // made at once (while the daemon may still be starting) waits.
-            try await withHost(reopening: dir) { second in
+            try await withHost(reopening: dir, configure: patientLaunch) { second in
                 _ = try await second.supervisor.launch(id, background: false, arguments: [
                     "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
                 ])
@@ -270,7 +270,7 @@ struct TransferHostTests {
     @Test func cancelWithResumeDataThenResumeFetchesOnlyTheRest() async throws {
         // 8 s at this pace: the cancel at the first progress comes long before the end.
         let (server, resource) = try await startServer(size: 2 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
-        try await withHost(label: "tx") { host in
+        try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.resume")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -302,7 +302,7 @@ struct TransferHostTests {
     /// after the job, and the answers keep the order of the questions.
     @Test func aCancelRightAfterResumeComesAfterItsTask() async throws {
         let (server, _) = try await startServer(size: 4 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
-        try await withHost(label: "tx") { host in
+        try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.cancelnow")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
@@ -320,7 +320,7 @@ struct TransferHostTests {
     }
 
     @Test func aNonHTTPURLIsRefused() async throws {
-        try await withHost(label: "tx") { host in
+        try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.ftp")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:ftp://example.com/x",
@@ -336,7 +336,7 @@ struct TransferHostTests {
 @Suite("Transfer daemon isolation", .tags(.process), .timeLimit(.minutes(1)), .enabled(if: transferDaemonBuilt, "apphost-transferd not built: run `swift build` first"))
 struct TransferDaemonIsolationTests {
     @Test func theDaemonHasNoListeningSocketAnAppCouldConnectTo() async throws {
-        try await withHost(label: "txi") { host in
+        try await withHost(label: "txi", configure: patientLaunch) { host in
             let (past, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
             if !past.contains(where: { $0.transfer == .daemonReady }) {
                 for await e in live where e.transfer == .daemonReady { break }
