@@ -202,7 +202,7 @@ struct LaunchBench {
                     note: "as above plus the host's default seccomp filter"),
                 Row("ProcessReaper.spawn, + app confinement → hello", reaperModeRules, against: base,
                     note: Landlock.abiVersion == nil ? "socket-family filters only (no Landlock on this kernel)"
-                        : "as above plus an app's confinement: AF_BLUETOOTH/AF_UNIX filters, no listen, Landlock allow-list (kept per policy, checked by a stat a grant each spawn; the host's default)"),
+                        : "as above plus an app's confinement: AF_BLUETOOTH/AF_UNIX filters, no listen, Landlock allow-list (kept per policy; its own paths checked by a stat each spawn, system paths at most once a second; the host's default)"),
                 reaperProto,
                 hostRow,
                 hostVsReaper,

@@ -52,11 +52,17 @@ public struct PathGrant: Sendable, Hashable, CustomStringConvertible {
     public var path: String
     /// What the grant allows.
     public var access: PathAccess
+    /// A path every app is granted (`/usr`, files of `/etc`, `/sys`, devices), not
+    /// one of the app's own: a kept ruleset looks it up at most once a second to
+    /// see whether it still names the same inode, not at every spawn (see
+    /// `LandlockRulesetCache`).
+    public var isSystemPath: Bool
 
     /// Grants `access` beneath `path`.
-    public init(_ path: String, _ access: PathAccess) {
+    public init(_ path: String, _ access: PathAccess, isSystemPath: Bool = false) {
         self.path = path
         self.access = access
+        self.isSystemPath = isSystemPath
     }
 
     /// "/usr read-execute".
@@ -284,27 +290,48 @@ final class LandlockRuleset {
 /// Rulesets kept for later spawns of the same policy, on one thread (the
 /// reaper's). A kept ruleset is used again only when every literal grant's path
 /// still names the inode it named at the build (or still names nothing), and
-/// none of those inodes is now the excluded path or on the way to it: exactly
+/// none of the ruleset's inodes is now the excluded path or on the way to it:
 /// the rules a fresh build would make. Policies whose rules come from directory
 /// listings (wildcards, splits) are built each time. Checking costs one `stat`
 /// a grant, where building costs an `O_PATH` open, an `fstat`, a
 /// `landlock_add_rule` and a close.
-final class LandlockRulesetCache {
+///
+/// A grant marked ``PathGrant/isSystemPath`` (`/usr`, files of `/etc`, `/sys`,
+/// devices: the same for every app) is looked up at most once in
+/// `systemRecheck`, its answer shared by every policy: an app's 45 grants took
+/// about 80 µs to check at every spawn, on the launch's critical path, and all
+/// but its own few (container, bundle, executable, App Groups) are system
+/// paths. The way to the excluded paths is walked at every check and compared
+/// with the inodes the ruleset holds, so the state directory stays out of reach
+/// exactly; what may lag by up to `systemRecheck` is a system path replaced by
+/// rename (a new `/etc/resolv.conf`), which a kept ruleset does not grant
+/// (Landlock rules hold inodes) until the next look finds the change.
+struct LandlockRulesetCache {
     private struct Entry {
         let ruleset: LandlockRuleset
         let resolutions: [GrantResolution]
     }
 
     private var entries: [LandlockPolicy: Entry] = [:]
+    /// System paths' last lookups (CLOCK_MONOTONIC ns), shared by every policy.
+    private var systemLookups: [String: (resolution: GrantResolution, at: UInt64)] = [:]
     /// At most this many rulesets (one descriptor each) are kept.
     let capacity: Int
+    /// How long a system path's lookup is trusted, in nanoseconds.
+    static let systemRecheck: UInt64 = 1_000_000_000
+    /// At most this many system paths' lookups are kept (then all are dropped).
+    static let systemLookupCapacity = 4096
 
     init(capacity: Int = 64) { self.capacity = capacity }
 
+    /// How many system paths' lookups are kept (tests).
+    var systemLookupCount: Int { systemLookups.count }
+
     /// The ruleset of `policy`: a kept one if it is still exact, else a new one.
-    func ruleset(_ policy: LandlockPolicy, kernelABI: Int) throws(SpawnError) -> LandlockRuleset? {
+    /// `now`: CLOCK_MONOTONIC in nanoseconds.
+    mutating func ruleset(_ policy: LandlockPolicy, kernelABI: Int, now: UInt64) throws(SpawnError) -> LandlockRuleset? {
         if let entry = entries[policy] {
-            if Self.stillExact(entry, policy) { return entry.ruleset }
+            if stillExact(entry, policy, now: now) { return entry.ruleset }
             entries[policy] = nil
         }
         guard let (ruleset, resolutions) = try LandlockRuleset.buildRecording(policy, kernelABI: kernelABI) else {
@@ -313,19 +340,35 @@ final class LandlockRulesetCache {
         if let resolutions {
             if entries.count >= capacity, let any = entries.keys.first { entries[any] = nil }
             entries[policy] = Entry(ruleset: ruleset, resolutions: resolutions)
+            for (grant, resolved) in zip(policy.grants, resolutions) where grant.isSystemPath {
+                remember(grant.path, resolved, now: now)
+            }
         }
         return ruleset
     }
 
-    private static func stillExact(_ entry: Entry, _ policy: LandlockPolicy) -> Bool {
+    private mutating func remember(_ path: String, _ resolution: GrantResolution, now: UInt64) {
+        if case .skipped = resolution { return }
+        if systemLookups.count >= Self.systemLookupCapacity { systemLookups.removeAll() }
+        systemLookups[path] = (resolution, now)
+    }
+
+    private mutating func stillExact(_ entry: Entry, _ policy: LandlockPolicy, now: UInt64) -> Bool {
         var identities: [FileIdentity] = []
         for (grant, resolved) in zip(policy.grants, entry.resolutions) {
             switch resolved {
             case .skipped: continue
             case .absent, .file, .unknown:
-                let now = GrantResolution(resolving: grant.path)
-                guard now == resolved else { return false }
-                if case .file(let identity) = now { identities.append(identity) }
+                let current: GrantResolution
+                if grant.isSystemPath, let seen = systemLookups[grant.path], now >= seen.at,
+                   now - seen.at < Self.systemRecheck {
+                    current = seen.resolution
+                } else {
+                    current = GrantResolution(resolving: grant.path)
+                    if grant.isSystemPath { remember(grant.path, current, now: now) }
+                }
+                guard current == resolved else { return false }
+                if case .file(let identity) = resolved { identities.append(identity) }
             }
         }
         let excluded = LandlockRuleset.excludedInodes(policy.excluded)

@@ -144,6 +144,13 @@ int aph_seccomp_compile(const struct aph_seccomp_settings *s,
     uint32_t deny = SCMP_ACT_ERRNO((uint32_t)deny_errno);
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     if (ctx == NULL) return ENOMEM;
+    // A binary tree of syscall numbers instead of a list: every spawn loads the
+    // filter, and at load the kernel runs it once for each syscall number to
+    // find those it may always allow (its allow cache), so a list's length is
+    // paid some 450 times. Loading an app's filter (112 instructions as a list,
+    // 124 as a tree) took 76-88 µs in the child as a list, 48-59 µs as a tree.
+    // Same rules; a libseccomp without the attribute keeps the list.
+    (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 
     int rc = 0;
     // A rule equal to the default action (e.g. a name that resolves to

@@ -85,11 +85,12 @@ public enum AppConfinement {
                                stateDirectory: String, abiLimit: Int?) -> LandlockPolicy {
         var grants: [PathGrant] = [PathGrant(container, .readWrite)]
         grants += groupContainers.map { PathGrant($0, .readWrite) }
-        grants += systemTrees.map { PathGrant($0, .readExecute) }
-        grants += runtimeDirectories.map { PathGrant($0, .readExecute) }
-        grants += (systemFiles + certificatePaths + systemInformation).map { PathGrant($0, .readOnly) }
-        grants.append(PathGrant("/proc", .readOnly))
-        grants += (commonDevices + devices).map { PathGrant($0, .device) }
+        // The paths every app shares: looked up at most once a second (isSystemPath).
+        grants += systemTrees.map { PathGrant($0, .readExecute, isSystemPath: true) }
+        grants += runtimeDirectories.map { PathGrant($0, .readExecute, isSystemPath: true) }
+        grants += (systemFiles + certificatePaths + systemInformation).map { PathGrant($0, .readOnly, isSystemPath: true) }
+        grants.append(PathGrant("/proc", .readOnly, isSystemPath: true))
+        grants += (commonDevices + devices).map { PathGrant($0, .device, isSystemPath: true) }
 
         // The app's own files: never a folder inside the state directory (other
         // apps' containers, the database and the logs are there), nor `/` or a folder
