@@ -157,6 +157,11 @@ public enum Timestamp {
     /// The milliseconds are rounded here, not left to the formatter, which truncates: a
     /// parsed date is a double a hair below its milliseconds far from 1970 (year 22025),
     /// and truncating again lost one each round trip (found by the `frame` fuzz target).
+    /// Years 1583-9999 are written here, from the day count (the Gregorian calendar, UTC),
+    /// as Foundation's ISO 8601 style writes them: Foundation's formatter went through its
+    /// calendar for each date, about a tenth of the host's own time in a launch (every
+    /// event line has a stamp). Other years are left to Foundation (which counts days
+    /// before October 1582 in the Julian calendar).
     public static func format(_ date: Date) -> String {
         let t = date.timeIntervalSince1970
         guard t.isFinite, abs(t) < 9e12 else {
@@ -165,6 +170,48 @@ public enum Timestamp {
         let ms = Int64((t * 1000).rounded())
         let seconds = ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000)
         let fraction = ms - seconds * 1000
+        if let fast = civil(seconds: seconds, milliseconds: fraction) { return fast }
+        return foundationFormat(seconds: seconds, milliseconds: fraction)
+    }
+
+    /// `seconds` since 1970 and `milliseconds` (0...999) as `YYYY-MM-DDTHH:MM:SS.mmmZ`,
+    /// for years 1583-9999 (nil outside): Howard Hinnant's `civil_from_days`.
+    static func civil(seconds: Int64, milliseconds: Int64) -> String? {
+        // 1583-01-01T00:00:00Z ... 9999-12-31T23:59:59Z
+        guard seconds >= -12_212_553_600, seconds <= 253_402_300_799, (0...999).contains(milliseconds) else { return nil }
+        var days = seconds / 86_400
+        var secondOfDay = seconds % 86_400
+        if secondOfDay < 0 { secondOfDay += 86_400; days -= 1 }
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        var bytes = [UInt8](repeating: 0, count: 24)
+        func put(_ value: Int64, _ at: Int, _ width: Int) {
+            var v = value
+            for i in stride(from: at + width - 1, through: at, by: -1) {
+                bytes[i] = UInt8(truncatingIfNeeded: 48 + v % 10)
+                v /= 10
+            }
+        }
+        put(year, 0, 4); bytes[4] = 45 // -
+        put(month, 5, 2); bytes[7] = 45
+        put(day, 8, 2); bytes[10] = 84 // T
+        put(secondOfDay / 3600, 11, 2); bytes[13] = 58 // :
+        put(secondOfDay / 60 % 60, 14, 2); bytes[16] = 58
+        put(secondOfDay % 60, 17, 2); bytes[19] = 46 // .
+        put(milliseconds, 20, 3); bytes[23] = 90 // Z
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// What ``format(_:)`` wrote before ``civil(seconds:milliseconds:)``: Foundation's ISO
+    /// 8601 style for the whole seconds, the milliseconds added (tests compare the two).
+    static func foundationFormat(seconds: Int64, milliseconds fraction: Int64) -> String {
         let whole = Date(timeIntervalSince1970: Double(seconds))
             .formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).timeZone(separator: .omitted))
         guard whole.hasSuffix("Z") else { return whole }

@@ -35,7 +35,12 @@ extension Supervisor {
     }
 
     /// Writes whole frames to an app's socket (see ``SocketWriter``); held while a
-    /// virtual-clock continue awaits the kernel's confirmation.
+    /// virtual-clock continue awaits the kernel's confirmation. During a step (an input
+    /// of the run loop) the frames are kept, with the connection they are for, and
+    /// written when the step ends (``flushStepFrames()``), one write an app: an app's
+    /// thread woken by a frame in the middle of a step was often queued on the host's
+    /// CPU and took it from the rest of the step (a launch's last step, then the
+    /// launch() it answers, waited for the app's didBecomeActive).
     func sendFrames(_ id: String, _ bytes: [UInt8]) {
         if runtimes[id]?.heldForContinue != nil {
             runtimes[id]?.heldForContinue?.append(contentsOf: bytes)
@@ -45,10 +50,58 @@ extension Supervisor {
             logger.warning("no connection to \(id); dropped \(bytes.count) bytes of frames")
             return
         }
-        if let writer = runtimes[id]?.writer {
+        if stepDepth > 0 {
+            stepFrames.add(bytes, channel: channel, writer: runtimes[id]?.writer)
+            return
+        }
+        Self.write(bytes, channel: channel, writer: runtimes[id]?.writer)
+    }
+
+    /// Writes the frames kept during the step, in the order each connection got them.
+    func flushStepFrames() {
+        guard !stepFrames.isEmpty else { return }
+        for pending in stepFrames.take() {
+            Self.write(pending.bytes, channel: pending.channel, writer: pending.writer)
+        }
+    }
+
+    private static func write(_ bytes: [UInt8], channel: any Channel, writer: SocketWriter?) {
+        if let writer {
             writer.send(bytes, else: channel)
         } else {
             channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
         }
+    }
+}
+
+/// Frames made during a step, by connection (the channel they were made for, so that a
+/// frame never reaches a later process of the same app), in the order they were made.
+struct StepFrames {
+    struct Pending {
+        let channel: any Channel
+        let writer: SocketWriter?
+        var bytes: [UInt8]
+    }
+
+    private var pending: [Pending] = []
+    private var index: [ObjectIdentifier: Int] = [:]
+
+    var isEmpty: Bool { pending.isEmpty }
+
+    mutating func add(_ bytes: [UInt8], channel: any Channel, writer: SocketWriter?) {
+        let key = ObjectIdentifier(channel)
+        if let i = index[key] {
+            pending[i].bytes += bytes
+        } else {
+            index[key] = pending.count
+            pending.append(Pending(channel: channel, writer: writer, bytes: bytes))
+        }
+    }
+
+    mutating func take() -> [Pending] {
+        let taken = pending
+        pending = []
+        index = [:]
+        return taken
     }
 }

@@ -19,6 +19,7 @@ extension Supervisor {
             events.beginBatch()
             handle(item)
             passTurns()
+            flushStepFrames()
             stepDepth -= 1
             armTimerIfChanged()
             events.endBatch()

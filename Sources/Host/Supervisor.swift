@@ -37,6 +37,8 @@ public actor Supervisor {
     var settleDeadline: ContinuousClock.Instant?
     /// Inputs being handled (0 or 1) and whether a deadline moved in this step (see `apply`).
     var stepDepth = 0
+    /// Frames made during a step, written when it ends (see `sendFrames`).
+    var stepFrames = StepFrames()
     /// While a kernel report is fed (`feedObserved`): when the reaper got it.
     var observedTime: (app: String, date: Date)?
     var timerChanged = false

@@ -189,11 +189,15 @@ public final class ModeContext {
         shared[ObjectIdentifier(S.self)] = value
     }
 
-    /// Changes a plugin's state in place.
+    /// Changes a plugin's state in place. The value is taken out of the table while it
+    /// changes, so that its collections are not shared and change in place: a copy left
+    /// in the table made every change copy them (a plugin's per-app tables, at every
+    /// launch and event).
     @discardableResult
     public func update<S: PluginState, R>(_ type: S.Type, _ body: (inout S) throws -> R) rethrows -> R {
-        var s = state(type)
-        defer { setState(s) }
+        let key = ObjectIdentifier(type)
+        var s = (shared.removeValue(forKey: key) as? S) ?? S()
+        defer { shared[key] = s }
         return try body(&s)
     }
 
