@@ -152,7 +152,7 @@ let package = Package(
                 .product(name: "HeapModule", package: "swift-collections"),
             ]
         ),
-        .executableTarget(name: "apphost-transferd", dependencies: ["TransferCore", "AppHostProtocol"]),
+        .executableTarget(name: "apphost-transferd", dependencies: ["TransferCore", "AppHostProtocol", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),
         // App-switcher snapshots (issue 7): render a view tree, redact, PNG, privacy checks.
         .systemLibrary(name: "CFreeType", pkgConfig: "freetype2", providers: [.apt(["libfreetype-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
