@@ -98,23 +98,36 @@ final class AppConnectionHandler: ChannelInboundHandler {
 
 /// The answer to an app's `hello`, sent by its connection's handler where the hello is
 /// read instead of after a hop to the supervisor (which still handles the hello: the
-/// handshake, the first callback): the welcome is the same for every valid hello of a
-/// launch, and the app's first callback follows it sooner. Sent once, for a hello in
-/// this host's protocol version, through the runtime's ``SocketWriter`` (set before
-/// the channel reads anything), so it precedes every frame the supervisor sends. A hello
-/// in another version, or a second one, is left to the supervisor (a rejection, a
-/// violation).
+/// handshake, the first callback's bookkeeping): the welcome is the same for every valid
+/// hello of a launch, and so is the first callback, `didFinishLaunching` with the launch's
+/// options and state, which goes in the same write unless the supervisor withdrew it (the
+/// app's state changed before its hello). Sent once, for a hello in this host's protocol
+/// version, through the runtime's ``SocketWriter`` (set before the channel reads
+/// anything), so it precedes every frame the supervisor sends. A hello in another
+/// version, or a second one, is left to the supervisor (a rejection, a violation).
 final class HelloAnswer: Sendable {
     private struct State {
         var writer: SocketWriter?
         var answered = false
+        /// The first callback's frame until it is sent or withdrawn.
+        var firstCallback: [UInt8]?
+        var firstCallbackSent = false
     }
 
     private let welcome: [UInt8]
-    private let state = Mutex(State())
+    /// The app's state in the first callback.
+    let firstState: AppState?
+    private let firstSequence: UInt64
+    private let callbacks: CallbacksSent?
+    private let state: Mutex<State>
 
-    init(welcome: [UInt8]) {
+    init(welcome: [UInt8], firstCallback: [UInt8]? = nil, state: AppState? = nil, sequence: UInt64 = 0,
+         callbacks: CallbacksSent? = nil) {
         self.welcome = welcome
+        self.firstState = state
+        self.firstSequence = sequence
+        self.callbacks = callbacks
+        self.state = Mutex(State(firstCallback: firstCallback?.isEmpty == false && callbacks != nil ? firstCallback : nil))
     }
 
     /// The runtime's writer; set before the channel reads.
@@ -126,15 +139,39 @@ final class HelloAnswer: Sendable {
     /// Whether the welcome went out (before the handler passed the hello on).
     var answered: Bool { state.withLock { $0.answered } }
 
+    /// Whether the first callback went out with the welcome.
+    var firstCallbackSent: Bool { state.withLock { $0.firstCallbackSent } }
+
+    /// Keeps the first callback from going out with the welcome (its state is no longer
+    /// the app's); false if it went out already.
+    @discardableResult
+    func withdrawFirstCallback() -> Bool {
+        state.withLock { state in
+            guard !state.firstCallbackSent else { return false }
+            state.firstCallback = nil
+            return true
+        }
+    }
+
     func answer(version: Int, channel: any Channel) {
         guard version == IPCProtocol.version, !welcome.isEmpty else { return }
-        let writer = state.withLock { state -> SocketWriter? in
-            guard !state.answered, let writer = state.writer else { return nil }
+        let (writer, first) = state.withLock { state -> (SocketWriter?, [UInt8]?) in
+            guard !state.answered, let writer = state.writer else { return (nil, nil) }
             state.answered = true
             state.writer = nil // needed once; the runtime keeps its own
-            return writer
+            let first = state.firstCallback
+            state.firstCallback = nil
+            state.firstCallbackSent = first != nil
+            return (writer, first)
         }
-        writer?.send(welcome, else: channel)
+        guard let writer else { return }
+        if let first {
+            // Before it is written: its return is the host's answer, not the app's message.
+            callbacks?.sent(firstSequence)
+            writer.send(welcome + first, else: channel)
+        } else {
+            writer.send(welcome, else: channel)
+        }
     }
 }
 

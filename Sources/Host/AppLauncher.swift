@@ -21,8 +21,8 @@ struct AppLauncher {
         /// The run-loop stamp page (its descriptor goes to the child as 4; closed here
         /// once the spawn is over); nil when the host could make none.
         var stampPage: RunLoopStampPage?
-        /// The frame that answers the app's `hello` (see ``HelloAnswer``).
-        var welcome: [UInt8] = []
+        /// What answers the app's `hello` (see ``HelloAnswer``); nil: the supervisor answers.
+        var helloAnswer: HelloAnswer?
         /// The callbacks sent to this process (see ``CallbacksSent``), shared with its runtime.
         var callbacks = CallbacksSent()
     }
@@ -216,7 +216,7 @@ struct AppLauncher {
             input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
             return
         }
-        let answer = HelloAnswer(welcome: plan.welcome)
+        let answer = plan.helloAnswer ?? HelloAnswer(welcome: [])
         let callbacks = plan.callbacks
         // Events go straight to the input stream (one hop); any that beat `.spawned` there
         // are held by the supervisor until it arrives. Nothing is read before `.connected`
@@ -280,8 +280,21 @@ extension Supervisor {
         } catch {
             logger.warning("\(id): no run-loop stamp page (memfd: \(error)); its main run loop is not watched")
         }
-        plan.welcome = (try? Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: id,
-                                                              screen: configuration.screen))) ?? []
+        // The welcome and, in the same write, the first callback (the one the handshake
+        // will send: didFinishLaunching with this launch's options and the state it has
+        // now), sent where the hello is read; withdrawn if the state changes first.
+        let welcome = (try? Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: id,
+                                                             screen: configuration.screen))) ?? []
+        var first: [UInt8]?
+        let sequence = (runtimes[id]?.seq ?? 0) + 1
+        let state = runtimes[id]?.machine.state
+        if let machine = runtimes[id]?.machine, !machine.connected {
+            first = try? Frame.encode(HostMessage.callback(seq: sequence, callback: .didFinishLaunching(options: machine.launchOptions),
+                                                           state: machine.state))
+        }
+        let answer = HelloAnswer(welcome: welcome, firstCallback: first, state: state, sequence: sequence, callbacks: plan.callbacks)
+        plan.helloAnswer = answer
+        runtimes[id]?.helloAnswer = answer
         runtimes[id]?.callbacksSent = plan.callbacks
         runtimes[id]?.cgroup = plan.cgroup
         runtimes[id]?.oomKillsBefore = plan.cgroup?.oomKills ?? 0

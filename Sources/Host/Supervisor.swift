@@ -457,6 +457,8 @@ public actor Supervisor {
             runtimes[id]?.pending[seq] = callback
             runtimes[id]?.callbacksSent?.sent(seq)
             if configuration.clock == .virtual { settling.sent(.init(app: id, instance: instance, seq: seq)) }
+            // The first callback may have gone out with the welcome (see HelloAnswer).
+            if seq == 1, case .didFinishLaunching = callback, runtimes[id]?.helloAnswer?.firstCallbackSent == true { return }
             send(id, .callback(seq: seq, callback: callback, state: state))
         case .signal(let sig, let reason):
             settleCandidates.insert(id)
@@ -495,6 +497,10 @@ public actor Supervisor {
             pendingTransitions.append(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time))
             events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
             let machine = runtimes[id]?.machine
+            // Before its hello: a first callback made for another state does not go out.
+            if machine?.connected == false, let answer = runtimes[id]?.helloAnswer, answer.firstState != to {
+                answer.withdrawFirstCallback()
+            }
             if to == .active {
                 switcherActivated(id)
                 snapshotsActivated(id)

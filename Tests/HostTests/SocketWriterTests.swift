@@ -131,6 +131,63 @@ import Glibc
     }
 }
 
+/// The first callback (didFinishLaunching) goes out in the welcome's write, counted as a
+/// callback the host sent; one withdrawn before the hello (the app's state changed) does not.
+@Suite struct FirstCallbackTests {
+    private func exchange(withdraw: Bool) async throws -> (received: [UInt8], welcome: [UInt8], first: [UInt8],
+                                                            answer: HelloAnswer, callbacks: CallbacksSent) {
+        var fds: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0)
+        let (host, app) = (fds[0], fds[1])
+        defer { _ = close(app) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
+        let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
+        let welcome = try Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: "com.example.a", screen: .default))
+        let first = try Frame.encode(HostMessage.callback(seq: 1, callback: .didFinishLaunching(options: LaunchOptions(reason: .user)),
+                                                          state: .inactive))
+        let callbacks = CallbacksSent()
+        let answer = HelloAnswer(welcome: welcome, firstCallback: first, state: .inactive, sequence: 1, callbacks: callbacks)
+        let writer = SocketWriter(descriptor: duplicate)
+        answer.writer = writer
+        if withdraw { #expect(answer.withdrawFirstCallback()) }
+        #expect(!callbacks.covers(1))
+        answer.answer(version: IPCProtocol.version, channel: channel)
+        #expect(!answer.withdrawFirstCallback() || withdraw, "a first callback that went out cannot be withdrawn")
+        writer.send([0xAB], else: channel)
+        let expected = (withdraw ? welcome : welcome + first) + [0xAB]
+        var received = [UInt8](repeating: 0, count: expected.count)
+        var got = 0
+        while got < received.count {
+            let n = received.withUnsafeMutableBytes { Glibc.read(app, $0.baseAddress! + got, $0.count - got) }
+            if n < 0 && errno == EINTR { continue }
+            #expect(n > 0)
+            if n <= 0 { break }
+            got += n
+        }
+        var extra: UInt8 = 0
+        #expect(Glibc.recv(app, &extra, 1, Int32(MSG_DONTWAIT)) == -1 && errno == EAGAIN, "nothing more was sent")
+        writer.close()
+        try await channel.close()
+        try await group.shutdownGracefully()
+        return (received, welcome, first, answer, callbacks)
+    }
+
+    @Test func theFirstCallbackGoesOutWithTheWelcome() async throws {
+        let r = try await exchange(withdraw: false)
+        #expect(r.received == r.welcome + r.first + [0xAB])
+        #expect(r.answer.firstCallbackSent)
+        #expect(r.callbacks.covers(1), "its return is the host's answer, not counted against the app's rate")
+    }
+
+    @Test func aWithdrawnFirstCallbackIsLeftToTheSupervisor() async throws {
+        let r = try await exchange(withdraw: true)
+        #expect(r.received == r.welcome + [0xAB])
+        #expect(!r.answer.firstCallbackSent)
+        #expect(!r.callbacks.covers(1))
+    }
+}
+
 struct SocketWriterTestError: Error {
     let code: Int32
     init(_ code: Int32) { self.code = code }
