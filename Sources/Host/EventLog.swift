@@ -190,6 +190,12 @@ final class EventLog {
         flushHeld()
     }
 
+    /// Writes what the open batch holds so far; the batch stays open (a launch's answer
+    /// does not wait for the rest of its step).
+    func writeHeld() {
+        flushHeld()
+    }
+
     private func flushHeld() {
         guard !heldEvents.isEmpty else { return }
         let (lines, batch, lengths) = (held, heldEvents, heldLengths)

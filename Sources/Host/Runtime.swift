@@ -85,7 +85,7 @@ extension Supervisor {
         var pendingExit: ExitStatus?
         /// This run's transitions, oldest first (for termination reports).
         var history: [StateRecord] = []
-        var launchWaiters: [CheckedContinuation<Int32, any Error>] = []
+        var launchWaiters: [LaunchTicket] = []
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
         /// What the app's window shows now (its last `viewTree` message).
         var viewTree: ViewTree?

@@ -100,8 +100,25 @@ extension Supervisor {
     /// With `terminateRunning`, a running app is terminated first (simctl's
     /// `--terminate-running-process`); otherwise it is brought to the foreground
     /// (unless `background`) and keeps its process and arguments.
-    public func launch(_ bundle: BundleID, background: Bool, arguments: [String],
-                       terminateRunning: Bool = false) async throws(ControlError) -> Int32 {
+    ///
+    /// The answer comes from the step in which didFinishLaunching's return is handled,
+    /// once what that step had recorded is written (``LaunchTicket``): the caller goes on
+    /// on its own thread, not after the rest of the step and whatever the actor runs next.
+    public nonisolated func launch(_ bundle: BundleID, background: Bool, arguments: [String],
+                                   terminateRunning: Bool = false) async throws(ControlError) -> Int32 {
+        switch try await startLaunch(bundle, background: background, arguments: arguments, terminateRunning: terminateRunning) {
+        case .running(let pid): return pid
+        case .waiting(let ticket): return try await ticket.value().get()
+        }
+    }
+
+    enum LaunchStart: Sendable {
+        case running(Int32)
+        case waiting(LaunchTicket)
+    }
+
+    private func startLaunch(_ bundle: BundleID, background: Bool, arguments: [String],
+                             terminateRunning: Bool) async throws(ControlError) -> LaunchStart {
         let id = bundle.rawValue
         let row = try installed(id)
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
@@ -113,7 +130,7 @@ extension Supervisor {
         if let rt = runtimes[id], rt.machine.isRunning {
             if !background { try await foreground(bundle) }
             guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
-            return pid
+            return .running(pid)
         }
         if !background { sendOthersHome(except: id) }
         performMode(modes.userLaunched(id, at: hostNow()))
@@ -125,19 +142,33 @@ extension Supervisor {
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments, afterJetsam: afterJetsam)
         if !background { foregroundCandidates.insert(id) }
         feed(id, .launch(options, placement: background ? .background : .foreground))
-        let pid: Int32
-        do {
-            pid = try await withCheckedThrowingContinuation { c in
-                runtimes[id]?.launchWaiters.append(c)
-            }
-        } catch let error as ControlError {
-            throw error
-        } catch {
-            throw ControlError(.internalError, "\(error)")
+        let ticket = LaunchTicket(mark: mark)
+        guard runtimes[id] != nil else { throw ControlError(.spawnFailed, "\(id) could not be launched") }
+        runtimes[id]?.launchWaiters.append(ticket)
+        return .waiting(ticket)
+    }
+
+    /// What keeps `launch()` from answering success although the launch happened: an event
+    /// or a transition written since `mark` failed. The database's queue is not waited for
+    /// (see ``finishLaunchWaiters(_:_:)``).
+    func unrecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: String) -> ControlError? {
+        var problems: [String] = []
+        if events.failures > mark.events, let error = events.lastError {
+            problems.append("\(error)")
         }
-        // Not waiting for the database's queue: see finishLaunchWaiters.
-        try await checkRecorded(since: mark, "launched", id, flushed: true)
-        return pid
+        if databaseFailures.count > mark.database, let error = databaseFailures.last {
+            problems.append("cannot write to \(configuration.databasePath): \(error)")
+        }
+        guard !problems.isEmpty else { return nil }
+        // SQLite says "disk is full" without an errno: say what the file system has left.
+        var fs = statvfs()
+        if statvfs(configuration.stateDirectory, &fs) == 0 {
+            problems.append("\(UInt64(fs.f_bavail) * UInt64(fs.f_frsize)) bytes free on that file system")
+        }
+        let state = runtimes[id]?.machine.state ?? .notRunning
+        return ControlError(.internalError, "\(id) \(what), but the host could not record it in its state directory "
+            + "\(configuration.stateDirectory): \(problems.joined(separator: "; ")). \(id) is now \(state.rawValue); "
+            + "free space there (or repair the file system) and see the host's log")
     }
 
     /// How many writes of the event log and of the database have failed so far.
@@ -159,23 +190,7 @@ extension Supervisor {
                 logger.error("could not flush \(configuration.databasePath): \(error)")
             }
         }
-        var problems: [String] = []
-        if events.failures > mark.events, let error = events.lastError {
-            problems.append("\(error)")
-        }
-        if databaseFailures.count > mark.database, let error = databaseFailures.last {
-            problems.append("cannot write to \(configuration.databasePath): \(error)")
-        }
-        guard !problems.isEmpty else { return }
-        // SQLite says "disk is full" without an errno: say what the file system has left.
-        var fs = statvfs()
-        if statvfs(configuration.stateDirectory, &fs) == 0 {
-            problems.append("\(UInt64(fs.f_bavail) * UInt64(fs.f_frsize)) bytes free on that file system")
-        }
-        let state = runtimes[id]?.machine.state ?? .notRunning
-        throw ControlError(.internalError, "\(id) \(what), but the host could not record it in its state directory "
-            + "\(configuration.stateDirectory): \(problems.joined(separator: "; ")). \(id) is now \(state.rawValue); "
-            + "free space there (or repair the file system) and see the host's log")
+        if let error = unrecorded(since: mark, what, id) { throw error }
     }
 
     /// A fresh runtime (new instance) for a launch.

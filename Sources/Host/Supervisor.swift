@@ -1,5 +1,6 @@
 import AppHostProtocol
 import AppHostSystem
+import Synchronization
 import Foundation
 import Logging
 import NIOCore
@@ -439,10 +440,21 @@ public actor Supervisor {
     /// active: the table of transitions is what the next host reads after a crash, and
     /// the event log is the record the verb checks. Waiting for the queue cost two thread
     /// wakes and a commit, a fifth of the host's part of a launch.
+    ///
+    /// What the step recorded so far is written first (``EventLog/flushHeld``; the rest of
+    /// the step's events follow at its end), so that each waiter is answered here, with a
+    /// failure if a write since its launch began failed, and goes on without the actor.
     func finishLaunchWaiters(_ id: String, _ result: Result<Int32, ControlError>) {
         let waiters = runtimes[id]?.launchWaiters ?? []
+        guard !waiters.isEmpty else { return }
         runtimes[id]?.launchWaiters.removeAll()
-        for w in waiters { w.resume(with: result.mapError { $0 as any Error }) }
+        if case .success = result { events.writeHeld() }
+        for ticket in waiters {
+            ticket.resolve(result.flatMap { pid in
+                if let error = unrecorded(since: ticket.mark, "launched", id) { return .failure(error) }
+                return .success(pid)
+            })
+        }
     }
 
     func perform(_ id: String, _ effect: Lifecycle.Effect) {
@@ -535,4 +547,44 @@ public actor Supervisor {
                                                history: rt.history, time: now()), events: events)
     }
 
+}
+
+/// A `launch()` waiting for its app's didFinishLaunching to return (or for the launch to
+/// fail): answered by the supervisor's step, awaited by the caller off the actor.
+final class LaunchTicket: Sendable {
+    private struct State {
+        var result: Result<Int32, ControlError>?
+        var waiter: CheckedContinuation<Result<Int32, ControlError>, Never>?
+    }
+
+    /// The recording failures counted when the launch began.
+    let mark: (events: UInt64, database: UInt64)
+    private let state = Mutex(State())
+
+    init(mark: (events: UInt64, database: UInt64)) {
+        self.mark = mark
+    }
+
+    /// Answers the launch (the first answer counts).
+    func resolve(_ result: Result<Int32, ControlError>) {
+        let waiter = state.withLock { state -> CheckedContinuation<Result<Int32, ControlError>, Never>? in
+            guard state.result == nil else { return nil }
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: result)
+    }
+
+    /// The answer, once there is one.
+    func value() async -> Result<Int32, ControlError> {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Result<Int32, ControlError>? in
+                if let result = state.result { return result }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
 }

@@ -116,6 +116,13 @@ struct RobustnessCLITests {
         #expect(failure.stderr.contains(s.stateDir), "names the state dir: \(failure.stderr)")
         #expect(failure.stderr.contains("ENOSPC") || failure.stderr.contains("disk is full"), "names the error: \(failure.stderr)")
         #expect(failure.stderr.contains("could not record"), "\(failure.stderr)")
+        // A launch on the full disk happens, and says it could not be recorded (its answer
+        // comes from the step that saw didFinishLaunching return, once that step's events
+        // were written or failed to be).
+        _ = await s.run("terminate", id)
+        let launchFull = await s.run("launch", id)
+        #expect(launchFull.status != 0, "launch on a full disk: \(launchFull.stdout) \(launchFull.stderr)")
+        #expect(launchFull.stderr.contains("could not record"), "\(launchFull.stderr)")
         let during = try eventLines(s.stateDir + "/events.jsonl")
         #expect(during.map(\.seq) == Array(1...UInt64(during.count)), "whole lines, numbered without a gap")
 
