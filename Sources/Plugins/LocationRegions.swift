@@ -205,6 +205,8 @@ extension LocationPlugin {
     }
 
     func monitoringUserLaunched(_ app: String, in ctx: ModeContext) {
+        // Read first: most launches change nothing (an update writes the state back).
+        guard ctx.state(MonitoringState.self).apps[app]?.userTerminated == true else { return }
         ctx.update(MonitoringState.self) { $0.apps[app]?.userTerminated = false }
     }
 

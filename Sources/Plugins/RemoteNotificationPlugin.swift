@@ -276,6 +276,8 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
     }
 
     public func userLaunched(_ app: String, in ctx: ModeContext) {
+        // Read first: most launches change nothing (an update writes the state back).
+        guard ctx.state(State.self).apps[app]?.userTerminated == true else { return }
         ctx.update(State.self) { $0.apps[app]?.userTerminated = false }
     }
 
