@@ -89,13 +89,8 @@ import Glibc
 /// and only in this host's protocol version.
 @Suite struct HelloAnswerTests {
     @Test func theFirstHelloInThisVersionIsAnsweredOnceAndNothingElseIs() async throws {
-        var fds: [Int32] = [-1, -1]
-        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0)
-        let (host, app) = (fds[0], fds[1])
-        defer { _ = close(app) }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
-        let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
+        let pair = try await AttachedPair.make()
+        let channel = pair.channel
         let welcome = try Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: "com.example.a", screen: .default))
         let answer = HelloAnswer(welcome: welcome)
 
@@ -103,7 +98,7 @@ import Glibc
         answer.answer(version: IPCProtocol.version, channel: channel)
         #expect(!answer.answered)
 
-        let writer = SocketWriter(descriptor: duplicate)
+        let writer = SocketWriter(descriptor: pair.duplicate)
         answer.writer = writer
         answer.answer(version: IPCProtocol.version + 1, channel: channel)
         #expect(!answer.answered, "a hello in another version is the supervisor's to reject")
@@ -113,21 +108,10 @@ import Glibc
         writer.send([0xAB], else: channel)
 
         // Exactly one welcome, then what the supervisor wrote after it.
-        var received = [UInt8](repeating: 0, count: welcome.count + 1)
-        var got = 0
-        while got < received.count {
-            let n = received.withUnsafeMutableBytes { Glibc.read(app, $0.baseAddress! + got, $0.count - got) }
-            if n < 0 && errno == EINTR { continue }
-            #expect(n > 0)
-            if n <= 0 { break }
-            got += n
-        }
-        #expect(received == welcome + [0xAB])
-        var extra: UInt8 = 0
-        #expect(Glibc.recv(app, &extra, 1, Int32(MSG_DONTWAIT)) == -1 && errno == EAGAIN, "nothing more was sent")
+        #expect(pair.read(welcome.count + 1) == welcome + [0xAB])
+        #expect(pair.nothingMore(), "nothing more was sent")
         writer.close()
-        try await channel.close()
-        try await group.shutdownGracefully()
+        try await pair.close()
     }
 }
 
@@ -136,40 +120,23 @@ import Glibc
 @Suite struct FirstCallbackTests {
     private func exchange(withdraw: Bool) async throws -> (received: [UInt8], welcome: [UInt8], first: [UInt8],
                                                             answer: HelloAnswer, callbacks: CallbacksSent) {
-        var fds: [Int32] = [-1, -1]
-        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0)
-        let (host, app) = (fds[0], fds[1])
-        defer { _ = close(app) }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
-        let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
+        let pair = try await AttachedPair.make()
         let welcome = try Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: "com.example.a", screen: .default))
         let first = try Frame.encode(HostMessage.callback(seq: 1, callback: .didFinishLaunching(options: LaunchOptions(reason: .user)),
                                                           state: .inactive))
         let callbacks = CallbacksSent()
         let answer = HelloAnswer(welcome: welcome, firstCallback: first, state: .inactive, sequence: 1, callbacks: callbacks)
-        let writer = SocketWriter(descriptor: duplicate)
+        let writer = SocketWriter(descriptor: pair.duplicate)
         answer.writer = writer
         if withdraw { #expect(answer.withdrawFirstCallback()) }
         #expect(!callbacks.covers(1))
-        answer.answer(version: IPCProtocol.version, channel: channel)
+        answer.answer(version: IPCProtocol.version, channel: pair.channel)
         #expect(!answer.withdrawFirstCallback() || withdraw, "a first callback that went out cannot be withdrawn")
-        writer.send([0xAB], else: channel)
-        let expected = (withdraw ? welcome : welcome + first) + [0xAB]
-        var received = [UInt8](repeating: 0, count: expected.count)
-        var got = 0
-        while got < received.count {
-            let n = received.withUnsafeMutableBytes { Glibc.read(app, $0.baseAddress! + got, $0.count - got) }
-            if n < 0 && errno == EINTR { continue }
-            #expect(n > 0)
-            if n <= 0 { break }
-            got += n
-        }
-        var extra: UInt8 = 0
-        #expect(Glibc.recv(app, &extra, 1, Int32(MSG_DONTWAIT)) == -1 && errno == EAGAIN, "nothing more was sent")
+        writer.send([0xAB], else: pair.channel)
+        let received = pair.read((withdraw ? welcome : welcome + first).count + 1)
+        #expect(pair.nothingMore(), "nothing more was sent")
         writer.close()
-        try await channel.close()
-        try await group.shutdownGracefully()
+        try await pair.close()
         return (received, welcome, first, answer, callbacks)
     }
 
@@ -185,6 +152,51 @@ import Glibc
         #expect(r.received == r.welcome + [0xAB])
         #expect(!r.answer.firstCallbackSent)
         #expect(!r.callbacks.covers(1))
+    }
+}
+
+/// A socketpair whose host end is a NIO channel, with a duplicate of it for a
+/// ``SocketWriter``, as a launch attaches an app's connection; `app` is the app's end.
+struct AttachedPair {
+    let app: Int32
+    let duplicate: Int32
+    let channel: any Channel
+    let group: MultiThreadedEventLoopGroup
+
+    static func make() async throws -> AttachedPair {
+        var fds: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            throw SocketWriterTestError(errno)
+        }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let duplicate = fcntl(fds[0], F_DUPFD_CLOEXEC, 0)
+        let channel = try await ClientBootstrap(group: group).withConnectedSocket(fds[0]).get()
+        return AttachedPair(app: fds[1], duplicate: duplicate, channel: channel, group: group)
+    }
+
+    /// Reads `count` bytes from the app's end (blocking), fewer if it ends.
+    func read(_ count: Int) -> [UInt8] {
+        var received = [UInt8](repeating: 0, count: count)
+        var got = 0
+        while got < count {
+            let n = received.withUnsafeMutableBytes { Glibc.read(app, $0.baseAddress! + got, $0.count - got) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            got += n
+        }
+        return Array(received[..<got])
+    }
+
+    /// Whether nothing more is waiting at the app's end.
+    func nothingMore() -> Bool {
+        var extra: UInt8 = 0
+        return Glibc.recv(app, &extra, 1, Int32(MSG_DONTWAIT)) == -1 && errno == EAGAIN
+    }
+
+    func close() async throws {
+        try await channel.close()
+        try await group.shutdownGracefully()
+        _ = Glibc.close(app)
     }
 }
 
