@@ -254,9 +254,10 @@ public final class Store: Sendable {
                 arguments: [row.bundleIdentifier, row.config.identifier, text, row.lastTaskIdentifier])
         }
         var counters: [String: (app: String, session: String, last: Int)] = [:]
+        // Prepared once per connection (as the transitions' INSERT): a batch is a row a transfer.
+        let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job) VALUES (?, ?, ?)")
         for (job, text) in zip(jobs, jobTexts) {
-            try db.execute(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job) VALUES (?, ?, ?)",
-                           arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text])
+            try insert.execute(arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text])
             let key = job.bundleIdentifier + "|" + job.session
             counters[key] = (job.bundleIdentifier, job.session, max(counters[key]?.last ?? 0, job.taskIdentifier))
         }
@@ -280,8 +281,9 @@ public final class Store: Sendable {
     public func deleteTransfers(ids: [UInt64]) throws {
         guard !ids.isEmpty else { return }
         try pool.write { db in
+            let delete = try db.cachedStatement(sql: "DELETE FROM transfer WHERE id = ?")
             for id in ids {
-                try db.execute(sql: "DELETE FROM transfer WHERE id = ?", arguments: [Int64(bitPattern: id)])
+                try delete.execute(arguments: [Int64(bitPattern: id)])
             }
         }
     }

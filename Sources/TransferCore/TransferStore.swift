@@ -68,15 +68,17 @@ final class TransferStore: Sendable {
     }
 
     /// Inserts new jobs in one transaction; for each, false when its id is already known.
+    /// The statements of every transfer (insert, progress, state, finish, delete) are GRDB's
+    /// cached statements: prepared once a connection, not parsed and authorized again for
+    /// each transfer (a tenth of the daemon's time for 10,000 small downloads).
     func insert(_ jobs: [TransferJob]) throws -> [Bool] {
         let texts = try jobs.map { job in try job.directJSON.map { String(decoding: $0, as: UTF8.self) } ?? Self.json(job) }
         return try pool.write { db in
             try zip(jobs, texts).map { job, text in
-                try db.execute(
-                    sql: """
+                try db.cachedStatement(sql: """
                         INSERT OR IGNORE INTO transfer (id, bundleIdentifier, job, state, partPath)
                         VALUES (?, ?, ?, ?, ?)
-                        """,
+                        """).execute(
                     arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text, TransferState.queued.rawValue,
                                 job.destination + ".part"])
                 return db.changesCount > 0
@@ -114,16 +116,14 @@ final class TransferStore: Sendable {
 
     func saveProgress(id: UInt64, _ p: ResumePoint) throws {
         try pool.write { db in
-            try db.execute(
-                sql: "UPDATE transfer SET bytesDone = ?, bytesExpected = ?, etag = ?, lastModified = ? WHERE id = ?",
+            try db.cachedStatement(sql: "UPDATE transfer SET bytesDone = ?, bytesExpected = ?, etag = ?, lastModified = ? WHERE id = ?").execute(
                 arguments: [p.bytesDone, p.bytesExpected, p.etag, p.lastModified, Int64(bitPattern: id)])
         }
     }
 
     func setState(id: UInt64, state: TransferState, attempts: Int, nextAttempt: Double) throws {
         try pool.write { db in
-            try db.execute(
-                sql: "UPDATE transfer SET state = ?, attempts = ?, nextAttempt = ? WHERE id = ?",
+            try db.cachedStatement(sql: "UPDATE transfer SET state = ?, attempts = ?, nextAttempt = ? WHERE id = ?").execute(
                 arguments: [state.rawValue, attempts, nextAttempt, Int64(bitPattern: id)])
         }
     }
@@ -131,8 +131,7 @@ final class TransferStore: Sendable {
     func finish(id: UInt64, outcome: TransferOutcome) throws {
         let text = try outcome.directJSON.map { String(decoding: $0, as: UTF8.self) } ?? Self.json(outcome)
         try pool.write { db in
-            try db.execute(
-                sql: "UPDATE transfer SET state = ?, outcome = ? WHERE id = ?",
+            try db.cachedStatement(sql: "UPDATE transfer SET state = ?, outcome = ? WHERE id = ?").execute(
                 arguments: [TransferState.finished.rawValue, text, Int64(bitPattern: id)])
         }
     }
@@ -142,8 +141,7 @@ final class TransferStore: Sendable {
         let texts = try items.map { item in try item.outcome.directJSON.map { String(decoding: $0, as: UTF8.self) } ?? Self.json(item.outcome) }
         try pool.write { db in
             for (item, text) in zip(items, texts) {
-                try db.execute(
-                    sql: "UPDATE transfer SET state = ?, outcome = ?, bytesDone = ? WHERE id = ?",
+                try db.cachedStatement(sql: "UPDATE transfer SET state = ?, outcome = ?, bytesDone = ? WHERE id = ?").execute(
                     arguments: [TransferState.finished.rawValue, text, item.bytesDone, Int64(bitPattern: item.id)])
             }
         }
@@ -157,8 +155,8 @@ final class TransferStore: Sendable {
     func delete(ids: [UInt64]) throws {
         try pool.write { db in
             for id in ids {
-                try db.execute(sql: "DELETE FROM transfer WHERE id = ? AND state = ?",
-                               arguments: [Int64(bitPattern: id), TransferState.finished.rawValue])
+                try db.cachedStatement(sql: "DELETE FROM transfer WHERE id = ? AND state = ?").execute(
+                    arguments: [Int64(bitPattern: id), TransferState.finished.rawValue])
             }
         }
     }
