@@ -53,15 +53,25 @@ extension Frame {
         if case .enqueue(let job) = message, let json = job.directJSON {
             return framed(Array(#"{"enqueue":{"_0":"#.utf8) + json + Array("}}".utf8))
         }
+        // One a delivered transfer: as the generic coder writes it.
+        if case .acknowledge(let id) = message {
+            return framed(Array(#"{"acknowledge":{"id":"#.utf8) + Array(String(id).utf8) + Array("}}".utf8))
+        }
         return try genericEncode(message)
     }
 
-    /// ``decode(_:from:)`` of a request to the transfer daemon: `enqueue` in exactly the
-    /// form ``encode(_:)-(TransferRequest)`` writes is read directly, anything else generically.
+    /// ``decode(_:from:)`` of a request to the transfer daemon: `enqueue` and `acknowledge`
+    /// in exactly the form ``encode(_:)-(TransferRequest)`` writes are read directly,
+    /// anything else generically.
     public static func decode(_ type: TransferRequest.Type, from payload: [UInt8]) throws(FrameError) -> TransferRequest {
         var reader = FastReader(payload)
         if reader.literal(#"{"enqueue":{"_0":"#), let job = reader.transferJob(), reader.literal("}}"), reader.at == payload.count {
             return .enqueue(job)
+        }
+        reader = FastReader(payload)
+        if reader.literal(#"{"acknowledge":{"id":"#), let id = reader.integer(), !id.negative, reader.literal("}}"),
+           reader.at == payload.count {
+            return .acknowledge(id: id.magnitude)
         }
         return try genericDecode(TransferRequest.self, from: payload)
     }

@@ -49,6 +49,24 @@ struct TransferJobJSONTests {
         }
     }
 
+    @Test func acknowledgementsAreTheGenericBytesAndReadBack() throws {
+        var generator = SystemRandomNumberGenerator()
+        let ids: [UInt64] = [0, 1, 9, 10, 12_345, UInt64(Int64.max), UInt64(Int64.max) + 1, .max] + (0..<200).map { _ in generator.next() }
+        for id in ids {
+            let frame = try Frame.encode(TransferRequest.acknowledge(id: id))
+            #expect(frame == (try Frame.genericEncode(TransferRequest.acknowledge(id: id))), "\(id)")
+            #expect(try Frame.decode(TransferRequest.self, from: Array(frame.dropFirst(4))) == .acknowledge(id: id))
+        }
+        // Near misses are the generic decoder's to decide.
+        for text in [#"{"acknowledge":{"id":-1}}"#, #"{"acknowledge":{"id":1.0}}"#, #"{"acknowledge":{"id":18446744073709551616}}"#,
+                     #"{"acknowledge":{"id":01}}"#, #"{"acknowledge":{"id":1}} "#, #"{"acknowledge":{"id":"1"}}"#] {
+            let bytes = Array(text.utf8)
+            let direct = Result { try Frame.decode(TransferRequest.self, from: bytes) }
+            let generic = Result { try Frame.genericDecode(TransferRequest.self, from: bytes) }
+            #expect((try? direct.get()) == (try? generic.get()), "\(text)")
+        }
+    }
+
     /// Texts near the direct shape: the direct reader declines them, and the generic
     /// decoder decides, the same way it would have.
     @Test func nearMissesAreDecidedByTheGenericDecoder() throws {
