@@ -244,4 +244,11 @@ struct TransferBrokerTests {
         }
         #expect(code == .backgroundURLSessionTimeout)
     }
+
+    @Test func anOutcomeIsWrittenAsItsDescription() {
+        for outcome in [TransferOutcome.completed(status: 200, bytes: 1234), .completed(status: 404, bytes: 0),
+                        .failed(code: "cannotConnectToHost", reason: "refused"), .cancelled] {
+            #expect(TransferBroker.text(of: outcome) == String(describing: outcome))
+        }
+    }
 }
