@@ -63,6 +63,14 @@ struct StateOptions: ParsableArguments {
 
     var client: ControlClient { ControlClient(stateDirectory: resolved) }
 
+    /// The installed apps, as the daemon lists them (`list`).
+    func installedApps() throws -> [InstalledApp] {
+        try client.collect(.list) { r -> InstalledApp? in
+            if case .app(let app) = r { return app }
+            return nil
+        }
+    }
+
     /// Sends a request answered with `.ok(message)` and prints the message.
     func perform(_ request: ControlRequest) throws {
         try reportingErrors {

@@ -122,10 +122,7 @@ extension AppHostCommand {
         func run() throws {
             try reportingErrors {
                 let config = HostConfiguration(stateDirectory: state.resolved)
-                let apps = try state.client.collect(.list) { r -> InstalledApp? in
-                    if case .app(let app) = r { return app }
-                    return nil
-                }.map { app in
+                let apps = try state.installedApps().map { app in
                     App(bundleIdentifier: app.bundleIdentifier, name: app.name, displayName: app.manifest.displayName,
                         executable: app.executablePath, bundlePath: app.bundlePath,
                         dataContainer: BundleID(app.bundleIdentifier).map(config.dataContainer) ?? "",
@@ -190,10 +187,7 @@ extension AppHostCommand {
         func run() throws {
             try reportingErrors {
                 let config = HostConfiguration(stateDirectory: state.resolved)
-                let apps = try state.client.collect(.list) { r -> InstalledApp? in
-                    if case .app(let app) = r { return app }
-                    return nil
-                }
+                let apps = try state.installedApps()
                 guard let app = apps.first(where: { $0.bundleIdentifier == bundleIdentifier.rawValue }) else {
                     let installed = apps.map(\.bundleIdentifier)
                     throw ControlError(.unknownBundle, "unknown bundle id \"\(bundleIdentifier)\" ("

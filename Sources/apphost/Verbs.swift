@@ -51,10 +51,7 @@ extension AppHostCommand {
 
         func run() throws {
             try reportingErrors {
-                let apps = try state.client.collect(.list) { r -> InstalledApp? in
-                    if case .app(let app) = r { return app }
-                    return nil
-                }
+                let apps = try state.installedApps()
                 if output.json { return try printJSON(.list, apps) }
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { [$0.bundleIdentifier, $0.name, $0.backgroundModes.map(\.rawValue).joined(separator: ","), $0.bundlePath] }
