@@ -379,7 +379,7 @@ extension Supervisor {
     }
 
     /// Past events plus a live stream; call ``unsubscribe(_:)`` when done.
-    public func subscribe(bundleIdentifier: String?) -> (past: EventLogPast, live: AsyncStream<HostEvent>, id: UInt64) {
+    public func subscribe(bundleIdentifier: String?) -> (past: EventLogPast, live: HostEventStream, id: UInt64) {
         events.subscribe(filter: bundleIdentifier)
     }
 

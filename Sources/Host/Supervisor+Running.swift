@@ -19,6 +19,7 @@ extension Supervisor {
             events.beginBatch()
             handle(item)
             passTurns()
+            flushTransferDeletes()
             flushStepFrames()
             stepDepth -= 1
             armTimerIfChanged()

@@ -58,6 +58,11 @@ struct TransferBrokerState {
     var saveScheduled = false
     /// Frames written to the daemon's channel and not flushed yet (one flush per list of effects).
     var daemonFlushDue = false
+    /// Delivered transfers to delete from the database at the end of the step, in one
+    /// transaction; the daemon's channel is not flushed until they are (its
+    /// `acknowledge`s wait in the channel), so the daemon never forgets a transfer the
+    /// host's database still has.
+    var deletesDue: [UInt64] = []
     /// Replies to apps made inside a list of effects, per app, sent together at its end
     /// (a written batch answers hundreds of `resume()`s: one `send(2)`, not one each),
     /// or before anything else the host sends that app.
@@ -209,7 +214,7 @@ extension Supervisor {
                 Task { self.saveScheduledTransferBatch() }
             }
         }
-        if transfers.daemonFlushDue {
+        if transfers.daemonFlushDue, transfers.deletesDue.isEmpty {
             transfers.daemonFlushDue = false
             transfers.channel?.flush()
         }
@@ -249,7 +254,8 @@ extension Supervisor {
         case .save:
             transfers.saveDue = true
         case .deleteTransfers(let ids):
-            do { try store.deleteTransfers(ids: ids) } catch { logger.error("could not forget transfers \(ids): \(error)") }
+            transfers.deletesDue += ids
+            if stepDepth == 0 { flushTransferDeletes() }
         case .saveCancelled(let entries, let ids, let dropped):
             do {
                 try store.saveCancelledTransfers(entries, transfers: ids, dropped: dropped)
@@ -274,6 +280,22 @@ extension Supervisor {
             _ = path.withCString { unlink($0) }
         case .note(let app, let pid, let text, let fields):
             events.append(.service, app: app, pid: pid, cause: text, fields: fields, time: now())
+        }
+    }
+
+    /// Deletes the transfers delivered in this step (one transaction for all of them), then
+    /// flushes what waits in the daemon's channel: their `acknowledge`s go out after the
+    /// rows are gone. Called at the end of each step, and before anything is flushed to the
+    /// daemon meanwhile.
+    func flushTransferDeletes() {
+        if !transfers.deletesDue.isEmpty {
+            let ids = transfers.deletesDue
+            transfers.deletesDue.removeAll(keepingCapacity: ids.count < 4096)
+            do { try store.deleteTransfers(ids: ids) } catch { logger.error("could not forget \(ids.count) transfer(s): \(error)") }
+        }
+        if transfers.daemonFlushDue {
+            transfers.daemonFlushDue = false
+            transfers.channel?.flush()
         }
     }
 
@@ -345,6 +367,7 @@ extension Supervisor {
                 channel.write(frame, promise: nil)
                 transfers.daemonFlushDue = true
             } else {
+                if !transfers.deletesDue.isEmpty { flushTransferDeletes() }
                 channel.writeAndFlush(frame, promise: nil)
             }
             return true

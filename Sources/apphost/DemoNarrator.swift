@@ -75,7 +75,7 @@ extension DemoNarrator {
     }
 
     /// The first event of `live` matching `predicate`, or nil after `limit` of real time.
-    func firstEvent(in live: AsyncStream<HostEvent>, within limit: Duration,
+    func firstEvent(in live: HostEventStream, within limit: Duration,
                     where predicate: @escaping @Sendable (HostEvent) -> Bool) async -> HostEvent? {
         await withTaskGroup(of: HostEvent?.self) { group in
             group.addTask {

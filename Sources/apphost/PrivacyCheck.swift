@@ -303,7 +303,7 @@ struct PrivacyRun {
     }
 
     /// The events after an action, until its snapshot, or the app's end or suspension without one.
-    private static func watch(_ live: AsyncStream<HostEvent>, supervisor: Supervisor, id: String, since before: UInt64,
+    private static func watch(_ live: HostEventStream, supervisor: Supervisor, id: String, since before: UInt64,
                               what: String) async -> StepOutcome? {
         for await event in live {
             if event.kind == .snapshot || event.kind == .warning && event.cause.hasPrefix("snapshot") { return .snapshot }
