@@ -19,7 +19,7 @@ extension Supervisor {
             events.beginBatch()
             handle(item)
             passTurns()
-            flushTransferDeletes()
+            transferStepEnded()
             flushStepFrames()
             stepDepth -= 1
             armTimerIfChanged()
@@ -32,6 +32,7 @@ extension Supervisor {
     public func finish() {
         memory.watch?.close()
         flushTransitions()
+        flushTransferDeletes()
         do { try store.flush() } catch { logger.error("could not flush the database: \(error)") }
         events.append(.hostStopped, cause: "host stopped", time: now())
         input.finish()

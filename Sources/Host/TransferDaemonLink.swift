@@ -63,6 +63,11 @@ struct TransferBrokerState {
     /// `acknowledge`s wait in the channel), so the daemon never forgets a transfer the
     /// host's database still has.
     var deletesDue: [UInt64] = []
+    /// A write of `deletesDue` is scheduled for when the input stream has drained.
+    var deletesScheduled = false
+    /// Frames other than `acknowledge` wait in the daemon's channel: they go out at the
+    /// end of the list of effects, with the deletes due before them.
+    var urgentDaemonFrames = false
     /// Replies to apps made inside a list of effects, per app, sent together at its end
     /// (a written batch answers hundreds of `resume()`s: one `send(2)`, not one each),
     /// or before anything else the host sends that app.
@@ -214,9 +219,14 @@ extension Supervisor {
                 Task { self.saveScheduledTransferBatch() }
             }
         }
-        if transfers.daemonFlushDue, transfers.deletesDue.isEmpty {
-            transfers.daemonFlushDue = false
-            transfers.channel?.flush()
+        if transfers.daemonFlushDue {
+            if transfers.deletesDue.isEmpty {
+                transfers.daemonFlushDue = false
+                transfers.urgentDaemonFrames = false
+                transfers.channel?.flush()
+            } else if transfers.urgentDaemonFrames {
+                flushTransferDeletes()
+            }
         }
         transfers.performing = false
         let replies = transfers.replyBuffers
@@ -283,11 +293,33 @@ extension Supervisor {
         }
     }
 
-    /// Deletes the transfers delivered in this step (one transaction for all of them), then
+    /// The end of a step: delivered transfers are deleted, and acknowledged to the daemon,
+    /// once the inputs already queued are handled too (a group commit: on the real clock a
+    /// busy host gathers the deliveries of many steps into one transaction and one write
+    /// to the daemon; nothing waits for an acknowledgement but the daemon's row). At once
+    /// on the virtual clock, when a batch is full, or when other frames wait for the
+    /// daemon.
+    func transferStepEnded() {
+        guard !transfers.deletesDue.isEmpty || transfers.daemonFlushDue else { return }
+        if configuration.clock == .virtual || transfers.urgentDaemonFrames
+            || transfers.deletesDue.count >= TransferBrokerState.batchLimit {
+            flushTransferDeletes()
+        } else if !transfers.deletesScheduled {
+            transfers.deletesScheduled = true
+            Task { self.flushScheduledTransferDeletes() }
+        }
+    }
+
+    private func flushScheduledTransferDeletes() {
+        transfers.deletesScheduled = false
+        flushTransferDeletes()
+    }
+
+    /// Deletes the delivered transfers due (one transaction for all of them), then
     /// flushes what waits in the daemon's channel: their `acknowledge`s go out after the
-    /// rows are gone. Called at the end of each step, and before anything is flushed to the
-    /// daemon meanwhile.
+    /// rows are gone. Also called before anything else is flushed to the daemon.
     func flushTransferDeletes() {
+        transfers.urgentDaemonFrames = false
         if !transfers.deletesDue.isEmpty {
             let ids = transfers.deletesDue
             transfers.deletesDue.removeAll(keepingCapacity: ids.count < 4096)
@@ -366,6 +398,7 @@ extension Supervisor {
             if transfers.performing {
                 channel.write(frame, promise: nil)
                 transfers.daemonFlushDue = true
+                if case .acknowledge = request {} else { transfers.urgentDaemonFrames = true }
             } else {
                 if !transfers.deletesDue.isEmpty { flushTransferDeletes() }
                 channel.writeAndFlush(frame, promise: nil)
@@ -446,6 +479,7 @@ extension Supervisor {
 
     /// Stops the daemon (host shutdown): closing its socket ends it; waits for its exit.
     func stopTransferDaemon() async {
+        flushTransferDeletes()
         transfers.stopping = true
         if let starting = transfers.starting { await starting.value }
         guard transfers.child != nil else { return }

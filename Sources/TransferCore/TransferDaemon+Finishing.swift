@@ -29,9 +29,22 @@ extension TransferDaemon {
     }
 
     /// Starts a batch of what was received, unless one is running (then the next batch
-    /// starts when it ends: while the disk syncs one batch, the next one gathers).
-    func startFinisher() {
+    /// starts when it ends: while the disk syncs one batch, the next one gathers). A
+    /// small batch first waits `finishGathering` for more (`gathered`: it has waited).
+    func startFinisher(gathered: Bool = false) {
         guard finisherTask == nil, !received.isEmpty else { return }
+        if !gathered, !shuttingDown, config.finishGathering > 0,
+           received.count < min(config.finishBatch, config.maxFinishing) {
+            if gatherTimer == nil {
+                let wait = TimeAmount.nanoseconds(Int64(min(config.finishGathering, 1) * 1e9))
+                gatherTimer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: wait) { [weak self] in
+                    Task { await self?.gatherEnded() }
+                }
+            }
+            return
+        }
+        gatherTimer?.cancel()
+        gatherTimer = nil
         let batch = received
         received = []
         let store = self.store
@@ -46,6 +59,11 @@ extension TransferDaemon {
             }
             self.finished(result.finished, recordError: result.recordError)
         }
+    }
+
+    private func gatherEnded() {
+        gatherTimer = nil
+        startFinisher(gathered: true)
     }
 
     /// A batch is synced, moved and recorded: it is reported, in one write.
@@ -65,7 +83,8 @@ extension TransferDaemon {
                 entries[item.id] = e
                 send(.finished(id: item.id, outcome: item.outcome))
             }
-            startFinisher()
+            // What came in meanwhile has waited for this batch: it starts at once.
+            startFinisher(gathered: true)
             startRunnable()
         }
     }

@@ -156,7 +156,9 @@ extension TransferDaemon {
             return r.task
         }
         for t in tasks { await t.value }
-        // Downloads already received are finished (synced, moved, recorded, reported).
+        // Downloads already received are finished (synced, moved, recorded, reported),
+        // those waiting for a batch to gather too.
+        startFinisher(gathered: true)
         while let t = finisherTask { await t.value }
     }
 }

@@ -26,6 +26,13 @@ public struct TransferDaemonConfiguration: Sendable {
     /// Received downloads (each an open descriptor) waiting for their batch to be synced,
     /// moved and recorded, at most; past this no new attempt starts until a batch is done.
     public var maxFinishing: Int = 256
+    /// A received download waits up to this long (seconds) for others to be finished
+    /// with it in one batch: one hand-over to the finisher's thread, one transaction,
+    /// one report to the host (which then delivers them in one step). Without it each
+    /// small download was a batch of its own on a fast disk. A batch of `finishBatch`
+    /// starts at once; 0 turns the wait off.
+    public var finishGathering: Double = 0.002
+    public var finishBatch: Int = 64
     /// Progress is committed (and reported) at least this often.
     public var commitBytes: Int64 = 512 * 1024
     /// Read timeout of one connection (no byte for this long: retry).
@@ -102,6 +109,8 @@ public actor TransferDaemon {
     var finishing: Set<UInt64> = []
     var received: [(id: UInt64, file: ReceivedDownload)] = []
     var finisherTask: Task<Void, Never>?
+    /// The end of the wait for more received downloads (see `finishGathering`).
+    var gatherTimer: Scheduled<Void>?
     let finisherPool: NIOThreadPool
     /// Events of the current turn, written in one go at its end (see `turn`).
     private var outbox: [TransferEvent] = []
