@@ -39,9 +39,33 @@ enum ChildLauncher {
         onEvent: @escaping @Sendable (ChildEvent) -> Void,
         spawned: @escaping @Sendable (ChildProcess) -> Void = { _ in }
     ) async throws(Failure) -> (child: ChildProcess, channel: any Channel) {
-        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<(child: ChildProcess, channel: any Channel), Failure>, Never>) in
+        let (child, channel, _) = try await launchWithWriter(settings, logPath: logPath, group: group, autoRead: autoRead,
+                                                             writeBufferWaterMark: writeBufferWaterMark, makeHandler: makeHandler,
+                                                             onEvent: onEvent, spawned: spawned, duplicateForWriting: false)
+        return (child, channel)
+    }
+
+    /// ``launch(_:logPath:group:autoRead:writeBufferWaterMark:makeHandler:onEvent:spawned:)``,
+    /// and with `duplicateForWriting` a duplicate of the host's end of the socket for a
+    /// ``SocketWriter`` (closed with the channel: it never keeps the socket open after it).
+    static func launchWithWriter(
+        _ settings: SpawnSettings, logPath: String, group: any EventLoopGroup, autoRead: Bool = true,
+        writeBufferWaterMark: ChannelOptions.Types.WriteBufferWaterMark? = nil,
+        makeHandler: @escaping @Sendable () -> any ChannelHandler,
+        onEvent: @escaping @Sendable (ChildEvent) -> Void,
+        spawned: @escaping @Sendable (ChildProcess) -> Void = { _ in },
+        duplicateForWriting: Bool
+    ) async throws(Failure) -> (child: ChildProcess, channel: any Channel, writer: SocketWriter?) {
+        typealias Launched = (child: ChildProcess, channel: any Channel, writer: SocketWriter?)
+        let result = await withCheckedContinuation { (c: CheckedContinuation<Result<Launched, Failure>, Never>) in
             start(settings, logPath: logPath, group: group, autoRead: autoRead, writeBufferWaterMark: writeBufferWaterMark,
-                  makeHandler: makeHandler, onEvent: onEvent, spawned: spawned) { c.resume(returning: $0.map { ($0.child, $0.channel) }) }
+                  makeHandler: makeHandler, onEvent: onEvent, spawned: spawned, duplicateForWriting: duplicateForWriting) { result in
+                c.resume(returning: result.map { launched in
+                    let writer = launched.writeDescriptor.map { SocketWriter(descriptor: $0) }
+                    if let writer { launched.channel.closeFuture.whenComplete { _ in writer.close() } }
+                    return (launched.child, launched.channel, writer)
+                })
+            }
         }
         return try result.get()
     }

@@ -37,7 +37,7 @@ extension Supervisor {
         /// Virtual clock: look at a busy run loop again (see ``Supervisor/checkHang(_:)``).
         case hangRecheck(app: String, instance: UInt64)
         /// The transfer daemon is up (spawned and attached) / said something / exited.
-        case transferDaemonStarted(child: ChildProcess, channel: any Channel, generation: UInt64)
+        case transferDaemonStarted(child: ChildProcess, channel: any Channel, writer: SocketWriter?, generation: UInt64)
         case transferDaemonFailed(String, generation: UInt64)
         case transferEvent(TransferEvent, generation: UInt64)
         /// The events of one read from the daemon, in order, handled in one step.

@@ -42,6 +42,11 @@ struct TransferBrokerState {
     var generation: UInt64 = 0
     var child: ChildProcess?
     var channel: (any Channel)?
+    /// Writes to the daemon's socket from the supervisor's thread (see ``SocketWriter``):
+    /// no wake of the channel's event loop for each batch of requests.
+    var writer: SocketWriter?
+    /// Frames for the daemon made during a list of effects, written at its end.
+    var outgoing: [UInt8] = []
     /// How long to wait before starting a daemon that died (see ``RestartBackoff``).
     var backoff = RestartBackoff()
     var stopping = false
@@ -221,9 +226,8 @@ extension Supervisor {
         }
         if transfers.daemonFlushDue {
             if transfers.deletesDue.isEmpty {
-                transfers.daemonFlushDue = false
                 transfers.urgentDaemonFrames = false
-                transfers.channel?.flush()
+                flushToDaemon()
             } else if transfers.urgentDaemonFrames {
                 flushTransferDeletes()
             }
@@ -325,9 +329,24 @@ extension Supervisor {
             transfers.deletesDue.removeAll(keepingCapacity: ids.count < 4096)
             do { try store.deleteTransfers(ids: ids) } catch { logger.error("could not forget \(ids.count) transfer(s): \(error)") }
         }
-        if transfers.daemonFlushDue {
-            transfers.daemonFlushDue = false
-            transfers.channel?.flush()
+        flushToDaemon()
+    }
+
+    /// Writes the frames made for the daemon so far.
+    private func flushToDaemon() {
+        transfers.daemonFlushDue = false
+        guard !transfers.outgoing.isEmpty else { return }
+        let bytes = transfers.outgoing
+        transfers.outgoing.removeAll(keepingCapacity: bytes.count < Int(Allocator.mmapThreshold))
+        writeToDaemon(bytes)
+    }
+
+    private func writeToDaemon(_ bytes: [UInt8]) {
+        guard let channel = transfers.channel else { return }
+        if let writer = transfers.writer {
+            writer.send(bytes, else: channel)
+        } else {
+            channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
         }
     }
 
@@ -388,20 +407,20 @@ extension Supervisor {
     /// once at its end (ten thousand enqueues are not ten thousand writes).
     @discardableResult
     func sendToDaemon(_ request: TransferRequest) -> Bool {
-        guard let channel = transfers.channel else { return false }
+        guard transfers.channel != nil else { return false }
         if takesTurns, case .enqueue(let job) = request {
             transfers.awaitingAccept.insert(job.id)
             expectTurn(.daemon)
         }
         do {
-            let frame = ByteBuffer(bytes: try Frame.encode(request))
+            let frame = try Frame.encode(request)
             if transfers.performing {
-                channel.write(frame, promise: nil)
+                transfers.outgoing += frame
                 transfers.daemonFlushDue = true
                 if case .acknowledge = request {} else { transfers.urgentDaemonFrames = true }
             } else {
-                if !transfers.deletesDue.isEmpty { flushTransferDeletes() }
-                channel.writeAndFlush(frame, promise: nil)
+                if !transfers.deletesDue.isEmpty || !transfers.outgoing.isEmpty { flushTransferDeletes() }
+                writeToDaemon(frame)
             }
             return true
         } catch {
@@ -456,13 +475,15 @@ extension Supervisor {
                     keptCapabilities: identities == nil ? [] : [.dacOverride])
                 let child: ChildProcess
                 let channel: any Channel
+                let writer: SocketWriter?
                 do throws(ChildLauncher.Failure) {
-                    (child, channel) = try await ChildLauncher.launch(
+                    (child, channel, writer) = try await ChildLauncher.launchWithWriter(
                         settings, logPath: logPath, group: group,
                         makeHandler: { TransferDaemonHandler(input: input, generation: generation) },
                         onEvent: { event in
                             if case .exited(let status) = event { input.yield(.transferDaemonExited(status, generation: generation)) }
-                        })
+                        },
+                        duplicateForWriting: true)
                 } catch .attach(let started, let error) {
                     // It runs but cannot be reached: end it (its exit restarts it, after the backoff).
                     try? started.signal(SIGKILL)
@@ -470,7 +491,7 @@ extension Supervisor {
                 } catch .spawn(let error) {
                     throw error
                 }
-                handleTransferInput(.transferDaemonStarted(child: child, channel: channel, generation: generation))
+                handleTransferInput(.transferDaemonStarted(child: child, channel: channel, writer: writer, generation: generation))
             } catch {
                 handleTransferInput(.transferDaemonFailed("\(error)", generation: generation))
             }
@@ -483,20 +504,24 @@ extension Supervisor {
         transfers.stopping = true
         if let starting = transfers.starting { await starting.value }
         guard transfers.child != nil else { return }
+        transfers.writer?.close()
         transfers.channel?.close(promise: nil)
         await withCheckedContinuation { transfers.exitWaiters.append($0) }
     }
 
     func handleTransferInput(_ item: Input) {
         switch item {
-        case .transferDaemonStarted(let child, let channel, let generation):
+        case .transferDaemonStarted(let child, let channel, let writer, let generation):
             guard generation == transfers.generation else {
+                writer?.close()
                 channel.close(promise: nil)
                 try? child.signal(SIGKILL)
                 return
             }
             transfers.child = child
             transfers.channel = channel
+            transfers.writer = writer
+            transfers.outgoing.removeAll()
             transfers.backoff.started(at: hostNow())
             // A shutdown that began meanwhile closes the channel and waits for the exit.
             guard !transfers.stopping else { return }
@@ -512,6 +537,11 @@ extension Supervisor {
             guard generation == transfers.generation else { return }
             transfers.child = nil
             transfers.channel = nil
+            transfers.writer?.close()
+            transfers.writer = nil
+            transfers.outgoing.removeAll()
+            transfers.daemonFlushDue = false
+            transfers.urgentDaemonFrames = false
             transfers.awaitingAccept.removeAll()
             transfers.broker.daemonGone()
             for w in transfers.exitWaiters { w.resume() }
