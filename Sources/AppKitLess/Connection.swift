@@ -51,7 +51,17 @@ final class Connection: Sendable {
     /// Serializes writes so frames from different threads never interleave.
     private let writeLock = Mutex(())
     /// Frame reassembly; only one reader at a time (handshake, then the reader thread).
-    private let decoder = Mutex(FrameDecoder())
+    private let decoder = Mutex(ReadState())
+
+    /// The reader's decoder and its read buffer (kept: not 16 KiB zeroed per message).
+    private struct ReadState {
+        var frames = FrameDecoder()
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+
+        mutating func next() throws(FrameError) -> [UInt8]? { try frames.next() }
+        mutating func finish() throws(FrameError) { try frames.finish() }
+        mutating func append(_ bytes: ArraySlice<UInt8>) { frames.append(bytes) }
+    }
     /// Requests waiting for their reply.
     private let requests = Mutex(RequestTable())
     /// The reader thread, made early by ``prepareReader()``.
@@ -103,18 +113,20 @@ final class Connection: Sendable {
     // MARK: Reading
 
     /// Blocks until one whole message arrives. Call from one thread at a time.
-    func receive() throws(ConnectionError) -> HostMessage {
+    /// `beforeWaiting` runs each time no whole message is buffered, before the read that
+    /// may block (the reader hands on what it has gathered then).
+    func receive(beforeWaiting: () -> Void = {}) throws(ConnectionError) -> HostMessage {
         try decoder.withLock { decoder throws(ConnectionError) -> HostMessage in
-            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
             while true {
                 let payload: [UInt8]?
                 do throws(FrameError) { payload = try decoder.next() } catch { throw .frame(error) }
                 if let payload {
                     do throws(FrameError) { return try Frame.decode(HostMessage.self, from: payload) } catch { throw .frame(error) }
                 }
-                let n = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                beforeWaiting()
+                let n = decoder.chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
                 if n > 0 {
-                    decoder.append(chunk[0..<n])
+                    decoder.append(decoder.chunk[0..<n])
                 } else if n == 0 {
                     do throws(FrameError) { try decoder.finish() } catch { throw .frame(error) }
                     throw .closed
@@ -213,14 +225,18 @@ final class Connection: Sendable {
     // MARK: Reader
 
     /// Reads messages until the connection fails: replies go to their waiters,
-    /// callbacks to `deliver` in arrival order. Returns why it stopped.
-    func readLoop(deliver: (_ seq: UInt64, _ callback: LifecycleCallback, _ state: AppState) -> Void) -> ConnectionError {
+    /// callbacks to `deliver` in arrival order. `endOfBatch` runs whenever every message
+    /// read so far has been handed on, before the reader waits for more (and once more
+    /// when it stops). Returns why it stopped.
+    func readLoop(deliver: (_ seq: UInt64, _ callback: LifecycleCallback, _ state: AppState) -> Void,
+                  endOfBatch: () -> Void = {}) -> ConnectionError {
         let failure: ConnectionError
         while true {
             let message: HostMessage
-            do { message = try receive() } catch { failure = error; break }
+            do { message = try receive(beforeWaiting: endOfBatch) } catch { failure = error; break }
             if let error = dispatch(message, deliver: deliver) { failure = error; break }
         }
+        endOfBatch()
         failRequests(with: failure)
         return failure
     }
@@ -271,19 +287,22 @@ final class Connection: Sendable {
     /// Uses the thread ``prepareReader()`` made, if it did.
     func startReader(
         deliver: @escaping @Sendable (_ seq: UInt64, _ callback: LifecycleCallback, _ state: AppState) -> Void,
+        endOfBatch: @escaping @Sendable () -> Void = {},
         onFailure: @escaping @Sendable (ConnectionError) -> Void
     ) {
         do throws(ConnectionError) {
             for message in try takeBuffered() {
                 if let error = dispatch(message, deliver: deliver) { throw error }
             }
+            endOfBatch()
         } catch {
+            endOfBatch()
             failRequests(with: error)
             onFailure(error)
             return
         }
         let body: @Sendable () -> Void = { [self] in
-            onFailure(readLoop(deliver: deliver))
+            onFailure(readLoop(deliver: deliver, endOfBatch: endOfBatch))
         }
         if let parked = parkedReader.withLock({ parked in defer { parked = nil }; return parked }) {
             parked.run(body)
