@@ -160,15 +160,26 @@ final class BodyWriter: @unchecked Sendable {
         return eventLoop.makeSucceededVoidFuture()
     }
 
+    /// At most this much left to write when the body ends is written on the event loop
+    /// itself, through the page cache: a small download's one `pwrite` costs less than
+    /// handing it to a pool thread and back (two thread wakes, for every small file).
+    static let inlineBytes: Int64 = 64 << 10
+
     /// The body is complete: write what is left, then `end` is `.finished` (or `.failed`).
     func finish() {
-        let start = lock.withLock { () -> Bool in
+        let (start, inline) = lock.withLock { () -> (Bool, Bool) in
             shared.ending = true
-            guard !shared.writerBusy, !shared.done else { return false }
+            guard !shared.writerBusy, !shared.done else { return (false, false) }
             shared.writerBusy = true
-            return true
+            return (true, shared.filled - shared.written <= Self.inlineBytes)
         }
-        if start { startWriter() }
+        guard start else { return }
+        if inline {
+            if !directOff && directFD < 0 { useBufferedWrites(from: lock.withLock { shared.written }) }
+            drain()
+        } else {
+            startWriter()
+        }
     }
 
     /// The response failed or was cancelled: no more body parts are taken. What the ring

@@ -78,20 +78,24 @@ struct Transferrer: Sendable {
     private func download(_ job: TransferJob, fresh: Bool) async -> AttemptResult {
         let part = job.destination + ".part"
         let point = fresh ? ResumePoint() : (try? store.resumePoint(id: job.id)) ?? ResumePoint()
-        var st = stat()
-        let fileSize: Int64 = stat(part, &st) == 0 ? Int64(st.st_size) : -1
         var offset = point.bytesDone
-        if fileSize < 0 { offset = 0 } else if fileSize < offset { offset = fileSize }
         let validator = point.etag ?? point.lastModified
         if validator == nil { offset = 0 }
+        if offset > 0 {
+            var st = stat()
+            let fileSize: Int64 = stat(part, &st) == 0 ? Int64(st.st_size) : -1
+            if fileSize < 0 { offset = 0 } else if fileSize < offset { offset = fileSize }
+        }
 
-        let fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        // From byte 0 (a fresh job, or nothing to resume): whatever an earlier attempt
+        // left is emptied by the open itself, no stat or ftruncate first.
+        let fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : 0), 0o644)
         if fd < 0 {
             return .fatal(code: "cannotCreateFile", reason: "open \(part): \(String(cString: strerror(errno)))")
         }
         var closed = false
         defer { if !closed { close(fd) } }
-        if ftruncate(fd, off_t(offset)) != 0 {
+        if offset > 0, ftruncate(fd, off_t(offset)) != 0 {
             return .fatal(code: "cannotWriteToFile", reason: "truncate \(part): \(String(cString: strerror(errno)))")
         }
 
