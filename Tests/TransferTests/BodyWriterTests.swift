@@ -57,4 +57,32 @@ import Testing
         }
         #expect(written == 5000)
     }
+
+    /// A finished body reaches the file whole, whether its last bytes are few enough to
+    /// be written on the event loop (up to `inlineBytes`) or go to a pool thread.
+    @Test(arguments: [1, 3000, Int(BodyWriter.inlineBytes), Int(BodyWriter.inlineBytes) + 1, 200_000])
+    func finishWritesEverything(count: Int) async throws {
+        let dir = try TempDir("bodywriter")
+        defer { dir.remove() }
+        let store = try TransferStore(path: dir.path + "/t.sqlite")
+        let part = dir.path + "/x.part"
+        let fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        let loop = MultiThreadedEventLoopGroup.singleton.any()
+        let (_, sink) = AsyncStream<Int64>.makeStream()
+        let writer = BodyWriter(fd: fd, path: part, offset: 0, length: Int64(count), point: ResumePoint(), store: store, id: 1,
+                                commitBytes: 1 << 30, progress: sink, eventLoop: loop)
+        let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+        try await loop.submit { writer.append(ByteBuffer(bytes: bytes)) }.flatMap { $0 }.get()
+        try await loop.submit { writer.finish() }.get()
+        let end = try await writer.end.get()
+        guard case .finished(let written) = end else {
+            Issue.record("ended \(end)")
+            return
+        }
+        #expect(written == Int64(count))
+        let data = try Data(contentsOf: URL(fileURLWithPath: part))
+        #expect(data == Data(bytes))
+    }
 }
