@@ -590,41 +590,49 @@ struct TransferTally {
         guard e.bundleIdentifier == app else { return }
         let t = e.time.timeIntervalSince1970
         switch e.kind {
+        // The typed fields, not the cause text: the event's transfer note, session task
+        // and success.
         case .service:
-            if e.cause.hasPrefix("download task "), e.cause.contains(" queued: ") {
+            switch e.transfer {
+            case .queued?:
                 queued += 1
                 firstQueued = firstQueued ?? e.time
                 lastQueued = e.time
-                if let k = Self.number(after: "download task ", in: e.cause), k <= count { queuedAt[k] = t }
+                if let k = e.transferTask, k >= 1, k <= count { queuedAt[k] = t }
                 if queued == count {
                     deliveredAtLastQueued = delivered
                     finishedAtLastQueued = finished
                 }
-            } else if e.cause.hasPrefix("transfer "), e.cause.contains(") finished: ") {
+            case .finished?:
                 finished += 1
                 lastFinished = e.time
-                if !e.cause.contains("finished: completed") {
+                if e.success != true {
                     finishedFailed += 1
                     firstError = firstError ?? e.cause
                 }
-                if let k = Self.number(after: "(task ", in: e.cause), k <= count { finishedAt[k] = t }
+                if let k = e.transferTask, k >= 1, k <= count { finishedAt[k] = t }
+            default:
+                break
             }
         case .callback:
-            let name = e.cause.hasSuffix(" returned") ? String(e.cause.dropLast(" returned".count)) : e.cause
-            if name.hasPrefix("didCompleteWithError(task ") {
+            guard let task = e.transferTask else {
+                let name = e.cause.hasSuffix(" returned") ? String(e.cause.dropLast(" returned".count)) : e.cause
+                callbacks[name, default: 0] += 1
+                break
+            }
+            if let success = e.success {
                 callbacks["didCompleteWithError", default: 0] += 1
-                if name.hasSuffix(", nil)") {
+                if success {
                     delivered += 1
                 } else {
                     deliveredWithError += 1
-                    firstError = firstError ?? name
+                    firstError = firstError ?? e.cause
                 }
                 lastDelivered = e.time
-                if let k = Self.number(after: "(task ", in: name), k <= count { deliveredAt[k] = t }
-            } else if name.hasPrefix("didFinishDownloadingTo(") {
-                callbacks["didFinishDownloadingTo", default: 0] += 1
+                if task >= 1, task <= count { deliveredAt[task] = t }
             } else {
-                callbacks[name, default: 0] += 1
+                let name = e.callback?.prefix { $0 != "(" } ?? "urlSession"
+                callbacks[String(name), default: 0] += 1
             }
         case .signal:
             // "SIGSTOP: ...", "SIGCONT: ..."; "running again (kernel confirmed SIGCONT)" is the kernel's confirmation.
@@ -640,11 +648,6 @@ struct TransferTally {
         default:
             break
         }
-    }
-
-    static func number(after prefix: String, in text: String) -> Int? {
-        guard let r = text.range(of: prefix) else { return nil }
-        return Int(text[r.upperBound...].prefix { $0.isNumber })
     }
 
     func summary() -> TallySummary {

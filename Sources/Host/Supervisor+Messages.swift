@@ -117,6 +117,17 @@ extension Supervisor {
             fields.fetch = fetch
         case .service(.remoteNotification(let push, _, _)):
             fields.push = push
+        case .service(.urlSessionDidFinishDownloading(let session, let task, _)),
+             .service(.urlSessionProgress(let session, let task, _, _)),
+             .service(.urlSessionResumeData(let session, let task, _)):
+            fields.session = session
+            fields.transferTask = task
+        case .service(.urlSessionDidComplete(let session, let task, let errorCode, _, _)):
+            fields.session = session
+            fields.transferTask = task
+            fields.success = errorCode == nil
+        case .service(.urlSessionHandleEvents(let session)), .service(.urlSessionDidFinishEvents(let session)):
+            fields.session = session
         default:
             break
         }

@@ -259,7 +259,8 @@ struct TransferBroker {
             r.state = .completed
             records[id] = r
             return [.note(app: r.job.bundleIdentifier, "transfer \(id) (task \(r.job.taskIdentifier) of \(r.job.session)) finished: \(Self.text(of: outcome))",
-                          .init(transfer: .finished, session: r.job.session, transferTask: r.job.taskIdentifier))]
+                          .init(transfer: .finished, session: r.job.session, transferTask: r.job.taskIdentifier,
+                                success: { if case .completed = outcome { true } else { false } }()))]
                 + finishedDelivery(id, world: world)
         case .transfers, .error:
             return []

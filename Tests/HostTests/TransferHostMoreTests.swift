@@ -245,6 +245,17 @@ struct TransferHostMoreTests {
             #expect(callbacks.filter { $0.hasPrefix("handleEvents") }.count == 1, "one round: \(callbacks)")
             #expect(callbacks.filter { $0.hasPrefix("urlSessionDidFinishEvents") }.count == 1, "\(callbacks)")
             #expect(Set(callbacks.filter { $0.hasPrefix("didCompleteWithError") }) == Set((1...4).map { "didCompleteWithError(task \($0), nil)" }))
+            // The same in typed fields: each task's session, task and success, and the
+            // finished notes' success.
+            let all = await host.events(id)
+            let completed = all.filter { $0.kind == .callback && $0.success != nil }
+            #expect(completed.map(\.session) == Array(repeating: "s", count: 4))
+            #expect(Set(completed.compactMap(\.transferTask)) == Set(1...4))
+            #expect(completed.allSatisfy { $0.success == true })
+            let downloaded = all.filter { $0.kind == .callback && $0.callback?.hasPrefix("didFinishDownloadingTo") == true }
+            #expect(Set(downloaded.compactMap(\.transferTask)) == Set(1...4))
+            #expect(all.filter { $0.transfer == .finished }.allSatisfy { $0.success == true })
+            #expect(all.filter { $0.kind == .callback && $0.callback?.hasPrefix("handleEvents") == true }.map(\.session) == ["s"])
             let launches = await host.events(id).filter { $0.kind == .transition && $0.from == .notRunning }
             #expect(launches.count == 2, "the user's launch and one background launch")
             for task in 1...4 { #expect(try download(host, id, task: task).count == 16 << 10) }
