@@ -8,7 +8,9 @@ extension Supervisor {
     func handleMessage(_ id: String, _ message: AppMessage) {
         // Scalars, not a copy of the runtime: a copy alive while `pending` is changed below
         // would make the table copy itself on every callback's return.
-        guard let instance = runtimes[id]?.instance, let machine = runtimes[id].map({ (connected: $0.machine.connected, state: $0.machine.state) }) else { return }
+        // (Each through `?.`: `runtimes[id].map { ... }` copied the whole runtime.)
+        guard let instance = runtimes[id]?.instance, let connected = runtimes[id]?.machine.connected else { return }
+        let machine = (connected: connected, state: runtimes[id]?.machine.state ?? .notRunning)
         let pid = runtimes[id]?.pid
         // The host has sent this process SIGKILL: what it says after that (already in the
         // socket, or written before the signal landed) no longer counts, as nothing of a

@@ -21,11 +21,12 @@ extension Supervisor {
     func performMode(_ effect: ModeEffect) {
         switch effect {
         case .deliver(let app, let event, let wake, let because):
-            guard let row = apps[app] else { return }
+            // Looked up, not copied: the row is needed only for a launch.
+            guard apps.index(forKey: app) != nil else { return }
             var launch: LaunchReason?
             if case .launch(let reason) = wake { launch = reason }
             if runtimes[app]?.machine.isRunning != true {
-                guard let launch, !shuttingDown else {
+                guard let launch, !shuttingDown, let row = apps[app] else {
                     events.append(.service, app: app, cause: "\(event.name) not delivered: the app is not running (\(because))", time: now())
                     return
                 }

@@ -379,18 +379,19 @@ public actor Supervisor {
         for effect in effects {
             perform(id, effect)
         }
-        guard let rt = runtimes[id] else { return }
+        // Read through `?.`, not a copy of the runtime (`guard let rt = runtimes[id]`
+        // retained and released everything in it, on every event fed).
+        guard let isRunning = runtimes[id]?.machine.isRunning else { return }
         // Launch finished (or failed): answer `launch`.
-        if rt.machine.launched || !rt.machine.isRunning, !rt.launchWaiters.isEmpty {
-            if let pid = rt.pid, rt.machine.isRunning {
+        if runtimes[id]?.machine.launched == true || !isRunning, runtimes[id]?.launchWaiters.isEmpty == false {
+            if let pid = runtimes[id]?.pid, isRunning {
                 finishLaunchWaiters(id, .success(pid))
             } else {
-                let reason = rt.exitStatus.map { "it ended during launch (\($0.description))" } ?? "it did not start"
+                let reason = runtimes[id]?.exitStatus.map { "it ended during launch (\($0.description))" } ?? "it did not start"
                 finishLaunchWaiters(id, .failure(ControlError(.spawnFailed, "\(id) could not be launched: \(reason); see `apphost reports \(id)`")))
             }
         }
-        if !rt.machine.isRunning {
-            let waiters = rt.exitWaiters
+        if !isRunning, let waiters = runtimes[id]?.exitWaiters, !waiters.isEmpty {
             runtimes[id]?.exitWaiters.removeAll()
             for w in waiters { w.resume() }
         }
@@ -464,7 +465,8 @@ public actor Supervisor {
             spawn(id, options: options)
         case .send(let callback, let state):
             expectTurn(.app(id))
-            guard let instance = runtimes[id]?.instance, let seq = runtimes[id].map({ $0.seq + 1 }) else { return }
+            guard let instance = runtimes[id]?.instance, let last = runtimes[id]?.seq else { return }
+            let seq = last + 1
             runtimes[id]?.seq = seq
             runtimes[id]?.pending[seq] = callback
             runtimes[id]?.callbacksSent?.sent(seq)
