@@ -56,7 +56,12 @@ extension Supervisor {
     }
 
     /// A running (or starting) app.
-    struct Runtime {
+    /// A class, not a struct: the supervisor reads and changes its runtimes in place
+    /// (`runtimes[id]?.machine...`), and a dictionary's getter returns a copy of its value:
+    /// for this struct of some twenty references, a retain and a release of each on every
+    /// read, a tenth of the host's CPU on the paths that run for every callback. Only the
+    /// supervisor's actor holds them.
+    final class Runtime {
         var machine: Lifecycle
         let instance: UInt64
         var child: ChildProcess?
@@ -116,6 +121,13 @@ extension Supervisor {
         var hangRecheckPending = false
         /// The process's host-clock timers (AppKitLess `HostTimer`).
         var timers = AppTimers()
+
+        init(machine: Lifecycle, instance: UInt64, since: Date, timers: AppTimers) {
+            self.machine = machine
+            self.instance = instance
+            self.since = since
+            self.timers = timers
+        }
     }
 }
 
@@ -125,7 +137,7 @@ extension Supervisor.Runtime {
     /// are stopped before the app and continued after it, and killed with it; only the
     /// app's own stop and continue are confirmed. (Apps make no process: defense in
     /// depth, harmless when there is none.) Nil without a process.
-    mutating func signal(_ sig: Lifecycle.Signal) -> (error: (any Error)?, others: [Int32])? {
+    func signal(_ sig: Lifecycle.Signal) -> (error: (any Error)?, others: [Int32])? {
         guard let child else { return nil }
         var others: [Int32] = []
         if sig == .stop, let cgroup { others = cgroup.signalOthers(SIGSTOP, except: child.pid) }

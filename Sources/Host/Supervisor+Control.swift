@@ -395,6 +395,11 @@ extension Supervisor {
         apps[id] != nil || lastStateChange[id] != nil || !((try? store.reports(bundleIdentifier: id)) ?? []).isEmpty
     }
 
+    /// The cgroup `id`'s current process runs in, if it has one (tests).
+    func cgroup(of id: String) -> AppCgroup? {
+        runtimes[id]?.cgroup
+    }
+
     /// The pid of a running app.
     public func pid(of id: String) -> Int32? {
         guard let rt = runtimes[id], rt.machine.isRunning else { return nil }

@@ -172,13 +172,12 @@ public actor Supervisor {
         case .spawned(let id, let instance, let child):
             settleCandidates.insert(id)
             let early = earlyChildEvents.removeValue(forKey: instance) ?? []
-            guard var rt = runtimes[id], rt.instance == instance else {
+            guard let rt = runtimes[id], rt.instance == instance else {
                 try? child.signal(SIGKILL)
                 return
             }
             rt.child = child
             rt.pid = child.pid
-            runtimes[id] = rt
             appByPID[child.pid] = id
             events.append(.spawned, app: id, pid: child.pid, cause: "spawned \(apps[id]?.app.executablePath ?? "")", time: now())
             feed(id, .spawned(pid: child.pid))

@@ -92,7 +92,7 @@ struct AppProcessesTests {
             // A fork fails with EPERM before the limit is asked.
             #expect(log.contains("[ProbeApp] fork-limit: forked 0 of 4 (EPERM)\n"), "\(log)")
             #expect(log.contains("still-here"))
-            let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup)
+            let cgroup = try #require(await host.supervisor.cgroup(of: id))
             let pidsMax = cgroup.directories.map { $0 + "/pids.max" }.first { FileManager.default.fileExists(atPath: $0) }
             #expect(pidsMax.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) } == "32\n")
             // The event line says where the limits live, readably.
@@ -110,7 +110,7 @@ struct AppProcessesTests {
         try await withHost(label: "nocg", configure: { $0.limits = LimitSettings(all: AppLimits(openFiles: 64, fileSize: 1 << 20)) }) { host in
             let id = try await host.installProbe("com.proc.nocgroup")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [])
-            #expect(await host.supervisor.runtimes[id]?.cgroup == nil)
+            #expect(await host.supervisor.cgroup(of: id) == nil)
             let text = (try? String(contentsOfFile: "/proc/\(pid)/cgroup", encoding: .utf8)) ?? ""
             #expect(!text.contains("/apphost-"), "the app is in no per-app cgroup: \(text)")
             let (past, _, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
@@ -124,7 +124,7 @@ struct AppProcessesTests {
         try await withHost(label: "cg", configure: { $0.limits = LimitSettings(all: AppLimits(memory: 256 << 20)) }) { host in
             let id = try await host.installProbe("com.proc.cgroup")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [])
-            let cgroup = try #require(await host.supervisor.runtimes[id]?.cgroup, "an app with a memory limit has a cgroup")
+            let cgroup = try #require(await host.supervisor.cgroup(of: id), "an app with a memory limit has a cgroup")
             // The child joined before execve (no move after the spawn), so the cgroup holds
             // the app and nothing else: not the host, not a process of the spawn.
             #expect(cgroup.members == [pid], "the app, alone: \(cgroup.members)")
