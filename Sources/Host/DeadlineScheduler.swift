@@ -11,6 +11,9 @@ enum TimerID: Hashable, Sendable {
     case transferRound(session: String)
     /// The transfer daemon's restart after its backoff (host-wide).
     case transferRestart
+    /// Delivered transfers waiting to be deleted and acknowledged together (host-wide,
+    /// real clock only; see ``Supervisor/transferStepEnded()``).
+    case transferForget
     /// The app's host-clock timer `id` (AppKitLess `HostTimer`; see ``AppTimers``), keyed
     /// by the app's process instance: it dies with the process.
     case appTimer(Int)

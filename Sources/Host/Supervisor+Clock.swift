@@ -83,6 +83,8 @@ extension Supervisor {
             transferRoundTimedOut(app: key.app, session: session)
         case .transferRestart:
             transferRestartDue()
+        case .transferForget:
+            transferForgetDue()
         case .lockGrace:
             performMode(modes.lockGraceEnded(at: hostNow()))
         case .appTimer(let timer):

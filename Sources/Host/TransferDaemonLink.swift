@@ -68,8 +68,10 @@ struct TransferBrokerState {
     /// `acknowledge`s wait in the channel), so the daemon never forgets a transfer the
     /// host's database still has.
     var deletesDue: [UInt64] = []
-    /// A write of `deletesDue` is scheduled for when the input stream has drained.
+    /// The deadline that writes `deletesDue` is armed (``TimerID/transferForget``).
     var deletesScheduled = false
+    /// How long delivered transfers wait to be deleted and acknowledged together.
+    static let forgetWindow: Duration = .milliseconds(20)
     /// Frames other than `acknowledge` wait in the daemon's channel: they go out at the
     /// end of the list of effects, with the deletes due before them.
     var urgentDaemonFrames = false
@@ -298,11 +300,12 @@ extension Supervisor {
     }
 
     /// The end of a step: delivered transfers are deleted, and acknowledged to the daemon,
-    /// once the inputs already queued are handled too (a group commit: on the real clock a
-    /// busy host gathers the deliveries of many steps into one transaction and one write
-    /// to the daemon; nothing waits for an acknowledgement but the daemon's row). At once
-    /// on the virtual clock, when a batch is full, or when other frames wait for the
-    /// daemon.
+    /// together, within ``TransferBrokerState/forgetWindow`` (a group commit: on the real
+    /// clock a busy host gathers the deliveries of many steps into one transaction and one
+    /// write to the daemon; nothing waits for an acknowledgement but the daemon's row, and
+    /// a host that stops first finds no record and acknowledges the daemon's repeated
+    /// report then). At once on the virtual clock, when a batch is full, or when other
+    /// frames wait for the daemon.
     func transferStepEnded() {
         guard !transfers.deletesDue.isEmpty || transfers.daemonFlushDue else { return }
         if configuration.clock == .virtual || transfers.urgentDaemonFrames
@@ -310,11 +313,12 @@ extension Supervisor {
             flushTransferDeletes()
         } else if !transfers.deletesScheduled {
             transfers.deletesScheduled = true
-            Task { self.flushScheduledTransferDeletes() }
+            startHostTimer(.transferForget, app: nil, after: TransferBrokerState.forgetWindow)
         }
     }
 
-    private func flushScheduledTransferDeletes() {
+    /// The window of ``transferStepEnded()`` ran out.
+    func transferForgetDue() {
         transfers.deletesScheduled = false
         flushTransferDeletes()
     }
@@ -324,6 +328,10 @@ extension Supervisor {
     /// rows are gone. Also called before anything else is flushed to the daemon.
     func flushTransferDeletes() {
         transfers.urgentDaemonFrames = false
+        if transfers.deletesScheduled {
+            transfers.deletesScheduled = false
+            cancelHostTimer(.transferForget, app: nil)
+        }
         if !transfers.deletesDue.isEmpty {
             let ids = transfers.deletesDue
             transfers.deletesDue.removeAll(keepingCapacity: ids.count < 4096)
