@@ -31,8 +31,8 @@ public struct TransferDaemonConfiguration: Sendable {
     /// one report to the host (which then delivers them in one step). Without it each
     /// small download was a batch of its own on a fast disk. A batch of `finishBatch`
     /// starts at once; 0 turns the wait off.
-    public var finishGathering: Double = 0.002
-    public var finishBatch: Int = 64
+    public var finishGathering: Double = 0.010
+    public var finishBatch: Int = 128
     /// Progress is committed (and reported) at least this often.
     public var commitBytes: Int64 = 512 * 1024
     /// Read timeout of one connection (no byte for this long: retry).
