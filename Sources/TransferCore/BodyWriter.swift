@@ -359,6 +359,18 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private var goPromise: EventLoopPromise<Void>?
     private var writer: BodyWriter?
     private var failure: (any Error)?
+    private var early: BodyWriter?
+
+    /// Set before the request starts: given the head, a writer to take the body at once
+    /// (nil: the attempt checks the head first, and `accept`s or `reject`s).
+    var acceptEarly: (@Sendable (HTTPResponseHead) -> BodyWriter?)? {
+        get { lock.withLock { acceptEarlyHandler } }
+        set { lock.withLock { acceptEarlyHandler = newValue } }
+    }
+    private var acceptEarlyHandler: (@Sendable (HTTPResponseHead) -> BodyWriter?)?
+
+    /// The writer `acceptEarly` made, once the head came.
+    var acceptedEarly: BodyWriter? { lock.withLock { early } }
 
     init(eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
@@ -404,6 +416,16 @@ final class DownloadDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        if let make = lock.withLock({ failure == nil ? acceptEarlyHandler : nil }), let writer = make(head) {
+            let hp = lock.withLock { () -> EventLoopPromise<HTTPResponseHead>? in
+                self.writer = writer
+                early = writer
+                defer { headPromise = nil }
+                return headPromise
+            }
+            hp?.succeed(head)
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
         let go = task.eventLoop.makePromise(of: Void.self)
         let hp = lock.withLock { () -> EventLoopPromise<HTTPResponseHead>? in
             defer { headPromise = nil }

@@ -116,12 +116,26 @@ struct Transferrer: Sendable {
         // The body goes from the event loop straight to a BodyWriter (no hop to this
         // task per part); this task checks the head, forwards progress and finishes.
         let eventLoop = client.eventLoopGroup.any()
+        let (progress, progressSink) = AsyncStream<Int64>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let delegate = DownloadDelegate(eventLoop: eventLoop)
+        if offset == 0 && Self.isFresh(point) {
+            // From byte 0 with nothing stored: a full answer (2xx) needs no check by this
+            // task, so its body flows into a writer made where the head is read, in the
+            // same turn of the event loop, not after a round trip through this task.
+            let (store, commitBytes) = (self.store, self.commitBytes)
+            delegate.acceptEarly = { head in
+                guard (200..<300).contains(Int(head.status.code)) else { return nil }
+                let length = head.headers.first(name: "Content-Length").flatMap { Int64($0) }
+                return BodyWriter(fd: fd, path: part, offset: 0, length: length, point: Self.point(from: head, offset: 0, expected: length),
+                                  store: store, id: job.id, commitBytes: commitBytes, progress: progressSink, eventLoop: eventLoop)
+            }
+        }
         let deadline = NIODeadline.now() + resourceTimeLeft(job, now: clock.now())
         let task = client.execute(request: request, delegate: delegate, eventLoop: .delegate(on: eventLoop), deadline: deadline, logger: nil)
         task.futureResult.whenFailure { delegate.fail($0) }
         return await withTaskCancellationHandler {
-            await receive(job, part: part, fd: fd, offset: offset, point: point, task: task, delegate: delegate, closed: &closed)
+            await receive(job, part: part, fd: fd, offset: offset, point: point, task: task, delegate: delegate,
+                          progress: (progress, progressSink), closed: &closed)
         } onCancel: {
             task.cancel()
         }
@@ -135,8 +149,22 @@ struct Transferrer: Sendable {
     /// while progress is forwarded, then the outcome; a complete file is handed back
     /// unsynced, still open (`.received`).
 
+    /// Whether nothing was stored for a job to resume from.
+    static func isFresh(_ point: ResumePoint) -> Bool {
+        point.bytesDone == 0 && point.etag == nil && point.lastModified == nil
+    }
+
+    /// The resume point a response head gives: its validators and the expected size.
+    static func point(from head: HTTPResponseHead, offset: Int64, expected: Int64?) -> ResumePoint {
+        ResumePoint(bytesDone: offset, bytesExpected: expected,
+                    etag: head.headers.first(name: "ETag"),
+                    lastModified: head.headers.first(name: "Last-Modified"))
+    }
+
     private func receive(_ job: TransferJob, part: String, fd: Int32, offset startOffset: Int64, point: ResumePoint,
-                         task: HTTPClient.Task<Void>, delegate: DownloadDelegate, closed: inout Bool) async -> AttemptResult {
+                         task: HTTPClient.Task<Void>, delegate: DownloadDelegate,
+                         progress: (stream: AsyncStream<Int64>, sink: AsyncStream<Int64>.Continuation),
+                         closed: inout Bool) async -> AttemptResult {
         var point = point
         var offset = startOffset
         var done = offset
@@ -179,21 +207,23 @@ struct Transferrer: Sendable {
             return .retry(code: "badServerResponse", reason: "HTTP \(code) from \(job.url)", progressed: false)
         }
         let stored = point
-        point = ResumePoint(bytesDone: offset, bytesExpected: expected,
-                            etag: head.headers.first(name: "ETag"),
-                            lastModified: head.headers.first(name: "Last-Modified"))
-        // A fresh download (nothing stored, from byte 0) has nothing to record yet: the
-        // validators go in with the first progress commit or the stop, and until then a
-        // restart starts from zero anyway. Saved otherwise: a resumed or restarted file.
-        if startOffset > 0 || stored.bytesDone > 0 || stored.etag != nil || stored.lastModified != nil {
-            try? store.saveProgress(id: job.id, point)
+        point = Self.point(from: head, offset: offset, expected: expected)
+        let writer: BodyWriter
+        if let early = delegate.acceptedEarly {
+            // Taken where the head was read (a fresh 2xx: nothing to save yet).
+            writer = early
+        } else {
+            // A fresh download (nothing stored, from byte 0) has nothing to record yet: the
+            // validators go in with the first progress commit or the stop, and until then a
+            // restart starts from zero anyway. Saved otherwise: a resumed or restarted file.
+            if startOffset > 0 || !Self.isFresh(stored) {
+                try? store.saveProgress(id: job.id, point)
+            }
+            writer = BodyWriter(fd: fd, path: part, offset: offset, length: length, point: point, store: store, id: job.id,
+                                commitBytes: commitBytes, progress: progress.sink, eventLoop: delegate.eventLoop)
+            delegate.accept(writer)
         }
-
-        let (progress, progressSink) = AsyncStream<Int64>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let writer = BodyWriter(fd: fd, path: part, offset: offset, length: length, point: point, store: store, id: job.id,
-                                commitBytes: commitBytes, progress: progressSink, eventLoop: delegate.eventLoop)
-        delegate.accept(writer)
-        for await bytes in progress {
+        for await bytes in progress.stream {
             await onProgress(job.id, bytes, expected)
         }
         // Not cancellable: the writer must be done with the file before it is closed.
