@@ -65,6 +65,44 @@ import Glibc
         try await group.shutdownGracefully()
     }
 
+    /// Once the channel has written everything it was handed (the app read), frames go
+    /// directly again, still in order.
+    @Test func framesGoDirectlyAgainOnceTheChannelHasWrittenItsShare() async throws {
+        let (host, app) = try socketPair()
+        defer { _ = close(app) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
+        let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
+        let writer = SocketWriter(descriptor: duplicate)
+        var expected: [UInt8] = []
+        var frame = 0
+        while !writer.handedOver && frame < 100_000 {
+            let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: frame &+ $0) }
+            writer.send(bytes, else: channel)
+            expected += bytes
+            frame += 1
+        }
+        #expect(writer.handedOver, "the socket's buffer filled")
+        let queued = [UInt8](repeating: 7, count: 333)
+        writer.send(queued, else: channel)
+        expected += queued
+        // The app reads everything; the channel then finishes its writes.
+        #expect(try readAll(app, count: expected.count) == expected)
+        var rounds = 0
+        while writer.handedOver && rounds < 10_000 {
+            // A round trip through the channel's loop, where its writes complete.
+            try await channel.eventLoop.submit {}.get()
+            rounds += 1
+        }
+        #expect(!writer.handedOver, "direct again once the channel's writes were done")
+        writer.send([1, 2, 3], else: channel)
+        #expect(!writer.handedOver)
+        #expect(try readAll(app, count: 3) == [1, 2, 3])
+        writer.close()
+        try await channel.close()
+        try await group.shutdownGracefully()
+    }
+
     @Test func closingTheWriterLeavesTheSocketToTheChannel() async throws {
         let (host, app) = try socketPair()
         defer { _ = close(app) }
