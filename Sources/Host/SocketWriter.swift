@@ -14,9 +14,8 @@ import Glibc
 /// short write) goes to the channel, rest and all, and so does every frame after it
 /// until the channel has written all it was given: frames stay in order, and an app
 /// that does not read meets the channel's bound (``AppBounds/unreadBytes``) as before.
-/// Once the channel's writes are all done, frames go directly again (a burst that
-/// that filled the buffer once (a burst of answers the app had not read yet) used to send every later frame
-/// through the event loop).
+/// Once the channel's writes are all done, frames go directly again (a burst of answers
+/// the app had not read yet used to send every later frame through the event loop).
 ///
 /// Owned by the app's runtime; the duplicate is closed when the writer goes (the
 /// runtime's end) or by ``close()`` (wherever the channel is closed), so it never
