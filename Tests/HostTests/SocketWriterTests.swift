@@ -11,7 +11,7 @@ import Glibc
 /// ``SocketWriter`` through a real socketpair and a real NIO channel on its other descriptor.
 @Suite struct SocketWriterTests {
     /// A socketpair: `[0]` the host's end (given to a channel and duplicated), `[1]` the app's.
-    private func socketPair() throws -> (Int32, Int32) {
+    func socketPair() throws -> (Int32, Int32) {
         var fds: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
             throw SocketWriterTestError(errno)
@@ -32,84 +32,90 @@ import Glibc
         return out
     }
 
-    @Test func framesGoDirectlyThenThroughTheChannelInOrderOnceTheBufferIsFull() async throws {
-        let (host, app) = try socketPair()
-        defer { _ = close(app) }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
-        #expect(duplicate >= 0)
-        let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
-        let writer = SocketWriter(descriptor: duplicate)
-        var expected: [UInt8] = []
-        // Nobody reads the app's end: the socket's buffer fills, and the writer hands over.
-        var frame: UInt32 = 0
-        while !writer.handedOver {
-            let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: Int(frame) &+ $0) }
-            writer.send(bytes, else: channel)
-            expected += bytes
-            frame += 1
-            #expect(frame < 100_000, "the socket's buffer never filled")
-            if frame >= 100_000 { break }
+    /// A socketpair whose host end a channel and a writer (on a duplicate) share.
+    private struct Pair {
+        let app: Int32
+        let group: MultiThreadedEventLoopGroup
+        let duplicate: Int32
+        let channel: any Channel
+        let writer: SocketWriter
+
+        static func make(_ tests: SocketWriterTests) async throws -> Pair {
+            let (host, app) = try tests.socketPair()
+            let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+            let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
+            let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
+            return Pair(app: app, group: group, duplicate: duplicate, channel: channel, writer: SocketWriter(descriptor: duplicate))
         }
-        #expect(frame > 1, "the first frames went directly")
+
+        /// Sends 1,000-byte frames nobody reads until the socket's buffer is full and the
+        /// writer hands over; returns what it sent and how many frames.
+        func fillUntilHandedOver() -> (bytes: [UInt8], frames: Int) {
+            var sent: [UInt8] = []
+            var frame = 0
+            while !writer.handedOver && frame < 100_000 {
+                let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: frame &+ $0) }
+                writer.send(bytes, else: channel)
+                sent += bytes
+                frame += 1
+            }
+            return (sent, frame)
+        }
+
+        func close() async throws {
+            writer.close()
+            try await channel.close()
+            try await group.shutdownGracefully()
+            _ = Glibc.close(app)
+        }
+    }
+
+    @Test func framesGoDirectlyThenThroughTheChannelInOrderOnceTheBufferIsFull() async throws {
+        let pair = try await Pair.make(self)
+        #expect(pair.duplicate >= 0)
+        // Nobody reads the app's end: the socket's buffer fills, and the writer hands over.
+        var (expected, frames) = pair.fillUntilHandedOver()
+        #expect(pair.writer.handedOver, "the socket's buffer filled")
+        #expect(frames > 1, "the first frames went directly")
         for k in 0..<5 {
             let bytes = [UInt8](repeating: UInt8(k), count: 777)
-            writer.send(bytes, else: channel)
+            pair.writer.send(bytes, else: pair.channel)
             expected += bytes
         }
         // Everything arrives once, in order: direct bytes first, then the channel's.
-        let received = try readAll(app, count: expected.count)
+        let received = try readAll(pair.app, count: expected.count)
         #expect(received == expected)
-        writer.close()
-        try await channel.close()
-        try await group.shutdownGracefully()
+        try await pair.close()
     }
 
     /// Once the channel has written everything it was handed (the app read), frames go
     /// directly again, still in order.
     @Test func framesGoDirectlyAgainOnceTheChannelHasWrittenItsShare() async throws {
-        let (host, app) = try socketPair()
-        defer { _ = close(app) }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
-        let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
-        let writer = SocketWriter(descriptor: duplicate)
-        var expected: [UInt8] = []
-        var frame = 0
-        while !writer.handedOver && frame < 100_000 {
-            let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: frame &+ $0) }
-            writer.send(bytes, else: channel)
-            expected += bytes
-            frame += 1
-        }
-        #expect(writer.handedOver, "the socket's buffer filled")
+        let pair = try await Pair.make(self)
+        var (expected, _) = pair.fillUntilHandedOver()
+        #expect(pair.writer.handedOver, "the socket's buffer filled")
         let queued = [UInt8](repeating: 7, count: 333)
-        writer.send(queued, else: channel)
+        pair.writer.send(queued, else: pair.channel)
         expected += queued
         // The app reads everything; the channel then finishes its writes.
-        #expect(try readAll(app, count: expected.count) == expected)
+        #expect(try readAll(pair.app, count: expected.count) == expected)
         var rounds = 0
-        while writer.handedOver && rounds < 10_000 {
+        while pair.writer.handedOver && rounds < 10_000 {
             // A round trip through the channel's loop, where its writes complete.
-            try await channel.eventLoop.submit {}.get()
+            try await pair.channel.eventLoop.submit {}.get()
             rounds += 1
         }
-        #expect(!writer.handedOver, "direct again once the channel's writes were done")
-        writer.send([1, 2, 3], else: channel)
-        #expect(!writer.handedOver)
-        #expect(try readAll(app, count: 3) == [1, 2, 3])
-        writer.close()
-        try await channel.close()
-        try await group.shutdownGracefully()
+        #expect(!pair.writer.handedOver, "direct again once the channel's writes were done")
+        pair.writer.send([1, 2, 3], else: pair.channel)
+        #expect(!pair.writer.handedOver)
+        #expect(try readAll(pair.app, count: 3) == [1, 2, 3])
+        try await pair.close()
     }
 
     @Test func closingTheWriterLeavesTheSocketToTheChannel() async throws {
-        let (host, app) = try socketPair()
+        let pair = try await Pair.make(self)
+        let (app, group, duplicate, channel, writer) = (pair.app, pair.group, pair.duplicate, pair.channel, pair.writer)
         defer { _ = close(app) }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let duplicate = fcntl(host, F_DUPFD_CLOEXEC, 0)
-        let channel = try await ClientBootstrap(group: group).withConnectedSocket(host).get()
-        let writer = SocketWriter(descriptor: duplicate)
         writer.send([1, 2, 3], else: channel)
         writer.close()
         #expect(fcntl(duplicate, F_GETFD) == -1, "the duplicate is closed")

@@ -5,6 +5,32 @@ import NIOPosix
 import Testing
 @testable import TransferCore
 
+/// A partial file in a temporary folder, with the store a writer commits to.
+private struct PartFile {
+    let dir: TempDir
+    let store: TransferStore
+    let path: String
+    let fd: Int32
+
+    init() throws {
+        dir = try TempDir("bodywriter")
+        store = try TransferStore(path: dir.path + "/t.sqlite")
+        path = dir.path + "/x.part"
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+    }
+
+    func writer(offset: Int64 = 0, length: Int64?, commitBytes: Int64, loop: any EventLoop) -> BodyWriter {
+        let (_, sink) = AsyncStream<Int64>.makeStream()
+        return BodyWriter(fd: fd, path: path, offset: offset, length: length, point: ResumePoint(), store: store, id: 1,
+                          commitBytes: commitBytes, progress: sink, eventLoop: loop)
+    }
+
+    func remove() {
+        if fd >= 0 { close(fd) }
+        dir.remove()
+    }
+}
+
 /// The download body writer on its own (no server, no daemon): what is in the file
 /// when a response stops.
 @Suite struct BodyWriterTests {
@@ -13,19 +39,13 @@ import Testing
     /// only for the rest. (Before, they were thrown away and the resume started at 0.)
     @Test(arguments: [100_000, 4096 * 3, 1])
     func stopWritesWhatTheRingHolds(count: Int) async throws {
-        let dir = try TempDir("bodywriter")
-        defer { dir.remove() }
-        let store = try TransferStore(path: dir.path + "/t.sqlite")
-        let part = dir.path + "/x.part"
-        let fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        #expect(fd >= 0)
-        defer { close(fd) }
+        let file = try PartFile()
+        defer { file.remove() }
+        #expect(file.fd >= 0)
         let loop = MultiThreadedEventLoopGroup.singleton.any()
-        let (_, sink) = AsyncStream<Int64>.makeStream()
         // Below the wake threshold, so appending alone does not start the writer.
         #expect(count < BodyWriter.wakeBytes)
-        let writer = BodyWriter(fd: fd, path: part, offset: 0, length: 1 << 20, point: ResumePoint(), store: store, id: 1,
-                                commitBytes: 1 << 30, progress: sink, eventLoop: loop)
+        let writer = file.writer(length: 1 << 20, commitBytes: 1 << 30, loop: loop)
         let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
         try await loop.submit { writer.append(ByteBuffer(bytes: bytes)) }.flatMap { $0 }.get()
         writer.stop()
@@ -35,21 +55,15 @@ import Testing
             return
         }
         #expect(written == Int64(count))
-        let data = try Data(contentsOf: URL(fileURLWithPath: part))
+        let data = try Data(contentsOf: URL(fileURLWithPath: file.path))
         #expect(data == Data(bytes))
     }
 
     /// A stop with nothing received ends at once, at the offset the attempt started from.
     @Test func stopWithNothingReceivedEndsAtTheStart() async throws {
-        let dir = try TempDir("bodywriter")
-        defer { dir.remove() }
-        let store = try TransferStore(path: dir.path + "/t.sqlite")
-        let part = dir.path + "/x.part"
-        let fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        defer { close(fd) }
-        let (_, sink) = AsyncStream<Int64>.makeStream()
-        let writer = BodyWriter(fd: fd, path: part, offset: 5000, length: nil, point: ResumePoint(), store: store, id: 1,
-                                commitBytes: 1 << 20, progress: sink, eventLoop: MultiThreadedEventLoopGroup.singleton.any())
+        let file = try PartFile()
+        defer { file.remove() }
+        let writer = file.writer(offset: 5000, length: nil, commitBytes: 1 << 20, loop: MultiThreadedEventLoopGroup.singleton.any())
         writer.stop()
         guard case .stopped(let written) = try await writer.end.get() else {
             Issue.record("did not end stopped")
@@ -62,17 +76,11 @@ import Testing
     /// be written on the event loop (up to `inlineBytes`) or go to a pool thread.
     @Test(arguments: [1, 3000, Int(BodyWriter.inlineBytes), Int(BodyWriter.inlineBytes) + 1, 200_000])
     func finishWritesEverything(count: Int) async throws {
-        let dir = try TempDir("bodywriter")
-        defer { dir.remove() }
-        let store = try TransferStore(path: dir.path + "/t.sqlite")
-        let part = dir.path + "/x.part"
-        let fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        #expect(fd >= 0)
-        defer { close(fd) }
+        let file = try PartFile()
+        defer { file.remove() }
+        #expect(file.fd >= 0)
         let loop = MultiThreadedEventLoopGroup.singleton.any()
-        let (_, sink) = AsyncStream<Int64>.makeStream()
-        let writer = BodyWriter(fd: fd, path: part, offset: 0, length: Int64(count), point: ResumePoint(), store: store, id: 1,
-                                commitBytes: 1 << 30, progress: sink, eventLoop: loop)
+        let writer = file.writer(length: Int64(count), commitBytes: 1 << 30, loop: loop)
         let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
         try await loop.submit { writer.append(ByteBuffer(bytes: bytes)) }.flatMap { $0 }.get()
         try await loop.submit { writer.finish() }.get()
@@ -82,7 +90,7 @@ import Testing
             return
         }
         #expect(written == Int64(count))
-        let data = try Data(contentsOf: URL(fileURLWithPath: part))
+        let data = try Data(contentsOf: URL(fileURLWithPath: file.path))
         #expect(data == Data(bytes))
     }
 }
