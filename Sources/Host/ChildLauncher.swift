@@ -32,29 +32,15 @@ enum ChildLauncher {
     /// orders events sees the spawn first), then attaches the channel with the handler
     /// `makeHandler` makes. With `autoRead` false nothing is read until the caller turns
     /// it on. `onEvent` gets the reaper's reports of the child.
+    /// With `duplicateForWriting`, also a ``SocketWriter`` on a duplicate of the host's end
+    /// of the socket (closed with the channel: it never keeps the socket open after it).
     static func launch(
         _ settings: SpawnSettings, logPath: String, group: any EventLoopGroup, autoRead: Bool = true,
         writeBufferWaterMark: ChannelOptions.Types.WriteBufferWaterMark? = nil,
         makeHandler: @escaping @Sendable () -> any ChannelHandler,
         onEvent: @escaping @Sendable (ChildEvent) -> Void,
-        spawned: @escaping @Sendable (ChildProcess) -> Void = { _ in }
-    ) async throws(Failure) -> (child: ChildProcess, channel: any Channel) {
-        let (child, channel, _) = try await launchWithWriter(settings, logPath: logPath, group: group, autoRead: autoRead,
-                                                             writeBufferWaterMark: writeBufferWaterMark, makeHandler: makeHandler,
-                                                             onEvent: onEvent, spawned: spawned, duplicateForWriting: false)
-        return (child, channel)
-    }
-
-    /// ``launch(_:logPath:group:autoRead:writeBufferWaterMark:makeHandler:onEvent:spawned:)``,
-    /// and with `duplicateForWriting` a duplicate of the host's end of the socket for a
-    /// ``SocketWriter`` (closed with the channel: it never keeps the socket open after it).
-    static func launchWithWriter(
-        _ settings: SpawnSettings, logPath: String, group: any EventLoopGroup, autoRead: Bool = true,
-        writeBufferWaterMark: ChannelOptions.Types.WriteBufferWaterMark? = nil,
-        makeHandler: @escaping @Sendable () -> any ChannelHandler,
-        onEvent: @escaping @Sendable (ChildEvent) -> Void,
         spawned: @escaping @Sendable (ChildProcess) -> Void = { _ in },
-        duplicateForWriting: Bool
+        duplicateForWriting: Bool = false
     ) async throws(Failure) -> (child: ChildProcess, channel: any Channel, writer: SocketWriter?) {
         typealias Launched = (child: ChildProcess, channel: any Channel, writer: SocketWriter?)
         let result = await withCheckedContinuation { (c: CheckedContinuation<Result<Launched, Failure>, Never>) in
@@ -70,7 +56,7 @@ enum ChildLauncher {
         return try result.get()
     }
 
-    /// The callback form of ``launch(_:logPath:group:autoRead:writeBufferWaterMark:makeHandler:onEvent:spawned:)``,
+    /// The callback form of ``launch(_:logPath:group:autoRead:writeBufferWaterMark:makeHandler:onEvent:spawned:duplicateForWriting:)``,
     /// with no hop of its own: the socketpair and the log file are made on the caller's
     /// thread, the spawn is handed to the reaper thread (which must fork: see
     /// ``ProcessReaper``), and `spawned` and `completion` run there or on the channel's

@@ -45,7 +45,8 @@ struct TransferBrokerState {
     /// Writes to the daemon's socket from the supervisor's thread (see ``SocketWriter``):
     /// no wake of the channel's event loop for each batch of requests.
     var writer: SocketWriter?
-    /// Frames for the daemon made during a list of effects, written at its end.
+    /// Frames for the daemon made during a list of effects, not written yet: at the list's
+    /// end, or, when only `acknowledge`s wait, once the deletes due are written.
     var outgoing: [UInt8] = []
     /// How long to wait before starting a daemon that died (see ``RestartBackoff``).
     var backoff = RestartBackoff()
@@ -61,12 +62,9 @@ struct TransferBrokerState {
     var saveDue = false
     /// A write of the waiting batch is scheduled for when the input stream has drained.
     var saveScheduled = false
-    /// Frames written to the daemon's channel and not flushed yet (one flush per list of effects).
-    var daemonFlushDue = false
-    /// Delivered transfers to delete from the database at the end of the step, in one
-    /// transaction; the daemon's channel is not flushed until they are (its
-    /// `acknowledge`s wait in the channel), so the daemon never forgets a transfer the
-    /// host's database still has.
+    /// Delivered transfers to delete from the database together, in one transaction (see
+    /// ``Supervisor/transferStepEnded()``); their `acknowledge`s wait in `outgoing` until
+    /// then, so the daemon never forgets a transfer the host's database still has.
     var deletesDue: [UInt64] = []
     /// The deadline that writes `deletesDue` is armed (``TimerID/transferForget``).
     var deletesScheduled = false
@@ -226,7 +224,7 @@ extension Supervisor {
                 Task { self.saveScheduledTransferBatch() }
             }
         }
-        if transfers.daemonFlushDue {
+        if !transfers.outgoing.isEmpty {
             if transfers.deletesDue.isEmpty {
                 transfers.urgentDaemonFrames = false
                 flushToDaemon()
@@ -307,7 +305,7 @@ extension Supervisor {
     /// report then). At once on the virtual clock, when a batch is full, or when other
     /// frames wait for the daemon.
     func transferStepEnded() {
-        guard !transfers.deletesDue.isEmpty || transfers.daemonFlushDue else { return }
+        guard !transfers.deletesDue.isEmpty || !transfers.outgoing.isEmpty else { return }
         if configuration.clock == .virtual || transfers.urgentDaemonFrames
             || transfers.deletesDue.count >= TransferBrokerState.batchLimit {
             flushTransferDeletes()
@@ -342,7 +340,6 @@ extension Supervisor {
 
     /// Writes the frames made for the daemon so far.
     private func flushToDaemon() {
-        transfers.daemonFlushDue = false
         guard !transfers.outgoing.isEmpty else { return }
         let bytes = transfers.outgoing
         transfers.outgoing.removeAll(keepingCapacity: bytes.count < Int(Allocator.mmapThreshold))
@@ -424,7 +421,6 @@ extension Supervisor {
             let frame = try Frame.encode(request)
             if transfers.performing {
                 transfers.outgoing += frame
-                transfers.daemonFlushDue = true
                 if case .acknowledge = request {} else { transfers.urgentDaemonFrames = true }
             } else {
                 if !transfers.deletesDue.isEmpty || !transfers.outgoing.isEmpty { flushTransferDeletes() }
@@ -485,7 +481,7 @@ extension Supervisor {
                 let channel: any Channel
                 let writer: SocketWriter?
                 do throws(ChildLauncher.Failure) {
-                    (child, channel, writer) = try await ChildLauncher.launchWithWriter(
+                    (child, channel, writer) = try await ChildLauncher.launch(
                         settings, logPath: logPath, group: group,
                         makeHandler: { TransferDaemonHandler(input: input, generation: generation) },
                         onEvent: { event in
@@ -548,7 +544,6 @@ extension Supervisor {
             transfers.writer?.close()
             transfers.writer = nil
             transfers.outgoing.removeAll()
-            transfers.daemonFlushDue = false
             transfers.urgentDaemonFrames = false
             transfers.awaitingAccept.removeAll()
             transfers.broker.daemonGone()
