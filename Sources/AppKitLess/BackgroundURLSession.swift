@@ -526,7 +526,9 @@ public final class BackgroundURLSession {
             }
         case .urlSessionDidFinishDownloading(_, let identifier, let location):
             let task = task(identifier, kind: .download)
-            let url = URL(fileURLWithPath: location)
+            // A file, as the host says: `URL(fileURLWithPath:)` without `isDirectory`
+            // would stat(2) the path to find out, for every download.
+            let url = URL(fileURLWithPath: location, isDirectory: false)
             delegate?.urlSession(self, downloadTask: task, didFinishDownloadingTo: url)
             // As on iOS, the file is gone once the method returns (the host deletes it too).
             // One lstat(2) (FileManager's fileExists made two stat calls, for every download).

@@ -423,6 +423,41 @@ struct TransferDaemonTests {
         }
     }
 
+    /// The daemon runs its transfers on as many event loops as `--event-loops` asks (one
+    /// by default: no thread hop within a transfer's cycle), and on either all of them
+    /// complete with their own bytes.
+    @Test(arguments: [nil, 3])
+    func downloadsCompleteOnTheEventLoopsAsked(loops: Int?) async throws {
+        let arguments = loops.map { ["--event-loops", String($0), "--per-host", "4"] } ?? ["--per-host", "4"]
+        try await withSetup("loops", arguments: arguments) { server, dir, daemon in
+            let ready = try await daemon.next("ready") { if case .ready = $0 { return true }; return false }
+            guard case .ready(let pid, _) = ready else { return }
+            let names = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").compactMap {
+                try? String(contentsOfFile: "/proc/\(pid)/task/\($0)/comm", encoding: .utf8)
+            }
+            // Loops are named NIO-SGLTN-1-#1, #2...; a thread a loop starts (the host link's
+            // reader) carries its creator's name, so names are counted, not threads.
+            #expect(Set(names.filter { $0.hasPrefix("NIO-SGLTN-1-") }).count == (loops ?? 1), "threads: \(names.sorted())")
+            let n: UInt64 = 12
+            for id in 1...n {
+                server.serve("/l\(id)", resource: .generated(size: 3000 + Int64(id) * 11, seed: id))
+                try daemon.send(.enqueue(job(id, url: server.url("/l\(id)"), destination: dir.path + "/l\(id)")))
+            }
+            var done: Set<UInt64> = []
+            while done.count < Int(n) {
+                let e = try await daemon.next("finished #\(done.count + 1)") { if case .finished = $0 { return true }; return false }
+                if case .finished(let id, let outcome) = e {
+                    #expect(outcome == .completed(status: 200, bytes: 3000 + Int64(id) * 11), "transfer \(id)")
+                    done.insert(id)
+                }
+            }
+            for id in 1...n {
+                let data = FileManager.default.contents(atPath: dir.path + "/l\(id)")
+                #expect(data == Resource.generated(size: 3000 + Int64(id) * 11, seed: id).bytes(in: 0..<(3000 + Int64(id) * 11)), "file \(id)")
+            }
+        }
+    }
+
     /// A restarted host offers its undelivered transfers again: one the daemon has is
     /// accepted again, not fetched twice; a different job under a known id is refused.
     @Test func aTransferOfferedAgainIsAcceptedOnce() async throws {
