@@ -36,6 +36,9 @@ final class BodyWriter: @unchecked Sendable {
         case failed(WriteFailure, Int64)
         /// The response stopped (error, cancel); the file holds every byte received, up to the offset.
         case stopped(Int64)
+        /// Every byte of a small body (at most ``inlineBytes``) is still in memory and no
+        /// file was made (a writer that opens its file itself): ``heldBody()`` has them.
+        case held(Int64)
     }
 
     static let maximumRing = 4 << 20
@@ -47,7 +50,11 @@ final class BodyWriter: @unchecked Sendable {
     private let ring: UnsafeMutableRawBufferPointer
     private let capacity: Int
     private let wakeAt: Int
-    private let fd: Int32
+    /// The partial file: given, or opened by the writer when it first writes (-1 until then).
+    private var fd: Int32
+    /// The writer opens (and owns) `fd` itself, from byte 0, when it first writes.
+    private let opensFile: Bool
+    private var ownsFD: Bool
     private let path: String
     private let eventLoop: any EventLoop
     private let pool: NIOThreadPool
@@ -80,17 +87,23 @@ final class BodyWriter: @unchecked Sendable {
 
     /// - Parameters:
     ///   - fd: the partial file, opened for writing; the caller closes it after `end`.
-    ///   - offset: where the body starts in the file.
+    ///     nil: the writer makes `path` itself (from byte 0, `O_TRUNC`) when it first
+    ///     writes, and a body that fits in ``inlineBytes`` is never written here at all:
+    ///     it ends `.held`, and the daemon's finisher writes it with its batch, off the
+    ///     event loop (see ``takeDescriptor()``, ``heldBody()``).
+    ///   - offset: where the body starts in the file (0 when `fd` is nil).
     ///   - length: the body's length if known (sizes the ring).
     ///   - point: the resume point to commit progress into (validators, expected size).
-    init(fd: Int32, path: String, offset: Int64, length: Int64?, point: ResumePoint, store: TransferStore, id: UInt64,
+    init(fd: Int32?, path: String, offset: Int64, length: Int64?, point: ResumePoint, store: TransferStore, id: UInt64,
          commitBytes: Int64, progress: AsyncStream<Int64>.Continuation, eventLoop: any EventLoop, pool: NIOThreadPool = .singleton) {
         let align = Self.alignment
         let want = Int(min(Int64(Self.maximumRing), max(length ?? Int64(Self.maximumRing), 1)))
         capacity = (want + align - 1) / align * align
         ring = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: align)
         wakeAt = min(Self.wakeBytes, capacity)
-        self.fd = fd
+        self.fd = fd ?? -1
+        opensFile = fd == nil
+        ownsFD = false
         self.path = path
         self.eventLoop = eventLoop
         self.pool = pool
@@ -107,11 +120,26 @@ final class BodyWriter: @unchecked Sendable {
 
     deinit {
         if directFD >= 0 { close(directFD) }
+        if ownsFD && fd >= 0 { close(fd) }
         ring.deallocate()
     }
 
     /// Completes once no write is running or will run; the file descriptors may then be closed.
     var end: EventLoopFuture<End> { ended.futureResult }
+
+    /// After `end`: the partial file the writer opened itself (now the caller's to
+    /// close), or -1 if it made none.
+    func takeDescriptor() -> Int32 {
+        guard ownsFD else { return -1 }
+        ownsFD = false
+        return fd
+    }
+
+    /// After `end` was `.held(n)`: the body's `n` bytes.
+    func heldBody() -> [UInt8] {
+        let n = Int(lock.withLock { shared.filled })
+        return [UInt8](UnsafeRawBufferPointer(start: ring.baseAddress, count: n))
+    }
 
     // MARK: Event loop side
 
@@ -167,11 +195,23 @@ final class BodyWriter: @unchecked Sendable {
 
     /// The body is complete: write what is left, then `end` is `.finished` (or `.failed`).
     func finish() {
-        let (start, inline) = lock.withLock { () -> (Bool, Bool) in
+        let (start, inline, held) = lock.withLock { () -> (Bool, Bool, Int64?) in
             shared.ending = true
-            guard !shared.writerBusy, !shared.done else { return (false, false) }
+            guard !shared.writerBusy, !shared.done else { return (false, false, nil) }
+            let small = shared.filled - shared.written <= Self.inlineBytes
+            if opensFile && fd < 0 && small && shared.written == 0 && shared.failure == nil {
+                // Nothing written yet, and all of it fits: held for the finisher, no
+                // file made on the event loop (an open with O_CREAT was a tenth of the
+                // daemon's loop for 10,000 small downloads).
+                shared.done = true
+                return (false, false, shared.filled)
+            }
             shared.writerBusy = true
-            return (true, shared.filled - shared.written <= Self.inlineBytes)
+            return (true, small, nil)
+        }
+        if let held {
+            complete(.held(held))
+            return
         }
         guard start else { return }
         if inline {
@@ -256,6 +296,7 @@ final class BodyWriter: @unchecked Sendable {
                 complete(end)
                 return
             case .write(let from, let count, let direct):
+                if fd < 0 && !openFile() { continue }
                 if direct && directFD < 0 && !openDirect(at: from) { continue }
                 let (wrote, error) = write(from: from, count: count, direct: direct)
                 let waiter = lock.withLock { () -> EventLoopPromise<Void>? in
@@ -291,6 +332,26 @@ final class BodyWriter: @unchecked Sendable {
             }
         }
         return (min(count, capacity - Int(from % Int64(capacity))), direct)
+    }
+
+    /// Makes the partial file of a writer that opens its own (from byte 0); false (the
+    /// failure recorded, so the next step ends the body) when it cannot.
+    private func openFile() -> Bool {
+        let made = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, 0o644)
+        if made >= 0 {
+            fd = made
+            ownsFD = true
+            return true
+        }
+        let failure = WriteFailure(errnoValue: errno, opening: true)
+        let waiter = lock.withLock { () -> EventLoopPromise<Void>? in
+            shared.failure = failure
+            let w = shared.waiter
+            shared.waiter = nil
+            return w
+        }
+        waiter?.fail(failure)
+        return false
     }
 
     /// Opens the O_DIRECT descriptor; false (direct I/O off from here) when the file system refuses.

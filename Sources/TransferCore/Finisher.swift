@@ -7,6 +7,10 @@ import Glibc
 
 /// Finishes received downloads in batches, off the daemon's actor (on its own thread).
 ///
+/// A small download arrives with its body in memory (no file made on the event loop):
+/// its `.part` is made and written here first (a failure: `cannotCreateFile` or
+/// `cannotWriteToFile`, as on the event loop).
+///
 /// One file synced, renamed and recorded at a time cost an ext4 journal commit per
 /// file (`fsync`) and a SQLite commit for each step. A batch does, in this order:
 ///
@@ -36,15 +40,23 @@ enum Finisher {
     /// why the outcomes could not be written (they are reported all the same).
     static func finish(_ batch: [(id: UInt64, file: ReceivedDownload)], store: TransferStore)
         -> (finished: [Finished], recordError: String?) {
-        for (_, file) in batch { WriteBack.start(file.fd, offset: 0, length: 0) }
-        var outcomes: [TransferOutcome?] = []
-        outcomes.reserveCapacity(batch.count)
-        for (_, file) in batch {
+        var outcomes: [TransferOutcome?] = Array(repeating: nil, count: batch.count)
+        var fds = batch.map(\.file.fd)
+        for (i, (_, file)) in batch.enumerated() {
+            guard let body = file.body else { continue }
+            let (fd, failure) = write(body, to: file.part)
+            fds[i] = fd
+            outcomes[i] = failure
+        }
+        for fd in fds where fd >= 0 { WriteBack.start(fd, offset: 0, length: 0) }
+        for (i, (_, file)) in batch.enumerated() where fds[i] >= 0 {
             var rc: Int32
-            repeat { rc = fdatasync(file.fd) } while rc != 0 && errno == EINTR
+            repeat { rc = fdatasync(fds[i]) } while rc != 0 && errno == EINTR
             let e = errno
-            close(file.fd)
-            outcomes.append(rc == 0 ? nil : .failed(code: "cannotWriteToFile", reason: "writing \(file.part): \(String(cString: strerror(e)))"))
+            close(fds[i])
+            if rc != 0 {
+                outcomes[i] = .failed(code: "cannotWriteToFile", reason: "writing \(file.part): \(String(cString: strerror(e)))")
+            }
         }
         var finished: [Finished] = []
         finished.reserveCapacity(batch.count)
@@ -67,5 +79,26 @@ enum Finisher {
         } catch {
             return (finished, "\(error)")
         }
+    }
+
+    /// Makes `part` (from byte 0) and writes `body` into it: the open descriptor, or -1
+    /// and why it failed (the file, if made, is closed; the caller unlinks it).
+    static func write(_ body: [UInt8], to part: String) -> (Int32, TransferOutcome?) {
+        let fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, 0o644)
+        if fd < 0 {
+            return (-1, .failed(code: "cannotCreateFile", reason: "open \(part): \(String(cString: strerror(errno)))"))
+        }
+        var done = 0
+        while done < body.count {
+            let n = body.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(done)) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                let e = n < 0 ? errno : EIO
+                close(fd)
+                return (-1, .failed(code: "cannotWriteToFile", reason: "writing \(part): \(String(cString: strerror(e)))"))
+            }
+            done += n
+        }
+        return (fd, nil)
     }
 }

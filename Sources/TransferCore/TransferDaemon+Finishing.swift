@@ -92,7 +92,7 @@ extension TransferDaemon {
     /// A received file whose attempt or transfer is no longer known (not expected: its
     /// descriptor must not leak all the same).
     func discard(_ file: ReceivedDownload) {
-        close(file.fd)
+        if file.fd >= 0 { close(file.fd) }
         unlink(file.part)
     }
 }

@@ -23,9 +23,11 @@ enum AttemptResult: Sendable {
     case received(ReceivedDownload)
 }
 
-/// A download whose every byte is in its partial file (written, not yet synced). The
-/// descriptor is open and now belongs to the daemon's ``Finisher``.
+/// A download whose every byte is in its partial file (written, not yet synced), or
+/// in `body` (a small one, no file made yet: the ``Finisher`` writes it to `part`
+/// first). The descriptor, if any, is open and now belongs to the daemon's ``Finisher``.
 struct ReceivedDownload: Sendable {
+    /// -1 when the bytes are in `body`.
     let fd: Int32
     let part: String
     let destination: String
@@ -33,11 +35,15 @@ struct ReceivedDownload: Sendable {
     let status: Int
     let bytes: Int64
     let bytesExpected: Int64?
+    /// A small body held in memory (`fd` is -1).
+    var body: [UInt8]? = nil
 }
 
-/// A write to the partial file failed (disk full, file-size limit...).
+/// A write to the partial file failed (disk full, file-size limit...), or (`opening`)
+/// the file could not be made.
 struct WriteFailure: Error {
     let errnoValue: Int32
+    var opening = false
 }
 
 /// Runs single attempts; stateless apart from its collaborators.
@@ -87,13 +93,16 @@ struct Transferrer: Sendable {
             if fileSize < 0 { offset = 0 } else if fileSize < offset { offset = fileSize }
         }
 
-        // From byte 0 (a fresh job, or nothing to resume): whatever an earlier attempt
-        // left is emptied by the open itself, no stat or ftruncate first.
-        let fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : 0), 0o644)
-        if fd < 0 {
+        // A fresh job (from byte 0, nothing stored) gets no file here: its writer makes
+        // one when it first writes, and a small body is handed to the finisher in memory
+        // (no open on the event loop at all). Otherwise, from byte 0 whatever an earlier
+        // attempt left is emptied by the open itself, no stat or ftruncate first.
+        let fresh = offset == 0 && Self.isFresh(point)
+        let fd = fresh ? -1 : open(part, O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : 0), 0o644)
+        if fd < 0 && !fresh {
             return .fatal(code: "cannotCreateFile", reason: "open \(part): \(String(cString: strerror(errno)))")
         }
-        var closed = false
+        var closed = fd < 0
         defer { if !closed { close(fd) } }
         if offset > 0, ftruncate(fd, off_t(offset)) != 0 {
             return .fatal(code: "cannotWriteToFile", reason: "truncate \(part): \(String(cString: strerror(errno)))")
@@ -118,7 +127,7 @@ struct Transferrer: Sendable {
         let eventLoop = client.eventLoopGroup.any()
         let (progress, progressSink) = AsyncStream<Int64>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let delegate = DownloadDelegate(eventLoop: eventLoop)
-        if offset == 0 && Self.isFresh(point) {
+        if fresh {
             // From byte 0 with nothing stored: a full answer (2xx) needs no check by this
             // task, so its body flows into a writer made where the head is read, in the
             // same turn of the event loop, not after a round trip through this task.
@@ -126,7 +135,7 @@ struct Transferrer: Sendable {
             delegate.acceptEarly = { head in
                 guard (200..<300).contains(Int(head.status.code)) else { return nil }
                 let length = head.headers.first(name: "Content-Length").flatMap { Int64($0) }
-                return BodyWriter(fd: fd, path: part, offset: 0, length: length, point: Self.point(from: head, offset: 0, expected: length),
+                return BodyWriter(fd: nil, path: part, offset: 0, length: length, point: Self.point(from: head, offset: 0, expected: length),
                                   store: store, id: job.id, commitBytes: commitBytes, progress: progressSink, eventLoop: eventLoop)
             }
         }
@@ -219,7 +228,7 @@ struct Transferrer: Sendable {
             if startOffset > 0 || !Self.isFresh(stored) {
                 try? store.saveProgress(id: job.id, point)
             }
-            writer = BodyWriter(fd: fd, path: part, offset: offset, length: length, point: point, store: store, id: job.id,
+            writer = BodyWriter(fd: fd < 0 ? nil : fd, path: part, offset: offset, length: length, point: point, store: store, id: job.id,
                                 commitBytes: commitBytes, progress: progress.sink, eventLoop: delegate.eventLoop)
             delegate.accept(writer)
         }
@@ -231,12 +240,17 @@ struct Transferrer: Sendable {
         let response: (any Error)? = await { () async -> (any Error)? in
             do { try await task.futureResult.get(); return nil } catch { return error }
         }()
+        // A file the writer made itself is this attempt's to close from here on.
+        var made = writer.takeDescriptor()
+        defer { if made >= 0 { close(made) } }
         switch end {
+        case .failed(let failure, _)? where failure.opening:
+            return .fatal(code: "cannotCreateFile", reason: "open \(part): \(String(cString: strerror(failure.errnoValue)))")
         case .failed(let failure, _)?:
             return .fatal(code: "cannotWriteToFile", reason: "writing \(part): \(String(cString: strerror(failure.errnoValue)))")
         case .stopped(let written)?:
             done = written
-        case .finished(let written)?:
+        case .finished(let written)?, .held(let written)?:
             done = written
         case nil:
             break
@@ -244,18 +258,30 @@ struct Transferrer: Sendable {
         if let response {
             return failed(job, response, done: done, startOffset: startOffset, point: &point)
         }
-        guard case .finished? = end else {
-            return failed(job, HTTPClientError.cancelled, done: done, startOffset: startOffset, point: &point)
+        let body: [UInt8]?
+        switch end {
+        case .finished?: body = nil
+        case .held?: body = writer.heldBody()
+        default: return failed(job, HTTPClientError.cancelled, done: done, startOffset: startOffset, point: &point)
         }
         if let expected, done != expected {
-            point.bytesDone = done
+            // (A held body is short of its length only if the server closed early: nothing
+            // was written, so there is nothing to resume from.)
+            point.bytesDone = body == nil ? done : 0
             try? store.saveProgress(id: job.id, point)
             return .retry(code: "networkConnectionLost", reason: "body ended at \(done) of \(expected) bytes", progressed: done > startOffset)
         }
         // The sync, the rename and the record are the daemon's, in batches (``Finisher``).
-        closed = true
-        return .received(ReceivedDownload(fd: fd, part: part, destination: job.destination,
-                                          status: code == 206 ? 200 : code, bytes: done, bytesExpected: expected))
+        let descriptor: Int32
+        if made >= 0 {
+            descriptor = made
+            made = -1
+        } else {
+            descriptor = fd
+            closed = true
+        }
+        return .received(ReceivedDownload(fd: descriptor, part: part, destination: job.destination,
+                                          status: code == 206 ? 200 : code, bytes: done, bytesExpected: expected, body: body))
     }
 
     /// Cancels a request whose head was refused and waits until it has ended.

@@ -67,4 +67,41 @@ import Testing
         #expect(rows.map(\.outcome) == finished.map(\.outcome))
         #expect(rows.map(\.bytesDone) == [5, 6, 5000])
     }
+
+    /// A small download arrives with its body in memory: its file is made, written,
+    /// synced and moved with the batch; one whose folder is gone fails to be created,
+    /// alone, and leaves nothing behind.
+    @Test func heldBodiesAreWrittenWithTheBatchAndAFailedCreateFailsOnlyItsTransfer() throws {
+        let dir = try TempDir("finisher-held")
+        defer { dir.remove() }
+        let store = try TransferStore(path: dir.path + "/t.sqlite")
+        let destinations = [dir.path + "/h1", dir.path + "/gone/h2", dir.path + "/h3", dir.path + "/h4"]
+        let contents: [[UInt8]] = [Array("held".utf8), Array("lost".utf8), [], Array(repeating: 9, count: 3000)]
+        #expect(try store.insert(destinations.enumerated().map { job(UInt64($0.offset + 1), destination: $0.element) }).allSatisfy { $0 })
+        var batch: [(id: UInt64, file: ReceivedDownload)] = []
+        for (i, destination) in destinations.enumerated() where i < 3 {
+            batch.append((UInt64(i + 1), ReceivedDownload(fd: -1, part: destination + ".part", destination: destination, status: 200,
+                                                          bytes: Int64(contents[i].count), bytesExpected: Int64(contents[i].count),
+                                                          body: contents[i])))
+        }
+        // Held and written bodies in one batch.
+        batch.append((4, try received(destinations[3], contents[3])))
+
+        let (finished, recordError) = Finisher.finish(batch, store: store)
+
+        #expect(recordError == nil)
+        #expect(finished.map(\.id) == [1, 2, 3, 4])
+        #expect(finished[0].outcome == .completed(status: 200, bytes: 4))
+        guard case .failed(let code, _) = finished[1].outcome else { Issue.record("\(finished[1].outcome)"); return }
+        #expect(code == "cannotCreateFile")
+        #expect(finished[2].outcome == .completed(status: 200, bytes: 0))
+        #expect(finished[3].outcome == .completed(status: 200, bytes: 3000))
+        for i in [0, 2, 3] {
+            #expect(FileManager.default.contents(atPath: destinations[i]) == Data(contents[i]), "\(destinations[i])")
+        }
+        for path in destinations.map({ $0 + ".part" }) {
+            #expect(!FileManager.default.fileExists(atPath: path), "\(path) left behind")
+        }
+        #expect(try store.loadAll().map(\.state) == [.finished, .finished, .finished, .finished])
+    }
 }
