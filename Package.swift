@@ -139,7 +139,7 @@ let package = Package(
         .target(
             name: "TransferCore",
             dependencies: [
-                // AppHostSystem's wrappers (WriteBack), never the C shim directly.
+                // AppHostSystem's wrappers (WriteBack, BeneathPath), never the C shim directly.
                 "AppHostProtocol", "AppHostSystem",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -150,6 +150,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         .executableTarget(name: "apphost-transferd", dependencies: ["TransferCore", "AppHostProtocol", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),

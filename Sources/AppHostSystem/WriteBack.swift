@@ -20,6 +20,9 @@ public enum WriteBack {
         return rc == 0 ? nil : Errno(rawValue: rc)
     }
 
+    /// `O_DIRECT`, for an `open` of one's own (Swift's Glibc module does not export it).
+    public static let directFlag: Int32 = aph_o_direct_flag()
+
     /// Opens the existing file at `path` for writing with `O_DIRECT` and `O_CLOEXEC`.
     /// `EINVAL` means the file system does not do direct I/O.
     public static func openDirect(_ path: String) -> Result<Int32, Errno> {

@@ -1262,6 +1262,8 @@ int aph_writeback_wait(int fd, int64_t offset, int64_t length, int drop) {
     return 0;
 }
 
+int aph_o_direct_flag(void) { return O_DIRECT; }
+
 int aph_open_direct(const char *path, int *fd_out) {
     int fd;
     do {
@@ -1270,6 +1272,41 @@ int aph_open_direct(const char *path, int *fd_out) {
     if (fd < 0) return errno;
     *fd_out = fd;
     return 0;
+}
+
+int aph_open_beneath(int dirfd, const char *path, int flags, unsigned int mode, int *fd_out) {
+    if (path == NULL || path[0] == '\0' || path[0] == '/') return EINVAL;
+    size_t length = strlen(path);
+    if (length >= PATH_MAX) return ENAMETOOLONG;
+    char buffer[PATH_MAX];
+    memcpy(buffer, path, length + 1);
+    int current = dirfd;
+    char *component = buffer;
+    for (;;) {
+        char *slash = strchr(component, '/');
+        if (slash != NULL) *slash = '\0';
+        if (component[0] == '\0' || strcmp(component, ".") == 0 || strcmp(component, "..") == 0) {
+            if (current != dirfd) close(current);
+            return component[0] == '\0' ? EINVAL : EACCES;
+        }
+        int next;
+        if (slash == NULL) {
+            do {
+                next = openat(current, component, flags | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+            } while (next < 0 && errno == EINTR);
+        } else {
+            next = openat(current, component, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        int error = errno;
+        if (current != dirfd) close(current);
+        if (next < 0) return error;
+        if (slash == NULL) {
+            *fd_out = next;
+            return 0;
+        }
+        current = next;
+        component = slash + 1;
+    }
 }
 
 // MARK: - Run-loop stamp page

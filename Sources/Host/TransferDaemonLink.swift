@@ -468,7 +468,8 @@ extension Supervisor {
             do {
                 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
                 let settings = SpawnSettings(
-                    executablePath: path, arguments: [path, "--state-dir", dir, "--power", device.pluggedIn ? "plugged" : "battery",
+                    executablePath: path, arguments: [path, "--state-dir", dir, "--containers", configuration.containersDirectory,
+                                                     "--power", device.pluggedIn ? "plugged" : "battery",
                                                      "--network", device.network.rawValue] + configuration.transferSettings.daemonArguments,
                     environment: ["HOME": dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
                                   "APPHOST_TRANSFERD_FD": String(IPCProtocol.descriptor)],

@@ -56,6 +56,7 @@ final class BodyWriter: @unchecked Sendable {
     private let opensFile: Bool
     private var ownsFD: Bool
     private let path: String
+    private let files: AppFiles
     private let eventLoop: any EventLoop
     private let pool: NIOThreadPool
     private let store: TransferStore
@@ -94,7 +95,7 @@ final class BodyWriter: @unchecked Sendable {
     ///   - offset: where the body starts in the file (0 when `fd` is nil).
     ///   - length: the body's length if known (sizes the ring).
     ///   - point: the resume point to commit progress into (validators, expected size).
-    init(fd: Int32?, path: String, offset: Int64, length: Int64?, point: ResumePoint, store: TransferStore, id: UInt64,
+    init(fd: Int32?, path: String, files: AppFiles, offset: Int64, length: Int64?, point: ResumePoint, store: TransferStore, id: UInt64,
          commitBytes: Int64, progress: AsyncStream<Int64>.Continuation, eventLoop: any EventLoop, pool: NIOThreadPool = .singleton) {
         let align = Self.alignment
         let want = Int(min(Int64(Self.maximumRing), max(length ?? Int64(Self.maximumRing), 1)))
@@ -105,6 +106,7 @@ final class BodyWriter: @unchecked Sendable {
         opensFile = fd == nil
         ownsFD = false
         self.path = path
+        self.files = files
         self.eventLoop = eventLoop
         self.pool = pool
         self.store = store
@@ -337,13 +339,15 @@ final class BodyWriter: @unchecked Sendable {
     /// Makes the partial file of a writer that opens its own (from byte 0); false (the
     /// failure recorded, so the next step ends the body) when it cannot.
     private func openFile() -> Bool {
-        let made = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, 0o644)
-        if made >= 0 {
+        let failure: WriteFailure
+        switch files.open(path, flags: O_WRONLY | O_CREAT | O_TRUNC) {
+        case .success(let made):
             fd = made
             ownsFD = true
             return true
+        case .failure(let e):
+            failure = WriteFailure(errnoValue: e.rawValue, opening: true)
         }
-        let failure = WriteFailure(errnoValue: errno, opening: true)
         let waiter = lock.withLock { () -> EventLoopPromise<Void>? in
             shared.failure = failure
             let w = shared.waiter
@@ -356,7 +360,7 @@ final class BodyWriter: @unchecked Sendable {
 
     /// Opens the O_DIRECT descriptor; false (direct I/O off from here) when the file system refuses.
     private func openDirect(at offset: Int64) -> Bool {
-        if case .success(let dfd) = WriteBack.openDirect(path) {
+        if case .success(let dfd) = files.open(path, flags: O_WRONLY | WriteBack.directFlag) {
             directFD = dfd
             return true
         }

@@ -38,13 +38,13 @@ enum Finisher {
 
     /// Syncs, moves and records `batch`; the descriptors are closed. `recordError` says
     /// why the outcomes could not be written (they are reported all the same).
-    static func finish(_ batch: [(id: UInt64, file: ReceivedDownload)], store: TransferStore)
+    static func finish(_ batch: [(id: UInt64, file: ReceivedDownload)], store: TransferStore, files: AppFiles)
         -> (finished: [Finished], recordError: String?) {
         var outcomes: [TransferOutcome?] = Array(repeating: nil, count: batch.count)
         var fds = batch.map(\.file.fd)
         for (i, (_, file)) in batch.enumerated() {
             guard let body = file.body else { continue }
-            let (fd, failure) = write(body, to: file.part)
+            let (fd, failure) = write(body, to: file.part, files: files)
             fds[i] = fd
             outcomes[i] = failure
         }
@@ -62,12 +62,11 @@ enum Finisher {
         finished.reserveCapacity(batch.count)
         for ((id, file), failure) in zip(batch, outcomes) {
             if let failure {
-                unlink(file.part)
+                files.unlink(file.part)
                 finished.append(Finished(id: id, outcome: failure, bytes: file.bytes))
-            } else if rename(file.part, file.destination) != 0 {
-                let e = errno
-                unlink(file.part)
-                finished.append(Finished(id: id, outcome: .failed(code: "cannotMoveFile", reason: "rename to \(file.destination): \(String(cString: strerror(e)))"),
+            } else if let e = files.rename(file.part, to: file.destination) {
+                files.unlink(file.part)
+                finished.append(Finished(id: id, outcome: .failed(code: "cannotMoveFile", reason: "rename to \(file.destination): \(e)"),
                                          bytes: file.bytes))
             } else {
                 finished.append(Finished(id: id, outcome: .completed(status: file.status, bytes: file.bytes), bytes: file.bytes))
@@ -83,10 +82,11 @@ enum Finisher {
 
     /// Makes `part` (from byte 0) and writes `body` into it: the open descriptor, or -1
     /// and why it failed (the file, if made, is closed; the caller unlinks it).
-    static func write(_ body: [UInt8], to part: String) -> (Int32, TransferOutcome?) {
-        let fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC | O_TRUNC, 0o644)
-        if fd < 0 {
-            return (-1, .failed(code: "cannotCreateFile", reason: "open \(part): \(String(cString: strerror(errno)))"))
+    static func write(_ body: [UInt8], to part: String, files: AppFiles) -> (Int32, TransferOutcome?) {
+        let fd: Int32
+        switch files.open(part, flags: O_WRONLY | O_CREAT | O_TRUNC) {
+        case .success(let made): fd = made
+        case .failure(let e): return (-1, .failed(code: "cannotCreateFile", reason: "open \(part): \(e)"))
         }
         var done = 0
         while done < body.count {

@@ -48,14 +48,15 @@ extension TransferDaemon {
         let batch = received
         received = []
         let store = self.store
+        let files = self.files
         let pool = finisherPool
         finisherTask = Task {
             let result: (finished: [Finisher.Finished], recordError: String?)
             do {
-                result = try await pool.runIfActive { Finisher.finish(batch, store: store) }
+                result = try await pool.runIfActive { Finisher.finish(batch, store: store, files: files) }
             } catch {
                 // The pool stopped (never before the daemon's shutdown waited for this).
-                result = Finisher.finish(batch, store: store)
+                result = Finisher.finish(batch, store: store, files: files)
             }
             self.finished(result.finished, recordError: result.recordError)
         }
@@ -93,6 +94,6 @@ extension TransferDaemon {
     /// descriptor must not leak all the same).
     func discard(_ file: ReceivedDownload) {
         if file.fd >= 0 { close(file.fd) }
-        unlink(file.part)
+        files.unlink(file.part)
     }
 }

@@ -14,6 +14,11 @@ import Glibc
 public struct TransferDaemonConfiguration: Sendable {
     /// Holds `transfers.sqlite`.
     public var stateDirectory: String
+    /// The host's containers folder (`--containers`): every file the daemon writes,
+    /// reads or moves must lie below it, reached through no symbolic link (see
+    /// ``AppFiles``). nil: paths are used as given (tests, a daemon on its own), the
+    /// last component still never followed.
+    public var containersDirectory: String?
     /// A PEM file of extra trusted CAs (tests).
     public var extraCAFile: String?
     /// First retry delay in seconds; doubles each attempt, capped at `retryCap`.
@@ -83,6 +88,8 @@ public actor TransferDaemon {
 
     let config: TransferDaemonConfiguration
     let store: TransferStore
+    /// The apps' files, reached through no planted link.
+    let files: AppFiles
     private let link: HostLink
     private let client: HTTPClient
     var entries: [UInt64: Entry] = [:]
@@ -123,6 +130,7 @@ public actor TransferDaemon {
         signal(SIGXFSZ, SIG_IGN)
         try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
         let store = try TransferStore(path: configuration.stateDirectory + "/transfers.sqlite")
+        let files = try AppFiles(root: configuration.containersDirectory)
         let link = HostLink(fd: fd)
         var tls = TLSConfiguration.makeClientConfiguration()
         if let ca = configuration.extraCAFile {
@@ -139,12 +147,15 @@ public actor TransferDaemon {
         // be retried at all): a failed connection fails the attempt at once.
         clientConfig.connectionPool.retryConnectionEstablishment = false
         clientConfig.decompression = .disabled
+        // No spans: the daemon exports no traces, and AsyncHTTPClient otherwise named a
+        // span (a string interpolation) for every request, on the daemon's one loop.
+        clientConfig.tracing.tracer = nil
         let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: clientConfig)
         let finisherPool = NIOThreadPool(numberOfThreads: 1)
         finisherPool.start()
         var configuration = configuration
         configuration.maxFinishing = finishingBound(configuration.maxFinishing, openFileLimit: openFileLimit())
-        let daemon = TransferDaemon(config: configuration, store: store, link: link, client: client, finisherPool: finisherPool)
+        let daemon = TransferDaemon(config: configuration, store: store, files: files, link: link, client: client, finisherPool: finisherPool)
         do {
             try await daemon.start()
         } catch {
@@ -160,10 +171,11 @@ public actor TransferDaemon {
         try? await finisherPool.shutdownGracefully()
     }
 
-    private init(config: TransferDaemonConfiguration, store: TransferStore, link: HostLink, client: HTTPClient,
+    private init(config: TransferDaemonConfiguration, store: TransferStore, files: AppFiles, link: HostLink, client: HTTPClient,
                  finisherPool: NIOThreadPool) {
         self.config = config
         self.store = store
+        self.files = files
         self.link = link
         self.client = client
         self.finisherPool = finisherPool
@@ -172,7 +184,7 @@ public actor TransferDaemon {
     }
 
     var transferrer: Transferrer {
-        Transferrer(client: client, store: store, link: link, commitBytes: config.commitBytes, clock: config.clock) { [weak self] id, done, expected in
+        Transferrer(client: client, store: store, files: files, link: link, commitBytes: config.commitBytes, clock: config.clock) { [weak self] id, done, expected in
             await self?.progress(id: id, done: done, expected: expected)
         }
     }
@@ -391,9 +403,9 @@ public actor TransferDaemon {
     private func finishCancelled(_ id: UInt64, keepingPartial: Bool) {
         guard let e = entries[id] else { return }
         let part = e.job.destination + ".part"
-        var st = stat()
         if keepingPartial, e.job.kind == .download, let point = try? store.resumePoint(id: id), point.bytesDone > 0,
-           point.etag != nil || point.lastModified != nil, stat(part, &st) == 0, Int64(st.st_size) >= point.bytesDone {
+           point.etag != nil || point.lastModified != nil, let st = files.status(part), (st.st_mode & S_IFMT) == S_IFREG,
+           Int64(st.st_size) >= point.bytesDone {
             finish(id, .cancelledResumable(TransferResume(partialFile: part, bytes: point.bytesDone,
                                                           etag: point.etag, lastModified: point.lastModified)))
         } else {
@@ -407,8 +419,8 @@ public actor TransferDaemon {
     /// A partial file that is gone (or not a plain file) means starting from zero.
     private func adoptPartial(_ job: TransferJob, _ resume: TransferResume) {
         let part = job.destination + ".part"
-        var st = stat()
-        guard lstat(resume.partialFile, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, rename(resume.partialFile, part) == 0 else {
+        guard let st = files.status(resume.partialFile), (st.st_mode & S_IFMT) == S_IFREG,
+              files.rename(resume.partialFile, to: part) == nil else {
             FileHandle.standardError.write(Data("apphost-transferd: transfer \(job.id): the resume data's partial file \(resume.partialFile) is gone; starting from zero\n".utf8))
             return
         }
@@ -434,7 +446,7 @@ public actor TransferDaemon {
     }
 
     func removePartial(_ job: TransferJob) {
-        if job.kind == .download { unlink(job.destination + ".part") }
+        if job.kind == .download { files.unlink(job.destination + ".part") }
     }
 
     private func progress(id: UInt64, done: Int64, expected: Int64?) {

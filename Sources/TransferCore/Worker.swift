@@ -50,6 +50,7 @@ struct WriteFailure: Error {
 struct Transferrer: Sendable {
     let client: HTTPClient
     let store: TransferStore
+    let files: AppFiles
     let link: HostLink
     let commitBytes: Int64
     /// The daemon's clock (resource timeouts are wall times from the job's creation).
@@ -88,8 +89,7 @@ struct Transferrer: Sendable {
         let validator = point.etag ?? point.lastModified
         if validator == nil { offset = 0 }
         if offset > 0 {
-            var st = stat()
-            let fileSize: Int64 = stat(part, &st) == 0 ? Int64(st.st_size) : -1
+            let fileSize: Int64 = files.status(part).map { Int64($0.st_size) } ?? -1
             if fileSize < 0 { offset = 0 } else if fileSize < offset { offset = fileSize }
         }
 
@@ -98,9 +98,12 @@ struct Transferrer: Sendable {
         // (no open on the event loop at all). Otherwise, from byte 0 whatever an earlier
         // attempt left is emptied by the open itself, no stat or ftruncate first.
         let fresh = offset == 0 && Self.isFresh(point)
-        let fd = fresh ? -1 : open(part, O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : 0), 0o644)
-        if fd < 0 && !fresh {
-            return .fatal(code: "cannotCreateFile", reason: "open \(part): \(String(cString: strerror(errno)))")
+        var fd: Int32 = -1
+        if !fresh {
+            switch files.open(part, flags: O_WRONLY | O_CREAT | (offset == 0 ? O_TRUNC : 0)) {
+            case .success(let opened): fd = opened
+            case .failure(let e): return .fatal(code: "cannotCreateFile", reason: "open \(part): \(e)")
+            }
         }
         var closed = fd < 0
         defer { if !closed { close(fd) } }
@@ -131,11 +134,11 @@ struct Transferrer: Sendable {
             // From byte 0 with nothing stored: a full answer (2xx) needs no check by this
             // task, so its body flows into a writer made where the head is read, in the
             // same turn of the event loop, not after a round trip through this task.
-            let (store, commitBytes) = (self.store, self.commitBytes)
+            let (store, files, commitBytes) = (self.store, self.files, self.commitBytes)
             delegate.acceptEarly = { head in
                 guard (200..<300).contains(Int(head.status.code)) else { return nil }
                 let length = head.headers.first(name: "Content-Length").flatMap { Int64($0) }
-                return BodyWriter(fd: nil, path: part, offset: 0, length: length, point: Self.point(from: head, offset: 0, expected: length),
+                return BodyWriter(fd: nil, path: part, files: files, offset: 0, length: length, point: Self.point(from: head, offset: 0, expected: length),
                                   store: store, id: job.id, commitBytes: commitBytes, progress: progressSink, eventLoop: eventLoop)
             }
         }
@@ -228,7 +231,7 @@ struct Transferrer: Sendable {
             if startOffset > 0 || !Self.isFresh(stored) {
                 try? store.saveProgress(id: job.id, point)
             }
-            writer = BodyWriter(fd: fd < 0 ? nil : fd, path: part, offset: offset, length: length, point: point, store: store, id: job.id,
+            writer = BodyWriter(fd: fd < 0 ? nil : fd, path: part, files: files, offset: offset, length: length, point: point, store: store, id: job.id,
                                 commitBytes: commitBytes, progress: progress.sink, eventLoop: delegate.eventLoop)
             delegate.accept(writer)
         }
@@ -342,9 +345,10 @@ struct Transferrer: Sendable {
         guard let path = job.uploadFile else {
             return .fatal(code: "fileDoesNotExist", reason: "upload without uploadFile")
         }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            return .fatal(code: "fileDoesNotExist", reason: "open \(path): \(String(cString: strerror(errno)))")
+        let fd: Int32
+        switch files.open(path, flags: O_RDONLY) {
+        case .success(let opened): fd = opened
+        case .failure(let e): return .fatal(code: "fileDoesNotExist", reason: "open \(path): \(e)")
         }
         defer { close(fd) }
         var st = stat()

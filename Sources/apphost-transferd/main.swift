@@ -8,7 +8,7 @@ import NIOCore
 import NIOPosix
 
 func usage(_ message: String) -> Never {
-    FileHandle.standardError.write(Data("apphost-transferd: \(message)\nusage: apphost-transferd --state-dir DIR [--extra-ca FILE] [--retry-base SECONDS] [--max-attempts N] [--per-host N] [--max-concurrent N] [--max-finishing N] [--read-timeout SECONDS] [--commit-bytes N] [--event-loops N] [--power plugged|battery] [--network wifi|cellular|none]\n".utf8))
+    FileHandle.standardError.write(Data("apphost-transferd: \(message)\nusage: apphost-transferd --state-dir DIR [--containers DIR] [--extra-ca FILE] [--retry-base SECONDS] [--max-attempts N] [--per-host N] [--max-concurrent N] [--max-finishing N] [--read-timeout SECONDS] [--commit-bytes N] [--event-loops N] [--power plugged|battery] [--network wifi|cellular|none]\n".utf8))
     exit(64)
 }
 
@@ -32,6 +32,7 @@ var config = TransferDaemonConfiguration(stateDirectory: stateDir)
 for (k, v) in options {
     switch k {
     case "--extra-ca": config.extraCAFile = v
+    case "--containers": config.containersDirectory = v
     case "--retry-base": guard let d = Double(v), d >= 0 else { usage("bad \(k)") }; config.retryBase = d
     case "--max-attempts": guard let n = Int(v), n > 0 else { usage("bad \(k)") }; config.maxAttempts = n
     case "--per-host": guard let n = Int(v), n > 0 else { usage("bad \(k)") }; config.perHostLimit = n

@@ -11,12 +11,14 @@ private struct PartFile {
     let store: TransferStore
     let path: String
     let fd: Int32
+    let files: AppFiles
 
     init() throws {
         dir = try TempDir("bodywriter")
         store = try TransferStore(path: dir.path + "/t.sqlite")
         path = dir.path + "/x.part"
         fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        files = try AppFiles(root: nil)
     }
 
     /// Where a writer that makes its own file writes (not made by `init`).
@@ -26,7 +28,7 @@ private struct PartFile {
     func writer(offset: Int64 = 0, length: Int64?, commitBytes: Int64, loop: any EventLoop, opensFile: Bool = false,
                 at other: String? = nil) -> BodyWriter {
         let (_, sink) = AsyncStream<Int64>.makeStream()
-        return BodyWriter(fd: opensFile ? nil : fd, path: other ?? path, offset: offset, length: length, point: ResumePoint(), store: store, id: 1,
+        return BodyWriter(fd: opensFile ? nil : fd, path: other ?? path, files: files, offset: offset, length: length, point: ResumePoint(), store: store, id: 1,
                           commitBytes: commitBytes, progress: sink, eventLoop: loop)
     }
 

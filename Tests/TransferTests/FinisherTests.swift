@@ -48,7 +48,7 @@ import Testing
                                                           status: 200, bytes: file.bytes, bytesExpected: file.bytesExpected)))
         }
 
-        let (finished, recordError) = Finisher.finish(batch, store: store)
+        let (finished, recordError) = Finisher.finish(batch, store: store, files: try AppFiles(root: nil))
 
         #expect(recordError == nil)
         #expect(finished.map(\.id) == [1, 2, 3])
@@ -87,7 +87,7 @@ import Testing
         // Held and written bodies in one batch.
         batch.append((4, try received(destinations[3], contents[3])))
 
-        let (finished, recordError) = Finisher.finish(batch, store: store)
+        let (finished, recordError) = Finisher.finish(batch, store: store, files: try AppFiles(root: nil))
 
         #expect(recordError == nil)
         #expect(finished.map(\.id) == [1, 2, 3, 4])

@@ -372,6 +372,17 @@ int aph_writeback_wait(int fd, int64_t offset, int64_t length, int drop);
 /// file system does not do direct I/O).
 int aph_open_direct(const char *path, int *fd_out);
 
+/// O_DIRECT (not exported by Swift's Glibc module).
+int aph_o_direct_flag(void);
+
+/// Opens `path`, relative to the folder `dirfd`, without following any symbolic link
+/// on the way or at the end: each folder is opened in turn with O_PATH | O_DIRECTORY |
+/// O_NOFOLLOW, the last component with `flags | O_NOFOLLOW | O_CLOEXEC` (and `mode`
+/// when creating). An absolute path, an empty component, "." or ".." is refused
+/// (EINVAL, EACCES); a link met anywhere fails (ELOOP or ENOTDIR). The descriptor goes
+/// to `*fd_out`. 0 or an errno value.
+int aph_open_beneath(int dirfd, const char *path, int flags, unsigned int mode, int *fd_out);
+
 /// glibc's `mallopt(M_MMAP_THRESHOLD, bytes)` (malloc.h is not in Swift's Glibc module):
 /// 1 if taken, 0 if not.
 int aph_malloc_mmap_threshold(int bytes);

@@ -1,0 +1,157 @@
+import AppHostSystem
+import Foundation
+import Synchronization
+import SystemPackage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where the daemon touches the apps' files: downloads it writes, uploads it reads,
+/// partial files it resumes. It runs as root (with `CAP_DAC_OVERRIDE` when apps have
+/// uids of their own) in folders the apps own, so a symbolic link an app plants there
+/// must never lead it elsewhere:
+///
+/// - the last component of a path is never followed (`O_NOFOLLOW`, `renameat`,
+///   `unlinkat`, `fstatat(AT_SYMLINK_NOFOLLOW)` in the folder's descriptor), so a
+///   `NAME.part` that is a link to `/etc/passwd` fails the download instead of
+///   overwriting that file with the app's bytes;
+/// - with a root (`--containers`, the host's containers folder) every path must lie
+///   below it, and its folders are opened one at a time from the root, none through a
+///   link ("`Library`" replaced by a link to `/etc` fails too).
+///
+/// Folders are opened once and their descriptors kept (at most ``cacheLimit``): each
+/// open of a file is then one `openat` of its name, not a walk of the whole path (the
+/// walk was a third of the cost of making a small download's file). A kept folder that
+/// was removed meanwhile (an app uninstalled, a folder made again) answers `ENOENT`;
+/// the path is then resolved once more.
+final class AppFiles: Sendable {
+    /// A folder's descriptor (`O_PATH`), closed when nothing holds it any more: a file
+    /// operation holds it while it runs, so dropping it from the cache never closes a
+    /// descriptor another thread is using.
+    final class Folder: Sendable {
+        let fd: Int32
+        init(fd: Int32) { self.fd = fd }
+        deinit { close(fd) }
+    }
+
+    static let cacheLimit = 64
+
+    /// The folder below which every path must lie; nil: paths as given (the last
+    /// component still not followed).
+    let root: String?
+    private let rootFolder: Folder?
+    private let folders = Mutex<[String: Folder]>([:])
+
+    /// Opens `root` (the caller's own folder, trusted: it may itself be reached through a link).
+    init(root: String?) throws {
+        if let root {
+            let trimmed = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+            let fd = Glibc.open(trimmed, BeneathPath.pathOnly | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else {
+                throw AppFilesError(description: "cannot open the containers folder \(root): \(String(cString: strerror(errno)))")
+            }
+            self.root = trimmed
+            rootFolder = Folder(fd: fd)
+        } else {
+            self.root = nil
+            rootFolder = nil
+        }
+    }
+
+    // MARK: Files
+
+    /// Opens the file at `path` with `flags` (`O_NOFOLLOW` and `O_CLOEXEC` added).
+    func open(_ path: String, flags: Int32, mode: mode_t = 0o644) -> Result<Int32, Errno> {
+        inFolder(of: path) { folder, name in
+            let fd = openat(folder.fd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)
+            return fd >= 0 ? .success(fd) : .failure(Errno(rawValue: errno))
+        }
+    }
+
+    /// Renames `from` to `to` (neither followed if a link). 0 or an errno value.
+    func rename(_ from: String, to: String) -> Errno? {
+        let result: Result<Void, Errno> = inFolder(of: from) { source, fromName in
+            inFolder(of: to) { target, toName in
+                renameat(source.fd, fromName, target.fd, toName) == 0 ? .success(()) : .failure(Errno(rawValue: errno))
+            }
+        }
+        if case .failure(let e) = result { return e }
+        return nil
+    }
+
+    /// Removes the file at `path` (a link itself, not what it names); errors are ignored.
+    func unlink(_ path: String) {
+        let _: Result<Void, Errno> = inFolder(of: path) { folder, name in
+            unlinkat(folder.fd, name, 0) == 0 ? .success(()) : .failure(Errno(rawValue: errno))
+        }
+    }
+
+    /// What is at `path`, a link not followed; nil if nothing (or it cannot be reached).
+    func status(_ path: String) -> stat? {
+        let result: Result<stat, Errno> = inFolder(of: path) { folder, name in
+            var st = stat()
+            return fstatat(folder.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? .success(st) : .failure(Errno(rawValue: errno))
+        }
+        return try? result.get()
+    }
+
+    // MARK: Folders
+
+    /// Runs `body` with the folder holding `path` and the path's last component; a kept
+    /// folder that answers `ENOENT` is opened again and `body` runs once more.
+    private func inFolder<T>(of path: String, _ body: (Folder, String) -> Result<T, Errno>) -> Result<T, Errno> {
+        guard let slash = path.lastIndex(of: "/") else { return .failure(.invalidArgument) }
+        let directory = slash == path.startIndex ? "/" : String(path[..<slash])
+        let name = String(path[path.index(after: slash)...])
+        guard !name.isEmpty, name != ".", name != ".." else { return .failure(.invalidArgument) }
+        var kept = true
+        var folder: Folder
+        if let cached = folders.withLock({ $0[directory] }) {
+            folder = cached
+        } else {
+            switch openFolder(directory) {
+            case .success(let f): folder = f
+            case .failure(let e): return .failure(e)
+            }
+            keep(folder, for: directory)
+            kept = false
+        }
+        let result = body(folder, name)
+        guard kept, case .failure(.noSuchFileOrDirectory) = result else { return result }
+        // The kept folder may be gone (removed, made again): once more from the path.
+        folders.withLock { _ = $0.removeValue(forKey: directory) }
+        switch openFolder(directory) {
+        case .success(let f): folder = f
+        case .failure(let e): return .failure(e)
+        }
+        keep(folder, for: directory)
+        return body(folder, name)
+    }
+
+    private func keep(_ folder: Folder, for directory: String) {
+        folders.withLock { cache in
+            if cache.count >= Self.cacheLimit { cache.removeAll() }
+            cache[directory] = folder
+        }
+    }
+
+    /// Opens `directory`: below the root without following a link, or as given.
+    private func openFolder(_ directory: String) -> Result<Folder, Errno> {
+        guard let root, let rootFolder else {
+            let fd = Glibc.open(directory, BeneathPath.pathOnly | O_DIRECTORY | O_CLOEXEC)
+            return fd >= 0 ? .success(Folder(fd: fd)) : .failure(Errno(rawValue: errno))
+        }
+        if directory == root {
+            let fd = dup(rootFolder.fd)
+            return fd >= 0 ? .success(Folder(fd: fd)) : .failure(Errno(rawValue: errno))
+        }
+        guard directory.hasPrefix(root + "/") || root == "/" else { return .failure(.permissionDenied) }
+        let relative = String(directory.dropFirst(root == "/" ? 1 : root.count + 1))
+        return BeneathPath.open(relative, below: rootFolder.fd, flags: BeneathPath.pathOnly | O_DIRECTORY).map { Folder(fd: $0) }
+    }
+}
+
+/// The containers folder given to the daemon cannot be opened.
+struct AppFilesError: Error, CustomStringConvertible {
+    let description: String
+}
