@@ -150,7 +150,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "HeapModule", package: "swift-collections"),
-                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         .executableTarget(name: "apphost-transferd", dependencies: ["TransferCore", "AppHostProtocol", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),

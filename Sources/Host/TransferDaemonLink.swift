@@ -45,6 +45,9 @@ struct TransferBrokerState {
     /// Writes to the daemon's socket from the supervisor's thread (see ``SocketWriter``):
     /// no wake of the channel's event loop for each batch of requests.
     var writer: SocketWriter?
+    /// The apps' transfer folders, reached through no link an app planted (see
+    /// ``AppFiles``): the hand-over and removal of delivered downloads. Made on first use.
+    var files: AppFiles?
     /// Frames for the daemon made during a list of effects, not written yet: at the list's
     /// end, or, when only `acknowledge`s wait, once the deletes due are written.
     var outgoing: [UInt8] = []
@@ -285,16 +288,28 @@ extension Supervisor {
             try? AppOwnership.makeDirectory(TransferBroker.transfersDirectory(app, containers: configuration.containersDirectory),
                                             below: configuration.containersDirectory + "/" + app, identity: owner, mode: 0o700)
         case .handOver(let path, let app):
-            // Written by the daemon (uid 0): handed to the app's own uid before it hears of it.
-            if let uid = identities?.existingUID(app: app) { _ = lchown(path, uid, uid) }
+            // Written by the daemon (uid 0): handed to the app's own uid before it hears of
+            // it. Through `AppFiles`: a folder on the way the app swapped for a link (to
+            // another app's transfers) is not followed, and the folder is looked up once.
+            if let uid = identities?.existingUID(app: app) { transferFiles().changeOwner(path, uid: uid, gid: uid) }
         case .removeFile(let path):
-            // A file the daemon wrote and the app left: unlink, not FileManager's
-            // removeItem (a stat and a directory walk, a tenth of the host's time per
-            // transfer). What the app put there instead (a folder) stays.
-            _ = path.withCString { unlink($0) }
+            // A file the daemon wrote and the app left: unlinkat in the kept folder, not
+            // FileManager's removeItem (a stat and a directory walk, a tenth of the host's
+            // time per transfer). What the app put there instead (a folder) stays.
+            transferFiles().unlink(path)
         case .note(let app, let pid, let text, let fields):
             events.append(.service, app: app, pid: pid, cause: text, fields: fields, time: now())
         }
+    }
+
+    /// The apps' transfer folders (``TransferBrokerState/files``), below the containers
+    /// folder; should that folder not open, paths as given (the last component still not
+    /// followed).
+    private func transferFiles() -> AppFiles {
+        if let files = transfers.files { return files }
+        let files = (try? AppFiles(root: configuration.containersDirectory)) ?? AppFiles()
+        transfers.files = files
+        return files
     }
 
     /// The end of a step: delivered transfers are deleted, and acknowledged to the daemon,

@@ -1,4 +1,5 @@
 import AppHostProtocol
+import AppHostSystem
 import AsyncHTTPClient
 import DequeModule
 import Foundation

@@ -40,6 +40,15 @@ import Testing
         #expect(throws: (any Error).self) { try files.open(root + "/app/a/link/secret", flags: O_RDONLY).get() }
         #expect(throws: (any Error).self) { try files.open(root + "/app/a/link/new", flags: O_WRONLY | O_CREAT).get() }
         #expect(!FileManager.default.fileExists(atPath: dir.path + "/outside/new"))
+        // The host's hand-over of a download: not through the folder link either.
+        let before = try FileManager.default.attributesOfItem(atPath: dir.path + "/outside/secret")[.ownerAccountID] as? Int
+        #expect(files.changeOwner(root + "/app/a/link/secret", uid: 54321, gid: 54321) != nil)
+        #expect(try FileManager.default.attributesOfItem(atPath: dir.path + "/outside/secret")[.ownerAccountID] as? Int == before)
+        if geteuid() == 0 {
+            close(try files.open(root + "/app/a/b/mine", flags: O_WRONLY | O_CREAT).get())
+            #expect(files.changeOwner(root + "/app/a/b/mine", uid: 54321, gid: 54321) == nil)
+            #expect(files.status(root + "/app/a/b/mine")?.st_uid == 54321)
+        }
         // A last component that is a link.
         #expect(symlink(dir.path + "/outside/secret", root + "/app/a/b/s") == 0)
         #expect(throws: Errno.tooManySymbolicLinkLevels) { try files.open(root + "/app/a/b/s", flags: O_WRONLY | O_TRUNC).get() }

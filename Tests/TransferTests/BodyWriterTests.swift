@@ -1,3 +1,4 @@
+import AppHostSystem
 import Foundation
 import TestSupport
 import NIOCore
@@ -18,7 +19,7 @@ private struct PartFile {
         store = try TransferStore(path: dir.path + "/t.sqlite")
         path = dir.path + "/x.part"
         fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        files = try AppFiles(root: nil)
+        files = AppFiles()
     }
 
     /// Where a writer that makes its own file writes (not made by `init`).

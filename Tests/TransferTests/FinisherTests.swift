@@ -1,3 +1,4 @@
+import AppHostSystem
 import AppHostProtocol
 import Foundation
 import TestSupport
@@ -48,7 +49,7 @@ import Testing
                                                           status: 200, bytes: file.bytes, bytesExpected: file.bytesExpected)))
         }
 
-        let (finished, recordError) = Finisher.finish(batch, store: store, files: try AppFiles(root: nil))
+        let (finished, recordError) = Finisher.finish(batch, store: store, files: AppFiles())
 
         #expect(recordError == nil)
         #expect(finished.map(\.id) == [1, 2, 3])
@@ -87,7 +88,7 @@ import Testing
         // Held and written bodies in one batch.
         batch.append((4, try received(destinations[3], contents[3])))
 
-        let (finished, recordError) = Finisher.finish(batch, store: store, files: try AppFiles(root: nil))
+        let (finished, recordError) = Finisher.finish(batch, store: store, files: AppFiles())
 
         #expect(recordError == nil)
         #expect(finished.map(\.id) == [1, 2, 3, 4])

@@ -1,4 +1,3 @@
-import AppHostSystem
 import Foundation
 import Synchronization
 import SystemPackage
@@ -6,10 +5,11 @@ import SystemPackage
 import Glibc
 #endif
 
-/// Where the daemon touches the apps' files: downloads it writes, uploads it reads,
-/// partial files it resumes. It runs as root (with `CAP_DAC_OVERRIDE` when apps have
-/// uids of their own) in folders the apps own, so a symbolic link an app plants there
-/// must never lead it elsewhere:
+/// Where a privileged process touches the apps' files: the transfer daemon's downloads,
+/// uploads and partial files, the host's hand-over and removal of a delivered download.
+/// Both run as root (the daemon with `CAP_DAC_OVERRIDE` when apps have uids of their
+/// own) in folders the apps own, so a symbolic link an app plants there must never
+/// lead them elsewhere:
 ///
 /// - the last component of a path is never followed (`O_NOFOLLOW`, `renameat`,
 ///   `unlinkat`, `fstatat(AT_SYMLINK_NOFOLLOW)` in the folder's descriptor), so a
@@ -22,9 +22,10 @@ import Glibc
 /// Folders are opened once and their descriptors kept (at most ``cacheLimit``): each
 /// open of a file is then one `openat` of its name, not a walk of the whole path (the
 /// walk was a third of the cost of making a small download's file). A kept folder that
-/// was removed meanwhile (an app uninstalled, a folder made again) answers `ENOENT`;
-/// the path is then resolved once more.
-final class AppFiles: Sendable {
+/// was removed meanwhile (an app uninstalled, a folder made again) answers `ENOENT` and
+/// has no links left; the path is then resolved once more. (An `ENOENT` in a folder
+/// that is still there, such as the removal of a file already gone, is the answer.)
+public final class AppFiles: Sendable {
     /// A folder's descriptor (`O_PATH`), closed when nothing holds it any more: a file
     /// operation holds it while it runs, so dropping it from the cache never closes a
     /// descriptor another thread is using.
@@ -34,16 +35,22 @@ final class AppFiles: Sendable {
         deinit { close(fd) }
     }
 
-    static let cacheLimit = 64
+    public static let cacheLimit = 64
 
     /// The folder below which every path must lie; nil: paths as given (the last
     /// component still not followed).
-    let root: String?
+    public let root: String?
     private let rootFolder: Folder?
     private let folders = Mutex<[String: Folder]>([:])
 
+    /// No root: paths are used as given (the last component still never followed).
+    public init() {
+        root = nil
+        rootFolder = nil
+    }
+
     /// Opens `root` (the caller's own folder, trusted: it may itself be reached through a link).
-    init(root: String?) throws {
+    public init(root: String?) throws {
         if let root {
             let trimmed = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
             let fd = Glibc.open(trimmed, BeneathPath.pathOnly | O_DIRECTORY | O_CLOEXEC)
@@ -61,7 +68,7 @@ final class AppFiles: Sendable {
     // MARK: Files
 
     /// Opens the file at `path` with `flags` (`O_NOFOLLOW` and `O_CLOEXEC` added).
-    func open(_ path: String, flags: Int32, mode: mode_t = 0o644) -> Result<Int32, Errno> {
+    public func open(_ path: String, flags: Int32, mode: mode_t = 0o644) -> Result<Int32, Errno> {
         inFolder(of: path) { folder, name in
             let fd = openat(folder.fd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)
             return fd >= 0 ? .success(fd) : .failure(Errno(rawValue: errno))
@@ -69,7 +76,7 @@ final class AppFiles: Sendable {
     }
 
     /// Renames `from` to `to` (neither followed if a link). 0 or an errno value.
-    func rename(_ from: String, to: String) -> Errno? {
+    public func rename(_ from: String, to: String) -> Errno? {
         let result: Result<Void, Errno> = inFolder(of: from) { source, fromName in
             inFolder(of: to) { target, toName in
                 renameat(source.fd, fromName, target.fd, toName) == 0 ? .success(()) : .failure(Errno(rawValue: errno))
@@ -80,19 +87,29 @@ final class AppFiles: Sendable {
     }
 
     /// Removes the file at `path` (a link itself, not what it names); errors are ignored.
-    func unlink(_ path: String) {
+    public func unlink(_ path: String) {
         let _: Result<Void, Errno> = inFolder(of: path) { folder, name in
             unlinkat(folder.fd, name, 0) == 0 ? .success(()) : .failure(Errno(rawValue: errno))
         }
     }
 
     /// What is at `path`, a link not followed; nil if nothing (or it cannot be reached).
-    func status(_ path: String) -> stat? {
+    public func status(_ path: String) -> stat? {
         let result: Result<stat, Errno> = inFolder(of: path) { folder, name in
             var st = stat()
             return fstatat(folder.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? .success(st) : .failure(Errno(rawValue: errno))
         }
         return try? result.get()
+    }
+
+    /// Gives the file at `path` (a link itself, not what it names) to `uid`:`gid`.
+    @discardableResult
+    public func changeOwner(_ path: String, uid: uid_t, gid: gid_t) -> Errno? {
+        let result: Result<Void, Errno> = inFolder(of: path) { folder, name in
+            fchownat(folder.fd, name, uid, gid, AT_SYMLINK_NOFOLLOW) == 0 ? .success(()) : .failure(Errno(rawValue: errno))
+        }
+        if case .failure(let e) = result { return e }
+        return nil
     }
 
     // MARK: Folders
@@ -117,8 +134,8 @@ final class AppFiles: Sendable {
             kept = false
         }
         let result = body(folder, name)
-        guard kept, case .failure(.noSuchFileOrDirectory) = result else { return result }
-        // The kept folder may be gone (removed, made again): once more from the path.
+        guard kept, case .failure(.noSuchFileOrDirectory) = result, Self.isRemoved(folder) else { return result }
+        // The kept folder is gone (removed, perhaps made again): once more from the path.
         folders.withLock { _ = $0.removeValue(forKey: directory) }
         switch openFolder(directory) {
         case .success(let f): folder = f
@@ -126,6 +143,13 @@ final class AppFiles: Sendable {
         }
         keep(folder, for: directory)
         return body(folder, name)
+    }
+
+    /// Whether a kept folder was removed (no name links to it any more): then `ENOENT`
+    /// in it says nothing about the path, which may name a folder made since.
+    private static func isRemoved(_ folder: Folder) -> Bool {
+        var st = stat()
+        return fstat(folder.fd, &st) != 0 || st.st_nlink == 0
     }
 
     private func keep(_ folder: Folder, for directory: String) {
@@ -152,6 +176,6 @@ final class AppFiles: Sendable {
 }
 
 /// The containers folder given to the daemon cannot be opened.
-struct AppFilesError: Error, CustomStringConvertible {
-    let description: String
+public struct AppFilesError: Error, CustomStringConvertible {
+    public let description: String
 }
