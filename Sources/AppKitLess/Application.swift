@@ -359,7 +359,10 @@ public final class Application {
     ///
     /// Everything the delegate or handler sends (task ends, requests) is written
     /// before the acknowledgement, on the same ordered socket, so the host sees it first.
-    func perform(seq: UInt64, callback: LifecycleCallback, state: AppState) {
+    ///
+    /// `holdingReturn`: one of a batch (see ``startReceivingCallbacks()``), acknowledged
+    /// with the others of the batch (``Connection/holdReturn(seq:)``).
+    func perform(seq: UInt64, callback: LifecycleCallback, state: AppState, holdingReturn: Bool = false) {
         applicationState = State(state)
         isRunningCallback = true
         switch callback {
@@ -401,7 +404,11 @@ public final class Application {
             return
         }
         do {
-            try connection.send(.callbackReturned(seq: seq))
+            if holdingReturn {
+                try connection.holdReturn(seq: seq)
+            } else {
+                try connection.send(.callbackReturned(seq: seq))
+            }
         } catch {
             connectionFailed(error)
         }
@@ -513,7 +520,9 @@ public final class Application {
     /// The callbacks of one read run in one main-queue block, one after the other: one
     /// wake of the main thread for a batch the host sent together (10,000 transfers'
     /// completions are not 20,000 wakes). Work a callback queues on the main queue runs
-    /// after the rest of its batch.
+    /// after the rest of its batch. Their returns are written together at the end of the
+    /// batch (or before anything else the app sends, or 1 ms after the first of them at
+    /// the latest): one `send(2)` and one wake of the host's reader for the batch.
     nonisolated func startReceivingCallbacks() {
         let gathered = GatheredCallbacks()
         connection.startReader(
@@ -525,8 +534,9 @@ public final class Application {
                 DispatchQueue.main.async {
                     MainActor.assumeIsolated {
                         for (seq, callback, state) in batch {
-                            self.perform(seq: seq, callback: callback, state: state)
+                            self.perform(seq: seq, callback: callback, state: state, holdingReturn: batch.count > 1)
                         }
+                        if batch.count > 1 { self.connection.flushHeldReturns() }
                     }
                 }
             },

@@ -48,8 +48,22 @@ enum ConnectionError: Error, Equatable, Sendable, CustomStringConvertible {
 final class Connection: Sendable {
     /// The socket descriptor (fd 3 in an app; one end of a socketpair in tests).
     let descriptor: Int32
-    /// Serializes writes so frames from different threads never interleave.
-    private let writeLock = Mutex(())
+    /// Serializes writes so frames from different threads never interleave; holds the
+    /// returns of callbacks not yet written (see ``holdReturn(seq:)``).
+    private let writeLock = Mutex(HeldReturns())
+
+    /// Acknowledgements of callbacks held back: written before any other frame, at the
+    /// end of their batch, or at most ``heldReturnBound`` after the first was held.
+    private struct HeldReturns {
+        var bytes: [UInt8] = []
+        /// A flush is scheduled (on a global queue, so a callback that hangs on the
+        /// main thread does not keep the returns before it from the host).
+        var flushScheduled = false
+    }
+
+    /// How long a held return waits at most for the rest of its batch: far below any
+    /// watchdog the host runs (seconds), and below what a user could notice.
+    static let heldReturnBound: DispatchTimeInterval = .milliseconds(1)
     /// Frame reassembly; only one reader at a time (handshake, then the reader thread).
     private let decoder = Mutex(ReadState())
 
@@ -91,21 +105,64 @@ final class Connection: Sendable {
     /// Writes `bytes` completely under the write lock, retrying partial writes and EINTR.
     /// Uses MSG_NOSIGNAL so a vanished host is an error, not a SIGPIPE.
     func writeAll(_ bytes: [UInt8]) throws(ConnectionError) {
-        try writeLock.withLock { _ throws(ConnectionError) in
-            var offset = 0
-            while offset < bytes.count {
-                let n = bytes.withUnsafeBytes { buffer in
-                    sendWithoutSIGPIPE(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                }
-                if n >= 0 {
-                    offset += n
-                } else if errno == EINTR {
-                    continue
-                } else if errno == EPIPE || errno == ECONNRESET {
-                    throw .closed
-                } else {
-                    throw .system(call: "send", errno: errno)
-                }
+        try writeLock.withLock { held throws(ConnectionError) in
+            // Held returns first: the host sees frames in the order they were made.
+            let bytes = held.bytes.isEmpty ? bytes : held.bytes + bytes
+            held.bytes = []
+            try Self.writeAll(bytes, to: descriptor)
+        }
+    }
+
+    /// Acknowledges callback `seq` later, with the others of its batch: written before
+    /// the next frame of any kind, by ``flushHeldReturns()`` at the end of the batch, or
+    /// at most ``heldReturnBound`` from now. A batch of 256 callbacks is then one
+    /// `send(2)` (and one wake of the host's reader), not 256.
+    func holdReturn(seq: UInt64) throws(ConnectionError) {
+        let frame: [UInt8]
+        do {
+            frame = try Frame.encode(AppMessage.callbackReturned(seq: seq))
+        } catch {
+            throw .unexpected("could not encode a callback's return: \(error)")
+        }
+        let schedule = writeLock.withLock { held -> Bool in
+            held.bytes += frame
+            defer { held.flushScheduled = true }
+            return !held.flushScheduled
+        }
+        if schedule {
+            DispatchQueue.global().asyncAfter(deadline: .now() + Self.heldReturnBound) {
+                self.flushHeldReturns(scheduled: true)
+            }
+        }
+    }
+
+    /// Writes the held returns now. Errors are left to the next write or read to report
+    /// (the reader sees the host gone).
+    func flushHeldReturns(scheduled: Bool = false) {
+        writeLock.withLock { held in
+            if scheduled { held.flushScheduled = false }
+            guard !held.bytes.isEmpty else { return }
+            let bytes = held.bytes
+            held.bytes = []
+            try? Self.writeAll(bytes, to: descriptor)
+        }
+    }
+
+    /// `send` until every byte is written; call under the write lock.
+    private static func writeAll(_ bytes: [UInt8], to descriptor: Int32) throws(ConnectionError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { buffer in
+                sendWithoutSIGPIPE(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+            }
+            if n >= 0 {
+                offset += n
+            } else if errno == EINTR {
+                continue
+            } else if errno == EPIPE || errno == ECONNRESET {
+                throw .closed
+            } else {
+                throw .system(call: "send", errno: errno)
             }
         }
     }

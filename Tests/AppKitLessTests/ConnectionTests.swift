@@ -202,6 +202,37 @@ struct ConnectionTests {
         host.closeAppEnd()
     }
 
+    @Test("held returns go out together, before any later frame, in the order made")
+    func heldReturnsPrecedeTheNextFrame() throws {
+        let host = try TestHost()
+        defer { host.closeHostEnd(); host.closeAppEnd() }
+        let connection = Connection(descriptor: host.appDescriptor)
+        try connection.holdReturn(seq: 1)
+        try connection.holdReturn(seq: 2)
+        try connection.send(.endBackgroundTask(id: 9))
+        try connection.holdReturn(seq: 3)
+        connection.flushHeldReturns()
+        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try host.receive() == .callbackReturned(seq: 2))
+        #expect(try host.receive() == .endBackgroundTask(id: 9))
+        #expect(try host.receive() == .callbackReturned(seq: 3))
+    }
+
+    /// Nothing else is sent and the batch does not end (its next callback hangs on the
+    /// main thread): the held return still reaches the host, by the flush scheduled on a
+    /// global queue. (Without it this read would wait for its 30 s timeout.)
+    @Test("a held return reaches the host on its own within the bound")
+    func aHeldReturnIsFlushedWithoutTheBatchEnding() throws {
+        let host = try TestHost()
+        defer { host.closeHostEnd(); host.closeAppEnd() }
+        let connection = Connection(descriptor: host.appDescriptor)
+        try connection.holdReturn(seq: 41)
+        #expect(try host.receive() == .callbackReturned(seq: 41))
+        // And again after that flush (a new one is scheduled).
+        try connection.holdReturn(seq: 42)
+        #expect(try host.receive() == .callbackReturned(seq: 42))
+    }
+
     @Test("writing to a vanished host is an error, not SIGPIPE")
     func sendAfterClose() throws {
         let host = try TestHost()
