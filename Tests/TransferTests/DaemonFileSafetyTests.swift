@@ -10,6 +10,39 @@ import Testing
 /// `--containers DIR` nothing below DIR is resolved through a symbolic link; the last
 /// component of a path is never followed in any case.
 @Suite struct DaemonFileSafetyTests {
+    /// Runs `body` with a server and a daemon (with `--containers root` when given), then
+    /// stops both; the daemon must exit cleanly.
+    private func withDaemon(_ dir: TempDir, containers root: String?,
+                            _ body: (HTTPTestServer, Daemon) async throws -> Void) async throws {
+        let server = try await HTTPTestServer.start()
+        do {
+            let daemon = try await Daemon.spawn(stateDir: dir.path + "/state", arguments: root.map { ["--containers", $0] } ?? [],
+                                                stderrPath: dir.path + "/stderr")
+            do {
+                try await daemon.next("ready")
+                try await body(server, daemon)
+            } catch {
+                _ = await daemon.kill9()
+                throw error
+            }
+            #expect(await daemon.stop() == .exited(code: 0))
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+        try await server.stop()
+    }
+
+    /// The failure code of transfer 1, which must fail.
+    private func failureCode(_ daemon: Daemon) async throws -> String? {
+        let done = try await daemon.next("finished 1", where: isFinished(1))
+        guard case .failed(let code, _)? = finishedOutcome(done) else {
+            Issue.record("finished \(String(describing: finishedOutcome(done)))")
+            return nil
+        }
+        return code
+    }
+
     /// A file outside the apps' folders that a planted link points at.
     private func victim(_ dir: TempDir) throws -> (path: String, bytes: Data) {
         let path = dir.path + "/victim"
@@ -31,28 +64,12 @@ import Testing
         let target = try victim(dir)
         let destination = app + "/CFNetworkDownload_1.tmp"
         #expect(symlink(target.path, destination + ".part") == 0)
-        let server = try await HTTPTestServer.start()
-        do {
+        try await withDaemon(dir, containers: containers ? root : nil) { server, daemon in
             server.serve("/x", resource: .generated(size: 5000, seed: 3))
-            let daemon = try await Daemon.spawn(stateDir: dir.path + "/state", arguments: containers ? ["--containers", root] : [],
-                                                stderrPath: dir.path + "/stderr")
-            try await daemon.next("ready")
             try daemon.send(.enqueue(job(1, url: server.url("/x"), destination: destination)))
-            let done = try await daemon.next("finished 1", where: isFinished(1))
-            guard case .failed(let code, _)? = finishedOutcome(done) else {
-                Issue.record("finished \(String(describing: finishedOutcome(done)))")
-                _ = await daemon.stop()
-                try await server.stop()
-                return
-            }
-            #expect(code == "cannotCreateFile")
+            #expect(try await failureCode(daemon) == "cannotCreateFile")
             #expect(FileManager.default.contents(atPath: target.path) == target.bytes)
-            _ = await daemon.stop()
-        } catch {
-            try? await server.stop()
-            throw error
         }
-        try await server.stop()
     }
 
     /// With `--containers`, a folder the app replaced by a link (to a folder of root's)
@@ -66,28 +83,12 @@ import Testing
         try FileManager.default.createDirectory(atPath: caches, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
         #expect(symlink(elsewhere, caches + "/com.apphost.transfers") == 0)
-        let server = try await HTTPTestServer.start()
-        do {
+        try await withDaemon(dir, containers: root) { server, daemon in
             server.serve("/x", resource: .generated(size: 5000, seed: 4))
-            let daemon = try await Daemon.spawn(stateDir: dir.path + "/state", arguments: ["--containers", root],
-                                                stderrPath: dir.path + "/stderr")
-            try await daemon.next("ready")
             try daemon.send(.enqueue(job(1, url: server.url("/x"), destination: caches + "/com.apphost.transfers/CFNetworkDownload_1.tmp")))
-            let done = try await daemon.next("finished 1", where: isFinished(1))
-            guard case .failed(let code, _)? = finishedOutcome(done) else {
-                Issue.record("finished \(String(describing: finishedOutcome(done)))")
-                _ = await daemon.stop()
-                try await server.stop()
-                return
-            }
-            #expect(code == "cannotCreateFile")
+            #expect(try await failureCode(daemon) == "cannotCreateFile")
             #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere).isEmpty)
-            _ = await daemon.stop()
-        } catch {
-            try? await server.stop()
-            throw error
         }
-        try await server.stop()
     }
 
     /// An upload file the app swaps for a link after the host checked it (to a file of
@@ -101,26 +102,11 @@ import Testing
         try FileManager.default.createDirectory(atPath: documents, withIntermediateDirectories: true)
         let target = try victim(dir)
         #expect(symlink(target.path, documents + "/up.bin") == 0)
-        let server = try await HTTPTestServer.start()
-        do {
-            let daemon = try await Daemon.spawn(stateDir: dir.path + "/state", arguments: containers ? ["--containers", root] : [],
-                                                stderrPath: dir.path + "/stderr")
-            try await daemon.next("ready")
+        try await withDaemon(dir, containers: containers ? root : nil) { server, daemon in
             try daemon.send(.enqueue(job(1, url: server.url("/u"), destination: "", kind: .upload, method: "PUT",
                                          uploadFile: documents + "/up.bin")))
-            let done = try await daemon.next("finished 1", where: isFinished(1))
-            guard case .failed? = finishedOutcome(done) else {
-                Issue.record("finished \(String(describing: finishedOutcome(done)))")
-                _ = await daemon.stop()
-                try await server.stop()
-                return
-            }
+            #expect(try await failureCode(daemon) != nil)
             #expect(server.uploads("/u").isEmpty)
-            _ = await daemon.stop()
-        } catch {
-            try? await server.stop()
-            throw error
         }
-        try await server.stop()
     }
 }
