@@ -22,12 +22,4 @@ public enum WriteBack {
 
     /// `O_DIRECT`, for an `open` of one's own (Swift's Glibc module does not export it).
     public static let directFlag: Int32 = aph_o_direct_flag()
-
-    /// Opens the existing file at `path` for writing with `O_DIRECT` and `O_CLOEXEC`.
-    /// `EINVAL` means the file system does not do direct I/O.
-    public static func openDirect(_ path: String) -> Result<Int32, Errno> {
-        var fd: Int32 = -1
-        let rc = aph_open_direct(path, &fd)
-        return rc == 0 ? .success(fd) : .failure(Errno(rawValue: rc))
-    }
 }

@@ -1264,16 +1264,6 @@ int aph_writeback_wait(int fd, int64_t offset, int64_t length, int drop) {
 
 int aph_o_direct_flag(void) { return O_DIRECT; }
 
-int aph_open_direct(const char *path, int *fd_out) {
-    int fd;
-    do {
-        fd = open(path, O_WRONLY | O_CLOEXEC | O_DIRECT);
-    } while (fd < 0 && errno == EINTR);
-    if (fd < 0) return errno;
-    *fd_out = fd;
-    return 0;
-}
-
 int aph_open_beneath(int dirfd, const char *path, int flags, unsigned int mode, int *fd_out) {
     if (path == NULL || path[0] == '\0' || path[0] == '/') return EINVAL;
     size_t length = strlen(path);

@@ -367,12 +367,8 @@ int aph_writeback_start(int fd, int64_t offset, int64_t length);
 /// 0 or an errno value.
 int aph_writeback_wait(int fd, int64_t offset, int64_t length, int drop);
 
-/// Opens an existing file for writing with O_DIRECT (the page cache bypassed) and
-/// O_CLOEXEC; the descriptor goes to `*fd_out`. 0 or an errno value (EINVAL: the
-/// file system does not do direct I/O).
-int aph_open_direct(const char *path, int *fd_out);
-
-/// O_DIRECT (not exported by Swift's Glibc module).
+/// O_DIRECT (not exported by Swift's Glibc module): the page cache bypassed; an open
+/// with it fails with EINVAL where the file system does not do direct I/O.
 int aph_o_direct_flag(void);
 
 /// Opens `path`, relative to the folder `dirfd`, without following any symbolic link
