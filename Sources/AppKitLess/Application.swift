@@ -522,7 +522,8 @@ public final class Application {
     /// completions are not 20,000 wakes). Work a callback queues on the main queue runs
     /// after the rest of its batch. Their returns are written together at the end of the
     /// batch (or before anything else the app sends, or 1 ms after the first of them at
-    /// the latest): one `send(2)` and one wake of the host's reader for the batch.
+    /// the latest, written by the reader thread): one `send(2)` and one wake of the host's
+    /// reader for the batch.
     nonisolated func startReceivingCallbacks() {
         let gathered = GatheredCallbacks()
         connection.startReader(
@@ -531,12 +532,14 @@ public final class Application {
             },
             endOfBatch: {
                 guard let batch = gathered.take() else { return }
+                let holding = batch.count > 1
+                if holding { self.connection.beginHoldingReturns() }
                 DispatchQueue.main.async {
                     MainActor.assumeIsolated {
                         for (seq, callback, state) in batch {
-                            self.perform(seq: seq, callback: callback, state: state, holdingReturn: batch.count > 1)
+                            self.perform(seq: seq, callback: callback, state: state, holdingReturn: holding)
                         }
-                        if batch.count > 1 { self.connection.flushHeldReturns() }
+                        if holding { self.connection.endHoldingReturns() }
                     }
                 }
             },

@@ -53,17 +53,22 @@ final class Connection: Sendable {
     private let writeLock = Mutex(HeldReturns())
 
     /// Acknowledgements of callbacks held back: written before any other frame, at the
-    /// end of their batch, or at most ``heldReturnBound`` after the first was held.
+    /// end of their batch, or by the reader within ``heldReturnBound`` of being held.
     private struct HeldReturns {
         var bytes: [UInt8] = []
-        /// A flush is scheduled (on a global queue, so a callback that hangs on the
-        /// main thread does not keep the returns before it from the host).
-        var flushScheduled = false
     }
+
+    /// Batches handed to the main queue that may hold returns and have not ended (see
+    /// ``beginHoldingReturns()``): while there are any, the reader waits for the host in
+    /// slices of ``heldReturnBound`` and writes what is held after each, so a later callback of the batch that hangs does not keep
+    /// the returns before it from the host. (The reader, not a timer: a libdispatch timer
+    /// gave every such app a manager thread and a worker more, which each SIGSTOP then had
+    /// to stop: the host's stop confirmation took half as long again.)
+    private let holdingBatches = Atomic<Int>(0)
 
     /// How long a held return waits at most for the rest of its batch: far below any
     /// watchdog the host runs (seconds), and below what a user could notice.
-    static let heldReturnBound: DispatchTimeInterval = .milliseconds(1)
+    static let heldReturnBound: Int32 = 1  // milliseconds, poll(2)'s unit
     /// Frame reassembly; only one reader at a time (handshake, then the reader thread).
     private let decoder = Mutex(ReadState())
 
@@ -113,10 +118,24 @@ final class Connection: Sendable {
         }
     }
 
+    /// A batch of callbacks whose returns may be held (``holdReturn(seq:)``) is handed to
+    /// the main queue: called by the reader (before it waits again, so it waits in
+    /// slices from then on), ended by ``endHoldingReturns()`` on the main queue.
+    func beginHoldingReturns() {
+        holdingBatches.add(1, ordering: .sequentiallyConsistent)
+    }
+
+    /// A batch ended: what is held is written.
+    func endHoldingReturns() {
+        holdingBatches.subtract(1, ordering: .sequentiallyConsistent)
+        flushHeldReturns()
+    }
+
     /// Acknowledges callback `seq` later, with the others of its batch: written before
-    /// the next frame of any kind, by ``flushHeldReturns()`` at the end of the batch, or
-    /// at most ``heldReturnBound`` from now. A batch of 256 callbacks is then one
-    /// `send(2)` (and one wake of the host's reader), not 256.
+    /// the next frame of any kind, at the end of the batch, or by the reader at most
+    /// ``heldReturnBound`` from now. A batch of 256 callbacks is then one `send(2)` (and
+    /// one wake of the host's reader), not 256. Call between ``beginHoldingReturns()``
+    /// and ``endHoldingReturns()``.
     func holdReturn(seq: UInt64) throws(ConnectionError) {
         let frame: [UInt8]
         do {
@@ -124,23 +143,13 @@ final class Connection: Sendable {
         } catch {
             throw .unexpected("could not encode a callback's return: \(error)")
         }
-        let schedule = writeLock.withLock { held -> Bool in
-            held.bytes += frame
-            defer { held.flushScheduled = true }
-            return !held.flushScheduled
-        }
-        if schedule {
-            DispatchQueue.global().asyncAfter(deadline: .now() + Self.heldReturnBound) {
-                self.flushHeldReturns(scheduled: true)
-            }
-        }
+        writeLock.withLock { held in held.bytes += frame }
     }
 
     /// Writes the held returns now. Errors are left to the next write or read to report
     /// (the reader sees the host gone).
-    func flushHeldReturns(scheduled: Bool = false) {
+    func flushHeldReturns() {
         writeLock.withLock { held in
-            if scheduled { held.flushScheduled = false }
             guard !held.bytes.isEmpty else { return }
             let bytes = held.bytes
             held.bytes = []
@@ -169,6 +178,18 @@ final class Connection: Sendable {
 
     // MARK: Reading
 
+    /// While a batch may hold returns, waits for the host in slices of
+    /// ``heldReturnBound``, writing what is held after each; returns once there is
+    /// something to read (or an error to meet in `read`) or no batch holds returns.
+    private func waitWhileHolding() {
+        while holdingBatches.load(ordering: .sequentiallyConsistent) > 0 {
+            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&entry, 1, Self.heldReturnBound)
+            if ready != 0 && !(ready < 0 && errno == EINTR) { return }
+            flushHeldReturns()
+        }
+    }
+
     /// Blocks until one whole message arrives. Call from one thread at a time.
     /// `beforeWaiting` runs each time no whole message is buffered, before the read that
     /// may block (the reader hands on what it has gathered then).
@@ -181,6 +202,7 @@ final class Connection: Sendable {
                     do throws(FrameError) { return try Frame.decode(HostMessage.self, from: payload) } catch { throw .frame(error) }
                 }
                 beforeWaiting()
+                waitWhileHolding()
                 let n = decoder.chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
                 if n > 0 {
                     decoder.append(decoder.chunk[0..<n])

@@ -219,18 +219,24 @@ struct ConnectionTests {
     }
 
     /// Nothing else is sent and the batch does not end (its next callback hangs on the
-    /// main thread): the held return still reaches the host, by the flush scheduled on a
-    /// global queue. (Without it this read would wait for its 30 s timeout.)
+    /// main thread): the held returns still reach the host, written by the reader, which
+    /// waits in slices while a batch may hold returns. (Without that this read would wait
+    /// for its 30 s timeout.)
     @Test("a held return reaches the host on its own within the bound")
-    func aHeldReturnIsFlushedWithoutTheBatchEnding() throws {
+    func aHeldReturnIsFlushedWithoutTheBatchEnding() async throws {
         let host = try TestHost()
-        defer { host.closeHostEnd(); host.closeAppEnd() }
         let connection = Connection(descriptor: host.appDescriptor)
+        // As the reader does when it hands a batch of callbacks to the main queue.
+        connection.beginHoldingReturns()
+        let events = ReaderEvents(connection)
         try connection.holdReturn(seq: 41)
         #expect(try host.receive() == .callbackReturned(seq: 41))
-        // And again after that flush (a new one is scheduled).
         try connection.holdReturn(seq: 42)
         #expect(try host.receive() == .callbackReturned(seq: 42))
+        connection.endHoldingReturns()
+        host.closeHostEnd()
+        #expect(await events.stopped() == .closed)
+        host.closeAppEnd()
     }
 
     @Test("writing to a vanished host is an error, not SIGPIPE")
