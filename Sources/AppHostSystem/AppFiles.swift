@@ -112,6 +112,38 @@ public final class AppFiles: Sendable {
         return nil
     }
 
+    /// Makes the folder `path` below the root and every missing folder on the way, each
+    /// in turn and none through a link (`mkdirat`, then opened with `O_NOFOLLOW`): the
+    /// folders it makes and `path` itself get `owner` (when given) and `mode`; folders
+    /// that were there are left as they are. A link on the way fails (`ELOOP` or
+    /// `ENOTDIR`): nothing is made where it points. Needs a root. 0 or an errno value.
+    public func makeFolders(_ path: String, mode: mode_t, owner: (uid: uid_t, gid: gid_t)?) -> Errno? {
+        guard let root, let rootFolder else { return .invalidArgument }
+        guard path.hasPrefix(root + "/") || root == "/" else { return .permissionDenied }
+        let names = path.dropFirst(root == "/" ? 1 : root.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard !names.isEmpty, !names.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }) else { return .invalidArgument }
+        var current = dup(rootFolder.fd)
+        guard current >= 0 else { return Errno(rawValue: errno) }
+        defer { close(current) }
+        for (index, name) in names.enumerated() {
+            let made = mkdirat(current, name, mode) == 0
+            if !made && errno != EEXIST { return Errno(rawValue: errno) }
+            let next = openat(current, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard next >= 0 else { return Errno(rawValue: errno) }
+            close(current)
+            current = next
+            guard made || index == names.count - 1 else { continue }
+            var st = stat()
+            guard fstat(current, &st) == 0 else { return Errno(rawValue: errno) }
+            if let owner, st.st_uid != owner.uid || st.st_gid != owner.gid, fchown(current, owner.uid, owner.gid) != 0 {
+                return Errno(rawValue: errno)
+            }
+            // (mkdir's mode went through the umask.)
+            if st.st_mode & 0o7777 != mode, fchmod(current, mode) != 0 { return Errno(rawValue: errno) }
+        }
+        return nil
+    }
+
     // MARK: Folders
 
     /// Runs `body` with the folder holding `path` and the path's last component; a kept

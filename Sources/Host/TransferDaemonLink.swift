@@ -284,9 +284,14 @@ extension Supervisor {
         case .deleteAppState(let app):
             do { try store.deleteTransferState(bundleIdentifier: app) } catch { logger.error("could not forget \(app)'s transfers: \(error)") }
         case .prepareDirectory(let app):
-            let owner = identities?.existingUID(app: app).map { ProcessIdentity(uid: $0, gid: $0) }
-            try? AppOwnership.makeDirectory(TransferBroker.transfersDirectory(app, containers: configuration.containersDirectory),
-                                            below: configuration.containersDirectory + "/" + app, identity: owner, mode: 0o700)
+            // Through `AppFiles`: the app owns the folders on the way (`Library`,
+            // `Caches`), and one it swapped for a link must not have the host (root) make
+            // a folder, and give it to the app, wherever the link points.
+            let owner = identities?.existingUID(app: app).map { (uid: $0, gid: $0) }
+            let folder = TransferBroker.transfersDirectory(app, containers: configuration.containersDirectory)
+            if let error = transferFiles().makeFolders(folder, mode: 0o700, owner: owner) {
+                logger.warning("could not make \(folder): \(error)")
+            }
         case .handOver(let path, let app):
             // Written by the daemon (uid 0): handed to the app's own uid before it hears of
             // it. Through `AppFiles`: a folder on the way the app swapped for a link (to

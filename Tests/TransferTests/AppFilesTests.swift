@@ -94,4 +94,34 @@ import Testing
         close(fd)
         #expect(FileManager.default.fileExists(atPath: dir.path + "/made"))
     }
+
+    /// The host's transfers folder in an app's container: made folder by folder with the
+    /// mode (and owner) asked; through a folder the app swapped for a link, nothing is
+    /// made where the link points.
+    @Test func foldersAreMadeBelowTheRootAndNotThroughALink() throws {
+        let dir = try TempDir("appfiles-mkdir")
+        defer { dir.remove() }
+        let root = dir.path + "/containers"
+        try FileManager.default.createDirectory(atPath: root + "/app", withIntermediateDirectories: true)
+        let files = try AppFiles(root: root)
+        let owner: (uid: uid_t, gid: gid_t)? = geteuid() == 0 ? (uid: 54321, gid: 54321) : nil
+        #expect(files.makeFolders(root + "/app/Library/Caches/t", mode: 0o700, owner: owner) == nil)
+        for folder in ["/app/Library", "/app/Library/Caches", "/app/Library/Caches/t"] {
+            let st = files.status(root + folder)
+            #expect(st.map { $0.st_mode & S_IFMT } == S_IFDIR, "\(folder)")
+            #expect(st.map { $0.st_mode & 0o7777 } == 0o700, "\(folder)")
+            if let owner { #expect(st?.st_uid == owner.uid, "\(folder)") }
+        }
+        // Made again: nothing to do.
+        #expect(files.makeFolders(root + "/app/Library/Caches/t", mode: 0o700, owner: owner) == nil)
+
+        try FileManager.default.createDirectory(atPath: dir.path + "/elsewhere", withIntermediateDirectories: true)
+        try FileManager.default.removeItem(atPath: root + "/app/Library")
+        #expect(symlink(dir.path + "/elsewhere", root + "/app/Library") == 0)
+        #expect(files.makeFolders(root + "/app/Library/Caches/t", mode: 0o700, owner: owner) != nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path + "/elsewhere").isEmpty)
+        // Outside the root, or climbing out of it.
+        #expect(files.makeFolders(dir.path + "/elsewhere/x", mode: 0o700, owner: nil) == .permissionDenied)
+        #expect(files.makeFolders(root + "/app/../../elsewhere/x", mode: 0o700, owner: nil) == .invalidArgument)
+    }
 }
