@@ -184,6 +184,9 @@ public final class AppFiles: Sendable {
         return fstat(folder.fd, &st) != 0 || st.st_nlink == 0
     }
 
+    /// How many folders are kept now (at most ``cacheLimit``).
+    public var keptFolders: Int { folders.withLock { $0.count } }
+
     private func keep(_ folder: Folder, for directory: String) {
         folders.withLock { cache in
             if cache.count >= Self.cacheLimit { cache.removeAll() }

@@ -124,4 +124,25 @@ import Testing
         #expect(files.makeFolders(dir.path + "/elsewhere/x", mode: 0o700, owner: nil) == .permissionDenied)
         #expect(files.makeFolders(root + "/app/../../elsewhere/x", mode: 0o700, owner: nil) == .invalidArgument)
     }
+
+    /// Kept folders are bounded: past ``AppFiles/cacheLimit`` the cache starts again,
+    /// and every file is still reached (a dropped folder's descriptor is closed only
+    /// once nothing uses it).
+    @Test func keptFoldersStayWithinTheBound() throws {
+        let dir = try TempDir("appfiles-bound")
+        defer { dir.remove() }
+        let root = dir.path + "/containers"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let files = try AppFiles(root: root)
+        let count = AppFiles.cacheLimit * 2 + 5
+        for i in 0..<count {
+            try FileManager.default.createDirectory(atPath: root + "/app\(i)", withIntermediateDirectories: true)
+            close(try files.open(root + "/app\(i)/f", flags: O_WRONLY | O_CREAT).get())
+            #expect(files.keptFolders <= AppFiles.cacheLimit)
+        }
+        for i in 0..<count {
+            #expect(files.status(root + "/app\(i)/f") != nil, "app\(i)")
+        }
+        #expect(files.keptFolders <= AppFiles.cacheLimit)
+    }
 }

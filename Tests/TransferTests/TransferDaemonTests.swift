@@ -458,6 +458,19 @@ struct TransferDaemonTests {
         }
     }
 
+    /// `--event-loops` takes 1 to 64: outside that (or not a number) the daemon refuses
+    /// to start, with its usage and exit status 64, before touching NIO's singletons.
+    @Test(arguments: ["0", "65", "-1", "many"])
+    func eventLoopsOutOfBoundsAreRefused(value: String) async throws {
+        let dir = try TempDir("loops-bad")
+        defer { dir.remove() }
+        let daemon = try await Daemon.spawn(stateDir: dir.path + "/state", arguments: ["--event-loops", value],
+                                            stderrPath: dir.path + "/stderr")
+        #expect(await daemon.waitExit() == .exited(code: 64))
+        let stderr = (try? String(contentsOfFile: dir.path + "/stderr", encoding: .utf8)) ?? ""
+        #expect(stderr.contains("bad --event-loops"), "stderr: \(stderr)")
+    }
+
     /// A restarted host offers its undelivered transfers again: one the daemon has is
     /// accepted again, not fetched twice; a different job under a known id is refused.
     @Test func aTransferOfferedAgainIsAcceptedOnce() async throws {
