@@ -352,6 +352,23 @@ struct EscapeSuiteTests {
         }
     }
 
+    /// Copies an executable through a close-on-exec descriptor. (FileManager's copy
+    /// left its write descriptor open in processes other tests spawned meanwhile, and the
+    /// launch then failed with ETXTBSY, "text file busy".)
+    func copyExecutable(_ source: String, to destination: String) throws {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+        let fd = open(destination, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o755)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(fd) }
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, $0.count - done) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            done += n
+        }
+    }
+
     /// Where HostileApp is installed from, and the setuid helper it is given.
     ///
     /// As root: a bundle of the test's own holding a copy of HostileApp and, beside it,
@@ -368,9 +385,9 @@ struct EscapeSuiteTests {
         let fm = FileManager.default
         try fm.createDirectory(atPath: bundle, withIntermediateDirectories: true)
         try fm.copyItem(atPath: manifest + "/Info.plist", toPath: bundle + "/Info.plist")
-        try fm.copyItem(atPath: productsDirectory + "/HostileApp", toPath: bundle + "/HostileApp")
+        try copyExecutable(productsDirectory + "/HostileApp", to: bundle + "/HostileApp")
         let helper = bundle + "/setuid-helper"
-        try fm.copyItem(atPath: productsDirectory + "/HostileApp", toPath: helper)
+        try copyExecutable(productsDirectory + "/HostileApp", to: helper)
         guard chown(helper, 65534, 65534) == 0, chmod(helper, 0o4755) == 0 else {
             throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
         }
