@@ -1,4 +1,5 @@
 import AppHostProtocol
+import CAppHostStamp
 import Dispatch
 import Foundation
 import Synchronization
@@ -64,7 +65,18 @@ final class Connection: Sendable {
     /// the returns before it from the host. (The reader, not a timer: a libdispatch timer
     /// gave every such app a manager thread and a worker more, which each SIGSTOP then had
     /// to stop: the host's stop confirmation took half as long again.)
+    ///
+    /// After a slice that found nothing to write (a callback of the batch runs long, or
+    /// hangs) the reader waits without a bound, *parked*, and the next return held wakes it
+    /// through ``wakeDescriptor``: an app blocked in a callback then sleeps for good, which
+    /// is how a virtual-clock host tells it from a slow one (it would otherwise wake every
+    /// millisecond, and never look blocked).
     private let holdingBatches = Atomic<Int>(0)
+    /// The reader waits without a bound while a batch holds returns (see above).
+    private let readerParked = Atomic<Bool>(false)
+    /// An eventfd that wakes a parked reader (-1: none could be made; the reader then keeps
+    /// to its slices).
+    private let wakeDescriptor: Int32
 
     /// How long a held return waits at most for the rest of its batch: far below any
     /// watchdog the host runs (seconds), and below what a user could notice.
@@ -89,6 +101,12 @@ final class Connection: Sendable {
     /// Wraps an open, connected stream socket. The connection does not close it.
     init(descriptor: Int32) {
         self.descriptor = descriptor
+        var wake: Int32 = -1
+        wakeDescriptor = aph_wake_create(&wake) == 0 ? wake : -1
+    }
+
+    deinit {
+        if wakeDescriptor >= 0 { close(wakeDescriptor) }
     }
 
     // MARK: Writing
@@ -144,17 +162,28 @@ final class Connection: Sendable {
             throw .unexpected("could not encode a callback's return: \(error)")
         }
         writeLock.withLock { held in held.bytes += frame }
+        // A reader parked while this batch ran long must write it within the bound.
+        if readerParked.load(ordering: .sequentiallyConsistent), wakeDescriptor >= 0 {
+            var one: UInt64 = 1
+            _ = write(wakeDescriptor, &one, 8)
+        }
     }
 
-    /// Writes the held returns now. Errors are left to the next write or read to report
-    /// (the reader sees the host gone).
-    func flushHeldReturns() {
+    /// Writes the held returns now (whether there were any). Errors are left to the next
+    /// write or read to report (the reader sees the host gone).
+    @discardableResult
+    func flushHeldReturns() -> Bool {
         writeLock.withLock { held in
-            guard !held.bytes.isEmpty else { return }
+            guard !held.bytes.isEmpty else { return false }
             let bytes = held.bytes
             held.bytes = []
             try? Self.writeAll(bytes, to: descriptor)
+            return true
         }
+    }
+
+    private var holdsReturns: Bool {
+        writeLock.withLock { !$0.bytes.isEmpty }
     }
 
     /// `send` until every byte is written; call under the write lock.
@@ -181,12 +210,33 @@ final class Connection: Sendable {
     /// While a batch may hold returns, waits for the host in slices of
     /// ``heldReturnBound``, writing what is held after each; returns once there is
     /// something to read (or an error to meet in `read`) or no batch holds returns.
+    ///
+    /// After a slice with nothing to write it parks (waits without a bound) until the host
+    /// writes or a return is held (``holdReturn(seq:)`` wakes it).
     private func waitWhileHolding() {
+        var parking = false
         while holdingBatches.load(ordering: .sequentiallyConsistent) > 0 {
-            var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&entry, 1, Self.heldReturnBound)
-            if ready != 0 && !(ready < 0 && errno == EINTR) { return }
-            flushHeldReturns()
+            var entries = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: wakeDescriptor, events: Int16(POLLIN), revents: 0)]
+            var timeout = Self.heldReturnBound
+            if parking, wakeDescriptor >= 0 {
+                readerParked.store(true, ordering: .sequentiallyConsistent)
+                // Held before the flag was seen: written now, not slept on.
+                if holdsReturns {
+                    readerParked.store(false, ordering: .sequentiallyConsistent)
+                    parking = !flushHeldReturns()
+                    continue
+                }
+                timeout = -1
+            }
+            let ready = poll(&entries, wakeDescriptor >= 0 ? 2 : 1, timeout)
+            readerParked.store(false, ordering: .sequentiallyConsistent)
+            if entries[1].revents != 0 {
+                var count: UInt64 = 0
+                _ = read(wakeDescriptor, &count, 8)
+            }
+            if entries[0].revents != 0 || (ready < 0 && errno != EINTR) { return }
+            parking = !flushHeldReturns()
         }
     }
 

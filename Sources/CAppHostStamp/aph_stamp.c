@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/eventfd.h>
 #include <sys/xattr.h>
 #include <time.h>
 
@@ -60,4 +61,11 @@ int aph_xattr_get(const char *path, const char *name, void *buffer, size_t capac
 
 int aph_xattr_remove(const char *path, const char *name) {
     return removexattr(path, name) == 0 ? 0 : errno;
+}
+
+int aph_wake_create(int *fd_out) {
+    int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd < 0) return errno;
+    *fd_out = fd;
+    return 0;
 }

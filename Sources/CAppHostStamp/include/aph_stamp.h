@@ -46,4 +46,8 @@ int aph_xattr_set(const char *path, const char *name, const void *value, size_t 
 int aph_xattr_get(const char *path, const char *name, void *buffer, size_t capacity, size_t *length_out);
 int aph_xattr_remove(const char *path, const char *name);
 
+// An eventfd (close-on-exec, non-blocking) for AppKitLess's reader to be woken
+// through (<sys/eventfd.h> is not in Swift's Glibc module): 0 or an errno.
+int aph_wake_create(int *fd_out);
+
 #endif
