@@ -118,6 +118,8 @@ enum Action: Equatable, Sendable {
     case block(seconds: Double)
     /// Block the main thread forever, asleep.
     case blockForever
+    /// Keep the main thread busy (running, never asleep) for `seconds` of real time.
+    case spin(seconds: Double)
     /// Once the current callback has returned, block the main thread forever.
     case hang
     /// Once the current callback has returned, block the main thread until one byte
@@ -376,6 +378,8 @@ struct Script: Equatable, Sendable {
                                    time, whatever the host's clock (what a watchdog sees)
           block:forever            block the main thread forever (asleep in pause(),
                                    no CPU); the callback never returns
+          spin:SECONDS             keep the main thread running (never asleep: a slow app,
+                                   not a blocked one) for SECONDS (0-600) of real time
           allocate:MIB             allocate and touch MIB (1-65536) MiB and keep it ("[ProbeApp] allocated
                                    N MiB"), then tell the host its footprint changed, so the host
                                    reads it now (memory pressure, jetsam)
@@ -666,6 +670,11 @@ struct Script: Equatable, Sendable {
                 throw ScriptError("block needs SECONDS or forever, got \"\(text)\"")
             }
             return .block(seconds: seconds)
+        case ("spin", let value?):
+            guard let seconds = Double(value), seconds.isFinite, seconds >= 0, seconds <= 600 else {
+                throw ScriptError("spin needs SECONDS from 0 to 600, got \"\(text)\"")
+            }
+            return .spin(seconds: seconds)
         case ("hang", nil):
             return .hang
         case ("hang-fifo", let path?) where !path.isEmpty:

@@ -430,6 +430,13 @@ final class ProbeDelegate: ApplicationDelegate {
         case .blockForever:
             say("[ProbeApp] blocking the main thread forever")
             blockForever()
+        case .spin(let seconds):
+            // A slow app, not a blocked one: the thread runs (or waits for a CPU) throughout.
+            say("[ProbeApp] spinning the main thread for \(seconds)s")
+            let until = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+            var turns: UInt64 = 0
+            while ContinuousClock.now < until { turns &+= 1 }
+            say("[ProbeApp] spun (\(turns > 0 ? "done" : "no time"))")
         case .allocate(let mebibytes):
             for i in 0..<mebibytes {
                 guard let block = malloc(1 << 20) else {

@@ -94,6 +94,9 @@ public struct ControlError: Error, Codable, Sendable, Equatable, CustomStringCon
         case unknownBundle, invalidManifest, notRunning, alreadyRunning, spawnFailed, badRequest, internalError, shuttingDown
         /// A background-mode rule refused the command (e.g. a VoIP push to an app without the mode).
         case refused
+        /// Virtual clock: the machine did not let an app answer (or block) within the host's
+        /// safety net of real time; the run no longer depends only on its inputs.
+        case safetyNet
     }
     public var code: Code
     public var message: String

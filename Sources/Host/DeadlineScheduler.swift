@@ -180,65 +180,88 @@ struct DeadlineScheduler {
     }
 }
 
-/// Virtual clock: what an advance waits for between two deadlines, so that the apps'
-/// answers to what one deadline sent them land at its virtual time. A step is settled
-/// when no callback sent in it is unanswered, no stop or kill awaits the kernel's word,
-/// and no app is still launching (one that hangs is waited for at most once, as a
-/// callback is: a hung app costs one settle timeout, not one per step). The supervisor
-/// says what it sent and what came back; the waiting (bounded in real time) is its own.
+/// Virtual clock: who waits for the host to *settle* — every app has answered what it
+/// was given or is blocked (see ``Quiescence``), the kernel has confirmed every stop, kill
+/// and exit, no spawn is under way and nobody waits for a turn — and the safety net under
+/// each wait. Between two deadlines an advance waits for it, so that the apps' answers to
+/// what one deadline sent them land at its virtual time; a scenario's step waits for it
+/// before the next one; a verb that waits for a blocked app (a launch whose
+/// didFinishLaunching never returns) is known to be stuck once the host has settled.
+///
+/// Real time never decides an outcome here: the safety net is the longest a machine may
+/// take to let an app answer or block, and when it runs out the run has failed (see
+/// ``Supervisor/safetyNetFired()``), whatever the apps did.
 struct SettleTracker {
-    /// One callback sent to one process instance of an app.
-    struct Callback: Hashable {
-        var app: String
-        var instance: UInt64
-        var seq: UInt64
+    /// What a waiter waits for.
+    enum Condition: Equatable {
+        /// The host is settled.
+        case settled
+        /// The host is settled and a verb that began after this mark (``VerbWaits``) still
+        /// waits for an app: it waits for host time (a watchdog) or for ever.
+        case verbStuck(after: UInt64)
     }
 
-    /// What the tracker needs to know of one app's runtime.
-    struct AppView {
-        var instance: UInt64
-        /// A stop to be confirmed, an exit to drain, or a kill to be reaped.
-        var awaitsKernel: Bool
-        var launching: Bool
+    struct Waiter {
+        var token: UInt64
+        var condition: Condition
+        /// When the safety net runs out for it.
+        var deadline: ContinuousClock.Instant
+        var continuation: CheckedContinuation<Void, Never>
     }
 
     /// An advance is in progress (one at a time).
     var advancing = false
-    /// Callbacks sent in this step and not yet returned.
-    private(set) var callbacks: Set<Callback> = []
-    /// Launches a settle already waited for until its timeout.
-    private var launchesWaited: Set<UInt64> = []
-    /// The current wait; a timeout of an earlier one is ignored.
-    private(set) var token: UInt64 = 0
+    private(set) var waiters: [Waiter] = []
+    private var lastToken: UInt64 = 0
 
-    mutating func sent(_ callback: Callback) { callbacks.insert(callback) }
+    var isWaiting: Bool { !waiters.isEmpty }
 
-    mutating func returned(_ callback: Callback) { callbacks.remove(callback) }
-
-    /// The process instance is gone: nothing of it is waited for.
-    mutating func exited(app: String, instance: UInt64) {
-        callbacks = callbacks.filter { $0.app != app || $0.instance != instance }
-    }
-
-    /// The step is over (settled or timed out): its callbacks are not waited for again.
-    mutating func stepEnded() { callbacks.removeAll() }
-
-    func isSettled(_ apps: some Sequence<AppView>) -> Bool {
-        guard callbacks.isEmpty else { return false }
-        return !apps.contains { $0.awaitsKernel || ($0.launching && !launchesWaited.contains($0.instance)) }
-    }
+    /// The earliest safety-net deadline of the waiters.
+    var earliestDeadline: ContinuousClock.Instant? { waiters.lazy.map(\.deadline).min() }
 
     /// A wait begins: its token.
-    mutating func beginWait() -> UInt64 {
-        token += 1
-        return token
+    mutating func add(_ condition: Condition, deadline: ContinuousClock.Instant,
+                      _ continuation: CheckedContinuation<Void, Never>) -> UInt64 {
+        lastToken &+= 1
+        waiters.append(Waiter(token: lastToken, condition: condition, deadline: deadline, continuation: continuation))
+        return lastToken
     }
 
-    /// The wait `token` ran out of real time; whether it is the current one. Apps
-    /// launching now are not waited for again.
-    mutating func timedOut(_ token: UInt64, _ apps: some Sequence<AppView>) -> Bool {
-        guard token == self.token else { return false }
-        for app in apps where app.launching { launchesWaited.insert(app.instance) }
-        return true
+    /// Takes out the waiters `done` says are done, in the order they began.
+    mutating func take(where done: (Waiter) -> Bool) -> [Waiter] {
+        let taken = waiters.filter(done)
+        guard !taken.isEmpty else { return [] }
+        waiters.removeAll(where: done)
+        return taken
+    }
+
+    /// Takes out the waiter `token`, if it still waits.
+    mutating func take(token: UInt64) -> Waiter? {
+        take { $0.token == token }.first
+    }
+}
+
+/// Verbs waiting for an app (a launch for its didFinishLaunching, a terminate or an
+/// update for its exit), numbered as they begin, so that a scenario step can tell the
+/// verb it started from ones left waiting by earlier steps.
+struct VerbWaits {
+    private(set) var last: UInt64 = 0
+    private var open: Set<UInt64> = []
+
+    /// A verb begins waiting: its number.
+    mutating func begin() -> UInt64 {
+        last &+= 1
+        open.insert(last)
+        return last
+    }
+
+    /// The verb's wait is over.
+    mutating func end(_ number: UInt64) {
+        open.remove(number)
+    }
+
+    /// Whether a verb that began after `mark` still waits.
+    func anyOpen(after mark: UInt64) -> Bool {
+        open.contains { $0 > mark }
     }
 }

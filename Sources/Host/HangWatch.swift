@@ -18,23 +18,20 @@ import AppHostSystem
 /// - Virtual clock: the app's real time means nothing in host time, so the turn
 ///   counter decides. A busy turn N first seen at host time h has been running since
 ///   at least h: the same turn number busy at two readings means one turn lasted from
-///   the first to the second (the counter only grows). ``observe(_:at:monotonicNow:)``
-///   notes the turn every time host time is about to move, so h is the host time at
-///   which the app was last seen making progress or earlier; an idle page or a new turn
-///   forgets it. Host time alone cannot tell a hung app from a slow one (a 10 s jump
-///   takes microseconds), so a turn must also have run a real-time grace since the
-///   host first saw it before it counts as hung (``realWait(grace:monotonicNow:)``;
-///   the supervisor reads the page again until then).
+///   the first to the second (the counter only grows). ``observe(_:at:)`` notes the turn
+///   every time host time is about to move, so h is the host time at which the app was
+///   last seen making progress or earlier; an idle page or a new turn forgets it. Host
+///   time moves only once the host has settled — every app asleep (see ``Quiescence``)
+///   — so a turn still running then is one the app is blocked in, not one a loaded
+///   machine has not let it finish: host time alone decides, as it does for every
+///   other watchdog.
 struct HangWatch: Sendable, Equatable {
-    /// The busy turn last seen, the host time it was first seen busy, and the host's
-    /// CLOCK_MONOTONIC nanoseconds then (virtual clock).
+    /// The busy turn last seen and the host time it was first seen busy (virtual clock).
     private(set) var busyTurn: UInt64?
     private(set) var busySince: Duration = .zero
-    private(set) var busySinceReal: UInt64 = 0
 
-    /// Virtual clock: notes the page at host time `now` (before time moves on);
-    /// `monotonicNow` is the host's CLOCK_MONOTONIC reading.
-    mutating func observe(_ reading: RunLoopStampReading, at now: Duration, monotonicNow: UInt64) {
+    /// Virtual clock: notes the page at host time `now` (before time moves on).
+    mutating func observe(_ reading: RunLoopStampReading, at now: Duration) {
         guard reading.turn != 0, reading.busySince != 0, reading.consistent else {
             busyTurn = nil
             return
@@ -42,20 +39,7 @@ struct HangWatch: Sendable, Equatable {
         if busyTurn != reading.turn {
             busyTurn = reading.turn
             busySince = now
-            busySinceReal = monotonicNow
         }
-    }
-
-    /// Virtual clock: nanoseconds of real time to wait before reading the page again,
-    /// while the busy turn has run less than `grace` of real time since the host first
-    /// saw it (it may be a slow app about to finish it); nil once it has (or no turn is
-    /// busy). The wait doubles with the time already waited, from 1 ms, up to `grace`.
-    func realWait(grace: Duration, monotonicNow: UInt64) -> UInt64? {
-        guard busyTurn != nil else { return nil }
-        let graceNanoseconds = UInt64(clamping: max(grace, .zero).clampedNanoseconds)
-        let elapsed = monotonicNow > busySinceReal ? monotonicNow - busySinceReal : 0
-        guard elapsed < graceNanoseconds else { return nil }
-        return min(max(elapsed, 1_000_000), graceNanoseconds - elapsed)
     }
 
     /// What the hang check at host time `now` sees. `monotonicNow`: the host's
@@ -81,7 +65,7 @@ struct HangWatch: Sendable, Equatable {
             let elapsed = Duration.nanoseconds(nanoseconds)
             return .busy(since: elapsed >= now ? .zero : now - elapsed)
         case .virtual:
-            observe(reading, at: now, monotonicNow: monotonicNow)
+            observe(reading, at: now)
             return .busy(since: busySince)
         }
     }

@@ -19,9 +19,11 @@ public struct HostConfiguration: Sendable {
     public var virtualEpoch: Date?
     /// The budgets in force.
     public var profile: BudgetProfile = .default
-    /// With the virtual clock: how long (real time) `advance` waits for apps to answer
-    /// what a deadline sent them before it fires the next one.
-    public var settleTimeout: Duration = .seconds(2)
+    /// With the virtual clock: the safety net, in real time, under every wait for the host
+    /// to settle (an app to answer or block, the kernel to confirm a stop). Nothing is
+    /// decided by it: when it runs out the run has failed ("the machine did not let ...
+    /// answer"), since what follows would depend on the machine's speed.
+    public var settleTimeout: Duration = .seconds(60)
     /// Where apps' audio goes: a WAV file in each app's container, or nowhere.
     public var audioSink: AudioSinkKind = .wav
     /// Apply the background-mode kernel rules (AF_BLUETOOTH, sound and serial devices).

@@ -34,8 +34,9 @@ extension Supervisor {
         case deadlinesDue
         /// Virtual clock: the settle wait's real-time bound may have run out (see ``Supervisor/settle()``).
         case settleTimerFired
-        /// Virtual clock: look at a busy run loop again (see ``Supervisor/checkHang(_:)``).
-        case hangRecheck(app: String, instance: UInt64)
+        /// Virtual clock: a probe of an app's threads ended (see ``Quiescence``): `asleep` when
+        /// every thread slept throughout and the host had read all it wrote.
+        case quietProbe(app: String, instance: UInt64, token: UInt64, asleep: Bool)
         /// The transfer daemon is up (spawned and attached) / said something / exited.
         case transferDaemonStarted(child: ChildProcess, channel: any Channel, writer: SocketWriter?, generation: UInt64)
         case transferDaemonFailed(String, generation: UInt64)
@@ -91,7 +92,8 @@ extension Supervisor {
         /// This run's transitions, oldest first (for termination reports).
         var history: [StateRecord] = []
         var launchWaiters: [LaunchTicket] = []
-        var exitWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Verbs waiting for the process to end, each with its number in ``VerbWaits``.
+        var exitWaiters: [(number: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
         /// What the app's window shows now (its last `viewTree` message).
         var viewTree: ViewTree?
         /// `ignoreSnapshotOnNextApplicationLaunch()` was called in this run and the app
@@ -117,8 +119,6 @@ extension Supervisor {
         /// what the hang watchdog has seen of it (see ``HangWatch``).
         var stampPage: RunLoopStampPage?
         var hangWatch = HangWatch()
-        /// Virtual clock: a hang check waits to see whether a busy turn ends.
-        var hangRecheckPending = false
         /// The process's host-clock timers (AppKitLess `HostTimer`).
         var timers = AppTimers()
 

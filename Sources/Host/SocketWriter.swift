@@ -86,6 +86,17 @@ final class SocketWriter: Sendable {
         }
     }
 
+    /// Whether the app has written bytes the host has not read yet (a peek at the socket's
+    /// receive queue: nothing is consumed). False once closed.
+    func unreadInbound() -> Bool {
+        state.withLock { state in
+            guard state.descriptor >= 0 else { return false }
+            var byte: UInt8 = 0
+            let n = Glibc.recv(state.descriptor, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+            return n > 0
+        }
+    }
+
     /// Closes the duplicate (the channel's descriptor is the channel's).
     func close() {
         state.withLock { state in

@@ -37,9 +37,12 @@ extension Supervisor {
     }
 
     /// Virtual clock only: moves time forward by `duration`, firing every deadline
-    /// that falls inside, in order. Before each next deadline the apps get up to
-    /// `settleTimeout` of real time to answer what the last one sent them (callback
-    /// returns, stop confirmations), so their replies land at the right virtual time.
+    /// that falls inside, in order. Before each next deadline the host settles: every app
+    /// has answered what the last one sent it or is blocked, and the kernel has confirmed
+    /// every stop and exit (see ``settle()``), so the apps' replies land at the right
+    /// virtual time however slow the machine. Throws when the safety net ran out during
+    /// the advance (the machine did not let an app answer within `settleTimeout` of real
+    /// time): the outcome then no longer depends only on the apps.
     public func advanceClock(by duration: Duration) async throws(ControlError) -> Duration {
         guard configuration.clock == .virtual else {
             throw ControlError(.badRequest, "the host runs on the real clock; start it with `--clock virtual` to move time by hand")
@@ -48,6 +51,7 @@ extension Supervisor {
         guard !settling.advancing else { throw ControlError(.badRequest, "the clock is already being advanced") }
         settling.advancing = true
         defer { settling.advancing = false }
+        let failuresBefore = safetyNetFailures.count
         let target = scheduler.now() + duration
         await settle()
         while let (key, due) = scheduler.popDue(by: target) {
@@ -56,7 +60,6 @@ extension Supervisor {
             publishLogClock()
             fire(key)
             await settle()
-            await awaitHangVerdicts()
             // The app the deadline was for ran: its footprint is read again.
             if memoryAdvanceStep(key.app) { await settle() }
         }
@@ -66,6 +69,9 @@ extension Supervisor {
         await settle()
         // Every app running code may have grown meanwhile.
         if memoryAdvanceStep(nil) { await settle() }
+        if safetyNetFailures.count > failuresBefore {
+            throw ControlError(.safetyNet, safetyNetFailures[failuresBefore...].joined(separator: "; "))
+        }
         return scheduler.now()
     }
 
@@ -73,7 +79,7 @@ extension Supervisor {
         switch key.timer {
         case .lifecycle(.hangCheck):
             guard runtimes[key.app]?.instance == key.instance else { return }
-            checkHang(key.app)
+            feed(key.app, .hangCheck(mainRunLoop(key.app)))
         case .lifecycle(let timer):
             guard runtimes[key.app]?.instance == key.instance else { return }
             feed(key.app, .timerFired(timer))
@@ -93,60 +99,6 @@ extension Supervisor {
         }
     }
 
-    /// The hang check: reads the app's stamp page and feeds what it says.
-    ///
-    /// Virtual clock: host time can say a turn has blocked `foregroundHang` when only
-    /// microseconds of real time passed (an app finishing the turn in which it returned
-    /// a callback, seen before and after a 10 s jump). As the settle rules tell a hung
-    /// app from a slow one by real time, so does this: the turn must also still run
-    /// half the settle timeout of real time after the host first saw it. Until then the
-    /// page is read again after 1, 2, 4 … ms, so a slow app costs a millisecond or two
-    /// and a hung one half the settle timeout; the advance waits for the verdict
-    /// (``awaitHangVerdicts()``).
-    func checkHang(_ id: String) {
-        let loop = mainRunLoop(id)
-        if configuration.clock == .virtual, case .busy(let since) = loop, let rt = runtimes[id],
-           rt.machine.hangBlocked(since: since, at: hostNow()) >= rt.machine.profile.duration(.foregroundHang),
-           let wait = rt.hangWatch.realWait(grace: configuration.settleTimeout / 2, monotonicNow: RunLoopStampPage.monotonicNow()) {
-            runtimes[id]?.hangRecheckPending = true
-            hangRechecks.insert(id)
-            let (input, instance) = (self.input, rt.instance)
-            _ = group.any().scheduleTask(in: .nanoseconds(Int64(clamping: wait))) {
-                input.yield(.hangRecheck(app: id, instance: instance))
-            }
-            return
-        }
-        feed(id, .hangCheck(loop))
-    }
-
-    /// Virtual clock, after a deadline's settle: waits until every hang check that is
-    /// looking again at a busy turn has decided (bounded by half the settle timeout of
-    /// real time, whatever the settle's own timeout did), then settles what it did (a
-    /// kill is reaped), so host time does not move on with the verdict pending.
-    func awaitHangVerdicts() async {
-        while hangRecheckPending() {
-            await withCheckedContinuation { hangVerdictWaiter = $0 }
-            await settle()
-        }
-    }
-
-    /// Whether a hang recheck is pending for any app (of the few in `hangRechecks`; the
-    /// others leave it).
-    func hangRecheckPending() -> Bool {
-        for id in hangRechecks {
-            if runtimes[id]?.hangRecheckPending == true { return true }
-            hangRechecks.remove(id)
-        }
-        return false
-    }
-
-    /// A hang recheck ran: resumes ``awaitHangVerdicts()`` once none is pending.
-    func hangRecheckDone() {
-        guard let waiter = hangVerdictWaiter, !hangRecheckPending() else { return }
-        hangVerdictWaiter = nil
-        waiter.resume()
-    }
-
     /// What an app's run-loop stamp page says at its hang check (see ``HangWatch``).
     func mainRunLoop(_ id: String) -> Lifecycle.MainRunLoop {
         guard let page = runtimes[id]?.stampPage else {
@@ -159,13 +111,15 @@ extension Supervisor {
     /// Virtual clock, before host time moves on: notes which turn each active app's
     /// main run loop is in now (a memory read each; nothing reaches the app), so a turn
     /// that is still the same at the hang check has been running since this host time.
+    /// The host has settled, so every app is asleep here: a turn still running is one the
+    /// app is blocked in (see ``HangWatch``).
     func observeRunLoops() {
         // An active app is in front: one of the few `foregroundCandidates` (looking at
         // every runtime copies each one).
         let now = hostNow()
         for id in foregroundCandidates where runtimes[id]?.machine.state == .active {
             guard let page = runtimes[id]?.stampPage else { continue }
-            runtimes[id]?.hangWatch.observe(page.read(), at: now, monotonicNow: RunLoopStampPage.monotonicNow())
+            runtimes[id]?.hangWatch.observe(page.read(), at: now)
         }
     }
 
@@ -229,58 +183,145 @@ extension Supervisor {
         apply(scheduler.rearm())
     }
 
-    /// Waits until the apps have answered what this step sent them, or the settle timeout.
+    /// Virtual clock: waits until the host is settled (see ``SettleTracker``): every app has
+    /// answered what it was given or is blocked, the kernel has confirmed what it was asked,
+    /// nobody waits for a turn. Real time bounds the wait only as a safety net.
     func settle() async {
-        defer { settling.stepEnded() }
         passTurns()
         guard !isSettled() else { return }
-        _ = settling.beginWait()
-        // Real time whatever the host clock, on the settle timer (a timerfd: see
-        // `settleTimer`); a cancelled `Task.sleep` leaves its dispatch timer armed on Linux.
-        let bound = Duration.nanoseconds(configuration.settleTimeout.clampedNanoseconds)
-        settleDeadline = .now + bound
-        settleTimer?.arm(after: bound)
-        await withCheckedContinuation { settleWaiter = $0 }
-        settleDeadline = nil
-        settleTimer?.disarm()
+        await waitUntilSettled(.settled)
     }
 
-    func settleTimedOut(_ token: UInt64) {
-        guard let w = settleWaiter, settling.timedOut(token, settleViews()) else { return }
-        excuseTurns()
+    /// Waits until `condition` holds (checked after every input) or the safety net runs
+    /// out; probes the awake apps meanwhile.
+    func waitUntilSettled(_ condition: SettleTracker.Condition) async {
+        let bound = Duration.nanoseconds(configuration.settleTimeout.clampedNanoseconds)
+        let deadline = ContinuousClock.now + bound
+        await withCheckedContinuation { continuation in
+            _ = settling.add(condition, deadline: deadline, continuation)
+            armSafetyNet()
+            probeAwake()
+        }
+    }
+
+    /// Virtual clock: returns once the host has settled with a verb that began after `mark`
+    /// (``verbWaitMark()``) still waiting for an app: blocked in it, so only host time (a
+    /// watchdog) can end the wait. A scenario's step then goes on, leaving the verb to end
+    /// when the watchdog does. Returns at once on the real clock.
+    public func untilVerbStuck(after mark: UInt64) async {
+        guard takesTurns else { return }
+        if isSettled(), verbWaits.anyOpen(after: mark) { return }
+        await waitUntilSettled(.verbStuck(after: mark))
+    }
+
+    /// Ends every wait of ``untilVerbStuck(after:)``: the verb it was for has finished.
+    public func endStuckVerbWaits() {
+        let ended = settling.take { waiter in
+            if case .verbStuck = waiter.condition { return true }
+            return false
+        }
+        for waiter in ended { waiter.continuation.resume() }
+        armSafetyNet()
+    }
+
+    /// The number of the last verb that began waiting for an app (see ``untilVerbStuck(after:)``).
+    public func verbWaitMark() -> UInt64 { verbWaits.last }
+
+    /// What the safety net caught since the last call (see ``safetyNetFired()``), cleared.
+    public func takeSafetyNetFailures() -> [String] {
+        defer { safetyNetFailures.removeAll() }
+        return safetyNetFailures
+    }
+
+    /// Resumes the waiters whose condition holds (after every input of the run loop).
+    func checkSettled() {
+        // Inside a step its frames are not written yet: judged once it ends (the run loop
+        // checks after every input).
+        guard settling.isWaiting, stepDepth == 0, feedDepth == 0 else { return }
+        guard isSettled() else {
+            probeAwake()
+            return
+        }
+        let done = settling.take { waiter in
+            switch waiter.condition {
+            case .settled: true
+            case .verbStuck(let mark): verbWaits.anyOpen(after: mark)
+            }
+        }
+        for waiter in done { waiter.continuation.resume() }
+        armSafetyNet()
+    }
+
+    /// Arms the safety net for the earliest waiter (or disarms it).
+    func armSafetyNet() {
+        guard let settleTimer else { return }
+        if let deadline = settling.earliestDeadline {
+            settleTimer.arm(after: max(.zero, deadline - ContinuousClock.now))
+        } else {
+            settleTimer.disarm()
+        }
+    }
+
+    /// The safety net ran out: the machine did not let an app answer (or the kernel confirm
+    /// a stop or an exit) within `settleTimeout` of real time. Determinism is lost for this
+    /// run, so it fails, saying whom it waited for (``takeSafetyNetFailures()``; an advance
+    /// throws it); the host stops waiting for them, and the waiters past their deadline go on.
+    func safetyNetFired() {
+        let realNow = ContinuousClock.now
+        guard settling.waiters.contains(where: { $0.deadline <= realNow }) else {
+            armSafetyNet()
+            return
+        }
+        let bound = configuration.settleTimeout.components
+        let seconds = DurationText.format(Double(bound.seconds) + Double(bound.attoseconds) / 1e18)
+        var waitedFor: [String] = []
+        for process in quiescence.awake.sorted(by: { ($0.app, $0.instance) < ($1.app, $1.instance) }) where isLive(process) {
+            waitedFor.append(process.app)
+            quiescence.excuse(process)
+        }
+        for view in settleViews() where view.awaitsKernel || view.spawning {
+            waitedFor.append(view.app)
+            if let id = Optional(view.app), let instance = runtimes[id]?.instance { turnExcused.insert(instance) }
+        }
         // A continue the kernel never confirmed (its report lost): what waited for it goes.
         for (id, rt) in runtimes where rt.heldForContinue != nil {
-            logger.warning("\(id): no confirmation of SIGCONT within the settle time; sending what waited for it")
             releaseHeldFrames(id, checkingSettled: false)
         }
-        settleWaiter = nil
-        w.resume()
+        if transfers.daemonStarting || (transfers.channel != nil && !transfers.awaitingAccept.isEmpty) {
+            waitedFor.append("the transfer daemon")
+        }
+        excuseTurns()
+        let who = waitedFor.isEmpty ? "the host's own work" : Array(Set(waitedFor)).sorted().joined(separator: ", ")
+        let failure = "the machine did not let \(who) answer within \(seconds) of real time (the safety net, --settle-timeout): the run no longer depends only on its apps"
+        safetyNetFailures.append(failure)
+        logger.error("\(failure)")
+        events.append(.warning, cause: failure, time: now())
+        let late = settling.take { $0.deadline <= realNow }
+        for waiter in late { waiter.continuation.resume() }
+        checkSettled()
+        armSafetyNet()
     }
 
     /// The runtimes as the settle rules see them: those of ``settleCandidates`` that
-    /// have something to wait for (the others leave the candidates).
-    func settleViews() -> [SettleTracker.AppView] {
+    /// have something the kernel or a spawn must still do (the others leave the candidates).
+    func settleViews() -> [SettleView] {
         // Stops to be confirmed (and their lock checks) and killed apps to be reaped are
         // waited for, so that after `advance` the states a test reads are the final ones;
-        // and apps being launched (for an event, during the advance), so what their launch
-        // brings runs at this virtual time.
-        var views: [SettleTracker.AppView] = []
+        // and spawns, so what a launch brings runs at this virtual time.
+        var views: [SettleView] = []
         for id in settleCandidates {
             guard let rt = runtimes[id] else {
                 settleCandidates.remove(id)
                 continue
             }
-            let view = SettleTracker.AppView(
-                instance: rt.instance,
+            let view = SettleView(
+                app: id,
                 awaitsKernel: rt.machine.stopPending || rt.lockCheck != nil || rt.pendingExit != nil
                     || (rt.machine.killSent && rt.machine.isRunning && rt.child != nil)
-                    // A continue to be confirmed (frames wait for it), and an app that
-                    // answered willTerminate and is on its way out: its own exit, not the
-                    // grace timer the next deadline may be, ends it.
-                    || rt.heldForContinue != nil
-                    || (rt.machine.terminating != nil && rt.pending.isEmpty && rt.child != nil && rt.machine.isRunning),
-                launching: rt.machine.isRunning && !rt.machine.launched && rt.machine.terminating == nil)
-            if view.awaitsKernel || view.launching {
+                    // A continue to be confirmed (frames wait for it).
+                    || rt.heldForContinue != nil,
+                spawning: rt.machine.isRunning && (rt.child == nil || rt.channel == nil) && !turnExcused.contains(rt.instance))
+            if view.awaitsKernel || view.spawning {
                 views.append(view)
             } else {
                 settleCandidates.remove(id)
@@ -289,15 +330,107 @@ extension Supervisor {
         return views
     }
 
-    /// Nothing this step started is waited for: callbacks, the kernel, launches, and
-    /// the parties in line for their turn (see ``TurnOrder``).
-    func isSettled() -> Bool {
-        settling.isSettled(settleViews()) && turns.isIdle(busy: { turnBusy($0) })
+    /// One app as the settle rules see it.
+    struct SettleView {
+        var app: String
+        /// A stop to be confirmed, an exit to drain, a kill to be reaped, a continue to be confirmed.
+        var awaitsKernel: Bool
+        /// Its process is being spawned or attached.
+        var spawning: Bool
     }
 
-    func checkSettled() {
-        guard let w = settleWaiter, isSettled() else { return }
-        settleWaiter = nil
-        w.resume()
+    /// Nothing is waited for: no kernel confirmation or spawn, every live app process quiet,
+    /// nobody in line for a turn (see ``TurnOrder``).
+    func isSettled() -> Bool {
+        guard settleViews().isEmpty else { return false }
+        for process in quiescence.awake {
+            if isLive(process) { return false }
+            quiescence.exited(process)
+        }
+        return turns.isIdle(busy: { turnBusy($0) })
+    }
+
+    /// Whether `process` is the current, running, attached process of its app, with
+    /// nothing the kernel must confirm first: one a probe can tell about.
+    func isLive(_ process: Quiescence.Process) -> Bool {
+        guard let rt = runtimes[process.app], rt.instance == process.instance, rt.machine.isRunning,
+              rt.child != nil, rt.pendingExit == nil, !turnExcused.contains(rt.instance) else { return false }
+        return true
+    }
+
+    // MARK: - Quiescence (virtual clock)
+
+    /// The host gave the process of `id` something, or heard from it: it is awake until a
+    /// probe finds it asleep again.
+    func touch(_ id: String) {
+        guard takesTurns, let instance = runtimes[id]?.instance else { return }
+        quiescence.touched(.init(app: id, instance: instance))
+    }
+
+    /// Starts a probe of every awake live process that can be probed now (attached, not
+    /// waiting for the kernel), while someone waits for the host to settle.
+    func probeAwake() {
+        // Not inside a step: what it sends the apps is written at its end, and a probe
+        // before that would find an app asleep that is about to get a frame.
+        guard takesTurns, stepDepth == 0, feedDepth == 0,
+              settling.isWaiting || !turns.isIdle(busy: { turnBusy($0) }) else { return }
+        for process in quiescence.awake where isLive(process) && !quiescence.isProbing(process) {
+            startProbe(process, after: .zero)
+        }
+    }
+
+    /// Reads the process's threads on its connection's event loop, `after` from now: first
+    /// every thread, then whether the host has read all the app wrote, then every thread
+    /// again (see ``QuietProbe``), and yields the verdict as an input. On the event loop
+    /// because that is where the app's frames are read: a frame read before the probe was
+    /// yielded before its verdict.
+    func startProbe(_ process: Quiescence.Process, after delay: Duration) {
+        guard let rt = runtimes[process.app], rt.instance == process.instance, let pid = rt.pid,
+              let channel = rt.channel, !rt.machine.stopPending, rt.heldForContinue == nil,
+              let token = quiescence.beginProbe(process) else { return }
+        let writer = rt.writer
+        let input = self.input
+        let probe = {
+            let asleep = QuietProbe.asleep(pid: pid, unread: { writer?.unreadInbound() ?? false })
+            input.yield(.quietProbe(app: process.app, instance: process.instance, token: token, asleep: asleep))
+        }
+        if delay <= .zero {
+            channel.eventLoop.execute(probe)
+        } else {
+            _ = channel.eventLoop.scheduleTask(in: .nanoseconds(delay.clampedNanoseconds)) { probe() }
+        }
+    }
+
+    /// A probe's verdict (see ``Quiescence/probeEnded(_:token:asleep:)``).
+    func probeEnded(_ process: Quiescence.Process, token: UInt64, asleep: Bool) {
+        switch quiescence.probeEnded(process, token: token, asleep: asleep) {
+        case .quiet, .stale:
+            break
+        case .awake(let retry, let next):
+            guard isLive(process), let rt = runtimes[process.app], let pid = rt.pid, let channel = rt.channel else {
+                quiescence.probeAbandoned(process)
+                return
+            }
+            let writer = rt.writer
+            let input = self.input
+            _ = channel.eventLoop.scheduleTask(in: .nanoseconds(retry.clampedNanoseconds)) {
+                let asleep = QuietProbe.asleep(pid: pid, unread: { writer?.unreadInbound() ?? false })
+                input.yield(.quietProbe(app: process.app, instance: process.instance, token: next, asleep: asleep))
+            }
+        }
+    }
+}
+
+/// Whether an app process is asleep: two readings of its threads (``ThreadActivity``) with
+/// every thread asleep and none scheduled in between, and, between them, nothing the app
+/// wrote left unread on the host's side of its socket. Run on the event loop that reads the
+/// app's socket, so that everything the app wrote before it slept has been read and passed
+/// on to the supervisor before the verdict is.
+enum QuietProbe {
+    static func asleep(pid: Int32, unread: () -> Bool) -> Bool {
+        guard let first = try? ThreadActivity.read(pid: pid), first.allAsleep else { return false }
+        guard !unread() else { return false }
+        guard let second = try? ThreadActivity.read(pid: pid) else { return false }
+        return first.stayedAsleep(until: second)
     }
 }

@@ -142,8 +142,8 @@ extension Supervisor {
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments, afterJetsam: afterJetsam)
         if !background { foregroundCandidates.insert(id) }
         feed(id, .launch(options, placement: background ? .background : .foreground))
-        let ticket = LaunchTicket(mark: mark)
         guard runtimes[id] != nil else { throw ControlError(.spawnFailed, "\(id) could not be launched") }
+        let ticket = LaunchTicket(mark: mark, number: verbWaits.begin())
         runtimes[id]?.launchWaiters.append(ticket)
         return .waiting(ticket)
     }

@@ -42,6 +42,7 @@ extension Supervisor {
     /// CPU and took it from the rest of the step (a launch's last step, then the
     /// launch() it answers, waited for the app's didBecomeActive).
     func sendFrames(_ id: String, _ bytes: [UInt8]) {
+        touch(id)
         if runtimes[id]?.heldForContinue != nil {
             runtimes[id]?.heldForContinue?.append(contentsOf: bytes)
             return

@@ -9,7 +9,7 @@ extension Supervisor {
         // Scalars, not a copy of the runtime: a copy alive while `pending` is changed below
         // would make the table copy itself on every callback's return.
         // (Each through `?.`: `runtimes[id].map { ... }` copied the whole runtime.)
-        guard let instance = runtimes[id]?.instance, let connected = runtimes[id]?.machine.connected else { return }
+        guard let connected = runtimes[id]?.machine.connected else { return }
         let machine = (connected: connected, state: runtimes[id]?.machine.state ?? .notRunning)
         let pid = runtimes[id]?.pid
         // The host has sent this process SIGKILL: what it says after that (already in the
@@ -41,7 +41,6 @@ extension Supervisor {
                 feed(id, .protocolViolation("callbackReturned for unknown callback \(seq)"))
                 return
             }
-            settling.returned(.init(app: id, instance: instance, seq: seq))
             // willTerminate returned: the settle rules wait for the exit it brings.
             if runtimes[id]?.machine.terminating != nil { settleCandidates.insert(id) }
             if case .service(.timerFired(let timer)) = callback {

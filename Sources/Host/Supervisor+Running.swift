@@ -24,7 +24,9 @@ extension Supervisor {
             stepDepth -= 1
             armTimerIfChanged()
             events.endBatch()
-            if settleWaiter != nil { checkSettled() }
+            if takesTurns {
+                if settling.isWaiting { checkSettled() } else { probeAwake() }
+            }
         }
     }
 
@@ -75,14 +77,22 @@ extension Supervisor {
         events.append(.hostStopping, cause: "shutting down, terminating \(running.count) app(s)", time: now())
         if configuration.clock == .virtual {
             // One app after the other, so that the log's end is the same every run (apps
-            // ending together interleave their lines in whatever order they answer).
+            // ending together interleave their lines in whatever order they answer). Nobody
+            // moves host time now, so an app that has answered nothing once the host has
+            // settled (blocked in willTerminate) has its grace period end at once: the same
+            // kill, with the same report, however long the machine took to let it answer.
             for id in running {
                 feed(id, .terminate(.shutdown))
                 guard runtimes[id]?.machine.isRunning == true else { continue }
-                armShutdownTimer(final: false)
+                await settle()
+                if let rt = runtimes[id], rt.machine.isRunning, !rt.machine.killSent {
+                    apply(scheduler.cancel(DeadlineKey(app: id, instance: rt.instance, timer: .lifecycle(.grace))))
+                    feed(id, .timerFired(.grace))
+                    if runtimes[id]?.machine.killSent != true, let child = runtimes[id]?.child {
+                        try? child.signal(SIGKILL)
+                    }
+                }
                 await waitForExit(id)
-                life.shutdownTimer?.cancel()
-                life.shutdownTimer = nil
             }
         } else {
             for id in running {
@@ -141,13 +151,17 @@ extension Supervisor {
                           cause: "not reaped after SIGKILL; the host stopped without waiting for it", time: now())
             let waiters = runtimes[id]?.exitWaiters ?? []
             runtimes[id]?.exitWaiters.removeAll()
-            for w in waiters { w.resume() }
+            for w in waiters {
+                verbWaits.end(w.number)
+                w.continuation.resume()
+            }
         }
     }
 
     func waitForExit(_ id: String) async {
         guard let rt = runtimes[id], rt.machine.isRunning else { return }
-        await withCheckedContinuation { c in runtimes[id]?.exitWaiters.append(c) }
+        let number = verbWaits.begin()
+        await withCheckedContinuation { c in runtimes[id]?.exitWaiters.append((number, c)) }
     }
 }
 

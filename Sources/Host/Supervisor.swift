@@ -29,13 +29,11 @@ public actor Supervisor {
     /// for every cancelled deadline), and moving a NIO timer from the actor's thread woke
     /// the event loop on the path of every step that moved a deadline.
     let deadlineTimer: DeadlineTimer?
-    /// Virtual clock: bounds each settle wait in real time (see ``settle()``), with its own
-    /// timerfd for the same reason: arming it is one syscall that wakes no thread, where a
-    /// NIO timer scheduled and cancelled from the actor woke the event loop twice a settle.
+    /// Virtual clock: the safety net under each settle wait, in real time (see ``settle()``),
+    /// with its own timerfd for the same reason: arming it is one syscall that wakes no
+    /// thread, where a NIO timer scheduled and cancelled from the actor woke the event loop
+    /// twice a settle.
     let settleTimer: DeadlineTimer?
-    /// When the current settle wait runs out (a late `.settleTimerFired` of an earlier wait
-    /// is told by this).
-    var settleDeadline: ContinuousClock.Instant?
     /// Inputs being handled (0 or 1) and whether a deadline moved in this step (see `apply`).
     var stepDepth = 0
     /// Frames made during a step, written when it ends (see `sendFrames`).
@@ -43,11 +41,16 @@ public actor Supervisor {
     /// While a kernel report is fed (`feedObserved`): when the reaper got it.
     var observedTime: (app: String, date: Date)?
     var timerChanged = false
-    /// Virtual clock: what an advance waits for between deadlines (see ``SettleTracker``).
+    /// Virtual clock: who waits for the host to settle, and the safety net under each wait
+    /// (see ``SettleTracker``).
     var settling = SettleTracker()
-    var settleWaiter: CheckedContinuation<Void, Never>?
-    /// Virtual clock: the advance waiting for hang rechecks (``awaitHangVerdicts()``).
-    var hangVerdictWaiter: CheckedContinuation<Void, Never>?
+    /// Virtual clock: which app processes are known to be asleep (see ``Quiescence``).
+    var quiescence = Quiescence()
+    /// Verbs waiting for an app (a launch, an exit), numbered (see ``VerbWaits``).
+    var verbWaits = VerbWaits()
+    /// What the safety net caught: each a run whose outcome no longer depends only on its
+    /// inputs (``takeSafetyNetFailures()``).
+    var safetyNetFailures: [String] = []
 
     var apps: [String: Store.AppRow] = [:]
     var runtimes: [String: Runtime] = [:]
@@ -96,8 +99,6 @@ public actor Supervisor {
     var settleCandidates: Set<String> = []
     /// The apps that may be in front (see ``sendOthersHome(except:)``), for the same reason.
     var foregroundCandidates: Set<String> = []
-    /// The apps a hang recheck may be pending for (see ``hangRecheckPending()``).
-    var hangRechecks: Set<String> = []
     /// Audio sinks of apps with an open audio session.
     var audioSinks = AudioSinks()
     /// Plans each launch (limits, confinement, identity); holds the per-app cgroups.
@@ -179,6 +180,7 @@ public actor Supervisor {
             rt.child = child
             rt.pid = child.pid
             appByPID[child.pid] = id
+            touch(id)
             events.append(.spawned, app: id, pid: child.pid, cause: "spawned \(apps[id]?.app.executablePath ?? "")", time: now())
             feed(id, .spawned(pid: child.pid))
             if runtimes[id]?.machine.killSent == true {
@@ -209,12 +211,15 @@ public actor Supervisor {
             runtimes[id]?.writer = writer
             runtimes[id]?.helloAnswer = hello
             runtimes[id]?.channelOpen = true
+            touch(id)
 
         case .message(let id, let instance, let message):
             guard runtimes[id]?.instance == instance else { return }
+            touch(id)
             handleMessage(id, message)
 
         case .messages(let id, let instance, let messages):
+            if runtimes[id]?.instance == instance { touch(id) }
             for message in messages {
                 // Each is checked: one of them may end the app (a violation, a kill).
                 guard runtimes[id]?.instance == instance else { return }
@@ -223,6 +228,7 @@ public actor Supervisor {
 
         case .violation(let id, let instance, let reason):
             guard runtimes[id]?.instance == instance else { return }
+            touch(id)
             events.append(.warning, app: id, pid: runtimes[id]?.pid, cause: "IPC protocol violation: \(reason)", time: now())
             feed(id, .protocolViolation(reason))
 
@@ -239,6 +245,7 @@ public actor Supervisor {
                 // stop alone: the frames held for the continue's word go now.
                 releaseHeldFrames(id)
                 runtimes[id]?.stopConfirmed = true
+                if takesTurns { quiescence.stopped(.init(app: id, instance: instance)) }
                 // Stopped, so alive: no OOM kill counted so far was of the app itself.
                 if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
                 feedObserved(id, .stopConfirmed, at: observed)
@@ -246,6 +253,7 @@ public actor Supervisor {
             case .continued:
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
                               fields: .init(signal: "SIGCONT", confirmed: true), time: scheduler.date(observed: observed))
+                touch(id)
                 feedObserved(id, .continueConfirmed, at: observed)
                 runtimes[id]?.stopConfirmed = false
                 releaseHeldFrames(id)
@@ -261,9 +269,11 @@ public actor Supervisor {
                     runtimes[id]?.pendingExit = status
                     settleCandidates.insert(id)
                     // At most 1 s (real time) for the socket to reach EOF, on the event loop's
-                    // timer, cancelled when it does.
+                    // timer, cancelled when it does. On the virtual clock the EOF decides
+                    // (the process is gone: nothing holds its end), under the safety net.
                     let input = self.input
-                    runtimes[id]?.drainTimer = group.any().scheduleTask(in: .seconds(1)) {
+                    let bound: Duration = takesTurns ? configuration.settleTimeout : .seconds(1)
+                    runtimes[id]?.drainTimer = group.any().scheduleTask(in: .nanoseconds(bound.clampedNanoseconds)) {
                         input.yield(.drainExpired(app: id, instance: instance))
                     }
                 } else {
@@ -298,16 +308,10 @@ public actor Supervisor {
             fireDue()
 
         case .settleTimerFired:
-            if let due = settleDeadline, ContinuousClock.now >= due { settleTimedOut(settling.token) }
+            safetyNetFired()
 
-        case .hangRecheck(let id, let instance):
-            if runtimes[id]?.instance == instance, runtimes[id]?.hangRecheckPending == true {
-                runtimes[id]?.hangRecheckPending = false
-                if runtimes[id]?.machine.state == .active, runtimes[id]?.machine.terminating == nil {
-                    checkHang(id)
-                }
-            }
-            hangRecheckDone()
+        case .quietProbe(let id, let instance, let token, let asleep):
+            probeEnded(.init(app: id, instance: instance), token: token, asleep: asleep)
 
         case .transferDaemonStarted, .transferDaemonFailed, .transferEvent, .transferEvents, .transferDaemonExited, .transferDaemonRestart, .transferBatchSaved:
             handleTransferInput(item)
@@ -337,7 +341,7 @@ public actor Supervisor {
         runtimes[id]?.pendingExit = nil
         runtimes[id]?.writer = nil
         if let instance = runtimes[id]?.instance {
-            settling.exited(app: id, instance: instance)
+            quiescence.exited(.init(app: id, instance: instance))
         }
         runtimes[id]?.exitStatus = status
         events.append(.exited, app: id, pid: runtimes[id]?.pid, cause: status.description, time: now())
@@ -392,7 +396,10 @@ public actor Supervisor {
         }
         if !isRunning, let waiters = runtimes[id]?.exitWaiters, !waiters.isEmpty {
             runtimes[id]?.exitWaiters.removeAll()
-            for w in waiters { w.resume() }
+            for w in waiters {
+                verbWaits.end(w.number)
+                w.continuation.resume()
+            }
         }
     }
 
@@ -450,6 +457,7 @@ public actor Supervisor {
         runtimes[id]?.launchWaiters.removeAll()
         if case .success = result { events.writeHeld() }
         for ticket in waiters {
+            verbWaits.end(ticket.number)
             ticket.resolve(result.flatMap { pid in
                 if let error = unrecorded(since: ticket.mark, "launched", id) { return .failure(error) }
                 return .success(pid)
@@ -464,18 +472,18 @@ public actor Supervisor {
             spawn(id, options: options)
         case .send(let callback, let state):
             expectTurn(.app(id))
-            guard let instance = runtimes[id]?.instance, let last = runtimes[id]?.seq else { return }
+            guard let last = runtimes[id]?.seq else { return }
             let seq = last + 1
             runtimes[id]?.seq = seq
             runtimes[id]?.pending[seq] = callback
             runtimes[id]?.callbacksSent?.sent(seq)
-            if configuration.clock == .virtual { settling.sent(.init(app: id, instance: instance, seq: seq)) }
             // The first callback may have gone out with the welcome (see HelloAnswer).
             if seq == 1, case .didFinishLaunching = callback, runtimes[id]?.helloAnswer?.firstCallbackSent == true { return }
             send(id, .callback(seq: seq, callback: callback, state: state))
         case .signal(let sig, let reason):
             settleCandidates.insert(id)
             expectTurn(.app(id))
+            touch(id)
             if sig == .kill { memory.beingKilled.insert(id) }
             guard let child = runtimes[id]?.child else { return }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
@@ -560,10 +568,13 @@ final class LaunchTicket: Sendable {
 
     /// The recording failures counted when the launch began.
     let mark: (events: UInt64, database: UInt64)
+    /// Its number among the verbs waiting for an app (``VerbWaits``).
+    let number: UInt64
     private let state = Mutex(State())
 
-    init(mark: (events: UInt64, database: UInt64)) {
+    init(mark: (events: UInt64, database: UInt64), number: UInt64) {
         self.mark = mark
+        self.number = number
     }
 
     /// Answers the launch (the first answer counts).

@@ -54,6 +54,9 @@ struct TransferBrokerState {
     /// How long to wait before starting a daemon that died (see ``RestartBackoff``).
     var backoff = RestartBackoff()
     var stopping = false
+    /// Virtual clock: the daemon is being started and has not said `ready` (its turn lasts
+    /// until it has; see ``Supervisor/turnBusy(_:)``).
+    var daemonStarting = false
     var unavailable: String?
     var exitWaiters: [CheckedContinuation<Void, Never>] = []
     /// The spawn and attach in progress: a shutdown waits for it, so it never tears the

@@ -38,6 +38,13 @@ extension Supervisor {
         }
         transfers.generation += 1
         let generation = transfers.generation
+        // Virtual clock: the daemon's start and its `ready` are one turn of its own (see
+        // ``TurnOrder``), so they never land among an app's events at whatever time the
+        // real process answers.
+        if takesTurns {
+            transfers.daemonStarting = true
+            expectTurn(.daemon)
+        }
         let input = self.input
         let group = self.group
         let dir = configuration.stateDirectory + "/transfers"
@@ -76,9 +83,11 @@ extension Supervisor {
                 } catch .spawn(let error) {
                     throw error
                 }
-                handleTransferInput(.transferDaemonStarted(child: child, channel: channel, writer: writer, generation: generation))
+                let started = Input.transferDaemonStarted(child: child, channel: channel, writer: writer, generation: generation)
+                if admitForTurn(started) { handleTransferInput(started) }
             } catch {
-                handleTransferInput(.transferDaemonFailed("\(error)", generation: generation))
+                let failed = Input.transferDaemonFailed("\(error)", generation: generation)
+                if admitForTurn(failed) { handleTransferInput(failed) }
             }
         }
     }
@@ -88,6 +97,8 @@ extension Supervisor {
         flushTransferDeletes()
         transfers.stopping = true
         if let starting = transfers.starting { await starting.value }
+        // A start kept for the daemon's turn is handled now: its process must be ended too.
+        for kept in turns.take(.daemon) { handle(kept) }
         guard transfers.child != nil else { return }
         transfers.writer?.close()
         transfers.channel?.close(promise: nil)
@@ -116,10 +127,12 @@ extension Supervisor {
             if transfers.broker.ready { performTransfer(transfers.broker.sync()) }
         case .transferDaemonFailed(let error, let generation):
             guard generation == transfers.generation else { return }
+            transfers.daemonStarting = false
             events.append(.warning, cause: "transfer daemon could not start: \(error)", time: now())
             scheduleTransferRestart()
         case .transferDaemonExited(let status, let generation):
             guard generation == transfers.generation else { return }
+            transfers.daemonStarting = false
             transfers.child = nil
             transfers.channel = nil
             transfers.writer?.close()
@@ -140,12 +153,14 @@ extension Supervisor {
             answerWrittenBatches()
         case .transferEvent(let event, let generation):
             guard generation == transfers.generation else { return }
+            if case .ready = event { transfers.daemonStarting = false }
             noteAccepted(event)
             performTransfer(transfers.broker.handle(event, world: transferWorld))
         case .transferEvents(let events, let generation):
             for event in events {
                 // Each is checked: handling one may restart the daemon.
                 guard generation == transfers.generation else { return }
+                if case .ready = event { transfers.daemonStarting = false }
                 noteAccepted(event)
                 performTransfer(transfers.broker.handle(event, world: transferWorld))
             }

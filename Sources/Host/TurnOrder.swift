@@ -78,6 +78,20 @@ struct TurnOrder {
         return (party, inputs)
     }
 
+    /// Takes `party` out of the line (or the turn) with what it said meanwhile, in order:
+    /// for a party the host stops waiting for (the daemon at shutdown).
+    /// If it held the turn, the next in line takes it, and what that one said follows.
+    mutating func take(_ party: Party) -> [Supervisor.Input] {
+        queue.removeAll { $0 == party }
+        var inputs = stashed.removeValue(forKey: party) ?? []
+        if holder == party {
+            holder = queue.isEmpty ? nil : queue.removeFirst()
+            if let next = holder { inputs += stashed.removeValue(forKey: next) ?? [] }
+        }
+        stashedCount -= inputs.count
+        return inputs
+    }
+
     /// Nothing waits: nobody holds the turn, or its holder has nothing left.
     func isIdle(busy: (Party) -> Bool) -> Bool {
         guard let holder else { return true }
@@ -93,13 +107,12 @@ extension Supervisor.Input {
         case .spawned(let app, _, _), .spawnFailed(let app, _, _), .connected(let app, _, _, _, _),
              .message(let app, _, _), .messages(let app, _, _), .violation(let app, _, _),
              .disconnected(let app, _), .drainExpired(let app, _), .child(let app, _, _, _),
-             .lockVerdict(let app, _, _, _), .hangRecheck(let app, _):
+             .lockVerdict(let app, _, _, _):
             .app(app)
-        case .transferEvent, .transferEvents:
+        case .transferEvent, .transferEvents, .transferDaemonStarted, .transferDaemonFailed, .transferDaemonExited:
             .daemon
-        case .deadlinesDue, .settleTimerFired, .transferDaemonStarted, .transferDaemonFailed,
-             .transferDaemonExited, .transferDaemonRestart, .transferBatchSaved, .shutdownGraceOver,
-             .memoryPressureReported:
+        case .deadlinesDue, .settleTimerFired, .quietProbe, .transferDaemonRestart, .transferBatchSaved,
+             .shutdownGraceOver, .memoryPressureReported:
             nil
         }
     }
@@ -110,7 +123,7 @@ extension Supervisor.Input {
         case .spawned(_, let i, _), .spawnFailed(_, let i, _), .connected(_, let i, _, _, _),
              .message(_, let i, _), .messages(_, let i, _), .violation(_, let i, _),
              .disconnected(_, let i), .drainExpired(_, let i), .child(_, let i, _, _),
-             .lockVerdict(_, let i, _, _), .hangRecheck(_, let i):
+             .lockVerdict(_, let i, _, _):
             i
         default:
             nil
@@ -146,22 +159,22 @@ extension Supervisor {
         return false
     }
 
-    /// Whether the host still waits for something of `party`: an app with a callback
-    /// in flight, being launched, or with a stop, continue, lock check, kill or exit the
-    /// kernel has not confirmed (what a settle waits for); the daemon with jobs it has
-    /// not accepted.
+    /// Whether the host still waits for something of `party`: an app being spawned, with a
+    /// stop, continue, lock check, kill or exit the kernel has not confirmed, or awake (it
+    /// may still say something: see ``Quiescence``); the daemon with jobs it has not
+    /// accepted, or starting and not yet ready. An app that is quiet holds nothing up,
+    /// whatever it was sent: it is blocked until the host gives it something more.
     func turnBusy(_ party: TurnOrder.Party) -> Bool {
         switch party {
         case .daemon:
-            return transfers.channel != nil && !transfers.awaitingAccept.isEmpty
+            return transfers.daemonStarting || (transfers.channel != nil && !transfers.awaitingAccept.isEmpty)
         case .app(let id):
             guard let rt = runtimes[id], !turnExcused.contains(rt.instance) else { return false }
             if rt.pendingExit != nil { return true }
             guard rt.machine.isRunning else { return false }
-            if rt.machine.killSent { return true }
-            return !rt.pending.isEmpty || !rt.machine.launched || rt.machine.stopPending
-                || rt.lockCheck != nil || rt.heldForContinue != nil
-                || (rt.machine.terminating != nil && rt.child != nil)
+            if rt.machine.killSent || rt.machine.stopPending || rt.lockCheck != nil || rt.heldForContinue != nil { return true }
+            if rt.child == nil || rt.channel == nil { return true }
+            return !quiescence.isQuiet(.init(app: id, instance: rt.instance))
         }
     }
 
@@ -176,21 +189,21 @@ extension Supervisor {
         }
     }
 
-    /// The settle time ran out: whoever the host still waits for is excused from turns
-    /// (its inputs are handled as they come from now on: a hung app must not hold the
-    /// others), and everything kept is handled, in line order.
+    /// The safety net ran out: whoever the host still waits for is excused from turns
+    /// (its inputs are handled as they come from now on), and everything kept is handled,
+    /// in line order. The run has already failed (see ``Supervisor/safetyNetRanOut()``).
     func excuseTurns() {
         guard takesTurns else { return }
         for party in [turns.holder].compactMap({ $0 }) + turns.queue where turnBusy(party) {
             switch party {
             case .daemon:
-                logger.warning("the transfer daemon did not accept \(transfers.awaitingAccept.count) transfer(s) within the settle time")
+                logger.warning("the transfer daemon did not accept \(transfers.awaitingAccept.count) transfer(s) within the safety net")
                 transfers.awaitingAccept.removeAll()
+                transfers.daemonStarting = false
             case .app(let id):
                 if let instance = runtimes[id]?.instance { turnExcused.insert(instance) }
             }
         }
         passTurns()
     }
-
 }

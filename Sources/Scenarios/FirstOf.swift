@@ -31,3 +31,23 @@ private final class Race<T: Sendable>: Sendable {
         c?.resume(returning: value)
     }
 }
+
+/// Which of two operations finished first (the other is left to finish on its own, as
+/// ``firstOf(_:limit:)`` leaves its loser).
+enum Either<A: Sendable, B: Sendable>: Sendable {
+    case first(A)
+    case second(B)
+}
+
+func firstOf<A: Sendable, B: Sendable>(_ a: @escaping @Sendable () async -> A,
+                                       _ b: @escaping @Sendable () async -> B) async -> Either<A, B> {
+    let race = Race<Either<A, B>>()
+    let winner = await withCheckedContinuation { (continuation: CheckedContinuation<Either<A, B>?, Never>) in
+        race.arm(continuation)
+        Task { race.finish(.first(await a())) }
+        Task { race.finish(.second(await b())) }
+    }
+    // Both finish with a value: the first to finish resumed the continuation with it.
+    guard let winner else { preconditionFailure("a race finished without a value") }
+    return winner
+}

@@ -87,7 +87,7 @@ struct Builder {
         var source: String?
         var profile = "ios13"
         var epoch = ScenarioDefaults.epoch
-        var settle = Duration.seconds(5)
+        var settle = Duration.seconds(60)
         var deviceMemory: UInt64?
         var requires: [Scenario.Requirement] = []
         var appsNode: Located?
@@ -110,7 +110,7 @@ struct Builder {
                 epoch = date
             case "settle":
                 settle = try value.duration("settle")
-                guard settle > .zero, settle <= .seconds(120) else { throw value.error("settle: from 1ms to 120s of real time") }
+                guard settle > .zero, settle <= .seconds(600) else { throw value.error("settle: from 1ms to 600s of real time (the safety net)") }
             case "deviceMemory":
                 // As the host config's "memory": {"device": ...}, with its bounds.
                 let text = try value.string("deviceMemory")

@@ -22,8 +22,9 @@ public struct ScenarioRunner: Sendable {
     public var logLevel: Logger.Level
     /// Keep each scenario's state directory (printed in its result's `error`/report) instead of removing it.
     public var keepStateDirectories: Bool
-    /// Real time an app gets to exit after a `kill` step before the step fails.
-    public var killTimeout: Duration = .seconds(10)
+    /// Where everything random in a run comes from (device tokens, apns-ids): one seed,
+    /// printed with every failure, so a failure replays exactly (`apphost test --seed`).
+    public var seed: UInt64 = ScenarioDefaults.seed
     /// The uid the private hosts run as (what `requires:` is judged against).
     var hostUID: uid_t = geteuid()
 
@@ -56,6 +57,7 @@ public struct ScenarioRunner: Sendable {
         let started = clock.now
         var result = ScenarioResult(name: scenario.name, file: display, rule: scenario.rule, source: scenario.source,
                                     status: .passed, start: scenario.epoch, end: scenario.epoch)
+        result.seed = seed
         let dir = NSTemporaryDirectory() + "apphost-scenario-" + UUID().uuidString.prefix(8).lowercased()
         var config = template
         config.stateDirectory = dir
@@ -71,7 +73,7 @@ public struct ScenarioRunner: Sendable {
         do {
             supervisor = try Supervisor(configuration: config, group: group, logger: logger)
             // Scenarios give the same events every run: tokens and apns-ids from a seed.
-            await supervisor.useSeededIdentifiers(seed: 0x5CE7_A210)
+            await supervisor.useSeededIdentifiers(seed: seed)
         } catch {
             try? await group.shutdownGracefully()
             try? FileManager.default.removeItem(atPath: dir)
@@ -80,7 +82,7 @@ public struct ScenarioRunner: Sendable {
             return result
         }
         let loop = Task { await supervisor.run() }
-        var run = ScenarioRun(scenario: scenario, supervisor: supervisor, killTimeout: killTimeout)
+        var run = ScenarioRun(scenario: scenario, supervisor: supervisor)
         await run.perform(into: &result)
         result.end = await supervisor.clockReading().date
         // Stopped however the steps ended: every app terminated and reaped.
@@ -115,7 +117,6 @@ extension Duration {
 struct ScenarioRun {
     let scenario: Scenario
     let supervisor: Supervisor
-    let killTimeout: Duration
     /// Alias → bundle id, known once installed.
     var ids: [String: String] = [:]
     /// The last push step's answer: (status, reason).
@@ -125,10 +126,9 @@ struct ScenarioRun {
     /// Actions still waiting for an app (awaited once the host has stopped).
     var pending: [Task<String?, Never>] = []
 
-    init(scenario: Scenario, supervisor: Supervisor, killTimeout: Duration) {
+    init(scenario: Scenario, supervisor: Supervisor) {
         self.scenario = scenario
         self.supervisor = supervisor
-        self.killTimeout = killTimeout
     }
 
     struct StepFailure: Error {
@@ -158,6 +158,12 @@ struct ScenarioRun {
         for (index, step) in scenario.steps.enumerated() {
             do {
                 try await perform(step)
+                // The safety net ran out in the step: what follows would depend on the machine.
+                let caught = await supervisor.takeSafetyNetFailures()
+                if !caught.isEmpty {
+                    throw StepFailure(expected: "every app to answer or block within the safety net (settle: \(scenario.settle))",
+                                      seen: caught.joined(separator: "; "))
+                }
             } catch let failure as StepFailure {
                 result.status = .failed
                 let time = await supervisor.clockReading().date
@@ -185,13 +191,15 @@ struct ScenarioRun {
     }
 
     /// Runs an action the host may refuse; a refusal fails the step unless the next
-    /// expectation is about it (`refused:`). An action still waiting for the app after
-    /// the scenario's settle time (a launch whose didFinishLaunching never returns) is
-    /// left running: the next steps go on (an `advance` then fires the watchdog that ends
-    /// it), so a hung app never hangs the run.
+    /// expectation is about it (`refused:`). An action that waits for an app the host has
+    /// found blocked (a launch whose didFinishLaunching never returns: the host has settled
+    /// and the verb still waits) is left running: the next steps go on (an `advance` then
+    /// fires the watchdog that ends it), so a hung app never hangs the run. Real time
+    /// decides nothing here: a slow app is waited for, a blocked one is not.
     mutating func act(_ body: @escaping @Sendable (Supervisor) async throws(ControlError) -> Void) async throws(StepFailure) {
         refusal = nil
         let supervisor = self.supervisor
+        let mark = await supervisor.verbWaitMark()
         let task = Task { () -> String? in
             do throws(ControlError) {
                 try await body(supervisor)
@@ -200,12 +208,13 @@ struct ScenarioRun {
                 return error.message
             }
         }
-        let finished: String?? = await firstOf({ await task.value }, limit: scenario.settle)
-        guard let outcome = finished else {
+        let outcome = await firstOf({ await task.value }, { await supervisor.untilVerbStuck(after: mark) })
+        guard case .first(let result) = outcome else {
             pending.append(task)
             return
         }
-        if let message = outcome {
+        await supervisor.endStuckVerbWaits()
+        if let message = result {
             refusal = message
             return
         }
@@ -358,9 +367,11 @@ struct ScenarioRun {
         }
         _ = Glibc.kill(pid, SIGKILL)
         let supervisor = self.supervisor
-        let exited = await firstOf({ await supervisor.waitUntil(id.rawValue, is: .notRunning) }, limit: killTimeout) != nil
+        // The kernel's word, which comes: real time only as the safety net.
+        let exited = await firstOf({ await supervisor.waitUntil(id.rawValue, is: .notRunning) }, limit: scenario.settle) != nil
         guard exited else {
-            throw StepFailure(expected: "\(id) (pid \(pid)) to exit after SIGKILL", seen: "the host did not see it exit within \(killTimeout)")
+            throw StepFailure(expected: "\(id) (pid \(pid)) to exit after SIGKILL",
+                              seen: "the machine did not let the host see it exit within \(scenario.settle) of real time (the safety net)")
         }
         _ = try? await supervisor.advanceClock(by: .zero)
     }

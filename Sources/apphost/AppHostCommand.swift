@@ -146,8 +146,8 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("JSON config file: {\"profile\": \"ios7\", \"budgets\": {\"backgroundTask\": \"45s\"}, \"audioSink\": \"wav\" or \"null\", \"transfers\": {\"extraCA\": \"ca.pem\", \"perHost\": 4, \"maxConcurrent\": 16}, \"limits\": {\"openFiles\": 256, \"processes\": 512, \"fileSize\": \"2 GiB\", \"memory\": \"1 GiB\", \"apps\": {\"com.example.big\": {\"memory\": \"2 GiB\"}}}, \"identities\": {\"first\": 200000, \"count\": 100000} (a root host runs each app as a uid of its own from this range; false: as uid 0 without capabilities), \"memory\": {\"device\": \"3 GiB\" (default: the profile's; pressure is the apps' footprints against it), \"source\": \"computed\" or \"psi\" (also the kernel's /proc/pressure/memory triggers)}}.", valueName: "file"))
     var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("Virtual clock: real seconds `clock advance` waits for apps to answer before the next deadline.", valueName: "seconds"))
-    var settleTimeout: Double = 2
+    @Option(name: .long, help: ArgumentHelp("Virtual clock: the safety net, in real seconds, under each wait for apps to answer or block (a slow app is waited for, a blocked one is not; this only catches a machine too loaded to let an app do either, and then `clock advance` fails).", valueName: "seconds"))
+    var settleTimeout: Double = 60
 
     @Option(name: .long, help: ArgumentHelp("Seconds a control connection may take to send its request before the daemon hangs up (`events --follow` streams are not timed).", valueName: "seconds"))
     var controlTimeout: Double = 10

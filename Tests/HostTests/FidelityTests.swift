@@ -12,8 +12,8 @@ import Testing
 @Suite("Fidelity (issue 18)", .tags(.process, .virtualClock), .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct FidelityTests {
-    func withVirtualHost<T>(settle: Duration = .milliseconds(300), _ body: (TestHost) async throws -> T) async throws -> T {
-        try await withHost(label: "fid", clock: .virtual, settle: settle, body)
+    func withVirtualHost<T>(_ body: (TestHost) async throws -> T) async throws -> T {
+        try await withHost(label: "fid", clock: .virtual, body)
     }
 
     func advance(_ host: TestHost, _ amount: Duration) async throws {

@@ -15,7 +15,7 @@ private let MiB: UInt64 = 1 << 20
        .enabled(if: probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct JetsamHostTests {
     func withDevice<T>(_ device: UInt64, _ body: (TestHost) async throws -> T) async throws -> T {
-        try await withHost(label: "mem", clock: .virtual, settle: .seconds(15), configure: { $0.memory.device = device }, body)
+        try await withHost(label: "mem", clock: .virtual, configure: { $0.memory.device = device }, body)
     }
 
     func log(_ host: TestHost, _ id: String) -> String {

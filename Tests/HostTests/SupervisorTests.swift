@@ -229,7 +229,7 @@ struct SupervisorTests {
 
     @Test(.tags(.virtualClock)) func terminateMovingClockKillsAnAppThatIgnoresWillTerminateOnTheVirtualClock() async throws {
         // Nobody advances a privacy check's clock: the host moves it past the grace period itself.
-        try await withHost(grace: .seconds(5), clock: .virtual, settle: .milliseconds(200)) { host in
+        try await withHost(grace: .seconds(5), clock: .virtual) { host in
             let id = try await host.installProbe("com.test.stubborn")
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "terminate", "block:forever"])
             await host.supervisor.terminateMovingClock(id)

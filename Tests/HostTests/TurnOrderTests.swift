@@ -8,7 +8,7 @@ struct TurnOrderTests {
     typealias Party = TurnOrder.Party
 
     static func input(_ app: String, _ n: UInt64) -> Supervisor.Input {
-        .hangRecheck(app: app, instance: n)
+        .drainExpired(app: app, instance: n)
     }
 
     static func instances(_ inputs: [Supervisor.Input]) -> [UInt64] {

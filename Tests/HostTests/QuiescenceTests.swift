@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+@testable import Host
+
+/// The rules that tell a blocked app from a slow one on the virtual clock, without a process.
+@Suite("Quiescence")
+struct QuiescenceTests {
+    let a = Quiescence.Process(app: "a", instance: 1)
+    let b = Quiescence.Process(app: "b", instance: 2)
+
+    @Test func aProcessIsAwakeFromItsFirstExchangeUntilAProbeFindsItAsleep() throws {
+        var q = Quiescence()
+        #expect(!q.isQuiet(a))
+        q.touched(a)
+        #expect(q.awake == [a])
+        let tokenToken = q.beginProbe(a)
+        let token = try #require(tokenToken)
+        #expect(q.isProbing(a))
+        #expect(q.beginProbe(a) == nil, "one probe at a time")
+        #expect(q.probeEnded(a, token: token, asleep: true) == .quiet)
+        #expect(q.isQuiet(a) && q.awake.isEmpty && !q.isProbing(a))
+        #expect(q.beginProbe(a) == nil, "nothing to probe: quiet")
+    }
+
+    @Test func anExchangeDuringTheProbeMakesItsReadingStale() throws {
+        var q = Quiescence()
+        q.touched(a)
+        let tokenToken = q.beginProbe(a)
+        let token = try #require(tokenToken)
+        // The host sent it a frame while the probe read its threads asleep.
+        q.touched(a)
+        #expect(q.probeEnded(a, token: token, asleep: true) == .stale)
+        #expect(!q.isQuiet(a) && q.awake == [a])
+        // A new probe may start at once.
+        #expect(q.beginProbe(a) != nil)
+    }
+
+    @Test func aRunningProcessIsProbedAgainWithABackoffThatAnExchangeResets() throws {
+        var q = Quiescence()
+        q.touched(a)
+        let firstToken = q.beginProbe(a)
+        var token = try #require(firstToken)
+        var delays: [Duration] = []
+        for _ in 0..<10 {
+            guard case .awake(let delay, let next) = q.probeEnded(a, token: token, asleep: false) else {
+                Issue.record("expected awake")
+                return
+            }
+            #expect(q.isProbing(a), "the retry is the probe in flight")
+            delays.append(delay)
+            token = next
+        }
+        #expect(delays.prefix(4) == [.microseconds(100), .microseconds(200), .microseconds(400), .microseconds(800)])
+        #expect(delays.last == Quiescence.longestRetry)
+        // A stale token (an earlier probe) says nothing.
+        #expect(q.probeEnded(a, token: token &- 1, asleep: true) == .stale)
+        #expect(q.probeEnded(a, token: token, asleep: true) == .quiet)
+        q.touched(a)
+        let againToken = q.beginProbe(a)
+        let again = try #require(againToken)
+        guard case .awake(let first, _) = q.probeEnded(a, token: again, asleep: false) else {
+            Issue.record("expected awake")
+            return
+        }
+        #expect(first == Quiescence.firstRetry, "the backoff starts over after an exchange")
+    }
+
+    @Test func aConfirmedStopIsQuietUntilTheNextExchange() {
+        var q = Quiescence()
+        q.touched(a)
+        q.touched(b)
+        q.stopped(a)
+        #expect(q.isQuiet(a) && !q.isQuiet(b) && q.awake == [b])
+        q.touched(a) // SIGCONT
+        #expect(!q.isQuiet(a))
+    }
+
+    @Test func theSafetyNetExcusesAProcessAndAnExitForgetsIt() throws {
+        var q = Quiescence()
+        q.touched(a)
+        let tokenToken = q.beginProbe(a)
+        let token = try #require(tokenToken)
+        q.excuse(a)
+        #expect(q.isQuiet(a) && q.awake.isEmpty && !q.isProbing(a))
+        #expect(q.probeEnded(a, token: token, asleep: false) == .stale)
+        q.touched(b)
+        q.exited(b)
+        #expect(q.awake.isEmpty && !q.isQuiet(b))
+        q.touched(a)
+        _ = q.beginProbe(a)
+        q.probeAbandoned(a)
+        #expect(!q.isProbing(a) && q.beginProbe(a) != nil)
+    }
+}
+
+@Suite("Settle waits")
+struct SettleWaitTests {
+    @Test func verbsAreNumberedAndAMarkSeesOnlyLaterOnes() {
+        var v = VerbWaits()
+        let first = v.begin()
+        let mark = v.last
+        #expect(!v.anyOpen(after: mark), "the verb before the mark does not count")
+        let second = v.begin()
+        #expect(second > first && v.anyOpen(after: mark))
+        v.end(second)
+        #expect(!v.anyOpen(after: mark))
+        v.end(first)
+        #expect(!v.anyOpen(after: 0))
+    }
+}
