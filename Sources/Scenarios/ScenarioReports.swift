@@ -24,12 +24,14 @@ public enum ScenarioReports {
             return "      skipped: " + (r.error ?? "a requirement is not met")
         case .error:
             return "      " + (r.error ?? "could not run").replacingOccurrences(of: "\n", with: "\n      ")
+                + "\n" + replay(r)
         case .failed:
             guard let f = r.failure else { return nil }
             var lines = [
                 "      at \(r.file):\(f.line):\(f.column), step \(f.step + 1): \(f.stepText)",
                 "      expected: \(f.expected)",
                 "      seen:     \(f.seen)",
+                replay(r),
             ]
             if let time = f.time { lines.append("      host time: \(offset(time, from: r.start))") }
             if !f.recentEvents.isEmpty {
@@ -38,6 +40,11 @@ public enum ScenarioReports {
             }
             return lines.joined(separator: "\n")
         }
+    }
+
+    /// The seed of a run and the command that replays it exactly.
+    static func replay(_ r: ScenarioResult) -> String {
+        "      seed: \(r.seed) (replay: apphost test \(r.file) --seed \(r.seed))"
     }
 
     /// `+29.000s` after the epoch.

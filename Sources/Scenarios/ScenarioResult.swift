@@ -65,6 +65,9 @@ public struct ScenarioResult: Sendable, Codable, Equatable {
     public var events: [HostEvent]
     /// The termination reports it wrote (their codes are drawn on the timeline's kills).
     public var reports: [TerminationReport] = []
+    /// The seed everything random in the run came from (device tokens, apns-ids): the
+    /// same scenario with the same seed gives the same events (`apphost test --seed`).
+    public var seed: UInt64 = ScenarioDefaults.seed
 
     public struct AppAlias: Sendable, Codable, Equatable {
         public var alias: String
@@ -97,4 +100,6 @@ public struct ScenarioResult: Sendable, Codable, Equatable {
 public enum ScenarioDefaults {
     /// Where a scenario's virtual clock starts unless it says `epoch:` (2025-01-01T00:00:00Z).
     public static let epoch = Date(timeIntervalSince1970: 1_735_689_600)
+    /// The seed of a run that names none (`apphost test --seed` changes it).
+    public static let seed: UInt64 = 0x5CE7_A210
 }

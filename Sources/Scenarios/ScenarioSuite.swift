@@ -78,25 +78,71 @@ public struct ScenarioSuite: Sendable {
     }
 
     /// Runs every file with `runner`, `jobs` at a time; results in the suite's order.
-    /// `progress` hears each result as it comes.
-    public func run(with runner: ScenarioRunner, jobs: Int,
+    /// `progress` hears each result as it comes. With `repeat` above 1 each file runs that
+    /// many times (the runs of all files share the `jobs`) and gives one result: the first
+    /// run's, or the first run that did not pass, or a failure naming the first event in
+    /// which a run differs from the first (``EventComparison``): the same scenario and
+    /// seed must give the same events, however loaded the machine.
+    public func run(with runner: ScenarioRunner, jobs: Int, repeat runs: Int = 1,
                     progress: @escaping @Sendable (ScenarioResult) -> Void = { _ in }) async -> [ScenarioResult] {
-        var results = [ScenarioResult?](repeating: nil, count: files.count)
-        await withTaskGroup(of: (Int, ScenarioResult).self) { group in
+        let runs = max(1, runs)
+        var results = [[ScenarioResult?]](repeating: [ScenarioResult?](repeating: nil, count: runs), count: files.count)
+        var folded = [ScenarioResult?](repeating: nil, count: files.count)
+        let total = files.count * runs
+        await withTaskGroup(of: (Int, Int, ScenarioResult).self) { group in
             var next = 0
             func start() {
-                let i = next
+                // Run k of every file before run k + 1 of any: a file's runs spread over the whole run.
+                let (k, i) = next.quotientAndRemainder(dividingBy: files.count)
                 let file = files[i]
                 next += 1
-                group.addTask { (i, await runner.run(path: file.path, display: file.display)) }
+                group.addTask { (i, k, await runner.run(path: file.path, display: file.display)) }
             }
-            for _ in 0..<min(max(1, jobs), files.count) { start() }
-            for await (i, r) in group {
-                results[i] = r
-                progress(r)
-                if next < files.count { start() }
+            for _ in 0..<min(max(1, jobs), total) { start() }
+            for await (i, k, r) in group {
+                results[i][k] = r
+                let done = results[i].compactMap { $0 }
+                if done.count == runs {
+                    let result = Self.fold(done)
+                    folded[i] = result
+                    progress(result)
+                }
+                if next < total { start() }
             }
         }
-        return results.compactMap { $0 }
+        return folded.compactMap { $0 }
+    }
+
+    /// One result for the runs of one file, in run order (see ``run(with:jobs:repeat:progress:)``).
+    static func fold(_ runs: [ScenarioResult]) -> ScenarioResult {
+        guard let first = runs.first else { preconditionFailure("no runs to fold") }
+        guard runs.count > 1 else { return first }
+        var seconds = 0.0
+        for r in runs { seconds += r.seconds }
+        if let (k, bad) = runs.enumerated().first(where: { $0.element.status == .failed || $0.element.status == .error }) {
+            var result = bad
+            result.seconds = seconds
+            let note = "run \(k + 1) of \(runs.count)"
+            if result.status == .error {
+                result.error = "\(note): " + (result.error ?? "could not run")
+            } else if var failure = result.failure {
+                failure.seen += " (\(note))"
+                result.failure = failure
+            }
+            return result
+        }
+        var result = first
+        result.seconds = seconds
+        for (k, r) in runs.enumerated().dropFirst() {
+            guard let (at, left, right) = EventComparison.firstDifference(first.events, r.events) else { continue }
+            result.status = .failed
+            result.failure = ScenarioResult.Failure(
+                step: 0, line: 1, column: 1, stepText: "(--repeat \(runs.count): the events of every run)",
+                expected: "run \(k + 1)'s events to be run 1's (the same scenario and seed)",
+                seen: "they differ at event \(at + 1):\n        run 1: \(left)\n        run \(k + 1): \(right)",
+                time: nil, recentEvents: [])
+            return result
+        }
+        return result
     }
 }

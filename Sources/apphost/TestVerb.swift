@@ -38,7 +38,13 @@ extension AppHostCommand {
                 docs/scenarios.md is the reference.
 
                 Every scenario runs on a host of its own (its own state directory, the virtual \
-                clock starting at a fixed epoch), so the same file gives the same events every run.
+                clock starting at a fixed epoch), so the same file gives the same events every run, \
+                however loaded the machine: host time moves only once every app has answered what \
+                it was given or is blocked (asleep, as the kernel tells), and what is random comes \
+                from one seed (--seed, printed with every failure). --repeat N runs each scenario \
+                N times and fails it if two runs' events differ (pids, the state directory and \
+                memory footprints aside). Real time decides nothing: it is only a safety net \
+                (a scenario's `settle:`, 60 s), and a scenario that reaches it fails saying so.
 
                 Exit status: 0 all passed (or were skipped: a `requires:` the machine does not meet), \
                 1 a scenario failed, 2 a scenario could not run (a bad file, an app that cannot be \
@@ -50,6 +56,8 @@ extension AppHostCommand {
                   apphost test scenarios/ --shard 2/4        # the second of four disjoint parts
                   apphost test scenarios/ --filter upload    # by name or path
                   apphost test --list scenarios/ios          # the iOS rules AppHost enforces
+                  apphost test scenarios/ios --repeat 20 --jobs 4   # the same events every time
+                  apphost test scenarios/ios/fetch-minimum-interval.yaml --seed 7
                 """)
 
         @Argument(help: ArgumentHelp("Scenario files, or directories to search for *.yaml, *.yml and *.json.", valueName: "path"))
@@ -66,6 +74,12 @@ extension AppHostCommand {
 
         @Option(name: .long, help: ArgumentHelp("Scenarios run at once (each has its own host).", valueName: "n"))
         var jobs: Int = 1
+
+        @Option(name: .long, help: ArgumentHelp("Run each scenario N times and fail it if two runs' events differ (1-1000).", valueName: "n"))
+        var `repeat`: Int = 1
+
+        @Option(name: .long, help: ArgumentHelp("The seed of everything random in a run (device tokens, apns-ids); a failure prints it, and the same seed replays it exactly. Default \(ScenarioDefaults.seed).", valueName: "n"))
+        var seed: UInt64 = ScenarioDefaults.seed
 
         @Option(name: .long, help: ArgumentHelp("Write a JUnit XML report (one testcase per scenario).", valueName: "file.xml"))
         var junit: String?
@@ -93,6 +107,7 @@ extension AppHostCommand {
         func validate() throws {
             guard !paths.isEmpty else { throw ValidationError("name scenario files or a directory of them: apphost test scenarios/") }
             guard (1...64).contains(jobs) else { throw ValidationError("--jobs: from 1 to 64, got \(jobs)") }
+            guard (1...1000).contains(`repeat`) else { throw ValidationError("--repeat: from 1 to 1000, got \(`repeat`)") }
             if let shard, ScenarioSuite.parseShard(shard) == nil {
                 throw ValidationError("--shard: i/n with 1 ≤ i ≤ n ≤ 1000 (e.g. 2/4), got \"\(shard)\"")
             }
@@ -134,11 +149,12 @@ extension AppHostCommand {
             }
             let host = try hostOptions()
             let template = host.configuration(stateDirectory: "/nonexistent")
-            let runner = ScenarioRunner(template: template, logLevel: logLevel, keepStateDirectories: keep)
+            var runner = ScenarioRunner(template: template, logLevel: logLevel, keepStateDirectories: keep)
+            runner.seed = seed
             let clock = ContinuousClock()
             let start = clock.now
             let quiet = json
-            let results = await suite.run(with: runner, jobs: jobs) { r in
+            let results = await suite.run(with: runner, jobs: jobs, repeat: `repeat`) { r in
                 guard !quiet else { return }
                 var text = ScenarioReports.line(r)
                 if let details = ScenarioReports.details(r) { text += "\n" + details }
