@@ -298,8 +298,18 @@ final class CLISession: Sendable {
         await apphost(withStateDir(args))
     }
 
-    /// Starts `apphost daemon` on this state dir and waits for its ready line.
+    /// Starts `apphost daemon` on this state dir and waits for its ready line. A real-clock
+    /// daemon of a test that names no profile or config gets the watchdogs a loaded machine
+    /// can trip on a healthy app (launch, didEnterBackground, the foreground hang, a wake's
+    /// handler) at 10 minutes, as a test host does (``BudgetProfile/patient``).
     func startDaemon(_ extra: [String] = [], umask: mode_t? = nil) async throws -> CLIProcess {
+        var extra = extra
+        if !extra.contains("--config"), !extra.contains("--profile"), !extra.contains("virtual") {
+            let config = dir.path + "/patient-budgets.json"
+            let budgets = #"{"budgets": {"launch": "600s", "didEnterBackground": "600s", "foregroundHang": "600s", "wake": "600s"}}"#
+            try Data(budgets.utf8).write(to: URL(fileURLWithPath: config))
+            extra += ["--config", config]
+        }
         let daemon = try start(["daemon"] + extra, umask: umask)
         guard let ready = await daemon.line(where: { $0.hasPrefix("apphost: daemon ready on") }) else {
             let exit = await daemon.waitForExit()

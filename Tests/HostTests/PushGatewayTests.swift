@@ -125,7 +125,7 @@ struct GatewayHost: Sendable {
     let gateway: PushGateway
     let serving: Task<Void, any Error>
 
-    static func start(label: String, profile: BudgetProfile = .default, tls: PushGatewaySettings.TLS? = nil,
+    static func start(label: String, profile: BudgetProfile? = nil, tls: PushGatewaySettings.TLS? = nil,
                       authentication: PushGatewaySettings.Authentication = .init()) async throws -> GatewayHost {
         let host = try TestHost(label: label, profile: profile)
         do {
@@ -169,7 +169,7 @@ struct GatewayHost: Sendable {
 }
 
 /// Runs `body` with a fresh gateway host, always stopping it.
-func withGateway(_ label: String, profile: BudgetProfile = .default, tls: PushGatewaySettings.TLS? = nil,
+func withGateway(_ label: String, profile: BudgetProfile? = nil, tls: PushGatewaySettings.TLS? = nil,
                  authentication: PushGatewaySettings.Authentication = .init(),
                  _ body: (GatewayHost) async throws -> Void) async throws {
     let g = try await GatewayHost.start(label: label, profile: profile, tls: tls, authentication: authentication)

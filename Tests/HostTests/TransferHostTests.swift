@@ -176,8 +176,9 @@ struct TransferHostTests {
     }
 
     @Test func aTransferOutlivesAHostRestartAndIsDeliveredByABackgroundLaunch() async throws {
-        // 3 s at this pace: the host stops well before the end.
-        let (server, resource) = try await startServer(size: 192 << 10, faults: [.slow(bytesPerSecond: 64 << 10)])
+        // The first request's body stops after 64 KiB until released: the first host stops
+        // with the download certainly unfinished, however fast or slow the machine.
+        let (server, resource) = try await startServer(size: 192 << 10, faults: [.holdAfter(bytes: 64 << 10)])
         try await withStateDirectory("tx") { dir in
             let id = try await withHost(directory: dir, configure: patientLaunch) { first in
                 let id = try await first.installProbe("com.tx.restart")
@@ -187,6 +188,7 @@ struct TransferHostTests {
                 _ = await first.waitForEvent(id) { $0.transfer == .queued }
                 return id
             }
+            server.release("/file")
 
             // The records are in apphost.sqlite; the new host's daemon resumes the download
             // and the app, ended by the shutdown (not by the user), is launched to collect it.
