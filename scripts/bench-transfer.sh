@@ -53,7 +53,7 @@ expected=$(sha256sum "$work/www/big.bin" | cut -d' ' -f1)
 # Rounds alternate curl and the host. Before each, the previous file is deleted and
 # everything synced, so every run starts from the same page-cache state. (In this
 # VM, the first touch of fresh guest memory costs more than the copy itself: a run
-# writing into pages another run just freed is about 3x faster; see BENCHMARKS.md.)
+# writing into pages another run just freed is about 3x faster; see docs/benchmarks/2026-11-22-transfers-issue-6.md.)
 rounds=${ROUNDS:-3}
 curl -sf -o "$work/warm.bin" "$url"   # warms nginx's page cache and frees a file's worth of pages
 rm -f "$work/warm.bin"; sync

@@ -15,7 +15,7 @@ public enum Allocator {
     /// the next renders' buffers come from the heap arenas instead, and once freed they
     /// stay there (not at the top of the heap, so never trimmed). An idle host with 30
     /// suspended apps, each with a picture of its own, measured 1.6 MiB of anonymous
-    /// memory per app that way; with the threshold fixed, 26 KiB (BENCHMARKS.md, issue
+    /// memory per app that way; with the threshold fixed, 26 KiB (docs/benchmarks/2026-11-26-issue-17.md, issue
     /// 17). Setting it also ends the dynamic adjustment. Process-wide; calling it again
     /// is harmless. Returns whether glibc took the setting.
     @discardableResult

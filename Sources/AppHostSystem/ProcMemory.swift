@@ -15,7 +15,7 @@ import SystemPackage
 /// Cost: the kernel walks the process's page tables to answer, about 3.6 ms of kernel
 /// time for a 185 MiB process on this VM (a `/proc/<pid>/statm` read is microseconds but
 /// has no Pss), so the host reads it only when a footprint can have changed (see the
-/// memory paragraph of DESIGN-NOTES.md), never for a suspended app twice.
+/// docs/decisions/0032-device-memory-and-jetsam.md), never for a suspended app twice.
 public struct SmapsRollup: Sendable, Equatable {
     /// Resident set size, bytes.
     public var rss: UInt64

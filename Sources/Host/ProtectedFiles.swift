@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// Closes and opens an app's protected files on disk, for the device's lock state
-/// (DESIGN-NOTES "Device lock and data protection"). A file's class is the extended
+/// (docs/decisions/0022-device-lock-and-data-protection.md). A file's class is the extended
 /// attribute ``FileProtectionClass/attribute`` AppKitLess sets when the app writes it
 /// (none: `completeUntilFirstUserAuthentication`, iOS's default). Closing a file gives it
 /// to root with mode 0 and saves its owner and mode in ``ownerAttribute``; the app runs as

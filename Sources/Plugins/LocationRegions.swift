@@ -1,7 +1,7 @@
 import AppHostProtocol
 
 // Significant-change location and region monitoring, the location plugin's services
-// that need no background mode (DESIGN-NOTES "Significant-change location and region
+// that need no background mode (docs/decisions/0021-significant-change-and-regions.md: "Significant-change location and region
 // monitoring"). iOS keeps both for the app across its process's end: a move that
 // crosses a region or travels far enough wakes a suspended app and relaunches a
 // terminated one in the background (`LaunchOptions.reason == .location`), with

@@ -6,7 +6,7 @@ import Foundation
 public enum PNGCodec {
     /// Encodes `image` as an 8-bit PNG: RGB when every pixel is opaque (the alpha bytes
     /// carry nothing), RGBA otherwise. `compressionLevel` is zlib's, 0–9; the default, 1,
-    /// with the Up filter is the fastest setting measured on snapshots (see BENCHMARKS.md).
+    /// with the Up filter is the fastest setting measured on snapshots (see docs/benchmarks/2026-11-22-snapshots-issue-7.md).
     public static func encode(_ image: RGBAImage, compressionLevel: Int = 1) throws -> Data {
         guard image.isConsistent, image.width > 0, image.height > 0, image.width <= Int(Int32.max), image.height <= Int(Int32.max) else {
             throw SnapshotError(.invalidArgument, "cannot encode a \(image.width)×\(image.height) image with \(image.pixels.count) bytes of pixels")

@@ -116,7 +116,7 @@ struct JSONOption: ParsableArguments {
 /// Host options shared by `run` and `daemon`.
 struct HostOptions: ParsableArguments {
     /// Read in `main.swift`, before any task starts; declared here so that it parses.
-    @Flag(name: .long, help: ArgumentHelp("Run Swift Concurrency on NIO's event loops: an idle host then never wakes (libdispatch's worker pool and its 1 Hz monitor never start), but snapshot renders share the loops with the supervisor and delay suspend and resume (see DESIGN-NOTES, Processes)."))
+    @Flag(name: .long, help: ArgumentHelp("Run Swift Concurrency on NIO's event loops: an idle host then never wakes (libdispatch's worker pool and its 1 Hz monitor never start), but snapshot renders share the loops with the supervisor and delay suspend and resume (see docs/decisions/0008-deadlines-on-a-timerfd.md)."))
     var eventLoopExecutor = false
 
     @Option(name: .long, help: ArgumentHelp("Seconds an app may take to exit after willTerminate before it is killed.", valueName: "seconds"))
