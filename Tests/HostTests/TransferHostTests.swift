@@ -143,7 +143,8 @@ struct TransferHostTests {
     /// again (after its backoff) and the download resumes and reaches the app whole.
     @Test func aKilledDaemonIsRestartedAndTheDownloadStillArrives() async throws {
         let size = 512 << 10
-        let (server, resource) = try await startServer(size: size, faults: [.slow(bytesPerSecond: 256 << 10)])
+        // Held after 256 KiB: the daemon is certainly killed before the end, however slow the machine.
+        let (server, resource) = try await startServer(size: size, faults: [.holdAfter(bytes: 256 << 10)])
         try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.daemonkill")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
@@ -211,7 +212,8 @@ struct TransferHostTests {
     }
 
     @Test func aUserTerminateCancelsTheAppsTransfers() async throws {
-        let (server, _) = try await startServer(size: 4 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
+        // Held after 64 KiB: in progress when the user terminates, however slow the machine.
+        let (server, _) = try await startServer(size: 4 << 20, faults: [.holdAfter(bytes: 64 << 10)])
         try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.swiped")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
@@ -226,7 +228,7 @@ struct TransferHostTests {
     }
 
     @Test func uninstallingCancelsTheAppsTransfersAndForgetsItsSessions() async throws {
-        let (server, _) = try await startServer(size: 4 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
+        let (server, _) = try await startServer(size: 4 << 20, faults: [.holdAfter(bytes: 64 << 10)])
         try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.gone")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
@@ -270,8 +272,10 @@ struct TransferHostTests {
     }
 
     @Test func cancelWithResumeDataThenResumeFetchesOnlyTheRest() async throws {
-        // 8 s at this pace: the cancel at the first progress comes long before the end.
-        let (server, resource) = try await startServer(size: 2 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
+        // Held after 768 KiB (past the first progress, which the daemon reports every 512 KiB
+        // committed): the cancel at the first progress comes before the end, however slow the
+        // machine; the resumed request is not held.
+        let (server, resource) = try await startServer(size: 2 << 20, faults: [.holdAfter(bytes: 768 << 10)])
         try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.resume")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
@@ -303,7 +307,7 @@ struct TransferHostTests {
     /// cancel asked right after it must still find the task written and reach the daemon
     /// after the job, and the answers keep the order of the questions.
     @Test func aCancelRightAfterResumeComesAfterItsTask() async throws {
-        let (server, _) = try await startServer(size: 4 << 20, faults: [.slow(bytesPerSecond: 256 << 10)])
+        let (server, _) = try await startServer(size: 4 << 20, faults: [.holdAfter(bytes: 64 << 10)])
         try await withHost(label: "tx", configure: patientLaunch) { host in
             let id = try await host.installProbe("com.tx.cancelnow")
             _ = try await host.supervisor.launch(id, background: false, arguments: [
