@@ -510,7 +510,9 @@ struct TransferDaemonTests {
             try await daemon.next("ready")
             let resource = Resource.generated(size: 16 << 20, seed: 12, etag: "\"r1\"")
             server.serve("/r", resource: resource)
-            server.inject("/r", [.slow(bytesPerSecond: 4 << 20)])
+            // Held after 2 MiB until released: the cancel comes before the end however slow the
+            // machine (a paced body could finish first under load).
+            server.inject("/r", [.holdAfter(bytes: 2 << 20)])
             let first = dir.path + "/r1.bin"
             try daemon.send(.enqueue(job(1, url: server.url("/r"), destination: first)))
             try await daemon.next("progress ≥ 1 MiB") { if case .progress(1, let done, _) = $0 { return done >= 1 << 20 }; return false }
@@ -576,7 +578,7 @@ struct TransferDaemonTests {
             let v1 = Resource.generated(size: 8 << 20, seed: 13, etag: "\"a\"")
             let v2 = Resource.generated(size: 5 << 20, seed: 14, etag: "\"b\"")
             server.serve("/v", resource: v1)
-            server.inject("/v", [.slow(bytesPerSecond: 4 << 20)])
+            server.inject("/v", [.holdAfter(bytes: 1 << 20)])
             let first = dir.path + "/v1.bin"
             try daemon.send(.enqueue(job(1, url: server.url("/v"), destination: first)))
             try await daemon.next("progress") { if case .progress(1, _, _) = $0 { return true }; return false }
@@ -626,7 +628,8 @@ struct TransferDaemonTests {
         let server = try await HTTPTestServer.start()
         let resource = Resource.generated(size: 16 << 20, seed: 12)
         server.serve("/e", resource: resource)
-        server.inject("/e", [.slow(bytesPerSecond: 4 << 20)])
+        // Held after 4 MiB: the host's EOF comes before the end however slow the machine.
+        server.inject("/e", [.holdAfter(bytes: 4 << 20)])
         let dest = dir.path + "/e.bin"
         let state = dir.path + "/state"
         let d1 = try await Daemon.spawn(stateDir: state, stderrPath: dir.path + "/stderr")
