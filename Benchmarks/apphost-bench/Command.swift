@@ -21,13 +21,14 @@ struct AppHostBench: AsyncParsableCommand {
             all: all five in one run (the default). push, fetch-week and transfers (10,000 small \
             background downloads vs AsyncHTTPClient and curl) run on their own, as does snapshot \
             (render + redact + PNG encode of a full-screen app-switcher snapshot), and density \
-            (1,000 apps launched and suspended: launch, requests and state changes as the count grows). \
+            (1,000 apps launched and suspended: launch, requests and state changes as the count grows), \
+            and installed (10,000 apps installed: an install and status as the count grows). \
             Build with -c release for representative figures.
             """,
         subcommands: [All.self, LaunchCommand.self, SuspendCommand.self, IdleCommand.self, DeadlinesCommand.self,
                       VirtualCommand.self, RawSignalsCommand.self, PushCommand.self, FetchWeekCommand.self,
                       TransfersCommand.self, TransferServerCommand.self, SnapshotCommand.self, ScenariosCommand.self,
-                      DensityCommand.self],
+                      DensityCommand.self, InstalledCommand.self],
         defaultSubcommand: All.self)
 }
 
@@ -325,6 +326,25 @@ extension AppHostBench {
             var report = Report()
             report.density = try await DensityBench(apps: apps, idleSeconds: idleSeconds, executable: common.app,
                                                     distinctWindows: distinctWindows).run()
+            try report.emit(json: common.json)
+        }
+    }
+
+    struct InstalledCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "installed",
+            abstract: "10,000 apps installed, none launched: whether an install grows with the count, and status of all apps.")
+        @OptionGroup var common: CommonOptions
+        @Option(help: "Apps installed.")
+        var apps = 10_000
+
+        func validate() throws {
+            guard (10...100_000).contains(apps) else { throw ValidationError("--apps: from 10 to 100000") }
+        }
+
+        func run() async throws {
+            var report = Report()
+            report.sections.append(try await InstalledBench(apps: apps, executable: common.app).run())
             try report.emit(json: common.json)
         }
     }

@@ -155,6 +155,16 @@ struct IdleBench {
             return nil
         }
         let suspendedPerStatus = statuses.filter { ids.contains($0.bundleIdentifier) && $0.state == .suspended }.count
+        // `status` must agree with the kernel, app by app: listed as suspended exactly when
+        // its process is stopped (state T in /proc).
+        let disagreements = statuses.filter { ids.contains($0.bundleIdentifier) }.compactMap { s -> String? in
+            let kernel = s.pid.flatMap { try? ProcStat.read(pid: $0).state }
+            guard (s.state == .suspended) != (kernel == "T") else { return nil }
+            return "\(s.bundleIdentifier) is \(s.state.rawValue) per status, \(kernel.map { "state \($0)" } ?? "no process") per the kernel"
+        }
+        guard disagreements.isEmpty else {
+            throw BenchError("status disagrees with the kernel for \(disagreements.count) app(s): " + disagreements.prefix(10).joined(separator: "; "))
+        }
         let inTBefore = appPIDs.filter { (try? ProcStat.read(pid: $0.pid).state) == "T" }.count
         let appSwitchesBefore = appPIDs.map { threadSwitches($0.pid).values.reduce(0) { $0 + $1.switches } }.reduce(0, +)
 

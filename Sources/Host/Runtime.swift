@@ -34,6 +34,9 @@ extension Supervisor {
         case deadlinesDue
         /// Virtual clock: the settle wait's real-time bound may have run out (see ``Supervisor/settle()``).
         case settleTimerFired
+        /// `status` waited long enough for the kernel's word on a stop (see
+        /// ``Supervisor/awaitStopConfirmations(_:)``).
+        case stopWaitsExpired
         /// Virtual clock: a probe of an app's threads ended (see ``Quiescence``): `asleep` when
         /// every thread slept throughout and the host had read all it wrote.
         case quietProbe(app: String, instance: UInt64, token: UInt64, asleep: Bool)

@@ -390,7 +390,7 @@ extension Supervisor {
               let token = quiescence.beginProbe(process) else { return }
         let writer = rt.writer
         let input = self.input
-        let probe = {
+        let probe: @Sendable () -> Void = {
             let asleep = QuietProbe.asleep(pid: pid, unread: { writer?.unreadInbound() ?? false })
             input.yield(.quietProbe(app: process.app, instance: process.instance, token: token, asleep: asleep))
         }

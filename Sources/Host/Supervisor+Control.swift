@@ -354,8 +354,10 @@ extension Supervisor {
         await waitForExit(id)
     }
 
-    /// Status of one app or all installed apps.
-    public func status(_ bundle: BundleID?) throws(ControlError) -> [AppStatus] {
+    /// Status of one app or all installed apps. Stops the host has sent and the kernel has
+    /// not confirmed yet are waited for first (see ``awaitStopConfirmations(_:)``), so an app
+    /// listed as suspended is stopped in the kernel (`T` in /proc), and the reverse.
+    public func status(_ bundle: BundleID?) async throws(ControlError) -> [AppStatus] {
         let id = bundle?.rawValue
         let ids: [String]
         if let id {
@@ -364,6 +366,7 @@ extension Supervisor {
         } else {
             ids = apps.keys.sorted()
         }
+        await awaitStopConfirmations(id)
         return ids.map { id in
             let rt = runtimes[id]
             let state = rt?.machine.state ?? .notRunning
@@ -375,6 +378,47 @@ extension Supervisor {
                              activities: AppStatus.bounded(rt?.machine.activities.sorted() ?? []),
                              isFrontmost: state == .active || (state == .inactive && rt?.machine.placement == .foreground),
                              footprint: state == .notRunning ? nil : memory.footprints[id])
+        }
+    }
+
+    /// Waits until the kernel has confirmed every SIGSTOP sent to `id` (nil: to any app), or
+    /// for at most ``stopConfirmationBound`` of real time (a report the reaper never got).
+    /// Between a SIGSTOP and the reaper's report of it the process may already be `T` while
+    /// its state still reads `background`: an answer given then would disagree with the
+    /// kernel. The report comes within microseconds; the bound only keeps a lost one from
+    /// holding `status` for good.
+    func awaitStopConfirmations(_ id: String?) async {
+        let pending = (id.map { [$0] } ?? Array(settleCandidates)).filter { runtimes[$0]?.machine.stopPending == true }
+        guard !pending.isEmpty else { return }
+        if stopWaitBound == nil {
+            let input = self.input
+            stopWaitBound = group.any().scheduleTask(in: .nanoseconds(Self.stopConfirmationBound.clampedNanoseconds)) {
+                input.yield(.stopWaitsExpired)
+            }
+        }
+        for app in pending where runtimes[app]?.machine.stopPending == true {
+            await withCheckedContinuation { stopWaiters[app, default: []].append($0) }
+        }
+    }
+
+    /// The longest `status` waits for the kernel's word on a stop (real time).
+    static let stopConfirmationBound: Duration = .seconds(1)
+
+    /// Resumes who waits for `id`'s stop once it is confirmed (or no longer pending), or
+    /// everyone when `all` (the bound ran out).
+    func resumeStopWaiters(_ id: String?, all: Bool = false) {
+        if all {
+            let waiters = stopWaiters.values.flatMap { $0 }
+            stopWaiters.removeAll()
+            stopWaitBound = nil
+            for w in waiters { w.resume() }
+            return
+        }
+        guard let id, runtimes[id]?.machine.stopPending != true, let waiters = stopWaiters.removeValue(forKey: id) else { return }
+        for w in waiters { w.resume() }
+        if stopWaiters.isEmpty {
+            stopWaitBound?.cancel()
+            stopWaitBound = nil
         }
     }
 

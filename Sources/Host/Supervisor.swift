@@ -76,6 +76,9 @@ public actor Supervisor {
     var passingTurns = false
     var earlyChildEvents: [UInt64: [(event: ChildEvent, observed: ContinuousClock.Instant)]] = [:]
     var stateWaiters: [String: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
+    /// `status` calls waiting for the kernel's word on a stop (see ``awaitStopConfirmations(_:)``).
+    var stopWaiters: [String: [CheckedContinuation<Void, Never>]] = [:]
+    var stopWaitBound: Scheduled<Void>?
 
     /// The transfer daemon and the transfers the host mediates (TransferBroker.swift).
     var transfers = TransferBrokerState()
@@ -310,6 +313,9 @@ public actor Supervisor {
         case .settleTimerFired:
             safetyNetFired()
 
+        case .stopWaitsExpired:
+            resumeStopWaiters(nil, all: true)
+
         case .quietProbe(let id, let instance, let token, let asleep):
             probeEnded(.init(app: id, instance: instance), token: token, asleep: asleep)
 
@@ -394,6 +400,7 @@ public actor Supervisor {
                 finishLaunchWaiters(id, .failure(ControlError(.spawnFailed, "\(id) could not be launched: \(reason); see `apphost reports \(id)`")))
             }
         }
+        if !stopWaiters.isEmpty { resumeStopWaiters(id) }
         if !isRunning, let waiters = runtimes[id]?.exitWaiters, !waiters.isEmpty {
             runtimes[id]?.exitWaiters.removeAll()
             for w in waiters {

@@ -111,7 +111,7 @@ extension Supervisor.Input {
             .app(app)
         case .transferEvent, .transferEvents, .transferDaemonStarted, .transferDaemonFailed, .transferDaemonExited:
             .daemon
-        case .deadlinesDue, .settleTimerFired, .quietProbe, .transferDaemonRestart, .transferBatchSaved,
+        case .deadlinesDue, .settleTimerFired, .stopWaitsExpired, .quietProbe, .transferDaemonRestart, .transferBatchSaved,
              .shutdownGraceOver, .memoryPressureReported:
             nil
         }

@@ -25,7 +25,7 @@ extension Supervisor {
         guard let bundle = BundleID(id) else { return }
         await terminateMovingClock(bundle)
     }
-    func status(_ id: String) throws(ControlError) -> [AppStatus] { try status(Self.checked(id)) }
+    func status(_ id: String) async throws(ControlError) -> [AppStatus] { try await status(Self.checked(id)) }
     func reports(_ id: String) throws(ControlError) -> [TerminationReport] { try reports(Self.checked(id)) }
     func snapshot(_ id: String) async throws(ControlError) -> SnapshotInfo { try await snapshot(Self.checked(id)) }
 }

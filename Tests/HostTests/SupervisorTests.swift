@@ -35,6 +35,24 @@ struct SupervisorTests {
         }
     }
 
+    /// `status` agrees with the kernel: asked right after the host sent SIGSTOP (its event
+    /// written, the kernel's confirmation perhaps not yet handled), it waits for the
+    /// confirmation, so the app it lists as suspended is in state T, and one in state T
+    /// is listed as suspended, never as `background`.
+    @Test func statusRightAfterASIGSTOPAgreesWithTheKernel() async throws {
+        try await withHost { host in
+            for n in 1...5 {
+                let id = try await host.installProbe("com.test.statusstop\(n)")
+                let pid = try await host.supervisor.launch(id, background: false, arguments: [])
+                try await host.supervisor.background(id)
+                _ = await host.waitForEvent(id) { $0.kind == .signal && $0.signal == "SIGSTOP" && $0.confirmed == nil }
+                let listed = try await host.supervisor.status(id).first?.state
+                #expect(listed == .suspended, "listed \(listed?.rawValue ?? "nothing") right after SIGSTOP")
+                #expect(kernelState(pid) == "T")
+            }
+        }
+    }
+
     /// The hang check on the real clock: the app's CLOCK_MONOTONIC stamp against the
     /// host's own reading. `foregroundHang` is 1 s here so the test takes about that.
     @Test func aBlockedMainThreadIsKilledOnTheRealClockWithHowLongItWasBlocked() async throws {
