@@ -375,9 +375,18 @@ extension Supervisor {
         guard takesTurns, stepDepth == 0, feedDepth == 0,
               settling.isWaiting || !turns.isIdle(busy: { turnBusy($0) }) else { return }
         for process in quiescence.awake where isLive(process) && !quiescence.isProbing(process) {
-            startProbe(process, after: .zero)
+            // An app that has answered everything it was sent is most likely asleep already:
+            // probed at once. One with a callback in flight is most likely still at work (a
+            // probe now would find it running and cost a round trip to the event loop for
+            // nothing): probed a little later, which only a blocked app waits for.
+            let answered = runtimes[process.app]?.pending.isEmpty ?? true
+            startProbe(process, after: answered ? .zero : Self.probeDelayWithCallbacksInFlight)
         }
     }
+
+    /// The first probe of an app with a callback in flight waits this long (real time; it
+    /// only sets how soon a blocked app is found, never what happens to it).
+    static let probeDelayWithCallbacksInFlight: Duration = .milliseconds(1)
 
     /// Reads the process's threads on its connection's event loop, `after` from now: first
     /// every thread, then whether the host has read all the app wrote, then every thread
