@@ -32,8 +32,12 @@ let package = Package(
             name: "CAppHostSys",
             linkerSettings: [.linkedLibrary("seccomp")]
         ),
-        // What host and app both need: IPC messages, frames, manifest model, codes.
+        // What host and app both need: IPC messages, frames, manifest model, codes. Every
+        // app links it: nothing that reads the host's own inputs (decision 0038).
         .target(name: "AppHostProtocol"),
+        // The host's reader of app bundles: Info.plist (build settings expanded),
+        // entitlements, .xcconfig files. Untrusted input, fuzzed (scripts/fuzz.sh).
+        .target(name: "AppHostManifest", dependencies: ["AppHostProtocol"]),
         // The run-loop stamp page's two words, stored and loaded atomically on a raw
         // pointer (shared memory): AppKitLess writes them, the host reads them.
         .target(name: "CAppHostStamp"),
@@ -52,6 +56,7 @@ let package = Package(
             name: "Host",
             dependencies: [
                 "AppHostProtocol",
+                "AppHostManifest",
                 "Plugins",
                 "AppHostSystem",
                 "Snapshots",
@@ -68,7 +73,8 @@ let package = Package(
             ]
         ),
         // One plugin per background mode behind one protocol, and their host side.
-        .target(name: "Plugins", dependencies: ["AppHostProtocol"]),
+        // AppHostManifest for the linter.
+        .target(name: "Plugins", dependencies: ["AppHostProtocol", "AppHostManifest"]),
         // The SDK apps link. Nothing of the host here but the protocol (and the stamp
         // page's atomics, which are part of it).
         .target(name: "AppKitLess", dependencies: ["AppHostProtocol", "CAppHostStamp"]),
@@ -92,6 +98,7 @@ let package = Package(
                 "Scenarios",
                 "Plugins",
                 "AppHostProtocol",
+                "AppHostManifest",
                 "AppHostSystem",
                 "Snapshots",
                 // `demo` act 4: the loopback server the background download comes from.
@@ -161,9 +168,10 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "SnapshotsTests", dependencies: ["Snapshots", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "AppHostManifestTests", dependencies: ["AppHostManifest", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol", "TestSupport"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostManifest", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
                                                   // PrivacyStoreTests write rows as another host left them.
                                                   .product(name: "GRDB", package: "GRDB.swift"),
                                                   // PushGatewayHTTPClientTests: a real HTTP/2 client over TLS.
@@ -175,7 +183,7 @@ let package = Package(
             "Scenarios", "Host", "AppHostProtocol", "AppHostSystem", "Snapshots", "TestSupport",
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
-        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol", "AppHostManifest", "TestSupport"]),
         // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO: the demo's download and the
         // transfer tests' server (resources with Range/If-Range, faults, a request log).
         .target(

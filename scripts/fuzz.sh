@@ -70,11 +70,13 @@ stale() {
 
 # Compiles module $1 from the sources after $2 into $BUILD/$1.o and its .swiftmodule,
 # with -enable-testing so that the harnesses can reach internal entry points
-# (@testable import). $2 is a file it depends on besides its sources, or "".
+# (@testable import). $2 is the files it depends on besides its sources (the objects of
+# the modules it imports, separated by spaces), or "".
 build_module() {
-    local name=$1 dependency=$2; shift 2
+    local name=$1 dependencies=$2; shift 2
     local sources=("$@")
-    stale "$BUILD/$name.o" "${sources[@]}" ${dependency:+"$dependency"} || return 0
+    # shellcheck disable=SC2086
+    stale "$BUILD/$name.o" "${sources[@]}" $dependencies || return 0
     echo "fuzz: building $name (sanitized)"
     if ! "$SWIFTC" "${SWIFT_FLAGS[@]}" -enable-testing -whole-module-optimization -module-name "$name" \
         -I "$BUILD" -emit-module -emit-module-path "$BUILD/$name.swiftmodule" -c -o "$BUILD/$name.o" \
@@ -94,9 +96,16 @@ build_harness() {
         manifest-*) sources+=(Fuzz/ManifestFuzzing.swift) ;;
         frame) sources+=(Fuzz/SeedMessages.swift) ;;
     esac
+    # The manifest reader: the manifest targets read with it, Plugins imports it (its linter).
+    case $t in
+        manifest-* | apns | mode-hub)
+            build_module AppHostManifest "$BUILD/AppHostProtocol.o" Sources/AppHostManifest/*.swift
+            objects+=("$BUILD/AppHostManifest.o")
+            ;;
+    esac
     case $t in
         apns | mode-hub)
-            build_module Plugins "$BUILD/AppHostProtocol.o" Sources/Plugins/*.swift
+            build_module Plugins "$BUILD/AppHostProtocol.o $BUILD/AppHostManifest.o" Sources/Plugins/*.swift
             objects+=("$BUILD/Plugins.o")
             ;;
     esac
