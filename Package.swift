@@ -38,6 +38,9 @@ let package = Package(
         // The host's reader of app bundles: Info.plist (build settings expanded),
         // entitlements, .xcconfig files. Untrusted input, fuzzed (scripts/fuzz.sh).
         .target(name: "AppHostManifest", dependencies: ["AppHostProtocol"]),
+        // The host's configuration file (`--config`): budgets, limits, identities, memory,
+        // transfers; durations and sizes as text.
+        .target(name: "HostConfig", dependencies: ["AppHostProtocol"]),
         // The run-loop stamp page's two words, stored and loaded atomically on a raw
         // pointer (shared memory): AppKitLess writes them, the host reads them.
         .target(name: "CAppHostStamp"),
@@ -57,6 +60,7 @@ let package = Package(
             dependencies: [
                 "AppHostProtocol",
                 "AppHostManifest",
+                "HostConfig",
                 "Plugins",
                 "AppHostSystem",
                 "Snapshots",
@@ -73,8 +77,8 @@ let package = Package(
             ]
         ),
         // One plugin per background mode behind one protocol, and their host side.
-        // AppHostManifest for the linter.
-        .target(name: "Plugins", dependencies: ["AppHostProtocol", "AppHostManifest"]),
+        // AppHostManifest for the linter, HostConfig for durations as text.
+        .target(name: "Plugins", dependencies: ["AppHostProtocol", "AppHostManifest", "HostConfig"]),
         // The SDK apps link. Nothing of the host here but the protocol (and the stamp
         // page's atomics, which are part of it).
         .target(name: "AppKitLess", dependencies: ["AppHostProtocol", "CAppHostStamp"]),
@@ -84,7 +88,7 @@ let package = Package(
         .target(
             name: "Scenarios",
             dependencies: [
-                "Host", "AppHostProtocol", "AppHostSystem", "Plugins", "Snapshots",
+                "Host", "AppHostProtocol", "HostConfig", "AppHostSystem", "Plugins", "Snapshots",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -99,6 +103,7 @@ let package = Package(
                 "Plugins",
                 "AppHostProtocol",
                 "AppHostManifest",
+                "HostConfig",
                 "AppHostSystem",
                 "Snapshots",
                 // `demo` act 4: the loopback server the background download comes from.
@@ -128,7 +133,7 @@ let package = Package(
         .executableTarget(
             name: "apphost-bench",
             dependencies: [
-                "Host", "AppHostSystem", "AppHostProtocol", "Plugins",
+                "Host", "AppHostSystem", "AppHostProtocol", "HostConfig", "Plugins",
                 // `transfers`: the loopback server the daemon and both baselines fetch from.
                 "LoopbackHTTP",
                 // `snapshot`: render + redact + PNG encode.
@@ -169,9 +174,10 @@ let package = Package(
         .testTarget(name: "SnapshotsTests", dependencies: ["Snapshots", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppHostManifestTests", dependencies: ["AppHostManifest", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol", "TestSupport"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostManifest", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostManifest", "HostConfig", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
                                                   // PrivacyStoreTests write rows as another host left them.
                                                   .product(name: "GRDB", package: "GRDB.swift"),
                                                   // PushGatewayHTTPClientTests: a real HTTP/2 client over TLS.

@@ -96,7 +96,8 @@ build_harness() {
         manifest-*) sources+=(Fuzz/ManifestFuzzing.swift) ;;
         frame) sources+=(Fuzz/SeedMessages.swift) ;;
     esac
-    # The manifest reader: the manifest targets read with it, Plugins imports it (its linter).
+    # The manifest reader, and the host config's text forms: the manifest targets read
+    # with the first, Plugins imports both (its linter, its durations).
     case $t in
         manifest-* | apns | mode-hub)
             build_module AppHostManifest "$BUILD/AppHostProtocol.o" Sources/AppHostManifest/*.swift
@@ -105,8 +106,9 @@ build_harness() {
     esac
     case $t in
         apns | mode-hub)
-            build_module Plugins "$BUILD/AppHostProtocol.o $BUILD/AppHostManifest.o" Sources/Plugins/*.swift
-            objects+=("$BUILD/Plugins.o")
+            build_module HostConfig "$BUILD/AppHostProtocol.o" Sources/HostConfig/*.swift
+            build_module Plugins "$BUILD/AppHostProtocol.o $BUILD/AppHostManifest.o $BUILD/HostConfig.o" Sources/Plugins/*.swift
+            objects+=("$BUILD/HostConfig.o" "$BUILD/Plugins.o")
             ;;
     esac
     [[ $t == mode-hub ]] && sources+=(Fuzz/SeedMessages.swift)

@@ -4,6 +4,7 @@ import AppHostSystem
 import ArgumentParser
 import Foundation
 import Host
+import HostConfig
 import Logging
 import ServiceLifecycle
 

@@ -2,6 +2,7 @@ import AppHostManifest
 import AppHostProtocol
 import ArgumentParser
 import Foundation
+import HostConfig
 import Plugins
 import Host
 

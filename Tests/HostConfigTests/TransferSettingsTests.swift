@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import AppHostProtocol
+import AppHostProtocol
+@testable import HostConfig
 
 /// The `"transfers"` object of the host config file: the transfer daemon's settings.
 @Suite("Host config: transfers")
