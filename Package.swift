@@ -147,6 +147,13 @@ let package = Package(
             ],
             path: "Benchmarks/apphost-bench"
         ),
+        // The transfer daemon's command line, typed (swift-argument-parser): the daemon
+        // parses it, the host renders it (`arguments`). Not in AppHostProtocol, which apps
+        // link (decision 0038).
+        .target(
+            name: "TransferOptions",
+            dependencies: ["AppHostProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // The shared background-transfer daemon (iOS's background URLSession).
         .target(
             name: "TransferCore",
@@ -175,6 +182,9 @@ let package = Package(
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppHostManifestTests", dependencies: ["AppHostManifest", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "TransferOptionsTests", dependencies: [
+            "TransferOptions", "AppHostProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostManifest", "HostConfig", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
