@@ -64,6 +64,8 @@ let package = Package(
                 "Plugins",
                 "AppHostSystem",
                 "Snapshots",
+                // The transfer daemon's command line, rendered to start it.
+                "TransferOptions",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -160,6 +162,8 @@ let package = Package(
             dependencies: [
                 // AppHostSystem's wrappers (WriteBack, BeneathPath), never the C shim directly.
                 "AppHostProtocol", "AppHostSystem",
+                // Its configuration from its command line.
+                "TransferOptions",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -171,7 +175,16 @@ let package = Package(
                 .product(name: "HeapModule", package: "swift-collections"),
             ]
         ),
-        .executableTarget(name: "apphost-transferd", dependencies: ["TransferCore", "AppHostProtocol", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),
+        // A thin @main command over TransferCore.
+        .executableTarget(
+            name: "apphost-transferd",
+            dependencies: [
+                "TransferCore", "TransferOptions",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         // App-switcher snapshots (issue 7): render a view tree, redact, PNG, privacy checks.
         .systemLibrary(name: "CFreeType", pkgConfig: "freetype2", providers: [.apt(["libfreetype-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
@@ -188,6 +201,7 @@ let package = Package(
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostManifest", "HostConfig", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
+                                                  "TransferOptions",
                                                   // PrivacyStoreTests write rows as another host left them.
                                                   .product(name: "GRDB", package: "GRDB.swift"),
                                                   // PushGatewayHTTPClientTests: a real HTTP/2 client over TLS.
@@ -227,7 +241,7 @@ let package = Package(
         .testTarget(
             name: "TransferTests",
             dependencies: [
-                "TransferCore", "AppHostProtocol", "AppHostSystem", "HTTPTestServer", "TestSupport",
+                "TransferCore", "TransferOptions", "AppHostProtocol", "AppHostSystem", "HTTPTestServer", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
                 // BodyWriterTests drive the writer from an event loop of their own.
                 .product(name: "NIOCore", package: "swift-nio"),

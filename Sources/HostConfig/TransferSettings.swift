@@ -1,6 +1,7 @@
 import Foundation
 
-/// The transfer daemon's settings from the host config (`"transfers": {...}`).
+/// The transfer daemon's settings from the host config (`"transfers": {...}`); nil leaves the
+/// daemon's default. The host starts the daemon with them (`TransferDaemonOptions`).
 public struct TransferSettings: Sendable, Equatable {
     /// A PEM file of CAs trusted besides the system store (a test server's own CA).
     public var extraCA: String?
@@ -46,16 +47,5 @@ public struct TransferSettings: Sendable, Equatable {
             }
         }
         return t
-    }
-
-    /// The daemon's command-line options for these settings.
-    public var daemonArguments: [String] {
-        var a: [String] = []
-        if let extraCA { a += ["--extra-ca", extraCA] }
-        if let perHost { a += ["--per-host", String(perHost)] }
-        if let maxConcurrent { a += ["--max-concurrent", String(maxConcurrent)] }
-        if let retryBase { a += ["--retry-base", String(retryBase)] }
-        if let maxAttempts { a += ["--max-attempts", String(maxAttempts)] }
-        return a
     }
 }
