@@ -85,6 +85,10 @@ build_module() {
         echo "fuzz: building $name failed (-sanitize=fuzzer needs the toolchain's clang_rt.fuzzer)" >&2
         exit 1
     fi
+    # swiftc leaves an object whose bytes did not change as it was: without this, a module
+    # rebuilt after a change in a module it imports stayed older than that module's object,
+    # and was built again for every harness.
+    touch "$BUILD/$name.o"
 }
 
 build_harness() {
