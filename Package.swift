@@ -32,8 +32,15 @@ let package = Package(
             name: "CAppHostSys",
             linkerSettings: [.linkedLibrary("seccomp")]
         ),
-        // What host and app both need: IPC messages, frames, manifest model, codes.
+        // What host and app both need: IPC messages, frames, manifest model, codes. Every
+        // app links it: nothing that reads the host's own inputs (decision 0038).
         .target(name: "AppHostProtocol"),
+        // The host's reader of app bundles: Info.plist (build settings expanded),
+        // entitlements, .xcconfig files. Untrusted input, fuzzed (scripts/fuzz.sh).
+        .target(name: "AppHostManifest", dependencies: ["AppHostProtocol"]),
+        // The host's configuration file (`--config`): budgets, limits, identities, memory,
+        // transfers; durations and sizes as text.
+        .target(name: "HostConfig", dependencies: ["AppHostProtocol"]),
         // The run-loop stamp page's two words, stored and loaded atomically on a raw
         // pointer (shared memory): AppKitLess writes them, the host reads them.
         .target(name: "CAppHostStamp"),
@@ -52,9 +59,13 @@ let package = Package(
             name: "Host",
             dependencies: [
                 "AppHostProtocol",
+                "AppHostManifest",
+                "HostConfig",
                 "Plugins",
                 "AppHostSystem",
                 "Snapshots",
+                // The transfer daemon's command line, rendered to start it.
+                "TransferOptions",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -68,7 +79,8 @@ let package = Package(
             ]
         ),
         // One plugin per background mode behind one protocol, and their host side.
-        .target(name: "Plugins", dependencies: ["AppHostProtocol"]),
+        // AppHostManifest for the linter, HostConfig for durations as text.
+        .target(name: "Plugins", dependencies: ["AppHostProtocol", "AppHostManifest", "HostConfig"]),
         // The SDK apps link. Nothing of the host here but the protocol (and the stamp
         // page's atomics, which are part of it).
         .target(name: "AppKitLess", dependencies: ["AppHostProtocol", "CAppHostStamp"]),
@@ -78,7 +90,7 @@ let package = Package(
         .target(
             name: "Scenarios",
             dependencies: [
-                "Host", "AppHostProtocol", "AppHostSystem", "Plugins", "Snapshots",
+                "Host", "AppHostProtocol", "HostConfig", "AppHostSystem", "Plugins", "Snapshots",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -92,6 +104,8 @@ let package = Package(
                 "Scenarios",
                 "Plugins",
                 "AppHostProtocol",
+                "AppHostManifest",
+                "HostConfig",
                 "AppHostSystem",
                 "Snapshots",
                 // `demo` act 4: the loopback server the background download comes from.
@@ -121,7 +135,7 @@ let package = Package(
         .executableTarget(
             name: "apphost-bench",
             dependencies: [
-                "Host", "AppHostSystem", "AppHostProtocol", "Plugins",
+                "Host", "AppHostSystem", "AppHostProtocol", "HostConfig", "Plugins",
                 // `transfers`: the loopback server the daemon and both baselines fetch from.
                 "LoopbackHTTP",
                 // `snapshot`: render + redact + PNG encode.
@@ -135,12 +149,21 @@ let package = Package(
             ],
             path: "Benchmarks/apphost-bench"
         ),
+        // The transfer daemon's command line, typed (swift-argument-parser): the daemon
+        // parses it, the host renders it (`arguments`). Not in AppHostProtocol, which apps
+        // link (decision 0038).
+        .target(
+            name: "TransferOptions",
+            dependencies: ["AppHostProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // The shared background-transfer daemon (iOS's background URLSession).
         .target(
             name: "TransferCore",
             dependencies: [
                 // AppHostSystem's wrappers (WriteBack, BeneathPath), never the C shim directly.
                 "AppHostProtocol", "AppHostSystem",
+                // Its configuration from its command line.
+                "TransferOptions",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -152,7 +175,16 @@ let package = Package(
                 .product(name: "HeapModule", package: "swift-collections"),
             ]
         ),
-        .executableTarget(name: "apphost-transferd", dependencies: ["TransferCore", "AppHostProtocol", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]),
+        // A thin @main command over TransferCore.
+        .executableTarget(
+            name: "apphost-transferd",
+            dependencies: [
+                "TransferCore", "TransferOptions",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         // App-switcher snapshots (issue 7): render a view tree, redact, PNG, privacy checks.
         .systemLibrary(name: "CFreeType", pkgConfig: "freetype2", providers: [.apt(["libfreetype-dev"])]),
         .systemLibrary(name: "CPNG", pkgConfig: "libpng", providers: [.apt(["libpng-dev"])]),
@@ -161,9 +193,15 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(name: "SnapshotsTests", dependencies: ["Snapshots", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "AppHostManifestTests", dependencies: ["AppHostManifest", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "TransferOptionsTests", dependencies: [
+            "TransferOptions", "AppHostProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol", "TestSupport"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostManifest", "HostConfig", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
+                                                  "TransferOptions",
                                                   // PrivacyStoreTests write rows as another host left them.
                                                   .product(name: "GRDB", package: "GRDB.swift"),
                                                   // PushGatewayHTTPClientTests: a real HTTP/2 client over TLS.
@@ -175,7 +213,7 @@ let package = Package(
             "Scenarios", "Host", "AppHostProtocol", "AppHostSystem", "Snapshots", "TestSupport",
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
-        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol", "AppHostManifest", "TestSupport"]),
         // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO: the demo's download and the
         // transfer tests' server (resources with Range/If-Range, faults, a request log).
         .target(
@@ -203,7 +241,7 @@ let package = Package(
         .testTarget(
             name: "TransferTests",
             dependencies: [
-                "TransferCore", "AppHostProtocol", "AppHostSystem", "HTTPTestServer", "TestSupport",
+                "TransferCore", "TransferOptions", "AppHostProtocol", "AppHostSystem", "HTTPTestServer", "TestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
                 // BodyWriterTests drive the writer from an event loop of their own.
                 .product(name: "NIOCore", package: "swift-nio"),

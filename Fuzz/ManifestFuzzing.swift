@@ -1,7 +1,8 @@
 // The manifest reader under fuzzing: the bytes of an Info.plist go through the strict
 // reader (`readRaw` then `resolve`, as `apphost install` reads a bundle) and the lenient
 // one (`apphost lint`), which must agree as ManifestLenient.swift promises.
-@testable import AppHostProtocol
+@testable import AppHostManifest
+import AppHostProtocol
 import Foundation
 
 /// Settings as `apphost --setting` passes them, with references inside values, so that

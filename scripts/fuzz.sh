@@ -70,11 +70,13 @@ stale() {
 
 # Compiles module $1 from the sources after $2 into $BUILD/$1.o and its .swiftmodule,
 # with -enable-testing so that the harnesses can reach internal entry points
-# (@testable import). $2 is a file it depends on besides its sources, or "".
+# (@testable import). $2 is the files it depends on besides its sources (the objects of
+# the modules it imports, separated by spaces), or "".
 build_module() {
-    local name=$1 dependency=$2; shift 2
+    local name=$1 dependencies=$2; shift 2
     local sources=("$@")
-    stale "$BUILD/$name.o" "${sources[@]}" ${dependency:+"$dependency"} || return 0
+    # shellcheck disable=SC2086
+    stale "$BUILD/$name.o" "${sources[@]}" $dependencies || return 0
     echo "fuzz: building $name (sanitized)"
     if ! "$SWIFTC" "${SWIFT_FLAGS[@]}" -enable-testing -whole-module-optimization -module-name "$name" \
         -I "$BUILD" -emit-module -emit-module-path "$BUILD/$name.swiftmodule" -c -o "$BUILD/$name.o" \
@@ -83,6 +85,10 @@ build_module() {
         echo "fuzz: building $name failed (-sanitize=fuzzer needs the toolchain's clang_rt.fuzzer)" >&2
         exit 1
     fi
+    # swiftc leaves an object whose bytes did not change as it was: without this, a module
+    # rebuilt after a change in a module it imports stayed older than that module's object,
+    # and was built again for every harness.
+    touch "$BUILD/$name.o"
 }
 
 build_harness() {
@@ -94,10 +100,19 @@ build_harness() {
         manifest-*) sources+=(Fuzz/ManifestFuzzing.swift) ;;
         frame) sources+=(Fuzz/SeedMessages.swift) ;;
     esac
+    # The manifest reader, and the host config's text forms: the manifest targets read
+    # with the first, Plugins imports both (its linter, its durations).
+    case $t in
+        manifest-* | apns | mode-hub)
+            build_module AppHostManifest "$BUILD/AppHostProtocol.o" Sources/AppHostManifest/*.swift
+            objects+=("$BUILD/AppHostManifest.o")
+            ;;
+    esac
     case $t in
         apns | mode-hub)
-            build_module Plugins "$BUILD/AppHostProtocol.o" Sources/Plugins/*.swift
-            objects+=("$BUILD/Plugins.o")
+            build_module HostConfig "$BUILD/AppHostProtocol.o" Sources/HostConfig/*.swift
+            build_module Plugins "$BUILD/AppHostProtocol.o $BUILD/AppHostManifest.o $BUILD/HostConfig.o" Sources/Plugins/*.swift
+            objects+=("$BUILD/HostConfig.o" "$BUILD/Plugins.o")
             ;;
     esac
     [[ $t == mode-hub ]] && sources+=(Fuzz/SeedMessages.swift)

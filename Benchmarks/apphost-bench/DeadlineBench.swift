@@ -1,6 +1,7 @@
 import AppHostProtocol
 import Foundation
 import Host
+import HostConfig
 import NIOCore
 
 #if canImport(Glibc)

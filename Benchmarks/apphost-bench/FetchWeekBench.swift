@@ -2,6 +2,7 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import Host
+import HostConfig
 import Plugins
 import ArgumentParser
 

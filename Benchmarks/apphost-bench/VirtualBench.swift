@@ -5,6 +5,7 @@ import Host
 
 #if canImport(Glibc)
 import Glibc
+import HostConfig
 #endif
 
 /// Benchmark 5: virtual-clock throughput. N ProbeApps take turns in the foreground

@@ -1,4 +1,5 @@
 import AppHostProtocol
+import HostConfig
 import NIOCore
 import Synchronization
 

@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import HostConfig
 
 /// Settings of one host.
 public struct HostConfiguration: Sendable {

@@ -1,4 +1,5 @@
 import AppHostProtocol
+import HostConfig
 
 // The lifecycle's way home and back (Lifecycle.swift holds the table that calls these):
 // willResignActive, then — once it has returned — the background and didEnterBackground,

@@ -1,4 +1,5 @@
 import AppHostProtocol
+import HostConfig
 
 /// One app's lifecycle as a pure value: `handle(event) -> [Effect]`.
 ///

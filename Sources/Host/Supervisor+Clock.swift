@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import HostConfig
 import Logging
 import NIOCore
 import NIOPosix

@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import HostConfig
 import Logging
 
 /// The host's side of device memory: the footprints it read, who was used when, the

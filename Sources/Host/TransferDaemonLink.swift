@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import HostConfig
 import NIOCore
 import NIOPosix
 import Plugins

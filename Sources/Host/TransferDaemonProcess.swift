@@ -1,11 +1,13 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import HostConfig
 import NIOCore
 import NIOPosix
 import Plugins
 import Synchronization
 import SystemPackage
+import TransferOptions
 
 // The transfer daemon's process: found beside the host, started with the launcher,
 // restarted with a backoff after a crash, stopped with the host; and the NIO handler
@@ -54,10 +56,10 @@ extension Supervisor {
             defer { transfers.starting = nil }
             do {
                 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+                let options = TransferDaemonOptions(stateDirectory: dir, containers: configuration.containersDirectory,
+                                                    device: device, settings: configuration.transferSettings)
                 let settings = SpawnSettings(
-                    executablePath: path, arguments: [path, "--state-dir", dir, "--containers", configuration.containersDirectory,
-                                                     "--power", device.pluggedIn ? "plugged" : "battery",
-                                                     "--network", device.network.rawValue] + configuration.transferSettings.daemonArguments,
+                    executablePath: path, arguments: [path] + options.arguments,
                     environment: ["HOME": dir, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
                                   "APPHOST_TRANSFERD_FD": String(IPCProtocol.descriptor)],
                     workingDirectory: dir,
@@ -199,6 +201,23 @@ extension Supervisor {
 
     /// Waits until the transfer daemon has said it is ready (tests, `status`).
     public func transferDaemonIsReady() -> Bool { transfers.broker.ready }
+}
+
+extension TransferDaemonOptions {
+    /// What the host starts the daemon with: its folder, the apps' containers, the device
+    /// as it is now (later changes are sent as requests), and the config file's
+    /// `"transfers"` settings, where it has them (else the daemon's defaults).
+    init(stateDirectory: String, containers: String, device: DeviceState, settings: TransferSettings) {
+        self.init(stateDirectory: stateDirectory)
+        self.containers = containers
+        power = device.pluggedIn ? .plugged : .battery
+        network = device.network
+        extraCA = settings.extraCA
+        if let perHost = settings.perHost { self.perHost = perHost }
+        if let maxConcurrent = settings.maxConcurrent { self.maxConcurrent = maxConcurrent }
+        if let retryBase = settings.retryBase { self.retryBase = retryBase }
+        if let maxAttempts = settings.maxAttempts { self.maxAttempts = maxAttempts }
+    }
 }
 
 /// Reads the daemon's frames and forwards them to the supervisor's input.

@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import HostConfig
 
 /// `audio`: an audio session to the host's sink. With the mode, a backgrounded app
 /// that is playing keeps running; once it has stopped playing (or run out of

@@ -1,4 +1,5 @@
 import AppHostProtocol
+import HostConfig
 
 /// Device lock and data protection (`apphost device lock|unlock`): the apps running
 /// code hear `protectedDataWillBecomeUnavailable` / `protectedDataDidBecomeAvailable`,

@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import HostConfig
 
 /// `fetch`: background app refresh. An app sets a minimum interval
 /// (`setMinimumBackgroundFetchInterval`, default never); the scheduler wakes it, or

@@ -1,3 +1,4 @@
+import AppHostManifest
 import AppHostProtocol
 
 /// What `apphost lint` checks: a bundle's manifest as written and as read.

@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import HostConfig
 
 /// `processing`, and BGTaskScheduler for both kinds of task: app-refresh tasks (which
 /// need `fetch`) and processing tasks (which need `processing`).

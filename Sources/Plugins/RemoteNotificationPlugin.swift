@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import HostConfig
 
 /// `remote-notification`: pushes. Registration (`registerForRemoteNotifications`) needs
 /// the `aps-environment` entitlement. A visible push to the app in front reaches its

@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import HostConfig
 
 /// `voip`: a VoIP push registry and call reporting. A VoIP push (`apphost push --type
 /// voip`) wakes or launches the app; it must report an incoming call (CallKit) within

@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import HostConfig
 import Plugins
 import Yams
 

@@ -11,7 +11,8 @@ import NIOSSL
 import Glibc
 #endif
 
-/// The daemon's settings (command-line options of `apphost-transferd`).
+/// The daemon's settings: those of its command line (``init(_:)``, from `TransferDaemonOptions`)
+/// and those no option names (tests set them).
 public struct TransferDaemonConfiguration: Sendable {
     /// Holds `transfers.sqlite`.
     public var stateDirectory: String

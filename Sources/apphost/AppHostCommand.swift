@@ -1,8 +1,10 @@
+import AppHostManifest
 import AppHostProtocol
 import AppHostSystem
 import ArgumentParser
 import Foundation
 import Host
+import HostConfig
 import Logging
 import ServiceLifecycle
 

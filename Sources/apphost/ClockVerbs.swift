@@ -2,6 +2,7 @@ import AppHostProtocol
 import ArgumentParser
 import Foundation
 import Host
+import HostConfig
 
 extension AppHostCommand {
     struct ClockCommand: ParsableCommand {

@@ -3,6 +3,7 @@ import AppHostSystem
 import ArgumentParser
 import Foundation
 import Host
+import HostConfig
 import Scenarios
 
 extension AppHostCommand {

@@ -2,6 +2,7 @@ import AppHostProtocol
 import ArgumentParser
 import Foundation
 import Host
+import HostConfig
 import Scenarios
 import Logging
 import Snapshots

@@ -1,6 +1,8 @@
+import AppHostManifest
 import AppHostProtocol
 import ArgumentParser
 import Foundation
+import HostConfig
 import Plugins
 import Host
 

@@ -38,21 +38,6 @@ import Testing
         #expect(p.duration(.launch) == .zero)
     }
 
-    @Test func configFileKeysAreBudgetKeys() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("budgetkey-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let good = dir.appendingPathComponent("good.json").path
-        try #"{"budgets": {"voipReport": "3s", "backgroundTask": 45}}"#.write(toFile: good, atomically: true, encoding: .utf8)
-        let file = try HostConfigFile.load(path: good)
-        #expect(file.budgets == [.voipReport: 3, .backgroundTask: 45])
-        let p = try HostConfigFile.resolve(profile: nil, file: file)
-        #expect(p.duration(.voipReport) == .seconds(3) && p.name == "ios13+config")
-        let bad = dir.appendingPathComponent("bad.json").path
-        try #"{"budgets": {"voipreport": 3}}"#.write(toFile: bad, atomically: true, encoding: .utf8)
-        #expect(throws: BudgetError.self) { try HostConfigFile.load(path: bad) }
-    }
-
     @Test func everyKeyHasASourceNote() {
         for key in BudgetKey.allCases { #expect(!key.note.isEmpty) }
     }

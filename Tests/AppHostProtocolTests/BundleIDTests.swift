@@ -2,7 +2,8 @@ import AppHostProtocol
 import Foundation
 import Testing
 
-/// Bundle identifiers as a checked type, by the manifest reader's rule.
+/// Bundle identifiers as a checked type (the manifest reader checks by the same rule:
+/// AppHostManifestTests' `ManifestBundleIDTests`).
 @Suite struct BundleIDTests {
     @Test(arguments: ["com.example.App", "a", "com.example-1.x2", "A.B.C", String(repeating: "a", count: 155)])
     func wellFormed(text: String) throws {
@@ -23,26 +24,6 @@ import Testing
     @Test func tooLongIsCheckedFirst() {
         #expect(BundleID.problem(with: String(repeating: "a", count: 156)) == .tooLong(characters: 156))
         #expect(BundleID.problem(with: String(repeating: "/", count: 200)) == .tooLong(characters: 200))
-        #expect(BundleID.maximumLength == ManifestReader.maximumBundleIdentifierLength)
-    }
-
-    /// The manifest reader refuses exactly what the type refuses, with its own words.
-    @Test(arguments: ["com..example", String(repeating: "b", count: 156), "ok.id"])
-    func manifestReaderUsesTheSameRule(text: String) throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("bundleid-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let plist = dir.appendingPathComponent("Info.plist")
-        let data = try PropertyListSerialization.data(
-            fromPropertyList: ["CFBundleIdentifier": text, "CFBundleExecutable": "X"], format: .xml, options: 0)
-        try data.write(to: plist)
-        let read = Result { try ManifestReader.read(path: plist.path) }
-        switch read {
-        case .success:
-            #expect(BundleID(text) != nil)
-        case .failure(let error):
-            #expect("\(error)".contains("bundle identifier") == (BundleID(text) == nil), "\(error)")
-        }
     }
 
     /// Coded as the plain string; a malformed one is a DecodingError that says why.

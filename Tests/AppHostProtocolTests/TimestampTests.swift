@@ -40,3 +40,18 @@ import Testing
         }
     }
 }
+
+@Suite("Timestamps")
+struct TimestampTests {
+    /// Found by the frame fuzz target: far from 1970 a parsed date lost a millisecond on
+    /// every format/parse round trip (Fuzz/regressions/frame/far-future-timestamp.json).
+    @Test(arguments: ["22025-11-13T02:13:20.122Z", "2026-11-21T21:35:06.123Z", "1969-12-31T23:59:59.999Z", "2026-11-21T21:35:06.000Z"])
+    func aTimestampSurvivesRoundTrips(text: String) throws {
+        var s = text
+        for _ in 0..<5 {
+            let date = try #require(Timestamp.parse(s))
+            s = Timestamp.format(date)
+        }
+        #expect(s == text)
+    }
+}

@@ -1,28 +1,7 @@
 import Foundation
+import TestSupport
 import Testing
 @testable import AppHostProtocol
-
-/// A binary property list (`bplist00`) of `objects`, each already encoded with 1-byte
-/// object references; object 0 is the top. Offsets are 2 bytes.
-func binaryPlist(_ objects: [[UInt8]]) -> Data {
-    var out = Array("bplist00".utf8)
-    var offsets: [Int] = []
-    for object in objects {
-        offsets.append(out.count)
-        out += object
-    }
-    let table = out.count
-    for offset in offsets { out += [UInt8(offset >> 8), UInt8(offset & 0xff)] }
-    func u64(_ n: Int) -> [UInt8] { (0..<8).reversed().map { UInt8((n >> ($0 * 8)) & 0xff) } }
-    out += [0, 0, 0, 0, 0, 0, 2, 1] + u64(objects.count) + u64(0) + u64(table)
-    return Data(out)
-}
-
-/// An ASCII string object (under 256 bytes).
-func bplistString(_ s: String) -> [UInt8] {
-    let n = s.utf8.count
-    return (n < 15 ? [0x50 | UInt8(n)] : [0x5F, 0x10, UInt8(n)]) + Array(s.utf8)
-}
 
 @Suite("UntrustedPropertyList")
 struct UntrustedPropertyListTests {
@@ -44,31 +23,6 @@ struct UntrustedPropertyListTests {
         #expect(throws: UntrustedPropertyList.Refusal.self) { try UntrustedPropertyList.check(empty) }
     }
 
-    @Test func theManifestReadersSayWhyAndDoNotCrash() throws {
-        let error = #expect(throws: ManifestError.self) {
-            try ManifestReader.readRaw(data: Self.setInDictionary, displayPath: "Evil.app/Info.plist")
-        }
-        #expect(error?.code == .malformedPropertyList)
-        #expect(error?.description.hasPrefix("Evil.app/Info.plist: not a valid property list (binary property list holds a set") == true,
-                "\(String(describing: error))")
-        let lenient = ManifestReader.readLenient(data: Self.setInDictionary, displayPath: "Evil.app/Info.plist")
-        #expect(lenient.problems == [try #require(error)])
-        #expect(lenient.manifest == nil)
-
-        // The same through the file readers `apphost install`, `lint` and the bundle loader use.
-        try withTempDir { dir in
-            let app = (dir as NSString).appendingPathComponent("Evil.app")
-            try write(Self.setInDictionary, to: "Evil.app/Info.plist", in: dir)
-            try write(Self.setInDictionary, to: "Evil.app/Evil.entitlements", in: dir)
-            #expect(throws: ManifestError.self) { try ManifestReader.read(path: app) }
-            #expect(ManifestReader.readLenient(path: app).problems.first?.code == .malformedPropertyList)
-            let entitlements = #expect(throws: ManifestError.self) {
-                try Entitlements.read(path: (app as NSString).appendingPathComponent("Evil.entitlements"))
-            }
-            #expect(entitlements?.code == .malformedPropertyList)
-        }
-    }
-
     /// Trailer and table bytes, counted from the end of the file, set to a value the
     /// check cannot follow.
     @Test(arguments: [
@@ -87,8 +41,6 @@ struct UntrustedPropertyListTests {
         let read = try UntrustedPropertyList.object(from: binary)
         #expect(read.format == .binary)
         #expect((read.object as? [String: Any])?["CFBundleIdentifier"] as? String == "com.example.b")
-        let raw = try ManifestReader.readRaw(data: binary, displayPath: "B.app/Info.plist")
-        #expect(raw.format == .binary && raw.backgroundModes == [.audio])
 
         let xml = try PropertyListSerialization.data(fromPropertyList: values, format: .xml, options: 0)
         #expect(try UntrustedPropertyList.object(from: xml).format == .xml)

@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import HostConfig
 import TestSupport
 import Testing
 @testable import Host

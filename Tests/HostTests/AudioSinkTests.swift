@@ -1,5 +1,6 @@
 import AppHostProtocol
 import Foundation
+import HostConfig
 import TestSupport
 import Testing
 @testable import Host

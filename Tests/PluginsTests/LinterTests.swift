@@ -1,3 +1,4 @@
+import AppHostManifest
 import AppHostProtocol
 import Foundation
 import Testing

@@ -459,7 +459,7 @@ struct TransferDaemonTests {
     }
 
     /// `--event-loops` takes 1 to 64: outside that (or not a number) the daemon refuses
-    /// to start, with its usage and exit status 64, before touching NIO's singletons.
+    /// to start, with why, its usage and exit status 64, before touching NIO's singletons.
     @Test(arguments: ["0", "65", "-1", "many"])
     func eventLoopsOutOfBoundsAreRefused(value: String) async throws {
         let dir = try TempDir("loops-bad")
@@ -468,7 +468,9 @@ struct TransferDaemonTests {
                                             stderrPath: dir.path + "/stderr")
         #expect(await daemon.waitExit() == .exited(code: 64))
         let stderr = (try? String(contentsOfFile: dir.path + "/stderr", encoding: .utf8)) ?? ""
-        #expect(stderr.contains("bad --event-loops"), "stderr: \(stderr)")
+        let why = value == "many" ? "'many' is invalid for '--event-loops <n>'" : "--event-loops must be from 1 to 64, got \(value)"
+        #expect(stderr.contains(why), "stderr: \(stderr)")
+        #expect(stderr.contains("Usage: apphost-transferd [<options>] --state-dir <dir>"), "stderr: \(stderr)")
     }
 
     /// A restarted host offers its undelivered transfers again: one the daemon has is

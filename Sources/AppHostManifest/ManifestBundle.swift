@@ -1,3 +1,4 @@
+import AppHostProtocol
 import Foundation
 
 #if canImport(Glibc)

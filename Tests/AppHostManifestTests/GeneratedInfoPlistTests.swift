@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import AppHostProtocol
+import AppHostProtocol
+@testable import AppHostManifest
 
 /// Partial Info.plists of projects with `GENERATE_INFOPLIST_FILE`: the identity keys
 /// Xcode adds at build time come from build settings, as Xcode takes them.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import AppHostProtocol
+import AppHostProtocol
+@testable import AppHostManifest
 
 /// What a hostile Info.plist can make the readers spend: bounded by its length. Before
 /// the fixes, a 20 KB `CFBundleIdentifier` of nested references took minutes and over a

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import AppHostProtocol
+import AppHostProtocol
+@testable import AppHostManifest
 
 /// The real-world corpus: `$APPHOST_CORPUS`, or `../shared/corpus` beside the checkout.
 let corpusDirectory: String = {

@@ -1,3 +1,4 @@
+import AppHostProtocol
 import Foundation
 
 /// A manifest read as far as it goes, for `apphost lint`: every problem found (not only

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import AppHostProtocol
+import AppHostProtocol
+@testable import AppHostManifest
 
 /// The Xcode-like project in Tests/Fixtures/XcodeProject.
 let xcodeProjectFixture = URL(fileURLWithPath: #filePath)

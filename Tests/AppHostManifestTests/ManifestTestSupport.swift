@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import AppHostProtocol
+import AppHostProtocol
+@testable import AppHostManifest
 
 /// A fresh folder under the system temporary directory, removed when `body` returns.
 func withTempDir<T>(_ body: (String) throws -> T) throws -> T {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import AppHostProtocol
+import AppHostProtocol
+@testable import AppHostManifest
 
 @Suite("ManifestReader")
 struct ManifestReaderTests {

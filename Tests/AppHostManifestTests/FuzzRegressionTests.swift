@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import AppHostProtocol
+import AppHostProtocol
+@testable import AppHostManifest
 
 /// `Fuzz/regressions/<target>/`: inputs that once crashed a fuzz harness, kept as they
 /// were found (scripts/fuzz.sh also seeds the fuzzers with them).

@@ -1,3 +1,4 @@
+import AppHostProtocol
 import Foundation
 
 /// An Info.plist as written: the keys AppHost reads, type-checked, with build-setting
