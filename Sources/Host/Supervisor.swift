@@ -248,10 +248,14 @@ public actor Supervisor {
                 // stop alone: the frames held for the continue's word go now.
                 releaseHeldFrames(id)
                 runtimes[id]?.stopConfirmed = true
-                if takesTurns { quiescence.stopped(.init(app: id, instance: instance)) }
                 // Stopped, so alive: no OOM kill counted so far was of the app itself.
                 if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
                 feedObserved(id, .stopConfirmed, at: observed)
+                // Quiet without a probe only if the stop stands: a report taken late (kept for
+                // the app's turn) may come after the host continued the process again.
+                if takesTurns, runtimes[id]?.machine.state == .suspended, runtimes[id]?.heldForContinue == nil {
+                    quiescence.stopped(.init(app: id, instance: instance))
+                }
                 if runtimes[id]?.lockCheck == .awaitingStop { startLockCheck(id) }
             case .continued:
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
