@@ -64,6 +64,8 @@ public struct ScenarioRunner: Sendable {
         config.clock = .virtual
         config.virtualEpoch = scenario.epoch
         config.settleTimeout = scenario.settle
+        // Most scenarios use no background session: the daemon starts at the first request.
+        config.transferDaemonOnDemand = true
         config.profile = BudgetProfile.named(scenario.profile) ?? .default
         config.memory.device = scenario.deviceMemory
         var logger = Logger(label: "apphost.test")
@@ -137,13 +139,6 @@ struct ScenarioRun {
     }
 
     mutating func perform(into result: inout ScenarioResult) async {
-        // The transfer daemon's start and `ready` come first, so they do not land among
-        // the steps' events at whatever time the real process answers.
-        if let problem = await transferDaemonReady() {
-            result.status = .error
-            result.error = problem
-            return
-        }
         for app in scenario.apps where app.installFirst {
             do {
                 let installed = try await supervisor.install(path: app.bundle, settings: app.settings)
@@ -374,24 +369,6 @@ struct ScenarioRun {
                               seen: "the machine did not let the host see it exit within \(scenario.settle) of real time (the safety net)")
         }
         _ = try? await supervisor.advanceClock(by: .zero)
-    }
-
-    /// Waits (at most 30 s of real time) until the transfer daemon said it is ready, or
-    /// the host said it could not start it (then its warning stays in the log and the
-    /// scenario runs without background transfers). Nil when it may go on.
-    func transferDaemonReady() async -> String? {
-        guard await supervisor.configuration.transferDaemon else { return nil }
-        let (past, live, id) = await supervisor.subscribe(bundleIdentifier: nil)
-        defer { Task { [supervisor] in await supervisor.unsubscribe(id) } }
-        @Sendable func settled(_ e: HostEvent) -> Bool {
-            e.transfer == .daemonReady || (e.kind == .warning && e.cause.hasPrefix("transfer daemon not started"))
-        }
-        if past.contains(where: settled) { return nil }
-        let ready = await firstOf({
-            for await e in live where settled(e) { return true }
-            return false
-        }, limit: .seconds(30)) ?? false
-        return ready ? nil : "the private host's transfer daemon did not get ready within 30 s"
     }
 
     /// The last events of the scenario's apps, one a line.

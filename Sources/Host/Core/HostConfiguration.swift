@@ -38,6 +38,10 @@ public struct HostConfiguration: Sendable {
     public var backgroundRefreshRestricted = false
     /// Start the shared transfer daemon (`apphost-transferd`) for background URLSession.
     public var transferDaemon = true
+    /// Start it at the first background-session request rather than at host start (unless
+    /// transfers are left from a host before): a scenario's private host, which most often
+    /// never uses it, then does not pay for its start. Off for `apphost daemon`.
+    public var transferDaemonOnDemand = false
     /// The transfer daemon's settings (extra CA, connection limits, retries).
     public var transferSettings = TransferSettings()
     /// Resource limits per app (open files, processes, file size, memory).

@@ -12,7 +12,9 @@ extension Supervisor {
 
     /// Consumes inputs until ``finish()``; call once.
     public func run() async {
-        startTransferDaemon()
+        if !configuration.transferDaemonOnDemand || !transfers.broker.records.isEmpty {
+            startTransferDaemon()
+        }
         applyDataProtectionAtStart()
         for await item in inputs {
             stepDepth += 1

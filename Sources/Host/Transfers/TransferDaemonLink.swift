@@ -146,6 +146,12 @@ extension Supervisor {
     /// is sent here (at once, or once a new session or task is written).
     func transferRequest(_ request: ServiceRequest, id requestID: UInt64, from app: String) -> Bool {
         guard TransferBroker.handles(request) else { return false }
+        // On demand: the first request starts the daemon (its start and `ready` take the
+        // daemon's turn, so a scenario's log has them at the same place every run).
+        if configuration.transferDaemonOnDemand, transfers.child == nil, transfers.starting == nil, !transfers.daemonStarting,
+           transfers.unavailable == nil {
+            startTransferDaemon()
+        }
         switch request {
         case .urlSessionStartTask, .urlSessionResumeTask, .urlSessionCreate:
             break
