@@ -70,7 +70,7 @@ struct VirtualBench {
             var pids: [String: Int32] = [:]
             for id in ids {
                 pids[id] = try await supervisor.launch(try BundleID(validating: id), background: true, arguments: Self.arguments)
-                await supervisor.waitUntil(id, is: .suspended)
+                await supervisor.waitUntil(try BundleID(validating: id), is: .suspended)
             }
             run.setupSeconds = seconds(clock.now - s0)
 
@@ -141,7 +141,7 @@ struct VirtualBench {
             let status = try await supervisor.status(nil)
             run.suspendedAtEnd = status.filter { $0.state == .suspended }.count
             run.inStateT = pids.values.filter { (try? ProcStat.read(pid: $0).state) == "T" }.count
-            run.samePids = status.filter { $0.pid != nil && pids[$0.bundleIdentifier] == $0.pid }.count
+            run.samePids = status.filter { $0.pid != nil && pids[$0.bundleIdentifier.rawValue] == $0.pid }.count
             let reports = try await supervisor.reports(nil)
             run.reports = reports.count
             for r in reports { run.reportReasons[r.reason, default: 0] += 1 }
@@ -253,7 +253,7 @@ struct EventTally {
 
     mutating func add(_ e: HostEvent) {
         events += 1
-        let app = e.bundleIdentifier ?? ""
+        let app = e.bundleIdentifier?.rawValue ?? ""
         switch e.kind {
         case .transition:
             counts.transitions += 1

@@ -66,7 +66,7 @@ public enum ControlResponse: Codable, Sendable, Equatable {
     /// One app of a ``ControlRequest/list`` answer.
     case app(InstalledApp)
     /// `wasRunning`: the app was already running, so it kept its process (and arguments).
-    case launched(bundleIdentifier: String, pid: Int32, wasRunning: Bool)
+    case launched(bundleIdentifier: BundleID, pid: Int32, wasRunning: Bool)
     /// One app of a ``ControlRequest/status(bundleIdentifier:)`` answer.
     case appStatus(AppStatus)
     case event(HostEvent)
@@ -120,7 +120,7 @@ public struct InstalledApp: Codable, Sendable, Equatable {
         return app
     }
 
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     public var name: String
     public var bundlePath: String
     public var executablePath: String
@@ -133,7 +133,7 @@ public struct InstalledApp: Codable, Sendable, Equatable {
     /// shared containers it may read and write (nil: none, or installed before they were kept).
     public var applicationGroups: [String]?
 
-    public init(bundleIdentifier: String, name: String, bundlePath: String, executablePath: String,
+    public init(bundleIdentifier: BundleID, name: String, bundlePath: String, executablePath: String,
                 backgroundModes: [BackgroundMode], installedAt: Date, manifest: Manifest, entitlements: [String]? = nil,
                 applicationGroups: [String]? = nil) {
         self.entitlements = entitlements
@@ -150,7 +150,7 @@ public struct InstalledApp: Codable, Sendable, Equatable {
 
 /// One app's current state (`apphost status --json` prints an array of these).
 public struct AppStatus: Codable, Sendable, Equatable {
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     public var state: AppState
     public var pid: Int32?
     public var since: Date
@@ -181,7 +181,7 @@ public struct AppStatus: Codable, Sendable, Equatable {
         return out
     }
 
-    public init(bundleIdentifier: String, state: AppState, pid: Int32?, since: Date, backgroundTasks: [String],
+    public init(bundleIdentifier: BundleID, state: AppState, pid: Int32?, since: Date, backgroundTasks: [String],
                 activities: [String] = [], isFrontmost: Bool, footprint: UInt64? = nil) {
         self.footprint = footprint
         self.activities = activities
@@ -231,7 +231,7 @@ public struct HostEvent: Codable, Sendable, Equatable {
     public var seq: UInt64
     public var time: Date
     public var kind: Kind
-    public var bundleIdentifier: String?
+    public var bundleIdentifier: BundleID?
     public var pid: Int32?
     public var from: AppState?
     public var to: AppState?
@@ -325,7 +325,7 @@ public struct HostEvent: Codable, Sendable, Equatable {
         }
     }
 
-    public init(seq: UInt64, time: Date, kind: Kind, bundleIdentifier: String? = nil, pid: Int32? = nil,
+    public init(seq: UInt64, time: Date, kind: Kind, bundleIdentifier: BundleID? = nil, pid: Int32? = nil,
                 from: AppState? = nil, to: AppState? = nil, cause: String, mode: String? = nil, fields: Fields = Fields()) {
         self.callback = fields.callback
         self.signal = fields.signal
@@ -386,14 +386,14 @@ public enum TransferNote: String, Codable, Sendable, CaseIterable {
 /// A picture of the screen (`apphost io screenshot`): the app in front, drawn as it is.
 public struct ScreenshotInfo: Codable, Sendable, Equatable {
     /// The app pictured.
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     /// The PNG, in the state directory's `screenshots/` (the latest few are kept).
     public var png: String
     public var time: Date
     public var width: Int
     public var height: Int
 
-    public init(bundleIdentifier: String, png: String, time: Date, width: Int, height: Int) {
+    public init(bundleIdentifier: BundleID, png: String, time: Date, width: Int, height: Int) {
         self.bundleIdentifier = bundleIdentifier
         self.png = png
         self.time = time

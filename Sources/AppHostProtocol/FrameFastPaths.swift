@@ -217,7 +217,7 @@ extension Frame {
     /// status of every app is one frame each: at 1,000 apps the generic coder made it
     /// 15 ms, most of it reflection).
     public static func encode(_ response: ControlResponse) throws -> [UInt8] {
-        guard case .appStatus(let s) = response, FastString.isPlain(s.bundleIdentifier),
+        guard case .appStatus(let s) = response, FastString.isPlain(s.bundleIdentifier.rawValue),
               s.backgroundTasks.allSatisfy(FastString.isPlain), s.activities.allSatisfy(FastString.isPlain) else {
             return try genericEncode(response)
         }
@@ -238,7 +238,7 @@ extension Frame {
         payload += #","backgroundTasks":"#.utf8
         strings(s.backgroundTasks, into: &payload)
         payload += #","bundleIdentifier":""#.utf8
-        payload += s.bundleIdentifier.utf8
+        payload += s.bundleIdentifier.rawValue.utf8
         payload.append(UInt8(ascii: "\""))
         payload += #","footprint":"#.utf8
         payload += (s.footprint.map { String($0) } ?? "null").utf8

@@ -26,7 +26,7 @@ extension HostEvent {
         if let band { key("band"); string(band) }
         if let began { key("began"); bool(began) }
         if let bgTask { key("bgTask"); string(bgTask) }
-        if let bundleIdentifier { key("bundleIdentifier"); string(bundleIdentifier) }
+        if let bundleIdentifier { key("bundleIdentifier"); string(bundleIdentifier.rawValue) }
         if let callback { key("callback"); string(callback) }
         key("cause"); string(cause)
         if let confirmed { key("confirmed"); bool(confirmed) }

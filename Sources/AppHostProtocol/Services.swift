@@ -459,7 +459,7 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
 /// simulated worlds (location, BLE, accessories).
 public enum ModeCommand: Codable, Sendable, Equatable {
     /// `apphost privacy grant|revoke|reset <service> [<id>]`.
-    case privacy(action: PrivacyAction, service: PrivacyScope, bundleIdentifier: String?)
+    case privacy(action: PrivacyAction, service: PrivacyScope, bundleIdentifier: BundleID?)
     /// `apphost location set <lat>,<lon>`.
     case locationSet(LocationFix)
     /// `apphost location route <file.gpx>`: fixes played on the host clock, one every
@@ -468,7 +468,7 @@ public enum ModeCommand: Codable, Sendable, Equatable {
     /// `apphost location clear`: no fix, stop a route.
     case locationClear
     /// `apphost push --type voip <id> <payload>`.
-    case voipPush(bundleIdentifier: String, payload: String)
+    case voipPush(bundleIdentifier: BundleID, payload: String)
     /// `apphost ble add`: a peripheral appears and advertises.
     case bleAdd(BLEPeripheral)
     /// `apphost ble load <world.json>`: replace the simulated peripherals.
@@ -489,7 +489,7 @@ public enum ModeCommand: Codable, Sendable, Equatable {
     case accessoryList
 
     /// `apphost settings background-refresh [<id>] on|off` (nil: the global switch).
-    case settingsBackgroundRefresh(bundleIdentifier: String?, on: Bool)
+    case settingsBackgroundRefresh(bundleIdentifier: BundleID?, on: Bool)
     /// `apphost settings low-power on|off`.
     case settingsLowPower(Bool)
     /// `apphost settings show`.
@@ -506,15 +506,15 @@ public enum ModeCommand: Codable, Sendable, Equatable {
     /// as the kernel would report it (`normal` hands it back to the computed level).
     case deviceMemory(MemoryPressureLevel)
     /// `apphost fetch <id>`: one background fetch now (Xcode's Simulate Background Fetch).
-    case fetchNow(bundleIdentifier: String)
+    case fetchNow(bundleIdentifier: BundleID)
     /// `apphost fetch schedule`: every app's next fetch and why.
     case fetchSchedule
     /// `apphost bgtask run <id> <identifier>` (`_simulateLaunchForTaskWithIdentifier`).
-    case bgTaskRun(bundleIdentifier: String, identifier: String)
+    case bgTaskRun(bundleIdentifier: BundleID, identifier: String)
     /// `apphost bgtask expire <id> <identifier>` (`_simulateExpirationForTaskWithIdentifier`).
-    case bgTaskExpire(bundleIdentifier: String, identifier: String)
+    case bgTaskExpire(bundleIdentifier: BundleID, identifier: String)
     /// `apphost bgtask list [<id>]`: pending and running tasks and what they wait for.
-    case bgTaskList(bundleIdentifier: String?)
+    case bgTaskList(bundleIdentifier: BundleID?)
     /// `apphost push <id> <file>` and the push gateway: a remote notification.
     case push(PushRequest)
 }
@@ -526,7 +526,7 @@ public enum DeviceNetwork: String, Codable, Sendable, CaseIterable {
 
 /// A remote notification on its way to an app, as APNs gets it.
 public struct PushRequest: Codable, Sendable, Equatable {
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     /// The JSON payload (an object with `aps`).
     public var payload: String
     /// `apns-push-type`: `alert`, `background`, `voip`, ...; nil: inferred from the payload.
@@ -542,7 +542,7 @@ public struct PushRequest: Codable, Sendable, Equatable {
     /// Where it came from, for events (`cli`, `gateway`).
     public var source: String
 
-    public init(bundleIdentifier: String, payload: String, pushType: String? = nil, priority: Int? = nil,
+    public init(bundleIdentifier: BundleID, payload: String, pushType: String? = nil, priority: Int? = nil,
                 collapseID: String? = nil, apnsID: String? = nil, expiration: Int? = nil, source: String = "cli") {
         self.bundleIdentifier = bundleIdentifier
         self.payload = payload

@@ -11,7 +11,7 @@ extension TransferJob {
     /// shape written directly.
     public var directJSON: [UInt8]? {
         guard headers.isEmpty, uploadFile == nil, resume == nil,
-              FastString.isPlain(bundleIdentifier), FastString.isPlain(session), FastString.isPlain(url),
+              FastString.isPlain(bundleIdentifier.rawValue), FastString.isPlain(session), FastString.isPlain(url),
               FastString.isPlain(method), FastString.isPlain(destination),
               let created = FastNumber.text(created), let timeout = FastNumber.text(timeoutForResource)
         else { return nil }
@@ -20,7 +20,7 @@ extension TransferJob {
         var out = Array(#"{"allowsCellularAccess":"#.utf8)
         out += (allowsCellularAccess ? "true" : "false").utf8
         out += #","bundleIdentifier":""#.utf8
-        out += bundleIdentifier.utf8
+        out += bundleIdentifier.rawValue.utf8
         out += #"","created":"#.utf8
         out += created.utf8
         out += #","destination":""#.utf8
@@ -114,7 +114,7 @@ extension FastReader {
     /// A job in exactly the shape ``TransferJob/directJSON`` writes.
     mutating func transferJob() -> TransferJob? {
         guard literal(#"{"allowsCellularAccess":"#), let cellular = bool(),
-              literal(#","bundleIdentifier":"#), let bundle = plainString(),
+              literal(#","bundleIdentifier":"#), let bundleText = plainString(), let bundle = BundleID(bundleText),
               literal(#","created":"#), let created = double(),
               literal(#","destination":"#), let destination = plainString(),
               literal(#","discretionary":"#), let discretionary = bool(),

@@ -13,7 +13,7 @@ public enum TransferKind: String, Codable, Sendable {
 public struct TransferJob: Codable, Sendable, Equatable {
     /// Unique across the host's life (the daemon's primary key).
     public var id: UInt64
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     /// The background session's identifier.
     public var session: String
     /// `URLSessionTask.taskIdentifier` within the session.
@@ -39,7 +39,7 @@ public struct TransferJob: Codable, Sendable, Equatable {
     /// A download that goes on from a cancelled one's partial file (`downloadTask(withResumeData:)`).
     public var resume: TransferResume?
 
-    public init(id: UInt64, bundleIdentifier: String, session: String, taskIdentifier: Int, kind: TransferKind,
+    public init(id: UInt64, bundleIdentifier: BundleID, session: String, taskIdentifier: Int, kind: TransferKind,
                 url: String, method: String = "GET", headers: [String: String] = [:], uploadFile: String? = nil,
                 destination: String, discretionary: Bool = false, allowsCellularAccess: Bool = true,
                 timeoutForResource: Double = 7 * 86400, created: Double, resume: TransferResume? = nil) {
@@ -99,7 +99,7 @@ public enum TransferRequest: Codable, Sendable, Equatable {
     /// when the server gave a validator and bytes arrived, else plain `cancelled`.
     case cancelProducingResumeData(id: UInt64)
     /// Cancel every transfer of an app (a user terminate).
-    case cancelApp(bundleIdentifier: String)
+    case cancelApp(bundleIdentifier: BundleID)
     /// Device conditions for discretionary and cellular rules.
     case conditions(pluggedIn: Bool, network: DeviceNetwork)
     /// Every transfer the daemon knows that has not been reported finished and acknowledged.

@@ -265,7 +265,7 @@ public enum Linter {
                 "the trace was not checked: CFBundleIdentifier did not resolve, so no app in it can be matched")]
         }
         let id = manifest.bundleIdentifier
-        let events = trace.filter { $0.bundleIdentifier == id }
+        let events = trace.filter { $0.bundleIdentifier?.rawValue == id }
         guard !events.isEmpty else {
             return [LintFinding(.warning, file: file, key: ManifestReader.bundleIdentifierKey,
                 "the trace has no events of \(id): nothing in it to judge the background modes by (was it installed under another id?)")]

@@ -45,7 +45,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         case completed, budgetExpired, forgotten
     }
     struct State: PluginState {
-        var apps: [String: App] = [:]
+        var apps: [BundleID: App] = [:]
         var nextID: UInt64 = 0
         init() {}
     }
@@ -59,7 +59,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
 
     // MARK: requests
 
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
         switch request {
         case .registerForRemoteNotifications:
@@ -113,7 +113,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
     }
 
     /// Notes how push `id` ended (the latest ``rememberedEnds`` per app).
-    static func remember(_ id: UInt64, _ how: Ended, app: String, _ ctx: ModeContext) {
+    static func remember(_ id: UInt64, _ how: Ended, app: BundleID, _ ctx: ModeContext) {
         ctx.update(State.self) { s in
             s.apps[app, default: App()].ended.append((id, how))
             let extra = (s.apps[app]?.ended.count ?? 0) - rememberedEnds
@@ -230,7 +230,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         }
     }
 
-    private func deliver(_ request: PushRequest, _ payload: APNsPayload, _ app: String, _ ctx: ModeContext, why: String) {
+    private func deliver(_ request: PushRequest, _ payload: APNsPayload, _ app: BundleID, _ ctx: ModeContext, why: String) {
         let id = nextID(ctx)
         ctx.update(State.self) { $0.apps[app, default: App()].outstanding[id] = ctx.now }
         ctx.emit(.beginActivity(app: app, name: Self.activity(id)))
@@ -242,7 +242,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
 
     // MARK: events
 
-    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+    public func timerFired(_ name: String, app: BundleID?, in ctx: ModeContext) {
         guard let app, name.hasPrefix("budget/"), let id = UInt64(name.dropFirst("budget/".count)),
               ctx.state(State.self).apps[app]?.outstanding[id] != nil else { return }
         ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
@@ -251,7 +251,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
                        reason: "didReceiveRemoteNotification did not call its completion handler within the push budget of \(DurationText.format(ctx.profile.silentPush))"))
     }
 
-    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
+    public func appMoved(_ app: BundleID, from: AppState, to: AppState, in ctx: ModeContext) {
         guard to == .active, let held = ctx.state(State.self).apps[app]?.held else { return }
         ctx.update(State.self) { $0.apps[app]?.held = nil }
         guard let payload = try? APNsPayload.parse(Data(held.request.payload.utf8)) else { return }
@@ -259,7 +259,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         deliver(held.request, payload, app, ctx, why: "held silent push, on coming to the foreground")
     }
 
-    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+    public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         let (outstanding, dropped) = ctx.update(State.self) { s -> ([UInt64], Bool) in
             let ids = Array((s.apps[app]?.outstanding ?? [:]).keys)
             s.apps[app]?.outstanding = [:]
@@ -276,13 +276,13 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         if dropped { ctx.emit(.note(app: app, "held silent push dropped: the user terminated the app")) }
     }
 
-    public func userLaunched(_ app: String, in ctx: ModeContext) {
+    public func userLaunched(_ app: BundleID, in ctx: ModeContext) {
         // Read first: most launches change nothing (an update writes the state back).
         guard ctx.state(State.self).apps[app]?.userTerminated == true else { return }
         ctx.update(State.self) { $0.apps[app]?.userTerminated = false }
     }
 
-    public func appInstalled(_ app: String, in ctx: ModeContext) {
+    public func appInstalled(_ app: BundleID, in ctx: ModeContext) {
         ctx.update(State.self) { _ = $0.apps.removeValue(forKey: app) }
     }
 }

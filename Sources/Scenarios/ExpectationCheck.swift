@@ -72,7 +72,7 @@ struct ExpectationCheck {
             }
         }
         if !a.printed.isEmpty {
-            let log = Self.tail(of: await supervisor.logPath(of: id.rawValue))
+            let log = Self.tail(of: await supervisor.logPath(of: id))
             for match in a.printed where !log.split(separator: "\n").contains(where: { match.holds(String($0)) }) {
                 let last = log.split(separator: "\n").suffix(3).joined(separator: " | ")
                 return .init(expected: "\(a.alias) printed a line \(match)", seen: log.isEmpty ? "it printed nothing" : "its last lines: \(last)")
@@ -80,7 +80,7 @@ struct ExpectationCheck {
         }
         if !a.snapshotShows.isEmpty || !a.snapshotHides.isEmpty {
             await supervisor.waitForSnapshots()
-            guard let taken = await supervisor.takenSnapshots(id.rawValue).last else {
+            guard let taken = await supervisor.takenSnapshots(id).last else {
                 return .init(expected: "a snapshot of \(a.alias)", seen: "none taken")
             }
             guard let drawing = taken.drawing else {
@@ -96,7 +96,7 @@ struct ExpectationCheck {
             }
         }
         if let refresh = a.backgroundRefreshStatus {
-            let seen = await supervisor.backgroundRefreshStatus(id.rawValue)
+            let seen = await supervisor.backgroundRefreshStatus(id)
             if seen != refresh {
                 return .init(expected: "\(a.alias)'s backgroundRefreshStatus \(refresh)", seen: seen)
             }
@@ -154,7 +154,7 @@ struct ExpectationCheck {
         defer { Task { [supervisor] in await supervisor.unsubscribe(sub.id) } }
         let all = Array(sub.past)
         for want in expected {
-            let id = try want.alias.map { alias throws in try run.id(alias).rawValue }
+            let id = try want.alias.map { alias throws in try run.id(alias) }
             let matching = all.filter { e in
                 (want.kind.map { $0 == e.kind } ?? true)
                     && (id.map { $0 == e.bundleIdentifier } ?? true)

@@ -63,7 +63,7 @@ struct HTMLPage {
         out += "<table class=\"events\">\n<tr><th>#</th><th>Time</th><th>+</th><th>App</th><th>Kind</th><th>What</th><th>Cause</th></tr>\n"
         for e in shown {
             out += "<tr><td class=\"num\">\(e.seq)</td><td>\(Timestamp.format(e.time))</td><td class=\"num\">\(TimeText.offset(e.time.timeIntervalSince(first)))</td>"
-                + "<td>\(Escape.line(e.bundleIdentifier ?? "host", limit: 160))\(e.pid.map { " [\($0)]" } ?? "")</td><td>\(e.kind.rawValue)</td>"
+                + "<td>\(Escape.line(e.bundleIdentifier?.rawValue ?? "host", limit: 160))\(e.pid.map { " [\($0)]" } ?? "")</td><td>\(e.kind.rawValue)</td>"
                 + "<td>\(Escape.line(what(e), limit: 160))</td><td>\(Escape.line(e.cause))</td></tr>\n"
         }
         return out + "</table>\n"

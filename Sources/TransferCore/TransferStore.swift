@@ -97,7 +97,7 @@ final class TransferStore: Sendable {
                         INSERT OR IGNORE INTO transfer (id, bundleIdentifier, job, state, partPath)
                         VALUES (?, ?, ?, ?, ?)
                         """).execute(
-                    arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text, TransferState.queued.rawValue,
+                    arguments: [Int64(bitPattern: job.id), job.bundleIdentifier.rawValue, text, TransferState.queued.rawValue,
                                 job.destination + ".part"])
                 return db.changesCount > 0
             }

@@ -222,13 +222,13 @@ struct FrameFastPathTests {
     @Test func appStatusAnswersAreTheGenericBytes() throws {
         let since = Date(timeIntervalSince1970: 1_780_000_000.123)
         let statuses = [
-            AppStatus(bundleIdentifier: "com.example.a", state: .suspended, pid: 4242, since: since, backgroundTasks: [],
+            AppStatus(bundleIdentifier: testID("com.example.a"), state: .suspended, pid: 4242, since: since, backgroundTasks: [],
                       isFrontmost: false, footprint: 3_145_728),
-            AppStatus(bundleIdentifier: "com.example.b", state: .notRunning, pid: nil, since: Date(timeIntervalSince1970: 0),
+            AppStatus(bundleIdentifier: testID("com.example.b"), state: .notRunning, pid: nil, since: Date(timeIntervalSince1970: 0),
                       backgroundTasks: [], isFrontmost: false),
-            AppStatus(bundleIdentifier: "com.example.c", state: .background, pid: 7, since: since,
+            AppStatus(bundleIdentifier: testID("com.example.c"), state: .background, pid: 7, since: since,
                       backgroundTasks: ["upload", "#3", "a/b"], activities: ["audio playback"], isFrontmost: false, footprint: 0),
-            AppStatus(bundleIdentifier: "com.example.d", state: .active, pid: 1, since: Date(timeIntervalSince1970: -1.5),
+            AppStatus(bundleIdentifier: testID("com.example.d"), state: .active, pid: 1, since: Date(timeIntervalSince1970: -1.5),
                       backgroundTasks: [], isFrontmost: true, footprint: .max),
         ]
         for status in statuses {
@@ -240,7 +240,7 @@ struct FrameFastPathTests {
             #expect(try Frame.encode(back) == (try Frame.encode(response)), "reads back")
         }
         // Strings that need escaping, and other answers, take the generic way.
-        let escaped = ControlResponse.appStatus(AppStatus(bundleIdentifier: "com.example.e", state: .background, pid: 2, since: since,
+        let escaped = ControlResponse.appStatus(AppStatus(bundleIdentifier: testID("com.example.e"), state: .background, pid: 2, since: since,
                                                           backgroundTasks: ["say \"hi\"", "é"], isFrontmost: false))
         #expect(try Frame.encode(escaped) == (try Frame.genericEncode(escaped)))
         #expect(try Frame.encode(ControlResponse.end) == (try Frame.genericEncode(ControlResponse.end)))

@@ -18,7 +18,7 @@ struct HostEventJSONTests {
     @Test func everyFieldAndNone() throws {
         let t = Date(timeIntervalSince1970: 1_764_000_000.123)
         try same(HostEvent(seq: 1, time: t, kind: .hostStarted, cause: "host started"))
-        try same(HostEvent(seq: .max, time: t, kind: .transition, bundleIdentifier: "com.example.app", pid: .min,
+        try same(HostEvent(seq: .max, time: t, kind: .transition, bundleIdentifier: testID("com.example.app"), pid: .min,
                            from: .background, to: .suspended, cause: "no assertion left (SIGSTOP)", mode: "audio",
                            fields: .init(callback: "didEnterBackground", signal: "SIGSTOP", confirmed: false, task: -7,
                                          taskName: "upload/1", began: true, transfer: .heldForNextLaunch,
@@ -36,7 +36,7 @@ struct HostEventJSONTests {
         // Device memory: a level change, a warning, a jetsam decision.
         try same(HostEvent(seq: 11, time: t, kind: .memory, cause: "memory pressure normal → warning",
                            fields: .init(footprint: 0, pressure: "warning")))
-        try same(HostEvent(seq: 12, time: t, kind: .memory, bundleIdentifier: "com.x", pid: 7, cause: "jetsam",
+        try same(HostEvent(seq: 12, time: t, kind: .memory, bundleIdentifier: testID("com.x"), pid: 7, cause: "jetsam",
                            fields: .init(callback: "didReceiveMemoryWarning", fetch: 1, footprint: .max, pressure: "critical", band: "suspended")))
         for kind in [HostEvent.Kind.callback, .signal, .backgroundTask, .service, .snapshot, .modeRefused] {
             for note in TransferNote.allCases {
@@ -51,7 +51,7 @@ struct HostEventJSONTests {
     @Test func everyByteAndCharacterInStrings() throws {
         let t = Date(timeIntervalSince1970: 0)
         let ascii = String(decoding: (0..<128).map { UInt8($0) }, as: UTF8.self)
-        try same(HostEvent(seq: 1, time: t, kind: .warning, bundleIdentifier: ascii, cause: ascii, mode: "a/b\\c\"d",
+        try same(HostEvent(seq: 1, time: t, kind: .warning, bundleIdentifier: testID("A-Z.a-z.0-9"), cause: ascii, mode: "a/b\\c\"d",
                            fields: .init(taskName: ascii, session: ascii)))
         let unicode = "é ü 日本 🚀 \u{2028}\u{2029}\u{7F}\u{FEFF} \u{0}end"
         try same(HostEvent(seq: 2, time: t, kind: .service, cause: unicode, fields: .init(callback: unicode)))

@@ -170,7 +170,7 @@ struct MatrixWorld {
     let host: TestHost
     let row: MatrixCase
     var supervisor: Supervisor { host.supervisor }
-    var id: String { "com.matrix.\(row.mode.rawValue).\(row.declared ? "d" : "u").\(row.background ? "bg" : "fg")" }
+    var id: BundleID { "com.matrix.\(row.mode.rawValue).\(row.declared ? "d" : "u").\(row.background ? "bg" : "fg")" }
 
     func log() -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? "(no log)"

@@ -19,7 +19,7 @@ struct PolicyTests {
         _ = try await host.supervisor.advanceClock(by: .seconds(seconds))
     }
 
-    func state(_ host: TestHost, _ id: String) async throws -> AppState? {
+    func state(_ host: TestHost, _ id: BundleID) async throws -> AppState? {
         try await host.supervisor.status(id).first?.state
     }
 

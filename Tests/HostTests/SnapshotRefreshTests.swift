@@ -13,7 +13,7 @@ import Testing
        .enabled(if: bankBuilt && probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct SnapshotRefreshTests {
     /// Launches in front with `arguments`, sends it home; returns the didEnterBackground snapshot.
-    func launchAndSendHome(_ host: TestHost, _ id: String, _ arguments: [String]) async throws -> TakenSnapshot {
+    func launchAndSendHome(_ host: TestHost, _ id: BundleID, _ arguments: [String]) async throws -> TakenSnapshot {
         _ = try await host.supervisor.launch(id, background: false, arguments: arguments)
         try await host.waitUntil(id, is: .active)
         let mark = await host.supervisor.snapshotMark()
@@ -32,7 +32,7 @@ struct SnapshotRefreshTests {
 
     /// Waits for a `snapshot` event of `id` whose cause contains `reason`, after `mark`;
     /// returns the snapshots taken since `mark`.
-    func snapshots(_ host: TestHost, _ id: String, since mark: UInt64, reason: String) async -> [TakenSnapshot] {
+    func snapshots(_ host: TestHost, _ id: BundleID, since mark: UInt64, reason: String) async -> [TakenSnapshot] {
         _ = await host.waitForEvent(id) { $0.kind == .snapshot && $0.cause.contains("(\(reason)") }
         await host.supervisor.waitForSnapshots()
         return await host.supervisor.takenSnapshots(id, since: mark)

@@ -8,7 +8,7 @@ import Testing
 /// out; no process, no database, no daemon.
 @Suite("Transfer broker")
 struct TransferBrokerTests {
-    static let app = "com.example.app"
+    static let app: BundleID = "com.example.app"
     static let session = "s"
 
     /// A world in which the app is in `state` (running code unless not running or suspended).

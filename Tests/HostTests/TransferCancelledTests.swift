@@ -100,7 +100,7 @@ struct TransferCancelledTests {
     }
 
     @Test func aRestartedHostRestoresThemForInstalledAppsWithinTheBound() {
-        func row(_ id: UInt64, _ app: String, task: Int) -> CancelledTransfer {
+        func row(_ id: UInt64, _ app: BundleID, task: Int) -> CancelledTransfer {
             CancelledTransfer(id: id, bundleIdentifier: app, session: Self.session, taskIdentifier: task, kind: .download, url: "http://h/\(task)",
                               reason: .userForceQuitApplication, sent: true)
         }

@@ -12,14 +12,14 @@ struct EventScript {
     var start = ScenarioDefaults.epoch
     private var seq: UInt64 = 0
 
-    mutating func add(_ at: Double, _ kind: HostEvent.Kind, _ app: String?, from: AppState? = nil, to: AppState? = nil,
+    mutating func add(_ at: Double, _ kind: HostEvent.Kind, _ app: BundleID?, from: AppState? = nil, to: AppState? = nil,
                       cause: String = "", mode: String? = nil, fields: HostEvent.Fields = .init()) {
         seq += 1
         events.append(HostEvent(seq: seq, time: start.addingTimeInterval(at), kind: kind, bundleIdentifier: app, pid: app == nil ? nil : 4242,
                                 from: from, to: to, cause: cause, mode: mode, fields: fields))
     }
 
-    mutating func move(_ at: Double, _ app: String, _ from: AppState, _ to: AppState, _ cause: String = "") {
+    mutating func move(_ at: Double, _ app: BundleID, _ from: AppState, _ to: AppState, _ cause: String = "") {
         add(at, .transition, app, from: from, to: to, cause: cause.isEmpty ? "\(from.rawValue) to \(to.rawValue)" : cause)
     }
 

@@ -326,7 +326,7 @@ func peakRSSKiB(_ pid: Int32) -> Int? {
 }
 
 func job(_ id: UInt64, url: String, destination: String, kind: TransferKind = .download,
-         method: String = "GET", uploadFile: String? = nil, app: String = "com.example.t") -> TransferJob {
+         method: String = "GET", uploadFile: String? = nil, app: BundleID = "com.example.t") -> TransferJob {
     TransferJob(id: id, bundleIdentifier: app, session: "bg", taskIdentifier: Int(id), kind: kind,
                 url: url, method: method, uploadFile: uploadFile, destination: destination,
                 created: Date().timeIntervalSince1970)

@@ -1,3 +1,4 @@
+import AppHostProtocol
 import Foundation
 import Plugins
 
@@ -21,12 +22,21 @@ enum TimerID: Hashable, Sendable {
     case lockGrace
 }
 
-/// One deadline: whose (app and process instance; "" and 0 for host-wide and plugin
-/// timers, which outlive a process and are cancelled by their owner) and what for.
+/// One deadline: whose (app and process instance; nil and 0 for host-wide timers, 0 for
+/// plugin timers, which outlive a process and are cancelled by their owner) and what for.
 struct DeadlineKey: Hashable, Sendable {
-    var app: String
+    var app: BundleID?
     var instance: UInt64
     var timer: TimerID
+
+    /// The order of ties: host-wide deadlines first, then by app.
+    static func precedes(_ a: BundleID?, _ b: BundleID?) -> Bool {
+        switch (a, b) {
+        case (nil, .some): true
+        case (.some(let a), .some(let b)): a < b
+        default: false
+        }
+    }
 }
 
 /// The host's clock and its deadlines, as a value: host time (real monotonic since the
@@ -128,7 +138,7 @@ struct DeadlineScheduler {
         var best: (key: DeadlineKey, due: Duration, order: UInt64)?
         for (k, v) in deadlines {
             if let b = best {
-                guard v.due < b.due || (v.due == b.due && (k.app < b.key.app || (k.app == b.key.app && v.order < b.order))) else { continue }
+                guard v.due < b.due || (v.due == b.due && (DeadlineKey.precedes(k.app, b.key.app) || (k.app == b.key.app && v.order < b.order))) else { continue }
             }
             best = (k, v.due, v.order)
         }

@@ -46,7 +46,7 @@ public enum JetsamBand: String, Sendable, Equatable, CaseIterable, Comparable {
 public enum JetsamPolicy {
     /// A running app as jetsam sees it.
     public struct Candidate: Sendable, Equatable {
-        public var app: String
+        public var app: BundleID
         public var band: JetsamBand
         /// Bytes, as last read from the kernel.
         public var footprint: UInt64
@@ -56,7 +56,7 @@ public enum JetsamPolicy {
         /// between two apps' turns in front): a counter of uses, in the host's order.
         public var useOrder: UInt64
 
-        public init(app: String, band: JetsamBand, footprint: UInt64, lastUsed: Duration, useOrder: UInt64 = 0) {
+        public init(app: BundleID, band: JetsamBand, footprint: UInt64, lastUsed: Duration, useOrder: UInt64 = 0) {
             self.app = app
             self.band = band
             self.footprint = footprint
@@ -67,7 +67,7 @@ public enum JetsamPolicy {
 
     /// One kill and what chose it.
     public struct Victim: Sendable, Equatable {
-        public var app: String
+        public var app: BundleID
         public var band: JetsamBand
         public var footprint: UInt64
     }

@@ -69,7 +69,7 @@ extension Supervisor {
         case .audio(let app, let output):
             guard configuration.audioSink == .wav else { return }
             do {
-                try audioSinks.play(output, app: app, container: configuration.containersDirectory + "/" + app)
+                try audioSinks.play(output, app: app, container: configuration.containersDirectory + "/" + app.rawValue)
             } catch {
                 events.append(.warning, app: app, cause: "audio sink: \(error)", time: now())
             }

@@ -31,7 +31,7 @@ extension Store {
             for e in entries {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO cancelledTransfer (id, bundleIdentifier, session, taskIdentifier, kind, url, reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    arguments: [Int64(bitPattern: e.id), e.bundleIdentifier, e.session, e.taskIdentifier, e.kind.rawValue, e.url, e.reason.rawValue])
+                    arguments: [Int64(bitPattern: e.id), e.bundleIdentifier.rawValue, e.session, e.taskIdentifier, e.kind.rawValue, e.url, e.reason.rawValue])
             }
             for id in dropped {
                 try db.execute(sql: "DELETE FROM cancelledTransfer WHERE id = ?", arguments: [Int64(bitPattern: id)])
@@ -40,15 +40,16 @@ extension Store {
     }
 
     /// Every cancelled transfer not yet reported, oldest first (rows this build cannot
-    /// read, e.g. a reason it does not know, are skipped).
+    /// read, e.g. a reason it does not know or a bundle identifier that is not one, are skipped).
     func cancelledTransfers() throws -> [CancelledTransfer] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM cancelledTransfer ORDER BY id").compactMap { row in
                 let id: Int64 = row["id"]
                 let kind: String = row["kind"]
                 let reason: Int = row["reason"]
-                guard let kind = TransferKind(rawValue: kind), let reason = BackgroundTaskCancelledReason(rawValue: reason) else { return nil }
-                return CancelledTransfer(id: UInt64(bitPattern: id), bundleIdentifier: row["bundleIdentifier"], session: row["session"],
+                guard let kind = TransferKind(rawValue: kind), let reason = BackgroundTaskCancelledReason(rawValue: reason),
+                      let app = Self.bundleID(row) else { return nil }
+                return CancelledTransfer(id: UInt64(bitPattern: id), bundleIdentifier: app, session: row["session"],
                                          taskIdentifier: row["taskIdentifier"], kind: kind, url: row["url"], reason: reason)
             }
         }

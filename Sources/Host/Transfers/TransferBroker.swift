@@ -61,14 +61,14 @@ struct TransferBroker {
         /// The device conditions, to the daemon.
         case sendConditions
         /// Answer an app's request.
-        case reply(app: String, request: UInt64, ServiceReply)
+        case reply(app: BundleID, request: UInt64, ServiceReply)
         /// Deliver, wake, launch, begin/end an activity, kill: through the plugins' machinery.
         case mode(ModeEffect)
         /// A progress callback to an app running code (no wake, no launch).
-        case progress(app: String, ServiceEvent)
+        case progress(app: BundleID, ServiceEvent)
         /// The deadline of the completion of a session's events round.
-        case startRoundTimer(app: String, session: String)
-        case cancelRoundTimer(app: String, session: String)
+        case startRoundTimer(app: BundleID, session: String)
+        case cancelRoundTimer(app: BundleID, session: String)
         /// The batch in ``unsaved`` waits to be written (sent once, when it stops being empty).
         case save
         /// Forget rows: delivered or cancelled transfers / every row of an uninstalled app.
@@ -79,22 +79,22 @@ struct TransferBroker {
         case saveCancelled([CancelledTransfer], transfers: [UInt64], dropped: [UInt64])
         /// Cancelled transfers the app has heard of.
         case deleteCancelled([UInt64])
-        case deleteAppState(app: String)
+        case deleteAppState(app: BundleID)
         /// The app's downloads folder (made, and the app's, before a job may write into it).
-        case prepareDirectory(app: String)
+        case prepareDirectory(app: BundleID)
         /// A finished download, written by the daemon, becomes the app's file.
-        case handOver(path: String, app: String)
+        case handOver(path: String, app: BundleID)
         /// A handed-over file whose delegate returned.
         case removeFile(String)
         /// An event-log line.
-        case note(app: String?, pid: Int32? = nil, String, HostEvent.Fields = HostEvent.Fields())
+        case note(app: BundleID?, pid: Int32? = nil, String, HostEvent.Fields = HostEvent.Fields())
     }
 
     /// What the broker needs to know of the apps at the moment of an input.
     struct World {
-        var isInstalled: (String) -> Bool = { _ in true }
-        var state: (String) -> AppState = { _ in .notRunning }
-        var isRunningCode: (String) -> Bool = { _ in false }
+        var isInstalled: (BundleID) -> Bool = { _ in true }
+        var state: (BundleID) -> AppState = { _ in .notRunning }
+        var isRunningCode: (BundleID) -> Bool = { _ in false }
         /// Why no transfer can be queued (no daemon, or none could be found); nil if it can.
         var unavailable: String? = nil
         /// Where the apps' containers are (an app's downloads land in its `Library/Caches/com.apphost.transfers`).
@@ -106,7 +106,7 @@ struct TransferBroker {
     /// Writes that wait for the next batch.
     struct Unsaved: Sendable {
         /// With the tasks listed in the answer (as they were when the app asked).
-        var sessions: [(app: String, config: BackgroundSessionConfig, lastTaskIdentifier: Int, request: UInt64, tasks: [TransferTaskSnapshot])] = []
+        var sessions: [(app: BundleID, config: BackgroundSessionConfig, lastTaskIdentifier: Int, request: UInt64, tasks: [TransferTaskSnapshot])] = []
         var jobs: [(job: TransferJob, request: UInt64)] = []
         var isEmpty: Bool { sessions.isEmpty && jobs.isEmpty }
     }
@@ -116,7 +116,7 @@ struct TransferBroker {
     private(set) var nextID: UInt64
     var records: [UInt64: TransferRecord] = [:]
     /// app → session identifier → configuration.
-    private(set) var sessions: [String: [String: BackgroundSessionConfig]] = [:]
+    private(set) var sessions: [BundleID: [String: BackgroundSessionConfig]] = [:]
     /// "app|session" → last task identifier.
     var taskCounters: [String: Int] = [:]
     /// Transfers whose progress callback the app has not returned yet, and the newest
@@ -132,7 +132,7 @@ struct TransferBroker {
     private(set) var unsaved = Unsaved()
     /// app → transfers the system cancelled that the app has not heard of, oldest first
     /// (see ``systemCancelled(_:reason:only:world:)``); at most ``cancelledLimit`` each.
-    var cancelled: [String: [CancelledTransfer]] = [:]
+    var cancelled: [BundleID: [CancelledTransfer]] = [:]
     var cancelledLimit = TransferBroker.cancelledPerApp
 
     struct Progress: Equatable {
@@ -156,7 +156,7 @@ struct TransferBroker {
     /// daemon reports every finished transfer again when it starts, so their events are
     /// delivered by the usual rules (a background launch for an app the restart ended).
     static func restored(sessions rows: [Store.TransferSessionRow], jobs: [TransferJob],
-                         installed: Set<String>, start: Date = Date()) -> (broker: TransferBroker, orphans: [UInt64]) {
+                         installed: Set<BundleID>, start: Date = Date()) -> (broker: TransferBroker, orphans: [UInt64]) {
         var broker = TransferBroker(firstID: firstID(at: start))
         for row in rows where installed.contains(row.bundleIdentifier) {
             broker.sessions[row.bundleIdentifier, default: [:]][row.config.identifier] = row.config
@@ -174,21 +174,21 @@ struct TransferBroker {
         return (broker, orphans)
     }
 
-    static func counterKey(_ app: String, _ session: String) -> String { "\(app)|\(session)" }
-    static func taskKey(_ app: String, _ session: String, _ task: Int) -> String { "\(app)|\(session)|\(task)" }
+    static func counterKey(_ app: BundleID, _ session: String) -> String { "\(app)|\(session)" }
+    static func taskKey(_ app: BundleID, _ session: String, _ task: Int) -> String { "\(app)|\(session)|\(task)" }
 
     private mutating func index(_ job: TransferJob) {
         taskIndex[Self.taskKey(job.bundleIdentifier, job.session, job.taskIdentifier)] = job.id
     }
 
     /// The transfer an app names `task` of `session`.
-    func id(app: String, session: String, task: Int) -> UInt64? {
+    func id(app: BundleID, session: String, task: Int) -> UInt64? {
         taskIndex[Self.taskKey(app, session, task)]
     }
 
     /// Where an app's downloads land until the delegate moves them (and partial files wait for a resume).
-    static func transfersDirectory(_ app: String, containers: String) -> String {
-        containers + "/" + app + "/Library/Caches/com.apphost.transfers"
+    static func transfersDirectory(_ app: BundleID, containers: String) -> String {
+        containers + "/" + app.rawValue + "/Library/Caches/com.apphost.transfers"
     }
 
     // MARK: - The daemon
@@ -279,7 +279,7 @@ struct TransferBroker {
     // MARK: - The app's callbacks and its process
 
     /// A service callback about transfers returned: delete a handed-over file, acknowledge a completion.
-    mutating func callbackReturned(_ event: ServiceEvent, app: String, world: World) -> [Effect] {
+    mutating func callbackReturned(_ event: ServiceEvent, app: BundleID, world: World) -> [Effect] {
         switch event {
         case .urlSessionProgress(let session, let task, _, _):
             guard let id = id(app: app, session: session, task: task) else { return [] }
@@ -301,10 +301,10 @@ struct TransferBroker {
 
     /// The app's process is gone; a user terminate cancels its transfers, as on iOS, and
     /// the app hears of them when it makes their session again.
-    mutating func appExited(_ app: String, byUser: Bool) -> [Effect] {
+    mutating func appExited(_ app: BundleID, byUser: Bool) -> [Effect] {
         // Progress callbacks that died with the process are not waited for.
         for (id, r) in records where r.job.bundleIdentifier == app { progressInFlight.remove(id) }
-        rounds = rounds.filter { !$0.key.hasPrefix(app + "|") }
+        rounds = rounds.filter { !$0.key.hasPrefix(app.rawValue + "|") }
         cancelledUnsent(app: app)
         guard byUser else {
             // Events that did not get through wait for the app to recreate its session.
@@ -317,7 +317,7 @@ struct TransferBroker {
     }
 
     /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
-    mutating func appUninstalled(_ app: String) -> [Effect] {
+    mutating func appUninstalled(_ app: BundleID) -> [Effect] {
         let ids = records.filter { $0.value.job.bundleIdentifier == app }.map(\.key)
         for id in ids {
             if let job = records.removeValue(forKey: id)?.job {
@@ -326,10 +326,10 @@ struct TransferBroker {
             progressInFlight.remove(id)
             progressPending.removeValue(forKey: id)
         }
-        rounds = rounds.filter { !$0.key.hasPrefix(app + "|") }
+        rounds = rounds.filter { !$0.key.hasPrefix(app.rawValue + "|") }
         cancelled.removeValue(forKey: app)
         sessions.removeValue(forKey: app)
-        taskCounters = taskCounters.filter { !$0.key.hasPrefix(app + "|") }
+        taskCounters = taskCounters.filter { !$0.key.hasPrefix(app.rawValue + "|") }
         var effects: [Effect] = [.deleteAppState(app: app)]
         if !ids.isEmpty {
             effects += [.daemon(.cancelApp(bundleIdentifier: app)), .note(app: app, "uninstalled: \(ids.count) background transfer(s) cancelled", .init(transfer: .cancelledByUninstall))]
@@ -339,7 +339,7 @@ struct TransferBroker {
 
     /// The deadline of a session's events round ran out: the completion never came.
     /// `activityHeld`: the app still holds the round's activity (else it ended meanwhile).
-    func roundTimedOut(app: String, session: String, activityHeld: Bool, timeout: String) -> [Effect] {
+    func roundTimedOut(app: BundleID, session: String, activityHeld: Bool, timeout: String) -> [Effect] {
         guard activityHeld else { return [] }
         return [.mode(.kill(app: app, namespace: "RUNNINGBOARD", code: .backgroundURLSessionTimeout,
                             reason: "handleEventsForBackgroundURLSession(\(session)): the completion handler was not called within \(timeout)"))]
@@ -374,7 +374,7 @@ struct TransferBroker {
     /// The app's URLSession request `requestID`. Its reply is among the effects, at
     /// once or (for a new session or task) once its row is written. An upload's
     /// `uploadFile` has been resolved to a readable file in the app's container.
-    mutating func request(_ request: ServiceRequest, id requestID: UInt64, from app: String, world: World) -> [Effect] {
+    mutating func request(_ request: ServiceRequest, id requestID: UInt64, from app: BundleID, world: World) -> [Effect] {
         func reply(_ r: ServiceReply) -> [Effect] { [.reply(app: app, request: requestID, r)] }
         switch request {
         case .urlSessionCreate(var config):
@@ -423,7 +423,7 @@ struct TransferBroker {
     }
 
     /// Records a new task of `session` (its row waits for the next batch).
-    private mutating func queueTask(app: String, request: UInt64, session: String, kind: TransferKind, url: String, method: String,
+    private mutating func queueTask(app: BundleID, request: UInt64, session: String, kind: TransferKind, url: String, method: String,
                                     headers: [String: String], upload: String?, resume: TransferResume?, world: World) -> [Effect] {
         func reply(_ r: ServiceReply) -> [Effect] { [.reply(app: app, request: request, r)] }
         guard let config = sessions[app]?[session] else {
@@ -502,7 +502,7 @@ struct TransferBroker {
 
     /// Events that waited for the app to come back (sessionSendsLaunchEvents false, or a
     /// launch that did not deliver them) are delivered now.
-    private mutating func deliverPending(app: String, session: String) -> [Effect] {
+    private mutating func deliverPending(app: BundleID, session: String) -> [Effect] {
         var effects: [Effect] = []
         let pending = records.filter { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.stage == .pending }
         for (id, r) in pending.sorted(by: { $0.key < $1.key }) {
@@ -516,7 +516,7 @@ struct TransferBroker {
     }
 
     /// The tasks of `session` as the app lists them.
-    func snapshots(_ app: String, _ session: String) -> [TransferTaskSnapshot] {
+    func snapshots(_ app: BundleID, _ session: String) -> [TransferTaskSnapshot] {
         records.values.filter { $0.job.bundleIdentifier == app && $0.job.session == session }
             .sorted { $0.job.taskIdentifier < $1.job.taskIdentifier }
             .map { TransferTaskSnapshot(taskIdentifier: $0.job.taskIdentifier, kind: $0.job.kind, url: $0.job.url,

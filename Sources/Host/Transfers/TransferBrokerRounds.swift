@@ -58,7 +58,7 @@ extension TransferBroker {
 
     /// A transfer's `didCompleteWithError` returned: the last of its round sends
     /// `urlSessionDidFinishEvents` and starts the completion's timer.
-    mutating func roundProgressed(app: String, session: String, id: UInt64, world: World) -> [Effect] {
+    mutating func roundProgressed(app: BundleID, session: String, id: UInt64, world: World) -> [Effect] {
         let key = Self.counterKey(app, session)
         guard var round = rounds[key], round.awaiting.remove(id) != nil else { return [] }
         guard round.awaiting.isEmpty && !round.finishSent else {
@@ -81,7 +81,7 @@ extension TransferBroker {
 
     /// The app called the completion of `handleEventsForBackgroundURLSession`: the round
     /// ends; transfers that finished meanwhile open the next one.
-    mutating func roundCompleted(app: String, session: String, world: World) -> [Effect] {
+    mutating func roundCompleted(app: BundleID, session: String, world: World) -> [Effect] {
         let endActivity: Effect = .mode(.endActivity(app: app, name: Self.activityName(session)))
         let key = Self.counterKey(app, session)
         guard var round = rounds[key] else { return [endActivity] }
