@@ -599,7 +599,7 @@ struct TransferTally {
                 queued += 1
                 firstQueued = firstQueued ?? e.time
                 lastQueued = e.time
-                if let k = e.transferTask, k >= 1, k <= count { queuedAt[k] = t }
+                if let k = e.transferTask?.rawValue, k >= 1, k <= count { queuedAt[k] = t }
                 if queued == count {
                     deliveredAtLastQueued = delivered
                     finishedAtLastQueued = finished
@@ -611,12 +611,12 @@ struct TransferTally {
                     finishedFailed += 1
                     firstError = firstError ?? e.cause
                 }
-                if let k = e.transferTask, k >= 1, k <= count { finishedAt[k] = t }
+                if let k = e.transferTask?.rawValue, k >= 1, k <= count { finishedAt[k] = t }
             default:
                 break
             }
         case .callback:
-            guard let task = e.transferTask else {
+            guard let task = e.transferTask?.rawValue else {
                 let name = e.cause.hasSuffix(" returned") ? String(e.cause.dropLast(" returned".count)) : e.cause
                 callbacks[name, default: 0] += 1
                 break

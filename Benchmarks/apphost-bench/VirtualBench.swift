@@ -367,9 +367,9 @@ struct LifecycleModel {
                         lastTask[i] += 1
                         openTasks[i].insert(lastTask[i])
                         counts.tasksBegun += 1
-                        queue.append(.taskBegan(id: lastTask[i], name: "work"))
+                        queue.append(.taskBegan(id: BackgroundTaskID(lastTask[i]), name: "work"))
                     case .backgroundTaskExpiration(let id):
-                        if openTasks[i].remove(id) != nil {
+                        if openTasks[i].remove(id.rawValue) != nil {
                             counts.tasksEnded += 1
                             queue.append(.taskEnded(id: id))
                         }

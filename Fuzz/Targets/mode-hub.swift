@@ -97,7 +97,7 @@ private struct World {
             run(hub.userLaunched(app, at: now))
         case .endBackgroundTask(let id):
             // A jump of up to a month: long enough for every budget and backoff.
-            advance(to: now + .seconds(Int64(id.magnitude % (31 * 86_400))))
+            advance(to: now + .seconds(Int64(id.rawValue.magnitude % (31 * 86_400))))
         default:
             break
         }

@@ -246,14 +246,14 @@ public struct HostEvent: Codable, Sendable, Equatable {
     public var confirmed: Bool?
     /// The background task (`backgroundTask` events): its id, its name, and whether it
     /// began (true) or ended (false).
-    public var task: Int?
+    public var task: BackgroundTaskID?
     public var taskName: String?
     public var began: Bool?
     /// What a background transfer's `service` event says (queued, waiting, finished, ...),
     /// with its session and task where it is about one.
     public var transfer: TransferNote?
-    public var session: String?
-    public var transferTask: Int?
+    public var session: SessionIdentifier?
+    public var transferTask: TransferTaskID?
     /// A push's number on this host and its `apns-id` (pushes delivered, completed), a
     /// background fetch's number, and the result an app's completion handler gave
     /// (`newData`, `noData`, `failed`).
@@ -280,12 +280,12 @@ public struct HostEvent: Codable, Sendable, Equatable {
         public var callback: String?
         public var signal: String?
         public var confirmed: Bool?
-        public var task: Int?
+        public var task: BackgroundTaskID?
         public var taskName: String?
         public var began: Bool?
         public var transfer: TransferNote?
-        public var session: String?
-        public var transferTask: Int?
+        public var session: SessionIdentifier?
+        public var transferTask: TransferTaskID?
         public var push: UInt64?
         public var apnsID: String?
         public var fetch: UInt64?
@@ -298,8 +298,8 @@ public struct HostEvent: Codable, Sendable, Equatable {
         public var success: Bool?
 
         public init(callback: String? = nil, signal: String? = nil, confirmed: Bool? = nil,
-                    task: Int? = nil, taskName: String? = nil, began: Bool? = nil,
-                    transfer: TransferNote? = nil, session: String? = nil, transferTask: Int? = nil,
+                    task: BackgroundTaskID? = nil, taskName: String? = nil, began: Bool? = nil,
+                    transfer: TransferNote? = nil, session: SessionIdentifier? = nil, transferTask: TransferTaskID? = nil,
                     push: UInt64? = nil, apnsID: String? = nil, fetch: UInt64? = nil, result: String? = nil,
                     footprint: UInt64? = nil, pressure: String? = nil, band: String? = nil,
                     deviceToken: String? = nil, bgTask: String? = nil, success: Bool? = nil) {

@@ -41,15 +41,15 @@ extension HostEvent {
         if let push { key("push"); number(push) }
         if let result { key("result"); string(result) }
         key("seq"); number(seq)
-        if let session { key("session"); string(session) }
+        if let session { key("session"); string(session.rawValue) }
         if let signal { key("signal"); string(signal) }
         if let success { key("success"); bool(success) }
-        if let task { key("task"); number(task) }
+        if let task { key("task"); number(task.rawValue) }
         if let taskName { key("taskName"); string(taskName) }
         key("time"); string(Timestamp.format(time))
         if let to { key("to"); string(to.rawValue) }
         if let transfer { key("transfer"); string(transfer.rawValue) }
-        if let transferTask { key("transferTask"); number(transferTask) }
+        if let transferTask { key("transferTask"); number(transferTask.rawValue) }
         out.append(UInt8(ascii: "}"))
         return out
     }

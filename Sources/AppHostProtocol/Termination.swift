@@ -53,11 +53,11 @@ public enum TerminationCode: UInt32, Codable, Sendable, CaseIterable {
 
 /// A background task held when an app was killed.
 public struct HeldTaskRecord: Codable, Sendable, Equatable {
-    public var id: Int
+    public var id: BackgroundTaskID
     public var name: String?
     /// Seconds since `beginBackgroundTask`.
     public var age: Double
-    public init(id: Int, name: String?, age: Double) {
+    public init(id: BackgroundTaskID, name: String?, age: Double) {
         self.id = id
         self.name = name
         self.age = age

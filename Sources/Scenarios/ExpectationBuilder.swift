@@ -137,7 +137,7 @@ struct ExpectationBuilder {
             e.signal = s
         }
         e.confirmed = try k["confirmed"]?.bool("confirmed")
-        e.task = try k["task"]?.int("task", in: 1...Int.max)
+        if let n = k["task"] { e.task = BackgroundTaskID(try n.int("task", in: 1...Int.max)) }
         e.taskName = try k["taskName"]?.string("taskName")
         e.began = try k["began"]?.bool("began")
         e.mode = try k["mode"]?.string("mode")

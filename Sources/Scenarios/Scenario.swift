@@ -161,7 +161,7 @@ public struct Expectation: Sendable, Equatable {
         public var signal: String?
         public var confirmed: Bool?
         /// A background task's id (`beginBackgroundTask`'s number) and name.
-        public var task: Int?
+        public var task: BackgroundTaskID?
         public var taskName: String?
         public var began: Bool?
         public var mode: String?

@@ -88,7 +88,7 @@ struct TimelineDrawing {
     /// latest ``Timeline/maximumMarks`` of each are kept.
     private mutating func layOut(_ laneOf: [BundleID: Int]) {
         var current: [Int: (state: AppState, since: Date, cause: String)] = [:]
-        var open: [Int: [Int: (Date, String)]] = [:]
+        var open: [Int: [BackgroundTaskID: (Date, String)]] = [:]
         let end = start.addingTimeInterval(span)
         for e in events {
             guard let lane = e.bundleIdentifier.flatMap({ laneOf[$0] }) else { continue }

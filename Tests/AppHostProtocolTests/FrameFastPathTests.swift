@@ -8,7 +8,7 @@ struct FrameFastPathTests {
     static let callbacks: [LifecycleCallback] = [
         .willResignActive, .didEnterBackground, .willEnterForeground, .didBecomeActive, .willTerminate,
         .backgroundTaskExpiration(taskID: 0), .backgroundTaskExpiration(taskID: 7),
-        .backgroundTaskExpiration(taskID: -3), .backgroundTaskExpiration(taskID: .max), .backgroundTaskExpiration(taskID: .min),
+        .backgroundTaskExpiration(taskID: -3), .backgroundTaskExpiration(taskID: BackgroundTaskID(.max)), .backgroundTaskExpiration(taskID: BackgroundTaskID(.min)),
     ]
 
     @Test func callbacksAreTheGenericBytesAndReadBack() throws {
@@ -39,7 +39,7 @@ struct FrameFastPathTests {
     @Test func taskCreatedRepliesAreTheGenericBytesAndReadBack() throws {
         for id: UInt64 in [0, 1, 77, .max] {
             for task in [0, 1, 10_000, -5, Int.max, Int.min] {
-                let message = HostMessage.reply(id: id, reply: .service(.transferTaskCreated(taskIdentifier: task)))
+                let message = HostMessage.reply(id: id, reply: .service(.transferTaskCreated(taskIdentifier: TransferTaskID(task))))
                 let direct = try Frame.encode(message)
                 #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(message), as: UTF8.self))
                 #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(Frame.headerSize))) == message)
@@ -106,8 +106,8 @@ struct FrameFastPathTests {
             for seq: UInt64 in [1, 77, .max] {
                 for task in [0, 1, 10_000, -2, Int.max] {
                     let events: [ServiceEvent] = [
-                        .urlSessionDidFinishDownloading(session: "s", taskIdentifier: task, location: "/var/c/com.a/tmp/CFNetworkDownload_1.tmp"),
-                        .urlSessionDidComplete(session: "com.example.bg", taskIdentifier: task, errorCode: nil, errorReason: nil),
+                        .urlSessionDidFinishDownloading(session: "s", taskIdentifier: TransferTaskID(task), location: "/var/c/com.a/tmp/CFNetworkDownload_1.tmp"),
+                        .urlSessionDidComplete(session: "com.example.bg", taskIdentifier: TransferTaskID(task), errorCode: nil, errorReason: nil),
                     ]
                     for event in events {
                         let message = HostMessage.callback(seq: seq, callback: .service(event), state: state)

@@ -22,7 +22,7 @@ struct HostEventJSONTests {
                            from: .background, to: .suspended, cause: "no assertion left (SIGSTOP)", mode: "audio",
                            fields: .init(callback: "didEnterBackground", signal: "SIGSTOP", confirmed: false, task: -7,
                                          taskName: "upload/1", began: true, transfer: .heldForNextLaunch,
-                                         session: "com.example.bg", transferTask: Int.max, push: .max,
+                                         session: "com.example.bg", transferTask: TransferTaskID(.max), push: .max,
                                          apnsID: "123E4567-E89B-12D3-A456-4266554400A0", fetch: 0, result: "newData")))
         try same(HostEvent(seq: 9, time: t, kind: .modeUsed, cause: "silent push 3", mode: "remote-notification",
                            fields: .init(push: 3, apnsID: "a\"b")))
@@ -52,7 +52,7 @@ struct HostEventJSONTests {
         let t = Date(timeIntervalSince1970: 0)
         let ascii = String(decoding: (0..<128).map { UInt8($0) }, as: UTF8.self)
         try same(HostEvent(seq: 1, time: t, kind: .warning, bundleIdentifier: testID("A-Z.a-z.0-9"), cause: ascii, mode: "a/b\\c\"d",
-                           fields: .init(taskName: ascii, session: ascii)))
+                           fields: .init(taskName: ascii, session: SessionIdentifier(ascii))))
         let unicode = "é ü 日本 🚀 \u{2028}\u{2029}\u{7F}\u{FEFF} \u{0}end"
         try same(HostEvent(seq: 2, time: t, kind: .service, cause: unicode, fields: .init(callback: unicode)))
         var generator = SystemRandomNumberGenerator()

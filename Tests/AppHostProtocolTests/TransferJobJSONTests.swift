@@ -7,7 +7,7 @@ import Testing
 struct TransferJobJSONTests {
     static func job(id: UInt64 = 12, task: Int = 3, created: Double = 1_764_109_234.123456, timeout: Double = 7 * 86400,
                     cellular: Bool = true, discretionary: Bool = false, kind: TransferKind = .download) -> TransferJob {
-        TransferJob(id: id, bundleIdentifier: testID("com.example.app"), session: "s", taskIdentifier: task, kind: kind,
+        TransferJob(id: TransferID(id), bundleIdentifier: testID("com.example.app"), session: "s", taskIdentifier: TransferTaskID(task), kind: kind,
                     url: "http://127.0.0.1:8080/f/1?a=b", destination: "/var/lib/c/com.example.app/tmp/CFNetworkDownload_\(id).tmp",
                     discretionary: discretionary, allowsCellularAccess: cellular, timeoutForResource: timeout, created: created)
     }
@@ -66,9 +66,9 @@ struct TransferJobJSONTests {
         var generator = SystemRandomNumberGenerator()
         let ids: [UInt64] = [0, 1, 9, 10, 12_345, UInt64(Int64.max), UInt64(Int64.max) + 1, .max] + (0..<200).map { _ in generator.next() }
         for id in ids {
-            let frame = try Frame.encode(TransferRequest.acknowledge(id: id))
-            #expect(frame == (try Frame.genericEncode(TransferRequest.acknowledge(id: id))), "\(id)")
-            #expect(try Frame.decode(TransferRequest.self, from: Array(frame.dropFirst(4))) == .acknowledge(id: id))
+            let frame = try Frame.encode(TransferRequest.acknowledge(id: TransferID(id)))
+            #expect(frame == (try Frame.genericEncode(TransferRequest.acknowledge(id: TransferID(id)))), "\(id)")
+            #expect(try Frame.decode(TransferRequest.self, from: Array(frame.dropFirst(4))) == .acknowledge(id: TransferID(id)))
         }
         // Near misses are the generic decoder's to decide.
         for text in [#"{"acknowledge":{"id":-1}}"#, #"{"acknowledge":{"id":1.0}}"#, #"{"acknowledge":{"id":18446744073709551616}}"#,
@@ -110,7 +110,7 @@ struct TransferJobJSONTests {
 struct TransferEventJSONTests {
     @Test func directEventsAreTheGenericBytesAndReadBack() throws {
         var events: [TransferEvent] = []
-        for id: UInt64 in [0, 7, .max] {
+        for id: TransferID in [0, 7, TransferID(.max)] {
             events.append(.accepted(id: id))
             for done: Int64 in [0, 4096, .max] {
                 events.append(.progress(id: id, bytesDone: done, bytesExpected: nil))

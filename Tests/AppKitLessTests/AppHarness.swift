@@ -52,7 +52,7 @@ struct AppHarness<Delegate: ApplicationDelegate & Sendable, Extra: Sendable> {
                 }
             }
         }
-        try host.send(.callback(seq: seq, callback: .backgroundTaskExpiration(taskID: quietTaskID), state: state))
+        try host.send(.callback(seq: seq, callback: .backgroundTaskExpiration(taskID: BackgroundTaskID(quietTaskID)), state: state))
         #expect(try host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
         recorder.forget(where: { $0.hasPrefix("Expiration of BackgroundTask \(quietTaskID) ") })
     }

@@ -253,11 +253,11 @@ struct ApplicationTests {
         let quiet = app.beginBackgroundTask(withName: "quiet")
         #expect(try host.receive() == .beginBackgroundTask(id: 2, name: "quiet"))
 
-        try host.send(.callback(seq: 1, callback: .backgroundTaskExpiration(taskID: ended.rawValue), state: .background))
+        try host.send(.callback(seq: 1, callback: .backgroundTaskExpiration(taskID: BackgroundTaskID(ended.rawValue)), state: .background))
         #expect(try host.receive() == .callbackReturned(seq: 1))
         try host.send(.callback(seq: 2, callback: .backgroundTaskExpiration(taskID: 42), state: .inactive))
         #expect(try host.receive() == .callbackReturned(seq: 2))
-        try host.send(.callback(seq: 3, callback: .backgroundTaskExpiration(taskID: quiet.rawValue), state: .background))
+        try host.send(.callback(seq: 3, callback: .backgroundTaskExpiration(taskID: BackgroundTaskID(quiet.rawValue)), state: .background))
         #expect(try host.receive() == .callbackReturned(seq: 3))
 
         let delegate = fixture.delegate

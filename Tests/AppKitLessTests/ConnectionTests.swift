@@ -304,7 +304,7 @@ struct ConnectionTests {
 
         let writers = (0..<threads).map { t in
             StartedThread {
-                for i in 0..<perThread { try connection.send(.beginBackgroundTask(id: t * perThread + i, name: name)) }
+                for i in 0..<perThread { try connection.send(.beginBackgroundTask(id: BackgroundTaskID(t * perThread + i), name: name)) }
             }
         }
         var seen = Set<Int>()
@@ -313,7 +313,7 @@ struct ConnectionTests {
                 Issue.record("unexpected message")
                 return
             }
-            seen.insert(id)
+            seen.insert(id.rawValue)
         }
         for w in writers { try await w.value }
         #expect(seen.count == threads * perThread)

@@ -45,13 +45,13 @@ private extension AppHarness where Delegate == TimerDelegate, Extra == TimerExtr
                 sourceLocation: sourceLocation)
         try host.send(.reply(id: rid, reply: .service(reply)))
         let result = await call.value
-        if case .success(let timer) = result { #expect(timer.id == id, sourceLocation: sourceLocation) }
+        if case .success(let timer) = result { #expect(HostTimerID(timer.id) == id, sourceLocation: sourceLocation) }
         return result
     }
 
     /// Plays the host firing timer `id` as callback `seq`, and waits for its return.
     func fire(_ id: Int, seq: UInt64, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try host.send(.callback(seq: seq, callback: .service(.timerFired(id: id)), state: .active))
+        try host.send(.callback(seq: seq, callback: .service(.timerFired(id: HostTimerID(id))), state: .active))
         #expect(try host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
     }
 }
@@ -103,7 +103,7 @@ struct HostTimerTests {
         let fires = Fires()
         let timer = try await fixture.schedule(1, repeats: true, fires: fires).get()
         timer.invalidate()
-        #expect(try fixture.host.receive() == .invalidateTimer(id: timer.id))
+        #expect(try fixture.host.receive() == .invalidateTimer(id: HostTimerID(timer.id)))
         #expect(!timer.isValid)
         // The host fired before it read the invalidation: the fire is acknowledged, the
         // block does not run.

@@ -392,7 +392,7 @@ struct URLSessionTests {
         let recorder = SessionRecorder()
         let session = try await fixture.makeSession("s", id: 1, delegate: recorder)
         for (seq, reason) in [(UInt64(2), BackgroundTaskCancelledReason.userForceQuitApplication), (3, .backgroundUpdatesDisabled)] {
-            try fixture.deliver(seq: seq, .urlSessionDidComplete(session: "s", taskIdentifier: Int(seq), errorCode: "cancelled",
+            try fixture.deliver(seq: seq, .urlSessionDidComplete(session: "s", taskIdentifier: TransferTaskID(Int(seq)), errorCode: "cancelled",
                                                                 errorReason: "cancelled by the system", cancelledReason: reason))
         }
         try fixture.deliver(seq: 4, .urlSessionDidComplete(session: "s", taskIdentifier: 4, errorCode: "cancelled", errorReason: "cancelled"))

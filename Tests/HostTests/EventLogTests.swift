@@ -359,7 +359,7 @@ func eventLines(_ path: String) throws -> [HostEvent] {
     }
 
     @Test func aReportTooLargeForAFrameIsCut() throws {
-        let tasks = (1...300).map { HeldTaskRecord(id: $0, name: String(repeating: "t", count: 4000), age: 1) }
+        let tasks = (1...300).map { HeldTaskRecord(id: BackgroundTaskID($0), name: String(repeating: "t", count: 4000), age: 1) }
         let report = TerminationReport(id: "r", bundleIdentifier: "com.a", pid: 1, time: Date(), exceptionType: "EXIT",
                                        exitStatus: 0, signal: nil, signalName: nil, terminationNamespace: nil,
                                        terminationCode: nil, reason: "r", backgroundTasks: tasks, lastStates: [])

@@ -250,10 +250,10 @@ struct TransferHostMoreTests {
             let all = await host.events(id)
             let completed = all.filter { $0.kind == .callback && $0.success != nil }
             #expect(completed.map(\.session) == Array(repeating: "s", count: 4))
-            #expect(Set(completed.compactMap(\.transferTask)) == Set(1...4))
+            #expect(Set(completed.compactMap(\.transferTask?.rawValue)) == Set(1...4))
             #expect(completed.allSatisfy { $0.success == true })
             let downloaded = all.filter { $0.kind == .callback && $0.callback?.hasPrefix("didFinishDownloadingTo") == true }
-            #expect(Set(downloaded.compactMap(\.transferTask)) == Set(1...4))
+            #expect(Set(downloaded.compactMap(\.transferTask?.rawValue)) == Set(1...4))
             #expect(all.filter { $0.transfer == .finished }.allSatisfy { $0.success == true })
             #expect(all.filter { $0.kind == .callback && $0.callback?.hasPrefix("handleEvents") == true }.map(\.session) == ["s"])
             let launches = await host.events(id).filter { $0.kind == .transition && $0.from == .notRunning }

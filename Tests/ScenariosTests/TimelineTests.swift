@@ -159,7 +159,7 @@ struct TimelineTests {
         s.move(0, "com.example.evil", .notRunning, .active, hostile[0])
         for (i, cause) in hostile.enumerated() {
             s.add(Double(i + 1), .warning, "com.example.evil", cause: cause)
-            s.add(Double(i + 1), .backgroundTask, "com.example.evil", cause: "begin", fields: .init(task: i, taskName: cause, began: true))
+            s.add(Double(i + 1), .backgroundTask, "com.example.evil", cause: "begin", fields: .init(task: BackgroundTaskID(i), taskName: cause, began: true))
         }
         s.move(9, "com.example.evil", .active, .background, hostile[1])
         let lanes = [TimelineLane(label: "<b>evil</b>\u{1}", bundleIdentifier: "com.example.evil")]

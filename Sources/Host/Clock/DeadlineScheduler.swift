@@ -9,7 +9,7 @@ enum TimerID: Hashable, Sendable {
     case plugin(PluginTimer)
     /// A background URLSession's events round: the completion handler must come
     /// within the background budget of `urlSessionDidFinishEvents` (per app).
-    case transferRound(session: String)
+    case transferRound(session: SessionIdentifier)
     /// The transfer daemon's restart after its backoff (host-wide).
     case transferRestart
     /// Delivered transfers waiting to be deleted and acknowledged together (host-wide,
@@ -17,7 +17,7 @@ enum TimerID: Hashable, Sendable {
     case transferForget
     /// The app's host-clock timer `id` (AppKitLess `HostTimer`; see ``AppTimers``), keyed
     /// by the app's process instance: it dies with the process.
-    case appTimer(Int)
+    case appTimer(HostTimerID)
     /// The grace after a device lock, after which protected files close (host-wide).
     case lockGrace
 }

@@ -24,7 +24,7 @@ extension Supervisor {
 
     /// `HostTimer.scheduledTimer`: schedules timer `timer` of `id`'s process; the answer
     /// for the app.
-    func scheduleAppTimer(_ id: BundleID, timer: Int, seconds: Double, repeats: Bool) -> ServiceReply {
+    func scheduleAppTimer(_ id: BundleID, timer: HostTimerID, seconds: Double, repeats: Bool) -> ServiceReply {
         guard let result = runtimes[id]?.timers.schedule(id: timer, seconds: seconds, repeats: repeats, at: hostNow()) else {
             return .refused(reason: "the app is not running")
         }
@@ -39,20 +39,20 @@ extension Supervisor {
     }
 
     /// `HostTimer.invalidate()`.
-    func invalidateAppTimer(_ id: BundleID, timer: Int) {
+    func invalidateAppTimer(_ id: BundleID, timer: HostTimerID) {
         guard let effects = runtimes[id]?.timers.invalidate(timer) else { return }
         performTimers(id, effects)
     }
 
     /// The deadline of `id`'s timer `timer` fell due.
-    func appTimerFellDue(_ id: BundleID, timer: Int) {
+    func appTimerFellDue(_ id: BundleID, timer: HostTimerID) {
         let canRun = timersCanRun(id)
         guard let effects = runtimes[id]?.timers.fellDue(timer, at: hostNow(), canRun: canRun) else { return }
         performTimers(id, effects)
     }
 
     /// The fire of `id`'s timer `timer` returned (its block ran).
-    func appTimerReturned(_ id: BundleID, timer: Int) {
+    func appTimerReturned(_ id: BundleID, timer: HostTimerID) {
         let canRun = timersCanRun(id)
         guard let effects = runtimes[id]?.timers.returned(timer, at: hostNow(), canRun: canRun) else { return }
         performTimers(id, effects)

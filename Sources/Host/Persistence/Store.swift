@@ -202,16 +202,16 @@ public final class Store: Sendable {
     public struct TransferSessionRow: Sendable {
         public var bundleIdentifier: BundleID
         public var config: BackgroundSessionConfig
-        public var lastTaskIdentifier: Int
+        public var lastTaskIdentifier: TransferTaskID
     }
 
     /// Records a session (made or remade by the app) and its task counter.
-    public func saveTransferSession(bundleIdentifier: BundleID, config: BackgroundSessionConfig, lastTaskIdentifier: Int) throws {
+    public func saveTransferSession(bundleIdentifier: BundleID, config: BackgroundSessionConfig, lastTaskIdentifier: TransferTaskID) throws {
         let text = String(decoding: try WireJSON.encoder().encode(config), as: UTF8.self)
         try pool.write { db in
             try db.execute(
                 sql: "INSERT OR REPLACE INTO transferSession (bundleIdentifier, identifier, config, lastTaskIdentifier) VALUES (?, ?, ?, ?)",
-                arguments: [bundleIdentifier.rawValue, config.identifier, text, lastTaskIdentifier])
+                arguments: [bundleIdentifier.rawValue, config.identifier.rawValue, text, lastTaskIdentifier.rawValue])
         }
     }
 
@@ -222,7 +222,7 @@ public final class Store: Sendable {
                 let text: String = row["config"]
                 guard let id = Self.bundleID(row),
                       let config = try? WireJSON.decoder().decode(BackgroundSessionConfig.self, from: Data(text.utf8)) else { return nil }
-                return TransferSessionRow(bundleIdentifier: id, config: config, lastTaskIdentifier: row["lastTaskIdentifier"])
+                return TransferSessionRow(bundleIdentifier: id, config: config, lastTaskIdentifier: TransferTaskID(row["lastTaskIdentifier"] as Int))
             }
         }
     }
@@ -234,9 +234,9 @@ public final class Store: Sendable {
         let text = String(decoding: try WireJSON.encoder().encode(job), as: UTF8.self)
         try pool.write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job) VALUES (?, ?, ?)",
-                           arguments: [Int64(bitPattern: job.id), job.bundleIdentifier.rawValue, text])
+                           arguments: [Int64(bitPattern: job.id.rawValue), job.bundleIdentifier.rawValue, text])
             try db.execute(sql: "UPDATE transferSession SET lastTaskIdentifier = max(lastTaskIdentifier, ?) WHERE bundleIdentifier = ? AND identifier = ?",
-                           arguments: [job.taskIdentifier, job.bundleIdentifier.rawValue, job.session])
+                           arguments: [job.taskIdentifier.rawValue, job.bundleIdentifier.rawValue, job.session.rawValue])
         }
     }
 
@@ -271,19 +271,19 @@ public final class Store: Sendable {
         for (row, text) in zip(sessions, sessionTexts) {
             try db.execute(
                 sql: "INSERT OR REPLACE INTO transferSession (bundleIdentifier, identifier, config, lastTaskIdentifier) VALUES (?, ?, ?, ?)",
-                arguments: [row.bundleIdentifier.rawValue, row.config.identifier, text, row.lastTaskIdentifier])
+                arguments: [row.bundleIdentifier.rawValue, row.config.identifier.rawValue, text, row.lastTaskIdentifier.rawValue])
         }
-        var counters: [String: (app: BundleID, session: String, last: Int)] = [:]
+        var counters: [String: (app: BundleID, session: SessionIdentifier, last: TransferTaskID)] = [:]
         // Prepared once per connection (as the transitions' INSERT): a batch is a row a transfer.
         let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job) VALUES (?, ?, ?)")
         for (job, text) in zip(jobs, jobTexts) {
-            try insert.execute(arguments: [Int64(bitPattern: job.id), job.bundleIdentifier.rawValue, text])
-            let key = job.bundleIdentifier.rawValue + "|" + job.session
-            counters[key] = (job.bundleIdentifier, job.session, max(counters[key]?.last ?? 0, job.taskIdentifier))
+            try insert.execute(arguments: [Int64(bitPattern: job.id.rawValue), job.bundleIdentifier.rawValue, text])
+            let key = job.bundleIdentifier.rawValue + "|" + job.session.rawValue
+            counters[key] = (job.bundleIdentifier, job.session, counters[key].map { max($0.last, job.taskIdentifier) } ?? job.taskIdentifier)
         }
         for (_, c) in counters.sorted(by: { $0.key < $1.key }) {
             try db.execute(sql: "UPDATE transferSession SET lastTaskIdentifier = max(lastTaskIdentifier, ?) WHERE bundleIdentifier = ? AND identifier = ?",
-                           arguments: [c.last, c.app.rawValue, c.session])
+                           arguments: [c.last.rawValue, c.app.rawValue, c.session.rawValue])
         }
     }
 
@@ -298,12 +298,12 @@ public final class Store: Sendable {
     }
 
     /// Forgets transfers (delivered, or cancelled with their app).
-    public func deleteTransfers(ids: [UInt64]) throws {
+    public func deleteTransfers(ids: [TransferID]) throws {
         guard !ids.isEmpty else { return }
         try pool.write { db in
             let delete = try db.cachedStatement(sql: "DELETE FROM transfer WHERE id = ?")
             for id in ids {
-                try delete.execute(arguments: [Int64(bitPattern: id)])
+                try delete.execute(arguments: [Int64(bitPattern: id.rawValue)])
             }
         }
     }

@@ -72,7 +72,7 @@ struct TransferBrokerState {
     /// Delivered transfers to delete from the database together, in one transaction (see
     /// ``Supervisor/transferStepEnded()``); their `acknowledge`s wait in `outgoing` until
     /// then, so the daemon never forgets a transfer the host's database still has.
-    var deletesDue: [UInt64] = []
+    var deletesDue: [TransferID] = []
     /// The deadline that writes `deletesDue` is armed (``TimerID/transferForget``).
     var deletesScheduled = false
     /// How long delivered transfers wait to be deleted and acknowledged together.
@@ -94,7 +94,7 @@ struct TransferBrokerState {
     let batchOutcomes = TransferBatchOutcomes()
     /// Virtual clock: jobs sent to the daemon and not accepted yet (its turn lasts
     /// until they are: see ``TurnOrder``).
-    var awaitingAccept: Set<UInt64> = []
+    var awaitingAccept: Set<TransferID> = []
 }
 
 /// What became of the batches written on the database's queue (see `batchesInFlight`).
@@ -182,7 +182,7 @@ extension Supervisor {
     }
 
     /// The deadline of a session's events round ran out: the completion never came.
-    func transferRoundTimedOut(app: BundleID, session: String) {
+    func transferRoundTimedOut(app: BundleID, session: SessionIdentifier) {
         let held = runtimes[app]?.machine.activities.contains(TransferBroker.activityName(session)) == true
         performTransfer(transfers.broker.roundTimedOut(app: app, session: session, activityHeld: held,
                                                        timeout: DurationText.format(configuration.profile.backgroundTask)))
