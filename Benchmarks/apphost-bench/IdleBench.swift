@@ -456,7 +456,7 @@ final class EventFollower: Sendable {
         let (signal, reached) = state.withLock { s -> (Bool, [DispatchSemaphore]) in
             if s.counting { s.counted += 1 }
             if e.kind == .snapshot, let id = e.bundleIdentifier?.rawValue, expected.contains(id) { s.pictured.insert(id) }
-            if e.kind == .signal, e.signal == "SIGKILL" { s.kills += 1 }
+            if e.kind == .signal, e.signal == .kill { s.kills += 1 }
             var signal = false
             if e.kind == .transition, let id = e.bundleIdentifier?.rawValue, expected.contains(id), let to = e.to {
                 let before = s.states[id]

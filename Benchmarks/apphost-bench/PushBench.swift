@@ -201,7 +201,7 @@ struct PushBench {
                                                   payload: Data(#"{"aps":{"content-available":1},"i":\#(i)}"#.utf8))
                     let t1 = clock.now
                     guard r.status == 200 else { throw BenchError("push (b): the gateway answered \(r.status) \(r.reason ?? "")") }
-                    let cont = await inbox.next(within: .seconds(5)) { $0.signal == "SIGCONT" && $0.confirmed == nil }
+                    let cont = await inbox.next(within: .seconds(5)) { $0.signal == .cont && $0.confirmed == nil }
                     guard let returned = await inbox.next(within: .seconds(5), {
                         $0.isReturn(of: "didReceiveRemoteNotification(background)")
                     }) else {

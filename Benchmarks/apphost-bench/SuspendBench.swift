@@ -52,7 +52,7 @@ struct SuspendBench {
                 await host.supervisor.waitUntil(try BundleID(validating: id), is: .suspended)
                 let t1 = clock.now
                 let returned = try await next("didEnterBackground returned") { $0.isReturn(of: "didEnterBackground") }
-                let stop = try await next("SIGSTOP") { $0.signal == "SIGSTOP" && $0.confirmed == nil }
+                let stop = try await next("SIGSTOP") { $0.signal == .stop && $0.confirmed == nil }
                 let suspended = try await next("suspended") { $0.isTransition(to: .suspended) }
                 if (try? ProcStat.read(pid: pid).state) != "T" { notStopped += 1 }
 
@@ -62,14 +62,14 @@ struct SuspendBench {
                 try await host.supervisor.foreground(bundle)
                 await host.supervisor.waitUntil(try BundleID(validating: id), is: .active)
                 let t3 = clock.now
-                let cont = try await next("SIGCONT") { $0.signal == "SIGCONT" && $0.confirmed == nil }
+                let cont = try await next("SIGCONT") { $0.signal == .cont && $0.confirmed == nil }
                 let active = try await next("active") { $0.isTransition(to: .active) }
                 // The kernel's continue confirmation and didBecomeActive's return, in either order.
                 var running: HostEvent?
                 var back: HostEvent?
                 while running == nil || back == nil {
                     let e = try await next("running again / didBecomeActive returned") {
-                        ($0.signal == "SIGCONT" && $0.confirmed == true) || $0.isReturn(of: "didBecomeActive")
+                        ($0.signal == .cont && $0.confirmed == true) || $0.isReturn(of: "didBecomeActive")
                     }
                     if e.kind == .signal { running = e } else { back = e }
                 }

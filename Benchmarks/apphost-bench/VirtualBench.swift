@@ -280,7 +280,7 @@ struct EventTally {
                 if let ended = endedAt[app], e.time > ended { returnsStuckInStoppedApp += 1 }
             }
         case .signal:
-            if let s = e.signal, e.confirmed == nil { counts.signals[s, default: 0] += 1 }
+            if let s = e.signal, e.confirmed == nil { counts.signals[s.rawValue, default: 0] += 1 }
         case .backgroundTask:
             if e.began == true { counts.tasksBegun += 1 }
             if e.began == false {

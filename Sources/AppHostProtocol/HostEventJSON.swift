@@ -23,7 +23,7 @@ extension HostEvent {
 
         // In the encoder's sorted order.
         if let apnsID { key("apnsID"); string(apnsID) }
-        if let band { key("band"); string(band) }
+        if let band { key("band"); string(band.rawValue) }
         if let began { key("began"); bool(began) }
         if let bgTask { key("bgTask"); string(bgTask) }
         if let bundleIdentifier { key("bundleIdentifier"); string(bundleIdentifier.rawValue) }
@@ -35,14 +35,14 @@ extension HostEvent {
         if let footprint { key("footprint"); number(footprint) }
         if let from { key("from"); string(from.rawValue) }
         key("kind"); string(kind.rawValue)
-        if let mode { key("mode"); string(mode) }
+        if let mode { key("mode"); string(mode.rawValue) }
         if let pid { key("pid"); number(pid) }
-        if let pressure { key("pressure"); string(pressure) }
+        if let pressure { key("pressure"); string(pressure.rawValue) }
         if let push { key("push"); number(push) }
-        if let result { key("result"); string(result) }
+        if let result { key("result"); string(result.rawValue) }
         key("seq"); number(seq)
         if let session { key("session"); string(session.rawValue) }
-        if let signal { key("signal"); string(signal) }
+        if let signal { key("signal"); string(signal.rawValue) }
         if let success { key("success"); bool(success) }
         if let task { key("task"); number(task.rawValue) }
         if let taskName { key("taskName"); string(taskName) }

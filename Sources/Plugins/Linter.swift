@@ -278,7 +278,7 @@ public enum Linter {
             guard let plugin = ModeRegistry.plugin(for: mode) else { continue }
             switch plugin.emulation {
             case .emulated:
-                if !used.contains(mode.rawValue) {
+                if !used.contains(mode) {
                     out.append(LintFinding(.warning, file: file, key: modeKey, mode: mode.rawValue,
                         "background mode \"\(mode.rawValue)\" is declared but never used in the trace (App Review rejects unused modes)"))
                 }
@@ -295,7 +295,7 @@ public enum Linter {
         struct Refusal { var mode: String; var cause: String; var count = 0; var fatal = false }
         var refusals: [Refusal] = []
         for (i, event) in events.enumerated() where event.kind == .modeRefused {
-            let mode = event.mode ?? "?"
+            let mode = event.mode?.rawValue ?? "?"
             // The host appends what the plugin said with `: needs "mode" in UIBackgroundModes`;
             // the finding says what to declare itself.
             var cause = event.cause

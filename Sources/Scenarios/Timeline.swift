@@ -197,9 +197,9 @@ extension MarkKind {
         case .snapshot: return .snapshot
         case .signal:
             switch e.signal {
-            case "SIGSTOP"?: return .stop
-            case "SIGCONT"?: return .cont
-            case "SIGKILL"?: return .kill
+            case .stop?: return .stop
+            case .cont?: return .cont
+            case .kill?: return .kill
             // The same signal to the app's other processes: a note, not a second mark.
             default: return .service
             }
@@ -212,7 +212,7 @@ extension MarkKind {
         case .backgroundTask:
             return e.began == false ? .taskEnded : .taskBegan
         case .modeUsed:
-            switch e.mode.flatMap(BackgroundMode.init(rawValue:)) {
+            switch e.mode {
             case .fetch?: return .fetch
             case .remoteNotification?, .voip?: return .push
             default: return .modeUsed
@@ -259,7 +259,7 @@ extension Timeline {
                 tooltip.append(what)
             default:
                 // A callback's name is in its cause (`performFetch returned`).
-                if let mode = e.mode { tooltip.append("mode \(mode)") }
+                if let mode = e.mode { tooltip.append("mode \(mode.rawValue)") }
             }
             tooltip.append(e.cause)
             marks.append(Mark(time: e.time, lane: lane, kind: kind, caption: caption, tooltip: tooltip))

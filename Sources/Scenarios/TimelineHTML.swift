@@ -73,10 +73,10 @@ struct HTMLPage {
     static func what(_ e: HostEvent) -> String {
         var parts: [String] = []
         if e.from != nil || e.to != nil { parts.append("\(e.from?.rawValue ?? "?") → \(e.to?.rawValue ?? "?")") }
-        if let s = e.signal { parts.append(s + (e.confirmed == true ? " (confirmed)" : "")) }
+        if let s = e.signal { parts.append(s.rawValue + (e.confirmed == true ? " (confirmed)" : "")) }
         if let c = e.callback { parts.append(c) }
         if let t = e.task { parts.append("task \(t)\(e.taskName.map { " \"\($0)\"" } ?? "")\(e.began.map { $0 ? " begun" : " ended" } ?? "")") }
-        if let m = e.mode { parts.append("mode \(m)") }
+        if let m = e.mode { parts.append("mode \(m.rawValue)") }
         if let t = e.transfer { parts.append("transfer \(t.rawValue)\(e.transferTask.map { " task \($0)" } ?? "")") }
         return parts.joined(separator: ", ")
     }

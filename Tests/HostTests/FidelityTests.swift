@@ -176,7 +176,7 @@ struct FidelityTests {
                                                  arguments: ["--on", "active", "location-background:on"])
             try await expectAbort(host, id, name: .internalInconsistency,
                                   reason: "Invalid parameter not satisfying: !stayUp || CLClientIsBackgroundable(internal->fClient)")
-            #expect(!(await host.events(id)).contains { $0.kind == .signal && $0.signal == "SIGKILL" }, "not killed by the host")
+            #expect(!(await host.events(id)).contains { $0.kind == .signal && $0.signal == .kill }, "not killed by the host")
         }
     }
 

@@ -67,7 +67,7 @@ struct JetsamHostTests {
             #expect(!log(host, frozen).contains("didReceiveMemoryWarning"))
             // Each warning is recorded with typed fields.
             let memory = await host.events(front).filter { $0.kind == .memory }
-            #expect(memory.first?.pressure == "warning" && memory.first?.footprint != nil, "\(memory)")
+            #expect(memory.first?.pressure == .warning && memory.first?.footprint != nil, "\(memory)")
             #expect(try await host.supervisor.status(frozen).first?.state == .suspended, "not woken either")
         }
     }
@@ -95,7 +95,7 @@ struct JetsamHostTests {
             let olderKill = try #require(await host.events(older).first { $0.kind == .memory && $0.band != nil })
             let newerKill = try #require(await host.events(newer).first { $0.kind == .memory && $0.band != nil })
             #expect(olderKill.seq < newerKill.seq, "least recently used first")
-            #expect(olderKill.band == "suspended" && (olderKill.footprint ?? 0) >= 150 * MiB)
+            #expect(olderKill.band == .suspended && (olderKill.footprint ?? 0) >= 150 * MiB)
             for id in [older, newer] {
                 let report = try #require(try await host.supervisor.reports(id).last)
                 #expect(report.terminationNamespace == "JETSAM")
@@ -163,7 +163,7 @@ struct JetsamHostTests {
             let id = try await host.installProbe("com.mem.alone")
             _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "allocate:160"])
             let kill = await host.waitForEvent(id) { $0.kind == .memory && $0.band != nil }
-            #expect(kill?.band == "foreground")
+            #expect(kill?.band == .foreground)
             try await host.waitUntil(id, is: .notRunning)
         }
     }

@@ -123,7 +123,7 @@ struct ModeMatrixTests {
             #expect(report.reason.contains("CLClientIsBackgroundable"))
             #expect(report.exceptionType == "EXC_CRASH (SIGABRT)")
             let refused = await host.events(id).filter { $0.kind == .modeRefused }
-            #expect(refused.map(\.mode) == ["location"])
+            #expect(refused.map(\.mode) == [.location])
         }
     }
 

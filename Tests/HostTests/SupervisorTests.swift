@@ -45,7 +45,7 @@ struct SupervisorTests {
                 let id = try await host.installProbe("com.test.statusstop\(n)")
                 let pid = try await host.supervisor.launch(id, background: false, arguments: [])
                 try await host.supervisor.background(id)
-                _ = await host.waitForEvent(id) { $0.kind == .signal && $0.signal == "SIGSTOP" && $0.confirmed == nil }
+                _ = await host.waitForEvent(id) { $0.kind == .signal && $0.signal == .stop && $0.confirmed == nil }
                 let listed = try await host.supervisor.status(id).first?.state
                 #expect(listed == .suspended, "listed \(listed?.rawValue ?? "nothing") right after SIGSTOP")
                 #expect(kernelState(pid) == "T")

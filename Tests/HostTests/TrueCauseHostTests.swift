@@ -18,7 +18,7 @@ struct TrueCauseHostTests {
             let id = try await host.installProbe("com.cause.push")
             _ = try await host.supervisor.launch(id, background: false, arguments: [])
             _ = try await host.supervisor.modeCommand(.push(PushRequest(bundleIdentifier: id, payload: #"{"aps":{"alert":"Hello"}}"#)))
-            #expect(await host.waitForEvent(id) { $0.push == 1 && $0.result == "newData" } != nil)
+            #expect(await host.waitForEvent(id) { $0.push == 1 && $0.result == .newData } != nil)
             // The app has read every answer once it has exited: no refusal reached its log.
             try await host.supervisor.terminate(id)
             try await host.waitUntil(id, is: .notRunning)

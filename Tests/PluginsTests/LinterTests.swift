@@ -78,7 +78,7 @@ private extension LintReport {
 /// A `HostEvent` as the host logs it.
 private func event(_ seq: UInt64, _ kind: HostEvent.Kind, _ app: BundleID?, mode: String? = nil, _ cause: String = "") -> HostEvent {
     HostEvent(seq: seq, time: Date(timeIntervalSince1970: 1_800_000_000 + Double(seq)), kind: kind,
-              bundleIdentifier: app, cause: cause, mode: mode)
+              bundleIdentifier: app, cause: cause, mode: mode.flatMap(BackgroundMode.init(rawValue:)))
 }
 
 @Suite("apphost lint")

@@ -264,7 +264,7 @@ public actor Supervisor {
                 if runtimes[id]?.lockCheck == .awaitingStop { startLockCheck(id) }
             case .continued:
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
-                              fields: .init(signal: "SIGCONT", confirmed: true), time: scheduler.date(observed: observed))
+                              fields: .init(signal: .cont, confirmed: true), time: scheduler.date(observed: observed))
                 touch(id)
                 feedObserved(id, .continueConfirmed, at: observed)
                 runtimes[id]?.stopConfirmed = false
@@ -514,7 +514,7 @@ public actor Supervisor {
                 // ESRCH: already gone; its exit is on its way.
                 logger.debug("signal \(sig.rawValue) to \(id) failed: \(error)")
             } else {
-                events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", fields: .init(signal: sig.rawValue), time: now())
+                events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", fields: .init(signal: sig), time: now())
             }
             if !others.isEmpty {
                 events.append(.signal, app: id, pid: child.pid,

@@ -114,8 +114,8 @@ extension Lifecycle {
         case wake
     }
 
-    /// Signals the supervisor may send.
-    public enum Signal: String, Sendable, Equatable { case stop = "SIGSTOP", cont = "SIGCONT", kill = "SIGKILL" }
+    /// Signals the supervisor may send (the event log's `signal`).
+    public typealias Signal = AppSignal
 
     /// What the supervisor must do.
     public enum Effect: Sendable, Equatable {
@@ -139,7 +139,7 @@ extension Lifecycle {
         public var budget: BudgetRecord? = nil
         /// A jetsam kill: the footprint (bytes) and band that chose the app.
         public var footprint: UInt64? = nil
-        public var band: String? = nil
+        public var band: JetsamBand? = nil
         /// The uncaught exception the app aborted for.
         public var exception: UncaughtException? = nil
     }

@@ -231,21 +231,21 @@ extension Supervisor {
             switch effect {
             case .levelChanged(let from, let to, let total):
                 events.append(.memory, cause: "memory pressure \(from.rawValue) → \(to.rawValue)",
-                              fields: .init(footprint: total, pressure: to.rawValue), time: now())
+                              fields: .init(footprint: total, pressure: to), time: now())
             case .warnRunningApps(let level):
                 for id in runtimes.keys.sorted() {
                     guard let m = runtimes[id]?.machine, m.isRunningCode, m.launched, m.terminating == nil, !m.killSent else { continue }
                     events.append(.memory, app: id, pid: runtimes[id]?.pid, cause: "memory warning (pressure \(level.rawValue)): didReceiveMemoryWarning",
-                                  fields: .init(callback: LifecycleCallback.didReceiveMemoryWarning.name, footprint: memory.footprints[id], pressure: level.rawValue),
+                                  fields: .init(callback: LifecycleCallback.didReceiveMemoryWarning.name, footprint: memory.footprints[id], pressure: level),
                                   time: now())
                     feed(id, .memoryWarning)
                 }
             case .jetsam(let victim):
                 guard runtimes[victim.app]?.machine.isRunning == true else { continue }
-                let band = victim.band.rawValue
+                let band = victim.band
                 events.append(.memory, app: victim.app, pid: runtimes[victim.app]?.pid,
                               cause: "jetsam: killing \(victim.app), the least valuable app left (band \(band)), for vm-pageshortage",
-                              fields: .init(footprint: victim.footprint, pressure: MemoryPressureLevel.critical.rawValue, band: band), time: now())
+                              fields: .init(footprint: victim.footprint, pressure: .critical, band: band), time: now())
                 memory.jetsammed.insert(victim.app)
                 let record = Lifecycle.TerminationRecord(
                     namespace: "JETSAM", code: nil,
@@ -289,7 +289,7 @@ extension Supervisor {
     func memoryPressureReported(_ level: MemoryPressureLevel, trigger: Int) {
         let line = configuration.memoryPSITriggers.indices.contains(trigger) ? configuration.memoryPSITriggers[trigger].line : "?"
         events.append(.memory, cause: "PSI trigger \"\(line)\" fired in \(configuration.memoryPSIPath): the kernel reports memory pressure \(level.rawValue)",
-                      fields: .init(pressure: level.rawValue), time: now())
+                      fields: .init(pressure: level), time: now())
         _ = memoryReported(level, by: .psi)
     }
 

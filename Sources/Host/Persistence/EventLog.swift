@@ -143,7 +143,7 @@ final class EventLog {
     /// out; the error is returned (and logged, once until writing works again).
     @discardableResult
     func append(_ kind: HostEvent.Kind, app: BundleID? = nil, pid: Int32? = nil, from: AppState? = nil,
-                to: AppState? = nil, cause: String, mode: String? = nil, fields: HostEvent.Fields = HostEvent.Fields(),
+                to: AppState? = nil, cause: String, mode: BackgroundMode? = nil, fields: HostEvent.Fields = HostEvent.Fields(),
                 time: Date) -> Result<HostEvent, EventLogError> {
         var cause = cause
         if cause.utf8.count > Self.maximumCause {

@@ -39,7 +39,7 @@ struct ReportWriter {
             terminationNamespace: record.namespace, terminationCode: record.code?.hex, reason: record.reason,
             explanation: record.code.map { "\($0.meaning). What to do: \($0.advice)." },
             backgroundTasks: record.tasks, budget: record.budget, lastStates: Array(history.suffix(16)),
-            footprint: record.footprint, jetsamBand: record.band, exception: record.exception)
+            footprint: record.footprint, jetsamBand: record.band?.rawValue, exception: record.exception)
     }
 
     /// Stores `report` and writes its JSON file, then records the `report` event. A write
