@@ -96,11 +96,13 @@ public struct FetchPlugin: BackgroundModePlugin {
                 a.backoff = result == .newData && !slow ? 1 : min(a.backoff * 2, Self.maximumBackoff)
                 s.apps[app] = a
             }
-            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget")))
-            ctx.emit(.endActivity(app: app, name: Self.activity))
+            // The completion's line first, then what it ends: the log reads "completed",
+            // then the activity's end, then (the host takes it before the effects) the picture.
             let backoff = ctx.state(State.self).apps[app]?.backoff ?? 1
             ctx.emit(.typedNote(app: app, "fetch \(id) completed: \(result.rawValue) after \(DurationText.format(seconds(took)))\(slow ? " (slow)" : ""); backoff ×\(backoff)",
-                                .init(fetch: id, result: result.rawValue)))
+                                .init(fetch: id, result: result)))
+            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget")))
+            ctx.emit(.endActivity(app: app, name: Self.activity))
             reschedule(ctx)
             return .ok
         default:

@@ -140,6 +140,17 @@ public enum ModeEffect: Sendable, Equatable {
     case lockGrace(Duration?)
 }
 
+extension ModeEffect {
+    /// A line for the event log and nothing else (`note`, `typedNote`): the host may write
+    /// it ahead of the effects after it without changing what they do.
+    public var isLogLine: Bool {
+        switch self {
+        case .note, .typedNote: true
+        default: false
+        }
+    }
+}
+
 /// A command from the CLI to a plugin could not be carried out.
 public struct ModeCommandError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String

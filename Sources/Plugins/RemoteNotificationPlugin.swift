@@ -72,19 +72,22 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
             return .token(token)
         case .remoteNotificationCompleted(let id, let result):
             let a = ctx.state(State.self).apps[app]
-            if a?.outstanding[id] != nil {
-                ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
-                ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget/\(id)")))
-                ctx.emit(.endActivity(app: app, name: Self.activity(id)))
-            } else if a?.visible.contains(id) == true {
-                // A visible push to the app in front: its completion is due as a silent
-                // push's is, but nothing runs on a budget.
-                ctx.update(State.self) { $0.apps[app]?.visible.removeAll { $0 == id } }
-            } else {
+            let outstanding = a?.outstanding[id] != nil
+            // A visible push to the app in front: its completion is due as a silent push's
+            // is, but nothing runs on a budget.
+            guard outstanding || a?.visible.contains(id) == true else {
                 return .refused(reason: Self.notWaiting(id, a?.ended.last { $0.id == id }?.how, ctx))
             }
             Self.remember(id, .completed, app: app, ctx)
-            ctx.emit(.typedNote(app: app, "push \(id) completed: \(result.rawValue)", .init(push: id, result: result.rawValue)))
+            // The completion's line first, then what it ends (as a fetch's).
+            ctx.emit(.typedNote(app: app, "push \(id) completed: \(result.rawValue)", .init(push: id, result: result)))
+            if outstanding {
+                ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
+                ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget/\(id)")))
+                ctx.emit(.endActivity(app: app, name: Self.activity(id)))
+            } else {
+                ctx.update(State.self) { $0.apps[app]?.visible.removeAll { $0 == id } }
+            }
             return .ok
         default:
             return nil

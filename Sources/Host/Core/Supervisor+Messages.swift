@@ -95,9 +95,14 @@ extension Supervisor {
             } else if case .raise(let exception) = reply {
                 events.append(.service, app: id, pid: pid, cause: "\(request.apiName) refused: a programmer error, iOS raises \(exception.name)", time: now())
             }
-            // Before the effects: ending the fetch's activity may suspend the app.
+            // The plugin's lines that lead its effects ("fetch 3 completed: newData") go to
+            // the log first; then the picture, before the other effects: ending the fetch's
+            // activity may suspend the app. On the virtual clock the picture is drawn in
+            // line, and the log must still read completion, then picture.
+            let lines = effects.prefix(while: \.isLogLine).count
+            performMode(Array(effects.prefix(lines)))
             snapshotAfterCompletion(request, reply: reply, app: id, state: machine.state)
-            performMode(effects)
+            performMode(Array(effects.dropFirst(lines)))
         }
     }
 }
