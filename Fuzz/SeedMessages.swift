@@ -5,12 +5,19 @@ import Foundation
 
 /// One message per case that matters, with the nested types filled in.
 enum SeedMessages {
+    /// A bundle identifier written in a harness (a BundleID has no literal form): a
+    /// malformed one is a bug of the harness, not an input, so it stops the run.
+    static func id(_ literal: String) -> BundleID {
+        guard let id = BundleID(literal) else { preconditionFailure("the harness's literal \"\(literal)\" is not a bundle identifier") }
+        return id
+    }
+
     static let date = Date(timeIntervalSince1970: 1_763_000_000.123)
     static let fix = LocationFix(latitude: 59.3293, longitude: 18.0686, altitude: 12.5, timestamp: date)
     static let peripheral = BLEPeripheral(id: "hr", name: "Heart Rate", services: ["180D"], rssi: -52)
     static let accessory = Accessory(id: 1, name: "Printer", protocols: ["com.acme.printer"])
     static let resume = TransferResume(partialFile: "/c/tmp/part", bytes: 1024, etag: "\"abc\"", lastModified: nil)
-    static let job = TransferJob(id: 7, bundleIdentifier: "com.example.probe", session: "s", taskIdentifier: 1,
+    static let job = TransferJob(id: 7, bundleIdentifier: id("com.example.probe"), session: "s", taskIdentifier: 1,
                                  kind: .download, url: "https://example.com/a", headers: ["Accept": "*/*"],
                                  destination: "/c/Library/a", created: 1_763_000_000, resume: resume)
     static let view = ViewNode(content: .label(text: "Balance", fontSize: 17, color: .black),
@@ -84,30 +91,30 @@ enum SeedMessages {
         .reply(id: 8, reply: .service(.failed(code: "x", reason: "y"))),
     ] + events.enumerated().map { .callback(seq: UInt64($0.offset + 10), callback: .service($0.element), state: .background) }
 
-    /// The requests that name an app, for `a.b` (a BundleID has no literal form).
-    static let appRequests: [ControlRequest] = BundleID("a.b").map { ab in
-        [.uninstall(bundleIdentifier: ab), .launch(bundleIdentifier: ab, background: true, arguments: ["--x"], terminateRunning: true),
-         .foreground(bundleIdentifier: ab), .background(bundleIdentifier: ab), .terminate(bundleIdentifier: ab),
-         .events(follow: true, bundleIdentifier: ab)]
-    } ?? []
+    /// The requests that name an app, `a.b`.
+    static let appRequests: [ControlRequest] = [
+        .uninstall(bundleIdentifier: id("a.b")), .launch(bundleIdentifier: id("a.b"), background: true, arguments: ["--x"], terminateRunning: true),
+        .foreground(bundleIdentifier: id("a.b")), .background(bundleIdentifier: id("a.b")), .terminate(bundleIdentifier: id("a.b")),
+        .events(follow: true, bundleIdentifier: id("a.b")),
+    ]
 
     static let control: [ControlRequest] = appRequests + [
         .ping(version: 1), .install(path: "manifests/Probe.app", settings: ["A": "b"]),
         .list,
         .status(bundleIdentifier: nil), .reports(bundleIdentifier: nil),
         .shutdown, .clockAdvance(seconds: 31), .clockNow, .profile,
-        .mode(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: "a.b")), .mode(.locationSet(fix)),
-        .mode(.locationRoute(name: "commute", fixes: [fix, fix], interval: 1)), .mode(.voipPush(bundleIdentifier: "a.b", payload: "{}")),
+        .mode(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: id("a.b"))), .mode(.locationSet(fix)),
+        .mode(.locationRoute(name: "commute", fixes: [fix, fix], interval: 1)), .mode(.voipPush(bundleIdentifier: id("a.b"), payload: "{}")),
         .mode(.bleLoad([peripheral])), .mode(.bleNotify(peripheral: "hr", characteristic: "2A37", value: Data([0x48]))),
         .mode(.accessoryConnect(name: "Printer", protocols: ["com.acme.printer"])), .mode(.accessorySend(protocolString: "p", bytes: Data([0]))),
         .mode(.settingsBackgroundRefresh(bundleIdentifier: nil, on: false)), .mode(.deviceNetwork(.cellular)),
-        .mode(.bgTaskRun(bundleIdentifier: "a.b", identifier: "r")),
-        .mode(.push(PushRequest(bundleIdentifier: "a.b", payload: #"{"aps":{"alert":"hi"}}"#, pushType: "alert", priority: 10,
+        .mode(.bgTaskRun(bundleIdentifier: id("a.b"), identifier: "r")),
+        .mode(.push(PushRequest(bundleIdentifier: id("a.b"), payload: #"{"aps":{"alert":"hi"}}"#, pushType: "alert", priority: 10,
                                 collapseID: "c", apnsID: "6F1D0F4E-0000-4000-8000-000000000001", expiration: 0, source: "gateway"))),
     ]
 
     static let transferRequests: [TransferRequest] = [
-        .enqueue(job), .cancel(id: 7), .cancelProducingResumeData(id: 7), .cancelApp(bundleIdentifier: "a.b"),
+        .enqueue(job), .cancel(id: 7), .cancelProducingResumeData(id: 7), .cancelApp(bundleIdentifier: id("a.b")),
         .conditions(pluggedIn: true, network: .wifi), .list, .acknowledge(id: 7),
     ]
 
@@ -118,4 +125,22 @@ enum SeedMessages {
         .transfers([TransferStatus(job: job, state: .waiting, bytesDone: 0, bytesExpected: nil, outcome: .cancelled)]),
         .error("bad"),
     ]
+}
+
+// The ids of the messages above are written as the numbers and strings they are on the
+// wire (the product has no literal forms for them).
+extension BackgroundTaskID: ExpressibleByIntegerLiteral {
+    public init(integerLiteral value: Int) { self.init(value) }
+}
+extension HostTimerID: ExpressibleByIntegerLiteral {
+    public init(integerLiteral value: Int) { self.init(value) }
+}
+extension TransferID: ExpressibleByIntegerLiteral {
+    public init(integerLiteral value: UInt64) { self.init(value) }
+}
+extension TransferTaskID: ExpressibleByIntegerLiteral {
+    public init(integerLiteral value: Int) { self.init(value) }
+}
+extension SessionIdentifier: ExpressibleByStringLiteral {
+    public init(stringLiteral value: String) { self.init(value) }
 }

@@ -85,7 +85,7 @@ struct DeadlineBench {
                         throw BenchError("the app ended during the window (\(reason ?? "\(error)")): a main-run-loop turn of \(DurationText.format(interval)) is a hang by this profile; try a longer --deadline-interval on a busy machine")
                     }
                     let w1 = clock.now
-                    await supervisor.waitUntil(id, is: .suspended)
+                    await supervisor.waitUntil(try BundleID(validating: id), is: .suspended)
                     let late = await supervisor.takeDeadlineLateness()
                     got += late.map(\.nanoseconds)
                     let seconds = Double((w1 - w0).nanoseconds) / 1e9

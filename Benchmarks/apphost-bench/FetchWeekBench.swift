@@ -49,7 +49,7 @@ struct FetchWeekBench {
                     .write(to: URL(fileURLWithPath: bundle + "/Info.plist"))
                 _ = try await supervisor.install(path: bundle, settings: [:])
                 _ = try await supervisor.launch(try BundleID(validating: id), background: true, arguments: ["--on", "launch", "fetch-interval:minimum"])
-                await supervisor.waitUntil(id, is: .suspended)
+                await supervisor.waitUntil(try BundleID(validating: id), is: .suspended)
             }
             setup = clock.now - s0
             let (_, live, subscription) = await supervisor.subscribe(bundleIdentifier: nil)
@@ -88,7 +88,7 @@ struct FetchWeekBench {
     func runModel() -> Int {
         let hub = ModeHub(profile: .default)
         struct Key: Hashable {
-            var app: String?
+            var app: BundleID?
             var timer: PluginTimer
         }
         var deadlines: [Key: Duration] = [:]
@@ -108,12 +108,14 @@ struct FetchWeekBench {
             }
         }
         for id in ids() {
+            // The ids are made above, in the bundle identifier's characters.
+            guard let bundle = BundleID(id) else { continue }
             var manifest = Manifest(bundleIdentifier: id, executable: executable, name: id, sourcePath: "")
             manifest.backgroundModes = [.fetch]
-            apply(hub.install(ModeApp(bundleIdentifier: id, manifest: manifest, entitlements: [], container: "")), .zero)
-            apply(hub.appMoved(id, from: .notRunning, to: .background, runningCode: true, at: .zero), .zero)
-            apply(hub.request(.fetchSetMinimumInterval(.minimum), from: id, at: .zero).1, .zero)
-            apply(hub.appMoved(id, from: .background, to: .suspended, runningCode: false, at: .zero), .zero)
+            apply(hub.install(ModeApp(bundleIdentifier: bundle, manifest: manifest, entitlements: [], container: "")), .zero)
+            apply(hub.appMoved(bundle, from: .notRunning, to: .background, runningCode: true, at: .zero), .zero)
+            apply(hub.request(.fetchSetMinimumInterval(.minimum), from: bundle, at: .zero).1, .zero)
+            apply(hub.appMoved(bundle, from: .background, to: .suspended, runningCode: false, at: .zero), .zero)
         }
         let end = Duration.seconds(Int64(days * 86400))
         while let (key, due) = deadlines.min(by: { $0.value < $1.value }), due <= end {

@@ -154,10 +154,10 @@ struct IdleBench {
             if case .appStatus(let s) = r { return s }
             return nil
         }
-        let suspendedPerStatus = statuses.filter { ids.contains($0.bundleIdentifier) && $0.state == .suspended }.count
+        let suspendedPerStatus = statuses.filter { ids.contains($0.bundleIdentifier.rawValue) && $0.state == .suspended }.count
         // `status` must agree with the kernel, app by app: listed as suspended exactly when
         // its process is stopped (state T in /proc).
-        let disagreements = statuses.filter { ids.contains($0.bundleIdentifier) }.compactMap { s -> String? in
+        let disagreements = statuses.filter { ids.contains($0.bundleIdentifier.rawValue) }.compactMap { s -> String? in
             let kernel = s.pid.flatMap { try? ProcStat.read(pid: $0).state }
             guard (s.state == .suspended) != (kernel == "T") else { return nil }
             return "\(s.bundleIdentifier) is \(s.state.rawValue) per status, \(kernel.map { "state \($0)" } ?? "no process") per the kernel"
@@ -455,10 +455,10 @@ final class EventFollower: Sendable {
     private func record(_ e: HostEvent) {
         let (signal, reached) = state.withLock { s -> (Bool, [DispatchSemaphore]) in
             if s.counting { s.counted += 1 }
-            if e.kind == .snapshot, let id = e.bundleIdentifier, expected.contains(id) { s.pictured.insert(id) }
-            if e.kind == .signal, e.signal == "SIGKILL" { s.kills += 1 }
+            if e.kind == .snapshot, let id = e.bundleIdentifier?.rawValue, expected.contains(id) { s.pictured.insert(id) }
+            if e.kind == .signal, e.signal == .kill { s.kills += 1 }
             var signal = false
-            if e.kind == .transition, let id = e.bundleIdentifier, expected.contains(id), let to = e.to {
+            if e.kind == .transition, let id = e.bundleIdentifier?.rawValue, expected.contains(id), let to = e.to {
                 let before = s.states[id]
                 s.states[id] = to
                 if before == .suspended && to != .suspended { s.suspended -= 1 }

@@ -58,7 +58,7 @@ struct EventRecorder {
     let task: Task<[HostEvent], Never>
 
     static func start(_ supervisor: Supervisor, app: String?) async -> EventRecorder {
-        let (_, live, id) = await supervisor.subscribe(bundleIdentifier: app)
+        let (_, live, id) = await supervisor.subscribe(bundleIdentifier: app.flatMap(BundleID.init))
         let task = Task {
             var out: [HostEvent] = []
             for await e in live { out.append(e) }

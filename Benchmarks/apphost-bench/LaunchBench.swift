@@ -47,7 +47,7 @@ struct LaunchBench {
         let stateForRules = try TempDir("rules")
         defer { stateForRules.remove() }
         let confinedApp = InstalledApp(
-            bundleIdentifier: bareID, name: executable, bundlePath: home.path, executablePath: path, backgroundModes: [],
+            bundleIdentifier: try BundleID(validating: bareID), name: executable, bundlePath: home.path, executablePath: path, backgroundModes: [],
             installedAt: Date(), manifest: Manifest(bundleIdentifier: bareID, executable: executable, name: executable,
                                                   sourcePath: home.path + "/Info.plist"))
         var failure: (any Error)?
@@ -295,7 +295,7 @@ struct LaunchBench {
         var s = Samples()
         for i in 0..<(count + warmup) {
             let t0 = clock.now
-            store.recordTransitions([Store.TransitionRow(bundleIdentifier: "com.bench.store", pid: 1, from: .active,
+            store.recordTransitions([Store.TransitionRow(bundleIdentifier: try BundleID(validating: "com.bench.store"), pid: 1, from: .active,
                                                          to: .inactive, cause: "bench", time: Date())]) { _ in }
             try store.flush()
             let t1 = clock.now

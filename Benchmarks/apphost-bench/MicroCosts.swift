@@ -19,7 +19,7 @@ struct MicroCosts {
             }
             return s
         }
-        let event = HostEvent(seq: 42, time: Date(), kind: .transition, bundleIdentifier: "com.bench.micro", pid: 1234,
+        let event = HostEvent(seq: 42, time: Date(), kind: .transition, bundleIdentifier: BundleID("com.bench.micro"), pid: 1234,
                               from: .background, to: .suspended, cause: "no assertion left (SIGSTOP)")
         let eventEncoder = WireJSON.encoder()
         let encodeEvent = try time { _ = try eventEncoder.encode(event) }

@@ -173,7 +173,7 @@ struct PushBench {
             let baseline = try await PushGateway.bind(settings: .init(), group: baselineGroup, logger: logger) { _ in .success(fixedID) }
             let serving = [Task { try await gateway.serve() }, Task { try await baseline.serve() }]
             let inbox = EventInbox()
-            let (_, live, subscription) = await host.supervisor.subscribe(bundleIdentifier: id)
+            let (_, live, subscription) = await host.supervisor.subscribe(bundleIdentifier: try BundleID(validating: id))
             let forward = Task {
                 for await e in live { await inbox.deliver(e) }
             }
@@ -181,7 +181,7 @@ struct PushBench {
                 let client = try await PushGatewayClient.connect(host: "127.0.0.1", port: gateway.port, group: clientGroup)
                 let toBase = try await PushGatewayClient.connect(host: "127.0.0.1", port: baseline.port, group: clientGroup)
                 pid = try await host.supervisor.launch(try BundleID(validating: id), background: true, arguments: [])
-                await host.supervisor.waitUntil(id, is: .suspended)
+                await host.supervisor.waitUntil(try BundleID(validating: id), is: .suspended)
                 let clock = ContinuousClock()
                 for i in 0..<(warmup + wakes) {
                     let measured = i >= warmup
@@ -201,7 +201,7 @@ struct PushBench {
                                                   payload: Data(#"{"aps":{"content-available":1},"i":\#(i)}"#.utf8))
                     let t1 = clock.now
                     guard r.status == 200 else { throw BenchError("push (b): the gateway answered \(r.status) \(r.reason ?? "")") }
-                    let cont = await inbox.next(within: .seconds(5)) { $0.signal == "SIGCONT" && $0.confirmed == nil }
+                    let cont = await inbox.next(within: .seconds(5)) { $0.signal == .cont && $0.confirmed == nil }
                     guard let returned = await inbox.next(within: .seconds(5), {
                         $0.isReturn(of: "didReceiveRemoteNotification(background)")
                     }) else {
@@ -272,7 +272,7 @@ struct PushBench {
         guard app.entitlements?.contains("aps-environment") == true else {
             throw BenchError("\(bundle): the aps-environment entitlement was not read")
         }
-        guard let token = await host.supervisor.deviceToken(of: id) else {
+        guard let token = await host.supervisor.deviceToken(of: app.bundleIdentifier) else {
             throw BenchError("\(id): installed, yet the host has no device token for it")
         }
         return token

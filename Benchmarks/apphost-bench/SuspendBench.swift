@@ -26,7 +26,7 @@ struct SuspendBench {
         var threads = 0
         do {
             try await host.install(id: id, executable: executable)
-            let (_, live, subscription) = await host.supervisor.subscribe(bundleIdentifier: id)
+            let (_, live, subscription) = await host.supervisor.subscribe(bundleIdentifier: try BundleID(validating: id))
             var events = live.makeAsyncIterator()
             func next(_ what: String, _ predicate: (HostEvent) -> Bool) async throws -> HostEvent {
                 while let e = await events.next() {
@@ -49,10 +49,10 @@ struct SuspendBench {
                 // Home button → suspended (the kernel has reported the stop).
                 let t0 = clock.now
                 try await host.supervisor.background(bundle)
-                await host.supervisor.waitUntil(id, is: .suspended)
+                await host.supervisor.waitUntil(try BundleID(validating: id), is: .suspended)
                 let t1 = clock.now
                 let returned = try await next("didEnterBackground returned") { $0.isReturn(of: "didEnterBackground") }
-                let stop = try await next("SIGSTOP") { $0.signal == "SIGSTOP" && $0.confirmed == nil }
+                let stop = try await next("SIGSTOP") { $0.signal == .stop && $0.confirmed == nil }
                 let suspended = try await next("suspended") { $0.isTransition(to: .suspended) }
                 if (try? ProcStat.read(pid: pid).state) != "T" { notStopped += 1 }
 
@@ -60,16 +60,16 @@ struct SuspendBench {
                 let called = Date()
                 let t2 = clock.now
                 try await host.supervisor.foreground(bundle)
-                await host.supervisor.waitUntil(id, is: .active)
+                await host.supervisor.waitUntil(try BundleID(validating: id), is: .active)
                 let t3 = clock.now
-                let cont = try await next("SIGCONT") { $0.signal == "SIGCONT" && $0.confirmed == nil }
+                let cont = try await next("SIGCONT") { $0.signal == .cont && $0.confirmed == nil }
                 let active = try await next("active") { $0.isTransition(to: .active) }
                 // The kernel's continue confirmation and didBecomeActive's return, in either order.
                 var running: HostEvent?
                 var back: HostEvent?
                 while running == nil || back == nil {
                     let e = try await next("running again / didBecomeActive returned") {
-                        ($0.signal == "SIGCONT" && $0.confirmed == true) || $0.isReturn(of: "didBecomeActive")
+                        ($0.signal == .cont && $0.confirmed == true) || $0.isReturn(of: "didBecomeActive")
                     }
                     if e.kind == .signal { running = e } else { back = e }
                 }

@@ -319,8 +319,9 @@ struct TransferBench {
             if background {
                 // The app is suspended again once it has handled the last events (bounded, so a
                 // failure is reported rather than waited on forever).
+                let bundle = try BundleID(validating: id)
                 let suspendedAgain = await withTaskGroup(of: Bool.self) { group in
-                    group.addTask { await host.supervisor.waitUntil(id, is: .suspended); return true }
+                    group.addTask { await host.supervisor.waitUntil(bundle, is: .suspended); return true }
                     group.addTask { try? await Task.sleep(for: .seconds(60)); return false }
                     let first = await group.next() ?? false
                     group.cancelAll()
@@ -587,7 +588,7 @@ struct TransferTally {
             if e.kind == .warning { warnings.append(e.cause) }
             return
         }
-        guard e.bundleIdentifier == app else { return }
+        guard e.bundleIdentifier?.rawValue == app else { return }
         let t = e.time.timeIntervalSince1970
         switch e.kind {
         // The typed fields, not the cause text: the event's transfer note, session task
@@ -598,7 +599,7 @@ struct TransferTally {
                 queued += 1
                 firstQueued = firstQueued ?? e.time
                 lastQueued = e.time
-                if let k = e.transferTask, k >= 1, k <= count { queuedAt[k] = t }
+                if let k = e.transferTask?.rawValue, k >= 1, k <= count { queuedAt[k] = t }
                 if queued == count {
                     deliveredAtLastQueued = delivered
                     finishedAtLastQueued = finished
@@ -610,12 +611,12 @@ struct TransferTally {
                     finishedFailed += 1
                     firstError = firstError ?? e.cause
                 }
-                if let k = e.transferTask, k >= 1, k <= count { finishedAt[k] = t }
+                if let k = e.transferTask?.rawValue, k >= 1, k <= count { finishedAt[k] = t }
             default:
                 break
             }
         case .callback:
-            guard let task = e.transferTask else {
+            guard let task = e.transferTask?.rawValue else {
                 let name = e.cause.hasSuffix(" returned") ? String(e.cause.dropLast(" returned".count)) : e.cause
                 callbacks[name, default: 0] += 1
                 break

@@ -70,7 +70,7 @@ struct VirtualBench {
             var pids: [String: Int32] = [:]
             for id in ids {
                 pids[id] = try await supervisor.launch(try BundleID(validating: id), background: true, arguments: Self.arguments)
-                await supervisor.waitUntil(id, is: .suspended)
+                await supervisor.waitUntil(try BundleID(validating: id), is: .suspended)
             }
             run.setupSeconds = seconds(clock.now - s0)
 
@@ -141,7 +141,7 @@ struct VirtualBench {
             let status = try await supervisor.status(nil)
             run.suspendedAtEnd = status.filter { $0.state == .suspended }.count
             run.inStateT = pids.values.filter { (try? ProcStat.read(pid: $0).state) == "T" }.count
-            run.samePids = status.filter { $0.pid != nil && pids[$0.bundleIdentifier] == $0.pid }.count
+            run.samePids = status.filter { $0.pid != nil && pids[$0.bundleIdentifier.rawValue] == $0.pid }.count
             let reports = try await supervisor.reports(nil)
             run.reports = reports.count
             for r in reports { run.reportReasons[r.reason, default: 0] += 1 }
@@ -253,7 +253,7 @@ struct EventTally {
 
     mutating func add(_ e: HostEvent) {
         events += 1
-        let app = e.bundleIdentifier ?? ""
+        let app = e.bundleIdentifier?.rawValue ?? ""
         switch e.kind {
         case .transition:
             counts.transitions += 1
@@ -280,7 +280,7 @@ struct EventTally {
                 if let ended = endedAt[app], e.time > ended { returnsStuckInStoppedApp += 1 }
             }
         case .signal:
-            if let s = e.signal, e.confirmed == nil { counts.signals[s, default: 0] += 1 }
+            if let s = e.signal, e.confirmed == nil { counts.signals[s.rawValue, default: 0] += 1 }
         case .backgroundTask:
             if e.began == true { counts.tasksBegun += 1 }
             if e.began == false {
@@ -367,9 +367,9 @@ struct LifecycleModel {
                         lastTask[i] += 1
                         openTasks[i].insert(lastTask[i])
                         counts.tasksBegun += 1
-                        queue.append(.taskBegan(id: lastTask[i], name: "work"))
+                        queue.append(.taskBegan(id: BackgroundTaskID(lastTask[i]), name: "work"))
                     case .backgroundTaskExpiration(let id):
-                        if openTasks[i].remove(id) != nil {
+                        if openTasks[i].remove(id.rawValue) != nil {
                             counts.tasksEnded += 1
                             queue.append(.taskEnded(id: id))
                         }

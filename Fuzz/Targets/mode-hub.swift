@@ -17,11 +17,11 @@ import Foundation
 import Glibc
 #endif
 
-private let everything = "com.fuzz.all"
-private let nothing = "com.fuzz.none"
+private let everything = SeedMessages.id("com.fuzz.all")
+private let nothing = SeedMessages.id("com.fuzz.none")
 
-private func makeApp(_ id: String, modes: [BackgroundMode], state: AppState) -> ModeApp {
-    var m = Manifest(bundleIdentifier: id, executable: "X", name: "X", sourcePath: "/fuzz/\(id)/Info.plist")
+private func makeApp(_ id: BundleID, modes: [BackgroundMode], state: AppState) -> ModeApp {
+    var m = Manifest(bundleIdentifier: id.rawValue, executable: "X", name: "X", sourcePath: "/fuzz/\(id)/Info.plist")
     m.backgroundModes = modes
     if !modes.isEmpty {
         m.bgTaskIdentifiers = ["com.example.refresh", "com.example.db", "r"]
@@ -35,7 +35,7 @@ private struct World {
     let hub = ModeHub(profile: .default)
     var now = Duration.zero
     var states = [everything: AppState.background, nothing: AppState.active]
-    var timers: [(at: Duration, app: String?, timer: PluginTimer)] = []
+    var timers: [(at: Duration, app: BundleID?, timer: PluginTimer)] = []
     var budget = 400  // hub calls per input, so that timers restarting themselves end
 
     init() {
@@ -74,7 +74,7 @@ private struct World {
         now = max(now, time)
     }
 
-    mutating func move(_ id: String, to state: AppState, byUser: Bool) {
+    mutating func move(_ id: BundleID, to state: AppState, byUser: Bool) {
         let from = states[id] ?? .notRunning
         guard from != state else { return }
         states[id] = state
@@ -97,7 +97,7 @@ private struct World {
             run(hub.userLaunched(app, at: now))
         case .endBackgroundTask(let id):
             // A jump of up to a month: long enough for every budget and backoff.
-            advance(to: now + .seconds(Int64(id.magnitude % (31 * 86_400))))
+            advance(to: now + .seconds(Int64(id.rawValue.magnitude % (31 * 86_400))))
         default:
             break
         }

@@ -34,14 +34,28 @@ public struct BundleID: Hashable, Comparable, Sendable, Codable, CustomStringCon
     }
 
     /// What is wrong with `string` as a bundle identifier; nil when it is well formed.
-    /// The length is checked first (in bytes: only ASCII passes the second check).
+    /// The length is checked first (in bytes: only ASCII passes the second check). The
+    /// check reads the UTF-8 bytes once: every string from outside the host (a frame, a
+    /// database row, a file name) passes it, some on the paths of every transfer.
     public static func problem(with string: String) -> Problem? {
-        guard string.utf8.count <= maximumLength else { return .tooLong(characters: string.count) }
-        let allowed = string.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
-        guard !string.isEmpty, allowed, !string.hasPrefix("."), !string.hasSuffix("."), !string.contains("..") else {
-            return .malformed
+        let utf8 = string.utf8
+        guard utf8.count <= maximumLength else { return .tooLong(characters: string.count) }
+        guard !utf8.isEmpty else { return .malformed }
+        // Starting as if after a dot catches a leading dot as "..".
+        var previous = UInt8(ascii: ".")
+        for byte in utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"):
+                break
+            case UInt8(ascii: "."):
+                if previous == UInt8(ascii: ".") { return .malformed }
+            default:
+                return .malformed
+            }
+            previous = byte
         }
-        return nil
+        return previous == UInt8(ascii: ".") ? .malformed : nil
     }
 
     /// `string` as a bundle identifier, or the reason it is not one.

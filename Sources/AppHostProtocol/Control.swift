@@ -66,7 +66,7 @@ public enum ControlResponse: Codable, Sendable, Equatable {
     /// One app of a ``ControlRequest/list`` answer.
     case app(InstalledApp)
     /// `wasRunning`: the app was already running, so it kept its process (and arguments).
-    case launched(bundleIdentifier: String, pid: Int32, wasRunning: Bool)
+    case launched(bundleIdentifier: BundleID, pid: Int32, wasRunning: Bool)
     /// One app of a ``ControlRequest/status(bundleIdentifier:)`` answer.
     case appStatus(AppStatus)
     case event(HostEvent)
@@ -120,7 +120,7 @@ public struct InstalledApp: Codable, Sendable, Equatable {
         return app
     }
 
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     public var name: String
     public var bundlePath: String
     public var executablePath: String
@@ -133,7 +133,7 @@ public struct InstalledApp: Codable, Sendable, Equatable {
     /// shared containers it may read and write (nil: none, or installed before they were kept).
     public var applicationGroups: [String]?
 
-    public init(bundleIdentifier: String, name: String, bundlePath: String, executablePath: String,
+    public init(bundleIdentifier: BundleID, name: String, bundlePath: String, executablePath: String,
                 backgroundModes: [BackgroundMode], installedAt: Date, manifest: Manifest, entitlements: [String]? = nil,
                 applicationGroups: [String]? = nil) {
         self.entitlements = entitlements
@@ -150,7 +150,7 @@ public struct InstalledApp: Codable, Sendable, Equatable {
 
 /// One app's current state (`apphost status --json` prints an array of these).
 public struct AppStatus: Codable, Sendable, Equatable {
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     public var state: AppState
     public var pid: Int32?
     public var since: Date
@@ -181,7 +181,7 @@ public struct AppStatus: Codable, Sendable, Equatable {
         return out
     }
 
-    public init(bundleIdentifier: String, state: AppState, pid: Int32?, since: Date, backgroundTasks: [String],
+    public init(bundleIdentifier: BundleID, state: AppState, pid: Int32?, since: Date, backgroundTasks: [String],
                 activities: [String] = [], isFrontmost: Bool, footprint: UInt64? = nil) {
         self.footprint = footprint
         self.activities = activities
@@ -231,42 +231,42 @@ public struct HostEvent: Codable, Sendable, Equatable {
     public var seq: UInt64
     public var time: Date
     public var kind: Kind
-    public var bundleIdentifier: String?
+    public var bundleIdentifier: BundleID?
     public var pid: Int32?
     public var from: AppState?
     public var to: AppState?
     public var cause: String
     /// The background mode concerned (modeUsed, modeRefused).
-    public var mode: String?
+    public var mode: BackgroundMode?
     /// The delegate method (`callback` events: "didEnterBackground", "expirationHandler", ...).
     public var callback: String?
-    /// The signal (`signal` events): "SIGSTOP", "SIGCONT" or "SIGKILL".
-    public var signal: String?
+    /// The signal (`signal` events): SIGSTOP, SIGCONT or SIGKILL.
+    public var signal: AppSignal?
     /// A `signal` event that is the kernel's confirmation (the app runs again), not a send.
     public var confirmed: Bool?
     /// The background task (`backgroundTask` events): its id, its name, and whether it
     /// began (true) or ended (false).
-    public var task: Int?
+    public var task: BackgroundTaskID?
     public var taskName: String?
     public var began: Bool?
     /// What a background transfer's `service` event says (queued, waiting, finished, ...),
     /// with its session and task where it is about one.
     public var transfer: TransferNote?
-    public var session: String?
-    public var transferTask: Int?
+    public var session: SessionIdentifier?
+    public var transferTask: TransferTaskID?
     /// A push's number on this host and its `apns-id` (pushes delivered, completed), a
     /// background fetch's number, and the result an app's completion handler gave
     /// (`newData`, `noData`, `failed`).
     public var push: UInt64?
     public var apnsID: String?
     public var fetch: UInt64?
-    public var result: String?
+    public var result: FetchResult?
     /// Device memory (`memory` events): bytes (an app's footprint, or the sum of every
     /// app's at a pressure change), the pressure level (`normal`, `warning`, `critical`),
     /// and a jetsam decision's band (`suspended`, `background`, `backgroundActivity`, `foreground`).
     public var footprint: UInt64?
-    public var pressure: String?
-    public var band: String?
+    public var pressure: MemoryPressureLevel?
+    public var band: JetsamBand?
     /// The device token `registerForRemoteNotifications` gave the app (the `service`
     /// event of a registration).
     public var deviceToken: String?
@@ -278,30 +278,30 @@ public struct HostEvent: Codable, Sendable, Equatable {
     /// The typed fields an event may carry beside its kind (see the properties).
     public struct Fields: Sendable, Equatable {
         public var callback: String?
-        public var signal: String?
+        public var signal: AppSignal?
         public var confirmed: Bool?
-        public var task: Int?
+        public var task: BackgroundTaskID?
         public var taskName: String?
         public var began: Bool?
         public var transfer: TransferNote?
-        public var session: String?
-        public var transferTask: Int?
+        public var session: SessionIdentifier?
+        public var transferTask: TransferTaskID?
         public var push: UInt64?
         public var apnsID: String?
         public var fetch: UInt64?
-        public var result: String?
+        public var result: FetchResult?
         public var footprint: UInt64?
-        public var pressure: String?
-        public var band: String?
+        public var pressure: MemoryPressureLevel?
+        public var band: JetsamBand?
         public var deviceToken: String?
         public var bgTask: String?
         public var success: Bool?
 
-        public init(callback: String? = nil, signal: String? = nil, confirmed: Bool? = nil,
-                    task: Int? = nil, taskName: String? = nil, began: Bool? = nil,
-                    transfer: TransferNote? = nil, session: String? = nil, transferTask: Int? = nil,
-                    push: UInt64? = nil, apnsID: String? = nil, fetch: UInt64? = nil, result: String? = nil,
-                    footprint: UInt64? = nil, pressure: String? = nil, band: String? = nil,
+        public init(callback: String? = nil, signal: AppSignal? = nil, confirmed: Bool? = nil,
+                    task: BackgroundTaskID? = nil, taskName: String? = nil, began: Bool? = nil,
+                    transfer: TransferNote? = nil, session: SessionIdentifier? = nil, transferTask: TransferTaskID? = nil,
+                    push: UInt64? = nil, apnsID: String? = nil, fetch: UInt64? = nil, result: FetchResult? = nil,
+                    footprint: UInt64? = nil, pressure: MemoryPressureLevel? = nil, band: JetsamBand? = nil,
                     deviceToken: String? = nil, bgTask: String? = nil, success: Bool? = nil) {
             self.deviceToken = deviceToken
             self.bgTask = bgTask
@@ -325,8 +325,8 @@ public struct HostEvent: Codable, Sendable, Equatable {
         }
     }
 
-    public init(seq: UInt64, time: Date, kind: Kind, bundleIdentifier: String? = nil, pid: Int32? = nil,
-                from: AppState? = nil, to: AppState? = nil, cause: String, mode: String? = nil, fields: Fields = Fields()) {
+    public init(seq: UInt64, time: Date, kind: Kind, bundleIdentifier: BundleID? = nil, pid: Int32? = nil,
+                from: AppState? = nil, to: AppState? = nil, cause: String, mode: BackgroundMode? = nil, fields: Fields = Fields()) {
         self.callback = fields.callback
         self.signal = fields.signal
         self.confirmed = fields.confirmed
@@ -356,6 +356,62 @@ public struct HostEvent: Codable, Sendable, Equatable {
         self.to = to
         self.cause = cause
     }
+
+    /// Reads an event as the synthesized decoder would, with one leniency: a field whose
+    /// text names nothing this build knows (a state, mode, signal, transfer note, result,
+    /// pressure level or band that a newer host wrote) reads as absent, and the event is
+    /// kept: one new word must not cost a reader the line, and the line's `cause` still
+    /// says it. The wrong JSON type (a number for a mode), a bundle identifier that is not
+    /// one, or a kind this build does not know still fail the line, as they did; the log's
+    /// readers skip such lines.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        func known<T: RawRepresentable>(_ key: CodingKeys) throws -> T? where T.RawValue == String {
+            try c.decodeIfPresent(String.self, forKey: key).flatMap(T.init(rawValue:))
+        }
+        seq = try c.decode(UInt64.self, forKey: .seq)
+        time = try c.decode(Date.self, forKey: .time)
+        kind = try c.decode(Kind.self, forKey: .kind)
+        bundleIdentifier = try c.decodeIfPresent(BundleID.self, forKey: .bundleIdentifier)
+        pid = try c.decodeIfPresent(Int32.self, forKey: .pid)
+        from = try known(.from)
+        to = try known(.to)
+        cause = try c.decode(String.self, forKey: .cause)
+        mode = try known(.mode)
+        callback = try c.decodeIfPresent(String.self, forKey: .callback)
+        signal = try known(.signal)
+        confirmed = try c.decodeIfPresent(Bool.self, forKey: .confirmed)
+        task = try c.decodeIfPresent(BackgroundTaskID.self, forKey: .task)
+        taskName = try c.decodeIfPresent(String.self, forKey: .taskName)
+        began = try c.decodeIfPresent(Bool.self, forKey: .began)
+        transfer = try known(.transfer)
+        session = try c.decodeIfPresent(SessionIdentifier.self, forKey: .session)
+        transferTask = try c.decodeIfPresent(TransferTaskID.self, forKey: .transferTask)
+        push = try c.decodeIfPresent(UInt64.self, forKey: .push)
+        apnsID = try c.decodeIfPresent(String.self, forKey: .apnsID)
+        fetch = try c.decodeIfPresent(UInt64.self, forKey: .fetch)
+        result = try known(.result)
+        footprint = try c.decodeIfPresent(UInt64.self, forKey: .footprint)
+        pressure = try known(.pressure)
+        band = try known(.band)
+        deviceToken = try c.decodeIfPresent(String.self, forKey: .deviceToken)
+        bgTask = try c.decodeIfPresent(String.self, forKey: .bgTask)
+        success = try c.decodeIfPresent(Bool.self, forKey: .success)
+    }
+}
+
+/// A signal the host sends an app's process, as `signal` events name it (and as it
+/// prints: `SIGSTOP`, not `stop`).
+public enum AppSignal: String, Codable, Sendable, CaseIterable, CustomStringConvertible {
+    /// Suspend (no assertion left).
+    case stop = "SIGSTOP"
+    /// Resume (woken, or brought to the foreground).
+    case cont = "SIGCONT"
+    /// Kill (a watchdog, a terminate, jetsam, a protocol violation).
+    case kill = "SIGKILL"
+
+    /// `SIGSTOP`, `SIGCONT`, `SIGKILL`.
+    public var description: String { rawValue }
 }
 
 /// What a background transfer's event in the host's log is about (`HostEvent.transfer`).
@@ -386,14 +442,14 @@ public enum TransferNote: String, Codable, Sendable, CaseIterable {
 /// A picture of the screen (`apphost io screenshot`): the app in front, drawn as it is.
 public struct ScreenshotInfo: Codable, Sendable, Equatable {
     /// The app pictured.
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     /// The PNG, in the state directory's `screenshots/` (the latest few are kept).
     public var png: String
     public var time: Date
     public var width: Int
     public var height: Int
 
-    public init(bundleIdentifier: String, png: String, time: Date, width: Int, height: Int) {
+    public init(bundleIdentifier: BundleID, png: String, time: Date, width: Int, height: Int) {
         self.bundleIdentifier = bundleIdentifier
         self.png = png
         self.time = time

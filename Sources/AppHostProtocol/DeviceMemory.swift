@@ -16,3 +16,37 @@ public enum MemoryPressureLevel: String, Codable, Sendable, CaseIterable, Compar
 
     public static func < (a: Self, b: Self) -> Bool { a.rank < b.rank }
 }
+
+/// An app's jetsam priority band: who is killed first when the device is short of
+/// memory. XNU keeps each process in a band (`JETSAM_PRIORITY_IDLE` 0 for suspended
+/// apps, `BACKGROUND` 3, `FOREGROUND` 10, `AUDIO_AND_ACCESSORY` 12, in
+/// `bsd/sys/kern_memorystatus.h`) and kills "in ascending priority order"
+/// (xnu `doc/vm/memorystatus_kills.md`). AppHost keeps issue 17's order: an app kept
+/// running by a background mode (audio, location, a VoIP call) goes before the
+/// foreground app, where XNU ranks audio above it.
+public enum JetsamBand: String, Codable, Sendable, Equatable, CaseIterable, Comparable, CustomStringConvertible {
+    /// Suspended: frozen, no code running (`JETSAM_PRIORITY_IDLE`).
+    case suspended
+    /// In the background running code without an activity: finishing a task, a
+    /// callback, being suspended (`JETSAM_PRIORITY_BACKGROUND`).
+    case background
+    /// In the background, kept running by a mode activity: audio playing, location
+    /// updates, a VoIP call.
+    case backgroundActivity
+    /// In front (active, or inactive on its way in or out): killed last.
+    case foreground
+
+    private var rank: Int {
+        switch self {
+        case .suspended: 0
+        case .background: 1
+        case .backgroundActivity: 2
+        case .foreground: 3
+        }
+    }
+
+    public static func < (a: Self, b: Self) -> Bool { a.rank < b.rank }
+
+    /// As `memory` events and jetsam reports write it.
+    public var description: String { rawValue }
+}

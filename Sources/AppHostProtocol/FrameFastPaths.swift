@@ -22,7 +22,7 @@ extension Frame {
             switch callback {
             case .backgroundTaskExpiration(let id):
                 payload += #"":{"taskID":"#.utf8
-                payload += String(id).utf8
+                payload += String(id.rawValue).utf8
                 payload += #"}},"seq":"#.utf8
             default:
                 payload += #"":{}},"seq":"#.utf8
@@ -80,7 +80,7 @@ extension Frame {
             var payload = Array(#"{"reply":{"id":"#.utf8)
             payload += String(id).utf8
             payload += #","reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":"#.utf8
-            payload += String(task).utf8
+            payload += String(task.rawValue).utf8
             payload += "}}}}}}".utf8
             return framed(payload)
         }
@@ -93,7 +93,7 @@ extension Frame {
             return framed(Array(#"{"callbackReturned":{"seq":"#.utf8) + Array(String(seq).utf8) + Array("}}".utf8))
         }
         if case .request(let id, .service(.urlSessionStartTask(let session, let kind, let url, let method, let headers, nil))) = message,
-           headers.isEmpty, FastString.isPlain(session), FastString.isPlain(url), FastString.isPlain(method) {
+           headers.isEmpty, FastString.isPlain(session.rawValue), FastString.isPlain(url), FastString.isPlain(method) {
             // {"request":{"id":I,"request":{"service":{"_0":{"urlSessionStartTask":{"headers":{},"kind":"K","method":"M","session":"S","url":"U"}}}}}}
             var payload = Array(#"{"request":{"id":"#.utf8)
             payload += String(id).utf8
@@ -102,7 +102,7 @@ extension Frame {
             payload += #"","method":""#.utf8
             payload += method.utf8
             payload += #"","session":""#.utf8
-            payload += session.utf8
+            payload += session.rawValue.utf8
             payload += #"","url":""#.utf8
             payload += url.utf8
             payload += #""}}}}}}"#.utf8
@@ -181,25 +181,25 @@ private enum FastTransfer {
         var payload = Array(#"{"callback":{"callback":{"service":{"_0":{"#.utf8)
         switch event {
         case .urlSessionDidFinishDownloading(let session, let task, let location):
-            guard FastString.isPlain(session), FastString.isPlain(location) else { return nil }
+            guard FastString.isPlain(session.rawValue), FastString.isPlain(location) else { return nil }
             // ..."urlSessionDidFinishDownloading":{"location":"L","session":"S","taskIdentifier":T}}}},"seq":N,"state":"ST"}}
             payload += #""urlSessionDidFinishDownloading":{"location":""#.utf8
             payload += location.utf8
             payload += #"","session":""#.utf8
-            payload += session.utf8
+            payload += session.rawValue.utf8
             payload += #"","taskIdentifier":"#.utf8
-            payload += String(task).utf8
+            payload += String(task.rawValue).utf8
         case .urlSessionDidComplete(let session, let task, nil, nil, nil):
-            guard FastString.isPlain(session) else { return nil }
+            guard FastString.isPlain(session.rawValue) else { return nil }
             // ..."urlSessionDidComplete":{"session":"S","taskIdentifier":T}}}},"seq":N,"state":"ST"}}
             payload += #""urlSessionDidComplete":{"session":""#.utf8
-            payload += session.utf8
+            payload += session.rawValue.utf8
             payload += #"","taskIdentifier":"#.utf8
-            payload += String(task).utf8
+            payload += String(task.rawValue).utf8
         case .timerFired(let id):
             // ..."timerFired":{"id":I}}}}},"seq":N,"state":"ST"}}
             payload += #""timerFired":{"id":"#.utf8
-            payload += String(id).utf8
+            payload += String(id.rawValue).utf8
         default:
             return nil
         }
@@ -217,7 +217,7 @@ extension Frame {
     /// status of every app is one frame each: at 1,000 apps the generic coder made it
     /// 15 ms, most of it reflection).
     public static func encode(_ response: ControlResponse) throws -> [UInt8] {
-        guard case .appStatus(let s) = response, FastString.isPlain(s.bundleIdentifier),
+        guard case .appStatus(let s) = response, FastString.isPlain(s.bundleIdentifier.rawValue),
               s.backgroundTasks.allSatisfy(FastString.isPlain), s.activities.allSatisfy(FastString.isPlain) else {
             return try genericEncode(response)
         }
@@ -238,7 +238,7 @@ extension Frame {
         payload += #","backgroundTasks":"#.utf8
         strings(s.backgroundTasks, into: &payload)
         payload += #","bundleIdentifier":""#.utf8
-        payload += s.bundleIdentifier.utf8
+        payload += s.bundleIdentifier.rawValue.utf8
         payload.append(UInt8(ascii: "\""))
         payload += #","footprint":"#.utf8
         payload += (s.footprint.map { String($0) } ?? "null").utf8
@@ -337,7 +337,7 @@ struct FastReader {
               literal(#","method":"#), let method = plainString(), literal(#","session":"#), let session = plainString(),
               literal(#","url":"#), let url = plainString(), literal("}}}}}}"), at == bytes.count else { return nil }
         return .request(id: id.magnitude, request: .service(.urlSessionStartTask(
-            session: session, kind: kind, url: url, method: method, headers: [:], uploadFile: nil)))
+            session: SessionIdentifier(session), kind: kind, url: url, method: method, headers: [:], uploadFile: nil)))
     }
 
     mutating func transferCallback() -> HostMessage? {
@@ -346,13 +346,13 @@ struct FastReader {
         if literal(#"urlSessionDidFinishDownloading":{"location":"#) {
             guard let location = plainString(), literal(#","session":"#), let session = plainString(),
                   literal(#","taskIdentifier":"#), let task = int() else { return nil }
-            event = .urlSessionDidFinishDownloading(session: session, taskIdentifier: task, location: location)
+            event = .urlSessionDidFinishDownloading(session: SessionIdentifier(session), taskIdentifier: TransferTaskID(task), location: location)
         } else if literal(#"urlSessionDidComplete":{"session":"#) {
             guard let session = plainString(), literal(#","taskIdentifier":"#), let task = int() else { return nil }
-            event = .urlSessionDidComplete(session: session, taskIdentifier: task, errorCode: nil, errorReason: nil)
+            event = .urlSessionDidComplete(session: SessionIdentifier(session), taskIdentifier: TransferTaskID(task), errorCode: nil, errorReason: nil)
         } else if literal(#"timerFired":{"id":"#) {
             guard let id = int() else { return nil }
-            event = .timerFired(id: id)
+            event = .timerFired(id: HostTimerID(id))
         } else {
             return nil
         }
@@ -407,7 +407,7 @@ struct FastReader {
         guard literal(#"{"reply":{"id":"#), let id = integer(), !id.negative,
               literal(#","reply":{"service":{"_0":{"transferTaskCreated":{"taskIdentifier":"#), let task = int(),
               literal("}}}}}}"), at == bytes.count else { return nil }
-        return .reply(id: id.magnitude, reply: .service(.transferTaskCreated(taskIdentifier: task)))
+        return .reply(id: id.magnitude, reply: .service(.transferTaskCreated(taskIdentifier: TransferTaskID(task))))
     }
 
     mutating func callback() -> HostMessage? {
@@ -423,7 +423,7 @@ struct FastReader {
         }
         if callback == nil {
             guard literal(#"backgroundTaskExpiration":{"taskID":"#), let id = int(), literal(#"}},"seq":"#) else { return nil }
-            callback = .backgroundTaskExpiration(taskID: id)
+            callback = .backgroundTaskExpiration(taskID: BackgroundTaskID(id))
         }
         guard let callback, let seq = integer(), !seq.negative, literal(#","state":""#) else { return nil }
         let start = at

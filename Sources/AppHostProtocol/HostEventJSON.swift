@@ -23,10 +23,10 @@ extension HostEvent {
 
         // In the encoder's sorted order.
         if let apnsID { key("apnsID"); string(apnsID) }
-        if let band { key("band"); string(band) }
+        if let band { key("band"); string(band.rawValue) }
         if let began { key("began"); bool(began) }
         if let bgTask { key("bgTask"); string(bgTask) }
-        if let bundleIdentifier { key("bundleIdentifier"); string(bundleIdentifier) }
+        if let bundleIdentifier { key("bundleIdentifier"); string(bundleIdentifier.rawValue) }
         if let callback { key("callback"); string(callback) }
         key("cause"); string(cause)
         if let confirmed { key("confirmed"); bool(confirmed) }
@@ -35,21 +35,21 @@ extension HostEvent {
         if let footprint { key("footprint"); number(footprint) }
         if let from { key("from"); string(from.rawValue) }
         key("kind"); string(kind.rawValue)
-        if let mode { key("mode"); string(mode) }
+        if let mode { key("mode"); string(mode.rawValue) }
         if let pid { key("pid"); number(pid) }
-        if let pressure { key("pressure"); string(pressure) }
+        if let pressure { key("pressure"); string(pressure.rawValue) }
         if let push { key("push"); number(push) }
-        if let result { key("result"); string(result) }
+        if let result { key("result"); string(result.rawValue) }
         key("seq"); number(seq)
-        if let session { key("session"); string(session) }
-        if let signal { key("signal"); string(signal) }
+        if let session { key("session"); string(session.rawValue) }
+        if let signal { key("signal"); string(signal.rawValue) }
         if let success { key("success"); bool(success) }
-        if let task { key("task"); number(task) }
+        if let task { key("task"); number(task.rawValue) }
         if let taskName { key("taskName"); string(taskName) }
         key("time"); string(Timestamp.format(time))
         if let to { key("to"); string(to.rawValue) }
         if let transfer { key("transfer"); string(transfer.rawValue) }
-        if let transferTask { key("transferTask"); number(transferTask) }
+        if let transferTask { key("transferTask"); number(transferTask.rawValue) }
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -114,7 +114,7 @@ public enum LifecycleCallback: Codable, Sendable, Equatable {
     case willTerminate
     /// The background time is about to run out: run the expiration handler of task
     /// `taskID` (if it is still open), on the main thread, then return.
-    case backgroundTaskExpiration(taskID: Int)
+    case backgroundTaskExpiration(taskID: BackgroundTaskID)
     /// A service event (a location fix, a VoIP push, BLE or accessory data, an
     /// audio interruption), run by the service's delegate on the main thread.
     case service(ServiceEvent)
@@ -164,9 +164,9 @@ public enum AppMessage: Codable, Sendable, Equatable {
     /// The delegate method for callback `seq` has returned.
     case callbackReturned(seq: UInt64)
     /// `beginBackgroundTask(name:expirationHandler:)`; ids are chosen by the app, unique per process.
-    case beginBackgroundTask(id: Int, name: String?)
+    case beginBackgroundTask(id: BackgroundTaskID, name: String?)
     /// `endBackgroundTask(_:)`.
-    case endBackgroundTask(id: Int)
+    case endBackgroundTask(id: BackgroundTaskID)
     /// A request the app waits on; answered by ``HostMessage/reply(id:reply:)``.
     case request(id: UInt64, request: AppRequest)
     /// The app's window changed: its whole view tree (sent before the callbackReturned of
@@ -179,7 +179,7 @@ public enum AppMessage: Codable, Sendable, Equatable {
     /// ``ServiceRequest/timerSchedule(id:interval:repeats:)``) and fires it no more. Not
     /// answered, so it does not wait for the host; an id the host does not know (never
     /// scheduled, a one-shot that fired) is ignored.
-    case invalidateTimer(id: Int)
+    case invalidateTimer(id: HostTimerID)
     /// The app's memory footprint changed (it allocated or freed a lot): a cue for the
     /// host to read it again from the kernel (the app says no number; the host does not
     /// take an app's word for its size). Not answered. The host reads on these cues at

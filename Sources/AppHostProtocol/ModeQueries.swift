@@ -15,7 +15,7 @@ public enum ModeQuery: Codable, Sendable, Equatable {
     /// Every app's next background fetch and why (`fetch schedule`).
     case fetchSchedule
     /// Pending and running BGTaskScheduler tasks, of every app or one (`bgtask list`).
-    case bgTasks(bundleIdentifier: String?)
+    case bgTasks(bundleIdentifier: BundleID?)
     /// The simulated BLE world: peripherals, scanning apps, connections (`ble list`).
     case bleWorld
     /// The connected external accessories (`accessory list`).
@@ -36,19 +36,19 @@ public enum ModeAnswer: Codable, Sendable, Equatable {
 public struct BLEWorldListing: Codable, Sendable, Equatable {
     /// A scanning app and its service filter.
     public struct Scanner: Codable, Sendable, Equatable {
-        public var bundleIdentifier: String
+        public var bundleIdentifier: BundleID
         /// The services it scans for; nil: everything (which finds nothing in the background).
         public var services: [String]?
-        public init(bundleIdentifier: String, services: [String]?) {
+        public init(bundleIdentifier: BundleID, services: [String]?) {
             self.bundleIdentifier = bundleIdentifier
             self.services = services
         }
     }
     /// An app's connected peripherals.
     public struct Connection: Codable, Sendable, Equatable {
-        public var bundleIdentifier: String
+        public var bundleIdentifier: BundleID
         public var peripherals: [String]
-        public init(bundleIdentifier: String, peripherals: [String]) {
+        public init(bundleIdentifier: BundleID, peripherals: [String]) {
             self.bundleIdentifier = bundleIdentifier
             self.peripherals = peripherals
         }
@@ -57,11 +57,11 @@ public struct BLEWorldListing: Codable, Sendable, Equatable {
     /// advertising (`app:<bundle id>`).
     public var peripherals: [BLEPeripheral]
     /// Apps whose advertising is paused: in the background without `bluetooth-peripheral`.
-    public var pausedAdvertisers: [String]
+    public var pausedAdvertisers: [BundleID]
     public var scanners: [Scanner]
     public var connections: [Connection]
 
-    public init(peripherals: [BLEPeripheral], pausedAdvertisers: [String], scanners: [Scanner], connections: [Connection]) {
+    public init(peripherals: [BLEPeripheral], pausedAdvertisers: [BundleID], scanners: [Scanner], connections: [Connection]) {
         self.peripherals = peripherals
         self.pausedAdvertisers = pausedAdvertisers
         self.scanners = scanners
@@ -102,13 +102,13 @@ public struct RefreshSettings: Codable, Sendable, Equatable {
     /// Settings > General > Background App Refresh, the global switch.
     public var backgroundRefresh: Bool
     /// The apps whose own switch is off, in id order.
-    public var backgroundRefreshOffFor: [String]
+    public var backgroundRefreshOffFor: [BundleID]
     /// Low Power Mode (background refresh restricted for every app while on).
     public var lowPowerMode: Bool
     /// The host's configuration restricts background refresh (`"backgroundRefresh": "restricted"`).
     public var restrictedByPolicy: Bool
 
-    public init(backgroundRefresh: Bool, backgroundRefreshOffFor: [String], lowPowerMode: Bool, restrictedByPolicy: Bool) {
+    public init(backgroundRefresh: Bool, backgroundRefreshOffFor: [BundleID], lowPowerMode: Bool, restrictedByPolicy: Bool) {
         self.backgroundRefresh = backgroundRefresh
         self.backgroundRefreshOffFor = backgroundRefreshOffFor
         self.lowPowerMode = lowPowerMode
@@ -205,7 +205,7 @@ public struct FetchScheduleEntry: Codable, Sendable, Equatable {
     public enum Reason: String, Codable, Sendable, CaseIterable {
         case noFetchMode, noMinimumInterval, backgroundRefreshUnavailable, terminatedByUser
     }
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     public var status: Status
     /// For `never` and `notScheduled`.
     public var reason: Reason?
@@ -224,7 +224,7 @@ public struct FetchScheduleEntry: Codable, Sendable, Equatable {
     /// How long the running fetch has run (`running`).
     public var runningForSeconds: Double?
 
-    public init(bundleIdentifier: String, status: Status, reason: Reason? = nil, explanation: String? = nil,
+    public init(bundleIdentifier: BundleID, status: Status, reason: Reason? = nil, explanation: String? = nil,
                 nextInSeconds: Double? = nil, intervalSeconds: Double? = nil, backoff: Int = 1,
                 lastFetchAgoSeconds: Double? = nil, lastResult: FetchResult? = nil, lastDurationSeconds: Double? = nil,
                 runningForSeconds: Double? = nil) {
@@ -245,7 +245,7 @@ public struct FetchScheduleEntry: Codable, Sendable, Equatable {
 /// One pending or running BGTaskScheduler task (`apphost bgtask list`).
 public struct BGTaskListing: Codable, Sendable, Equatable {
     public enum State: String, Codable, Sendable, CaseIterable { case running, pending }
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     /// The task identifier (as in `BGTaskSchedulerPermittedIdentifiers`).
     public var identifier: String
     public var kind: BGTaskRequestInfo.Kind
@@ -260,7 +260,7 @@ public struct BGTaskListing: Codable, Sendable, Equatable {
     public var requiresExternalPower: Bool
     public var requiresNetworkConnectivity: Bool
 
-    public init(bundleIdentifier: String, identifier: String, kind: BGTaskRequestInfo.Kind, state: State,
+    public init(bundleIdentifier: BundleID, identifier: String, kind: BGTaskRequestInfo.Kind, state: State,
                 runningForSeconds: Double? = nil, expirationHandlerCalled: Bool? = nil, waitingFor: String? = nil,
                 dueInSeconds: Double? = nil, requiresExternalPower: Bool = false, requiresNetworkConnectivity: Bool = false) {
         self.bundleIdentifier = bundleIdentifier

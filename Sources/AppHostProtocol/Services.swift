@@ -97,19 +97,19 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
     case urlSessionCreate(BackgroundSessionConfig)
     /// `downloadTask(with:)` / `uploadTask(with:fromFile:)` then `resume()`: the reply
     /// gives the task identifier (``ServiceReply/transferTaskCreated(taskIdentifier:)``).
-    case urlSessionStartTask(session: String, kind: TransferKind, url: String, method: String,
+    case urlSessionStartTask(session: SessionIdentifier, kind: TransferKind, url: String, method: String,
                              headers: [String: String], uploadFile: String?)
     /// `cancel()` / `cancel(byProducingResumeData:)`. With `produceResumeData`, the
     /// resume data comes later, as ``ServiceEvent/urlSessionResumeData(session:taskIdentifier:data:)``
     /// just before the task's `didCompleteWithError`.
-    case urlSessionCancel(session: String, taskIdentifier: Int, produceResumeData: Bool)
+    case urlSessionCancel(session: SessionIdentifier, taskIdentifier: TransferTaskID, produceResumeData: Bool)
     /// `downloadTask(withResumeData:)` then `resume()`: a download that goes on from
     /// where a cancelled one stopped; the reply gives the task identifier.
-    case urlSessionResumeTask(session: String, resumeData: Data)
+    case urlSessionResumeTask(session: SessionIdentifier, resumeData: Data)
     /// `getAllTasks` / `getTasksWithCompletionHandler`.
-    case urlSessionTasks(session: String)
+    case urlSessionTasks(session: SessionIdentifier)
     /// The completion handler of `handleEventsForBackgroundURLSession` was called.
-    case urlSessionEventsCompleted(session: String)
+    case urlSessionEventsCompleted(session: SessionIdentifier)
 
     // MARK: host-clock timers (AppKitLess HostTimer)
     /// `HostTimer.scheduledTimer(withTimeInterval:repeats:block:)`: fire timer `id` (chosen
@@ -120,7 +120,7 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
     /// beyond the live timers it keeps per app (256 unless configured), or for an `id`
     /// already live. It fires the timer as ``ServiceEvent/timerFired(id:)``;
     /// `invalidate()` is ``AppMessage/invalidateTimer(id:)``.
-    case timerSchedule(id: Int, interval: Double, repeats: Bool)
+    case timerSchedule(id: HostTimerID, interval: Double, repeats: Bool)
 
     /// The iOS API's name, for events and errors.
     public var apiName: String {
@@ -170,14 +170,14 @@ public enum ServiceRequest: Codable, Sendable, Equatable {
 
 /// `URLSessionConfiguration.background(withIdentifier:)` and its settings.
 public struct BackgroundSessionConfig: Codable, Sendable, Equatable {
-    public var identifier: String
+    public var identifier: SessionIdentifier
     public var isDiscretionary: Bool
     public var sessionSendsLaunchEvents: Bool
     /// `timeoutIntervalForResource` in seconds (default 7 days).
     public var timeoutIntervalForResource: Double
     public var allowsCellularAccess: Bool
 
-    public init(identifier: String, isDiscretionary: Bool = false, sessionSendsLaunchEvents: Bool = true,
+    public init(identifier: SessionIdentifier, isDiscretionary: Bool = false, sessionSendsLaunchEvents: Bool = true,
                 timeoutIntervalForResource: Double = 7 * 86400, allowsCellularAccess: Bool = true) {
         self.identifier = identifier
         self.isDiscretionary = isDiscretionary
@@ -203,7 +203,7 @@ public enum TransferTaskState: String, Codable, Sendable, CaseIterable {
 
 /// A background task as `getAllTasks` lists it.
 public struct TransferTaskSnapshot: Codable, Sendable, Equatable {
-    public var taskIdentifier: Int
+    public var taskIdentifier: TransferTaskID
     public var kind: TransferKind
     public var url: String
     /// Where the task is.
@@ -214,7 +214,7 @@ public struct TransferTaskSnapshot: Codable, Sendable, Equatable {
     public var bytesExpected: Int64?
 
     /// A task as the host lists it.
-    public init(taskIdentifier: Int, kind: TransferKind, url: String, state: TransferTaskState, bytesDone: Int64, bytesExpected: Int64?) {
+    public init(taskIdentifier: TransferTaskID, kind: TransferKind, url: String, state: TransferTaskState, bytesDone: Int64, bytesExpected: Int64?) {
         self.taskIdentifier = taskIdentifier
         self.kind = kind
         self.url = url
@@ -346,7 +346,7 @@ public enum ServiceReply: Codable, Sendable, Equatable {
     /// A background session's tasks.
     case transferTasks([TransferTaskSnapshot])
     /// A task was created and resumed.
-    case transferTaskCreated(taskIdentifier: Int)
+    case transferTaskCreated(taskIdentifier: TransferTaskID)
     /// A failure with an error code of the iOS API (e.g. BGTaskScheduler's
     /// `notPermitted`, `tooManyPendingTaskRequests`, `unavailable`).
     case failed(code: String, reason: String)
@@ -400,27 +400,27 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
     case bgTaskExpire(identifier: String)
     /// `handleEventsForBackgroundURLSession(identifier:completion:)`; the app answers
     /// with ``ServiceRequest/urlSessionEventsCompleted(session:)``.
-    case urlSessionHandleEvents(session: String)
+    case urlSessionHandleEvents(session: SessionIdentifier)
     /// `urlSession(_:downloadTask:didWriteData:...)`.
-    case urlSessionProgress(session: String, taskIdentifier: Int, bytesDone: Int64, bytesExpected: Int64?)
+    case urlSessionProgress(session: SessionIdentifier, taskIdentifier: TransferTaskID, bytesDone: Int64, bytesExpected: Int64?)
     /// `urlSession(_:downloadTask:didFinishDownloadingTo:)`: `location` is a temporary file
     /// in the container, deleted once the method returns.
-    case urlSessionDidFinishDownloading(session: String, taskIdentifier: Int, location: String)
+    case urlSessionDidFinishDownloading(session: SessionIdentifier, taskIdentifier: TransferTaskID, location: String)
     /// `urlSession(_:task:didCompleteWithError:)`; nil code: success. `cancelledReason`:
     /// the system cancelled the task (code `cancelled`), as
     /// `NSURLErrorBackgroundTaskCancelledReasonKey` says.
-    case urlSessionDidComplete(session: String, taskIdentifier: Int, errorCode: String?, errorReason: String?,
+    case urlSessionDidComplete(session: SessionIdentifier, taskIdentifier: TransferTaskID, errorCode: String?, errorReason: String?,
                                cancelledReason: BackgroundTaskCancelledReason? = nil)
     /// `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
-    case urlSessionDidFinishEvents(session: String)
+    case urlSessionDidFinishEvents(session: SessionIdentifier)
     /// The answer to `cancel(byProducingResumeData:)`: the resume data (a property list,
     /// opaque to the app), or nil when the download cannot be resumed (no validator
     /// from the server, nothing received yet).
-    case urlSessionResumeData(session: String, taskIdentifier: Int, data: Data?)
+    case urlSessionResumeData(session: SessionIdentifier, taskIdentifier: TransferTaskID, data: Data?)
     /// Host-clock timer `id` (``ServiceRequest/timerSchedule(id:interval:repeats:)``) fell
     /// due: run its block. Sent only while the app runs code; one that falls due while the
     /// app is suspended is sent once when it runs again.
-    case timerFired(id: Int)
+    case timerFired(id: HostTimerID)
 
     /// The delegate method's name, for events and logs.
     public var name: String {
@@ -459,7 +459,7 @@ public enum ServiceEvent: Codable, Sendable, Equatable {
 /// simulated worlds (location, BLE, accessories).
 public enum ModeCommand: Codable, Sendable, Equatable {
     /// `apphost privacy grant|revoke|reset <service> [<id>]`.
-    case privacy(action: PrivacyAction, service: PrivacyScope, bundleIdentifier: String?)
+    case privacy(action: PrivacyAction, service: PrivacyScope, bundleIdentifier: BundleID?)
     /// `apphost location set <lat>,<lon>`.
     case locationSet(LocationFix)
     /// `apphost location route <file.gpx>`: fixes played on the host clock, one every
@@ -468,7 +468,7 @@ public enum ModeCommand: Codable, Sendable, Equatable {
     /// `apphost location clear`: no fix, stop a route.
     case locationClear
     /// `apphost push --type voip <id> <payload>`.
-    case voipPush(bundleIdentifier: String, payload: String)
+    case voipPush(bundleIdentifier: BundleID, payload: String)
     /// `apphost ble add`: a peripheral appears and advertises.
     case bleAdd(BLEPeripheral)
     /// `apphost ble load <world.json>`: replace the simulated peripherals.
@@ -489,7 +489,7 @@ public enum ModeCommand: Codable, Sendable, Equatable {
     case accessoryList
 
     /// `apphost settings background-refresh [<id>] on|off` (nil: the global switch).
-    case settingsBackgroundRefresh(bundleIdentifier: String?, on: Bool)
+    case settingsBackgroundRefresh(bundleIdentifier: BundleID?, on: Bool)
     /// `apphost settings low-power on|off`.
     case settingsLowPower(Bool)
     /// `apphost settings show`.
@@ -506,15 +506,15 @@ public enum ModeCommand: Codable, Sendable, Equatable {
     /// as the kernel would report it (`normal` hands it back to the computed level).
     case deviceMemory(MemoryPressureLevel)
     /// `apphost fetch <id>`: one background fetch now (Xcode's Simulate Background Fetch).
-    case fetchNow(bundleIdentifier: String)
+    case fetchNow(bundleIdentifier: BundleID)
     /// `apphost fetch schedule`: every app's next fetch and why.
     case fetchSchedule
     /// `apphost bgtask run <id> <identifier>` (`_simulateLaunchForTaskWithIdentifier`).
-    case bgTaskRun(bundleIdentifier: String, identifier: String)
+    case bgTaskRun(bundleIdentifier: BundleID, identifier: String)
     /// `apphost bgtask expire <id> <identifier>` (`_simulateExpirationForTaskWithIdentifier`).
-    case bgTaskExpire(bundleIdentifier: String, identifier: String)
+    case bgTaskExpire(bundleIdentifier: BundleID, identifier: String)
     /// `apphost bgtask list [<id>]`: pending and running tasks and what they wait for.
-    case bgTaskList(bundleIdentifier: String?)
+    case bgTaskList(bundleIdentifier: BundleID?)
     /// `apphost push <id> <file>` and the push gateway: a remote notification.
     case push(PushRequest)
 }
@@ -526,7 +526,7 @@ public enum DeviceNetwork: String, Codable, Sendable, CaseIterable {
 
 /// A remote notification on its way to an app, as APNs gets it.
 public struct PushRequest: Codable, Sendable, Equatable {
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     /// The JSON payload (an object with `aps`).
     public var payload: String
     /// `apns-push-type`: `alert`, `background`, `voip`, ...; nil: inferred from the payload.
@@ -542,7 +542,7 @@ public struct PushRequest: Codable, Sendable, Equatable {
     /// Where it came from, for events (`cli`, `gateway`).
     public var source: String
 
-    public init(bundleIdentifier: String, payload: String, pushType: String? = nil, priority: Int? = nil,
+    public init(bundleIdentifier: BundleID, payload: String, pushType: String? = nil, priority: Int? = nil,
                 collapseID: String? = nil, apnsID: String? = nil, expiration: Int? = nil, source: String = "cli") {
         self.bundleIdentifier = bundleIdentifier
         self.payload = payload

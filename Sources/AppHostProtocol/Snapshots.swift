@@ -129,7 +129,7 @@ public struct ScreenSize: Codable, Sendable, Equatable {
 
 /// A snapshot the host keeps: `snapshots/<bundle-id>/<n>.png` and `<n>.json` beside it.
 public struct SnapshotInfo: Codable, Sendable, Equatable {
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     public var number: Int
     /// Why it was taken: `didEnterBackground`, `background fetch`, `silent push`, `requested`.
     public var reason: String
@@ -141,7 +141,7 @@ public struct SnapshotInfo: Codable, Sendable, Equatable {
     public var textLayer: String?
     public var time: Date
 
-    public init(bundleIdentifier: String, number: Int, reason: String, policy: SnapshotPolicy, png: String?, textLayer: String?, time: Date) {
+    public init(bundleIdentifier: BundleID, number: Int, reason: String, policy: SnapshotPolicy, png: String?, textLayer: String?, time: Date) {
         self.bundleIdentifier = bundleIdentifier
         self.number = number
         self.reason = reason
@@ -154,13 +154,13 @@ public struct SnapshotInfo: Codable, Sendable, Equatable {
 
 /// An app in the app switcher.
 public struct SwitcherEntry: Codable, Sendable, Equatable {
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     public var name: String
     public var state: AppState
     /// Its latest snapshot, if one is kept.
     public var snapshot: SnapshotInfo?
 
-    public init(bundleIdentifier: String, name: String, state: AppState, snapshot: SnapshotInfo?) {
+    public init(bundleIdentifier: BundleID, name: String, state: AppState, snapshot: SnapshotInfo?) {
         self.bundleIdentifier = bundleIdentifier
         self.name = name
         self.state = state

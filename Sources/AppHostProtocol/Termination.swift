@@ -53,11 +53,11 @@ public enum TerminationCode: UInt32, Codable, Sendable, CaseIterable {
 
 /// A background task held when an app was killed.
 public struct HeldTaskRecord: Codable, Sendable, Equatable {
-    public var id: Int
+    public var id: BackgroundTaskID
     public var name: String?
     /// Seconds since `beginBackgroundTask`.
     public var age: Double
-    public init(id: Int, name: String?, age: Double) {
+    public init(id: BackgroundTaskID, name: String?, age: Double) {
         self.id = id
         self.name = name
         self.age = age
@@ -94,7 +94,7 @@ public struct StateRecord: Codable, Sendable, Equatable {
 public struct TerminationReport: Codable, Sendable, Equatable {
     /// Unique id (also the JSON file's name).
     public var id: String
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     public var pid: Int32
     public var time: Date
     /// `EXC_CRASH (SIGKILL)`, `EXC_CRASH (SIGABRT)`, `EXIT` for a plain exit.
@@ -129,7 +129,7 @@ public struct TerminationReport: Codable, Sendable, Equatable {
     /// reason, as an iOS crash report's "Application Specific Information" gives them.
     public var exception: UncaughtException?
 
-    public init(id: String, bundleIdentifier: String, pid: Int32, time: Date, exceptionType: String,
+    public init(id: String, bundleIdentifier: BundleID, pid: Int32, time: Date, exceptionType: String,
                 exitStatus: Int32?, signal: Int32?, signalName: String?, terminationNamespace: String?,
                 terminationCode: String?, reason: String, explanation: String? = nil,
                 backgroundTasks: [HeldTaskRecord] = [], budget: BudgetRecord? = nil, lastStates: [StateRecord],

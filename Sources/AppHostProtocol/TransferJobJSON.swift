@@ -11,7 +11,7 @@ extension TransferJob {
     /// shape written directly.
     public var directJSON: [UInt8]? {
         guard headers.isEmpty, uploadFile == nil, resume == nil,
-              FastString.isPlain(bundleIdentifier), FastString.isPlain(session), FastString.isPlain(url),
+              FastString.isPlain(bundleIdentifier.rawValue), FastString.isPlain(session.rawValue), FastString.isPlain(url),
               FastString.isPlain(method), FastString.isPlain(destination),
               let created = FastNumber.text(created), let timeout = FastNumber.text(timeoutForResource)
         else { return nil }
@@ -20,7 +20,7 @@ extension TransferJob {
         var out = Array(#"{"allowsCellularAccess":"#.utf8)
         out += (allowsCellularAccess ? "true" : "false").utf8
         out += #","bundleIdentifier":""#.utf8
-        out += bundleIdentifier.utf8
+        out += bundleIdentifier.rawValue.utf8
         out += #"","created":"#.utf8
         out += created.utf8
         out += #","destination":""#.utf8
@@ -28,15 +28,15 @@ extension TransferJob {
         out += #"","discretionary":"#.utf8
         out += (discretionary ? "true" : "false").utf8
         out += #","headers":{},"id":"#.utf8
-        out += String(id).utf8
+        out += String(id.rawValue).utf8
         out += #","kind":""#.utf8
         out += kind.rawValue.utf8
         out += #"","method":""#.utf8
         out += method.utf8
         out += #"","session":""#.utf8
-        out += session.utf8
+        out += session.rawValue.utf8
         out += #"","taskIdentifier":"#.utf8
-        out += String(taskIdentifier).utf8
+        out += String(taskIdentifier.rawValue).utf8
         out += #","timeoutForResource":"#.utf8
         out += timeout.utf8
         out += #","url":""#.utf8
@@ -55,7 +55,7 @@ extension Frame {
         }
         // One a delivered transfer: as the generic coder writes it.
         if case .acknowledge(let id) = message {
-            return framed(Array(#"{"acknowledge":{"id":"#.utf8) + Array(String(id).utf8) + Array("}}".utf8))
+            return framed(Array(#"{"acknowledge":{"id":"#.utf8) + Array(String(id.rawValue).utf8) + Array("}}".utf8))
         }
         return try genericEncode(message)
     }
@@ -71,7 +71,7 @@ extension Frame {
         reader = FastReader(payload)
         if reader.literal(#"{"acknowledge":{"id":"#), let id = reader.integer(), !id.negative, reader.literal("}}"),
            reader.at == payload.count {
-            return .acknowledge(id: id.magnitude)
+            return .acknowledge(id: TransferID(id.magnitude))
         }
         return try genericDecode(TransferRequest.self, from: payload)
     }
@@ -114,7 +114,7 @@ extension FastReader {
     /// A job in exactly the shape ``TransferJob/directJSON`` writes.
     mutating func transferJob() -> TransferJob? {
         guard literal(#"{"allowsCellularAccess":"#), let cellular = bool(),
-              literal(#","bundleIdentifier":"#), let bundle = plainString(),
+              literal(#","bundleIdentifier":"#), let bundleText = plainString(), let bundle = BundleID(bundleText),
               literal(#","created":"#), let created = double(),
               literal(#","destination":"#), let destination = plainString(),
               literal(#","discretionary":"#), let discretionary = bool(),
@@ -126,7 +126,8 @@ extension FastReader {
               literal(#","timeoutForResource":"#), let timeout = double(),
               literal(#","url":"#), let url = plainString(), literal("}")
         else { return nil }
-        return TransferJob(id: id.magnitude, bundleIdentifier: bundle, session: session, taskIdentifier: task, kind: kind,
+        return TransferJob(id: TransferID(id.magnitude), bundleIdentifier: bundle, session: SessionIdentifier(session),
+                           taskIdentifier: TransferTaskID(task), kind: kind,
                            url: url, method: method, headers: [:], uploadFile: nil, destination: destination,
                            discretionary: discretionary, allowsCellularAccess: cellular, timeoutForResource: timeout,
                            created: created, resume: nil)
@@ -152,16 +153,16 @@ extension Frame {
     public static func encode(_ message: TransferEvent) throws -> [UInt8] {
         switch message {
         case .accepted(let id):
-            return framed(Array(#"{"accepted":{"id":"#.utf8) + Array(String(id).utf8) + Array("}}".utf8))
+            return framed(Array(#"{"accepted":{"id":"#.utf8) + Array(String(id.rawValue).utf8) + Array("}}".utf8))
         case .progress(let id, let done, let expected):
             // {"progress":{"bytesDone":D[,"bytesExpected":E],"id":N}}
             var payload = Array(#"{"progress":{"bytesDone":"#.utf8) + Array(String(done).utf8)
             if let expected { payload += Array(#","bytesExpected":"#.utf8) + Array(String(expected).utf8) }
-            return framed(payload + Array(#","id":"#.utf8) + Array(String(id).utf8) + Array("}}".utf8))
+            return framed(payload + Array(#","id":"#.utf8) + Array(String(id.rawValue).utf8) + Array("}}".utf8))
         case .finished(let id, let outcome):
             guard let json = outcome.directJSON else { return try genericEncode(message) }
             // {"finished":{"id":N,"outcome":{...}}}
-            return framed(Array(#"{"finished":{"id":"#.utf8) + Array(String(id).utf8) + Array(#","outcome":"#.utf8) + json + Array("}}".utf8))
+            return framed(Array(#"{"finished":{"id":"#.utf8) + Array(String(id.rawValue).utf8) + Array(#","outcome":"#.utf8) + json + Array("}}".utf8))
         default:
             return try genericEncode(message)
         }
@@ -187,7 +188,7 @@ extension FastReader {
     mutating func transferEvent() -> TransferEvent? {
         if literal(#"{"accepted":{"id":"#) {
             guard let id = integer(), !id.negative, literal("}}") else { return nil }
-            return .accepted(id: id.magnitude)
+            return .accepted(id: TransferID(id.magnitude))
         }
         if literal(#"{"progress":{"bytesDone":"#) {
             guard let done = int64() else { return nil }
@@ -197,12 +198,12 @@ extension FastReader {
                 expected = e
             }
             guard literal(#","id":"#), let id = integer(), !id.negative, literal("}}") else { return nil }
-            return .progress(id: id.magnitude, bytesDone: done, bytesExpected: expected)
+            return .progress(id: TransferID(id.magnitude), bytesDone: done, bytesExpected: expected)
         }
         if literal(#"{"finished":{"id":"#) {
             guard let id = integer(), !id.negative, literal(#","outcome":{"completed":{"bytes":"#), let bytes = int64(),
                   literal(#","status":"#), let status = int(), literal("}}}}") else { return nil }
-            return .finished(id: id.magnitude, outcome: .completed(status: status, bytes: bytes))
+            return .finished(id: TransferID(id.magnitude), outcome: .completed(status: status, bytes: bytes))
         }
         return nil
     }

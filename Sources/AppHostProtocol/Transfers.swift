@@ -12,12 +12,12 @@ public enum TransferKind: String, Codable, Sendable {
 /// One transfer as the host hands it to the daemon.
 public struct TransferJob: Codable, Sendable, Equatable {
     /// Unique across the host's life (the daemon's primary key).
-    public var id: UInt64
-    public var bundleIdentifier: String
+    public var id: TransferID
+    public var bundleIdentifier: BundleID
     /// The background session's identifier.
-    public var session: String
+    public var session: SessionIdentifier
     /// `URLSessionTask.taskIdentifier` within the session.
-    public var taskIdentifier: Int
+    public var taskIdentifier: TransferTaskID
     public var kind: TransferKind
     /// http or https only.
     public var url: String
@@ -39,7 +39,7 @@ public struct TransferJob: Codable, Sendable, Equatable {
     /// A download that goes on from a cancelled one's partial file (`downloadTask(withResumeData:)`).
     public var resume: TransferResume?
 
-    public init(id: UInt64, bundleIdentifier: String, session: String, taskIdentifier: Int, kind: TransferKind,
+    public init(id: TransferID, bundleIdentifier: BundleID, session: SessionIdentifier, taskIdentifier: TransferTaskID, kind: TransferKind,
                 url: String, method: String = "GET", headers: [String: String] = [:], uploadFile: String? = nil,
                 destination: String, discretionary: Bool = false, allowsCellularAccess: Bool = true,
                 timeoutForResource: Double = 7 * 86400, created: Double, resume: TransferResume? = nil) {
@@ -94,18 +94,18 @@ public enum TransferRequest: Codable, Sendable, Equatable {
     /// Queue a transfer (committed to the daemon's database before `accepted` is sent).
     case enqueue(TransferJob)
     /// Cancel one transfer.
-    case cancel(id: UInt64)
+    case cancel(id: TransferID)
     /// Cancel a download keeping its partial file: it finishes `cancelledResumable`
     /// when the server gave a validator and bytes arrived, else plain `cancelled`.
-    case cancelProducingResumeData(id: UInt64)
+    case cancelProducingResumeData(id: TransferID)
     /// Cancel every transfer of an app (a user terminate).
-    case cancelApp(bundleIdentifier: String)
+    case cancelApp(bundleIdentifier: BundleID)
     /// Device conditions for discretionary and cellular rules.
     case conditions(pluggedIn: Bool, network: DeviceNetwork)
     /// Every transfer the daemon knows that has not been reported finished and acknowledged.
     case list
     /// The host has recorded a finished transfer: the daemon may forget it.
-    case acknowledge(id: UInt64)
+    case acknowledge(id: TransferID)
 }
 
 /// Where a transfer is in the daemon's queue. The raw value is what the daemon's
@@ -159,13 +159,13 @@ public enum TransferEvent: Codable, Sendable, Equatable {
     /// The daemon is up (after a restart too) with this many unfinished transfers.
     case ready(pid: Int32, unfinished: Int)
     /// An `enqueue` is durable.
-    case accepted(id: UInt64)
+    case accepted(id: TransferID)
     /// Progress (throttled by the daemon).
-    case progress(id: UInt64, bytesDone: Int64, bytesExpected: Int64?)
+    case progress(id: TransferID, bytesDone: Int64, bytesExpected: Int64?)
     /// A transfer is waiting (conditions, a retry after an error) — why, for events.
-    case waiting(id: UInt64, reason: String)
+    case waiting(id: TransferID, reason: String)
     /// A transfer ended; reported until acknowledged (again after a daemon restart).
-    case finished(id: UInt64, outcome: TransferOutcome)
+    case finished(id: TransferID, outcome: TransferOutcome)
     /// The answer to `list`.
     case transfers([TransferStatus])
     /// A request the daemon could not carry out.

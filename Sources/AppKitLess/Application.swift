@@ -170,7 +170,7 @@ public final class Application {
     ) -> BackgroundTaskIdentifier {
         let id = tasks.withLock { $0.begin(name: name, expirationHandler: handler) }
         do {
-            try connection.send(.beginBackgroundTask(id: id, name: name))
+            try connection.send(.beginBackgroundTask(id: BackgroundTaskID(id), name: name))
         } catch {
             connectionFailed(error)
         }
@@ -190,7 +190,7 @@ public final class Application {
         // id is reported, even a stale one, so the host sees the app's misuse too.
         guard identifier != .invalid else { return }
         do {
-            try connection.send(.endBackgroundTask(id: id))
+            try connection.send(.endBackgroundTask(id: BackgroundTaskID(id)))
         } catch {
             connectionFailed(error)
         }
@@ -381,8 +381,8 @@ public final class Application {
         case .willTerminate:
             delegate.willTerminate(self)
         case .backgroundTaskExpiration(let taskID):
-            if !expireBackgroundTask(BackgroundTaskIdentifier(rawValue: taskID)) {
-                effects.log("Expiration of BackgroundTask \(taskID) (0x\(String(taskID, radix: 16))): no background task exists with that identifier, or it has already been ended; no handler to run.")
+            if !expireBackgroundTask(BackgroundTaskIdentifier(rawValue: taskID.rawValue)) {
+                effects.log("Expiration of BackgroundTask \(taskID) (0x\(String(taskID.rawValue, radix: 16))): no background task exists with that identifier, or it has already been ended; no handler to run.")
             }
         case .service(let event):
             // To the live service objects of its kind (their delegates or handlers);

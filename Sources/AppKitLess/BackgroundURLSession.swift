@@ -55,7 +55,7 @@ public struct BackgroundURLSessionConfiguration: Sendable, Equatable {
 
     /// As the host takes it.
     var protocolValue: BackgroundSessionConfig {
-        BackgroundSessionConfig(identifier: identifier, isDiscretionary: isDiscretionary,
+        BackgroundSessionConfig(identifier: SessionIdentifier(identifier), isDiscretionary: isDiscretionary,
                                 sessionSendsLaunchEvents: sessionSendsLaunchEvents,
                                 timeoutIntervalForResource: timeoutIntervalForResource,
                                 allowsCellularAccess: allowsCellularAccess)
@@ -321,7 +321,7 @@ public final class BackgroundURLSession {
     /// included; tasks made and not yet resumed too. The same task object comes
     /// back each time. A failure is logged to stderr and gives the tasks known here.
     public func getAllTasks() -> [BackgroundURLSessionTask] {
-        let request = ServiceRequest.urlSessionTasks(session: identifier)
+        let request = ServiceRequest.urlSessionTasks(session: SessionIdentifier(identifier))
         do throws(ServiceError) {
             let reply = try router.request(request)
             // The resumes sent before were answered before this.
@@ -360,17 +360,17 @@ public final class BackgroundURLSession {
     @discardableResult
     private func adopt(_ snapshots: [TransferTaskSnapshot]) -> [BackgroundURLSessionTask] {
         snapshots.map { snapshot in
-            let task = tasks[snapshot.taskIdentifier] ?? {
+            let task = tasks[snapshot.taskIdentifier.rawValue] ?? {
                 let url = URL(string: snapshot.url) ?? URL(string: "about:blank")!
                 let task = BackgroundURLSessionTask(session: self, kind: snapshot.kind, request: BackgroundURLRequest(url: url),
-                                                    uploadFile: nil, taskIdentifier: snapshot.taskIdentifier, state: .running)
+                                                    uploadFile: nil, taskIdentifier: snapshot.taskIdentifier.rawValue, state: .running)
                 return task
             }()
             task.update(from: snapshot)
             if task.state == .completed {
-                tasks.removeValue(forKey: snapshot.taskIdentifier)
+                tasks.removeValue(forKey: snapshot.taskIdentifier.rawValue)
             } else {
-                tasks[snapshot.taskIdentifier] = task
+                tasks[snapshot.taskIdentifier.rawValue] = task
             }
             return task
         }
@@ -383,9 +383,9 @@ public final class BackgroundURLSession {
         suspended.removeValue(forKey: ObjectIdentifier(task))
         let request = task.originalRequest
         let method = request.httpMethod ?? (task.kind == .upload ? "POST" : "GET")
-        let serviceRequest = task.resumeData.map { ServiceRequest.urlSessionResumeTask(session: identifier, resumeData: $0) }
+        let serviceRequest = task.resumeData.map { ServiceRequest.urlSessionResumeTask(session: SessionIdentifier(identifier), resumeData: $0) }
             ?? ServiceRequest.urlSessionStartTask(
-                session: identifier, kind: task.kind, url: task.url.absoluteString, method: method,
+                session: SessionIdentifier(identifier), kind: task.kind, url: task.url.absoluteString, method: method,
                 headers: request.allHTTPHeaderFields ?? [:], uploadFile: task.uploadFile?.path)
         task.state = .running
         do throws(ServiceError) {
@@ -413,8 +413,8 @@ public final class BackgroundURLSession {
         do throws(ServiceError) {
             switch try creation.reply.wait() {
             case .transferTaskCreated(let identifier):
-                task.assignIdentifier(identifier)
-                tasks[identifier] = task
+                task.assignIdentifier(identifier.rawValue)
+                tasks[identifier.rawValue] = task
                 return
             case .failed(let code, let reason):
                 failure = BackgroundURLSessionError(.init(rawValue: code), reason: reason)
@@ -465,7 +465,7 @@ public final class BackgroundURLSession {
         case .running:
             break
         }
-        let request = ServiceRequest.urlSessionCancel(session: identifier, taskIdentifier: task.taskIdentifier,
+        let request = ServiceRequest.urlSessionCancel(session: SessionIdentifier(identifier), taskIdentifier: TransferTaskID(task.taskIdentifier),
                                                       produceResumeData: produceResumeData)
         do throws(ServiceError) {
             switch try router.request(request) {
@@ -510,7 +510,7 @@ public final class BackgroundURLSession {
     func handle(_ event: ServiceEvent) {
         switch event {
         case .urlSessionProgress(_, let identifier, let done, let expected):
-            let task = task(identifier, kind: .download)
+            let task = task(identifier.rawValue, kind: .download)
             let total = expected ?? -1
             switch task.kind {
             case .download:
@@ -525,7 +525,7 @@ public final class BackgroundURLSession {
                 delegate?.urlSession(self, task: task, didSendBodyData: delta, totalBytesSent: done, totalBytesExpectedToSend: total)
             }
         case .urlSessionDidFinishDownloading(_, let identifier, let location):
-            let task = task(identifier, kind: .download)
+            let task = task(identifier.rawValue, kind: .download)
             // A file, as the host says: `URL(fileURLWithPath:)` without `isDirectory`
             // would stat(2) the path to find out, for every download.
             let url = URL(fileURLWithPath: location, isDirectory: false)
@@ -538,13 +538,13 @@ public final class BackgroundURLSession {
                 try? FileManager.default.removeItem(atPath: location)
             }
         case .urlSessionResumeData(_, let identifier, let data):
-            let task = task(identifier, kind: .download)
+            let task = task(identifier.rawValue, kind: .download)
             let completion = task.resumeDataCompletion
             task.resumeDataCompletion = nil
             completion?(data)
         case .urlSessionDidComplete(_, let identifier, let code, let reason, let cancelledReason):
-            let task = task(identifier, kind: .download)
-            tasks.removeValue(forKey: identifier)
+            let task = task(identifier.rawValue, kind: .download)
+            tasks.removeValue(forKey: identifier.rawValue)
             // A cancel(byProducingResumeData:) the host did not answer (e.g. the task ended first).
             if let completion = task.resumeDataCompletion {
                 task.resumeDataCompletion = nil

@@ -153,7 +153,7 @@ final class HostTimerScheduler: Sendable {
             state.timers[timer.id] = timer
             return (timer, state.application)
         }
-        let request = ServiceRequest.timerSchedule(id: timer.id, interval: interval, repeats: repeats)
+        let request = ServiceRequest.timerSchedule(id: HostTimerID(timer.id), interval: interval, repeats: repeats)
         do throws(ServiceError) {
             guard let application else {
                 throw ServiceError(.connectionLost, reason: "\(request.apiName) was called before ApplicationMain(delegate:) connected to the host")
@@ -185,7 +185,7 @@ final class HostTimerScheduler: Sendable {
         }
         guard tellHost, let application else { return }
         do {
-            try application.connection.send(.invalidateTimer(id: timer.id))
+            try application.connection.send(.invalidateTimer(id: HostTimerID(timer.id)))
         } catch {
             application.connectionFailed(error)
         }

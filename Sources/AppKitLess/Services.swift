@@ -190,7 +190,7 @@ final class ServiceRouter {
         case .urlSessionHandleEvents(let session), .urlSessionProgress(let session, _, _, _),
              .urlSessionDidFinishDownloading(let session, _, _), .urlSessionDidComplete(let session, _, _, _, _),
              .urlSessionDidFinishEvents(let session), .urlSessionResumeData(let session, _, _):
-            session
+            session.rawValue
         default:
             nil
         }
@@ -367,7 +367,7 @@ final class ServiceRouter {
             }
         case .urlSessionHandleEvents(let identifier):
             if let application {
-                handleURLSessionEvents(identifier, application)
+                handleURLSessionEvents(identifier.rawValue, application)
                 receiver = nil
             } else {
                 receiver = "Application"
@@ -377,17 +377,17 @@ final class ServiceRouter {
              .urlSessionResumeData(let identifier, _, _):
             // Held, in order, until the app makes the session (as iOS holds them
             // until it recreates it); the callback is acknowledged either way.
-            if let session = urlSession(identifier) {
-                flushURLSessionEvents(identifier)
+            if let session = urlSession(identifier.rawValue) {
+                flushURLSessionEvents(identifier.rawValue)
                 session.handle(event)
             } else {
-                heldURLSessionEvents[identifier, default: []].append(event)
+                heldURLSessionEvents[identifier.rawValue, default: []].append(event)
                 log("\(event.name): no BackgroundURLSession with identifier \(identifier) exists yet; the event is held until the app makes it")
             }
             receiver = nil
         case .timerFired(let id):
             // A timer invalidated meanwhile is not there: its fire is dropped, as expected.
-            timers.fire(id)
+            timers.fire(id.rawValue)
             receiver = nil
         }
         if let receiver {
@@ -424,7 +424,7 @@ final class ServiceRouter {
         let completion = HostCompletion(name: "The handleEventsForBackgroundURLSession completion handler (session \(identifier))", application: application)
         awaitingAcknowledgement.append(completion)
         application.delegate.handleEventsForBackgroundURLSession(application, identifier: identifier) {
-            completion.complete(with: .urlSessionEventsCompleted(session: identifier))
+            completion.complete(with: .urlSessionEventsCompleted(session: SessionIdentifier(identifier)))
         }
     }
 

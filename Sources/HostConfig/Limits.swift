@@ -1,3 +1,4 @@
+import AppHostProtocol
 import Foundation
 
 /// Resource limits of one app (`"limits"` in the host config). A nil field is not limited
@@ -98,15 +99,15 @@ public struct LimitSettings: Sendable, Equatable {
     /// For every app (over ``AppLimits/standard``).
     public var all = AppLimits()
     /// Per bundle identifier, over `all`.
-    public var apps: [String: AppLimits] = [:]
+    public var apps: [BundleID: AppLimits] = [:]
 
-    public init(all: AppLimits = AppLimits(), apps: [String: AppLimits] = [:]) {
+    public init(all: AppLimits = AppLimits(), apps: [BundleID: AppLimits] = [:]) {
         self.all = all
         self.apps = apps
     }
 
     /// The limits of `bundleIdentifier`.
-    public func limits(for bundleIdentifier: String) -> AppLimits {
+    public func limits(for bundleIdentifier: BundleID) -> AppLimits {
         let base = AppLimits.standard.overridden(by: all)
         return apps[bundleIdentifier].map { base.overridden(by: $0) } ?? base
     }
@@ -118,7 +119,14 @@ public struct LimitSettings: Sendable, Equatable {
             guard let apps = apps as? [String: Any] else { throw BudgetError(message: "\(path): limits.apps: expected an object of bundle identifiers") }
             for (bundle, raw) in apps {
                 guard let one = raw as? [String: Any] else { throw BudgetError(message: "\(path): limits.apps.\(bundle): expected an object") }
-                settings.apps[bundle] = try AppLimits.parse(one, path: path, where: "limits.apps.\(bundle)")
+                // A key that is no bundle identifier would never match an app: said now.
+                let id: BundleID
+                do {
+                    id = try BundleID(validating: bundle)
+                } catch {
+                    throw BudgetError(message: "\(path): limits.apps: \"\(bundle)\" is not a bundle identifier: \(error)")
+                }
+                settings.apps[id] = try AppLimits.parse(one, path: path, where: "limits.apps.\(bundle)")
             }
         }
         settings.all = try AppLimits.parse(dict, path: path, where: "limits")

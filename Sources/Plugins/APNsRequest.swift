@@ -48,7 +48,7 @@ public struct APNsRequest: Sendable, Equatable {
     /// What an accepted request delivers.
     public struct Accepted: Sendable, Equatable {
         /// The app the device token is registered to.
-        public var bundleIdentifier: String
+        public var bundleIdentifier: BundleID
         /// The `apns-id` answered: the request's exactly as sent (provider libraries match
         /// answers to requests by it), or a new lowercase UUID.
         public var messageID: String
@@ -64,7 +64,7 @@ public struct APNsRequest: Sendable, Equatable {
         guard token.count == 64, token.allSatisfy(\.isHexDigit) else {
             return .failure(APNsRejection(.badDeviceToken, "the device token must be 64 hex digits"))
         }
-        let id: String
+        let id: BundleID
         let kind: DeviceTokenKind
         switch owner(token) {
         case .installed(let app, let k): (id, kind) = (app, k)
@@ -81,7 +81,7 @@ public struct APNsRequest: Sendable, Equatable {
         }
         // A PushKit token takes VoIP pushes on `<bundle id>.voip`; the app's APNs token
         // takes the others on its bundle id.
-        let expectedTopic = kind == .voip ? id + ".voip" : id
+        let expectedTopic = kind == .voip ? id.rawValue + ".voip" : id.rawValue
         guard topic == expectedTopic else {
             return .failure(APNsRejection(.deviceTokenNotForTopic, "the device token is \(id)'s \(kind == .voip ? "PushKit (VoIP)" : "APNs") token; apns-topic must be \(expectedTopic)"))
         }

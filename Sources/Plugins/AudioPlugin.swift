@@ -27,11 +27,11 @@ public struct AudioPlugin: BackgroundModePlugin {
         var interrupted = false
     }
     struct State: PluginState {
-        var sessions: [String: Session] = [:]
+        var sessions: [BundleID: Session] = [:]
         init() {}
     }
 
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
         switch request {
         case .audioActivate(let category):
@@ -91,7 +91,7 @@ public struct AudioPlugin: BackgroundModePlugin {
         }
     }
 
-    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+    public func timerFired(_ name: String, app: BundleID?, in ctx: ModeContext) {
         guard name == "idle", let app, let session = ctx.state(State.self).sessions[app] else { return }
         guard !session.playing || session.playsUntil <= ctx.now else { return }
         ctx.update(State.self) { $0.sessions[app]?.playing = false }
@@ -99,7 +99,7 @@ public struct AudioPlugin: BackgroundModePlugin {
         ctx.emit(.endActivity(app: app, name: Self.activity))
     }
 
-    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
+    public func appMoved(_ app: BundleID, from: AppState, to: AppState, in ctx: ModeContext) {
         guard let info = ctx.apps[app], let session = ctx.state(State.self).sessions[app] else { return }
         let wasForeground = from == .active || from == .inactive
         if wasForeground, to == .background, session.playing, session.playsUntil > ctx.now {
@@ -122,7 +122,7 @@ public struct AudioPlugin: BackgroundModePlugin {
         }
     }
 
-    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+    public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         if ctx.state(State.self).sessions[app] != nil {
             ctx.update(State.self) { $0.sessions.removeValue(forKey: app) }
             ctx.emit(.audio(app: app, .close))

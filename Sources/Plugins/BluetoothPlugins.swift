@@ -18,19 +18,19 @@ struct BLEWorld: PluginState {
     /// Simulated peripherals by id.
     var peripherals: [String: BLEPeripheral] = [:]
     /// Scanning apps and their service filter (nil: everything).
-    var scanners: [String: [String]?] = [:]
+    var scanners: [BundleID: [String]?] = [:]
     /// Connections: app → peripheral ids.
-    var connections: [String: Set<String>] = [:]
+    var connections: [BundleID: Set<String>] = [:]
     /// Apps advertising as peripherals.
-    var advertisers: [String: Advertiser] = [:]
+    var advertisers: [BundleID: Advertiser] = [:]
 
     init() {}
 
     /// What a central can see: simulated peripherals plus apps advertising (not paused).
-    func visible(excluding app: String?) -> [BLEPeripheral] {
+    func visible(excluding app: BundleID?) -> [BLEPeripheral] {
         var out = peripherals.values.sorted { $0.id < $1.id }
         for (id, ad) in advertisers.sorted(by: { $0.key < $1.key }) where id != app && !ad.paused {
-            out.append(BLEPeripheral(id: "app:\(id)", name: ad.localName ?? id, services: ad.services, rssi: -50))
+            out.append(BLEPeripheral(id: "app:\(id)", name: ad.localName ?? id.rawValue, services: ad.services, rssi: -50))
         }
         return out
     }
@@ -52,7 +52,7 @@ enum BLE {
     /// Offers `peripheral` to every scanning app (except its own advertiser) under the
     /// central rules; returns how many were told.
     @discardableResult
-    static func announce(_ peripheral: BLEPeripheral, _ ctx: ModeContext, excluding: String? = nil) -> Int {
+    static func announce(_ peripheral: BLEPeripheral, _ ctx: ModeContext, excluding: BundleID? = nil) -> Int {
         var n = 0
         for (app, filter) in ctx.state(BLEWorld.self).scanners.sorted(by: { $0.key < $1.key }) where app != excluding {
             if discover(peripheral, app: app, filter: filter, ctx) { n += 1 }
@@ -64,7 +64,7 @@ enum BLE {
     /// filter (nil matches all); in the background only with `bluetooth-central` and a
     /// non-nil filter that matches (as iOS), delivered even to a suspended app.
     @discardableResult
-    static func discover(_ p: BLEPeripheral, app: String, filter: [String]?, _ ctx: ModeContext) -> Bool {
+    static func discover(_ p: BLEPeripheral, app: BundleID, filter: [String]?, _ ctx: ModeContext) -> Bool {
         guard let info = ctx.apps[app], info.state != .notRunning else { return false }
         let matches = filter.map { f in p.services.contains { s in f.contains(BLEWorld.normalize(s)) } } ?? true
         guard matches else { return false }
@@ -121,7 +121,7 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
 
     public func lint(_ app: LintSubject) -> [LintFinding] { BluetoothUsage.lint(app, mode) }
 
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
         switch request {
         case .bleScan(let services):
@@ -188,8 +188,8 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
             guard ctx.state(BLEWorld.self).visible(excluding: nil).contains(where: { $0.id == id }) else {
                 throw ModeCommandError("no peripheral \"\(id)\" (see `apphost ble list`)")
             }
-            var delivered: [String] = []
-            var held: [String] = []
+            var delivered: [BundleID] = []
+            var held: [BundleID] = []
             for (app, ids) in ctx.state(BLEWorld.self).connections.sorted(by: { $0.key < $1.key }) where ids.contains(id) {
                 guard let info = ctx.apps[app] else { continue }
                 let event = ServiceEvent.bleNotification(peripheral: id, characteristic: BLEWorld.normalize(characteristic), value: value)
@@ -205,8 +205,8 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
                     held.append(app)
                 }
             }
-            var message = "notification \(characteristic) from \(id) (\(value.count) bytes): delivered to \(delivered.isEmpty ? "no app" : delivered.joined(separator: ", "))"
-            if !held.isEmpty { message += "; not delivered to \(held.joined(separator: ", ")) (suspended without bluetooth-central)" }
+            var message = "notification \(characteristic) from \(id) (\(value.count) bytes): delivered to \(delivered.isEmpty ? "no app" : delivered.map(\.rawValue).joined(separator: ", "))"
+            if !held.isEmpty { message += "; not delivered to \(held.map(\.rawValue).joined(separator: ", ")) (suspended without bluetooth-central)" }
             return message
         case .bleList:
             return ctx.state(BLEWorld.self).listing.text
@@ -215,7 +215,7 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
         }
     }
 
-    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
+    public func appMoved(_ app: BundleID, from: AppState, to: AppState, in ctx: ModeContext) {
         guard to == .background, from == .inactive || from == .active,
               let filter = ctx.state(BLEWorld.self).scanners[app] else { return }
         if ctx.apps[app]?.declares(.bluetoothCentral) != true {
@@ -225,7 +225,7 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
         }
     }
 
-    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+    public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         ctx.update(BLEWorld.self) { w in
             w.scanners.removeValue(forKey: app)
             w.connections.removeValue(forKey: app)
@@ -260,7 +260,7 @@ public struct BluetoothPeripheralPlugin: BackgroundModePlugin {
 
     public func lint(_ app: LintSubject) -> [LintFinding] { BluetoothUsage.lint(app, mode) }
 
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
         switch request {
         case .bleStartAdvertising(let services, let localName):
@@ -283,7 +283,7 @@ public struct BluetoothPeripheralPlugin: BackgroundModePlugin {
         }
     }
 
-    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
+    public func appMoved(_ app: BundleID, from: AppState, to: AppState, in ctx: ModeContext) {
         guard let ad = ctx.state(BLEWorld.self).advertisers[app], let info = ctx.apps[app] else { return }
         if to == .background, from == .inactive || from == .active {
             if info.declares(.bluetoothPeripheral) {
@@ -301,7 +301,7 @@ public struct BluetoothPeripheralPlugin: BackgroundModePlugin {
         }
     }
 
-    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+    public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         ctx.update(BLEWorld.self) { _ = $0.advertisers.removeValue(forKey: app) }
     }
 }

@@ -12,7 +12,7 @@ public struct DeviceState: PluginState {
     /// Settings > General > Background App Refresh, the global switch, off.
     public var refreshOffGlobally = false
     /// The per-app switches that are off.
-    public var refreshOff: Set<String> = []
+    public var refreshOff: Set<BundleID> = []
     /// A configuration policy restricts background refresh (`"backgroundRefresh": "restricted"`).
     public var policyRestricted = false
     /// The device is locked (`apphost device lock`).
@@ -33,14 +33,14 @@ public struct DeviceState: PluginState {
     public init() {}
 
     /// `backgroundRefreshStatus` for `app`.
-    public func refreshStatus(_ app: String) -> BackgroundRefreshStatus {
+    public func refreshStatus(_ app: BundleID) -> BackgroundRefreshStatus {
         if lowPower || policyRestricted { return .restricted }
         if refreshOffGlobally || refreshOff.contains(app) { return .denied }
         return .available
     }
 
     /// Why refresh is not available, in words; nil when it is.
-    public func refreshBlocked(_ app: String) -> String? {
+    public func refreshBlocked(_ app: BundleID) -> String? {
         if policyRestricted { return "background refresh is restricted by the host's configuration" }
         if lowPower { return "Low Power Mode is on (background refresh restricted)" }
         if refreshOffGlobally { return "Background App Refresh is off for every app" }
@@ -70,7 +70,8 @@ public struct DeviceState: PluginState {
         case "settings.lowPower": lowPower = value == "on"
         case "settings.backgroundRefresh": refreshOffGlobally = value == "off"
         case _ where key.hasPrefix("settings.backgroundRefresh."):
-            let app = String(key.dropFirst("settings.backgroundRefresh.".count))
+            // A key read back from the database: one that names no app is left alone.
+            guard let app = BundleID(String(key.dropFirst("settings.backgroundRefresh.".count))) else { return false }
             if value == "off" { refreshOff.insert(app) } else { refreshOff.remove(app) }
         default: return false
         }
@@ -82,7 +83,7 @@ extension RefreshSettings {
     /// One line per setting, as `settings show` prints them.
     public var text: String {
         var lines = ["background refresh: \(backgroundRefresh ? "on" : "off") (global)"]
-        if !backgroundRefreshOffFor.isEmpty { lines.append("background refresh off for: \(backgroundRefreshOffFor.joined(separator: ", "))") }
+        if !backgroundRefreshOffFor.isEmpty { lines.append("background refresh off for: \(backgroundRefreshOffFor.map(\.rawValue).joined(separator: ", "))") }
         lines.append("low power mode: \(lowPowerMode ? "on" : "off")")
         if restrictedByPolicy { lines.append("policy: background refresh restricted by the host's configuration") }
         return lines.joined(separator: "\n")

@@ -12,12 +12,12 @@ public enum DeviceTokenKind: String, Sendable, CaseIterable, Codable {
 public struct DeviceTokenRecord: Sendable, Equatable {
     /// 64 lowercase hex digits (32 random bytes).
     public var token: String
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     public var kind: DeviceTokenKind
     /// The app was uninstalled: pushes to it are answered 410 Unregistered.
     public var retired: Bool
 
-    public init(token: String, bundleIdentifier: String, kind: DeviceTokenKind, retired: Bool) {
+    public init(token: String, bundleIdentifier: BundleID, kind: DeviceTokenKind, retired: Bool) {
         self.token = token
         self.bundleIdentifier = bundleIdentifier
         self.kind = kind
@@ -39,7 +39,7 @@ public struct DeviceTokenRecord: Sendable, Equatable {
 /// next install gets new ones (iOS gives a reinstalled app a new token).
 struct DeviceTokens: PluginState {
     /// app → kind → its token.
-    var active: [String: [DeviceTokenKind: String]] = [:]
+    var active: [BundleID: [DeviceTokenKind: String]] = [:]
     /// token → its record (active and retired).
     var records: [String: DeviceTokenRecord] = [:]
     init() {}
@@ -62,7 +62,7 @@ struct DeviceTokens: PluginState {
 
 extension DeviceTokens {
     /// The app's token of `kind`, issued (and persisted through an effect) if it has none.
-    static func token(for app: String, _ kind: DeviceTokenKind, in ctx: ModeContext) -> String {
+    static func token(for app: BundleID, _ kind: DeviceTokenKind, in ctx: ModeContext) -> String {
         if let token = ctx.state(DeviceTokens.self).active[app]?[kind] { return token }
         var token = ctx.makeToken()
         // A collision of 256 random bits does not happen; a test's generator might repeat.
@@ -74,7 +74,7 @@ extension DeviceTokens {
     }
 
     /// Retires every token of `app` (it was uninstalled).
-    static func retire(_ app: String, in ctx: ModeContext) {
+    static func retire(_ app: BundleID, in ctx: ModeContext) {
         let retired = ctx.update(DeviceTokens.self) { s -> [DeviceTokenRecord] in
             let tokens = s.active.removeValue(forKey: app) ?? [:]
             var out: [DeviceTokenRecord] = []

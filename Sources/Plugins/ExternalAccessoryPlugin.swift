@@ -32,7 +32,7 @@ public struct ExternalAccessoryPlugin: BackgroundModePlugin {
             "background mode \"external-accessory\" needs UISupportedExternalAccessoryProtocols: with no protocol listed no accessory ever reaches the app")]
     }
 
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         guard case .accessoryList = request, let info = ctx.apps[app] else { return nil }
         let mine = ctx.state(State.self).accessories.values.sorted { $0.id < $1.id }
             .filter { !Set($0.protocols).isDisjoint(with: info.manifest.externalAccessoryProtocols) }
@@ -50,7 +50,7 @@ public struct ExternalAccessoryPlugin: BackgroundModePlugin {
                 return a
             }
             let told = fanOut(accessory, protocols: protocols, event: .accessoryConnected(accessory), launch: true, ctx)
-            return "accessory #\(accessory.id) \"\(name)\" connected (\(protocols.joined(separator: ", "))); told: \(told.isEmpty ? "no app" : told.joined(separator: ", "))"
+            return "accessory #\(accessory.id) \"\(name)\" connected (\(protocols.joined(separator: ", "))); told: \(told.isEmpty ? "no app" : told.map(\.rawValue).joined(separator: ", "))"
         case .accessoryDisconnect(let key):
             let s = ctx.state(State.self)
             guard let a = s.accessories[Int(key.trimmingCharacters(in: CharacterSet(charactersIn: "#"))) ?? -1]
@@ -59,13 +59,13 @@ public struct ExternalAccessoryPlugin: BackgroundModePlugin {
             }
             ctx.update(State.self) { _ = $0.accessories.removeValue(forKey: a.id) }
             let told = fanOut(a, protocols: a.protocols, event: .accessoryDisconnected(a), launch: false, ctx)
-            return "accessory #\(a.id) \"\(a.name)\" disconnected; told: \(told.isEmpty ? "no app" : told.joined(separator: ", "))"
+            return "accessory #\(a.id) \"\(a.name)\" disconnected; told: \(told.isEmpty ? "no app" : told.map(\.rawValue).joined(separator: ", "))"
         case .accessorySend(let proto, let bytes):
             guard let a = ctx.state(State.self).accessories.values.sorted(by: { $0.id < $1.id }).first(where: { $0.protocols.contains(proto) }) else {
                 throw ModeCommandError("no connected accessory speaks \(proto) (connect one with `apphost accessory connect \(proto)`)")
             }
             let told = fanOut(a, protocols: [proto], event: .accessoryData(accessory: a, protocolString: proto, bytes: bytes), launch: true, ctx)
-            return "\(bytes.count) byte(s) from accessory #\(a.id) on \(proto); delivered to: \(told.isEmpty ? "no app" : told.joined(separator: ", "))"
+            return "\(bytes.count) byte(s) from accessory #\(a.id) on \(proto); delivered to: \(told.isEmpty ? "no app" : told.map(\.rawValue).joined(separator: ", "))"
         case .accessoryList:
             return Accessory.text(ctx.state(State.self).accessories.values.sorted { $0.id < $1.id })
         default:
@@ -74,8 +74,8 @@ public struct ExternalAccessoryPlugin: BackgroundModePlugin {
     }
 
     /// Sends `event` to every app listing one of `protocols`, under the mode's rules.
-    private func fanOut(_ a: Accessory, protocols: [String], event: ServiceEvent, launch: Bool, _ ctx: ModeContext) -> [String] {
-        var told: [String] = []
+    private func fanOut(_ a: Accessory, protocols: [String], event: ServiceEvent, launch: Bool, _ ctx: ModeContext) -> [BundleID] {
+        var told: [BundleID] = []
         for info in ctx.sortedApps where !Set(info.manifest.externalAccessoryProtocols).isDisjoint(with: protocols) {
             let app = info.bundleIdentifier
             if info.declares(.externalAccessory) {

@@ -45,7 +45,7 @@ public struct FetchPlugin: BackgroundModePlugin {
         var userTerminated = false
     }
     struct State: PluginState {
-        var apps: [String: App] = [:]
+        var apps: [BundleID: App] = [:]
         var nextID: UInt64 = 0
         var armedFor: Duration?
         init() {}
@@ -59,7 +59,7 @@ public struct FetchPlugin: BackgroundModePlugin {
 
     // MARK: requests
 
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
         switch request {
         case .backgroundRefreshStatus:
@@ -96,11 +96,13 @@ public struct FetchPlugin: BackgroundModePlugin {
                 a.backoff = result == .newData && !slow ? 1 : min(a.backoff * 2, Self.maximumBackoff)
                 s.apps[app] = a
             }
-            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget")))
-            ctx.emit(.endActivity(app: app, name: Self.activity))
+            // The completion's line first, then what it ends: the log reads "completed",
+            // then the activity's end, then (the host takes it before the effects) the picture.
             let backoff = ctx.state(State.self).apps[app]?.backoff ?? 1
             ctx.emit(.typedNote(app: app, "fetch \(id) completed: \(result.rawValue) after \(DurationText.format(seconds(took)))\(slow ? " (slow)" : ""); backoff ×\(backoff)",
-                                .init(fetch: id, result: result.rawValue)))
+                                .init(fetch: id, result: result)))
+            ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget")))
+            ctx.emit(.endActivity(app: app, name: Self.activity))
             reschedule(ctx)
             return .ok
         default:
@@ -132,7 +134,7 @@ public struct FetchPlugin: BackgroundModePlugin {
 
     // MARK: events
 
-    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+    public func timerFired(_ name: String, app: BundleID?, in ctx: ModeContext) {
         switch name {
         case "tick":
             ctx.update(State.self) { $0.armedFor = nil }
@@ -154,7 +156,7 @@ public struct FetchPlugin: BackgroundModePlugin {
         }
     }
 
-    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+    public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         let had = ctx.update(State.self) { s -> Bool in
             let had = s.apps[app]?.outstanding != nil
             s.apps[app]?.outstanding = nil
@@ -168,13 +170,13 @@ public struct FetchPlugin: BackgroundModePlugin {
         reschedule(ctx)
     }
 
-    public func userLaunched(_ app: String, in ctx: ModeContext) {
+    public func userLaunched(_ app: BundleID, in ctx: ModeContext) {
         guard ctx.state(State.self).apps[app]?.userTerminated == true else { return }
         ctx.update(State.self) { $0.apps[app]?.userTerminated = false }
         reschedule(ctx)
     }
 
-    public func appInstalled(_ app: String, in ctx: ModeContext) {
+    public func appInstalled(_ app: BundleID, in ctx: ModeContext) {
         ctx.update(State.self) { _ = $0.apps.removeValue(forKey: app) }
         reschedule(ctx)
     }
@@ -200,7 +202,7 @@ public struct FetchPlugin: BackgroundModePlugin {
     }
 
     /// When `app` is next due, or why it is not scheduled.
-    static func next(_ app: String, _ ctx: ModeContext) -> Result<Duration, Blocked> {
+    static func next(_ app: BundleID, _ ctx: ModeContext) -> Result<Duration, Blocked> {
         guard let info = ctx.apps[app] else { return .failure(.notInstalled) }
         let a = ctx.state(State.self).apps[app] ?? App()
         guard info.declares(.fetch) else { return .failure(.noMode) }
@@ -241,12 +243,12 @@ public struct FetchPlugin: BackgroundModePlugin {
     /// Runs every fetch due now or within the coalescing window.
     private func runDue(_ ctx: ModeContext) {
         let window = ctx.profile.duration(.fetchCoalescing)
-        var due: [String] = []
+        var due: [BundleID] = []
         for app in ctx.apps.keys.sorted() {
             if case .success(let at) = Self.next(app, ctx), at <= ctx.now + window { due.append(app) }
         }
         guard !due.isEmpty else { return }
-        if due.count > 1 { ctx.emit(.note(app: nil, "background fetch: \(due.count) apps run together (coalesced): \(due.joined(separator: ", "))")) }
+        if due.count > 1 { ctx.emit(.note(app: nil, "background fetch: \(due.count) apps run together (coalesced): \(due.map(\.rawValue).joined(separator: ", "))")) }
         for app in due {
             if ctx.apps[app]?.isForeground == true {
                 // iOS does not fetch for the app in front; its schedule restarts from now.
@@ -260,7 +262,7 @@ public struct FetchPlugin: BackgroundModePlugin {
 
     /// Sends performFetch to `app` (waking or launching it).
     @discardableResult
-    private func start(_ app: String, _ ctx: ModeContext, why: String) -> UInt64 {
+    private func start(_ app: BundleID, _ ctx: ModeContext, why: String) -> UInt64 {
         let id = ctx.update(State.self) { s -> UInt64 in
             s.nextID += 1
             var a = s.apps[app] ?? App()

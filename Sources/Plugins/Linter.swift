@@ -265,7 +265,7 @@ public enum Linter {
                 "the trace was not checked: CFBundleIdentifier did not resolve, so no app in it can be matched")]
         }
         let id = manifest.bundleIdentifier
-        let events = trace.filter { $0.bundleIdentifier == id }
+        let events = trace.filter { $0.bundleIdentifier?.rawValue == id }
         guard !events.isEmpty else {
             return [LintFinding(.warning, file: file, key: ManifestReader.bundleIdentifierKey,
                 "the trace has no events of \(id): nothing in it to judge the background modes by (was it installed under another id?)")]
@@ -278,7 +278,7 @@ public enum Linter {
             guard let plugin = ModeRegistry.plugin(for: mode) else { continue }
             switch plugin.emulation {
             case .emulated:
-                if !used.contains(mode.rawValue) {
+                if !used.contains(mode) {
                     out.append(LintFinding(.warning, file: file, key: modeKey, mode: mode.rawValue,
                         "background mode \"\(mode.rawValue)\" is declared but never used in the trace (App Review rejects unused modes)"))
                 }
@@ -295,7 +295,7 @@ public enum Linter {
         struct Refusal { var mode: String; var cause: String; var count = 0; var fatal = false }
         var refusals: [Refusal] = []
         for (i, event) in events.enumerated() where event.kind == .modeRefused {
-            let mode = event.mode ?? "?"
+            let mode = event.mode?.rawValue ?? "?"
             // The host appends what the plugin said with `: needs "mode" in UIBackgroundModes`;
             // the finding says what to declare itself.
             var cause = event.cause

@@ -58,14 +58,14 @@ public struct LocationPlugin: BackgroundModePlugin {
         var interval: Double
     }
     struct State: PluginState {
-        var managers: [String: Manager] = [:]
+        var managers: [BundleID: Manager] = [:]
         var current: LocationFix?
         var route: Route?
         init() {}
     }
 
     /// The app's authorization from the privacy decisions.
-    static func authorization(_ app: String, _ ctx: ModeContext) -> LocationAuthorization {
+    static func authorization(_ app: BundleID, _ ctx: ModeContext) -> LocationAuthorization {
         let privacy = ctx.state(PrivacyState.self)
         let always = privacy.value(app, .locationAlways)
         let inUse = privacy.value(app, .location)
@@ -81,7 +81,7 @@ public struct LocationPlugin: BackgroundModePlugin {
         name: .internalInconsistency,
         reason: "Invalid parameter not satisfying: !stayUp || CLClientIsBackgroundable(internal->fClient)")
 
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
         if let reply = handleMonitoring(request, from: app, in: ctx) { return reply }
         switch request {
@@ -139,7 +139,7 @@ public struct LocationPlugin: BackgroundModePlugin {
                 }
                 reevaluate(app, ctx)
             }
-            let target = id ?? "every app"
+            let target = id?.rawValue ?? "every app"
             return "\(target): location authorization is now \(id.map { Self.authorization($0, ctx).rawValue } ?? "as set")"
         case .locationSet(let fix):
             guard (-90...90).contains(fix.latitude), (-180...180).contains(fix.longitude) else {
@@ -165,7 +165,7 @@ public struct LocationPlugin: BackgroundModePlugin {
         }
     }
 
-    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+    public func timerFired(_ name: String, app: BundleID?, in ctx: ModeContext) {
         if name == Self.significantTimer, let app { return significantTimerFired(app: app, in: ctx) }
         guard name == "route", var route = ctx.state(State.self).route, route.next < route.fixes.count else { return }
         let fix = route.fixes[route.next]
@@ -180,7 +180,7 @@ public struct LocationPlugin: BackgroundModePlugin {
         }
     }
 
-    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
+    public func appMoved(_ app: BundleID, from: AppState, to: AppState, in ctx: ModeContext) {
         guard var m = ctx.state(State.self).managers[app], m.updating else { return }
         // Updates running while the app is in use are "started in use"; a suspension
         // ends that (they did not keep the app running).
@@ -200,7 +200,7 @@ public struct LocationPlugin: BackgroundModePlugin {
         }
     }
 
-    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+    public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         ctx.update(State.self) { state in
             let auth = state.managers[app]?.lastAuthorization ?? .notDetermined
             state.managers[app] = Manager(lastAuthorization: auth)
@@ -208,12 +208,12 @@ public struct LocationPlugin: BackgroundModePlugin {
         monitoringExited(app, byUser: byUser, in: ctx)
     }
 
-    public func appInstalled(_ app: String, in ctx: ModeContext) {
+    public func appInstalled(_ app: BundleID, in ctx: ModeContext) {
         ctx.update(State.self) { $0.managers.removeValue(forKey: app) }
         monitoringInstalled(app, in: ctx)
     }
 
-    public func userLaunched(_ app: String, in ctx: ModeContext) {
+    public func userLaunched(_ app: BundleID, in ctx: ModeContext) {
         monitoringUserLaunched(app, in: ctx)
     }
 
@@ -231,7 +231,7 @@ public struct LocationPlugin: BackgroundModePlugin {
     /// Whether location keeps the app running in the background: updates on, the mode
     /// declared, `allowsBackgroundLocationUpdates`, and always authorization, or
     /// when-in-use authorization with updates started while the app was in use.
-    private func keepsRunning(_ app: String, _ m: Manager, _ ctx: ModeContext) -> Bool {
+    private func keepsRunning(_ app: BundleID, _ m: Manager, _ ctx: ModeContext) -> Bool {
         guard m.updating && m.allowsBackground && ctx.apps[app]?.declares(.location) == true else { return false }
         switch Self.authorization(app, ctx) {
         case .always: return true
@@ -240,7 +240,7 @@ public struct LocationPlugin: BackgroundModePlugin {
         }
     }
 
-    private func reevaluate(_ app: String, _ ctx: ModeContext) {
+    private func reevaluate(_ app: BundleID, _ ctx: ModeContext) {
         guard let m = ctx.state(State.self).managers[app] else { return }
         let keep = keepsRunning(app, m, ctx)
         guard keep != m.keptRunning else { return }
@@ -252,7 +252,7 @@ public struct LocationPlugin: BackgroundModePlugin {
     /// monitoring; the number of apps that got it as a standard update.
     @discardableResult
     private func broadcast(_ fix: LocationFix, _ ctx: ModeContext) -> Int {
-        var updated: Set<String> = []
+        var updated: Set<BundleID> = []
         for app in ctx.sortedApps.map(\.bundleIdentifier) where ctx.state(State.self).managers[app]?.updating == true {
             if deliver(fix, to: app, ctx) { updated.insert(app) }
         }
@@ -262,7 +262,7 @@ public struct LocationPlugin: BackgroundModePlugin {
 
     /// Delivers a fix to an updating, authorized app if the rules allow; true if sent.
     @discardableResult
-    private func deliver(_ fix: LocationFix, to app: String, _ ctx: ModeContext) -> Bool {
+    private func deliver(_ fix: LocationFix, to app: BundleID, _ ctx: ModeContext) -> Bool {
         guard let info = ctx.apps[app], let m = ctx.state(State.self).managers[app] else { return false }
         let auth = Self.authorization(app, ctx)
         guard auth == .always || auth == .whenInUse else { return false }

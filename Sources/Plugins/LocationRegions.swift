@@ -33,7 +33,7 @@ extension LocationPlugin {
     }
 
     struct MonitoringState: PluginState {
-        var apps: [String: Monitoring] = [:]
+        var apps: [BundleID: Monitoring] = [:]
         init() {}
     }
 
@@ -42,7 +42,7 @@ extension LocationPlugin {
     // MARK: requests
 
     /// The monitoring requests; nil for any other.
-    func handleMonitoring(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    func handleMonitoring(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         switch request {
         case .locationSignificantChanges(true):
             let auth = Self.authorization(app, ctx)
@@ -85,7 +85,7 @@ extension LocationPlugin {
     }
 
     /// `startMonitoring(for:)`: every failure goes to the app's delegate, as iOS reports it.
-    private func startMonitoring(_ region: CircularRegion, _ app: String, _ ctx: ModeContext) {
+    private func startMonitoring(_ region: CircularRegion, _ app: BundleID, _ ctx: ModeContext) {
         func fail(_ code: LocationErrorCode, _ reason: String) {
             ctx.emit(.note(app: app, "region monitoring refused (\(code.rawValue)): \(reason)"))
             ctx.emit(.deliver(app: app, .locationMonitoringFailed(region: Self.reported(region), code: code, reason: reason),
@@ -130,7 +130,7 @@ extension LocationPlugin {
 
     /// A new position: region crossings and significant changes for every monitoring app.
     /// `updated` holds the apps the fix already reached as a standard update.
-    func monitoringMoved(to fix: LocationFix, updated: Set<String>, in ctx: ModeContext) {
+    func monitoringMoved(to fix: LocationFix, updated: Set<BundleID>, in ctx: ModeContext) {
         for (app, m) in ctx.state(MonitoringState.self).apps.sorted(by: { $0.key < $1.key }) where ctx.apps[app] != nil {
             for watched in m.regions.values.sorted(by: { $0.region.identifier < $1.region.identifier }) {
                 let inside = watched.region.contains(fix)
@@ -145,7 +145,7 @@ extension LocationPlugin {
         }
     }
 
-    private func significantMove(_ fix: LocationFix, _ app: String, alreadyDelivered: Bool, _ ctx: ModeContext) {
+    private func significantMove(_ fix: LocationFix, _ app: BundleID, alreadyDelivered: Bool, _ ctx: ModeContext) {
         guard let m = ctx.state(MonitoringState.self).apps[app] else { return }
         if let last = m.lastSignificant, LocationMonitoringBounds.distance(last, fix) < LocationMonitoringBounds.significantDistance { return }
         if let at = m.lastSignificantAt, ctx.now - at < LocationMonitoringBounds.significantInterval {
@@ -162,13 +162,13 @@ extension LocationPlugin {
 
     /// The interval since the last significant-change update has passed: the fix now, if
     /// it is still far enough from that update's.
-    func significantTimerFired(app: String, in ctx: ModeContext) {
+    func significantTimerFired(app: BundleID, in ctx: ModeContext) {
         ctx.update(MonitoringState.self) { $0.apps[app]?.significantTimer = false }
         guard ctx.state(MonitoringState.self).apps[app]?.significant == true, let fix = ctx.state(State.self).current else { return }
         significantMove(fix, app, alreadyDelivered: false, ctx)
     }
 
-    private func recordSignificant(_ fix: LocationFix, _ app: String, _ ctx: ModeContext) {
+    private func recordSignificant(_ fix: LocationFix, _ app: BundleID, _ ctx: ModeContext) {
         ctx.update(MonitoringState.self) { state in
             state.apps[app]?.lastSignificant = fix
             state.apps[app]?.lastSignificantAt = ctx.now
@@ -178,7 +178,7 @@ extension LocationPlugin {
     /// Delivers a monitoring event under iOS's conditions: always authorization wakes a
     /// suspended app and relaunches a terminated one (not one the user force-quit);
     /// when-in-use reaches it only in the foreground.
-    private func deliverMonitored(_ event: ServiceEvent, to app: String, _ ctx: ModeContext) {
+    private func deliverMonitored(_ event: ServiceEvent, to app: BundleID, _ ctx: ModeContext) {
         guard let info = ctx.apps[app] else { return }
         let auth = Self.authorization(app, ctx)
         switch auth {
@@ -199,18 +199,18 @@ extension LocationPlugin {
 
     // MARK: the app's life
 
-    func monitoringExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+    func monitoringExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         guard byUser, ctx.state(MonitoringState.self).apps[app].map({ !$0.isEmpty }) == true else { return }
         ctx.update(MonitoringState.self) { $0.apps[app]?.userTerminated = true }
     }
 
-    func monitoringUserLaunched(_ app: String, in ctx: ModeContext) {
+    func monitoringUserLaunched(_ app: BundleID, in ctx: ModeContext) {
         // Read first: most launches change nothing (an update writes the state back).
         guard ctx.state(MonitoringState.self).apps[app]?.userTerminated == true else { return }
         ctx.update(MonitoringState.self) { $0.apps[app]?.userTerminated = false }
     }
 
-    func monitoringInstalled(_ app: String, in ctx: ModeContext) {
+    func monitoringInstalled(_ app: BundleID, in ctx: ModeContext) {
         if ctx.state(MonitoringState.self).apps[app]?.significantTimer == true {
             ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, Self.significantTimer)))
         }

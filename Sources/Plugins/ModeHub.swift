@@ -49,12 +49,12 @@ public enum ModeRegistry {
 /// in its database; plugins read them (location reads `location`/`location-always`).
 public struct PrivacyState: PluginState {
     /// app → service → decision (no entry: not determined).
-    public var decisions: [String: [PrivacyService: PrivacyDecision]] = [:]
+    public var decisions: [BundleID: [PrivacyService: PrivacyDecision]] = [:]
     /// No decisions.
     public init() {}
 
     /// The app's decision for `service`; nil while not determined.
-    public func value(_ app: String, _ service: PrivacyService) -> PrivacyDecision? { decisions[app]?[service] }
+    public func value(_ app: BundleID, _ service: PrivacyService) -> PrivacyDecision? { decisions[app]?[service] }
 }
 
 /// The host side of all plugins: routes service requests, CLI commands, state
@@ -83,7 +83,7 @@ public final class ModeHub {
     }
 
     /// Forgets an uninstalled app.
-    public func uninstall(_ id: String) -> [ModeEffect] {
+    public func uninstall(_ id: BundleID) -> [ModeEffect] {
         DeviceTokens.retire(id, in: ctx)
         let fx = each { $0.appInstalled(id, in: ctx) }
         ctx.apps.removeValue(forKey: id)
@@ -92,15 +92,15 @@ public final class ModeHub {
     }
 
     /// The app as plugins see it.
-    public func app(_ id: String) -> ModeApp? { ctx.apps[id] }
+    public func app(_ id: BundleID) -> ModeApp? { ctx.apps[id] }
 
     /// The simulated device and refresh settings.
     public var deviceState: DeviceState { ctx.state(DeviceState.self) }
 
     /// Who a device token (from `registerForRemoteNotifications` or PushKit) belongs to.
     public enum TokenOwner: Sendable, Equatable {
-        case installed(String, DeviceTokenKind)
-        case uninstalled(String)
+        case installed(BundleID, DeviceTokenKind)
+        case uninstalled(BundleID)
         case unknown
     }
 
@@ -114,7 +114,7 @@ public final class ModeHub {
 
     /// The app's device token of `kind`, issued (effects: persist it) when it has none yet.
     /// What the app gets when it registers; nil for an app that is not installed.
-    public func deviceToken(of id: String, _ kind: DeviceTokenKind) -> (String, [ModeEffect])? {
+    public func deviceToken(of id: BundleID, _ kind: DeviceTokenKind) -> (String, [ModeEffect])? {
         guard ctx.apps[id] != nil else { return nil }
         let token = DeviceTokens.token(for: id, kind, in: ctx)
         return (token, ctx.takeEffects())
@@ -126,12 +126,12 @@ public final class ModeHub {
     }
 
     /// Updates whether the app is running code without telling plugins (a stop confirmed, a resume).
-    public func setRunningCode(_ id: String, _ running: Bool) {
+    public func setRunningCode(_ id: BundleID, _ running: Bool) {
         ctx.apps[id]?.isRunningCode = running
     }
 
     /// The app moved from one state to another.
-    public func appMoved(_ id: String, from: AppState, to: AppState, runningCode: Bool, at now: Duration) -> [ModeEffect] {
+    public func appMoved(_ id: BundleID, from: AppState, to: AppState, runningCode: Bool, at now: Duration) -> [ModeEffect] {
         ctx.now = now
         ctx.apps[id]?.state = to
         ctx.apps[id]?.isRunningCode = runningCode
@@ -139,7 +139,7 @@ public final class ModeHub {
     }
 
     /// The app's process is gone.
-    public func appExited(_ id: String, byUser: Bool, at now: Duration) -> [ModeEffect] {
+    public func appExited(_ id: BundleID, byUser: Bool, at now: Duration) -> [ModeEffect] {
         ctx.now = now
         ctx.apps[id]?.state = .notRunning
         ctx.apps[id]?.isRunningCode = false
@@ -157,7 +157,7 @@ public final class ModeHub {
     }
 
     /// A service request from a running app.
-    public func request(_ request: ServiceRequest, from id: String, at now: Duration) -> (ServiceReply, [ModeEffect]) {
+    public func request(_ request: ServiceRequest, from id: BundleID, at now: Duration) -> (ServiceReply, [ModeEffect]) {
         ctx.now = now
         if request == .protectedDataAvailability { return (.protectedDataAvailable(deviceState.protectionLevel == .open), []) }
         for plugin in plugins {
@@ -187,7 +187,7 @@ public final class ModeHub {
             }
         }
         if case .privacy(let action, let service, let id) = command {
-            let who = id ?? "every app"
+            let who = id?.rawValue ?? "every app"
             return (.success("\(action.rawValue) \(service.rawValue) for \(who) (kept; no AppHost service uses it yet)"), ctx.takeEffects())
         }
         return (.failure(ModeCommandError("no plugin handles \(command)")), ctx.takeEffects())
@@ -213,14 +213,14 @@ public final class ModeHub {
     }
 
     /// A service callback returned.
-    public func callbackReturned(_ event: ServiceEvent, app id: String, at now: Duration) -> [ModeEffect] {
+    public func callbackReturned(_ event: ServiceEvent, app id: BundleID, at now: Duration) -> [ModeEffect] {
         ctx.now = now
         return each { $0.callbackReturned(event, app: id, in: ctx) }
     }
 
     /// A plugin timer (as the host got it from ``ModeEffect/startTimer(app:timer:after:)``)
     /// fired: its plugin hears it by the plugin's own name for it.
-    public func timerFired(_ timer: PluginTimer, app id: String?, at now: Duration) -> [ModeEffect] {
+    public func timerFired(_ timer: PluginTimer, app id: BundleID?, at now: Duration) -> [ModeEffect] {
         ctx.now = now
         guard let plugin = plugins.first(where: { $0.mode == timer.mode }) else { return [] }
         plugin.timerFired(timer.name, app: id, in: ctx)
@@ -228,7 +228,7 @@ public final class ModeHub {
     }
 
     /// The user launched `id` (not a launch for an event).
-    public func userLaunched(_ id: String, at now: Duration) -> [ModeEffect] {
+    public func userLaunched(_ id: BundleID, at now: Duration) -> [ModeEffect] {
         ctx.now = now
         return each { $0.userLaunched(id, in: ctx) }
     }
@@ -281,7 +281,7 @@ public final class ModeHub {
     }
 
     /// Restores a persisted privacy decision (at host start).
-    public func restorePrivacy(app: String, service: PrivacyService, value: PrivacyDecision) {
+    public func restorePrivacy(app: BundleID, service: PrivacyService, value: PrivacyDecision) {
         ctx.update(PrivacyState.self) { $0.decisions[app, default: [:]][service] = value }
     }
 
@@ -290,7 +290,7 @@ public final class ModeHub {
 
     // MARK: helpers
 
-    private func privacy(_ action: PrivacyAction, _ scope: PrivacyScope, _ id: String?) throws(ModeCommandError) {
+    private func privacy(_ action: PrivacyAction, _ scope: PrivacyScope, _ id: BundleID?) throws(ModeCommandError) {
         if action != .reset, id == nil {
             throw ModeCommandError("privacy \(action.rawValue) needs a bundle id (as simctl: \"Requires bundle identifier\")")
         }

@@ -30,7 +30,7 @@ public struct SandboxGrant: Sendable, Equatable {
 
 /// An app as the plugins see it.
 public struct ModeApp: Sendable, Equatable {
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
     public var manifest: Manifest
     /// Top-level keys of the app's entitlements file (empty without one).
     public var entitlements: [String]
@@ -41,7 +41,7 @@ public struct ModeApp: Sendable, Equatable {
     /// The app has finished launching and is running code now (not suspended, not stopping).
     public var isRunningCode: Bool
 
-    public init(bundleIdentifier: String, manifest: Manifest, entitlements: [String], container: String,
+    public init(bundleIdentifier: BundleID, manifest: Manifest, entitlements: [String], container: String,
                 state: AppState = .notRunning, isRunningCode: Bool = false) {
         self.bundleIdentifier = bundleIdentifier
         self.manifest = manifest
@@ -98,35 +98,35 @@ public struct PluginTimer: Hashable, Sendable, CustomStringConvertible {
 public enum ModeEffect: Sendable, Equatable {
     /// Deliver a service event as a callback, subject to `wake`; `because` says why
     /// it was (or was not) allowed, for the event log.
-    case deliver(app: String, ServiceEvent, wake: WakePolicy, because: String)
+    case deliver(app: BundleID, ServiceEvent, wake: WakePolicy, because: String)
     /// A mode activity that keeps a backgrounded app running begins / ends.
-    case beginActivity(app: String, name: String)
-    case endActivity(app: String, name: String)
+    case beginActivity(app: BundleID, name: String)
+    case endActivity(app: BundleID, name: String)
     /// Kill the app with a report (a programmer error, a VoIP push not reported).
-    case kill(app: String, namespace: String, code: TerminationCode?, reason: String)
+    case kill(app: BundleID, namespace: String, code: TerminationCode?, reason: String)
     /// A plugin timer on the host clock; fires ``BackgroundModePlugin/timerFired(_:app:in:)``.
     /// `app` is nil for world timers (a GPX route).
-    case startTimer(app: String?, timer: PluginTimer, after: Duration)
-    case cancelTimer(app: String?, timer: PluginTimer)
+    case startTimer(app: BundleID?, timer: PluginTimer, after: Duration)
+    case cancelTimer(app: BundleID?, timer: PluginTimer)
     /// A service was used under a mode (`used`) or refused for lack of one (`refused`):
     /// written to the event log, where `apphost lint --trace` reads them.
-    case used(app: String, mode: BackgroundMode, String)
-    case refused(app: String, mode: BackgroundMode, String)
+    case used(app: BundleID, mode: BackgroundMode, String)
+    case refused(app: BundleID, mode: BackgroundMode, String)
     /// Refused under a mode the app declares, for another reason (`because`: the true
     /// cause, e.g. "only when-in-use authorized"). Written as a `modeRefused` event whose
     /// cause is "WHAT: BECAUSE", not "needs MODE in UIBackgroundModes".
-    case refusedBecause(app: String, mode: BackgroundMode, String, because: String)
+    case refusedBecause(app: BundleID, mode: BackgroundMode, String, because: String)
     /// Anything else worth a line in the event log.
-    case note(app: String?, String)
+    case note(app: BundleID?, String)
     /// A line with typed fields (a push's or a fetch's number, its apns-id, the result
     /// its completion gave), which expectations match instead of the text.
-    case typedNote(app: String?, String, HostEvent.Fields)
+    case typedNote(app: BundleID?, String, HostEvent.Fields)
     /// `used`, with typed fields.
-    case typedUse(app: String, mode: BackgroundMode, String, HostEvent.Fields)
+    case typedUse(app: BundleID, mode: BackgroundMode, String, HostEvent.Fields)
     /// Audio to the host's sink.
-    case audio(app: String, AudioOutput)
+    case audio(app: BundleID, AudioOutput)
     /// A privacy decision to persist (nil: reset to not determined).
-    case persistPrivacy(app: String, service: PrivacyService, value: PrivacyDecision?)
+    case persistPrivacy(app: BundleID, service: PrivacyService, value: PrivacyDecision?)
     /// A host setting or device condition to persist (nil: back to the default).
     case persistSetting(key: String, value: String?)
     /// Close (or open again) the apps' protected files for the device's lock state.
@@ -138,6 +138,17 @@ public enum ModeEffect: Sendable, Equatable {
     /// Start the grace after a lock (nil: cancel it, the device was unlocked); when it
     /// ends the host calls ``ModeHub/lockGraceEnded(at:)``.
     case lockGrace(Duration?)
+}
+
+extension ModeEffect {
+    /// A line for the event log and nothing else (`note`, `typedNote`): the host may write
+    /// it ahead of the effects after it without changing what they do.
+    public var isLogLine: Bool {
+        switch self {
+        case .note, .typedNote: true
+        default: false
+        }
+    }
 }
 
 /// A command from the CLI to a plugin could not be carried out.
@@ -155,7 +166,7 @@ public final class ModeContext {
     /// The budgets in force.
     public internal(set) var profile: BudgetProfile
     /// Installed apps by bundle id (state kept current by the host).
-    public internal(set) var apps: [String: ModeApp] = [:]
+    public internal(set) var apps: [BundleID: ModeApp] = [:]
     /// Effects asked for so far; the host takes them after each call.
     public private(set) var effects: [ModeEffect] = []
 
@@ -233,24 +244,24 @@ public protocol BackgroundModePlugin: Sendable {
     /// Manifest and entitlement checks for an app that declares this mode.
     func lint(_ app: LintSubject) -> [LintFinding]
     /// Handles a service request; nil if the request is not this plugin's.
-    func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply?
+    func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply?
     /// Handles a CLI command; nil if it is not this plugin's. Returns a message for the user.
     func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String?
     /// Answers a question with data (`--json`); nil if it is not this plugin's. The text
     /// its command prints should be rendered from the same value.
     func answer(_ query: ModeQuery, in ctx: ModeContext) throws(ModeCommandError) -> ModeAnswer?
     /// The app changed state.
-    func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext)
+    func appMoved(_ app: BundleID, from: AppState, to: AppState, in ctx: ModeContext)
     /// A service callback the app was sent has returned.
-    func callbackReturned(_ event: ServiceEvent, app: String, in ctx: ModeContext)
+    func callbackReturned(_ event: ServiceEvent, app: BundleID, in ctx: ModeContext)
     /// A timer this plugin started ran out.
-    func timerFired(_ name: String, app: String?, in ctx: ModeContext)
+    func timerFired(_ name: String, app: BundleID?, in ctx: ModeContext)
     /// The app's process is gone (`byUser`: terminated from the switcher).
-    func appExited(_ app: String, byUser: Bool, in ctx: ModeContext)
+    func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext)
     /// The app was (re)installed or uninstalled: forget what was learnt about it.
-    func appInstalled(_ app: String, in ctx: ModeContext)
+    func appInstalled(_ app: BundleID, in ctx: ModeContext)
     /// The user launched the app (`apphost launch`, `run`): what waited for that may go on.
-    func userLaunched(_ app: String, in ctx: ModeContext)
+    func userLaunched(_ app: BundleID, in ctx: ModeContext)
     /// Device conditions or refresh settings changed (``DeviceState``).
     func conditionsChanged(in ctx: ModeContext)
 }
@@ -261,14 +272,14 @@ extension BackgroundModePlugin {
     public var wakeSources: [String] { [] }
     public var sandbox: SandboxGrant { .none }
     public func lint(_ app: LintSubject) -> [LintFinding] { [] }
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? { nil }
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? { nil }
     public func handle(_ command: ModeCommand, in ctx: ModeContext) throws(ModeCommandError) -> String? { nil }
     public func answer(_ query: ModeQuery, in ctx: ModeContext) throws(ModeCommandError) -> ModeAnswer? { nil }
-    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {}
-    public func callbackReturned(_ event: ServiceEvent, app: String, in ctx: ModeContext) {}
-    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {}
-    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {}
-    public func appInstalled(_ app: String, in ctx: ModeContext) {}
-    public func userLaunched(_ app: String, in ctx: ModeContext) {}
+    public func appMoved(_ app: BundleID, from: AppState, to: AppState, in ctx: ModeContext) {}
+    public func callbackReturned(_ event: ServiceEvent, app: BundleID, in ctx: ModeContext) {}
+    public func timerFired(_ name: String, app: BundleID?, in ctx: ModeContext) {}
+    public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {}
+    public func appInstalled(_ app: BundleID, in ctx: ModeContext) {}
+    public func userLaunched(_ app: BundleID, in ctx: ModeContext) {}
     public func conditionsChanged(in ctx: ModeContext) {}
 }

@@ -52,7 +52,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         var userTerminated = false
     }
     struct State: PluginState {
-        var apps: [String: App] = [:]
+        var apps: [BundleID: App] = [:]
         var armedFor: Duration?
         init() {}
     }
@@ -67,7 +67,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
 
     // MARK: requests
 
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
         switch request {
         case .bgRegister(let identifier):
@@ -167,7 +167,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
 
     // MARK: events
 
-    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+    public func timerFired(_ name: String, app: BundleID?, in ctx: ModeContext) {
         if name == "tick" {
             ctx.update(State.self) { $0.armedFor = nil }
             runDue(ctx)
@@ -193,7 +193,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         }
     }
 
-    public func callbackReturned(_ event: ServiceEvent, app: String, in ctx: ModeContext) {
+    public func callbackReturned(_ event: ServiceEvent, app: BundleID, in ctx: ModeContext) {
         guard case .bgTaskLaunch(let identifier, _) = event,
               ctx.state(State.self).apps[app]?.registered.contains(identifier) != true else { return }
         // iOS raises "No launch handler registered for task with identifier" and the app dies;
@@ -203,7 +203,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
                        reason: "no launch handler registered for task with identifier \(identifier) (register every permitted identifier before didFinishLaunching returns)"))
     }
 
-    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+    public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         let running = ctx.update(State.self) { s -> [String] in
             let ids = Array((s.apps[app]?.running ?? [:]).keys)
             s.apps[app]?.running = [:]
@@ -218,13 +218,13 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         reschedule(ctx)
     }
 
-    public func userLaunched(_ app: String, in ctx: ModeContext) {
+    public func userLaunched(_ app: BundleID, in ctx: ModeContext) {
         guard ctx.state(State.self).apps[app]?.userTerminated == true else { return }
         ctx.update(State.self) { $0.apps[app]?.userTerminated = false }
         reschedule(ctx)
     }
 
-    public func appInstalled(_ app: String, in ctx: ModeContext) {
+    public func appInstalled(_ app: BundleID, in ctx: ModeContext) {
         ctx.update(State.self) { _ = $0.apps.removeValue(forKey: app) }
         reschedule(ctx)
     }
@@ -240,8 +240,8 @@ public struct ProcessingPlugin: BackgroundModePlugin {
     /// "off"). Submitting again while it is off is refused with `unavailable`.
     private func cancelWhereRefreshIsOff(_ ctx: ModeContext) {
         let device = ctx.state(DeviceState.self)
-        let cancelled = ctx.update(State.self) { s -> [(String, [String])] in
-            var out: [(String, [String])] = []
+        let cancelled = ctx.update(State.self) { s -> [(BundleID, [String])] in
+            var out: [(BundleID, [String])] = []
             for (app, a) in s.apps.sorted(by: { $0.key < $1.key }) where !a.pending.isEmpty
                 && (device.refreshOffGlobally || device.refreshOff.contains(app)) {
                 out.append((app, a.pending.keys.sorted()))
@@ -257,7 +257,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
     /// A request submitted while the app was in front waits for it to leave the
     /// foreground; going home makes it runnable (due now if its date has passed), and
     /// coming back to the front holds it again.
-    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
+    public func appMoved(_ app: BundleID, from: AppState, to: AppState, in ctx: ModeContext) {
         let wasForeground = from == .active || from == .inactive
         let isForeground = to == .active || to == .inactive
         guard wasForeground != isForeground, ctx.state(State.self).apps[app]?.pending.isEmpty == false else { return }
@@ -267,7 +267,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
     // MARK: scheduling
 
     /// Why a pending request cannot run now (nil: it can, once its date has come).
-    static func waiting(_ app: String, _ p: Pending, _ ctx: ModeContext) -> String? {
+    static func waiting(_ app: BundleID, _ p: Pending, _ ctx: ModeContext) -> String? {
         let device = ctx.state(DeviceState.self)
         if let why = device.refreshBlocked(app) { return why }
         if ctx.state(State.self).apps[app]?.userTerminated == true { return "the user terminated the app; waits until the user launches it" }
@@ -311,7 +311,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
 
     private func runDue(_ ctx: ModeContext) {
         let horizon = ctx.now + ctx.profile.duration(.fetchCoalescing)
-        var due: [(String, String)] = []
+        var due: [(BundleID, String)] = []
         for (app, a) in ctx.state(State.self).apps.sorted(by: { $0.key < $1.key }) {
             for p in a.pending.values.sorted(by: { $0.info.identifier < $1.info.identifier })
             where p.earliest <= horizon && Self.waiting(app, p, ctx) == nil && a.running[p.info.identifier] == nil {
@@ -324,7 +324,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         for (app, identifier) in due { start(app, identifier, ctx, why: "scheduled") }
     }
 
-    private func start(_ app: String, _ identifier: String, _ ctx: ModeContext, why: String) {
+    private func start(_ app: BundleID, _ identifier: String, _ ctx: ModeContext, why: String) {
         guard let p = ctx.state(State.self).apps[app]?.pending[identifier] else { return }
         ctx.update(State.self) { s in
             s.apps[app]?.pending.removeValue(forKey: identifier)
@@ -340,13 +340,13 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         ctx.emit(.typedUse(app: app, mode: p.info.kind == .refresh ? .fetch : .processing, "BGTask \(identifier) launched (\(why))", .init(bgTask: identifier)))
     }
 
-    private func expire(_ app: String, _ identifier: String, _ ctx: ModeContext) {
+    private func expire(_ app: BundleID, _ identifier: String, _ ctx: ModeContext) {
         ctx.update(State.self) { $0.apps[app]?.running[identifier]?.expired = true }
         ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "warn/\(identifier)")))
         ctx.emit(.deliver(app: app, .bgTaskExpire(identifier: identifier), wake: .wake, because: "BGTask \(identifier) is about to run out of time"))
     }
 
-    private func finish(_ app: String, _ identifier: String, _ ctx: ModeContext) {
+    private func finish(_ app: BundleID, _ identifier: String, _ ctx: ModeContext) {
         ctx.update(State.self) { _ = $0.apps[app]?.running.removeValue(forKey: identifier) }
         ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "warn/\(identifier)")))
         ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "end/\(identifier)")))
@@ -355,7 +355,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
     }
 
     /// The pending and running tasks of every app (or `only`), running first, each in identifier order.
-    func listing(_ only: String?, _ ctx: ModeContext) -> [BGTaskListing] {
+    func listing(_ only: BundleID?, _ ctx: ModeContext) -> [BGTaskListing] {
         func secs(_ d: Duration) -> Double {
             Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
         }
@@ -382,7 +382,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         return .bgTasks(listing(only, ctx))
     }
 
-    private func listText(_ only: String?, _ ctx: ModeContext) -> String {
+    private func listText(_ only: BundleID?, _ ctx: ModeContext) -> String {
         BGTaskListing.text(listing(only, ctx))
     }
 }

@@ -45,7 +45,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         case completed, budgetExpired, forgotten
     }
     struct State: PluginState {
-        var apps: [String: App] = [:]
+        var apps: [BundleID: App] = [:]
         var nextID: UInt64 = 0
         init() {}
     }
@@ -59,7 +59,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
 
     // MARK: requests
 
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
         switch request {
         case .registerForRemoteNotifications:
@@ -72,19 +72,22 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
             return .token(token)
         case .remoteNotificationCompleted(let id, let result):
             let a = ctx.state(State.self).apps[app]
-            if a?.outstanding[id] != nil {
-                ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
-                ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget/\(id)")))
-                ctx.emit(.endActivity(app: app, name: Self.activity(id)))
-            } else if a?.visible.contains(id) == true {
-                // A visible push to the app in front: its completion is due as a silent
-                // push's is, but nothing runs on a budget.
-                ctx.update(State.self) { $0.apps[app]?.visible.removeAll { $0 == id } }
-            } else {
+            let outstanding = a?.outstanding[id] != nil
+            // A visible push to the app in front: its completion is due as a silent push's
+            // is, but nothing runs on a budget.
+            guard outstanding || a?.visible.contains(id) == true else {
                 return .refused(reason: Self.notWaiting(id, a?.ended.last { $0.id == id }?.how, ctx))
             }
             Self.remember(id, .completed, app: app, ctx)
-            ctx.emit(.typedNote(app: app, "push \(id) completed: \(result.rawValue)", .init(push: id, result: result.rawValue)))
+            // The completion's line first, then what it ends (as a fetch's).
+            ctx.emit(.typedNote(app: app, "push \(id) completed: \(result.rawValue)", .init(push: id, result: result)))
+            if outstanding {
+                ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
+                ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "budget/\(id)")))
+                ctx.emit(.endActivity(app: app, name: Self.activity(id)))
+            } else {
+                ctx.update(State.self) { $0.apps[app]?.visible.removeAll { $0 == id } }
+            }
             return .ok
         default:
             return nil
@@ -113,7 +116,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
     }
 
     /// Notes how push `id` ended (the latest ``rememberedEnds`` per app).
-    static func remember(_ id: UInt64, _ how: Ended, app: String, _ ctx: ModeContext) {
+    static func remember(_ id: UInt64, _ how: Ended, app: BundleID, _ ctx: ModeContext) {
         ctx.update(State.self) { s in
             s.apps[app, default: App()].ended.append((id, how))
             let extra = (s.apps[app]?.ended.count ?? 0) - rememberedEnds
@@ -230,7 +233,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         }
     }
 
-    private func deliver(_ request: PushRequest, _ payload: APNsPayload, _ app: String, _ ctx: ModeContext, why: String) {
+    private func deliver(_ request: PushRequest, _ payload: APNsPayload, _ app: BundleID, _ ctx: ModeContext, why: String) {
         let id = nextID(ctx)
         ctx.update(State.self) { $0.apps[app, default: App()].outstanding[id] = ctx.now }
         ctx.emit(.beginActivity(app: app, name: Self.activity(id)))
@@ -242,7 +245,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
 
     // MARK: events
 
-    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+    public func timerFired(_ name: String, app: BundleID?, in ctx: ModeContext) {
         guard let app, name.hasPrefix("budget/"), let id = UInt64(name.dropFirst("budget/".count)),
               ctx.state(State.self).apps[app]?.outstanding[id] != nil else { return }
         ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
@@ -251,7 +254,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
                        reason: "didReceiveRemoteNotification did not call its completion handler within the push budget of \(DurationText.format(ctx.profile.silentPush))"))
     }
 
-    public func appMoved(_ app: String, from: AppState, to: AppState, in ctx: ModeContext) {
+    public func appMoved(_ app: BundleID, from: AppState, to: AppState, in ctx: ModeContext) {
         guard to == .active, let held = ctx.state(State.self).apps[app]?.held else { return }
         ctx.update(State.self) { $0.apps[app]?.held = nil }
         guard let payload = try? APNsPayload.parse(Data(held.request.payload.utf8)) else { return }
@@ -259,7 +262,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         deliver(held.request, payload, app, ctx, why: "held silent push, on coming to the foreground")
     }
 
-    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+    public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         let (outstanding, dropped) = ctx.update(State.self) { s -> ([UInt64], Bool) in
             let ids = Array((s.apps[app]?.outstanding ?? [:]).keys)
             s.apps[app]?.outstanding = [:]
@@ -276,13 +279,13 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
         if dropped { ctx.emit(.note(app: app, "held silent push dropped: the user terminated the app")) }
     }
 
-    public func userLaunched(_ app: String, in ctx: ModeContext) {
+    public func userLaunched(_ app: BundleID, in ctx: ModeContext) {
         // Read first: most launches change nothing (an update writes the state back).
         guard ctx.state(State.self).apps[app]?.userTerminated == true else { return }
         ctx.update(State.self) { $0.apps[app]?.userTerminated = false }
     }
 
-    public func appInstalled(_ app: String, in ctx: ModeContext) {
+    public func appInstalled(_ app: BundleID, in ctx: ModeContext) {
         ctx.update(State.self) { _ = $0.apps.removeValue(forKey: app) }
     }
 }

@@ -28,11 +28,11 @@ public struct VoIPPlugin: BackgroundModePlugin {
         var calls: Set<String> = []
     }
     struct State: PluginState {
-        var apps: [String: App] = [:]
+        var apps: [BundleID: App] = [:]
         init() {}
     }
 
-    public func handle(_ request: ServiceRequest, from app: String, in ctx: ModeContext) -> ServiceReply? {
+    public func handle(_ request: ServiceRequest, from app: BundleID, in ctx: ModeContext) -> ServiceReply? {
         guard let info = ctx.apps[app] else { return nil }
         switch request {
         case .voipRegister:
@@ -89,7 +89,7 @@ public struct VoIPPlugin: BackgroundModePlugin {
         return "VoIP push delivered to \(app) (must report a call within \(DurationText.format(ctx.profile[.voipReport])))"
     }
 
-    public func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+    public func timerFired(_ name: String, app: BundleID?, in ctx: ModeContext) {
         guard name == "report", let app, ctx.state(State.self).apps[app]?.pushOutstanding == true else { return }
         let count = countUnreported(app, in: ctx)
         ctx.emit(.kill(app: app, namespace: "FRONTBOARD", code: .badCall,
@@ -98,7 +98,7 @@ public struct VoIPPlugin: BackgroundModePlugin {
     }
 
     /// One more push in a row not reported as a call; the count.
-    private func countUnreported(_ app: String, in ctx: ModeContext) -> Int {
+    private func countUnreported(_ app: BundleID, in ctx: ModeContext) -> Int {
         ctx.update(State.self) { state -> Int in
             state.apps[app]?.pushOutstanding = false
             state.apps[app]?.unreported += 1
@@ -108,7 +108,7 @@ public struct VoIPPlugin: BackgroundModePlugin {
         }
     }
 
-    private func noteIfBlocked(_ app: String, _ count: Int, in ctx: ModeContext) {
+    private func noteIfBlocked(_ app: BundleID, _ count: Int, in ctx: ModeContext) {
         guard count >= Self.maximumUnreported else { return }
         ctx.emit(.note(app: app, "\(count) VoIP pushes in a row not reported: VoIP pushes to this app are no longer delivered"))
     }
@@ -116,7 +116,7 @@ public struct VoIPPlugin: BackgroundModePlugin {
     /// An app that ends with a push outstanding (PushKit's own abort when the delegate
     /// returned without a report, or any other death) did not report it either: it counts
     /// toward the stop of deliveries, unless the user terminated the app.
-    public func appExited(_ app: String, byUser: Bool, in ctx: ModeContext) {
+    public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         let outstanding = ctx.state(State.self).apps[app]?.pushOutstanding ?? false
         if outstanding {
             ctx.emit(.cancelTimer(app: app, timer: PluginTimer(mode, "report")))
@@ -129,7 +129,7 @@ public struct VoIPPlugin: BackgroundModePlugin {
         ctx.update(State.self) { $0.apps[app]?.calls = [] }
     }
 
-    public func appInstalled(_ app: String, in ctx: ModeContext) {
+    public func appInstalled(_ app: BundleID, in ctx: ModeContext) {
         ctx.update(State.self) { $0.apps.removeValue(forKey: app) }
     }
 }

@@ -137,7 +137,7 @@ struct ExpectationBuilder {
             e.signal = s
         }
         e.confirmed = try k["confirmed"]?.bool("confirmed")
-        e.task = try k["task"]?.int("task", in: 1...Int.max)
+        if let n = k["task"] { e.task = BackgroundTaskID(try n.int("task", in: 1...Int.max)) }
         e.taskName = try k["taskName"]?.string("taskName")
         e.began = try k["began"]?.bool("began")
         e.mode = try k["mode"]?.string("mode")
@@ -151,7 +151,7 @@ struct ExpectationBuilder {
         e.apnsID = try k["apnsID"]?.string("apnsID").uppercased()
         if let n = k["result"] {
             let s = try n.string("result")
-            guard ["newData", "noData", "failed"].contains(s) else { throw n.error(unknown("result", s, known: ["newData", "noData", "failed"])) }
+            guard FetchResult(rawValue: s) != nil else { throw n.error(unknown("result", s, known: FetchResult.allCases.map(\.rawValue))) }
             e.result = s
         }
         e.deviceToken = try k["deviceToken"]?.string("deviceToken").lowercased()
@@ -159,7 +159,7 @@ struct ExpectationBuilder {
         e.success = try k["success"]?.bool("success")
         if let n = k["band"] {
             let s = try n.string("band")
-            guard JetsamBandName.all.contains(s) else { throw n.error(unknown("jetsam band", s, known: JetsamBandName.all)) }
+            guard JetsamBand(rawValue: s) != nil else { throw n.error(unknown("jetsam band", s, known: JetsamBand.allCases.map(\.rawValue))) }
             e.band = s
         }
         if let n = k["pressure"] {
@@ -196,9 +196,4 @@ struct ExpectationBuilder {
             return .matches(s)
         }
     }
-}
-
-/// The jetsam bands a `memory` event may name (the host's `JetsamBand`, least valuable first).
-enum JetsamBandName {
-    static let all = ["suspended", "background", "backgroundActivity", "foreground"]
 }

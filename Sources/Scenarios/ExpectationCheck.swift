@@ -72,7 +72,7 @@ struct ExpectationCheck {
             }
         }
         if !a.printed.isEmpty {
-            let log = Self.tail(of: await supervisor.logPath(of: id.rawValue))
+            let log = Self.tail(of: await supervisor.logPath(of: id))
             for match in a.printed where !log.split(separator: "\n").contains(where: { match.holds(String($0)) }) {
                 let last = log.split(separator: "\n").suffix(3).joined(separator: " | ")
                 return .init(expected: "\(a.alias) printed a line \(match)", seen: log.isEmpty ? "it printed nothing" : "its last lines: \(last)")
@@ -80,7 +80,7 @@ struct ExpectationCheck {
         }
         if !a.snapshotShows.isEmpty || !a.snapshotHides.isEmpty {
             await supervisor.waitForSnapshots()
-            guard let taken = await supervisor.takenSnapshots(id.rawValue).last else {
+            guard let taken = await supervisor.takenSnapshots(id).last else {
                 return .init(expected: "a snapshot of \(a.alias)", seen: "none taken")
             }
             guard let drawing = taken.drawing else {
@@ -96,7 +96,7 @@ struct ExpectationCheck {
             }
         }
         if let refresh = a.backgroundRefreshStatus {
-            let seen = await supervisor.backgroundRefreshStatus(id.rawValue)
+            let seen = await supervisor.backgroundRefreshStatus(id)
             if seen != refresh {
                 return .init(expected: "\(a.alias)'s backgroundRefreshStatus \(refresh)", seen: seen)
             }
@@ -154,29 +154,29 @@ struct ExpectationCheck {
         defer { Task { [supervisor] in await supervisor.unsubscribe(sub.id) } }
         let all = Array(sub.past)
         for want in expected {
-            let id = try want.alias.map { alias throws in try run.id(alias).rawValue }
+            let id = try want.alias.map { alias throws in try run.id(alias) }
             let matching = all.filter { e in
                 (want.kind.map { $0 == e.kind } ?? true)
                     && (id.map { $0 == e.bundleIdentifier } ?? true)
                     && (want.from.map { $0 == e.from } ?? true)
                     && (want.to.map { $0 == e.to } ?? true)
                     && (want.callback.map { $0 == e.callback } ?? true)
-                    && (want.signal.map { $0 == e.signal } ?? true)
+                    && (want.signal.map { $0 == e.signal?.rawValue } ?? true)
                     && (want.confirmed.map { $0 == (e.confirmed ?? false) } ?? true)
                     && (want.task.map { $0 == e.task } ?? true)
                     && (want.taskName.map { $0 == e.taskName } ?? true)
                     && (want.began.map { $0 == e.began } ?? true)
-                    && (want.mode.map { $0 == e.mode } ?? true)
+                    && (want.mode.map { $0 == e.mode?.rawValue } ?? true)
                     && (want.transfer.map { $0 == e.transfer } ?? true)
                     && (want.push.map { $0 == e.push } ?? true)
                     && (want.fetch.map { $0 == e.fetch } ?? true)
                     && (want.apnsID.map { $0 == e.apnsID?.uppercased() } ?? true)
-                    && (want.result.map { $0 == e.result } ?? true)
+                    && (want.result.map { $0 == e.result?.rawValue } ?? true)
                     && (want.deviceToken.map { $0 == e.deviceToken?.lowercased() } ?? true)
                     && (want.bgTask.map { $0 == e.bgTask } ?? true)
                     && (want.success.map { $0 == e.success } ?? true)
-                    && (want.band.map { $0 == e.band } ?? true)
-                    && (want.pressure.map { $0 == e.pressure } ?? true)
+                    && (want.band.map { $0 == e.band?.rawValue } ?? true)
+                    && (want.pressure.map { $0 == e.pressure?.rawValue } ?? true)
                     && (want.cause.map { $0.holds(e.cause) } ?? true)
             }
             if !want.count.holds(matching.count) {

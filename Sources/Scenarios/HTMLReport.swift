@@ -162,7 +162,8 @@ extension ScenarioResult {
     /// What the scenario's page draws: a lane per app of the file (its alias, in the
     /// file's order), then any other app the log names; the failing check marked.
     var timelineInput: TimelineInput {
-        var lanes = apps.map { TimelineLane(label: $0.alias, bundleIdentifier: $0.bundleIdentifier) }
+        // An app the run never installed has no id, and no events to draw.
+        var lanes = apps.compactMap { a in BundleID(a.bundleIdentifier).map { TimelineLane(label: a.alias, bundleIdentifier: $0) } }
         var seen = Set(lanes.map(\.bundleIdentifier))
         for lane in TimelineInput.defaultLanes(events) where seen.insert(lane.bundleIdentifier).inserted {
             lanes.append(lane)

@@ -80,6 +80,11 @@ public struct Scenario: Sendable, Equatable {
         case fetch(app: String)
         case bgtask(app: String, run: Bool, identifier: String)
         case mode(ModeCommand, what: String)
+        /// `privacy`, for one app (its alias) or every app: the command is made with the
+        /// app's bundle id when the step runs.
+        case privacy(PrivacyAction, PrivacyScope, app: String?, what: String)
+        /// `settings: {backgroundRefresh: on|off, app: alias}`, as ``privacy(_:_:app:what:)``.
+        case backgroundRefresh(app: String?, on: Bool, what: String)
         case snapshot(app: String)
         case expect(Expectation)
     }
@@ -156,7 +161,7 @@ public struct Expectation: Sendable, Equatable {
         public var signal: String?
         public var confirmed: Bool?
         /// A background task's id (`beginBackgroundTask`'s number) and name.
-        public var task: Int?
+        public var task: BackgroundTaskID?
         public var taskName: String?
         public var began: Bool?
         public var mode: String?

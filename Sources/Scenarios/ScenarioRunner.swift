@@ -120,7 +120,7 @@ struct ScenarioRun {
     let scenario: Scenario
     let supervisor: Supervisor
     /// Alias → bundle id, known once installed.
-    var ids: [String: String] = [:]
+    var ids: [String: BundleID] = [:]
     /// The last push step's answer: (status, reason).
     var pushAnswer: (status: Int, reason: String)?
     /// The last action's refusal, for an `expect: {refused: ...}` right after it.
@@ -149,7 +149,7 @@ struct ScenarioRun {
                 return
             }
         }
-        result.apps = scenario.apps.map { ScenarioResult.AppAlias(alias: $0.alias, bundleIdentifier: ids[$0.alias] ?? "") }
+        result.apps = scenario.apps.map { ScenarioResult.AppAlias(alias: $0.alias, bundleIdentifier: ids[$0.alias]?.rawValue ?? "") }
         for (index, step) in scenario.steps.enumerated() {
             do {
                 try await perform(step)
@@ -174,14 +174,13 @@ struct ScenarioRun {
                 return
             }
         }
-        result.apps = scenario.apps.map { ScenarioResult.AppAlias(alias: $0.alias, bundleIdentifier: ids[$0.alias] ?? "") }
+        result.apps = scenario.apps.map { ScenarioResult.AppAlias(alias: $0.alias, bundleIdentifier: ids[$0.alias]?.rawValue ?? "") }
     }
 
     func id(_ alias: String) throws(StepFailure) -> BundleID {
-        guard let raw = ids[alias] else {
+        guard let id = ids[alias] else {
             throw StepFailure(expected: "app \(alias) installed", seen: "it is not installed (install: false, and no install step before)")
         }
-        guard let id = BundleID(raw) else { throw StepFailure(expected: "a valid bundle id", seen: raw) }
         return id
     }
 
@@ -266,16 +265,21 @@ struct ScenarioRun {
             }
         case .fetch(let alias):
             let id = try id(alias)
-            try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.modeCommand(.fetchNow(bundleIdentifier: id.rawValue)) }
+            try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.modeCommand(.fetchNow(bundleIdentifier: id)) }
         case .bgtask(let alias, let run, let identifier):
-            let id = try id(alias).rawValue
+            let id = try id(alias)
             try await act { (s: Supervisor) async throws(ControlError) in
                 _ = try await s.modeCommand(run ? .bgTaskRun(bundleIdentifier: id, identifier: identifier)
                                                          : .bgTaskExpire(bundleIdentifier: id, identifier: identifier))
             }
         case .mode(let command, _):
-            let resolved = try resolve(command)
-            try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.modeCommand(resolved) }
+            try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.modeCommand(command) }
+        case .privacy(let action, let service, let alias, _):
+            let command = ModeCommand.privacy(action: action, service: service, bundleIdentifier: try alias.map(id))
+            try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.modeCommand(command) }
+        case .backgroundRefresh(let alias, let on, _):
+            let command = ModeCommand.settingsBackgroundRefresh(bundleIdentifier: try alias.map(id), on: on)
+            try await act { (s: Supervisor) async throws(ControlError) in _ = try await s.modeCommand(command) }
         case .snapshot(let alias):
             let id = try id(alias)
             try await act { (s: Supervisor) async throws(ControlError) in
@@ -290,22 +294,10 @@ struct ScenarioRun {
         }
     }
 
-    /// Aliases in a mode command (privacy, settings) replaced by bundle ids.
-    func resolve(_ command: ModeCommand) throws(StepFailure) -> ModeCommand {
-        switch command {
-        case .privacy(let action, let service, let alias?):
-            return .privacy(action: action, service: service, bundleIdentifier: try id(alias).rawValue)
-        case .settingsBackgroundRefresh(let alias?, let on):
-            return .settingsBackgroundRefresh(bundleIdentifier: try id(alias).rawValue, on: on)
-        default:
-            return command
-        }
-    }
-
     /// A push as `simctl push` sends it; the answer is kept as the gateway's would be:
     /// 200, or the status and reason APNs gives a bad payload, or 400 with the host's refusal.
     mutating func push(_ push: Scenario.Push) async throws {
-        let id = try id(push.app).rawValue
+        let id = try id(push.app)
         refusal = nil
         if push.type == "voip" {
             do {
@@ -357,13 +349,13 @@ struct ScenarioRun {
     /// SIGKILL from outside the host (as the system would kill it), then waits until the
     /// host has seen the app exit.
     func kill(_ id: BundleID) async throws {
-        guard let pid = await supervisor.pid(of: id.rawValue) else {
+        guard let pid = await supervisor.pid(of: id) else {
             throw StepFailure(expected: "\(id) running, to be killed", seen: "it is not running")
         }
         _ = Glibc.kill(pid, SIGKILL)
         let supervisor = self.supervisor
         // The kernel's word, which comes: real time only as the safety net.
-        let exited = await firstOf({ await supervisor.waitUntil(id.rawValue, is: .notRunning) }, limit: scenario.settle) != nil
+        let exited = await firstOf({ await supervisor.waitUntil(id, is: .notRunning) }, limit: scenario.settle) != nil
         guard exited else {
             throw StepFailure(expected: "\(id) (pid \(pid)) to exit after SIGKILL",
                               seen: "the machine did not let the host see it exit within \(scenario.settle) of real time (the safety net)")
@@ -386,7 +378,7 @@ struct ScenarioRun {
 
 /// The bundle id an `install` step's action found, read once the action is done.
 private final class InstalledID: Sendable {
-    private let id = Mutex<String?>(nil)
-    var value: String? { id.withLock { $0 } }
-    func set(_ value: String) { id.withLock { $0 = value } }
+    private let id = Mutex<BundleID?>(nil)
+    var value: BundleID? { id.withLock { $0 } }
+    func set(_ value: BundleID) { id.withLock { $0 = value } }
 }

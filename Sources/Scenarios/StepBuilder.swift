@@ -159,7 +159,7 @@ struct StepBuilder {
         if let a = k["app"] { bundle = try alias(a, "privacy.app") }
         if action != .reset, bundle == nil { throw value.error("privacy \(action.rawValue): which app? (app: probe)") }
         // The alias is resolved to its bundle id when the step runs.
-        return .mode(.privacy(action: action, service: scope, bundleIdentifier: bundle), what: "privacy \(action.rawValue) \(service)")
+        return .privacy(action, scope, app: bundle, what: "privacy \(action.rawValue) \(service)")
     }
 
     func settings(_ value: Located) throws(ScenarioError) -> Scenario.Action {
@@ -168,7 +168,7 @@ struct StepBuilder {
             var bundle: String?
             if let a = k["app"] { bundle = try alias(a, "settings.app") }
             let on = try r.bool("settings.backgroundRefresh")
-            return .mode(.settingsBackgroundRefresh(bundleIdentifier: bundle, on: on), what: "settings background-refresh \(on ? "on" : "off")")
+            return .backgroundRefresh(app: bundle, on: on, what: "settings background-refresh \(on ? "on" : "off")")
         }
         if let l = k["lowPower"] {
             let on = try l.bool("settings.lowPower")

@@ -6,10 +6,10 @@ public struct TimelineLane: Sendable, Equatable {
     /// What the lane is called in the picture (an alias, or the bundle identifier).
     public var label: String
     /// The app whose events the lane draws.
-    public var bundleIdentifier: String
+    public var bundleIdentifier: BundleID
 
     /// A lane for `bundleIdentifier`, called `label`.
-    public init(label: String, bundleIdentifier: String) {
+    public init(label: String, bundleIdentifier: BundleID) {
         self.label = label
         self.bundleIdentifier = bundleIdentifier
     }
@@ -63,11 +63,11 @@ public struct TimelineInput: Sendable {
     /// One lane per bundle identifier in `events`, in order of first appearance, labelled
     /// with the identifier.
     public static func defaultLanes(_ events: [HostEvent]) -> [TimelineLane] {
-        var seen = Set<String>()
+        var seen = Set<BundleID>()
         var lanes: [TimelineLane] = []
         for e in events {
             guard let id = e.bundleIdentifier, seen.insert(id).inserted else { continue }
-            lanes.append(TimelineLane(label: id, bundleIdentifier: id))
+            lanes.append(TimelineLane(label: id.rawValue, bundleIdentifier: id))
         }
         return lanes
     }
@@ -197,9 +197,9 @@ extension MarkKind {
         case .snapshot: return .snapshot
         case .signal:
             switch e.signal {
-            case "SIGSTOP"?: return .stop
-            case "SIGCONT"?: return .cont
-            case "SIGKILL"?: return .kill
+            case .stop?: return .stop
+            case .cont?: return .cont
+            case .kill?: return .kill
             // The same signal to the app's other processes: a note, not a second mark.
             default: return .service
             }
@@ -212,7 +212,7 @@ extension MarkKind {
         case .backgroundTask:
             return e.began == false ? .taskEnded : .taskBegan
         case .modeUsed:
-            switch e.mode.flatMap(BackgroundMode.init(rawValue:)) {
+            switch e.mode {
             case .fetch?: return .fetch
             case .remoteNotification?, .voip?: return .push
             default: return .modeUsed
@@ -235,7 +235,7 @@ extension MarkKind {
 
 extension Timeline {
     /// The marks of `events` (sorted) in lanes `laneOf`, with their captions and tooltips.
-    static func marks(_ events: [HostEvent], laneOf: [String: Int], reports: [TerminationReport], start: Date) -> [Mark] {
+    static func marks(_ events: [HostEvent], laneOf: [BundleID: Int], reports: [TerminationReport], start: Date) -> [Mark] {
         let reportIndex = ReportIndex(reports)
         var marks: [Mark] = []
         for e in events {
@@ -259,7 +259,7 @@ extension Timeline {
                 tooltip.append(what)
             default:
                 // A callback's name is in its cause (`performFetch returned`).
-                if let mode = e.mode { tooltip.append("mode \(mode)") }
+                if let mode = e.mode { tooltip.append("mode \(mode.rawValue)") }
             }
             tooltip.append(e.cause)
             marks.append(Mark(time: e.time, lane: lane, kind: kind, caption: caption, tooltip: tooltip))
@@ -286,7 +286,7 @@ struct ReportIndex {
         return nil
     }
 
-    private static func key(_ id: String, _ time: Date) -> String { "\(id) \(milliseconds(time))" }
+    private static func key(_ id: BundleID, _ time: Date) -> String { "\(id) \(milliseconds(time))" }
 
     private static func milliseconds(_ time: Date) -> Int64 {
         let ms = (time.timeIntervalSince1970 * 1000).rounded()

@@ -63,7 +63,7 @@ struct HTMLPage {
         out += "<table class=\"events\">\n<tr><th>#</th><th>Time</th><th>+</th><th>App</th><th>Kind</th><th>What</th><th>Cause</th></tr>\n"
         for e in shown {
             out += "<tr><td class=\"num\">\(e.seq)</td><td>\(Timestamp.format(e.time))</td><td class=\"num\">\(TimeText.offset(e.time.timeIntervalSince(first)))</td>"
-                + "<td>\(Escape.line(e.bundleIdentifier ?? "host", limit: 160))\(e.pid.map { " [\($0)]" } ?? "")</td><td>\(e.kind.rawValue)</td>"
+                + "<td>\(Escape.line(e.bundleIdentifier?.rawValue ?? "host", limit: 160))\(e.pid.map { " [\($0)]" } ?? "")</td><td>\(e.kind.rawValue)</td>"
                 + "<td>\(Escape.line(what(e), limit: 160))</td><td>\(Escape.line(e.cause))</td></tr>\n"
         }
         return out + "</table>\n"
@@ -73,10 +73,10 @@ struct HTMLPage {
     static func what(_ e: HostEvent) -> String {
         var parts: [String] = []
         if e.from != nil || e.to != nil { parts.append("\(e.from?.rawValue ?? "?") → \(e.to?.rawValue ?? "?")") }
-        if let s = e.signal { parts.append(s + (e.confirmed == true ? " (confirmed)" : "")) }
+        if let s = e.signal { parts.append(s.rawValue + (e.confirmed == true ? " (confirmed)" : "")) }
         if let c = e.callback { parts.append(c) }
         if let t = e.task { parts.append("task \(t)\(e.taskName.map { " \"\($0)\"" } ?? "")\(e.began.map { $0 ? " begun" : " ended" } ?? "")") }
-        if let m = e.mode { parts.append("mode \(m)") }
+        if let m = e.mode { parts.append("mode \(m.rawValue)") }
         if let t = e.transfer { parts.append("transfer \(t.rawValue)\(e.transferTask.map { " task \($0)" } ?? "")") }
         return parts.joined(separator: ", ")
     }

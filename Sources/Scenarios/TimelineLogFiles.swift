@@ -13,7 +13,7 @@ public struct TimelineLogFiles: Sendable {
     /// Events of the apps asked for that were read but not kept (older than the kept ones).
     public var dropped: Int
     /// Every bundle identifier the log names, in order of first appearance.
-    public var bundleIdentifiers: [String]
+    public var bundleIdentifiers: [BundleID]
     /// Lines that were not events (cut, too long, or not JSON), skipped.
     public var skippedLines: Int
     /// The files read, oldest first.
@@ -31,14 +31,14 @@ public struct TimelineLogFiles: Sendable {
     /// Reads `<stateDirectory>/events.<n>.jsonl` (the rotated ones, oldest first), then
     /// `events.jsonl`, keeping the events of `apps` (all when nil), at most the last
     /// `keepLast` of them.
-    public static func read(stateDirectory: String, apps: Set<String>? = nil, keepLast: Int = 200_000) throws(Failure) -> TimelineLogFiles {
+    public static func read(stateDirectory: String, apps: Set<BundleID>? = nil, keepLast: Int = 200_000) throws(Failure) -> TimelineLogFiles {
         let files = logFiles(stateDirectory)
         guard !files.isEmpty else {
             throw Failure(description: "no event log in \(stateDirectory) (expected \(stateDirectory)/events.jsonl): "
                 + "is it a host's state directory? Give it with --state-dir (a host started with `apphost daemon --state-dir DIR` writes one)")
         }
         var out = TimelineLogFiles(events: [], dropped: 0, bundleIdentifiers: [], skippedLines: 0, files: files)
-        var seen = Set<String>()
+        var seen = Set<BundleID>()
         let keep = max(1, keepLast)
         let decoder = WireJSON.decoder()
         for file in files {
@@ -66,11 +66,11 @@ public struct TimelineLogFiles: Sendable {
     /// The termination reports in `<stateDirectory>/reports` of `apps`: each
     /// `<bundle id>-<ms>-<pid>.json` the host wrote, at most `limit` of them (the latest by
     /// name), unreadable ones skipped (a report only adds the termination code to a mark).
-    public static func reports(stateDirectory: String, apps: Set<String>, limit: Int = 5_000) -> [TerminationReport] {
+    public static func reports(stateDirectory: String, apps: Set<BundleID>, limit: Int = 5_000) -> [TerminationReport] {
         let directory = stateDirectory + "/reports"
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
         let wanted = names.filter { name in
-            name.hasSuffix(".json") && apps.contains { name.hasPrefix($0 + "-") }
+            name.hasSuffix(".json") && apps.contains { name.hasPrefix($0.rawValue + "-") }
         }.sorted().suffix(limit)
         let decoder = WireJSON.decoder()
         return wanted.compactMap { name in

@@ -55,7 +55,7 @@ struct TimelineDrawing {
     init(_ input: TimelineInput) {
         self.input = input
         lanes = Array(input.lanes.prefix(Timeline.maximumLanes))
-        var laneOf: [String: Int] = [:]
+        var laneOf: [BundleID: Int] = [:]
         for (i, lane) in lanes.enumerated() where laneOf[lane.bundleIdentifier] == nil { laneOf[lane.bundleIdentifier] = i }
         // By time, then by sequence number; the sort is stable for equal pairs.
         let drawn = input.events.enumerated()
@@ -86,9 +86,9 @@ struct TimelineDrawing {
 
     /// Bands from transitions, marks from the rest, spans from begun and ended tasks; the
     /// latest ``Timeline/maximumMarks`` of each are kept.
-    private mutating func layOut(_ laneOf: [String: Int]) {
+    private mutating func layOut(_ laneOf: [BundleID: Int]) {
         var current: [Int: (state: AppState, since: Date, cause: String)] = [:]
-        var open: [Int: [Int: (Date, String)]] = [:]
+        var open: [Int: [BackgroundTaskID: (Date, String)]] = [:]
         let end = start.addingTimeInterval(span)
         for e in events {
             guard let lane = e.bundleIdentifier.flatMap({ laneOf[$0] }) else { continue }
@@ -166,7 +166,7 @@ struct TimelineDrawing {
         for (i, lane) in lanes.enumerated() {
             let top = lanesTop + Double(i) * Self.laneHeight
             body += "<g class=\"lane\"><text x=\"10\" y=\"\(Num.f(top + Self.bandTop + 13))\" font-size=\"12\">"
-                + "<title>\(Escape.line(lane.bundleIdentifier))</title>\(Escape.line(lane.label, limit: 32))</text>\n"
+                + "<title>\(Escape.line(lane.bundleIdentifier.rawValue))</title>\(Escape.line(lane.label, limit: 32))</text>\n"
             body += "<line x1=\"0\" y1=\"\(Num.f(top + Self.laneHeight))\" x2=\"\(Num.f(Self.width))\" y2=\"\(Num.f(top + Self.laneHeight))\" stroke=\"#dddddd\"/></g>\n"
         }
         for band in bands {

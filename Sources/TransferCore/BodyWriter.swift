@@ -1,3 +1,4 @@
+import AppHostProtocol
 import AsyncHTTPClient
 import AppHostSystem
 import Foundation
@@ -60,7 +61,7 @@ final class BodyWriter: @unchecked Sendable {
     private let eventLoop: any EventLoop
     private let pool: NIOThreadPool
     private let store: TransferStore
-    private let id: UInt64
+    private let id: TransferID
     private let commitBytes: Int64
     private let progress: AsyncStream<Int64>.Continuation
     private let ended: EventLoopPromise<End>
@@ -95,7 +96,7 @@ final class BodyWriter: @unchecked Sendable {
     ///   - offset: where the body starts in the file (0 when `fd` is nil).
     ///   - length: the body's length if known (sizes the ring).
     ///   - point: the resume point to commit progress into (validators, expected size).
-    init(fd: Int32?, path: String, files: AppFiles, offset: Int64, length: Int64?, point: ResumePoint, store: TransferStore, id: UInt64,
+    init(fd: Int32?, path: String, files: AppFiles, offset: Int64, length: Int64?, point: ResumePoint, store: TransferStore, id: TransferID,
          commitBytes: Int64, progress: AsyncStream<Int64>.Continuation, eventLoop: any EventLoop, pool: NIOThreadPool = .singleton) {
         let align = Self.alignment
         let want = Int(min(Int64(Self.maximumRing), max(length ?? Int64(Self.maximumRing), 1)))

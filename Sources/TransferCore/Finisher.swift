@@ -31,14 +31,14 @@ import Glibc
 enum Finisher {
     /// How one received download ended.
     struct Finished: Sendable {
-        let id: UInt64
+        let id: TransferID
         let outcome: TransferOutcome
         let bytes: Int64
     }
 
     /// Syncs, moves and records `batch`; the descriptors are closed. `recordError` says
     /// why the outcomes could not be written (they are reported all the same).
-    static func finish(_ batch: [(id: UInt64, file: ReceivedDownload)], store: TransferStore, files: AppFiles)
+    static func finish(_ batch: [(id: TransferID, file: ReceivedDownload)], store: TransferStore, files: AppFiles)
         -> (finished: [Finished], recordError: String?) {
         var outcomes: [TransferOutcome?] = Array(repeating: nil, count: batch.count)
         var fds = batch.map(\.file.fd)

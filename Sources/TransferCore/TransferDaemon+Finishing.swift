@@ -73,7 +73,7 @@ extension TransferDaemon {
         turn {
             finisherTask = nil
             if let recordError {
-                send(.error("recording \(batch.map { String($0.id) }.joined(separator: ", ")) finished: \(recordError)"))
+                send(.error("recording \(batch.map { String($0.id.rawValue) }.joined(separator: ", ")) finished: \(recordError)"))
             }
             for item in batch {
                 finishing.remove(item.id)

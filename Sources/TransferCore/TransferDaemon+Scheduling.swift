@@ -22,7 +22,7 @@ extension TransferDaemon {
 
     /// Puts an unfinished transfer that is not running where it belongs: blocked by the
     /// device conditions, waiting for its retry, or runnable behind its host's queue.
-    func place(_ id: UInt64) {
+    func place(_ id: TransferID) {
         guard var e = entries[id], e.state != .finished, running[id] == nil, !finishing.contains(id) else { return }
         if let reason = blockReason(e.job) {
             if e.waitReason != reason {
@@ -50,7 +50,7 @@ extension TransferDaemon {
     func startRunnable() {
         guard !shuttingDown else { return }
         while running.count < config.globalLimit, finishing.count < config.maxFinishing {
-            var best: (host: String, id: UInt64)?
+            var best: (host: String, id: TransferID)?
             for host in Array(runnable.keys) where perHost[host, default: 0] < config.perHostLimit {
                 // Transfers cancelled or finished while queued leave their id behind.
                 while let head = runnable[host]?.first, entries[head]?.state != .queued || running[head] != nil {
@@ -69,7 +69,7 @@ extension TransferDaemon {
         }
     }
 
-    func launch(_ id: UInt64) {
+    func launch(_ id: TransferID) {
         guard var e = entries[id] else { return }
         e.state = .running
         e.waitReason = nil

@@ -84,7 +84,7 @@ public actor TransferDaemon {
     /// comes due (an entry that moved on since leaves a stale reminder, skipped then).
     struct Due: Comparable {
         let at: Double
-        let id: UInt64
+        let id: TransferID
         static func < (a: Due, b: Due) -> Bool { (a.at, a.id) < (b.at, b.id) }
     }
 
@@ -94,15 +94,15 @@ public actor TransferDaemon {
     let files: AppFiles
     private let link: HostLink
     private let client: HTTPClient
-    var entries: [UInt64: Entry] = [:]
-    var running: [UInt64: Running] = [:]
+    var entries: [TransferID: Entry] = [:]
+    var running: [TransferID: Running] = [:]
     var perHost: [String: Int] = [:]
     // The scheduler's queues: an unfinished transfer that is not running is runnable (in
     // its host's queue, oldest first), waiting for its retry (`retries`), or blocked by
     // the device conditions (in neither: a change of conditions places everything
     // again). An enqueue or a finished attempt costs O(log n), not a walk over the
     // whole queue (which made 10,000 queued transfers quadratic).
-    var runnable: [String: Deque<UInt64>] = [:]
+    var runnable: [String: Deque<TransferID>] = [:]
     var retries = Heap<Due>()
     /// Each unfinished transfer's resource deadline.
     var deadlines = Heap<Due>()
@@ -115,8 +115,8 @@ public actor TransferDaemon {
     /// in `received`, or in the batch `finisherTask` is finishing. They hold no
     /// connection slot; at `maxFinishing` of them (open descriptors) no new attempt
     /// starts (a disk slower than the network must not pile up descriptors).
-    var finishing: Set<UInt64> = []
-    var received: [(id: UInt64, file: ReceivedDownload)] = []
+    var finishing: Set<TransferID> = []
+    var received: [(id: TransferID, file: ReceivedDownload)] = []
     var finisherTask: Task<Void, Never>?
     /// The end of the wait for more received downloads (see `finishGathering`).
     var gatherTimer: Scheduled<Void>?
@@ -292,7 +292,7 @@ public actor TransferDaemon {
                 }
                 enqueue(jobs)
             case .acknowledge:
-                var ids: [UInt64] = []
+                var ids: [TransferID] = []
                 while i < batch.count, case .acknowledge(let id) = batch[i] {
                     ids.append(id)
                     i += 1
@@ -305,8 +305,8 @@ public actor TransferDaemon {
         }
     }
 
-    private func acknowledge(_ ids: [UInt64]) {
-        var finished: [UInt64] = []
+    private func acknowledge(_ ids: [TransferID]) {
+        var finished: [TransferID] = []
         for id in ids {
             guard let e = entries[id] else { continue }
             guard e.state == .finished else {
@@ -389,7 +389,7 @@ public actor TransferDaemon {
         startRunnable()
     }
 
-    func cancel(_ id: UInt64, keepingPartial: Bool = false) {
+    func cancel(_ id: TransferID, keepingPartial: Bool = false) {
         // A received download is past the point of no return: it finishes as completed.
         guard entries[id] != nil, entries[id]!.state != .finished, !finishing.contains(id) else { return }
         if running[id] != nil {
@@ -402,7 +402,7 @@ public actor TransferDaemon {
 
     /// Ends a cancelled transfer: with `keepingPartial`, a download that got bytes and a
     /// validator keeps its partial file and reports where it stopped (resume data).
-    private func finishCancelled(_ id: UInt64, keepingPartial: Bool) {
+    private func finishCancelled(_ id: TransferID, keepingPartial: Bool) {
         guard let e = entries[id] else { return }
         let part = e.job.destination + ".part"
         if keepingPartial, e.job.kind == .download, let point = try? store.resumePoint(id: id), point.bytesDone > 0,
@@ -433,7 +433,7 @@ public actor TransferDaemon {
 
     // MARK: Completion
 
-    func finish(_ id: UInt64, _ outcome: TransferOutcome) {
+    func finish(_ id: TransferID, _ outcome: TransferOutcome) {
         guard var e = entries[id] else { return }
         do {
             try store.finish(id: id, outcome: outcome)
@@ -451,18 +451,18 @@ public actor TransferDaemon {
         if job.kind == .download { files.unlink(job.destination + ".part") }
     }
 
-    private func progress(id: UInt64, done: Int64, expected: Int64?) {
+    private func progress(id: TransferID, done: Int64, expected: Int64?) {
         guard entries[id] != nil else { return }
         entries[id]!.bytesDone = done
         entries[id]!.bytesExpected = expected
         send(.progress(id: id, bytesDone: done, bytesExpected: expected))
     }
 
-    func attemptEnded(_ id: UInt64, _ result: AttemptResult) {
+    func attemptEnded(_ id: TransferID, _ result: AttemptResult) {
         turn { attemptEndedInTurn(id, result) }
     }
 
-    private func attemptEndedInTurn(_ id: UInt64, _ result: AttemptResult) {
+    private func attemptEndedInTurn(_ id: TransferID, _ result: AttemptResult) {
         guard let r = running.removeValue(forKey: id), var e = entries[id] else {
             if case .received(let file) = result { discard(file) }
             return

@@ -97,7 +97,7 @@ final class TransferStore: Sendable {
                         INSERT OR IGNORE INTO transfer (id, bundleIdentifier, job, state, partPath)
                         VALUES (?, ?, ?, ?, ?)
                         """).execute(
-                    arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text, TransferState.queued.rawValue,
+                    arguments: [Int64(bitPattern: job.id.rawValue), job.bundleIdentifier.rawValue, text, TransferState.queued.rawValue,
                                 job.destination + ".part"])
                 return db.changesCount > 0
             }
@@ -121,60 +121,60 @@ final class TransferStore: Sendable {
         }
     }
 
-    func resumePoint(id: UInt64) throws -> ResumePoint {
+    func resumePoint(id: TransferID) throws -> ResumePoint {
         try queue.read { db in
             guard let row = try Row.fetchOne(
                 db, sql: "SELECT bytesDone, bytesExpected, etag, lastModified FROM transfer WHERE id = ?",
-                arguments: [Int64(bitPattern: id)])
+                arguments: [Int64(bitPattern: id.rawValue)])
             else { return ResumePoint() }
             return ResumePoint(bytesDone: row["bytesDone"], bytesExpected: row["bytesExpected"],
                                etag: row["etag"], lastModified: row["lastModified"])
         }
     }
 
-    func saveProgress(id: UInt64, _ p: ResumePoint) throws {
+    func saveProgress(id: TransferID, _ p: ResumePoint) throws {
         try queue.write { db in
             try db.cachedStatement(sql: "UPDATE transfer SET bytesDone = ?, bytesExpected = ?, etag = ?, lastModified = ? WHERE id = ?").execute(
-                arguments: [p.bytesDone, p.bytesExpected, p.etag, p.lastModified, Int64(bitPattern: id)])
+                arguments: [p.bytesDone, p.bytesExpected, p.etag, p.lastModified, Int64(bitPattern: id.rawValue)])
         }
     }
 
-    func setState(id: UInt64, state: TransferState, attempts: Int, nextAttempt: Double) throws {
+    func setState(id: TransferID, state: TransferState, attempts: Int, nextAttempt: Double) throws {
         try queue.write { db in
             try db.cachedStatement(sql: "UPDATE transfer SET state = ?, attempts = ?, nextAttempt = ? WHERE id = ?").execute(
-                arguments: [state.rawValue, attempts, nextAttempt, Int64(bitPattern: id)])
+                arguments: [state.rawValue, attempts, nextAttempt, Int64(bitPattern: id.rawValue)])
         }
     }
 
-    func finish(id: UInt64, outcome: TransferOutcome) throws {
+    func finish(id: TransferID, outcome: TransferOutcome) throws {
         let text = try outcome.directJSON.map { String(decoding: $0, as: UTF8.self) } ?? Self.json(outcome)
         try queue.write { db in
             try db.cachedStatement(sql: "UPDATE transfer SET state = ?, outcome = ? WHERE id = ?").execute(
-                arguments: [TransferState.finished.rawValue, text, Int64(bitPattern: id)])
+                arguments: [TransferState.finished.rawValue, text, Int64(bitPattern: id.rawValue)])
         }
     }
 
     /// Records finished transfers in one transaction, with the bytes each got.
-    func finish(_ items: [(id: UInt64, outcome: TransferOutcome, bytesDone: Int64)]) throws {
+    func finish(_ items: [(id: TransferID, outcome: TransferOutcome, bytesDone: Int64)]) throws {
         let texts = try items.map { item in try item.outcome.directJSON.map { String(decoding: $0, as: UTF8.self) } ?? Self.json(item.outcome) }
         try queue.write { db in
             for (item, text) in zip(items, texts) {
                 try db.cachedStatement(sql: "UPDATE transfer SET state = ?, outcome = ?, bytesDone = ? WHERE id = ?").execute(
-                    arguments: [TransferState.finished.rawValue, text, item.bytesDone, Int64(bitPattern: item.id)])
+                    arguments: [TransferState.finished.rawValue, text, item.bytesDone, Int64(bitPattern: item.id.rawValue)])
             }
         }
     }
 
-    func delete(id: UInt64) throws {
+    func delete(id: TransferID) throws {
         try delete(ids: [id])
     }
 
     /// Forgets finished transfers (acknowledged by the host), in one transaction.
-    func delete(ids: [UInt64]) throws {
+    func delete(ids: [TransferID]) throws {
         try queue.write { db in
             for id in ids {
                 try db.cachedStatement(sql: "DELETE FROM transfer WHERE id = ? AND state = ?").execute(
-                    arguments: [Int64(bitPattern: id), TransferState.finished.rawValue])
+                    arguments: [Int64(bitPattern: id.rawValue), TransferState.finished.rawValue])
             }
         }
     }

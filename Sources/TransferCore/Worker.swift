@@ -55,7 +55,7 @@ struct Transferrer: Sendable {
     let commitBytes: Int64
     /// The daemon's clock (resource timeouts are wall times from the job's creation).
     let clock: any TransferClock
-    let onProgress: @Sendable (UInt64, Int64, Int64?) async -> Void
+    let onProgress: @Sendable (TransferID, Int64, Int64?) async -> Void
 
     static func isSupported(_ url: String) -> Bool {
         guard let u = URL(string: url), let scheme = u.scheme?.lowercased(), let host = u.host, !host.isEmpty else {

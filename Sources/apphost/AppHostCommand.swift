@@ -425,7 +425,7 @@ extension AppHostCommand {
                 for path in bundles {
                     do {
                         let app = try await supervisor.install(path: path, settings: settings)
-                        _ = try await supervisor.launch(try BundleID(validating: app.bundleIdentifier), background: background, arguments: [])
+                        _ = try await supervisor.launch(app.bundleIdentifier, background: background, arguments: [])
                     } catch {
                         logger.error("\(error)")
                     }

@@ -57,8 +57,7 @@ extension AppHostCommand {
                     case (let value?, nil):
                         request = .settingsBackgroundRefresh(bundleIdentifier: nil, on: try ModeInput.onOff(value, what: "background-refresh"))
                     case (let id?, let value?):
-                        try ModeInput.checkBundleIdentifier(id)
-                        request = .settingsBackgroundRefresh(bundleIdentifier: id, on: try ModeInput.onOff(value, what: "background-refresh \(id)"))
+                        request = .settingsBackgroundRefresh(bundleIdentifier: try ModeInput.bundleID(id), on: try ModeInput.onOff(value, what: "background-refresh \(id)"))
                     default:
                         throw ModeInput.usage("say on or off: apphost settings background-refresh [<bundle-id>] on|off")
                     }
@@ -335,8 +334,7 @@ extension AppHostCommand {
                     case (nil, _), ("now"?, nil):
                         throw ModeInput.usage("give an app: apphost fetch <bundle-id> (or apphost fetch schedule)")
                     case ("now"?, let id?), (let id?, nil):
-                        try ModeInput.checkBundleIdentifier(id)
-                        request = .fetchNow(bundleIdentifier: id)
+                        request = .fetchNow(bundleIdentifier: try ModeInput.bundleID(id))
                     case (let id?, let extra?):
                         throw ModeInput.usage("one app at a time: apphost fetch \(id), then apphost fetch \(extra)")
                     }
@@ -407,8 +405,10 @@ extension AppHostCommand {
             @OptionGroup var state: StateOptions
 
             func run() throws {
-                try reportingErrors { try ModeInput.checkTask(bundleIdentifier, identifier) }
-                try state.perform(.mode(.bgTaskRun(bundleIdentifier: bundleIdentifier, identifier: identifier)))
+                var app: BundleID?
+                try reportingErrors { app = try ModeInput.checkTask(bundleIdentifier, identifier) }
+                guard let app else { return }
+                try state.perform(.mode(.bgTaskRun(bundleIdentifier: app, identifier: identifier)))
             }
         }
 
@@ -429,8 +429,10 @@ extension AppHostCommand {
             @OptionGroup var state: StateOptions
 
             func run() throws {
-                try reportingErrors { try ModeInput.checkTask(bundleIdentifier, identifier) }
-                try state.perform(.mode(.bgTaskExpire(bundleIdentifier: bundleIdentifier, identifier: identifier)))
+                var app: BundleID?
+                try reportingErrors { app = try ModeInput.checkTask(bundleIdentifier, identifier) }
+                guard let app else { return }
+                try state.perform(.mode(.bgTaskExpire(bundleIdentifier: app, identifier: identifier)))
             }
         }
 
@@ -452,16 +454,17 @@ extension AppHostCommand {
             @OptionGroup var output: JSONOption
 
             func run() throws {
-                try reportingErrors { if let bundleIdentifier { try ModeInput.checkBundleIdentifier(bundleIdentifier) } }
+                var app: BundleID?
+                try reportingErrors { app = try bundleIdentifier.map { text throws(CLIError) in try ModeInput.bundleID(text) } }
                 if output.json {
                     return try reportingErrors {
-                        guard case .bgTasks(let tasks) = try state.query(.bgTasks(bundleIdentifier: bundleIdentifier)) else {
+                        guard case .bgTasks(let tasks) = try state.query(.bgTasks(bundleIdentifier: app)) else {
                             throw CLIError(description: "unexpected answer from the daemon")
                         }
                         try printJSON(.bgtaskList, tasks)
                     }
                 }
-                try state.perform(.mode(.bgTaskList(bundleIdentifier: bundleIdentifier)))
+                try state.perform(.mode(.bgTaskList(bundleIdentifier: app)))
             }
         }
     }
@@ -478,11 +481,12 @@ private func printFetchSchedule(_ state: StateOptions) throws {
 }
 
 extension ModeInput {
-    /// A bundle id and a BGTaskScheduler identifier, checked.
-    static func checkTask(_ bundleIdentifier: String, _ identifier: String) throws(CLIError) {
-        try checkBundleIdentifier(bundleIdentifier)
+    /// The app and task operands of `bgtask run|expire`, checked: the app as a bundle id.
+    static func checkTask(_ bundleIdentifier: String, _ identifier: String) throws(CLIError) -> BundleID {
+        let app = try bundleID(bundleIdentifier)
         guard !identifier.isEmpty, !identifier.contains(where: \.isWhitespace) else {
             throw usage("\"\(identifier)\" is not a task identifier (as in BGTaskSchedulerPermittedIdentifiers, e.g. com.example.app.refresh)")
         }
+        return app
     }
 }

@@ -17,11 +17,11 @@ enum Completion {
     static func installed(stateDirectory: String) -> [String] {
         let client = ControlClient(stateDirectory: stateDirectory)
         if let apps = try? client.collect(.list, { r -> String? in
-            if case .app(let app) = r { return app.bundleIdentifier }
+            if case .app(let app) = r { return app.bundleIdentifier.rawValue }
             return nil
         }) {
             return apps
         }
-        return Store.installedBundleIdentifiers(stateDirectory: stateDirectory)
+        return Store.installedBundleIdentifiers(stateDirectory: stateDirectory).map(\.rawValue)
     }
 }

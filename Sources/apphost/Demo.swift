@@ -122,8 +122,8 @@ struct DemoScript {
     let manifests: String
     let stateDirectory: String
     let hold: Int
-    let plain = "com.example.plain"
-    let holder = "com.example.taskholder"
+    let plain = BundleID.sample("com.example.plain")
+    let holder = BundleID.sample("com.example.taskholder")
 
     func say(_ text: String) {
         line(isatty(1) == 1 ? "\n\u{1B}[1m== \(text)\u{1B}[0m" : "\n== \(text)")
@@ -135,7 +135,7 @@ struct DemoScript {
         fflush(nil)
     }
 
-    func procState(_ id: String) async -> String {
+    func procState(_ id: BundleID) async -> String {
         guard let pid = await supervisor.pid(of: id), let stat = try? ProcStat.read(pid: pid) else { return "-" }
         return "/proc/\(pid)/stat state \(stat.state)"
     }
@@ -154,18 +154,18 @@ struct DemoScript {
             _ = try await supervisor.install(path: manifests + "/TaskHolder.app", settings: [:])
 
             say("$ apphost launch \(plain)")
-            let p1 = try await supervisor.launch(try BundleID(validating: plain), background: false, arguments: [])
+            let p1 = try await supervisor.launch(plain, background: false, arguments: [])
             await supervisor.waitUntil(plain, is: .active)
             line("   \(plain): \(p1)")
 
             say("$ apphost launch \(holder) -- --hold \(hold)   (Plain goes home: it holds no task, so it is suspended)")
-            let p2 = try await supervisor.launch(try BundleID(validating: holder), background: false, arguments: ["--hold", String(hold)])
+            let p2 = try await supervisor.launch(holder, background: false, arguments: ["--hold", String(hold)])
             line("   \(holder): \(p2)")
             await supervisor.waitUntil(plain, is: .suspended)
             line("   \(plain): \(await procState(plain))   (T = stopped by SIGSTOP)")
 
             say("$ apphost foreground \(plain)   (TaskHolder goes home holding an \"upload\" task for \(hold)s)")
-            try await supervisor.foreground(try BundleID(validating: plain))
+            try await supervisor.foreground(plain)
             await supervisor.waitUntil(plain, is: .active)
             line("   \(plain): \(await procState(plain))")
             await supervisor.waitUntil(holder, is: .background)
@@ -175,11 +175,11 @@ struct DemoScript {
 
             say("$ apphost status")
             for s in (try? await supervisor.status(nil)) ?? [] {
-                line("   \(s.bundleIdentifier.padding(toLength: 24, withPad: " ", startingAt: 0)) \(s.state.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)) pid \(s.pid.map(String.init) ?? "-")")
+                line("   \(s.bundleIdentifier.rawValue.padding(toLength: 24, withPad: " ", startingAt: 0)) \(s.state.rawValue.padding(toLength: 10, withPad: " ", startingAt: 0)) pid \(s.pid.map(String.init) ?? "-")")
             }
 
             say("$ apphost foreground \(holder)   (SIGCONT, willEnterForeground, didBecomeActive)")
-            try await supervisor.foreground(try BundleID(validating: holder))
+            try await supervisor.foreground(holder)
             await supervisor.waitUntil(holder, is: .active)
             await supervisor.waitUntil(plain, is: .suspended)
 
@@ -196,7 +196,7 @@ struct DemoScript {
 struct PolicyDemo {
     let supervisor: Supervisor
     let manifests: String
-    let probe = "com.example.probe"
+    let probe = BundleID.sample("com.example.probe")
 
     func line(_ text: String) {
         print(text)
@@ -218,9 +218,9 @@ struct PolicyDemo {
             say("act 2: a host on the virtual clock (apphost daemon --clock virtual)")
             _ = try await supervisor.install(path: manifests + "/Probe.app", settings: [:])
             say("$ apphost launch \(probe) -- --ignore-expiration --on background begin-task:upload")
-            _ = try await supervisor.launch(try BundleID(validating: probe), background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:upload"])
+            _ = try await supervisor.launch(probe, background: false, arguments: ["--ignore-expiration", "--on", "background", "begin-task:upload"])
             say("$ apphost background \(probe)   (it begins \"upload\" and will ignore its expiration handler)")
-            try await supervisor.background(try BundleID(validating: probe))
+            try await supervisor.background(probe)
             await supervisor.waitUntil(probe, is: .background)
             let wall = ContinuousClock()
             let start = wall.now
@@ -229,7 +229,7 @@ struct PolicyDemo {
             let took = start.duration(to: wall.now)
             line("   31 s of host time took \(took.formatted(.units(allowed: [.milliseconds], width: .abbreviated))) of wall time")
             say("$ apphost reports \(probe)")
-            if let report = try await supervisor.reports(try BundleID(validating: probe)).last {
+            if let report = try await supervisor.reports(probe).last {
                 line(ReportFormatter.text(report).split(separator: "\n").map { "   " + $0 }.joined(separator: "\n"))
             }
         } catch {
@@ -245,10 +245,10 @@ struct ModesDemo: DemoNarrator {
     let supervisor: Supervisor
     let manifests: String
     let stateDirectory: String
-    let radio = "com.example.radio"
-    let mute = "com.example.mute"
-    let tracker = "com.example.tracker"
-    let phone = "com.example.phone"
+    let radio = BundleID.sample("com.example.radio")
+    let mute = BundleID.sample("com.example.mute")
+    let tracker = BundleID.sample("com.example.tracker")
+    let phone = BundleID.sample("com.example.phone")
     /// Seconds of sound Radio and Mute play.
     let playSeconds = 2
     /// How far the event printer has got, so the script's own lines follow the events they report on.
@@ -259,7 +259,7 @@ struct ModesDemo: DemoNarrator {
         let bundle = stateDirectory + "/bundles/Mute.app"
         try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: true)
         let plist: [String: Any] = [
-            "CFBundleIdentifier": mute,
+            "CFBundleIdentifier": mute.rawValue,
             "CFBundleExecutable": "RadioApp",
             "CFBundleName": "Mute",
             "CFBundleDisplayName": "Mute",
@@ -283,18 +283,18 @@ struct ModesDemo: DemoNarrator {
             _ = try await supervisor.install(path: muteBundle, settings: [:])
 
             await say("$ apphost launch \(radio) -- --seconds \(playSeconds)   (activates an audio session and plays a tune)")
-            let radioPid = try await supervisor.launch(try BundleID(validating: radio), background: false, arguments: ["--seconds", String(playSeconds)])
+            let radioPid = try await supervisor.launch(radio, background: false, arguments: ["--seconds", String(playSeconds)])
             await supervisor.waitUntil(radio, is: .active)
             await show("   \(radio): \(radioPid)")
             await say("$ apphost background \(radio)   (\"audio\" in UIBackgroundModes: playing keeps it running)")
-            try await expectCallback(radio, "didEnterBackground") { try await supervisor.background(try BundleID(validating: radio)) }
+            try await expectCallback(radio, "didEnterBackground") { try await supervisor.background(radio) }
             await show(await status(radio))
 
             await say("$ apphost launch \(mute) -- --seconds \(playSeconds); apphost background \(mute)   (no audio mode)")
-            let mutePid = try await supervisor.launch(try BundleID(validating: mute), background: false, arguments: ["--seconds", String(playSeconds)])
+            let mutePid = try await supervisor.launch(mute, background: false, arguments: ["--seconds", String(playSeconds)])
             await supervisor.waitUntil(mute, is: .active)
             await show("   \(mute): \(mutePid)")
-            try await supervisor.background(try BundleID(validating: mute))
+            try await supervisor.background(mute)
             await supervisor.waitUntil(mute, is: .suspended)
             for text in logLines(mute, containing: "interruption") { await show("   logs/\(mute).log: \(text)") }
 
@@ -314,11 +314,11 @@ struct ModesDemo: DemoNarrator {
             _ = try await supervisor.install(path: manifests + "/Tracker.app", settings: [:])
             await show("   " + (try await supervisor.modeCommand(.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: tracker))))
             await say("$ apphost launch \(tracker)   (starts updates with allowsBackgroundLocationUpdates = true)")
-            let trackerPid = try await supervisor.launch(try BundleID(validating: tracker), background: false, arguments: [])
+            let trackerPid = try await supervisor.launch(tracker, background: false, arguments: [])
             await supervisor.waitUntil(tracker, is: .active)
             await show("   \(tracker): \(trackerPid)")
             await say("$ apphost background \(tracker)   (\"location\" mode and always-authorized: updates keep it running)")
-            try await expectCallback(tracker, "didEnterBackground") { try await supervisor.background(try BundleID(validating: tracker)) }
+            try await expectCallback(tracker, "didEnterBackground") { try await supervisor.background(tracker) }
             await show(await status(tracker))
             await say("$ apphost location set 59.3293,18.0686   (Stockholm)")
             try await expectCallback(tracker, "didUpdateLocations(1)") {
@@ -363,5 +363,15 @@ actor EventCursor {
     func wait(for seq: UInt64) async {
         guard seen < seq else { return }
         await withCheckedContinuation { waiters.append((seq, $0)) }
+    }
+}
+
+extension BundleID {
+    /// A sample app's identifier as its manifest in `manifests/` writes it: a literal of
+    /// the demo's source, well formed by construction (the demo's tests install and run
+    /// each sample), so a malformed one is a bug in this file, not input.
+    static func sample(_ literal: StaticString) -> BundleID {
+        guard let id = BundleID("\(literal)") else { preconditionFailure("the demo's sample id \"\(literal)\" is not a bundle identifier") }
+        return id
     }
 }

@@ -7,7 +7,7 @@ extension DemoNarrator {
     /// Waits for the first event of `id` (past or future) matching `predicate`, at most
     /// `limit` of real time; nil (and a line saying so) after that.
     @discardableResult
-    func waitForEvent(_ id: String, _ what: String, limit: Duration,
+    func waitForEvent(_ id: BundleID, _ what: String, limit: Duration,
                       where predicate: @escaping @Sendable (HostEvent) -> Bool) async -> HostEvent? {
         let (past, live, subscription) = await supervisor.subscribe(bundleIdentifier: id)
         defer { Task { await supervisor.unsubscribe(subscription) } }
@@ -25,7 +25,7 @@ struct TransfersDemo: DemoNarrator {
     let manifests: String
     let stateDirectory: String
     let cursor = EventCursor()
-    let probe = "com.example.probe"
+    let probe = BundleID.sample("com.example.probe")
     let size: Int64 = 8 << 20
     let dropAfter: Int64 = 3 << 20
 
@@ -51,14 +51,14 @@ struct TransfersDemo: DemoNarrator {
             await say("$ apphost launch \(probe) -- --on launch url-session:dl --on launch download:dl:\(url)")
             var pid: Int32 = 0
             try await expectEvent(probe, "the download queued", after: {
-                pid = try await supervisor.launch(try BundleID(validating: probe), background: false, arguments: [
+                pid = try await supervisor.launch(probe, background: false, arguments: [
                     "--on", "launch", "url-session:dl", "--on", "launch", "download:dl:\(url)",
                 ])
             }, where: { $0.kind == .service && $0.cause.contains("queued") })
             await show("   \(probe): \(pid)")
 
             await say("$ apphost background \(probe)   (nothing holds it: suspended while the daemon downloads)")
-            try await supervisor.background(try BundleID(validating: probe))
+            try await supervisor.background(probe)
             await supervisor.waitUntil(probe, is: .suspended)
             await show(await status(probe))
 
@@ -96,19 +96,19 @@ struct SnapshotsDemo: DemoNarrator {
     let manifests: String
     let stateDirectory: String
     let cursor = EventCursor()
-    let bank = "com.example.bank"
+    let bank = BundleID.sample("com.example.bank")
 
     func run() async {
         await narrate {
             await say("act 5: app-switcher snapshots (virtual clock)")
             await say("$ apphost install manifests/Bank.app; apphost launch \(bank)")
             _ = try await supervisor.install(path: manifests + "/Bank.app", settings: [:])
-            _ = try await supervisor.launch(try BundleID(validating: bank), background: false, arguments: [])
+            _ = try await supervisor.launch(bank, background: false, arguments: [])
             await supervisor.waitUntil(bank, is: .active)
             await say("$ apphost background \(bank)   (its Info.plist says AppHost.SnapshotPolicy = redact)")
-            try await expectEvent(bank, "its snapshot", after: { try await supervisor.background(try BundleID(validating: bank)) },
+            try await expectEvent(bank, "its snapshot", after: { try await supervisor.background(bank) },
                                   where: { $0.kind == .snapshot })
-            let info = try await supervisor.snapshot(try BundleID(validating: bank))
+            let info = try await supervisor.snapshot(bank)
             if let layer = info.textLayer, let data = FileManager.default.contents(atPath: layer),
                let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
                let texts = object["texts"] as? [[String: Any]] {
@@ -116,7 +116,7 @@ struct SnapshotsDemo: DemoNarrator {
                 await show("   text layer \(layer): \(shown) (no balance, no password)")
             }
             await say("$ apphost terminate \(bank)")
-            try await supervisor.terminate(try BundleID(validating: bank))
+            try await supervisor.terminate(bank)
 
             await say("$ apphost privacy-check manifests/Bank.app manifests/BankLeaky.app manifests/BankCover.app")
             await show("   (each app: foreground, home button, a background fetch if it has the mode; every snapshot checked)")

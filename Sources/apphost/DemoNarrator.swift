@@ -35,22 +35,22 @@ extension DemoNarrator {
         await show(isatty(1) == 1 ? "\n\u{1B}[1m== \(text)\u{1B}[0m" : "\n== \(text)")
     }
 
-    func procState(_ id: String) async -> String {
+    func procState(_ id: BundleID) async -> String {
         guard let pid = await supervisor.pid(of: id), let stat = try? ProcStat.read(pid: pid) else { return "-" }
         return "/proc/\(pid)/stat state \(stat.state)"
     }
 
     /// `com.example.radio   background   activities ["audio playback"]   /proc/123/stat state S`.
-    func status(_ id: String) async -> String {
+    func status(_ id: BundleID) async -> String {
         await caughtUp()
-        guard let s = try? await supervisor.status(try BundleID(validating: id)).first else { return "   \(id): unknown" }
+        guard let s = try? await supervisor.status(id).first else { return "   \(id): unknown" }
         let activities = "[" + s.activities.map { "\"\($0)\"" }.joined(separator: ", ") + "]"
-        return "   \(id.padding(toLength: 20, withPad: " ", startingAt: 0)) \(s.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) activities \(activities)   \(await procState(id))"
+        return "   \(id.rawValue.padding(toLength: 20, withPad: " ", startingAt: 0)) \(s.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) activities \(activities)   \(await procState(id))"
     }
 
     /// The lines of `id`'s log (its stdout) that contain `text`.
-    func logLines(_ id: String, containing text: String) -> [String] {
-        let path = stateDirectory + "/logs/" + id + ".log"
+    func logLines(_ id: BundleID, containing text: String) -> [String] {
+        let path = stateDirectory + "/logs/" + id.rawValue + ".log"
         guard let data = FileManager.default.contents(atPath: path) else { return [] }
         return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init).filter { $0.contains(text) }
     }
@@ -59,7 +59,7 @@ extension DemoNarrator {
     /// `predicate`. Gives up after `limit` of real time so a broken app cannot hang the
     /// demo; nil then.
     @discardableResult
-    func expectEvent(_ id: String?, _ what: String, limit: Duration = .seconds(10), after action: () async throws -> Void,
+    func expectEvent(_ id: BundleID?, _ what: String, limit: Duration = .seconds(10), after action: () async throws -> Void,
                      where predicate: @escaping @Sendable (HostEvent) -> Bool) async throws -> HostEvent? {
         let (_, live, subscription) = await supervisor.subscribe(bundleIdentifier: id)
         do {
@@ -70,7 +70,7 @@ extension DemoNarrator {
         }
         let event = await firstEvent(in: live, within: limit, where: predicate)
         await supervisor.unsubscribe(subscription)
-        if event == nil { line("   (gave up waiting for \(id ?? "the host")'s \(what))") }
+        if event == nil { line("   (gave up waiting for \(id?.rawValue ?? "the host")'s \(what))") }
         return event
     }
 
@@ -94,7 +94,7 @@ extension DemoNarrator {
 
     /// Runs `action`, then waits until `id`'s callback `name` has returned.
     @discardableResult
-    func expectCallback(_ id: String, _ name: String, limit: Duration = .seconds(10),
+    func expectCallback(_ id: BundleID, _ name: String, limit: Duration = .seconds(10),
                         after action: () async throws -> Void) async throws -> HostEvent? {
         let cause = "\(name) returned"
         return try await expectEvent(id, cause, limit: limit, after: action) { $0.kind == .callback && $0.cause == cause }

@@ -90,7 +90,7 @@ extension AppHostCommand {
                 }
                 scope = parsed
             }
-            try state.perform(.mode(.privacy(action: action, service: scope, bundleIdentifier: bundle?.rawValue)))
+            try state.perform(.mode(.privacy(action: action, service: scope, bundleIdentifier: bundle)))
         }
     }
 
@@ -564,12 +564,15 @@ enum ModeInput {
 
     // MARK: background verbs
 
-    /// Checks that `text` can be a bundle identifier (reverse DNS, no spaces or slashes).
-    static func checkBundleIdentifier(_ text: String, from place: String? = nil) throws(CLIError) {
-        let bad = text.isEmpty || text.contains(where: { $0.isWhitespace || $0 == "/" })
-        guard bad else { return }
-        let what = place ?? "\"\(text)\""
-        throw usage("\(what) is not a bundle identifier (reverse DNS, e.g. com.example.app)")
+    /// `text` as a bundle identifier, checked here where it comes in (an operand, a
+    /// payload's field) by ``BundleID``'s rule; else a one-line usage error that says why.
+    static func bundleID(_ text: String, from place: String? = nil) throws(CLIError) -> BundleID {
+        do {
+            return try BundleID(validating: text)
+        } catch {
+            let what = place ?? "\"\(text)\""
+            throw usage("\(what) is not a bundle identifier: \(error)")
+        }
     }
 
     /// `word` as one of `choices` (case-insensitive), else a one-line usage error.

@@ -142,11 +142,11 @@ struct SnapshotCheck: Sendable {
 /// One app's verdict.
 struct AppCheck: Sendable {
     var bundle: String
-    var bundleIdentifier: String?
+    var bundleIdentifier: BundleID?
     var snapshots: [SnapshotCheck] = []
     var error: String?
 
-    init(bundle: String, bundleIdentifier: String?, error: String? = nil) {
+    init(bundle: String, bundleIdentifier: BundleID?, error: String? = nil) {
         self.bundle = bundle
         self.bundleIdentifier = bundleIdentifier
         self.error = error
@@ -154,7 +154,7 @@ struct AppCheck: Sendable {
 
     /// The readable report; with `pictures`, each snapshot's PNG path (kept by --keep).
     func report(pictures: Bool) -> String {
-        let name = bundleIdentifier ?? bundle
+        let name = bundleIdentifier?.rawValue ?? bundle
         // An app that could not be checked to the end still shows the snapshots it had.
         if let error, snapshots.isEmpty { return "ERROR \(name): \(error)" }
         var lines: [String] = []
@@ -200,10 +200,10 @@ struct PrivacyRun {
         // have been checked before on this host.
         let mark = await supervisor.snapshotMark()
         do {
-            _ = try await supervisor.launch(try BundleID(validating: id), background: false, arguments: [])
+            _ = try await supervisor.launch(id, background: false, arguments: [])
             await supervisor.waitUntil(id, is: .active)
             try await step(id, "the home button") {
-                try await supervisor.background(try BundleID(validating: id))
+                try await supervisor.background(id)
                 return nil
             }
             if app.backgroundModes.contains(.fetch) {
@@ -230,8 +230,7 @@ struct PrivacyRun {
             check.snapshots.append(SnapshotCheck(info: taken.info, leaks: leaks, sensitiveViews: sensitive))
         }
         // Gone before the next app starts (and before the host shuts down).
-        // The id was installed, so it is well formed.
-        if let bundle = BundleID(id) { await supervisor.terminateMovingClock(bundle) }
+        await supervisor.terminateMovingClock(id)
         return check
     }
 
@@ -251,7 +250,7 @@ struct PrivacyRun {
 
     /// Runs an action that should end in a snapshot, and waits for that snapshot's event.
     /// The action returns what the host answered (said when no snapshot comes of it).
-    private func step(_ id: String, _ what: String, _ action: () async throws -> String?) async throws {
+    private func step(_ id: BundleID, _ what: String, _ action: () async throws -> String?) async throws {
         let before = await supervisor.snapshotMark()
         let (_, live, sub) = await supervisor.subscribe(bundleIdentifier: id)
         defer { Task { await supervisor.unsubscribe(sub) } }
@@ -263,7 +262,7 @@ struct PrivacyRun {
         // Settled and not running: nothing woke it (a push not delivered, say), and no
         // event is coming to wait for. (A snapshot on a completion is taken before the
         // suspension that follows it.)
-        let state = try await supervisor.status(try BundleID(validating: id)).first?.state
+        let state = try await supervisor.status(id).first?.state
         if state == .suspended || state == .notRunning {
             throw StepError(message: "no snapshot after \(what): the app was not woken for it\(answer.map { " (\($0))" } ?? "")")
         }
@@ -304,7 +303,7 @@ struct PrivacyRun {
     }
 
     /// The events after an action, until its snapshot, or the app's end or suspension without one.
-    private static func watch(_ live: HostEventStream, supervisor: Supervisor, id: String, since before: UInt64,
+    private static func watch(_ live: HostEventStream, supervisor: Supervisor, id: BundleID, since before: UInt64,
                               what: String) async -> StepOutcome? {
         for await event in live {
             if event.kind == .snapshot || event.kind == .warning && event.cause.hasPrefix("snapshot") { return .snapshot }
@@ -344,7 +343,7 @@ enum JUnitReport {
         let errors = results.filter { $0.error != nil }.count
         out += #"<testsuites name="apphost privacy-check" tests="\#(tests)" failures="\#(failures)" errors="\#(errors)">"# + "\n"
         for r in results {
-            let name = escape(r.bundleIdentifier ?? r.bundle)
+            let name = escape(r.bundleIdentifier?.rawValue ?? r.bundle)
             let f = r.snapshots.filter { !$0.leaks.isEmpty }.count
             out += #"  <testsuite name="\#(name)" tests="\#(testCount(r))" failures="\#(f)" errors="\#(r.error == nil ? 0 : 1)">"# + "\n"
             if let error = r.error {

@@ -106,20 +106,20 @@ extension AppHostCommand {
                 if let apnsID, UUID(uuidString: apnsID) == nil {
                     throw ModeInput.usage("--apns-id \"\(apnsID)\" is not a UUID (8-4-4-4-12 hex digits, e.g. 123e4567-e89b-12d3-a456-4266554400a0; APNs BadMessageId)")
                 }
-                if let target = argumentTarget { try ModeInput.checkBundleIdentifier(target) }
+                if let target = argumentTarget { _ = try ModeInput.bundleID(target) }
 
                 if kind == .voip {
                     let text = try ModeInput.payload(source, limit: ModeInput.voipPayloadLimit)
                     let named = ModeInput.payloadTarget(text)
                     guard let written = argumentTarget ?? named else { throw ModeInput.noPushTarget(source) }
-                    let target = try matchTeamPrefixed(written)
+                    let target = try ModeInput.bundleID(try matchTeamPrefixed(written))
                     if !dryRun, priority != nil || collapseID != nil || apnsID != nil {
                         FileHandle.standardError.write(Data("apphost: note: --priority, --collapse-id and --apns-id do not apply to a VoIP push; ignored\n".utf8))
                     }
                     request = .voipPush(bundleIdentifier: target, payload: text)
                     preview = ModeInput.pushPreview(
-                        target: target, targetNote: ModeInput.targetNote(argument: argumentTarget, payload: named)
-                            + ModeInput.teamPrefixNote(written, matched: target, dryRun: dryRun),
+                        target: target.rawValue, targetNote: ModeInput.targetNote(argument: argumentTarget, payload: named)
+                            + ModeInput.teamPrefixNote(written, matched: target.rawValue, dryRun: dryRun),
                         type: "voip", typeNote: "--type", priority: nil, collapseID: nil, apnsID: nil,
                         delivery: "PushKit: pushRegistry(_:didReceiveIncomingPushWith:for:completion:); the app must report a call to CallKit",
                         alert: nil, size: text.utf8.count, limit: ModeInput.voipPayloadLimit)
@@ -143,8 +143,8 @@ extension AppHostCommand {
                 for warning in payload.warnings {
                     FileHandle.standardError.write(Data("apphost: warning: \(label): \(warning)\n".utf8))
                 }
-                if argumentTarget == nil { try ModeInput.checkBundleIdentifier(written, from: "\(label): \"\(APNsPayload.targetKey)\"") }
-                let target = try matchTeamPrefixed(written)
+                if argumentTarget == nil { _ = try ModeInput.bundleID(written, from: "\(label): \"\(APNsPayload.targetKey)\"") }
+                let target = try ModeInput.bundleID(try matchTeamPrefixed(written))
                 let pushType = kind?.rawValue ?? payload.inferredPushType
                 if pushType == "background" {
                     if priority == 10 {
@@ -164,8 +164,8 @@ extension AppHostCommand {
                 case (false, false): delivery = "nothing shown and no content-available: the app is not woken"
                 }
                 preview = ModeInput.pushPreview(
-                    target: target, targetNote: ModeInput.targetNote(argument: argumentTarget, payload: payload.target)
-                        + ModeInput.teamPrefixNote(written, matched: target, dryRun: dryRun),
+                    target: target.rawValue, targetNote: ModeInput.targetNote(argument: argumentTarget, payload: payload.target)
+                        + ModeInput.teamPrefixNote(written, matched: target.rawValue, dryRun: dryRun),
                     type: pushType, typeNote: kind == nil ? "inferred from the payload" : "--type",
                     priority: priority, collapseID: collapseID, apnsID: apnsID,
                     delivery: delivery, alert: payload.summary, size: data.count, limit: APNsPayload.maximumSize)
@@ -184,7 +184,7 @@ extension AppHostCommand {
         func matchTeamPrefixed(_ written: String) throws -> String {
             guard !dryRun, let stripped = ModeInput.withoutTeamPrefix(written) else { return written }
             let installed = try state.client.collect(.list) { r -> String? in
-                if case .app(let app) = r { return app.bundleIdentifier }
+                if case .app(let app) = r { return app.bundleIdentifier.rawValue }
                 return nil
             }
             guard !installed.contains(written), installed.contains(stripped) else { return written }

@@ -123,9 +123,9 @@ extension AppHostCommand {
             try reportingErrors {
                 let config = HostConfiguration(stateDirectory: state.resolved)
                 let apps = try state.installedApps().map { app in
-                    App(bundleIdentifier: app.bundleIdentifier, name: app.name, displayName: app.manifest.displayName,
+                    App(bundleIdentifier: app.bundleIdentifier.rawValue, name: app.name, displayName: app.manifest.displayName,
                         executable: app.executablePath, bundlePath: app.bundlePath,
-                        dataContainer: BundleID(app.bundleIdentifier).map(config.dataContainer) ?? "",
+                        dataContainer: config.dataContainer(of: app.bundleIdentifier),
                         groupContainers: Dictionary((app.applicationGroups ?? []).map { ($0, config.groupContainer($0)) },
                                                     uniquingKeysWith: { first, _ in first }),
                         backgroundModes: app.backgroundModes.map(\.rawValue), installedAt: app.installedAt)
@@ -188,8 +188,8 @@ extension AppHostCommand {
             try reportingErrors {
                 let config = HostConfiguration(stateDirectory: state.resolved)
                 let apps = try state.installedApps()
-                guard let app = apps.first(where: { $0.bundleIdentifier == bundleIdentifier.rawValue }) else {
-                    let installed = apps.map(\.bundleIdentifier)
+                guard let app = apps.first(where: { $0.bundleIdentifier == bundleIdentifier }) else {
+                    let installed = apps.map(\.bundleIdentifier.rawValue)
                     throw ControlError(.unknownBundle, "unknown bundle id \"\(bundleIdentifier)\" ("
                         + (installed.isEmpty ? "no apps are installed" : "installed: \(installed.joined(separator: ", "))") + ")")
                 }

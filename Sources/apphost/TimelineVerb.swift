@@ -71,7 +71,7 @@ extension AppHostCommand {
         func run() throws {
             try reportingErrors {
                 let dir = state.resolved
-                let wanted = bundleIdentifiers.map(\.rawValue)
+                let wanted = bundleIdentifiers
                 let log: TimelineLogFiles
                 do throws(TimelineLogFiles.Failure) {
                     log = try TimelineLogFiles.read(stateDirectory: dir, apps: wanted.isEmpty ? nil : Set(wanted), keepLast: last)
@@ -81,11 +81,11 @@ extension AppHostCommand {
                 let unknown = wanted.filter { !log.bundleIdentifiers.contains($0) }
                 if !unknown.isEmpty {
                     let present = log.bundleIdentifiers.isEmpty ? "it names no app"
-                        : "it names \(log.bundleIdentifiers.prefix(20).joined(separator: ", "))"
+                        : "it names \(log.bundleIdentifiers.prefix(20).map(\.rawValue).joined(separator: ", "))"
                             + (log.bundleIdentifiers.count > 20 ? " and \(log.bundleIdentifiers.count - 20) more" : "")
-                    throw CLIError(description: "not in the event log of \(dir): \(unknown.joined(separator: ", ")) (\(present))", exitCode: 2)
+                    throw CLIError(description: "not in the event log of \(dir): \(unknown.map(\.rawValue).joined(separator: ", ")) (\(present))", exitCode: 2)
                 }
-                let lanes = wanted.isEmpty ? nil : wanted.map { TimelineLane(label: $0, bundleIdentifier: $0) }
+                let lanes = wanted.isEmpty ? nil : wanted.map { TimelineLane(label: $0.rawValue, bundleIdentifier: $0) }
                 var notes: [String] = []
                 if log.dropped > 0 { notes.append("the last \(log.events.count) events drawn; \(log.dropped) earlier ones not read (--last)") }
                 if log.skippedLines > 0 { notes.append("\(log.skippedLines) lines of the log were not events and were skipped") }

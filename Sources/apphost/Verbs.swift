@@ -56,7 +56,7 @@ extension AppHostCommand {
                 let apps = try state.installedApps()
                 if output.json { return try printJSON(.list, apps) }
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
-                let rows = apps.map { [$0.bundleIdentifier, $0.name, $0.backgroundModes.map(\.rawValue).joined(separator: ","), $0.bundlePath] }
+                let rows = apps.map { [$0.bundleIdentifier.rawValue, $0.name, $0.backgroundModes.map(\.rawValue).joined(separator: ","), $0.bundlePath] }
                 print(table(["BUNDLE ID", "NAME", "MODES", "BUNDLE"], rows))
             }
         }
@@ -171,7 +171,7 @@ extension AppHostCommand {
                 if output.json { return try printJSON(.status, apps) }
                 if apps.isEmpty { return print("no apps installed (apphost install <App.app>)") }
                 let rows = apps.map { s in
-                    [s.bundleIdentifier, s.state.rawValue + (s.isFrontmost ? " *" : ""), s.pid.map(String.init) ?? "-",
+                    [s.bundleIdentifier.rawValue, s.state.rawValue + (s.isFrontmost ? " *" : ""), s.pid.map(String.init) ?? "-",
                      s.footprint.map(ByteCountText.format) ?? "-",
                      Timestamp.format(s.since), s.backgroundTasks.joined(separator: ","), s.activities.joined(separator: ",")]
                 }

@@ -21,6 +21,18 @@ import Testing
         #expect(throws: BundleID.Problem.malformed) { try BundleID(validating: text) }
     }
 
+    /// The rule reads UTF-8 bytes; it says what the rule over characters said (ASCII
+    /// letters and digits, `-` and `.`), for what a grapheme or a non-ASCII letter or
+    /// digit could make of it.
+    @Test(arguments: ["com.e\u{301}xample", "com.\r\nx", "com.١٢", "com.ｅxample", "com.example\u{200B}", "a\u{0}b",
+                      "-", "-.-", "a.-", "9.9", "A", "a..", "..a", ".", "é"])
+    func theByteRuleIsTheCharacterRule(text: String) {
+        let byCharacter = !text.isEmpty && text.utf8.count <= BundleID.maximumLength
+            && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
+            && !text.hasPrefix(".") && !text.hasSuffix(".") && !text.contains("..")
+        #expect((BundleID.problem(with: text) == nil) == byCharacter, "\(text.unicodeScalars.map { String($0.value, radix: 16) })")
+    }
+
     @Test func tooLongIsCheckedFirst() {
         #expect(BundleID.problem(with: String(repeating: "a", count: 156)) == .tooLong(characters: 156))
         #expect(BundleID.problem(with: String(repeating: "/", count: 200)) == .tooLong(characters: 200))

@@ -8,7 +8,7 @@ struct FrameFastPathTests {
     static let callbacks: [LifecycleCallback] = [
         .willResignActive, .didEnterBackground, .willEnterForeground, .didBecomeActive, .willTerminate,
         .backgroundTaskExpiration(taskID: 0), .backgroundTaskExpiration(taskID: 7),
-        .backgroundTaskExpiration(taskID: -3), .backgroundTaskExpiration(taskID: .max), .backgroundTaskExpiration(taskID: .min),
+        .backgroundTaskExpiration(taskID: -3), .backgroundTaskExpiration(taskID: BackgroundTaskID(.max)), .backgroundTaskExpiration(taskID: BackgroundTaskID(.min)),
     ]
 
     @Test func callbacksAreTheGenericBytesAndReadBack() throws {
@@ -39,7 +39,7 @@ struct FrameFastPathTests {
     @Test func taskCreatedRepliesAreTheGenericBytesAndReadBack() throws {
         for id: UInt64 in [0, 1, 77, .max] {
             for task in [0, 1, 10_000, -5, Int.max, Int.min] {
-                let message = HostMessage.reply(id: id, reply: .service(.transferTaskCreated(taskIdentifier: task)))
+                let message = HostMessage.reply(id: id, reply: .service(.transferTaskCreated(taskIdentifier: TransferTaskID(task))))
                 let direct = try Frame.encode(message)
                 #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(message), as: UTF8.self))
                 #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(Frame.headerSize))) == message)
@@ -106,8 +106,8 @@ struct FrameFastPathTests {
             for seq: UInt64 in [1, 77, .max] {
                 for task in [0, 1, 10_000, -2, Int.max] {
                     let events: [ServiceEvent] = [
-                        .urlSessionDidFinishDownloading(session: "s", taskIdentifier: task, location: "/var/c/com.a/tmp/CFNetworkDownload_1.tmp"),
-                        .urlSessionDidComplete(session: "com.example.bg", taskIdentifier: task, errorCode: nil, errorReason: nil),
+                        .urlSessionDidFinishDownloading(session: "s", taskIdentifier: TransferTaskID(task), location: "/var/c/com.a/tmp/CFNetworkDownload_1.tmp"),
+                        .urlSessionDidComplete(session: "com.example.bg", taskIdentifier: TransferTaskID(task), errorCode: nil, errorReason: nil),
                     ]
                     for event in events {
                         let message = HostMessage.callback(seq: seq, callback: .service(event), state: state)
@@ -222,13 +222,13 @@ struct FrameFastPathTests {
     @Test func appStatusAnswersAreTheGenericBytes() throws {
         let since = Date(timeIntervalSince1970: 1_780_000_000.123)
         let statuses = [
-            AppStatus(bundleIdentifier: "com.example.a", state: .suspended, pid: 4242, since: since, backgroundTasks: [],
+            AppStatus(bundleIdentifier: testID("com.example.a"), state: .suspended, pid: 4242, since: since, backgroundTasks: [],
                       isFrontmost: false, footprint: 3_145_728),
-            AppStatus(bundleIdentifier: "com.example.b", state: .notRunning, pid: nil, since: Date(timeIntervalSince1970: 0),
+            AppStatus(bundleIdentifier: testID("com.example.b"), state: .notRunning, pid: nil, since: Date(timeIntervalSince1970: 0),
                       backgroundTasks: [], isFrontmost: false),
-            AppStatus(bundleIdentifier: "com.example.c", state: .background, pid: 7, since: since,
+            AppStatus(bundleIdentifier: testID("com.example.c"), state: .background, pid: 7, since: since,
                       backgroundTasks: ["upload", "#3", "a/b"], activities: ["audio playback"], isFrontmost: false, footprint: 0),
-            AppStatus(bundleIdentifier: "com.example.d", state: .active, pid: 1, since: Date(timeIntervalSince1970: -1.5),
+            AppStatus(bundleIdentifier: testID("com.example.d"), state: .active, pid: 1, since: Date(timeIntervalSince1970: -1.5),
                       backgroundTasks: [], isFrontmost: true, footprint: .max),
         ]
         for status in statuses {
@@ -240,7 +240,7 @@ struct FrameFastPathTests {
             #expect(try Frame.encode(back) == (try Frame.encode(response)), "reads back")
         }
         // Strings that need escaping, and other answers, take the generic way.
-        let escaped = ControlResponse.appStatus(AppStatus(bundleIdentifier: "com.example.e", state: .background, pid: 2, since: since,
+        let escaped = ControlResponse.appStatus(AppStatus(bundleIdentifier: testID("com.example.e"), state: .background, pid: 2, since: since,
                                                           backgroundTasks: ["say \"hi\"", "é"], isFrontmost: false))
         #expect(try Frame.encode(escaped) == (try Frame.genericEncode(escaped)))
         #expect(try Frame.encode(ControlResponse.end) == (try Frame.genericEncode(ControlResponse.end)))

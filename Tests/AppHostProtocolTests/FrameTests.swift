@@ -102,7 +102,7 @@ struct FrameDecoderTests {
 @Suite("WireJSON")
 struct WireJSONTests {
     @Test func statusEncodesNullPidAndISODates() throws {
-        let s = AppStatus(bundleIdentifier: "a", state: .notRunning, pid: nil,
+        let s = AppStatus(bundleIdentifier: testID("a"), state: .notRunning, pid: nil,
                           since: Date(timeIntervalSince1970: 1_700_000_000.25), backgroundTasks: [], isFrontmost: false)
         let text = String(decoding: try WireJSON.encoder().encode(s), as: UTF8.self)
         #expect(text.contains(#""pid":null"#))

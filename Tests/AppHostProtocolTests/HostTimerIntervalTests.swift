@@ -53,7 +53,7 @@ struct HostTimerIntervalTests {
         for state in [AppState.active, .inactive, .background] {
             for seq: UInt64 in [1, 77, .max] {
                 for id in [0, 1, 10_000, -2, Int.max, Int.min] {
-                    let message = HostMessage.callback(seq: seq, callback: .service(.timerFired(id: id)), state: state)
+                    let message = HostMessage.callback(seq: seq, callback: .service(.timerFired(id: HostTimerID(id))), state: state)
                     let direct = try Frame.encode(message)
                     #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(message), as: UTF8.self))
                     #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(Frame.headerSize))) == message)

@@ -36,13 +36,13 @@ import Testing
 
     /// A control request as an earlier CLI sent it still decodes; an unknown service does not.
     @Test func commandOnTheWireIsUnchanged() throws {
-        let command = ModeCommand.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: "com.example.a")
+        let command = ModeCommand.privacy(action: .grant, service: .service(.locationAlways), bundleIdentifier: testID("com.example.a"))
         let text = String(decoding: try WireJSON.encoder().encode(command), as: UTF8.self)
         #expect(text.contains(#""service":"location-always""#), "\(text)")
         #expect(try WireJSON.decoder().decode(ModeCommand.self, from: Data(text.utf8)) == command)
         let all = text.replacingOccurrences(of: "location-always", with: "all")
         #expect(try WireJSON.decoder().decode(ModeCommand.self, from: Data(all.utf8))
-            == .privacy(action: .grant, service: .all, bundleIdentifier: "com.example.a"))
+            == .privacy(action: .grant, service: .all, bundleIdentifier: testID("com.example.a")))
         let unknown = text.replacingOccurrences(of: "location-always", with: "telepathy")
         #expect(throws: DecodingError.self) { try WireJSON.decoder().decode(ModeCommand.self, from: Data(unknown.utf8)) }
     }

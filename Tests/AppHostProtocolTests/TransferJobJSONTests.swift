@@ -7,7 +7,7 @@ import Testing
 struct TransferJobJSONTests {
     static func job(id: UInt64 = 12, task: Int = 3, created: Double = 1_764_109_234.123456, timeout: Double = 7 * 86400,
                     cellular: Bool = true, discretionary: Bool = false, kind: TransferKind = .download) -> TransferJob {
-        TransferJob(id: id, bundleIdentifier: "com.example.app", session: "s", taskIdentifier: task, kind: kind,
+        TransferJob(id: TransferID(id), bundleIdentifier: testID("com.example.app"), session: "s", taskIdentifier: TransferTaskID(task), kind: kind,
                     url: "http://127.0.0.1:8080/f/1?a=b", destination: "/var/lib/c/com.example.app/tmp/CFNetworkDownload_\(id).tmp",
                     discretionary: discretionary, allowsCellularAccess: cellular, timeoutForResource: timeout, created: created)
     }
@@ -43,9 +43,22 @@ struct TransferJobJSONTests {
             #expect(frame == (try Frame.genericEncode(TransferRequest.enqueue(job))))
             #expect(try Frame.decode(TransferRequest.self, from: Array(frame.dropFirst(4))) == .enqueue(job))
         }
-        for other in [TransferRequest.cancel(id: 3), .list, .acknowledge(id: 9), .cancelApp(bundleIdentifier: "com.a")] {
+        for other in [TransferRequest.cancel(id: 3), .list, .acknowledge(id: 9), .cancelApp(bundleIdentifier: testID("com.a"))] {
             let frame = try Frame.encode(other)
             #expect(try Frame.decode(TransferRequest.self, from: Array(frame.dropFirst(4))) == other)
+        }
+    }
+
+    /// A job's bundle identifier is checked where the frame is read: one in the direct
+    /// shape that is not a bundle identifier is left to the generic decoder, which says so.
+    @Test func aJobForNoBundleIdentifierIsRefused() throws {
+        let good = try Frame.encode(TransferRequest.enqueue(Self.job()))
+        let text = String(decoding: good.dropFirst(4), as: UTF8.self)
+        #expect(text.contains(#""bundleIdentifier":"com.example.app""#))
+        for bad in ["com example", "../etc", "com..x"] {
+            let payload = Array(text.replacingOccurrences(of: #""bundleIdentifier":"com.example.app""#,
+                                                           with: #""bundleIdentifier":"\#(bad)""#).utf8)
+            #expect(throws: FrameError.self, "\(bad)") { try Frame.decode(TransferRequest.self, from: payload) }
         }
     }
 
@@ -53,9 +66,9 @@ struct TransferJobJSONTests {
         var generator = SystemRandomNumberGenerator()
         let ids: [UInt64] = [0, 1, 9, 10, 12_345, UInt64(Int64.max), UInt64(Int64.max) + 1, .max] + (0..<200).map { _ in generator.next() }
         for id in ids {
-            let frame = try Frame.encode(TransferRequest.acknowledge(id: id))
-            #expect(frame == (try Frame.genericEncode(TransferRequest.acknowledge(id: id))), "\(id)")
-            #expect(try Frame.decode(TransferRequest.self, from: Array(frame.dropFirst(4))) == .acknowledge(id: id))
+            let frame = try Frame.encode(TransferRequest.acknowledge(id: TransferID(id)))
+            #expect(frame == (try Frame.genericEncode(TransferRequest.acknowledge(id: TransferID(id)))), "\(id)")
+            #expect(try Frame.decode(TransferRequest.self, from: Array(frame.dropFirst(4))) == .acknowledge(id: TransferID(id)))
         }
         // Near misses are the generic decoder's to decide.
         for text in [#"{"acknowledge":{"id":-1}}"#, #"{"acknowledge":{"id":1.0}}"#, #"{"acknowledge":{"id":18446744073709551616}}"#,
@@ -97,7 +110,7 @@ struct TransferJobJSONTests {
 struct TransferEventJSONTests {
     @Test func directEventsAreTheGenericBytesAndReadBack() throws {
         var events: [TransferEvent] = []
-        for id: UInt64 in [0, 7, .max] {
+        for id: TransferID in [0, 7, TransferID(.max)] {
             events.append(.accepted(id: id))
             for done: Int64 in [0, 4096, .max] {
                 events.append(.progress(id: id, bytesDone: done, bytesExpected: nil))

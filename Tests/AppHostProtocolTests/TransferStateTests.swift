@@ -17,7 +17,7 @@ import Testing
     }
 
     @Test func statusOnTheWireIsAPlainString() throws {
-        let job = TransferJob(id: 1, bundleIdentifier: "com.example.a", session: "s", taskIdentifier: 1, kind: .download,
+        let job = TransferJob(id: 1, bundleIdentifier: testID("com.example.a"), session: "s", taskIdentifier: 1, kind: .download,
                               url: "https://example.com/x", destination: "/tmp/x", created: 0)
         let status = TransferStatus(job: job, state: .running, bytesDone: 5, bytesExpected: nil, outcome: nil)
         let text = String(decoding: try WireJSON.encoder().encode(status), as: UTF8.self)

@@ -24,7 +24,7 @@ struct UncaughtExceptionTests {
         let other = try JSONDecoder().decode(UncaughtException.self, from: Data(#"{"name":"MyAppException","reason":"r"}"#.utf8))
         #expect(other.name == ExceptionName(rawValue: "MyAppException"), "any name an app raises is kept")
 
-        let report = TerminationReport(id: "a-1-2", bundleIdentifier: "a", pid: 2, time: Date(timeIntervalSince1970: 0),
+        let report = TerminationReport(id: "a-1-2", bundleIdentifier: testID("a"), pid: 2, time: Date(timeIntervalSince1970: 0),
                                        exceptionType: "EXC_CRASH (SIGABRT)", exitStatus: nil, signal: 6, signalName: "SIGABRT",
                                        terminationNamespace: nil, terminationCode: nil, reason: location.terminationMessage,
                                        lastStates: [], exception: location)
@@ -32,7 +32,7 @@ struct UncaughtExceptionTests {
         let field = try #require(json["exception"] as? [String: Any])
         #expect(field["name"] as? String == "NSInternalInconsistencyException")
         #expect(try WireJSON.decoder().decode(TerminationReport.self, from: WireJSON.encoder(pretty: false).encode(report)) == report)
-        let plain = TerminationReport(id: "b", bundleIdentifier: "b", pid: 1, time: Date(timeIntervalSince1970: 0),
+        let plain = TerminationReport(id: "b", bundleIdentifier: testID("b"), pid: 1, time: Date(timeIntervalSince1970: 0),
                                       exceptionType: "EXIT", exitStatus: 0, signal: nil, signalName: nil,
                                       terminationNamespace: nil, terminationCode: nil, reason: "x", lastStates: [])
         let plainJSON = try #require(try JSONSerialization.jsonObject(with: WireJSON.encoder(pretty: false).encode(plain)) as? [String: Any])

@@ -40,20 +40,23 @@ struct AppHarness<Delegate: ApplicationDelegate & Sendable, Extra: Sendable> {
     /// before it has been read and its main-queue work has run (the app reads frames in
     /// order and runs callbacks on the main queue, as the heartbeat did until issue 18
     /// removed it). The line the app logs for the unknown task is taken out of the log.
-    func expectQuiet(sourceLocation: SourceLocation = #_sourceLocation) throws {
+    ///
+    /// Async, and never `DispatchQueue.main.sync`: a test that blocks a cooperative-pool
+    /// thread on the main queue while the main queue runs another test's service call,
+    /// whose reply needs a pool thread, deadlocks the suite on a 2-core machine (seen:
+    /// both pool threads here, the main queue in `Connection.request`).
+    func expectQuiet(sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let seq = quietSequence.add(1, ordering: .relaxed).newValue
         let app = application
-        let state: AppState = DispatchQueue.main.sync {
-            MainActor.assumeIsolated {
-                switch app.applicationState {
-                case .active: .active
-                case .inactive: .inactive
-                case .background: .background
-                }
+        let state: AppState = await MainActor.run {
+            switch app.applicationState {
+            case .active: .active
+            case .inactive: .inactive
+            case .background: .background
             }
         }
-        try host.send(.callback(seq: seq, callback: .backgroundTaskExpiration(taskID: quietTaskID), state: state))
-        #expect(try host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
+        try host.send(.callback(seq: seq, callback: .backgroundTaskExpiration(taskID: BackgroundTaskID(quietTaskID)), state: state))
+        #expect(try await host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
         recorder.forget(where: { $0.hasPrefix("Expiration of BackgroundTask \(quietTaskID) ") })
     }
 }

@@ -70,7 +70,7 @@ struct ApplicationTests {
             try fixture.host.send(.callback(seq: UInt64(index + 1), callback: callback, state: state))
         }
         for index in script.indices {
-            #expect(try fixture.host.receive() == .callbackReturned(seq: UInt64(index + 1)))
+            #expect(try await fixture.host.receive() == .callbackReturned(seq: UInt64(index + 1)))
         }
 
         let delegate = fixture.delegate, app = fixture.application
@@ -97,7 +97,7 @@ struct ApplicationTests {
         defer { fixture.tearDown() }
         try fixture.host.send(.callback(seq: 7, callback: .willTerminate, state: .background))
 
-        #expect(try fixture.host.receive() == .callbackReturned(seq: 7))
+        #expect(try await fixture.host.receive() == .callbackReturned(seq: 7))
         #expect(await fixture.recorder.firstExit() == 0)
         let delegate = fixture.delegate
         #expect(await MainActor.run { delegate.calls } == ["willTerminate state=background"])
@@ -112,22 +112,22 @@ struct ApplicationTests {
         let host = fixture.host, app = fixture.application
         try host.send(.callback(seq: 1, callback: .didEnterBackground, state: .background))
 
-        #expect(try host.receive() == .beginBackgroundTask(id: 1, name: "upload"))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .beginBackgroundTask(id: 1, name: "upload"))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
 
         // From a thread other than main, as UIKit allows.
         try await onThread { app.endBackgroundTask(BackgroundTaskIdentifier(rawValue: 1)) }
-        #expect(try host.receive() == .endBackgroundTask(id: 1))
+        #expect(try await host.receive() == .endBackgroundTask(id: 1))
         #expect(fixture.recorder.log.isEmpty)
 
         // Ending it again is logged like iOS does and still reported to the host.
         app.endBackgroundTask(BackgroundTaskIdentifier(rawValue: 1))
-        #expect(try host.receive() == .endBackgroundTask(id: 1))
+        #expect(try await host.receive() == .endBackgroundTask(id: 1))
         // The invalid id is logged but names nothing, so nothing is sent: the next
         // message the host sees is the next begin.
         app.endBackgroundTask(.invalid)
         #expect(app.beginBackgroundTask() == BackgroundTaskIdentifier(rawValue: 2))
-        #expect(try host.receive() == .beginBackgroundTask(id: 2, name: nil))
+        #expect(try await host.receive() == .beginBackgroundTask(id: 2, name: nil))
 
         let log = fixture.recorder.log
         #expect(log.count == 2)
@@ -146,15 +146,15 @@ struct ApplicationTests {
         let host = fixture.host
 
         try host.send(.callback(seq: 1, callback: .didBecomeActive, state: .active))
-        #expect(try host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
+        #expect(try await host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
         try host.send(.reply(id: 1, reply: .backgroundTimeRemaining(seconds: .greatestFiniteMagnitude)))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
         #expect(await MainActor.run { seen.value } == .greatestFiniteMagnitude)
 
         try host.send(.callback(seq: 2, callback: .didEnterBackground, state: .background))
-        #expect(try host.receive() == .request(id: 2, request: .backgroundTimeRemaining))
+        #expect(try await host.receive() == .request(id: 2, request: .backgroundTimeRemaining))
         try host.send(.reply(id: 2, reply: .backgroundTimeRemaining(seconds: 29.75)))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
         #expect(await MainActor.run { seen.value } == 29.75)
     }
 
@@ -184,7 +184,7 @@ struct ApplicationTests {
         let app = fixture.application
         let count = CountBox()
         let id = app.beginBackgroundTask(withName: "sync") { count.value += 1 }
-        #expect(try fixture.host.receive() == .beginBackgroundTask(id: 1, name: "sync"))
+        #expect(try await fixture.host.receive() == .beginBackgroundTask(id: 1, name: "sync"))
 
         #expect(await MainActor.run { app.expireBackgroundTask(id) })
         #expect(await MainActor.run { count.value } == 1)
@@ -212,14 +212,14 @@ struct ApplicationTests {
                 _ = app.beginBackgroundTask(withName: "last-word")
             }
         }
-        #expect(try host.receive() == .beginBackgroundTask(id: 1, name: "upload"))
+        #expect(try await host.receive() == .beginBackgroundTask(id: 1, name: "upload"))
 
         try host.send(.callback(seq: 1, callback: .backgroundTaskExpiration(taskID: 1), state: .background))
-        #expect(try host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
+        #expect(try await host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
         try host.send(.reply(id: 1, reply: .backgroundTimeRemaining(seconds: 4.5)))
-        #expect(try host.receive() == .endBackgroundTask(id: 1))
-        #expect(try host.receive() == .beginBackgroundTask(id: 2, name: "last-word"))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .endBackgroundTask(id: 1))
+        #expect(try await host.receive() == .beginBackgroundTask(id: 2, name: "last-word"))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
 
         let delegate = fixture.delegate
         let (runs, onMain, state, remaining, calls) = await MainActor.run {
@@ -234,7 +234,7 @@ struct ApplicationTests {
 
         // The handler ended its task, so a second expiration of it runs nothing.
         try host.send(.callback(seq: 2, callback: .backgroundTaskExpiration(taskID: 1), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
         #expect(await MainActor.run { seen.runs } == 1)
         #expect(fixture.recorder.log.count == 1)
     }
@@ -246,19 +246,19 @@ struct ApplicationTests {
         let host = fixture.host, app = fixture.application
         let count = CountBox()
         let ended = await MainActor.run { app.beginBackgroundTask(withName: "done") { count.value += 1 } }
-        #expect(try host.receive() == .beginBackgroundTask(id: 1, name: "done"))
+        #expect(try await host.receive() == .beginBackgroundTask(id: 1, name: "done"))
         app.endBackgroundTask(ended)
-        #expect(try host.receive() == .endBackgroundTask(id: 1))
+        #expect(try await host.receive() == .endBackgroundTask(id: 1))
         // An open task without a handler: nothing to run, nothing to log.
         let quiet = app.beginBackgroundTask(withName: "quiet")
-        #expect(try host.receive() == .beginBackgroundTask(id: 2, name: "quiet"))
+        #expect(try await host.receive() == .beginBackgroundTask(id: 2, name: "quiet"))
 
-        try host.send(.callback(seq: 1, callback: .backgroundTaskExpiration(taskID: ended.rawValue), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        try host.send(.callback(seq: 1, callback: .backgroundTaskExpiration(taskID: BackgroundTaskID(ended.rawValue)), state: .background))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
         try host.send(.callback(seq: 2, callback: .backgroundTaskExpiration(taskID: 42), state: .inactive))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
-        try host.send(.callback(seq: 3, callback: .backgroundTaskExpiration(taskID: quiet.rawValue), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 3))
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
+        try host.send(.callback(seq: 3, callback: .backgroundTaskExpiration(taskID: BackgroundTaskID(quiet.rawValue)), state: .background))
+        #expect(try await host.receive() == .callbackReturned(seq: 3))
 
         let delegate = fixture.delegate
         let (runs, calls, state) = await MainActor.run { (count.value, delegate.calls, app.applicationState) }

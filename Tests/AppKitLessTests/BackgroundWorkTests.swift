@@ -144,28 +144,28 @@ struct BackgroundWorkTests {
         for (expected, call) in cases {
             id += 1
             let pending = StartedThread { Result { () throws(ServiceError) in try call() } }
-            #expect(try host.receive() == .request(id: id, request: .service(.fetchSetMinimumInterval(expected))))
+            #expect(try await host.receive() == .request(id: id, request: .service(.fetchSetMinimumInterval(expected))))
             try host.send(.reply(id: id, reply: .service(.ok)))
             #expect(try await pending.value.failure == nil)
         }
 
         // A refusal is thrown; NaN fails without asking.
         let refused = StartedThread { Result { () throws(ServiceError) in try app.setMinimumBackgroundFetchInterval(.minimum) } }
-        #expect(try host.receive() == .request(id: id + 1, request: .service(.fetchSetMinimumInterval(.minimum))))
+        #expect(try await host.receive() == .request(id: id + 1, request: .service(.fetchSetMinimumInterval(.minimum))))
         try host.send(.reply(id: id + 1, reply: .service(.refused(reason: "no fetch mode"))))
         #expect(try await refused.value.failure == .refused("no fetch mode"))
         let nan = Result { () throws(ServiceError) in try app.setMinimumBackgroundFetchInterval(.nan) }
         #expect(nan.failure?.kind == .failed)
 
         let status = StartedThread { app.backgroundRefreshStatus }
-        #expect(try host.receive() == .request(id: id + 2, request: .service(.backgroundRefreshStatus)))
+        #expect(try await host.receive() == .request(id: id + 2, request: .service(.backgroundRefreshStatus)))
         try host.send(.reply(id: id + 2, reply: .service(.refreshStatus(.restricted))))
         #expect(try await status.value == .restricted)
         let odd = StartedThread { app.backgroundRefreshStatus }
-        #expect(try host.receive() == .request(id: id + 3, request: .service(.backgroundRefreshStatus)))
+        #expect(try await host.receive() == .request(id: id + 3, request: .service(.backgroundRefreshStatus)))
         try host.send(.reply(id: id + 3, reply: .service(.ok)))
         #expect(try await odd.value == .denied)
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
         #expect(fixture.recorder.log.count == 1)
         #expect(fixture.recorder.log.first?.hasPrefix("UIApplication.backgroundRefreshStatus: the host could not carry out the call") == true)
     }
@@ -179,10 +179,10 @@ struct BackgroundWorkTests {
         await MainActor.run { delegate.answers = [.newData, .failed] }
 
         try host.send(.callback(seq: 1, callback: .service(.performFetch(id: 7)), state: .background))
-        #expect(try host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 7, result: .newData))))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 7, result: .newData))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
-        try fixture.expectQuiet()
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
+        try await fixture.expectQuiet()
 
         let app = fixture.application
         let (calls, current) = await MainActor.run { (delegate.calls, app.backgroundEventIdentifier) }
@@ -198,22 +198,22 @@ struct BackgroundWorkTests {
         let host = fixture.host, delegate = fixture.delegate
 
         try host.send(.callback(seq: 1, callback: .service(.performFetch(id: 8)), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
         let completion = try #require(await MainActor.run { delegate.completions.first })
 
         let later = StartedThread { completion(.failed) }
-        #expect(try host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 8, result: .failed))))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 8, result: .failed))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
         try await later.value
         completion(.newData)
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
 
         // The host no longer waits for fetch 9 when its completion comes: logged.
         try host.send(.callback(seq: 3, callback: .service(.performFetch(id: 9)), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 3))
+        #expect(try await host.receive() == .callbackReturned(seq: 3))
         let late = try #require(await MainActor.run { delegate.completions.last })
         let call = StartedThread { late(.noData) }
-        #expect(try host.receive() == .request(id: 2, request: .service(.fetchCompleted(id: 9, result: .noData))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.fetchCompleted(id: 9, result: .noData))))
         try host.send(.reply(id: 2, reply: .service(.refused(reason: "performFetch 9 is not running"))))
         try await call.value
 
@@ -230,15 +230,15 @@ struct BackgroundWorkTests {
         let host = fixture.host
 
         try host.send(.callback(seq: 1, callback: .service(.performFetch(id: 2)), state: .background))
-        #expect(try host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 2, result: .noData))))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 2, result: .noData))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
 
         try host.send(.callback(seq: 2, callback: .service(.remoteNotification(id: 3, userInfo: "{}", silent: true)), state: .background))
-        #expect(try host.receive() == .request(id: 2, request: .service(.remoteNotificationCompleted(id: 3, result: .noData))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.remoteNotificationCompleted(id: 3, result: .noData))))
         try host.send(.reply(id: 2, reply: .service(.ok)))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
-        try fixture.expectQuiet()
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
+        try await fixture.expectQuiet()
         #expect(fixture.recorder.log.isEmpty)
     }
 
@@ -252,10 +252,10 @@ struct BackgroundWorkTests {
         let payload = #"{"aps":{"content-available":1},"k":"v"}"#
 
         try host.send(.callback(seq: 1, callback: .service(.remoteNotification(id: 5, userInfo: payload, silent: true)), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
         let completion = try #require(await MainActor.run { delegate.completions.first })
         let later = StartedThread { completion(.newData) }
-        #expect(try host.receive() == .request(id: 1, request: .service(.remoteNotificationCompleted(id: 5, result: .newData))))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.remoteNotificationCompleted(id: 5, result: .newData))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
         try await later.value
         completion(.noData)
@@ -263,10 +263,10 @@ struct BackgroundWorkTests {
         // One in the foreground goes to the same method; answered inside it.
         await MainActor.run { delegate.answers = [.noData] }
         try host.send(.callback(seq: 2, callback: .service(.remoteNotification(id: 6, userInfo: #"{"aps":{"alert":"hi"}}"#, silent: false)), state: .active))
-        #expect(try host.receive() == .request(id: 2, request: .service(.remoteNotificationCompleted(id: 6, result: .noData))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.remoteNotificationCompleted(id: 6, result: .noData))))
         try host.send(.reply(id: 2, reply: .service(.ok)))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
-        try fixture.expectQuiet()
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
+        try await fixture.expectQuiet()
 
         #expect(await MainActor.run { delegate.calls } == [
             "push id=5 silent=true k=v content-available=1",
@@ -292,13 +292,13 @@ struct BackgroundWorkTests {
         }
 
         try host.send(.callback(seq: 1, callback: .didFinishLaunching(options: launchOptions), state: .background))
-        #expect(try host.receive() == .request(id: 1, request: .service(.bgRegister(identifier: "com.x.refresh"))))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.bgRegister(identifier: "com.x.refresh"))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
-        #expect(try host.receive() == .request(id: 2, request: .service(.bgRegister(identifier: "com.x.denied"))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.bgRegister(identifier: "com.x.denied"))))
         try host.send(.reply(id: 2, reply: .service(.failed(code: "notPermitted", reason: "\"com.x.denied\" is not in BGTaskSchedulerPermittedIdentifiers"))))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
         #expect(await MainActor.run { results.results } == [true, false])
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
 
         #expect(fixture.recorder.log == [
             #"BGTaskScheduler.register(forTaskWithIdentifier: "com.x.denied"): notPermitted: "com.x.denied" is not in BGTaskSchedulerPermittedIdentifiers"#,
@@ -316,7 +316,7 @@ struct BackgroundWorkTests {
             request.earliestBeginDate = Date(timeIntervalSinceNow: 60)
             return Result { () throws(BGTaskScheduler.Error) in try scheduler.submit(request) }
         }
-        guard case .request(1, .service(.bgSubmit(let info))) = try host.receive() else {
+        guard case .request(1, .service(.bgSubmit(let info))) = try await host.receive() else {
             Issue.record("expected a bgSubmit request")
             return
         }
@@ -336,7 +336,7 @@ struct BackgroundWorkTests {
         }
         let processing = BGTaskRequestInfo(kind: .processing, identifier: "com.x.clean", earliestBegin: 0,
                                            requiresExternalPower: true, requiresNetworkConnectivity: true)
-        #expect(try host.receive() == .request(id: 2, request: .service(.bgSubmit(processing))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.bgSubmit(processing))))
         try host.send(.reply(id: 2, reply: .service(.ok)))
         #expect(try await submitProcessing.value.failure == nil)
 
@@ -353,12 +353,12 @@ struct BackgroundWorkTests {
             let pending = StartedThread {
                 Result { () throws(BGTaskScheduler.Error) in try scheduler.submit(BGAppRefreshTaskRequest(identifier: "com.x.refresh")) }
             }
-            #expect(try host.receive() == .request(id: id, request: .service(.bgSubmit(BGTaskRequestInfo(kind: .refresh, identifier: "com.x.refresh")))))
+            #expect(try await host.receive() == .request(id: id, request: .service(.bgSubmit(BGTaskRequestInfo(kind: .refresh, identifier: "com.x.refresh")))))
             try host.send(.reply(id: id, reply: .service(reply)))
             #expect(try await pending.value.failure == expected)
         }
         #expect(BGTaskScheduler.Error(.notPermitted, reason: "r").description == "notPermitted: r")
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
         #expect(fixture.recorder.log.isEmpty)
     }
 
@@ -374,7 +374,7 @@ struct BackgroundWorkTests {
             request.earliestBeginDate = date
             return Result { () throws(BGTaskScheduler.Error) in try scheduler.submit(request) }
         }
-        guard case .request(1, .service(.bgSubmit(let submitted))) = try host.receive() else {
+        guard case .request(1, .service(.bgSubmit(let submitted))) = try await host.receive() else {
             Issue.record("expected a bgSubmit request")
             return
         }
@@ -382,13 +382,13 @@ struct BackgroundWorkTests {
         #expect(try await submit.value.failure == nil)
 
         let cancel = StartedThread { scheduler.cancel(taskRequestWithIdentifier: "com.x.old") }
-        #expect(try host.receive() == .request(id: 2, request: .service(.bgCancel(identifier: "com.x.old"))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.bgCancel(identifier: "com.x.old"))))
         try host.send(.reply(id: 2, reply: .service(.ok)))
         try await cancel.value
 
         let clean = BGTaskRequestInfo(kind: .processing, identifier: "com.x.clean", earliestBegin: 30, requiresExternalPower: true)
         let pending = StartedThread { scheduler.pendingTaskRequests().map(PendingSummary.init) }
-        #expect(try host.receive() == .request(id: 3, request: .service(.bgPending)))
+        #expect(try await host.receive() == .request(id: 3, request: .service(.bgPending)))
         let before = Date()
         try host.send(.reply(id: 3, reply: .service(.bgRequests([submitted, clean]))))
         let requests = try await pending.value
@@ -404,12 +404,12 @@ struct BackgroundWorkTests {
         }
 
         let cancelAll = StartedThread { scheduler.cancelAllTaskRequests() }
-        #expect(try host.receive() == .request(id: 4, request: .service(.bgCancel(identifier: nil))))
+        #expect(try await host.receive() == .request(id: 4, request: .service(.bgCancel(identifier: nil))))
         try host.send(.reply(id: 4, reply: .service(.refused(reason: "no"))))
         try await cancelAll.value
 
         let failed = StartedThread { scheduler.pendingTaskRequests().count }
-        #expect(try host.receive() == .request(id: 5, request: .service(.bgPending)))
+        #expect(try await host.receive() == .request(id: 5, request: .service(.bgPending)))
         try host.send(.reply(id: 5, reply: .service(.ok)))
         #expect(try await failed.value == 0)
         #expect(fixture.recorder.log.count == 2)
@@ -425,9 +425,9 @@ struct BackgroundWorkTests {
         let host = fixture.host, delegate = fixture.delegate
         await MainActor.run { hook(delegate) }
         try host.send(.callback(seq: 1, callback: .didFinishLaunching(options: launchOptions), state: .background))
-        #expect(try host.receive() == .request(id: 1, request: .service(.bgRegister(identifier: identifier))))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.bgRegister(identifier: identifier))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
     }
 
     @Test("a launch runs the handler on the main queue with a task of the right kind; setTaskCompleted sends bgTaskCompleted after the acknowledgement, once")
@@ -448,10 +448,10 @@ struct BackgroundWorkTests {
         }
 
         try host.send(.callback(seq: 2, callback: .service(.bgTaskLaunch(identifier: "com.x.clean", kind: .processing)), state: .background))
-        #expect(try host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.clean", success: true))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.clean", success: true))))
         try host.send(.reply(id: 2, reply: .service(.ok)))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
-        try fixture.expectQuiet()
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
+        try await fixture.expectQuiet()
         #expect(await MainActor.run { log.lines } == ["launch com.x.clean BGProcessingTask main=true"])
         #expect(fixture.recorder.log == ["setTaskCompleted(success:) of BGTask com.x.clean was called more than once; the call is ignored"])
     }
@@ -480,17 +480,17 @@ struct BackgroundWorkTests {
         }
 
         try host.send(.callback(seq: 2, callback: .service(.bgTaskLaunch(identifier: "com.x.refresh", kind: .refresh)), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
-        try fixture.expectQuiet()
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
+        try await fixture.expectQuiet()
 
         try host.send(.callback(seq: 4, callback: .service(.bgTaskExpire(identifier: "com.x.refresh")), state: .background))
-        #expect(try host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.refresh", success: false))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.refresh", success: false))))
         try host.send(.reply(id: 2, reply: .service(.ok)))
-        #expect(try host.receive() == .callbackReturned(seq: 4))
+        #expect(try await host.receive() == .callbackReturned(seq: 4))
 
         // Completed: a second expiration finds no task.
         try host.send(.callback(seq: 5, callback: .service(.bgTaskExpire(identifier: "com.x.refresh")), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 5))
+        #expect(try await host.receive() == .callbackReturned(seq: 5))
         #expect(await MainActor.run { log.lines } == ["launch com.x.refresh BGAppRefreshTask", "expired com.x.refresh main=true"])
         #expect(fixture.recorder.log == ["BGTask com.x.refresh expired, but no such task is running (already completed?); no expiration handler to run"])
     }
@@ -513,21 +513,21 @@ struct BackgroundWorkTests {
         }
 
         try host.send(.callback(seq: 2, callback: .service(.bgTaskLaunch(identifier: "com.x.sync", kind: .refresh)), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
         var iterator = tasks.makeAsyncIterator()
         let task = try #require(await iterator.next())
         #expect(seen.lines.withLock { $0 } == ["launch com.x.sync main=false"])
 
         // No expiration handler set: logged, nothing sent.
         try host.send(.callback(seq: 3, callback: .service(.bgTaskExpire(identifier: "com.x.sync")), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 3))
+        #expect(try await host.receive() == .callbackReturned(seq: 3))
         let complete = StartedThread { task.setTaskCompleted(success: true) }
-        #expect(try host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.sync", success: true))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.sync", success: true))))
         try host.send(.reply(id: 2, reply: .service(.ok)))
         try await complete.value
         // (A launch for an identifier nobody registered raises and aborts: ProgrammerErrorTests
         // try that with a real process.)
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
         #expect(fixture.recorder.log == [
             "BGTask com.x.sync expired with no expirationHandler set; call setTaskCompleted(success:) or the app is killed",
         ])

@@ -41,7 +41,7 @@ struct ConnectionTests {
         try host.send(.welcome(version: IPCProtocol.version, bundleIdentifier: "com.example.plain"))
 
         #expect(try connection.handshake(pid: 4242).bundleIdentifier == "com.example.plain")
-        #expect(try host.receive() == .hello(version: IPCProtocol.version, pid: 4242))
+        #expect(try host.receiveBlocking() == .hello(version: IPCProtocol.version, pid: 4242))
     }
 
     @Test("the welcome tells the app the host's screen; an older host's welcome means the default screen")
@@ -116,7 +116,7 @@ struct ConnectionTests {
         var helloWasOut = false
         let welcome = try connection.handshake(pid: 7) {
             // The host can only have this hello if it was sent before the work began.
-            helloWasOut = (try? host.receive()) == .hello(version: IPCProtocol.version, pid: 7)
+            helloWasOut = (try? host.receiveBlocking()) == .hello(version: IPCProtocol.version, pid: 7)
             connection.prepareReader()
             try? host.send(.welcome(version: IPCProtocol.version, bundleIdentifier: "com.example.plain"))
         }
@@ -168,7 +168,7 @@ struct ConnectionTests {
         let events = ReaderEvents(connection)
 
         let first = StartedThread { try connection.request(.backgroundTimeRemaining) }
-        #expect(try host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
+        #expect(try await host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
         // A callback arriving while the requester waits goes to the consumer, not to the requester.
         try host.send(.callback(seq: 1, callback: .didEnterBackground, state: .background))
         var iterator = events.callbacks.makeAsyncIterator()
@@ -177,7 +177,7 @@ struct ConnectionTests {
         #expect(try await first.value == .backgroundTimeRemaining(seconds: 29.5))
 
         let second = StartedThread { try connection.request(.backgroundTimeRemaining) }
-        #expect(try host.receive() == .request(id: 2, request: .backgroundTimeRemaining))
+        #expect(try await host.receive() == .request(id: 2, request: .backgroundTimeRemaining))
         try host.send(.reply(id: 2, reply: .failed(reason: "not now")))
         #expect(try await second.value == .failed(reason: "not now"))
 
@@ -193,7 +193,7 @@ struct ConnectionTests {
         let events = ReaderEvents(connection)
 
         let waiting = StartedThread { Result { () throws(ConnectionError) in try connection.request(.backgroundTimeRemaining) } }
-        #expect(try host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
+        #expect(try await host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
         host.closeHostEnd()
 
         #expect(try await waiting.value == .failure(.closed))
@@ -212,10 +212,10 @@ struct ConnectionTests {
         try connection.send(.endBackgroundTask(id: 9))
         try connection.holdReturn(seq: 3)
         connection.flushHeldReturns()
-        #expect(try host.receive() == .callbackReturned(seq: 1))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
-        #expect(try host.receive() == .endBackgroundTask(id: 9))
-        #expect(try host.receive() == .callbackReturned(seq: 3))
+        #expect(try host.receiveBlocking() == .callbackReturned(seq: 1))
+        #expect(try host.receiveBlocking() == .callbackReturned(seq: 2))
+        #expect(try host.receiveBlocking() == .endBackgroundTask(id: 9))
+        #expect(try host.receiveBlocking() == .callbackReturned(seq: 3))
     }
 
     /// Nothing else is sent and the batch does not end (its next callback hangs on the
@@ -230,9 +230,9 @@ struct ConnectionTests {
         connection.beginHoldingReturns()
         let events = ReaderEvents(connection)
         try connection.holdReturn(seq: 41)
-        #expect(try host.receive() == .callbackReturned(seq: 41))
+        #expect(try await host.receive() == .callbackReturned(seq: 41))
         try connection.holdReturn(seq: 42)
-        #expect(try host.receive() == .callbackReturned(seq: 42))
+        #expect(try await host.receive() == .callbackReturned(seq: 42))
         connection.endHoldingReturns()
         host.closeHostEnd()
         #expect(await events.stopped() == .closed)
@@ -304,16 +304,16 @@ struct ConnectionTests {
 
         let writers = (0..<threads).map { t in
             StartedThread {
-                for i in 0..<perThread { try connection.send(.beginBackgroundTask(id: t * perThread + i, name: name)) }
+                for i in 0..<perThread { try connection.send(.beginBackgroundTask(id: BackgroundTaskID(t * perThread + i), name: name)) }
             }
         }
         var seen = Set<Int>()
         for _ in 0..<(threads * perThread) {
-            guard case .beginBackgroundTask(let id, name) = try host.receive() else {
+            guard case .beginBackgroundTask(let id, name) = try await host.receive() else {
                 Issue.record("unexpected message")
                 return
             }
-            seen.insert(id)
+            seen.insert(id.rawValue)
         }
         for w in writers { try await w.value }
         #expect(seen.count == threads * perThread)

@@ -37,7 +37,7 @@ private extension AppHarness where Delegate == TimerDelegate, Extra == TimerExtr
                 }
             }
         }
-        guard case .request(let rid, .service(.timerSchedule(let id, let sent, let sentRepeats))) = try host.receive() else {
+        guard case .request(let rid, .service(.timerSchedule(let id, let sent, let sentRepeats))) = try await host.receive() else {
             Issue.record("scheduledTimer sent no timerSchedule request", sourceLocation: sourceLocation)
             return .failure(ServiceError(.failed, reason: "no request"))
         }
@@ -45,14 +45,14 @@ private extension AppHarness where Delegate == TimerDelegate, Extra == TimerExtr
                 sourceLocation: sourceLocation)
         try host.send(.reply(id: rid, reply: .service(reply)))
         let result = await call.value
-        if case .success(let timer) = result { #expect(timer.id == id, sourceLocation: sourceLocation) }
+        if case .success(let timer) = result { #expect(HostTimerID(timer.id) == id, sourceLocation: sourceLocation) }
         return result
     }
 
     /// Plays the host firing timer `id` as callback `seq`, and waits for its return.
-    func fire(_ id: Int, seq: UInt64, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try host.send(.callback(seq: seq, callback: .service(.timerFired(id: id)), state: .active))
-        #expect(try host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
+    func fire(_ id: Int, seq: UInt64, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try host.send(.callback(seq: seq, callback: .service(.timerFired(id: HostTimerID(id))), state: .active))
+        #expect(try await host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
     }
 }
 
@@ -83,9 +83,9 @@ struct HostTimerTests {
         #expect(every.id != once.id)
         #expect(fixture.router.timers.count == 2)
 
-        try fixture.fire(every.id, seq: 1)
-        try fixture.fire(once.id, seq: 2)
-        try fixture.fire(every.id, seq: 3)
+        try await fixture.fire(every.id, seq: 1)
+        try await fixture.fire(once.id, seq: 2)
+        try await fixture.fire(every.id, seq: 3)
         #expect(fires.ids == [every.id, once.id, every.id])
         #expect(fires.allOnMainQueue && fires.allValid, "valid while its block runs")
         #expect(!once.isValid && every.isValid, "a one-shot is invalid once it fired")
@@ -93,7 +93,7 @@ struct HostTimerTests {
 
         // A one-shot that fired is forgotten by the host too: invalidating it sends nothing.
         once.invalidate()
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
     }
 
     @Test("invalidate tells the host without waiting, drops a fire already on its way, and is idempotent")
@@ -103,14 +103,14 @@ struct HostTimerTests {
         let fires = Fires()
         let timer = try await fixture.schedule(1, repeats: true, fires: fires).get()
         timer.invalidate()
-        #expect(try fixture.host.receive() == .invalidateTimer(id: timer.id))
+        #expect(try await fixture.host.receive() == .invalidateTimer(id: HostTimerID(timer.id)))
         #expect(!timer.isValid)
         // The host fired before it read the invalidation: the fire is acknowledged, the
         // block does not run.
-        try fixture.fire(timer.id, seq: 1)
+        try await fixture.fire(timer.id, seq: 1)
         #expect(fires.ids.isEmpty)
         timer.invalidate()
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
         #expect(fixture.router.timers.count == 0)
     }
 
@@ -135,7 +135,7 @@ struct HostTimerTests {
         #expect(tiny.timeInterval == 0.001, "zero and negative intervals are 1 ms")
         let huge = try await fixture.schedule(1e300, repeats: false, fires: fires).get()
         #expect(huge.timeInterval == Double(Duration.longestWait.components.seconds), "cut to 100 years")
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
     }
 
     @Test("without a connection scheduling throws connectionLost")

@@ -191,7 +191,7 @@ struct ServicesTests {
             for refuse in [false, true] {
                 id += 1
                 let pending = OnMain(call)
-                #expect(try host.receive() == .request(id: id, request: .service(expected)))
+                #expect(try await host.receive() == .request(id: id, request: .service(expected)))
                 let reason = "refused \(expected.apiName)"
                 try host.send(.reply(id: id, reply: .service(refuse ? .refused(reason: reason) : .ok)))
                 let failure = await pending.result.failure
@@ -205,11 +205,11 @@ struct ServicesTests {
 
         // A reply of the wrong shape, and the host failing to answer, are failures too.
         let wrong = OnMain { () throws(ServiceError) in try central.connect("P2") }
-        #expect(try host.receive() == .request(id: id + 1, request: .service(.bleConnect(peripheral: "P2"))))
+        #expect(try await host.receive() == .request(id: id + 1, request: .service(.bleConnect(peripheral: "P2"))))
         try host.send(.reply(id: id + 1, reply: .service(.token("beef"))))
         #expect(await wrong.result.failure?.kind == .failed)
         let unanswered = OnMain { () throws(ServiceError) in try central.connect("P3") }
-        #expect(try host.receive() == .request(id: id + 2, request: .service(.bleConnect(peripheral: "P3"))))
+        #expect(try await host.receive() == .request(id: id + 2, request: .service(.bleConnect(peripheral: "P3"))))
         try host.send(.reply(id: id + 2, reply: .failed(reason: "busy")))
         #expect(await unanswered.result.failure == ServiceError(.failed, reason: "busy"))
 
@@ -233,7 +233,7 @@ struct ServicesTests {
         }
 
         let register = OnMain { () throws(ServiceError) in try registry.register() }
-        #expect(try host.receive() == .request(id: 1, request: .service(.voipRegister)))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.voipRegister)))
         try host.send(.reply(id: 1, reply: .service(.token("c0ffee"))))
         #expect(try await register.result.get() == "c0ffee")
         #expect(await MainActor.run { registry.pushToken } == "c0ffee")
@@ -244,7 +244,7 @@ struct ServicesTests {
             location.requestAlwaysAuthorization()
             return recorder.calls
         }
-        #expect(try host.receive() == .request(id: 2, request: .service(.locationRequestAuthorization(always: true))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.locationRequestAuthorization(always: true))))
         try host.send(.reply(id: 2, reply: .service(.authorization(.always))))
         #expect(try await authorize.result.get() == [], "no delegate call before the request returned")
         #expect(await MainActor.run { location.authorizationStatus } == .always)
@@ -253,16 +253,16 @@ struct ServicesTests {
 
         let printer = Accessory(id: 7, name: "Printer", protocols: ["com.example.printer"])
         let list = OnMain { () throws(ServiceError) in accessories.connectedAccessories }
-        #expect(try host.receive() == .request(id: 3, request: .service(.accessoryList)))
+        #expect(try await host.receive() == .request(id: 3, request: .service(.accessoryList)))
         try host.send(.reply(id: 3, reply: .service(.accessories([printer]))))
         #expect(try await list.result.get() == [printer])
 
         let samples = (0..<300_000).map { Int16(truncatingIfNeeded: $0) }
         let play = OnMain { () throws(ServiceError) in try audio.play(samples: samples, sampleRate: 8000) }
         let split = AudioSession.maximumSamplesPerRequest
-        #expect(try host.receive() == .request(id: 4, request: .service(.audioPlay(samples: AudioSession.encode(samples[..<split]), sampleRate: 8000))))
+        #expect(try await host.receive() == .request(id: 4, request: .service(.audioPlay(samples: AudioSession.encode(samples[..<split]), sampleRate: 8000))))
         try host.send(.reply(id: 4, reply: .service(.ok)))
-        #expect(try host.receive() == .request(id: 5, request: .service(.audioPlay(samples: AudioSession.encode(samples[split...]), sampleRate: 8000))))
+        #expect(try await host.receive() == .request(id: 5, request: .service(.audioPlay(samples: AudioSession.encode(samples[split...]), sampleRate: 8000))))
         try host.send(.reply(id: 5, reply: .service(.ok)))
         #expect(await play.result.failure == nil)
         #expect(AudioSession.encode(samples[..<2]) == Data([0x00, 0x00, 0x01, 0x00]))
@@ -277,7 +277,7 @@ struct ServicesTests {
         let (location, central) = await MainActor.run { (LocationManager(router: router), CentralManager(delegate: nil, router: router)) }
 
         let stop = OnMain { () throws(ServiceError) in central.stopScan() }
-        #expect(try host.receive() == .request(id: 1, request: .service(.bleStopScan)))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.bleStopScan)))
         try host.send(.reply(id: 1, reply: .service(.refused(reason: "no plugin"))))
         #expect(await stop.result.failure == nil)
 
@@ -287,7 +287,7 @@ struct ServicesTests {
         }
         // (Without the mode the host answers `raise` and the app aborts: ProgrammerErrorTests
         // try that with a real process.)
-        #expect(try host.receive() == .request(id: 2, request: .service(.locationAllowsBackgroundUpdates(true))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.locationAllowsBackgroundUpdates(true))))
         try host.send(.reply(id: 2, reply: .service(.refused(reason: "the host is shutting down"))))
         #expect(try await allow.result.get() == false)
 
@@ -295,7 +295,7 @@ struct ServicesTests {
             location.requestWhenInUseAuthorization()
             return location.authorizationStatus
         }
-        #expect(try host.receive() == .request(id: 3, request: .service(.locationRequestAuthorization(always: false))))
+        #expect(try await host.receive() == .request(id: 3, request: .service(.locationRequestAuthorization(always: false))))
         try host.send(.reply(id: 3, reply: .service(.ok)))
         #expect(try await oddAnswer.result.get() == .notDetermined)
 
@@ -342,12 +342,12 @@ struct ServicesTests {
 
         let fixes = [LocationFix(latitude: 48.5, longitude: 2.25), LocationFix(latitude: 48.75, longitude: 2.5)]
         try host.send(.callback(seq: 1, callback: .service(.locationUpdate(fixes)), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
 
         try host.send(.callback(seq: 2, callback: .service(.voipPush(payload: #"{"caller":"bob"}"#)), state: .background))
-        #expect(try host.receive() == .request(id: 1, request: .service(.voipReportIncomingCall(uuid: uuid.uuidString, handle: "bob"))))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.voipReportIncomingCall(uuid: uuid.uuidString, handle: "bob"))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
 
         let events: [ServiceEvent] = [
             .bleDiscovered(BLEPeripheral(id: "P2", services: ["180D"])),
@@ -364,7 +364,7 @@ struct ServicesTests {
             try host.send(.callback(seq: UInt64(index + 3), callback: .service(event), state: .active))
         }
         for index in events.indices {
-            #expect(try host.receive() == .callbackReturned(seq: UInt64(index + 3)))
+            #expect(try await host.receive() == .callbackReturned(seq: UInt64(index + 3)))
         }
 
         let (calledBack, offMain, latest, silentLatest, status, ok, interrupted, active, state) = await MainActor.run {
@@ -414,7 +414,7 @@ struct ServicesTests {
         ]
         for (index, event) in events.enumerated() {
             try host.send(.callback(seq: UInt64(index + 1), callback: .service(event), state: .background))
-            #expect(try host.receive() == .callbackReturned(seq: UInt64(index + 1)))
+            #expect(try await host.receive() == .callbackReturned(seq: UInt64(index + 1)))
         }
         #expect(fixture.recorder.log == [
             "didReceiveIncomingPush(voIP): no PushRegistry exists in this app to receive it; the event is dropped",
@@ -426,7 +426,7 @@ struct ServicesTests {
 
         // An authorization change with no manager is still remembered for the next one.
         try host.send(.callback(seq: 6, callback: .service(.locationAuthorizationChanged(.whenInUse)), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 6))
+        #expect(try await host.receive() == .callbackReturned(seq: 6))
         #expect(await MainActor.run { LocationManager(router: router).authorizationStatus } == .whenInUse)
         #expect(fixture.recorder.log.count == 6)
     }
@@ -442,7 +442,7 @@ struct ServicesTests {
             app.registerForRemoteNotifications()
             return delegate.count
         }
-        #expect(try host.receive() == .request(id: 1, request: .service(.registerForRemoteNotifications)))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.registerForRemoteNotifications)))
         try host.send(.reply(id: 1, reply: .service(.token("00ff"))))
         #expect(try await first.result.get() == 0, "the delegate hears only after the call returned")
         #expect(await outcomes.next() == .token("00ff"))
@@ -451,7 +451,7 @@ struct ServicesTests {
             app.registerForRemoteNotifications()
             return delegate.count
         }
-        #expect(try host.receive() == .request(id: 2, request: .service(.registerForRemoteNotifications)))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.registerForRemoteNotifications)))
         try host.send(.reply(id: 2, reply: .service(.refused(reason: "no valid \"aps-environment\" entitlement"))))
         #expect(try await second.result.get() == 1)
         #expect(await outcomes.next() == .failure(.refused("no valid \"aps-environment\" entitlement")))

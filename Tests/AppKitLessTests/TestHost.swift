@@ -11,7 +11,7 @@ import Glibc
 /// The host's end of a socketpair, driven by a test: writes host messages and
 /// reads app messages with the real frame codec. Reads block (with a 30 s
 /// receive timeout as a safety net, so a bug fails the test instead of hanging it).
-final class TestHost {
+final class TestHost: @unchecked Sendable {
     let descriptor: Int32
     /// The app's end, for the `Connection` under test.
     let appDescriptor: Int32
@@ -49,8 +49,19 @@ final class TestHost {
         }
     }
 
-    /// Blocks until one whole app message arrives.
-    func receive() throws -> AppMessage {
+    /// The next whole app message, read on a thread of its own: the read blocks, and a
+    /// blocked cooperative-pool thread can deadlock the suite. On a 2-core machine the pool
+    /// has two threads; a test blocked in a read for a call that must run on the main
+    /// thread, while the main thread runs another test's call whose reply needs a pool
+    /// thread, held both until the receive timeout fired (seen in a loaded full run).
+    /// Unchecked Sendable: a test awaits each receive before the next, so one thread at a
+    /// time touches the decoder.
+    func receive() async throws -> AppMessage {
+        try await onThread { try self.receiveBlocking() }
+    }
+
+    /// Blocks until one whole app message arrives; for code already on a thread of its own.
+    func receiveBlocking() throws -> AppMessage {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if let payload = try decoder.next() {

@@ -89,9 +89,9 @@ private extension AppHarness where Extra == URLExtras {
     }
 
     /// Sends event callback `seq` and expects its acknowledgement next.
-    func deliver(seq: UInt64, _ event: ServiceEvent, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func deliver(seq: UInt64, _ event: ServiceEvent, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         try host.send(.callback(seq: seq, callback: .service(event), state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
+        #expect(try await host.receive() == .callbackReturned(seq: seq), sourceLocation: sourceLocation)
     }
 
     /// Makes session `identifier` on the main queue, answering its urlSessionCreate
@@ -105,7 +105,7 @@ private extension AppHarness where Extra == URLExtras {
         configure(&configuration)
         let made = configuration
         let call = MainQueueCall { BackgroundURLSession(configuration: made, delegate: delegate, router: router) }
-        #expect(try host.receive() == .request(id: id, request: .service(.urlSessionCreate(made.protocolValue))), sourceLocation: sourceLocation)
+        #expect(try await host.receive() == .request(id: id, request: .service(.urlSessionCreate(made.protocolValue))), sourceLocation: sourceLocation)
         try host.send(.reply(id: id, reply: .service(.transferTasks(tasks))))
         return await call.value
     }
@@ -143,7 +143,7 @@ struct URLSessionTests {
         #expect(session.configuration.protocolValue == BackgroundSessionConfig(identifier: "com.x.bg", isDiscretionary: true, timeoutIntervalForResource: 60, allowsCellularAccess: false))
 
         let list = MainQueueCall { session.getAllTasks() }
-        #expect(try host.receive() == .request(id: 2, request: .service(.urlSessionTasks(session: "com.x.bg"))))
+        #expect(try await host.receive() == .request(id: 2, request: .service(.urlSessionTasks(session: "com.x.bg"))))
         try host.send(.reply(id: 2, reply: .service(.transferTasks([earlier[0]]))))
         let tasks = await list.value
         await MainActor.run {
@@ -152,7 +152,7 @@ struct URLSessionTests {
             #expect(tasks[0].countOfBytesExpectedToReceive == 100 && tasks[0].url.absoluteString == "https://example.com/a")
         }
         let again = MainQueueCall { session.getAllTasks() }
-        #expect(try host.receive() == .request(id: 3, request: .service(.urlSessionTasks(session: "com.x.bg"))))
+        #expect(try await host.receive() == .request(id: 3, request: .service(.urlSessionTasks(session: "com.x.bg"))))
         try host.send(.reply(id: 3, reply: .service(.transferTasks([earlier[0]]))))
         let second = await again.value
         #expect(await MainActor.run { second.first === tasks.first })
@@ -161,9 +161,9 @@ struct URLSessionTests {
         let other = SessionRecorder()
         let duplicate = try await fixture.makeSession("com.x.bg", id: 4, delegate: other)
         #expect(await MainActor.run { !duplicate.isRegistered && session.isRegistered })
-        try fixture.deliver(seq: 1, .urlSessionDidFinishEvents(session: "com.x.bg"))
+        try await fixture.deliver(seq: 1, .urlSessionDidFinishEvents(session: "com.x.bg"))
         #expect(await MainActor.run { (recorder.lines, other.lines) } == (["com.x.bg didFinishEvents"], []))
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
         #expect(fixture.recorder.log == ["A background URLSession with identifier com.x.bg already exists! This one receives no events."])
         _ = await MainActor.run { (session, duplicate) }
     }
@@ -178,10 +178,10 @@ struct URLSessionTests {
 
         let download = await MainActor.run { session.downloadTask(with: URL(string: "https://example.com/file.bin")!) }
         #expect(await MainActor.run { download.state == .suspended && download.taskIdentifier == 0 })
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
 
         let resume = MainQueueCall { download.resume() }
-        #expect(try host.receive() == .request(id: 2, request: .service(.urlSessionStartTask(
+        #expect(try await host.receive() == .request(id: 2, request: .service(.urlSessionStartTask(
             session: "s", kind: .download, url: "https://example.com/file.bin", method: "GET", headers: [:], uploadFile: nil))))
         try host.send(.reply(id: 2, reply: .service(.transferTaskCreated(taskIdentifier: 7))))
         await resume.value
@@ -194,7 +194,7 @@ struct URLSessionTests {
             return session.uploadTask(with: request, fromFile: URL(fileURLWithPath: "/c/Documents/up.txt"))
         }
         let resumeUpload = MainQueueCall { upload.resume() }
-        #expect(try host.receive() == .request(id: 3, request: .service(.urlSessionStartTask(
+        #expect(try await host.receive() == .request(id: 3, request: .service(.urlSessionStartTask(
             session: "s", kind: .upload, url: "https://example.com/up", method: "PUT",
             headers: ["Content-Type": "text/plain"], uploadFile: "/c/Documents/up.txt"))))
         try host.send(.reply(id: 3, reply: .service(.transferTaskCreated(taskIdentifier: 8))))
@@ -202,23 +202,23 @@ struct URLSessionTests {
         #expect(await MainActor.run { upload.kind == .upload && upload.taskIdentifier == 8 })
 
         let cancel = MainQueueCall { download.cancel() }
-        #expect(try host.receive() == .request(id: 4, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 7, produceResumeData: false))))
+        #expect(try await host.receive() == .request(id: 4, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 7, produceResumeData: false))))
         try host.send(.reply(id: 4, reply: .service(.ok)))
         await cancel.value
         #expect(await MainActor.run { download.state == .canceling })
 
         let resumeData = Mutex<Data??>(nil)
         let cancelWithData = MainQueueCall { upload.cancel(byProducingResumeData: { data in resumeData.withLock { $0 = .some(data) } }) }
-        #expect(try host.receive() == .request(id: 5, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 8, produceResumeData: true))))
+        #expect(try await host.receive() == .request(id: 5, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 8, produceResumeData: true))))
         try host.send(.reply(id: 5, reply: .service(.ok)))
         await cancelWithData.value
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
         #expect(resumeData.withLock { $0 } == nil, "the resume data comes once the daemon has stopped the transfer")
-        try fixture.deliver(seq: 3, .urlSessionResumeData(session: "s", taskIdentifier: 8, data: Data([1, 2, 3])))
+        try await fixture.deliver(seq: 3, .urlSessionResumeData(session: "s", taskIdentifier: 8, data: Data([1, 2, 3])))
         #expect(resumeData.withLock { $0 } == .some(Data([1, 2, 3])))
 
         // The host's cancellation arrives as didComplete(cancelled).
-        try fixture.deliver(seq: 4, .urlSessionDidComplete(session: "s", taskIdentifier: 7, errorCode: "cancelled", errorReason: "cancelled by the app"))
+        try await fixture.deliver(seq: 4, .urlSessionDidComplete(session: "s", taskIdentifier: 7, errorCode: "cancelled", errorReason: "cancelled by the app"))
         #expect(await MainActor.run { download.state == .completed && download.error?.code == .cancelled })
 
         // Cancelling a task never resumed completes it here, without asking the host.
@@ -228,13 +228,13 @@ struct URLSessionTests {
         // A refused resume completes the task with the refusal, after resume returns.
         let bad = await MainActor.run { session.downloadTask(with: URL(string: "ftp://example.com/x")!) }
         let resumeBad = MainQueueCall { bad.resume() }
-        guard case .request(6, .service(.urlSessionStartTask(_, .download, "ftp://example.com/x", _, _, _))) = try host.receive() else {
+        guard case .request(6, .service(.urlSessionStartTask(_, .download, "ftp://example.com/x", _, _, _))) = try await host.receive() else {
             Issue.record("expected the ftp start request")
             return
         }
         try host.send(.reply(id: 6, reply: .service(.refused(reason: "only http and https URLs can be transferred"))))
         await resumeBad.value
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
         #expect(await MainActor.run { recorder.lines } == [
             "s complete task=7 state=completed error=cancelled: cancelled by the app",
             "s complete task=0 state=completed error=cancelled: cancelled before it was resumed",
@@ -250,7 +250,7 @@ struct URLSessionTests {
         let resumed = await MainActor.run { session.downloadTask(withResumeData: data) }
         #expect(await MainActor.run { resumed.url.absoluteString == "https://example.com/file.bin" && resumed.state == .suspended })
         let resumeResumed = MainQueueCall { resumed.resume() }
-        #expect(try host.receive() == .request(id: 7, request: .service(.urlSessionResumeTask(session: "s", resumeData: data))))
+        #expect(try await host.receive() == .request(id: 7, request: .service(.urlSessionResumeTask(session: "s", resumeData: data))))
         try host.send(.reply(id: 7, reply: .service(.transferTaskCreated(taskIdentifier: 9))))
         await resumeResumed.value
         #expect(await MainActor.run { resumed.taskIdentifier == 9 && resumed.state == .running })
@@ -271,15 +271,15 @@ struct URLSessionTests {
         await MainActor.run { recorder.moveTo = destination }
         let location = try temporaryFile("payload")
 
-        try fixture.deliver(seq: 1, .urlSessionProgress(session: "s", taskIdentifier: 1, bytesDone: 10, bytesExpected: 100))
-        try fixture.deliver(seq: 2, .urlSessionProgress(session: "s", taskIdentifier: 1, bytesDone: 30, bytesExpected: nil))
-        try fixture.deliver(seq: 3, .urlSessionProgress(session: "s", taskIdentifier: 2, bytesDone: 50, bytesExpected: 50))
-        try fixture.deliver(seq: 4, .urlSessionDidFinishDownloading(session: "s", taskIdentifier: 1, location: location.path))
-        try fixture.deliver(seq: 5, .urlSessionDidComplete(session: "s", taskIdentifier: 1, errorCode: nil, errorReason: nil))
-        try fixture.deliver(seq: 6, .urlSessionDidComplete(session: "s", taskIdentifier: 2, errorCode: "timedOut", errorReason: "the resource timeout ran out"))
-        try fixture.deliver(seq: 7, .urlSessionDidFinishEvents(session: "s"))
+        try await fixture.deliver(seq: 1, .urlSessionProgress(session: "s", taskIdentifier: 1, bytesDone: 10, bytesExpected: 100))
+        try await fixture.deliver(seq: 2, .urlSessionProgress(session: "s", taskIdentifier: 1, bytesDone: 30, bytesExpected: nil))
+        try await fixture.deliver(seq: 3, .urlSessionProgress(session: "s", taskIdentifier: 2, bytesDone: 50, bytesExpected: 50))
+        try await fixture.deliver(seq: 4, .urlSessionDidFinishDownloading(session: "s", taskIdentifier: 1, location: location.path))
+        try await fixture.deliver(seq: 5, .urlSessionDidComplete(session: "s", taskIdentifier: 1, errorCode: nil, errorReason: nil))
+        try await fixture.deliver(seq: 6, .urlSessionDidComplete(session: "s", taskIdentifier: 2, errorCode: "timedOut", errorReason: "the resource timeout ran out"))
+        try await fixture.deliver(seq: 7, .urlSessionDidFinishEvents(session: "s"))
         // Another session's events are held, not given to this one.
-        try fixture.deliver(seq: 8, .urlSessionDidFinishEvents(session: "other"))
+        try await fixture.deliver(seq: 8, .urlSessionDidFinishEvents(session: "other"))
 
         #expect(await MainActor.run { recorder.lines } == [
             "s write task=1 +10 10/100",
@@ -294,7 +294,7 @@ struct URLSessionTests {
         #expect(!FileManager.default.fileExists(atPath: location.path))
         // Completed tasks are no longer the session's.
         let list = MainQueueCall { session.getAllTasks() }
-        #expect(try fixture.host.receive() == .request(id: 2, request: .service(.urlSessionTasks(session: "s"))))
+        #expect(try await fixture.host.receive() == .request(id: 2, request: .service(.urlSessionTasks(session: "s"))))
         try fixture.host.send(.reply(id: 2, reply: .service(.transferTasks([]))))
         #expect(await list.value.isEmpty)
         #expect(fixture.recorder.log == ["urlSessionDidFinishEvents(other): no BackgroundURLSession with identifier other exists yet; the event is held until the app makes it"])
@@ -308,7 +308,7 @@ struct URLSessionTests {
         let session = try await fixture.makeSession("s", id: 1, delegate: recorder)
         let location = try temporaryFile("lost")
 
-        try fixture.deliver(seq: 1, .urlSessionDidFinishDownloading(session: "s", taskIdentifier: 3, location: location.path))
+        try await fixture.deliver(seq: 1, .urlSessionDidFinishDownloading(session: "s", taskIdentifier: 3, location: location.path))
         #expect(!FileManager.default.fileExists(atPath: location.path))
         #expect(await MainActor.run { recorder.lines } == ["s finished task=3 exists=true"])
         #expect(fixture.recorder.log == ["urlSession(_:downloadTask:didFinishDownloadingTo:) returned without moving \(location.path) (task 3, session s); the file is deleted"])
@@ -321,23 +321,23 @@ struct URLSessionTests {
         defer { fixture.tearDown() }
         let host = fixture.host
         try host.send(.callback(seq: 1, callback: .service(.urlSessionHandleEvents(session: "s")), state: .background))
-        #expect(try host.receive() == .request(id: 1, request: .service(.urlSessionEventsCompleted(session: "s"))))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.urlSessionEventsCompleted(session: "s"))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
-        try fixture.expectQuiet()
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
+        try await fixture.expectQuiet()
         #expect(fixture.recorder.log.isEmpty)
 
         let kept = try await URLFixture { EventsAppDelegate() }
         defer { kept.tearDown() }
         let keptDelegate = kept.delegate
-        try kept.deliver(seq: 1, .urlSessionHandleEvents(session: "t"))
+        try await kept.deliver(seq: 1, .urlSessionHandleEvents(session: "t"))
         let completion = try #require(await MainActor.run { keptDelegate.completions.first })
         let later = StartedThread { completion() }
-        #expect(try kept.host.receive() == .request(id: 1, request: .service(.urlSessionEventsCompleted(session: "t"))))
+        #expect(try await kept.host.receive() == .request(id: 1, request: .service(.urlSessionEventsCompleted(session: "t"))))
         try kept.host.send(.reply(id: 1, reply: .service(.ok)))
         try await later.value
         completion()
-        try kept.expectQuiet()
+        try await kept.expectQuiet()
         #expect(await MainActor.run { keptDelegate.calls } == ["handleEvents t state=background"])
         #expect(kept.recorder.log == ["The handleEventsForBackgroundURLSession completion handler (session t) was called more than once; the call is ignored"])
     }
@@ -348,12 +348,12 @@ struct URLSessionTests {
         defer { fixture.tearDown() }
         let recorder = SessionRecorder()
 
-        try fixture.deliver(seq: 1, .urlSessionProgress(session: "late", taskIdentifier: 9, bytesDone: 5, bytesExpected: 10))
-        try fixture.deliver(seq: 2, .urlSessionDidComplete(session: "late", taskIdentifier: 9, errorCode: nil, errorReason: nil))
-        try fixture.deliver(seq: 3, .urlSessionDidFinishEvents(session: "late"))
+        try await fixture.deliver(seq: 1, .urlSessionProgress(session: "late", taskIdentifier: 9, bytesDone: 5, bytesExpected: 10))
+        try await fixture.deliver(seq: 2, .urlSessionDidComplete(session: "late", taskIdentifier: 9, errorCode: nil, errorReason: nil))
+        try await fixture.deliver(seq: 3, .urlSessionDidFinishEvents(session: "late"))
         #expect(fixture.recorder.log.count == 3)
         let session = try await fixture.makeSession("late", id: 1, delegate: recorder)
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
         #expect(await MainActor.run { recorder.lines } == [
             "late write task=9 +5 5/10",
             "late complete task=9 state=completed error=nil",
@@ -370,15 +370,15 @@ struct URLSessionTests {
             delegate.router = router
             delegate.completeAtOnce = true
         }
-        try fixture.deliver(seq: 5, .urlSessionDidComplete(session: "relaunch", taskIdentifier: 1, errorCode: nil, errorReason: nil))
+        try await fixture.deliver(seq: 5, .urlSessionDidComplete(session: "relaunch", taskIdentifier: 1, errorCode: nil, errorReason: nil))
         try fixture.host.send(.callback(seq: 6, callback: .service(.urlSessionHandleEvents(session: "relaunch")), state: .background))
-        #expect(try fixture.host.receive() == .request(id: 2, request: .service(.urlSessionCreate(BackgroundSessionConfig(identifier: "relaunch")))))
+        #expect(try await fixture.host.receive() == .request(id: 2, request: .service(.urlSessionCreate(BackgroundSessionConfig(identifier: "relaunch")))))
         try fixture.host.send(.reply(id: 2, reply: .service(.transferTasks([]))))
-        #expect(try fixture.host.receive() == .request(id: 3, request: .service(.urlSessionEventsCompleted(session: "relaunch"))))
+        #expect(try await fixture.host.receive() == .request(id: 3, request: .service(.urlSessionEventsCompleted(session: "relaunch"))))
         try fixture.host.send(.reply(id: 3, reply: .service(.ok)))
-        #expect(try fixture.host.receive() == .callbackReturned(seq: 6))
-        try fixture.deliver(seq: 7, .urlSessionDidFinishEvents(session: "relaunch"))
-        try fixture.expectQuiet()
+        #expect(try await fixture.host.receive() == .callbackReturned(seq: 6))
+        try await fixture.deliver(seq: 7, .urlSessionDidFinishEvents(session: "relaunch"))
+        try await fixture.expectQuiet()
         #expect(await MainActor.run { other.lines } == [
             "relaunch complete task=1 state=completed error=nil",
             "relaunch didFinishEvents",
@@ -392,11 +392,11 @@ struct URLSessionTests {
         let recorder = SessionRecorder()
         let session = try await fixture.makeSession("s", id: 1, delegate: recorder)
         for (seq, reason) in [(UInt64(2), BackgroundTaskCancelledReason.userForceQuitApplication), (3, .backgroundUpdatesDisabled)] {
-            try fixture.deliver(seq: seq, .urlSessionDidComplete(session: "s", taskIdentifier: Int(seq), errorCode: "cancelled",
+            try await fixture.deliver(seq: seq, .urlSessionDidComplete(session: "s", taskIdentifier: TransferTaskID(Int(seq)), errorCode: "cancelled",
                                                                 errorReason: "cancelled by the system", cancelledReason: reason))
         }
-        try fixture.deliver(seq: 4, .urlSessionDidComplete(session: "s", taskIdentifier: 4, errorCode: "cancelled", errorReason: "cancelled"))
-        try fixture.expectQuiet()
+        try await fixture.deliver(seq: 4, .urlSessionDidComplete(session: "s", taskIdentifier: 4, errorCode: "cancelled", errorReason: "cancelled"))
+        try await fixture.expectQuiet()
         let errors = await MainActor.run { recorder.errors }
         #expect(errors.map(\.backgroundTaskCancelledReason) == [.userForceQuitApplication, .backgroundUpdatesDisabled, nil])
         #expect(errors.map(\.errorCode) == [NSURLErrorCancelled, NSURLErrorCancelled, NSURLErrorCancelled])

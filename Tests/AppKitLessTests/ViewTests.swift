@@ -179,30 +179,30 @@ struct ViewTests {
         let launched = await MainActor.run { Screen().window.viewTree() }
 
         try host.send(.callback(seq: 1, callback: .didFinishLaunching(options: LaunchOptions(reason: .user)), state: .inactive))
-        #expect(try host.receive() == .viewTree(launched))
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .viewTree(launched))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
 
         try host.send(.callback(seq: 2, callback: .didBecomeActive, state: .active))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
 
         try host.send(.callback(seq: 3, callback: .willResignActive, state: .inactive))
         var covered = launched
         covered.views.append(ViewNode(frame: rect(0, 0, 390, 844), backgroundColor: RGBA(0, 82, 147)))
-        #expect(try host.receive() == .viewTree(covered))
-        #expect(try host.receive() == .callbackReturned(seq: 3))
+        #expect(try await host.receive() == .viewTree(covered))
+        #expect(try await host.receive() == .callbackReturned(seq: 3))
 
         try host.send(.callback(seq: 4, callback: .didEnterBackground, state: .background))
-        #expect(try host.receive() == .callbackReturned(seq: 4))
+        #expect(try await host.receive() == .callbackReturned(seq: 4))
 
         // Several changes in one callback: one tree, the last state.
         try host.send(.callback(seq: 5, callback: .willEnterForeground, state: .inactive))
-        guard case .viewTree(let tree) = try host.receive() else {
+        guard case .viewTree(let tree) = try await host.receive() else {
             Issue.record("expected a view tree")
             return
         }
         #expect(tree.views[1].content == .label(text: "$250.00", fontSize: 34, color: .black))
-        #expect(try host.receive() == .callbackReturned(seq: 5))
-        try fixture.expectQuiet()
+        #expect(try await host.receive() == .callbackReturned(seq: 5))
+        try await fixture.expectQuiet()
     }
 
     @Test("a change outside callbacks is sent once at the end of its main-queue turn; a window no longer shown sends nothing")
@@ -219,17 +219,17 @@ struct ViewTests {
             screen.header.backgroundColor = .black
             return (screen, screen.window.viewTree())
         }
-        #expect(try host.receive() == .viewTree(expected))
-        try fixture.expectQuiet()
+        #expect(try await host.receive() == .viewTree(expected))
+        try await fixture.expectQuiet()
 
         // A later change in a main-queue block.
         await MainActor.run { screen.balance.isHidden = true }
-        guard case .viewTree(let tree) = try host.receive() else {
+        guard case .viewTree(let tree) = try await host.receive() else {
             Issue.record("expected a view tree")
             return
         }
         #expect(tree.views[1].isHidden)
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
 
         // Another window replaces it: its tree goes; the old one's changes do not.
         let other = await MainActor.run {
@@ -238,15 +238,15 @@ struct ViewTests {
             screen.balance.text = "$8.00"
             return other.viewTree()
         }
-        #expect(try host.receive() == .viewTree(other))
+        #expect(try await host.receive() == .viewTree(other))
         await MainActor.run { screen.balance.text = "$9.00" }
-        try fixture.expectQuiet()
+        try await fixture.expectQuiet()
         #expect(await MainActor.run { screen.window.application == nil })
 
         // No window: an empty tree.
         await MainActor.run { app.window = nil }
-        #expect(try host.receive() == .viewTree(ViewTree()))
-        try fixture.expectQuiet()
+        #expect(try await host.receive() == .viewTree(ViewTree()))
+        try await fixture.expectQuiet()
     }
 
     @Test("a change made in performFetch goes before the completion it calls, and that before the acknowledgement")
@@ -264,22 +264,22 @@ struct ViewTests {
         let host = fixture.host
 
         try host.send(.callback(seq: 1, callback: .didFinishLaunching(options: LaunchOptions(reason: .backgroundFetch)), state: .background))
-        guard case .viewTree = try host.receive() else {
+        guard case .viewTree = try await host.receive() else {
             Issue.record("expected a view tree")
             return
         }
-        #expect(try host.receive() == .callbackReturned(seq: 1))
+        #expect(try await host.receive() == .callbackReturned(seq: 1))
 
         try host.send(.callback(seq: 2, callback: .service(.performFetch(id: 3)), state: .background))
-        guard case .viewTree(let tree) = try host.receive() else {
+        guard case .viewTree(let tree) = try await host.receive() else {
             Issue.record("expected a view tree")
             return
         }
         #expect(tree.views[1].content == .label(text: "$110.00", fontSize: 34, color: .black))
-        #expect(try host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 3, result: .newData))))
+        #expect(try await host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 3, result: .newData))))
         try host.send(.reply(id: 1, reply: .service(.ok)))
-        #expect(try host.receive() == .callbackReturned(seq: 2))
-        try fixture.expectQuiet()
+        #expect(try await host.receive() == .callbackReturned(seq: 2))
+        try await fixture.expectQuiet()
     }
 
     @Test("ignoreSnapshotOnNextApplicationLaunch sends its message, from any thread")
@@ -287,10 +287,10 @@ struct ViewTests {
         let fixture = try await Fixture()
         defer { fixture.tearDown() }
         fixture.application.ignoreSnapshotOnNextApplicationLaunch()
-        #expect(try fixture.host.receive() == .ignoreSnapshotOnNextApplicationLaunch)
+        #expect(try await fixture.host.receive() == .ignoreSnapshotOnNextApplicationLaunch)
         let app = fixture.application
         await MainActor.run { app.ignoreSnapshotOnNextApplicationLaunch() }
-        #expect(try fixture.host.receive() == .ignoreSnapshotOnNextApplicationLaunch)
-        try fixture.expectQuiet()
+        #expect(try await fixture.host.receive() == .ignoreSnapshotOnNextApplicationLaunch)
+        try await fixture.expectQuiet()
     }
 }

@@ -34,6 +34,7 @@ struct LimitsConfigTests {
         (#"{"limits": {"openFiles": 0}}"#, "limits.openFiles: expected a positive whole number"),
         (#"{"limits": {"apps": {"com.x": {"processes": 2}}}}"#, "limits.apps.com.x.processes: at least 8"),
         (#"{"limits": []}"#, "limits: expected an object"),
+        (#"{"limits": {"apps": {"com x": {"processes": 8}}}}"#, #"limits.apps: "com x" is not a bundle identifier"#),
     ])
     func badLimitsAreNamed(json: String, message: String) {
         #expect {

@@ -11,7 +11,7 @@ import Testing
 @Suite("AppBounds", .tags(.process), .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"))
 struct AppBoundsTests {
     /// Launches `id` with `arguments`, waits until it has ended, returns its report's reason.
-    func endOf(_ host: TestHost, _ id: String, _ arguments: [String]) async throws -> String {
+    func endOf(_ host: TestHost, _ id: BundleID, _ arguments: [String]) async throws -> String {
         _ = try? await host.supervisor.launch(id, background: false, arguments: arguments)
         try await host.waitUntil(id, is: .notRunning)
         let reports = try await host.supervisor.reports(id)
@@ -43,12 +43,12 @@ struct AppBoundsTests {
             config.bounds.messagesPerSecond = 1
         }) { host in
             let id = try await host.installProbe("com.bounds.callbacks")
-            let pid = try await host.supervisor.launch(BundleID(validating: id), background: false, arguments: [])
+            let pid = try await host.supervisor.launch(id, background: false, arguments: [])
             // 15 home/foreground cycles: 60 callbacks returned, three times the burst.
             for _ in 0..<15 {
-                try await host.supervisor.background(BundleID(validating: id))
+                try await host.supervisor.background(id)
                 try await host.waitUntil(id, is: .suspended, timeout: .seconds(10))
-                try await host.supervisor.foreground(BundleID(validating: id))
+                try await host.supervisor.foreground(id)
                 try await host.waitUntil(id, is: .active, timeout: .seconds(10))
             }
             // The last didBecomeActive's return may be logged after the state said active:

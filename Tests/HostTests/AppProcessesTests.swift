@@ -39,7 +39,7 @@ let pidsControllerPresent: Bool = {
 @Suite("App processes", .tags(.process), .serialized, .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
 struct AppProcessesTests {
-    func appLog(_ host: TestHost, _ id: String) -> String {
+    func appLog(_ host: TestHost, _ id: BundleID) -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
     }
 

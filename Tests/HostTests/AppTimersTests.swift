@@ -7,7 +7,7 @@ import Testing
 /// bounds. No process, no clock: host times are given.
 @Suite("AppTimers")
 struct AppTimersTests {
-    func scheduled(_ timers: inout AppTimers, _ id: Int, _ seconds: Double, repeats: Bool = false,
+    func scheduled(_ timers: inout AppTimers, _ id: HostTimerID, _ seconds: Double, repeats: Bool = false,
                    at now: Duration = .zero) -> [AppTimers.Effect] {
         (try? timers.schedule(id: id, seconds: seconds, repeats: repeats, at: now).get()) ?? []
     }
@@ -77,7 +77,7 @@ struct AppTimersTests {
 
     @Test func theCountIsBoundedAndIdsAreUniqueAmongLiveTimers() {
         var t = AppTimers(maximum: 3)
-        for id in 1...3 { _ = scheduled(&t, id, 60) }
+        for id in 1...3 { _ = scheduled(&t, HostTimerID(id), 60) }
         #expect(t.schedule(id: 4, seconds: 60, repeats: false, at: .zero) == .failure(.tooMany(maximum: 3)))
         #expect(t.schedule(id: 2, seconds: 60, repeats: false, at: .zero) == .failure(.idInUse(2)))
         _ = t.invalidate(1)

@@ -16,7 +16,7 @@ struct BackgroundWorkTests {
         try await withHost(label: "bw", clock: .virtual, profile: profile, body)
     }
 
-    func state(_ host: TestHost, _ id: String) async throws -> AppState? {
+    func state(_ host: TestHost, _ id: BundleID) async throws -> AppState? {
         try await host.supervisor.status(id).first?.state
     }
 
@@ -24,16 +24,16 @@ struct BackgroundWorkTests {
         _ = try await host.supervisor.advanceClock(by: .seconds(seconds))
     }
 
-    func returned(_ host: TestHost, _ id: String, _ callback: String) async -> Int {
+    func returned(_ host: TestHost, _ id: BundleID, _ callback: String) async -> Int {
         await host.events(id).filter { $0.callback == callback }.count
     }
 
-    func log(_ host: TestHost, _ id: String) -> String {
+    func log(_ host: TestHost, _ id: BundleID) -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
     }
 
     /// Launches, sends home, lets it be suspended.
-    func launchAndSuspend(_ host: TestHost, _ id: String, _ args: [String]) async throws -> Int32 {
+    func launchAndSuspend(_ host: TestHost, _ id: BundleID, _ args: [String]) async throws -> Int32 {
         let pid = try await host.supervisor.launch(id, background: false, arguments: args)
         try await host.supervisor.background(id)
         _ = await host.waitForEvent(id) { $0.callback == "didEnterBackground" }

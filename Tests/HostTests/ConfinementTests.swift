@@ -17,15 +17,15 @@ let kernelLandlockABI = Landlock.abiVersion ?? 0
 @Suite("Confinement", .tags(.process), .serialized, .timeLimit(.minutes(2)), .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"))
 struct ConfinementTests {
     /// Installs a probe whose bundle lies outside the state directory (as a user's would).
-    func install(_ host: TestHost, _ bundles: TempDir, _ id: String, groups: [String]? = nil) async throws -> String {
-        let path = try makeProbeBundle(in: bundles.path, id: id,
+    func install(_ host: TestHost, _ bundles: TempDir, _ id: BundleID, groups: [String]? = nil) async throws -> BundleID {
+        let path = try makeProbeBundle(in: bundles.path, id: id.rawValue,
                                        entitlements: groups.map { ["com.apple.security.application-groups": $0] })
         return try await host.supervisor.install(path: path, settings: [:]).bundleIdentifier
     }
 
     /// Launches `id` in front with `actions` in didFinishLaunching; returns its pid and, once
     /// the launch returned (every action has run), the `[ProbeApp]` lines of its log.
-    func run(_ host: TestHost, _ id: String, _ actions: [String], background: Bool = false) async throws -> (pid: Int32, log: [String]) {
+    func run(_ host: TestHost, _ id: BundleID, _ actions: [String], background: Bool = false) async throws -> (pid: Int32, log: [String]) {
         let pid = try await host.supervisor.launch(id, background: background, arguments: actions.flatMap { ["--on", "launch", $0] })
         let log = (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
         return (pid, log.split(separator: "\n").map(String.init).filter { $0.hasPrefix("[ProbeApp] ") })

@@ -1,3 +1,4 @@
+import AppHostProtocol
 import Foundation
 import Testing
 @testable import Host
@@ -6,7 +7,7 @@ import Testing
 /// the real-clock timer must be armed. No process, no timer.
 @Suite("DeadlineScheduler")
 struct DeadlineSchedulerTests {
-    func key(_ app: String, _ timer: Lifecycle.Timer = .grace, instance: UInt64 = 1) -> DeadlineKey {
+    func key(_ app: BundleID, _ timer: Lifecycle.Timer = .grace, instance: UInt64 = 1) -> DeadlineKey {
         DeadlineKey(app: app, instance: instance, timer: .lifecycle(timer))
     }
 
@@ -15,12 +16,12 @@ struct DeadlineSchedulerTests {
         _ = s.start(key("b"), after: .seconds(5))
         _ = s.start(key("a"), after: .seconds(5))
         _ = s.start(key("c"), after: .seconds(1))
-        _ = s.start(DeadlineKey(app: "", instance: 0, timer: .transferRestart), after: .seconds(9))
+        _ = s.start(DeadlineKey(app: nil, instance: 0, timer: .transferRestart), after: .seconds(9))
         #expect(s.popDue(by: .milliseconds(999)) == nil, "nothing is due before its time")
         var fired: [String] = []
         while let (k, due) = s.popDue(by: .seconds(10)) {
             s.advance(to: due)
-            fired.append(k.app.isEmpty ? "host" : k.app)
+            fired.append(k.app?.rawValue ?? "host")
         }
         #expect(fired == ["c", "a", "b", "host"])
         #expect(s.now() == .seconds(9), "the virtual clock moved to the last deadline fired")

@@ -419,8 +419,8 @@ struct EscapeSuiteTests {
 
         // The victim: a probe in the foreground, with a secret in its container.
         let victim = "com.escape.victim"
-        try await host.installProbe(victim)
-        let victimPID = try await host.supervisor.launch(victim, background: false, arguments: [])
+        let victimID = try await host.installProbe(BundleID(stringLiteral: victim))
+        let victimPID = try await host.supervisor.launch(victimID, background: false, arguments: [])
         let victimContainer = state + "/containers/" + victim
         let secretPath = victimContainer + "/Documents/secret.txt"
         let secret = "victim secret \(UUID().uuidString)\n"
@@ -495,7 +495,7 @@ struct EscapeSuiteTests {
         } else {
             Issue.record("apphost not built at \(apphostPath): the host's control socket was not checked after the attack (run `swift build`)")
         }
-        let victimStatus = try await host.supervisor.status(victim).first
+        let victimStatus = try await host.supervisor.status(victimID).first
         #expect(victimStatus?.pid == victimPID, "the victim keeps its process")
         #expect(victimStatus?.state == .active, "the victim is still the active app")
         #expect(processExists(victimPID))

@@ -11,14 +11,14 @@ import TestSupport
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
     /// Every event of `app` the log holds, the way `events <id>` reads them.
-    func past(_ log: EventLog, _ app: String?) -> [HostEvent] {
+    func past(_ log: EventLog, _ app: BundleID?) -> [HostEvent] {
         let (past, _, sub) = log.subscribe(filter: app)
         log.unsubscribe(sub)
         return Array(past)
     }
 
     /// What reading every line and keeping `app`'s gives (the reference).
-    func scanned(_ log: EventLog, _ app: String) -> [UInt64] {
+    func scanned(_ log: EventLog, _ app: BundleID) -> [UInt64] {
         past(log, nil).filter { $0.bundleIdentifier == app }.map(\.seq)
     }
 
@@ -34,7 +34,7 @@ import TestSupport
         }
         log.endBatch()
         #expect(log.index.count > 0)
-        for app in ["com.app.3", "com.app.9"] {
+        for app: BundleID in ["com.app.3", "com.app.9"] {
             let read = past(log, app)
             #expect(!read.isEmpty)
             #expect(read.allSatisfy { $0.bundleIdentifier == app })

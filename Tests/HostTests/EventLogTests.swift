@@ -138,15 +138,15 @@ func eventLines(_ path: String) throws -> [HostEvent] {
         defer { dir.remove() }
         let log = try EventLog(path: dir.path + "/events.jsonl", logger: logger)
         _ = try log.append(.callback, app: "a", cause: "didEnterBackground returned", fields: .init(callback: "didEnterBackground"), time: t0).get()
-        _ = try log.append(.signal, app: "a", cause: "SIGSTOP: no assertion left", fields: .init(signal: "SIGSTOP"), time: t0).get()
-        _ = try log.append(.signal, app: "a", cause: "running again", fields: .init(signal: "SIGCONT", confirmed: true), time: t0).get()
+        _ = try log.append(.signal, app: "a", cause: "SIGSTOP: no assertion left", fields: .init(signal: .stop), time: t0).get()
+        _ = try log.append(.signal, app: "a", cause: "running again", fields: .init(signal: .cont, confirmed: true), time: t0).get()
         _ = try log.append(.backgroundTask, app: "a", cause: "begin", fields: .init(task: 7, taskName: "upload", began: true), time: t0).get()
         _ = try log.append(.service, app: "a", cause: "plain", time: t0).get()
         let (past, _, sub) = log.subscribe(filter: nil)
         log.unsubscribe(sub)
         let read = Array(past)
         #expect(read.map(\.callback) == ["didEnterBackground", nil, nil, nil, nil])
-        #expect(read.map(\.signal) == [nil, "SIGSTOP", "SIGCONT", nil, nil])
+        #expect(read.map(\.signal) == [nil, .stop, .cont, nil, nil])
         #expect(read.map(\.confirmed) == [nil, nil, true, nil, nil])
         #expect(read[3].task == 7 && read[3].taskName == "upload" && read[3].began == true)
         let line = try String(contentsOfFile: dir.path + "/events.jsonl", encoding: .utf8).split(separator: "\n").last.map(String.init) ?? ""
@@ -359,7 +359,7 @@ func eventLines(_ path: String) throws -> [HostEvent] {
     }
 
     @Test func aReportTooLargeForAFrameIsCut() throws {
-        let tasks = (1...300).map { HeldTaskRecord(id: $0, name: String(repeating: "t", count: 4000), age: 1) }
+        let tasks = (1...300).map { HeldTaskRecord(id: BackgroundTaskID($0), name: String(repeating: "t", count: 4000), age: 1) }
         let report = TerminationReport(id: "r", bundleIdentifier: "com.a", pid: 1, time: Date(), exceptionType: "EXIT",
                                        exitStatus: 0, signal: nil, signalName: nil, terminationNamespace: nil,
                                        terminationCode: nil, reason: "r", backgroundTasks: tasks, lastStates: [])

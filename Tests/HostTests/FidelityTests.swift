@@ -20,11 +20,11 @@ struct FidelityTests {
         _ = try await host.supervisor.advanceClock(by: amount)
     }
 
-    func state(_ host: TestHost, _ id: String) async throws -> AppState? {
+    func state(_ host: TestHost, _ id: BundleID) async throws -> AppState? {
         try await host.supervisor.status(id).first?.state
     }
 
-    func transitions(_ host: TestHost, _ id: String) async -> [String] {
+    func transitions(_ host: TestHost, _ id: BundleID) async -> [String] {
         await host.events(id).compactMap { e in
             guard e.kind == .transition, let from = e.from, let to = e.to else { return nil }
             return "\(from.rawValue)→\(to.rawValue)"
@@ -143,7 +143,7 @@ struct FidelityTests {
         try await withVirtualHost { host in
             let id = try await host.installProbe("com.fid.update.bad")
             let pid = try await host.supervisor.launch(id, background: false, arguments: [])
-            _ = try makeProbeBundle(in: host.dir.path, id: id, extra: ["UIBackgroundModes": ["audoi"]])
+            _ = try makeProbeBundle(in: host.dir.path, id: id.rawValue, extra: ["UIBackgroundModes": ["audoi"]])
             await #expect(throws: ControlError.self) {
                 _ = try await host.supervisor.install(path: host.dir.path + "/\(id).app", settings: [:])
             }
@@ -154,7 +154,7 @@ struct FidelityTests {
 
     // MARK: 4. Programmer errors end as iOS's crash
 
-    func expectAbort(_ host: TestHost, _ id: String, name: ExceptionName, reason: String,
+    func expectAbort(_ host: TestHost, _ id: BundleID, name: ExceptionName, reason: String,
                      sourceLocation: SourceLocation = #_sourceLocation) async throws {
         try await host.waitUntil(id, is: .notRunning, sourceLocation: sourceLocation)
         let report = try #require(try await host.supervisor.reports(id).last, sourceLocation: sourceLocation)
@@ -176,7 +176,7 @@ struct FidelityTests {
                                                  arguments: ["--on", "active", "location-background:on"])
             try await expectAbort(host, id, name: .internalInconsistency,
                                   reason: "Invalid parameter not satisfying: !stayUp || CLClientIsBackgroundable(internal->fClient)")
-            #expect(!(await host.events(id)).contains { $0.kind == .signal && $0.signal == "SIGKILL" }, "not killed by the host")
+            #expect(!(await host.events(id)).contains { $0.kind == .signal && $0.signal == .kill }, "not killed by the host")
         }
     }
 

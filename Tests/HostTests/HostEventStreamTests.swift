@@ -9,7 +9,7 @@ import Testing
 @Suite struct HostEventStreamTests {
     let t0 = Date(timeIntervalSince1970: 1_700_000_000)
 
-    func events(_ seqs: ClosedRange<UInt64>, app: String? = nil) -> [HostEvent] {
+    func events(_ seqs: ClosedRange<UInt64>, app: BundleID? = nil) -> [HostEvent] {
         seqs.map { HostEvent(seq: $0, time: t0, kind: .service, bundleIdentifier: app, cause: "e\($0)") }
     }
 

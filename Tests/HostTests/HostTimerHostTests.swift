@@ -13,12 +13,12 @@ import Testing
 @Suite("HostTimer on the host", .tags(.process, .virtualClock), .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "sample apps not built: run `swift build` first"))
 struct HostTimerHostTests {
-    func log(_ host: TestHost, _ id: String) -> String {
+    func log(_ host: TestHost, _ id: BundleID) -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
     }
 
     /// The lines of the log that say timer `name` fired.
-    func fires(_ host: TestHost, _ id: String, _ name: String) -> [String] {
+    func fires(_ host: TestHost, _ id: BundleID, _ name: String) -> [String] {
         log(host, id).split(separator: "\n").filter { $0.hasPrefix("[ProbeApp] timer \(name) fired ") }.map(String.init)
     }
 
@@ -33,7 +33,7 @@ struct HostTimerHostTests {
     }
 
     /// Host times (in ms) of `id`'s events matching `predicate`.
-    func times(_ host: TestHost, _ id: String, since start: Date, _ predicate: (HostEvent) -> Bool) async -> [Int] {
+    func times(_ host: TestHost, _ id: BundleID, since start: Date, _ predicate: (HostEvent) -> Bool) async -> [Int] {
         await host.events(id).filter(predicate).map { Int(($0.time.timeIntervalSince(start) * 1000).rounded()) }
     }
 

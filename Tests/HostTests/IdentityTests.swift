@@ -60,14 +60,14 @@ struct IdentityTests {
                 #expect(credA.groups.isEmpty, "no supplementary group of the host's: \(credA)")
 
                 // Its container and the folders in it are its own, closed to everyone else.
-                let container = dir.path + "/containers/" + a
+                let container = dir.path + "/containers/" + a.rawValue
                 for path in [container, container + "/Documents", container + "/Library", container + "/tmp"] {
                     let o = try #require(owner(path), "\(path)")
                     #expect(o.uid == uidA && o.gid == uidA && o.mode == 0o700, "\(path): \(o)")
                 }
                 // Claimed machine-wide, naming the state directory and the app.
                 let claim = try String(contentsOfFile: registry.path + "/\(uidA)", encoding: .utf8)
-                #expect(claim == dir.path + "\napp:" + a + "\n")
+                #expect(claim == dir.path + "\napp:" + a.rawValue + "\n")
                 return (a, uidA, uidB)
             }
             // A new host on the same state directory gives it the same uid.
@@ -166,7 +166,7 @@ struct IdentityTests {
         try await withIdentityHost("io", registry: registry, first: 233_000) { host in
             let id = try await host.installProbe("com.identity.older")
             // As a host before per-app uids left it: root's, with a file and a folder inside.
-            let container = host.dir.path + "/containers/" + id
+            let container = host.dir.path + "/containers/" + id.rawValue
             try FileManager.default.createDirectory(atPath: container + "/Documents/old", withIntermediateDirectories: true)
             FileManager.default.createFile(atPath: container + "/Documents/old/note", contents: Data("kept".utf8))
             let pid = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "read:Documents/old/note",

@@ -19,27 +19,27 @@ struct JetsamHostTests {
         try await withHost(label: "mem", clock: .virtual, configure: { $0.memory.device = device }, body)
     }
 
-    func log(_ host: TestHost, _ id: String) -> String {
+    func log(_ host: TestHost, _ id: BundleID) -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
     }
 
     /// Launches `id` in front with `arguments`, sends it home and waits until it is suspended.
-    func suspended(_ host: TestHost, _ id: String, _ arguments: [String]) async throws {
-        _ = try await host.supervisor.launch(BundleID(id)!, background: false, arguments: arguments)
-        try await host.supervisor.background(BundleID(id)!)
+    func suspended(_ host: TestHost, _ id: BundleID, _ arguments: [String]) async throws {
+        _ = try await host.supervisor.launch(id, background: false, arguments: arguments)
+        try await host.supervisor.background(id)
         try await host.waitUntil(id, is: .suspended)
     }
 
     @Test func allocateRaisesTheFootprintStatusShows() async throws {
         try await withDevice(512 * MiB) { host in
             let id = try await host.installProbe("com.mem.grow")
-            _ = try await host.supervisor.launch(BundleID(id)!, background: false, arguments: [])
-            let small = try #require(try await host.supervisor.status(BundleID(id)!).first?.footprint)
+            _ = try await host.supervisor.launch(id, background: false, arguments: [])
+            let small = try #require(try await host.supervisor.status(id).first?.footprint)
             #expect(small > 1 * MiB && small < 64 * MiB, "a probe's runtime: \(small)")
-            _ = try await host.supervisor.launch(BundleID(id)!, background: false, arguments: [], terminateRunning: true)
-            try await host.supervisor.terminate(BundleID(id)!)
-            _ = try await host.supervisor.launch(BundleID(id)!, background: false, arguments: ["--on", "launch", "allocate:96"])
-            let big = try #require(try await host.supervisor.status(BundleID(id)!).first?.footprint)
+            _ = try await host.supervisor.launch(id, background: false, arguments: [], terminateRunning: true)
+            try await host.supervisor.terminate(id)
+            _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "launch", "allocate:96"])
+            let big = try #require(try await host.supervisor.status(id).first?.footprint)
             #expect(big >= 96 * MiB && big < 160 * MiB, "96 MiB touched: \(big)")
             let shown = try await host.supervisor.modeCommand(.deviceShow)
             #expect(shown.contains("of 512 MiB in use by apps") && shown.contains("pressure normal"), "\(shown)")
@@ -53,8 +53,8 @@ struct JetsamHostTests {
             let front = try await host.installProbe("com.mem.front")
             let busy = try await host.installProbe("com.mem.busy")
             try await suspended(host, frozen, args)
-            _ = try await host.supervisor.launch(BundleID(busy)!, background: true, arguments: args + ["--on", "launch", "begin-task:work"])
-            _ = try await host.supervisor.launch(BundleID(front)!, background: false, arguments: args)
+            _ = try await host.supervisor.launch(busy, background: true, arguments: args + ["--on", "launch", "begin-task:work"])
+            _ = try await host.supervisor.launch(front, background: false, arguments: args)
             let said = try await host.supervisor.modeCommand(.deviceMemory(.warning))
             #expect(said.contains("pressure warning") && said.contains("memory warnings sent"), "\(said)")
             for id in [front, busy] {
@@ -67,8 +67,8 @@ struct JetsamHostTests {
             #expect(!log(host, frozen).contains("didReceiveMemoryWarning"))
             // Each warning is recorded with typed fields.
             let memory = await host.events(front).filter { $0.kind == .memory }
-            #expect(memory.first?.pressure == "warning" && memory.first?.footprint != nil, "\(memory)")
-            #expect(try await host.supervisor.status(BundleID(frozen)!).first?.state == .suspended, "not woken either")
+            #expect(memory.first?.pressure == .warning && memory.first?.footprint != nil, "\(memory)")
+            #expect(try await host.supervisor.status(frozen).first?.state == .suspended, "not woken either")
         }
     }
 
@@ -85,19 +85,19 @@ struct JetsamHostTests {
             _ = try await host.supervisor.advanceClock(by: .seconds(1))
             try await suspended(host, newer, ["--on", "launch", "allocate:150"])
             _ = try await host.supervisor.advanceClock(by: .seconds(1))
-            _ = try await host.supervisor.launch(BundleID(worker)!, background: true, arguments: ["--on", "launch", "allocate:100", "--on", "launch", "begin-task:sync"])
-            _ = try await host.supervisor.launch(BundleID(front)!, background: false, arguments: ["--on", "active", "allocate:250"])
+            _ = try await host.supervisor.launch(worker, background: true, arguments: ["--on", "launch", "allocate:100", "--on", "launch", "begin-task:sync"])
+            _ = try await host.supervisor.launch(front, background: false, arguments: ["--on", "active", "allocate:250"])
             // The front app's cue: critical, so the suspended apps go, least recently used first.
             try await host.waitUntil(older, is: .notRunning)
             try await host.waitUntil(newer, is: .notRunning)
-            #expect(try await host.supervisor.status(BundleID(worker)!).first?.state == .background, "below the critical threshold after two")
-            #expect(try await host.supervisor.status(BundleID(front)!).first?.state == .active)
+            #expect(try await host.supervisor.status(worker).first?.state == .background, "below the critical threshold after two")
+            #expect(try await host.supervisor.status(front).first?.state == .active)
             let olderKill = try #require(await host.events(older).first { $0.kind == .memory && $0.band != nil })
             let newerKill = try #require(await host.events(newer).first { $0.kind == .memory && $0.band != nil })
             #expect(olderKill.seq < newerKill.seq, "least recently used first")
-            #expect(olderKill.band == "suspended" && (olderKill.footprint ?? 0) >= 150 * MiB)
+            #expect(olderKill.band == .suspended && (olderKill.footprint ?? 0) >= 150 * MiB)
             for id in [older, newer] {
-                let report = try #require(try await host.supervisor.reports(BundleID(id)!).last)
+                let report = try #require(try await host.supervisor.reports(id).last)
                 #expect(report.terminationNamespace == "JETSAM")
                 #expect(report.terminationCode == nil)
                 #expect(report.reason.hasPrefix("vm-pageshortage"))
@@ -109,8 +109,8 @@ struct JetsamHostTests {
             let next = try await host.supervisor.modeCommand(.deviceMemory(.critical))
             #expect(next.contains("jetsam killed \(worker) (band background"), "\(next)")
             try await host.waitUntil(worker, is: .notRunning)
-            #expect(try await host.supervisor.status(BundleID(front)!).first?.state == .active)
-            #expect(try await host.supervisor.reports(BundleID(worker)!).last?.jetsamBand == "background")
+            #expect(try await host.supervisor.status(front).first?.state == .active)
+            #expect(try await host.supervisor.reports(worker).last?.jetsamBand == "background")
             _ = try await host.supervisor.modeCommand(.deviceMemory(.normal))
 
             // The switcher still shows the apps that were in front, with their snapshots.
@@ -119,13 +119,13 @@ struct JetsamHostTests {
             #expect(await host.supervisor.switcher().first { $0.bundleIdentifier == older }?.snapshot != nil)
 
             // Brought back from the switcher: launched cold, told so, with its last arguments.
-            try await host.supervisor.foreground(BundleID(older)!)
+            try await host.supervisor.foreground(older)
             try await host.waitUntil(older, is: .active)
             #expect(log(host, older).contains("[ProbeApp] launched after jetsam (LaunchOptions.afterJetsam)"))
             #expect(log(host, older).components(separatedBy: "allocated 150 MiB").count == 3, "its arguments again")
             // A second launch is an ordinary one.
-            try await host.supervisor.terminate(BundleID(older)!)
-            _ = try await host.supervisor.launch(BundleID(older)!, background: false, arguments: [])
+            try await host.supervisor.terminate(older)
+            _ = try await host.supervisor.launch(older, background: false, arguments: [])
             #expect(log(host, older).components(separatedBy: "launched after jetsam").count == 2)
         }
     }
@@ -136,7 +136,7 @@ struct JetsamHostTests {
             // Fifty 2 MiB allocations in one callback: fifty cues at once, each moving the resident set.
             let args = (0..<50).flatMap { _ in ["--on", "launch", "allocate:2"] }
             let started = ContinuousClock.now
-            _ = try await host.supervisor.launch(BundleID(id)!, background: false, arguments: args)
+            _ = try await host.supervisor.launch(id, background: false, arguments: args)
             let elapsed = ContinuousClock.now - started
             let (taken, dropped) = await (host.supervisor.memory.cuesTaken, host.supervisor.memory.cuesDropped)
             #expect(taken + dropped == 50, "every cue counted: \(taken) + \(dropped)")
@@ -144,7 +144,7 @@ struct JetsamHostTests {
             let bound = 4 + Int((Double(elapsed.components.seconds) + 1) * 4)
             #expect(taken >= 1 && taken <= bound, "\(taken) cues acted on in \(elapsed), bound \(bound)")
             #expect(await host.supervisor.memory.reads <= taken + 2, "a read per cue acted on at most, and the state changes'")
-            #expect(try await host.supervisor.status(BundleID(id)!).first?.state == .active, "a cue past the bound is dropped, not the app")
+            #expect(try await host.supervisor.status(id).first?.state == .active, "a cue past the bound is dropped, not the app")
         }
     }
 
@@ -161,9 +161,9 @@ struct JetsamHostTests {
             // The computed source works: a 160 MiB app on a 128 MiB device is critical, and
             // jetsam ends the only app there is, the one in front.
             let id = try await host.installProbe("com.mem.alone")
-            _ = try await host.supervisor.launch(BundleID(id)!, background: false, arguments: ["--on", "active", "allocate:160"])
+            _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "allocate:160"])
             let kill = await host.waitForEvent(id) { $0.kind == .memory && $0.band != nil }
-            #expect(kill?.band == "foreground")
+            #expect(kill?.band == .foreground)
             try await host.waitUntil(id, is: .notRunning)
         }
     }

@@ -220,7 +220,7 @@ struct LifecycleTests: LifecycleFixtures {
 
     // MARK: - Time
 
-    func backgrounded(at t: Duration, tasks: [(Int, String)]) -> Lifecycle {
+    func backgrounded(at t: Duration, tasks: [(BackgroundTaskID, String)]) -> Lifecycle {
         var m = activeMachine()
         for (id, name) in tasks { _ = m.handle(.taskBegan(id: id, name: name), at: .zero) }
         _ = m.handle(.home, at: t)

@@ -80,7 +80,7 @@ struct LintCLITests {
         let events = [
             HostEvent(seq: 1, time: time, kind: .installed, bundleIdentifier: "com.example.player", cause: "installed"),
             HostEvent(seq: 2, time: time, kind: .modeRefused, bundleIdentifier: "com.example.player",
-                      cause: "startUpdatingLocation in the background: needs \"location\" in UIBackgroundModes", mode: "location"),
+                      cause: "startUpdatingLocation in the background: needs \"location\" in UIBackgroundModes", mode: .location),
         ]
         let trace = dir.path + "/events.jsonl"
         let text = try events.map { String(decoding: try encoder.encode($0), as: UTF8.self) + "\n" }.joined()

@@ -4,7 +4,7 @@ import Testing
 
 private let MiB: UInt64 = 1 << 20
 
-private func app(_ id: String, _ band: JetsamBand, _ mib: UInt64, used: Int) -> JetsamPolicy.Candidate {
+private func app(_ id: BundleID, _ band: JetsamBand, _ mib: UInt64, used: Int) -> JetsamPolicy.Candidate {
     JetsamPolicy.Candidate(app: id, band: band, footprint: mib * MiB, lastUsed: .seconds(used))
 }
 

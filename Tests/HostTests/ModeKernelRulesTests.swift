@@ -33,7 +33,7 @@ struct ModeKernelRulesTests {
     /// Launches a probe declaring `modes` that runs `actions` in didFinishLaunching; returns its log.
     func probe(_ modes: [BackgroundMode], _ actions: [String]) async throws -> String {
         try await withHost(label: "kr") { host -> String in
-            let id = "com.kernel.\(modes.map(\.rawValue).joined(separator: "-").isEmpty ? "none" : modes.map(\.rawValue).joined(separator: "-"))"
+            let id: BundleID = "com.kernel.\(modes.map(\.rawValue).joined(separator: "-").isEmpty ? "none" : modes.map(\.rawValue).joined(separator: "-"))"
             try await host.installProbe(id, extra: modes.isEmpty ? [:] : ["UIBackgroundModes": modes.map(\.rawValue)])
             _ = try await host.supervisor.launch(id, background: false, arguments: actions.flatMap { ["--on", "launch", $0] })
             return (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""

@@ -123,7 +123,7 @@ struct ModeMatrixTests {
             #expect(report.reason.contains("CLClientIsBackgroundable"))
             #expect(report.exceptionType == "EXC_CRASH (SIGABRT)")
             let refused = await host.events(id).filter { $0.kind == .modeRefused }
-            #expect(refused.map(\.mode) == ["location"])
+            #expect(refused.map(\.mode) == [.location])
         }
     }
 
@@ -170,7 +170,7 @@ struct MatrixWorld {
     let host: TestHost
     let row: MatrixCase
     var supervisor: Supervisor { host.supervisor }
-    var id: String { "com.matrix.\(row.mode.rawValue).\(row.declared ? "d" : "u").\(row.background ? "bg" : "fg")" }
+    var id: BundleID { "com.matrix.\(row.mode.rawValue).\(row.declared ? "d" : "u").\(row.background ? "bg" : "fg")" }
 
     func log() -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? "(no log)"

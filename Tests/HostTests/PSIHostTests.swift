@@ -54,7 +54,7 @@ struct PSIHostTests {
             let result = try await hog.value
             #expect(result.status == 0, "\(result.stderr)")
             let event = try #require(fired, "the trigger did not fire while the hog ran")
-            #expect(event.pressure == "warning")
+            #expect(event.pressure == .warning)
         }
     }
 

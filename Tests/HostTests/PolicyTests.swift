@@ -19,7 +19,7 @@ struct PolicyTests {
         _ = try await host.supervisor.advanceClock(by: .seconds(seconds))
     }
 
-    func state(_ host: TestHost, _ id: String) async throws -> AppState? {
+    func state(_ host: TestHost, _ id: BundleID) async throws -> AppState? {
         try await host.supervisor.status(id).first?.state
     }
 
@@ -220,7 +220,7 @@ struct PolicyTests {
             // Killed at 10 s of host time after the activation (virtual dates are exact).
             let events = await host.events(id)
             let activated = try #require(events.first { $0.kind == .transition && $0.to == .active })
-            let kill = try #require(events.first { $0.kind == .signal && $0.signal == "SIGKILL" })
+            let kill = try #require(events.first { $0.kind == .signal && $0.signal == .kill })
             #expect(kill.time.timeIntervalSince(activated.time) == 10)
         }
     }

@@ -55,14 +55,14 @@ struct PushGatewayHTTPClientTests {
 
         try await withGateway("gw-ahc", tls: .init(certificatePath: certs.serverCertificate, privateKeyPath: certs.serverKey),
                               authentication: .init(clientCAPath: certs.caCertificate)) { g in
-            let id = "com.test.gw.ahc"
+            let id: BundleID = "com.test.gw.ahc"
             let token = try await g.installPushProbe(id)
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
             for (name, identity) in [("no client certificate", nil), ("another CA's certificate", stranger)] as [(String, (certificate: String, key: String)?)] {
                 let refused = try makeClient(ca: certs.caCertificate, client: identity, group: group)
                 await #expect(throws: (any Error).self, "\(name): the handshake fails") {
-                    _ = try await push(refused, url: g.url(token), topic: id, apnsID: UUID().uuidString.lowercased())
+                    _ = try await push(refused, url: g.url(token), topic: id.rawValue, apnsID: UUID().uuidString.lowercased())
                 }
                 try await refused.shutdown()
             }
@@ -71,7 +71,7 @@ struct PushGatewayHTTPClientTests {
             let client = try makeClient(ca: certs.caCertificate, client: provider, group: group)
             // One push first: the connection is open and known to speak h2 before the rest.
             let first = UUID().uuidString.lowercased()
-            let warm = try await push(client, url: g.url(token), topic: id, apnsID: first)
+            let warm = try await push(client, url: g.url(token), topic: id.rawValue, apnsID: first)
             #expect(warm.status == .ok && warm.version == .http2, "\(warm.status) \(warm.version)")
             #expect(warm.headers.first(name: "apns-id") == first)
             let connectionsBefore = g.gateway.statistics.connections
@@ -90,7 +90,7 @@ struct PushGatewayHTTPClientTests {
             let answers = try await withThrowingTaskGroup(of: (String, String?, UInt, Bool).self) { tasks in
                 for sent in ids {
                     tasks.addTask {
-                        let r = try await push(client, url: g.url(token), topic: id, apnsID: sent)
+                        let r = try await push(client, url: g.url(token), topic: id.rawValue, apnsID: sent)
                         return (sent, r.headers.first(name: "apns-id"), r.status.code, r.version == .http2)
                     }
                 }

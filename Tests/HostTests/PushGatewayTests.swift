@@ -153,8 +153,8 @@ struct GatewayHost: Sendable {
     /// Installs the probe as `id` with `UIBackgroundModes` `remote-notification` and an
     /// `aps-environment` entitlement; returns its device token.
     @discardableResult
-    func installPushProbe(_ id: String) async throws -> String {
-        let bundle = try makeProbeBundle(in: host.dir.path, id: id, extra: ["UIBackgroundModes": ["remote-notification"]])
+    func installPushProbe(_ id: BundleID) async throws -> String {
+        let bundle = try makeProbeBundle(in: host.dir.path, id: id.rawValue, extra: ["UIBackgroundModes": ["remote-notification"]])
         // The entitlements file is named after the bundle folder (`<id>.app` → `<id>.entitlements`).
         let name = ((bundle as NSString).lastPathComponent as NSString).deletingPathExtension
         let entitlements = try PropertyListSerialization.data(fromPropertyList: ["aps-environment": "development"],
@@ -409,7 +409,7 @@ struct PushGatewayCurlTests {
         var profile = BudgetProfile.default
         profile.silentPushesPerHour = 1000
         try await withGateway("gw-wake", profile: profile) { g in
-            let id = "com.test.gw.wake"
+            let id: BundleID = "com.test.gw.wake"
             let token = try await g.installPushProbe(id)
             let pid = try await g.host.supervisor.launch(id, background: true, arguments: [])
             try await g.host.waitUntil(id, is: .suspended)
@@ -433,7 +433,7 @@ struct PushGatewayCurlTests {
             "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
         try #require(made.status == 0, "openssl: \(made.stderr)")
         try await withGateway("gw-tls", tls: .init(certificatePath: cert, privateKeyPath: key)) { g in
-            let id = "com.test.gw.tls"
+            let id: BundleID = "com.test.gw.tls"
             let token = try await g.installPushProbe(id)
             #expect(g.gateway.url.hasPrefix("https://"))
             // curl multiplexes parallel transfers on one connection once ALPN said h2.
@@ -461,7 +461,7 @@ struct PushGatewayCurlTests {
 struct PushGatewayClientTests {
     @Test func manyConcurrentStreamsOnOneConnection() async throws {
         try await withGateway("gw-many") { g in
-            let id = "com.test.gw.many"
+            let id: BundleID = "com.test.gw.many"
             let token = try await g.installPushProbe(id)
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
             let client = try await PushGatewayClient.connect(host: "127.0.0.1", port: g.gateway.port, group: group)
@@ -470,7 +470,7 @@ struct PushGatewayClientTests {
                 for _ in 0..<n {
                     let apnsID = UUID().uuidString
                     tasks.addTask {
-                        (apnsID, try await client.push(token: token, topic: id, pushType: "alert", priority: 10, apnsID: apnsID,
+                        (apnsID, try await client.push(token: token, topic: id.rawValue, pushType: "alert", priority: 10, apnsID: apnsID,
                                                        payload: Data(alertPayload.utf8)))
                     }
                 }

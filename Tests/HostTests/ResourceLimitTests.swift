@@ -24,7 +24,7 @@ struct ResourceLimitTests {
         return (String(fields[0]), String(fields[1]))
     }
 
-    func appLog(_ host: TestHost, _ id: String) -> String {
+    func appLog(_ host: TestHost, _ id: BundleID) -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
     }
 

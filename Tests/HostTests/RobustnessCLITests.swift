@@ -290,14 +290,14 @@ struct RobustnessCLITests {
     @Test(.timeLimit(.minutes(1)))
     func aBundleIdentifierOf155CharactersInstallsRunsAndGetsItsReport() async throws {
         try await withHost(label: "id155") { host in
-            let id = "com.example." + String(repeating: "x", count: 155 - 12)
-            #expect(id.count == 155)
+            let id = BundleID(stringLiteral: "com.example." + String(repeating: "x", count: 155 - 12))
+            #expect(id.rawValue.count == 155)
             try await host.installProbe(id)
             _ = try await host.supervisor.launch(id, background: false, arguments: ["--on", "active", "exit:3"])
             let report = await host.waitForEvent(id) { $0.kind == .report }
             #expect(report != nil)
             let files = try FileManager.default.contentsOfDirectory(atPath: host.dir.path + "/reports")
-            let file = try #require(files.first { $0.hasPrefix(id + "-") }, "\(files)")
+            let file = try #require(files.first { $0.hasPrefix(id.rawValue + "-") }, "\(files)")
             #expect(file.utf8.count <= 255)
             let data = try Data(contentsOf: URL(fileURLWithPath: host.dir.path + "/reports/" + file))
             #expect(try WireJSON.decoder().decode(TerminationReport.self, from: data).bundleIdentifier == id)

@@ -15,12 +15,12 @@ struct SnapshotHostTests {
     let balance = "$12,345.67"
     let password = "hunter2-Bank!"
 
-    func install(_ host: TestHost, _ bundle: String) async throws -> String {
+    func install(_ host: TestHost, _ bundle: String) async throws -> BundleID {
         try await host.supervisor.install(path: packageRoot + "/manifests/\(bundle).app", settings: [:]).bundleIdentifier
     }
 
     /// Launch in front, then the home button: the snapshot taken after didEnterBackground.
-    func leaveForeground(_ host: TestHost, _ id: String) async throws -> TakenSnapshot? {
+    func leaveForeground(_ host: TestHost, _ id: BundleID) async throws -> TakenSnapshot? {
         _ = try await host.supervisor.launch(id, background: false, arguments: [])
         try await host.waitUntil(id, is: .active)
         try await host.supervisor.background(id)
@@ -191,7 +191,7 @@ extension SnapshotHostTests {
     @Test func theLastTenPicturesAreKeptOnDisk() async throws {
         try await withHost(label: "snap") { host in
             let bank = try await install(host, "Bank")
-            let dir = host.dir.path + "/snapshots/" + bank
+            let dir = host.dir.path + "/snapshots/" + bank.rawValue
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             for leftover in ["0.png", "0.json", "-3.png"] {
                 FileManager.default.createFile(atPath: dir + "/" + leftover, contents: Data([1]))

@@ -9,7 +9,7 @@ import Testing
 struct SnapshotKeeperTests {
     let t0 = Date(timeIntervalSince1970: 1_000_000)
 
-    func subject(_ app: String = "com.a", label: String = "x", policy: SnapshotPolicy = .default, ignore: Bool = false,
+    func subject(_ app: BundleID = "com.a", label: String = "x", policy: SnapshotPolicy = .default, ignore: Bool = false,
                  onDisk: Int? = nil, at seconds: Double = 0) -> SnapshotKeeper.Subject {
         let tree = ViewTree(views: [ViewNode(content: .label(text: label, fontSize: 17, color: RGBA(0, 0, 0)), frame: Rect(x: 0, y: 0, width: 10, height: 10))])
         return SnapshotKeeper.Subject(app: app, tree: tree, policy: policy, ignoreUntilActive: ignore, time: t0 + seconds,

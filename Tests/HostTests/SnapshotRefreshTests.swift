@@ -13,7 +13,7 @@ import Testing
        .enabled(if: bankBuilt && probeBuilt, "sample apps not built: run `swift build` first (scripts/test.sh does)"))
 struct SnapshotRefreshTests {
     /// Launches in front with `arguments`, sends it home; returns the didEnterBackground snapshot.
-    func launchAndSendHome(_ host: TestHost, _ id: String, _ arguments: [String]) async throws -> TakenSnapshot {
+    func launchAndSendHome(_ host: TestHost, _ id: BundleID, _ arguments: [String]) async throws -> TakenSnapshot {
         _ = try await host.supervisor.launch(id, background: false, arguments: arguments)
         try await host.waitUntil(id, is: .active)
         let mark = await host.supervisor.snapshotMark()
@@ -32,7 +32,7 @@ struct SnapshotRefreshTests {
 
     /// Waits for a `snapshot` event of `id` whose cause contains `reason`, after `mark`;
     /// returns the snapshots taken since `mark`.
-    func snapshots(_ host: TestHost, _ id: String, since mark: UInt64, reason: String) async -> [TakenSnapshot] {
+    func snapshots(_ host: TestHost, _ id: BundleID, since mark: UInt64, reason: String) async -> [TakenSnapshot] {
         _ = await host.waitForEvent(id) { $0.kind == .snapshot && $0.cause.contains("(\(reason)") }
         await host.supervisor.waitForSnapshots()
         return await host.supervisor.takenSnapshots(id, since: mark)
@@ -42,8 +42,10 @@ struct SnapshotRefreshTests {
 
     /// iOS updates the snapshot when the app calls performFetch's completion handler, not
     /// when the method returns: an app that completes later is pictured then, once.
+    /// On the virtual clock: the completion's host timer falls due only when the test moves
+    /// time, so "not yet" is decided by the host, not by how fast the machine ran.
     @Test func aFetchIsPicturedWhenTheAppCompletesItNotWhenPerformFetchReturns() async throws {
-        try await withHost(label: "snap") { host in
+        try await withHost(label: "snap", clock: .virtual) { host in
             let id = try await host.installProbe("com.snap.fetch", extra: ["UIBackgroundModes": ["fetch"]])
             let home = try await launchAndSendHome(host, id, [
                 "--on", "launch", "window:launched", "--on", "fetch", "window:fetched", "--fetch-result", "after:2:newData",
@@ -55,6 +57,7 @@ struct SnapshotRefreshTests {
             await host.supervisor.waitForSnapshots()
             #expect(await host.supervisor.takenSnapshots(id, since: mark).isEmpty, "returned, but the fetch is still out: no picture yet")
 
+            _ = try await host.supervisor.advanceClock(by: .seconds(2))
             let taken = await snapshots(host, id, since: mark, reason: "background fetch")
             #expect(taken.map(\.info.reason) == ["background fetch"])
             #expect(try texts(try #require(taken.first).info) == ["fetched"])

@@ -45,7 +45,7 @@ struct SupervisorTests {
                 let id = try await host.installProbe("com.test.statusstop\(n)")
                 let pid = try await host.supervisor.launch(id, background: false, arguments: [])
                 try await host.supervisor.background(id)
-                _ = await host.waitForEvent(id) { $0.kind == .signal && $0.signal == "SIGSTOP" && $0.confirmed == nil }
+                _ = await host.waitForEvent(id) { $0.kind == .signal && $0.signal == .stop && $0.confirmed == nil }
                 let listed = try await host.supervisor.status(id).first?.state
                 #expect(listed == .suspended, "listed \(listed?.rawValue ?? "nothing") right after SIGSTOP")
                 #expect(kernelState(pid) == "T")
@@ -123,10 +123,10 @@ struct SupervisorTests {
     @Test func theAppOwningAPidIsFoundWhileItRunsAndForgottenWhenItExits() async throws {
         try await withHost { host in
             let id = try await host.installProbe("com.test.owner")
-            let pid = try await host.supervisor.launch(BundleID(validating: id), background: false, arguments: [])
+            let pid = try await host.supervisor.launch(id, background: false, arguments: [])
             #expect(await host.supervisor.appOwning(pid: pid) == id)
             #expect(await host.supervisor.appOwning(pid: getpid()) == nil, "the test process is nobody's app")
-            try await host.supervisor.terminate(BundleID(validating: id))
+            try await host.supervisor.terminate(id)
             try await host.waitUntil(id, is: .notRunning)
             #expect(await host.supervisor.appOwning(pid: pid) == nil, "a gone app's pid may be anyone's now")
         }

@@ -108,20 +108,20 @@ final class TestHost: Sendable {
 
     /// Installs a probe bundle with `id`, returns its bundle id.
     @discardableResult
-    func installProbe(_ id: String, extra: [String: Any] = [:], entitlements: [String: Any]? = nil) async throws -> String {
-        let path = try makeProbeBundle(in: dir.path, id: id, extra: extra, entitlements: entitlements)
+    func installProbe(_ id: BundleID, extra: [String: Any] = [:], entitlements: [String: Any]? = nil) async throws -> BundleID {
+        let path = try makeProbeBundle(in: dir.path, id: id.rawValue, extra: extra, entitlements: entitlements)
         return try await supervisor.install(path: path, settings: [:]).bundleIdentifier
     }
 
     /// The callbacks that returned, in order, from the event log.
-    func callbacks(_ id: String) async -> [String] {
+    func callbacks(_ id: BundleID) async -> [String] {
         let (past, _, sub) = await supervisor.subscribe(bundleIdentifier: id)
         await supervisor.unsubscribe(sub)
         return past.compactMap(\.callback)
     }
 
     /// Events of one app so far.
-    func events(_ id: String) async -> [HostEvent] {
+    func events(_ id: BundleID) async -> [HostEvent] {
         let (past, _, sub) = await supervisor.subscribe(bundleIdentifier: id)
         await supervisor.unsubscribe(sub)
         return Array(past)
@@ -130,7 +130,7 @@ final class TestHost: Sendable {
     /// Waits for the first event of `id` (past or future) matching `predicate`, for at
     /// most `timeout` of real time; then records an issue saying what the host saw
     /// (the app's state, its last events) and returns nil, as it does when the log ends.
-    func waitForEvent(_ id: String, timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation,
+    func waitForEvent(_ id: BundleID, timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation,
                       _ predicate: @escaping @Sendable (HostEvent) -> Bool) async -> HostEvent? {
         let (past, live, sub) = await supervisor.subscribe(bundleIdentifier: id)
         defer { Task { await supervisor.unsubscribe(sub) } }
@@ -244,7 +244,7 @@ private func stopping<T>(_ host: TestHost, removing: Bool, isolation: isolated (
 extension TestHost {
     /// Waits until `id` is in `state`, for at most `timeout` of real time; then fails
     /// (and throws) saying what the host saw: the app's state and its last events.
-    func waitUntil(_ id: String, is state: AppState, timeout: Duration = .seconds(60),
+    func waitUntil(_ id: BundleID, is state: AppState, timeout: Duration = .seconds(60),
                    sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let supervisor = self.supervisor
         let reached = await finishes(within: timeout) { await supervisor.waitUntil(id, is: state) }
@@ -254,7 +254,7 @@ extension TestHost {
     }
 
     /// What the host says of `id` now: its status and its last events, one a line.
-    func sawOf(_ id: String, events count: Int = 12) async -> String {
+    func sawOf(_ id: BundleID, events count: Int = 12) async -> String {
         let status: String
         do {
             if let s = try await supervisor.status(id).first {
@@ -335,7 +335,7 @@ final class Counter: Sendable {
 
 /// Makes a FIFO called `name` in the `tmp` folder of `id`'s container (made if missing),
 /// for the probe's `wait-fifo` and `hang-fifo`; returns its path.
-func makeContainerFIFO(_ host: TestHost, _ id: String, _ name: String) throws -> String {
+func makeContainerFIFO(_ host: TestHost, _ id: BundleID, _ name: String) throws -> String {
     let dir = host.dir.path + "/containers/\(id)/tmp"
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     let fifo = dir + "/" + name

@@ -8,8 +8,8 @@ import Testing
 /// out; no process, no database, no daemon.
 @Suite("Transfer broker")
 struct TransferBrokerTests {
-    static let app = "com.example.app"
-    static let session = "s"
+    static let app: BundleID = "com.example.app"
+    static let session: SessionIdentifier = "s"
 
     /// A world in which the app is in `state` (running code unless not running or suspended).
     static func world(_ state: AppState, installed: Bool = true) -> TransferBroker.World {
@@ -26,15 +26,15 @@ struct TransferBrokerTests {
     }
 
     /// A broker with a session and `count` downloads, the daemon ready and every job accepted.
-    static func broker(tasks count: Int, config: BackgroundSessionConfig = BackgroundSessionConfig(identifier: session)) -> (TransferBroker, [UInt64]) {
+    static func broker(tasks count: Int, config: BackgroundSessionConfig = BackgroundSessionConfig(identifier: session)) -> (TransferBroker, [TransferID]) {
         var b = TransferBroker(firstID: 100)
         _ = b.handle(.ready(pid: 9, unfinished: 0), world: world(.active))
         _ = settle(&b, b.request(.urlSessionCreate(config), id: 1, from: app, world: world(.active)))
-        var ids: [UInt64] = []
+        var ids: [TransferID] = []
         for n in 1...count {
             _ = settle(&b, b.request(.urlSessionStartTask(session: session, kind: .download, url: "http://h/f/\(n)", method: "GET", headers: [:], uploadFile: nil),
                                      id: UInt64(1 + n), from: app, world: world(.active)))
-            let id = b.id(app: app, session: session, task: n)!
+            let id = b.id(app: app, session: session, task: TransferTaskID(n))!
             _ = b.handle(.accepted(id: id), world: world(.active))
             ids.append(id)
         }
@@ -53,7 +53,7 @@ struct TransferBrokerTests {
         }
     }
 
-    static func finished(_ task: Int) -> ServiceEvent {
+    static func finished(_ task: TransferTaskID) -> ServiceEvent {
         .urlSessionDidComplete(session: session, taskIdentifier: task, errorCode: nil, errorReason: nil)
     }
 
@@ -139,7 +139,7 @@ struct TransferBrokerTests {
         var (b, ids) = Self.broker(tasks: 2)
         let fx = b.appExited(Self.app, byUser: true)
         let entries = ids.sorted().enumerated().map {
-            CancelledTransfer(id: $0.element, bundleIdentifier: Self.app, session: Self.session, taskIdentifier: $0.offset + 1,
+            CancelledTransfer(id: $0.element, bundleIdentifier: Self.app, session: Self.session, taskIdentifier: TransferTaskID($0.offset + 1),
                               kind: .download, url: "http://h/f/\($0.offset + 1)", reason: .userForceQuitApplication)
         }
         // Remembered (not forgotten: TransferCancelledTests follows them to the app).

@@ -15,7 +15,7 @@ struct TransferCancelledHostTests {
     static let reported = "didCompleteWithError(task 1, cancelled, userForceQuitApplication)"
     static let line = "[ProbeApp] task 1 completed error=cancelled code=-999 NSURLErrorBackgroundTaskCancelledReasonKey=0 (userForceQuitApplication)"
 
-    func log(_ host: TestHost, _ id: String) -> String {
+    func log(_ host: TestHost, _ id: BundleID) -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
     }
 

@@ -15,7 +15,7 @@ struct TransferCancelledTests {
     static let app = T.app
     static let session = T.session
 
-    static func cancelled(_ task: Int, _ reason: BackgroundTaskCancelledReason = .userForceQuitApplication) -> ServiceEvent {
+    static func cancelled(_ task: TransferTaskID, _ reason: BackgroundTaskCancelledReason = .userForceQuitApplication) -> ServiceEvent {
         .urlSessionDidComplete(session: session, taskIdentifier: task, errorCode: "cancelled",
                                errorReason: "cancelled by the system (\(reason.name))", cancelledReason: reason)
     }
@@ -100,7 +100,7 @@ struct TransferCancelledTests {
     }
 
     @Test func aRestartedHostRestoresThemForInstalledAppsWithinTheBound() {
-        func row(_ id: UInt64, _ app: String, task: Int) -> CancelledTransfer {
+        func row(_ id: TransferID, _ app: BundleID, task: TransferTaskID) -> CancelledTransfer {
             CancelledTransfer(id: id, bundleIdentifier: app, session: Self.session, taskIdentifier: task, kind: .download, url: "http://h/\(task)",
                               reason: .userForceQuitApplication, sent: true)
         }

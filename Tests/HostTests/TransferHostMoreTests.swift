@@ -15,13 +15,13 @@ import Testing
 struct TransferHostMoreTests {
     // MARK: Helpers
 
-    func container(_ host: TestHost, _ id: String) -> String { host.dir.path + "/containers/\(id)" }
+    func container(_ host: TestHost, _ id: BundleID) -> String { host.dir.path + "/containers/\(id)" }
 
-    func appLog(_ host: TestHost, _ id: String) -> String {
+    func appLog(_ host: TestHost, _ id: BundleID) -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
     }
 
-    func download(_ host: TestHost, _ id: String, task: Int) throws -> Data {
+    func download(_ host: TestHost, _ id: BundleID, task: Int) throws -> Data {
         try Data(contentsOf: URL(fileURLWithPath: container(host, id) + "/Documents/downloads/\(task)"))
     }
 
@@ -29,7 +29,7 @@ struct TransferHostMoreTests {
     /// failure shows what the host, the app and the daemon saw instead of hitting the
     /// suite's time limit; nil (and an issue recorded) when it does not come.
     @discardableResult
-    func event(_ host: TestHost, _ id: String, _ what: String, nth n: Int = 1, within timeout: Duration = .seconds(60),
+    func event(_ host: TestHost, _ id: BundleID, _ what: String, nth n: Int = 1, within timeout: Duration = .seconds(60),
                sourceLocation: SourceLocation = #_sourceLocation,
                _ predicate: @escaping @Sendable (HostEvent) -> Bool) async -> HostEvent? {
         let found = await withTaskGroup(of: HostEvent?.self) { group in
@@ -55,7 +55,7 @@ struct TransferHostMoreTests {
 
     /// The `nth` return of callback `cause` (as the host names it).
     @discardableResult
-    func returned(_ host: TestHost, _ id: String, _ cause: String, nth n: Int = 1,
+    func returned(_ host: TestHost, _ id: BundleID, _ cause: String, nth n: Int = 1,
                   sourceLocation: SourceLocation = #_sourceLocation) async -> HostEvent? {
         await event(host, id, "\(cause) returned", nth: n, sourceLocation: sourceLocation) {
             $0.callback == cause
@@ -64,7 +64,7 @@ struct TransferHostMoreTests {
 
     /// A service event "transfer N waiting: REASON" whose reason contains every one of `words`.
     @discardableResult
-    func waiting(_ host: TestHost, _ id: String, _ words: [String], nth n: Int = 1,
+    func waiting(_ host: TestHost, _ id: BundleID, _ words: [String], nth n: Int = 1,
                  sourceLocation: SourceLocation = #_sourceLocation) async -> HostEvent? {
         await event(host, id, "a waiting event with \(words)", nth: n, sourceLocation: sourceLocation) { e in
             guard e.transfer == .waiting, let r = e.cause.range(of: " waiting: ") else { return false }
@@ -199,7 +199,7 @@ struct TransferHostMoreTests {
 
     /// Scripts the app's next launches: the host relaunches an app in the background with
     /// no arguments, so the probe reads them from its container.
-    func saveProbeArguments(_ host: TestHost, _ id: String, _ arguments: [String]) throws {
+    func saveProbeArguments(_ host: TestHost, _ id: BundleID, _ arguments: [String]) throws {
         let dir = container(host, id) + "/Library/Preferences"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         try (arguments.joined(separator: "\n") + "\n").write(toFile: dir + "/ProbeApp.args", atomically: true, encoding: .utf8)
@@ -207,7 +207,7 @@ struct TransferHostMoreTests {
 
     /// Launches the probe with `count` downloads of session s waiting for the network,
     /// then kills it (the system, not the user: the transfers go on). Returns the URLs' server.
-    func transfersOfAKilledApp(_ host: TestHost, _ id: String, count: Int) async throws -> HTTPTestServer {
+    func transfersOfAKilledApp(_ host: TestHost, _ id: BundleID, count: Int) async throws -> HTTPTestServer {
         let server = try await startServer()
         for n in 1...count { server.serve("/f/\(n)", resource: .generated(size: 16 << 10, seed: UInt64(n))) }
         await daemonReady(host)
@@ -250,10 +250,10 @@ struct TransferHostMoreTests {
             let all = await host.events(id)
             let completed = all.filter { $0.kind == .callback && $0.success != nil }
             #expect(completed.map(\.session) == Array(repeating: "s", count: 4))
-            #expect(Set(completed.compactMap(\.transferTask)) == Set(1...4))
+            #expect(Set(completed.compactMap(\.transferTask?.rawValue)) == Set(1...4))
             #expect(completed.allSatisfy { $0.success == true })
             let downloaded = all.filter { $0.kind == .callback && $0.callback?.hasPrefix("didFinishDownloadingTo") == true }
-            #expect(Set(downloaded.compactMap(\.transferTask)) == Set(1...4))
+            #expect(Set(downloaded.compactMap(\.transferTask?.rawValue)) == Set(1...4))
             #expect(all.filter { $0.transfer == .finished }.allSatisfy { $0.success == true })
             #expect(all.filter { $0.kind == .callback && $0.callback?.hasPrefix("handleEvents") == true }.map(\.session) == ["s"])
             let launches = await host.events(id).filter { $0.kind == .transition && $0.from == .notRunning }

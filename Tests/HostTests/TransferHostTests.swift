@@ -14,11 +14,11 @@ let transferDaemonBuilt = productBuilt("apphost-transferd")
 @Suite("Background transfers through the host", .tags(.process, .network), .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt && transferDaemonBuilt, "ProbeApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
 struct TransferHostTests {
-    func returned(_ host: TestHost, _ id: String, _ cause: String) async {
+    func returned(_ host: TestHost, _ id: BundleID, _ cause: String) async {
         _ = await host.waitForEvent(id) { $0.callback == cause }
     }
 
-    func container(_ host: TestHost, _ id: String) -> String { host.dir.path + "/containers/\(id)" }
+    func container(_ host: TestHost, _ id: BundleID) -> String { host.dir.path + "/containers/\(id)" }
 
     func startServer(size: Int, faults: [Fault] = []) async throws -> (HTTPTestServer, Resource) {
         let server = try await HTTPTestServer.start()

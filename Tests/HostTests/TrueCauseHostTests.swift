@@ -9,7 +9,7 @@ import Testing
 @Suite("True causes through the host", .tags(.process), .timeLimit(.minutes(2)),
        .enabled(if: probeBuilt, "ProbeApp not built: run `swift build` first (scripts/test.sh does)"))
 struct TrueCauseHostTests {
-    func log(_ host: TestHost, _ id: String) -> String {
+    func log(_ host: TestHost, _ id: BundleID) -> String {
         (try? String(contentsOfFile: host.dir.path + "/logs/\(id).log", encoding: .utf8)) ?? ""
     }
 
@@ -18,7 +18,7 @@ struct TrueCauseHostTests {
             let id = try await host.installProbe("com.cause.push")
             _ = try await host.supervisor.launch(id, background: false, arguments: [])
             _ = try await host.supervisor.modeCommand(.push(PushRequest(bundleIdentifier: id, payload: #"{"aps":{"alert":"Hello"}}"#)))
-            #expect(await host.waitForEvent(id) { $0.push == 1 && $0.result == "newData" } != nil)
+            #expect(await host.waitForEvent(id) { $0.push == 1 && $0.result == .newData } != nil)
             // The app has read every answer once it has exited: no refusal reached its log.
             try await host.supervisor.terminate(id)
             try await host.waitUntil(id, is: .notRunning)
@@ -59,7 +59,7 @@ struct TrueCauseHostTests {
             #expect(await host.waitForEvent(id) { $0.kind == .modeUsed && $0.cause.contains("location updates keep the app running") } != nil)
             _ = try await host.supervisor.modeCommand(.locationSet(LocationFix(latitude: 1, longitude: 2)))
             #expect(await host.waitForEvent(id) { $0.callback == "didUpdateLocations(1)" } != nil)
-            #expect(try await host.supervisor.status(BundleID(id)).first?.state == .background)
+            #expect(try await host.supervisor.status(id).first?.state == .background)
             #expect(!(await host.events(id)).contains { $0.kind == .modeRefused })
         }
     }

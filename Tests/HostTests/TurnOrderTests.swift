@@ -1,3 +1,4 @@
+import AppHostProtocol
 import Foundation
 import Testing
 @testable import Host
@@ -7,7 +8,7 @@ import Testing
 struct TurnOrderTests {
     typealias Party = TurnOrder.Party
 
-    static func input(_ app: String, _ n: UInt64) -> Supervisor.Input {
+    static func input(_ app: BundleID, _ n: UInt64) -> Supervisor.Input {
         .drainExpired(app: app, instance: n)
     }
 

@@ -7,7 +7,7 @@ import Testing
 /// without processes: what the plugins ask the host to do, on a clock the test moves.
 @Suite("Background work rules")
 struct BackgroundWorkRulesTests {
-    func app(_ id: String, modes: [BackgroundMode] = [], ids: [String] = [], entitlements: [String] = [],
+    func app(_ id: BundleID, modes: [BackgroundMode] = [], ids: [String] = [], entitlements: [String] = [],
              state: AppState = .suspended) -> ModeApp {
         modeApp(id, modes: modes, ids: ids, entitlements: entitlements, state: state)
     }

@@ -76,9 +76,9 @@ private extension LintReport {
 }
 
 /// A `HostEvent` as the host logs it.
-private func event(_ seq: UInt64, _ kind: HostEvent.Kind, _ app: String?, mode: String? = nil, _ cause: String = "") -> HostEvent {
+private func event(_ seq: UInt64, _ kind: HostEvent.Kind, _ app: BundleID?, mode: String? = nil, _ cause: String = "") -> HostEvent {
     HostEvent(seq: seq, time: Date(timeIntervalSince1970: 1_800_000_000 + Double(seq)), kind: kind,
-              bundleIdentifier: app, cause: cause, mode: mode)
+              bundleIdentifier: app, cause: cause, mode: mode.flatMap(BackgroundMode.init(rawValue:)))
 }
 
 @Suite("apphost lint")
@@ -309,8 +309,8 @@ struct LinterTests {
     @Test func traceDeclaredButNeverUsedAndRefused() throws {
         let dir = try LintDir()
         defer { dir.remove() }
-        let id = "com.example.lint"
-        let bundle = try dir.bundle("Tr", keys(id: id, modes: ["audio", "voip", "fetch", "push-to-talk"], """
+        let id: BundleID = "com.example.lint"
+        let bundle = try dir.bundle("Tr", keys(id: id.rawValue, modes: ["audio", "voip", "fetch", "push-to-talk"], """
             <key>BGTaskSchedulerPermittedIdentifiers</key><array><string>com.example.lint.refresh</string></array>
             """))
         let trace = [
@@ -345,8 +345,8 @@ struct LinterTests {
     @Test func aTerminationReportBlamingTheModeMakesARefusalAnError() throws {
         let dir = try LintDir()
         defer { dir.remove() }
-        let id = "com.example.lint"
-        let bundle = try dir.bundle("K", keys(id: id))
+        let id: BundleID = "com.example.lint"
+        let bundle = try dir.bundle("K", keys(id: id.rawValue))
         let killed = Linter.lint(bundlePath: bundle, trace: [
             event(1, .modeRefused, id, mode: "audio", "some future fatal misuse"),
             event(2, .report, id, "termination report 7: did X without \"audio\" in UIBackgroundModes"),

@@ -11,14 +11,14 @@ import Glibc
 /// do for an app that declares its mode and for one that does not.
 @Suite("Plugin rules")
 struct PluginRulesTests {
-    func app(_ id: String, modes: [BackgroundMode] = [], protocols: [String] = [], entitlements: [String] = [],
+    func app(_ id: BundleID, modes: [BackgroundMode] = [], protocols: [String] = [], entitlements: [String] = [],
              state: AppState = .active) -> ModeApp {
         modeApp(id, modes: modes, protocols: protocols, entitlements: entitlements, state: state)
     }
 
     func hub(_ apps: ModeApp...) -> ModeHub { makeHub(apps) }
 
-    func delivered(_ fx: [ModeEffect]) -> [(String, String, WakePolicy)] {
+    func delivered(_ fx: [ModeEffect]) -> [(BundleID, String, WakePolicy)] {
         fx.compactMap { if case .deliver(let a, let e, let w, _) = $0 { (a, e.name, w) } else { nil } }
     }
     func refused(_ fx: [ModeEffect]) -> [String] {
@@ -148,7 +148,7 @@ struct PluginRulesTests {
         _ = h.request(.bleScan(services: ["180d"]), from: "filtered", at: .zero)
         _ = h.request(.bleScan(services: nil), from: "nilfilter", at: .zero)
         _ = h.request(.bleScan(services: ["180D"]), from: "nomode", at: .zero)
-        for id in ["filtered", "nilfilter", "nomode"] {
+        for id: BundleID in ["filtered", "nilfilter", "nomode"] {
             _ = h.appMoved(id, from: .inactive, to: .background, runningCode: true, at: .zero)
             _ = h.appMoved(id, from: .background, to: .suspended, runningCode: false, at: .zero)
         }
@@ -162,7 +162,7 @@ struct PluginRulesTests {
         _ = h.command(.bleAdd(BLEPeripheral(id: "hr", services: ["180D"])), at: .zero)
         #expect(h.request(.bleConnect(peripheral: "hr"), from: "c", at: .zero).0 == .ok)
         #expect(h.request(.bleConnect(peripheral: "hr"), from: "n", at: .zero).0 == .ok)
-        for id in ["c", "n"] {
+        for id: BundleID in ["c", "n"] {
             _ = h.appMoved(id, from: .inactive, to: .background, runningCode: true, at: .zero)
             _ = h.appMoved(id, from: .background, to: .suspended, runningCode: false, at: .zero)
         }

@@ -2,9 +2,9 @@ import AppHostProtocol
 @testable import Plugins
 
 /// An installed app as the plugins see it, for hub tests.
-func modeApp(_ id: String, modes: [BackgroundMode] = [], protocols: [String] = [], ids: [String] = [],
+func modeApp(_ id: BundleID, modes: [BackgroundMode] = [], protocols: [String] = [], ids: [String] = [],
              entitlements: [String] = [], state: AppState) -> ModeApp {
-    var m = Manifest(bundleIdentifier: id, executable: "X", name: "X", sourcePath: "/x/Info.plist")
+    var m = Manifest(bundleIdentifier: id.rawValue, executable: "X", name: "X", sourcePath: "/x/Info.plist")
     m.backgroundModes = modes
     m.externalAccessoryProtocols = protocols
     m.bgTaskIdentifiers = ids

@@ -14,7 +14,7 @@ private struct TimerStub: BackgroundModePlugin {
         return "started"
     }
 
-    func timerFired(_ name: String, app: String?, in ctx: ModeContext) {
+    func timerFired(_ name: String, app: BundleID?, in ctx: ModeContext) {
         ctx.emit(.note(app: app, "fired \(name)"))
     }
 }

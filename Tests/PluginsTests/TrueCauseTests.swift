@@ -7,7 +7,7 @@ import Testing
 /// work due runs it in the same step. Through the hub, without processes.
 @Suite("True causes and due work")
 struct TrueCauseTests {
-    func app(_ id: String, modes: [BackgroundMode] = [], ids: [String] = [], state: AppState = .suspended) -> ModeApp {
+    func app(_ id: BundleID, modes: [BackgroundMode] = [], ids: [String] = [], state: AppState = .suspended) -> ModeApp {
         modeApp(id, modes: modes, ids: ids, state: state)
     }
     func delivered(_ fx: [ModeEffect]) -> [String] {
@@ -21,7 +21,7 @@ struct TrueCauseTests {
 
     @Test func aFixWithheldFromAWhenInUseAppWithTheModeSaysSo() {
         let h = makeHub([app("w", modes: [.location], state: .active), app("n", state: .active)])
-        for id in ["w", "n"] {
+        for id: BundleID in ["w", "n"] {
             _ = h.command(.privacy(action: .grant, service: .service(.location), bundleIdentifier: id), at: .zero)
             _ = h.request(.locationStart, from: id, at: .zero)
             _ = h.request(.locationAllowsBackgroundUpdates(id == "w"), from: id, at: .zero)

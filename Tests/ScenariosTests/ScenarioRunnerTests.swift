@@ -32,7 +32,7 @@ func normalised(_ events: [HostEvent]) -> [String] {
         var cause = e.cause.replacingOccurrences(of: #"pid \d+"#, with: "pid N", options: .regularExpression)
         cause = cause.replacingOccurrences(of: #"/tmp/apphost-scenario-[0-9a-f]+"#, with: "STATE", options: .regularExpression)
         cause = cause.replacingOccurrences(of: #"-\d{13}-\d+"#, with: "-REPORT", options: .regularExpression)
-        let fields = [e.bundleIdentifier, e.from?.rawValue, e.to?.rawValue, e.callback, e.signal, e.taskName, e.mode,
+        let fields = [e.bundleIdentifier?.rawValue, e.from?.rawValue, e.to?.rawValue, e.callback, e.signal?.rawValue, e.taskName, e.mode?.rawValue,
                       e.transfer?.rawValue, e.began.map { "\($0)" }, e.confirmed.map { "\($0)" }].map { $0 ?? "-" }
         return "\(e.seq) \(e.time.timeIntervalSince1970) \(e.kind.rawValue) \(fields.joined(separator: " ")) \(cause)"
     }
@@ -46,7 +46,7 @@ struct ScenarioRunnerTests {
         #expect(r.apps == [.init(alias: "probe", bundleIdentifier: "com.example.probe")])
         // The log starts at the epoch and the kill is at +30 s of host time.
         #expect(r.start == ScenarioDefaults.epoch)
-        let kill = try #require(r.events.first { $0.kind == .signal && $0.signal == "SIGKILL" })
+        let kill = try #require(r.events.first { $0.kind == .signal && $0.signal == .kill })
         #expect(kill.time.timeIntervalSince(r.start) == 30)
     }
 

@@ -12,14 +12,14 @@ struct EventScript {
     var start = ScenarioDefaults.epoch
     private var seq: UInt64 = 0
 
-    mutating func add(_ at: Double, _ kind: HostEvent.Kind, _ app: String?, from: AppState? = nil, to: AppState? = nil,
-                      cause: String = "", mode: String? = nil, fields: HostEvent.Fields = .init()) {
+    mutating func add(_ at: Double, _ kind: HostEvent.Kind, _ app: BundleID?, from: AppState? = nil, to: AppState? = nil,
+                      cause: String = "", mode: BackgroundMode? = nil, fields: HostEvent.Fields = .init()) {
         seq += 1
         events.append(HostEvent(seq: seq, time: start.addingTimeInterval(at), kind: kind, bundleIdentifier: app, pid: app == nil ? nil : 4242,
                                 from: from, to: to, cause: cause, mode: mode, fields: fields))
     }
 
-    mutating func move(_ at: Double, _ app: String, _ from: AppState, _ to: AppState, _ cause: String = "") {
+    mutating func move(_ at: Double, _ app: BundleID, _ from: AppState, _ to: AppState, _ cause: String = "") {
         add(at, .transition, app, from: from, to: to, cause: cause.isEmpty ? "\(from.rawValue) to \(to.rawValue)" : cause)
     }
 
@@ -37,17 +37,17 @@ struct EventScript {
         s.move(2.1, "com.example.mail", .inactive, .background, "home button")
         s.add(2.2, .backgroundTask, "com.example.mail", cause: "beginBackgroundTask \"upload\" id 1",
               fields: .init(task: 1, taskName: "upload", began: true))
-        s.add(3, .modeUsed, "com.example.news", cause: "background fetch 1 (interval)", mode: "fetch")
+        s.add(3, .modeUsed, "com.example.news", cause: "background fetch 1 (interval)", mode: .fetch)
         s.add(3.1, .callback, "com.example.news", cause: "performFetch returned", fields: .init(callback: "performFetch"))
         s.add(4, .service, "com.example.news", cause: "didReceiveRemoteNotification(background) (silent push 7 (apns))")
         s.add(10, .callback, "com.example.mail", cause: "expirationHandler(task 1) returned", fields: .init(callback: "expirationHandler(task 1)"))
         s.add(12, .backgroundTask, "com.example.mail", cause: "endBackgroundTask id 1", fields: .init(task: 1, began: false))
-        s.add(12.1, .signal, "com.example.mail", cause: "SIGSTOP: no assertion left", fields: .init(signal: "SIGSTOP"))
+        s.add(12.1, .signal, "com.example.mail", cause: "SIGSTOP: no assertion left", fields: .init(signal: .stop))
         s.move(12.1, "com.example.mail", .background, .suspended, "no assertion left")
-        s.add(20, .signal, "com.example.mail", cause: "SIGCONT: resume", fields: .init(signal: "SIGCONT"))
+        s.add(20, .signal, "com.example.mail", cause: "SIGCONT: resume", fields: .init(signal: .cont))
         s.move(20, "com.example.mail", .suspended, .background, "resume")
         s.add(40, .warning, "com.example.news", cause: "killing: watchdog")
-        s.add(40, .signal, "com.example.news", cause: "SIGKILL: watchdog: background time of 30 s used up", fields: .init(signal: "SIGKILL"))
+        s.add(40, .signal, "com.example.news", cause: "SIGKILL: watchdog: background time of 30 s used up", fields: .init(signal: .kill))
         s.add(40.01, .exited, "com.example.news", cause: "SIGKILL")
         s.move(40.01, "com.example.news", .background, .notRunning, "killed: background time of 30 s used up")
         s.add(40.01, .report, "com.example.news", cause: "termination report com.example.news-1735689640010-4242: background time used up")
@@ -159,7 +159,7 @@ struct TimelineTests {
         s.move(0, "com.example.evil", .notRunning, .active, hostile[0])
         for (i, cause) in hostile.enumerated() {
             s.add(Double(i + 1), .warning, "com.example.evil", cause: cause)
-            s.add(Double(i + 1), .backgroundTask, "com.example.evil", cause: "begin", fields: .init(task: i, taskName: cause, began: true))
+            s.add(Double(i + 1), .backgroundTask, "com.example.evil", cause: "begin", fields: .init(task: BackgroundTaskID(i), taskName: cause, began: true))
         }
         s.move(9, "com.example.evil", .active, .background, hostile[1])
         let lanes = [TimelineLane(label: "<b>evil</b>\u{1}", bundleIdentifier: "com.example.evil")]

@@ -10,7 +10,7 @@ import Testing
 /// fails its own transfer only.
 @Suite struct FinisherTests {
     private func job(_ id: UInt64, destination: String) -> TransferJob {
-        TransferJob(id: id, bundleIdentifier: "com.example.f", session: "s", taskIdentifier: Int(id), kind: .download,
+        TransferJob(id: TransferID(id), bundleIdentifier: "com.example.f", session: "s", taskIdentifier: TransferTaskID(Int(id)), kind: .download,
                     url: "http://127.0.0.1/\(id)", destination: destination, created: 0)
     }
 
@@ -41,11 +41,11 @@ import Testing
         let destinations = [dir.path + "/a", dir.path + "/no-such-dir/b", dir.path + "/c"]
         let contents: [[UInt8]] = [Array("first".utf8), Array("second".utf8), Array(repeating: 7, count: 5000)]
         #expect(try store.insert(destinations.enumerated().map { job(UInt64($0.offset + 1), destination: $0.element) }) == [true, true, true])
-        var batch: [(id: UInt64, file: ReceivedDownload)] = []
+        var batch: [(id: TransferID, file: ReceivedDownload)] = []
         for (i, destination) in destinations.enumerated() {
             // The second one's directory does not exist: its partial file is written beside the others.
             let file = try received(i == 1 ? dir.path + "/b" : destination, contents[i])
-            batch.append((UInt64(i + 1), ReceivedDownload(fd: file.fd, part: file.part, destination: destination,
+            batch.append((TransferID(UInt64(i + 1)), ReceivedDownload(fd: file.fd, part: file.part, destination: destination,
                                                           status: 200, bytes: file.bytes, bytesExpected: file.bytesExpected)))
         }
 
@@ -79,9 +79,9 @@ import Testing
         let destinations = [dir.path + "/h1", dir.path + "/gone/h2", dir.path + "/h3", dir.path + "/h4"]
         let contents: [[UInt8]] = [Array("held".utf8), Array("lost".utf8), [], Array(repeating: 9, count: 3000)]
         #expect(try store.insert(destinations.enumerated().map { job(UInt64($0.offset + 1), destination: $0.element) }).allSatisfy { $0 })
-        var batch: [(id: UInt64, file: ReceivedDownload)] = []
+        var batch: [(id: TransferID, file: ReceivedDownload)] = []
         for (i, destination) in destinations.enumerated() where i < 3 {
-            batch.append((UInt64(i + 1), ReceivedDownload(fd: -1, part: destination + ".part", destination: destination, status: 200,
+            batch.append((TransferID(UInt64(i + 1)), ReceivedDownload(fd: -1, part: destination + ".part", destination: destination, status: 200,
                                                           bytes: Int64(contents[i].count), bytesExpected: Int64(contents[i].count),
                                                           body: contents[i])))
         }

@@ -250,7 +250,7 @@ struct TransferDaemonTests {
                 #expect(receiving.count <= 16)
             }
             // Finished events may have arrived before the list answer: count every event seen.
-            var finished = Set<UInt64>()
+            var finished = Set<TransferID>()
             var failures: [TransferEvent] = []
             func note(_ e: TransferEvent) {
                 if case .finished(let id, let outcome) = e, finished.insert(id).inserted,
@@ -372,15 +372,15 @@ struct TransferDaemonTests {
                 let url = id % 2 == 0 ? server.url("/p\(id)") : local + "p\(id)"
                 try daemon.send(.enqueue(job(id, url: url, destination: dir.path + "/out\(id)")))
             }
-            try daemon.send(.cancel(id: n))
+            try daemon.send(.cancel(id: TransferID(n)))
             // Transfers finish in any order: collect every outcome.
-            var outcomes: [UInt64: TransferOutcome] = [:]
+            var outcomes: [TransferID: TransferOutcome] = [:]
             while outcomes.count < Int(n) {
                 let e = try await daemon.next("finished #\(outcomes.count + 1)") { if case .finished = $0 { return true }; return false }
                 if case .finished(let id, let outcome) = e { outcomes[id] = outcome }
             }
-            #expect(outcomes[n] == .cancelled)
-            for id in 1..<n { #expect(outcomes[id] == .completed(status: 200, bytes: 64 << 10), "transfer \(id)") }
+            #expect(outcomes[TransferID(n)] == .cancelled)
+            for id in 1..<n { #expect(outcomes[TransferID(id)] == .completed(status: 200, bytes: 64 << 10), "transfer \(id)") }
             #expect(server.requests("/p\(n)").isEmpty)
             let port = URL(string: server.url("/"))!.port!
             #expect(server.peakConcurrentResponses(host: "127.0.0.1:\(port)") == 2)
@@ -404,7 +404,7 @@ struct TransferDaemonTests {
             for id in 1...n {
                 try daemon.send(.enqueue(job(id, url: server.url("/s\(id)"), destination: dir.path + "/s\(id)")))
             }
-            var outcomes: [UInt64: TransferOutcome] = [:]
+            var outcomes: [TransferID: TransferOutcome] = [:]
             while outcomes.count < Int(n) {
                 let e = try await daemon.next("finished #\(outcomes.count + 1)") { if case .finished = $0 { return true }; return false }
                 if case .finished(let id, let outcome) = e {
@@ -414,7 +414,7 @@ struct TransferDaemonTests {
             }
             for id in 1...n {
                 let size = resources[id]!.size
-                #expect(outcomes[id] == .completed(status: 200, bytes: size), "transfer \(id)")
+                #expect(outcomes[TransferID(id)] == .completed(status: 200, bytes: size), "transfer \(id)")
                 let data = FileManager.default.contents(atPath: dir.path + "/s\(id)")
                 #expect(data == resources[id]!.bytes(in: 0..<size), "file \(id)")
                 #expect(!FileManager.default.fileExists(atPath: dir.path + "/s\(id).part"))
@@ -443,11 +443,11 @@ struct TransferDaemonTests {
                 server.serve("/l\(id)", resource: .generated(size: 3000 + Int64(id) * 11, seed: id))
                 try daemon.send(.enqueue(job(id, url: server.url("/l\(id)"), destination: dir.path + "/l\(id)")))
             }
-            var done: Set<UInt64> = []
+            var done: Set<TransferID> = []
             while done.count < Int(n) {
                 let e = try await daemon.next("finished #\(done.count + 1)") { if case .finished = $0 { return true }; return false }
                 if case .finished(let id, let outcome) = e {
-                    #expect(outcome == .completed(status: 200, bytes: 3000 + Int64(id) * 11), "transfer \(id)")
+                    #expect(outcome == .completed(status: 200, bytes: 3000 + Int64(id.rawValue) * 11), "transfer \(id)")
                     done.insert(id)
                 }
             }

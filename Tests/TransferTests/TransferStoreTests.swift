@@ -9,7 +9,7 @@ import Testing
 /// read back as ``TransferState``.
 @Suite struct TransferStoreTests {
     private func job(_ id: UInt64) -> TransferJob {
-        TransferJob(id: id, bundleIdentifier: "com.example.a", session: "s", taskIdentifier: Int(id), kind: .download,
+        TransferJob(id: TransferID(id), bundleIdentifier: "com.example.a", session: "s", taskIdentifier: TransferTaskID(Int(id)), kind: .download,
                     url: "https://example.com/\(id)", destination: "/tmp/\(id)", created: 0)
     }
 

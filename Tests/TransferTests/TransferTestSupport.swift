@@ -295,11 +295,11 @@ func finishedOutcome(_ e: TransferEvent) -> TransferOutcome? {
 }
 
 func isFinished(_ id: UInt64) -> (TransferEvent) -> Bool {
-    { if case .finished(let i, _) = $0 { return i == id }; return false }
+    { if case .finished(let i, _) = $0 { return i.rawValue == id }; return false }
 }
 
 func isAccepted(_ id: UInt64) -> (TransferEvent) -> Bool {
-    { if case .accepted(let i) = $0 { return i == id }; return false }
+    { if case .accepted(let i) = $0 { return i.rawValue == id }; return false }
 }
 
 /// Runs a command, returns its stdout (the process is waited for).
@@ -326,8 +326,8 @@ func peakRSSKiB(_ pid: Int32) -> Int? {
 }
 
 func job(_ id: UInt64, url: String, destination: String, kind: TransferKind = .download,
-         method: String = "GET", uploadFile: String? = nil, app: String = "com.example.t") -> TransferJob {
-    TransferJob(id: id, bundleIdentifier: app, session: "bg", taskIdentifier: Int(id), kind: kind,
+         method: String = "GET", uploadFile: String? = nil, app: BundleID = "com.example.t") -> TransferJob {
+    TransferJob(id: TransferID(id), bundleIdentifier: app, session: "bg", taskIdentifier: TransferTaskID(Int(id)), kind: kind,
                 url: url, method: method, uploadFile: uploadFile, destination: destination,
                 created: Date().timeIntervalSince1970)
 }

@@ -38,11 +38,11 @@ struct AppTimers: Sendable, Equatable {
     /// What the supervisor must do.
     enum Effect: Sendable, Equatable {
         /// Start (or move) the deadline of timer `id` to host time `at`.
-        case arm(Int, at: Duration)
+        case arm(HostTimerID, at: Duration)
         /// Cancel the deadline of timer `id`.
-        case disarm(Int)
+        case disarm(HostTimerID)
         /// Send the app the fire of timer `id` (``ServiceEvent/timerFired(id:)``).
-        case fire(Int)
+        case fire(HostTimerID)
     }
 
     /// Why a timer was not scheduled: said to the app (``ServiceReply/refused(reason:)``).
@@ -52,7 +52,7 @@ struct AppTimers: Sendable, Equatable {
         /// `maximum` timers are live already.
         case tooMany(maximum: Int)
         /// The id names a live timer.
-        case idInUse(Int)
+        case idInUse(HostTimerID)
 
         var description: String {
             switch self {
@@ -69,7 +69,7 @@ struct AppTimers: Sendable, Equatable {
     /// Live timers one process may have.
     let maximum: Int
     /// The live timers, by id.
-    private(set) var timers: [Int: Timer] = [:]
+    private(set) var timers: [HostTimerID: Timer] = [:]
     /// How many live timers are owed (so a resume with none costs nothing).
     private(set) var owedCount = 0
 
@@ -82,7 +82,7 @@ struct AppTimers: Sendable, Equatable {
 
     /// Timer `id` is scheduled at host time `now`: it falls due `seconds` from now (see
     /// ``HostTimerInterval``), again every interval after that when `repeats`.
-    mutating func schedule(id: Int, seconds: Double, repeats: Bool, at now: Duration) -> Result<[Effect], Refusal> {
+    mutating func schedule(id: HostTimerID, seconds: Double, repeats: Bool, at now: Duration) -> Result<[Effect], Refusal> {
         guard let interval = HostTimerInterval.duration(seconds: seconds) else { return .failure(.notANumber(seconds)) }
         guard timers[id] == nil else { return .failure(.idInUse(id)) }
         guard timers.count < maximum else { return .failure(.tooMany(maximum: maximum)) }
@@ -92,14 +92,14 @@ struct AppTimers: Sendable, Equatable {
     }
 
     /// The app invalidated timer `id` (nothing when it is not live).
-    mutating func invalidate(_ id: Int) -> [Effect] {
+    mutating func invalidate(_ id: HostTimerID) -> [Effect] {
         guard let timer = timers.removeValue(forKey: id) else { return [] }
         if timer.owed { owedCount -= 1 }
         return [.disarm(id)]
     }
 
     /// The deadline of timer `id` fell due at `now`; `canRun`: the app runs code now.
-    mutating func fellDue(_ id: Int, at now: Duration, canRun: Bool) -> [Effect] {
+    mutating func fellDue(_ id: HostTimerID, at now: Duration, canRun: Bool) -> [Effect] {
         guard var timer = timers[id] else { return [] }
         if canRun && !timer.inFlight { return fire(id, at: now) }
         if !timer.owed {
@@ -112,7 +112,7 @@ struct AppTimers: Sendable, Equatable {
 
     /// The fire of timer `id` returned (its block ran) at `now`. A fire it came to owe
     /// meanwhile is made now if the app runs code (`canRun`), else when it runs again.
-    mutating func returned(_ id: Int, at now: Duration, canRun: Bool) -> [Effect] {
+    mutating func returned(_ id: HostTimerID, at now: Duration, canRun: Bool) -> [Effect] {
         guard var timer = timers[id], timer.inFlight else { return [] }
         timer.inFlight = false
         timers[id] = timer
@@ -128,7 +128,7 @@ struct AppTimers: Sendable, Equatable {
     }
 
     /// Ids of the timers owed now, in order (for a host event on resume).
-    var owedIDs: [Int] {
+    var owedIDs: [HostTimerID] {
         owedCount > 0 ? timers.filter { $0.value.owed }.keys.sorted() : []
     }
 
@@ -143,7 +143,7 @@ struct AppTimers: Sendable, Equatable {
 
     /// Fires timer `id` at `now`: a one-shot is forgotten, a repeating one is re-armed on
     /// its grid and waits for this fire to return before it fires again.
-    private mutating func fire(_ id: Int, at now: Duration) -> [Effect] {
+    private mutating func fire(_ id: HostTimerID, at now: Duration) -> [Effect] {
         guard var timer = timers[id] else { return [] }
         if timer.owed {
             timer.owed = false

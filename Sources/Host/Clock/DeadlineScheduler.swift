@@ -1,3 +1,4 @@
+import AppHostProtocol
 import Foundation
 import Plugins
 
@@ -8,7 +9,7 @@ enum TimerID: Hashable, Sendable {
     case plugin(PluginTimer)
     /// A background URLSession's events round: the completion handler must come
     /// within the background budget of `urlSessionDidFinishEvents` (per app).
-    case transferRound(session: String)
+    case transferRound(session: SessionIdentifier)
     /// The transfer daemon's restart after its backoff (host-wide).
     case transferRestart
     /// Delivered transfers waiting to be deleted and acknowledged together (host-wide,
@@ -16,17 +17,26 @@ enum TimerID: Hashable, Sendable {
     case transferForget
     /// The app's host-clock timer `id` (AppKitLess `HostTimer`; see ``AppTimers``), keyed
     /// by the app's process instance: it dies with the process.
-    case appTimer(Int)
+    case appTimer(HostTimerID)
     /// The grace after a device lock, after which protected files close (host-wide).
     case lockGrace
 }
 
-/// One deadline: whose (app and process instance; "" and 0 for host-wide and plugin
-/// timers, which outlive a process and are cancelled by their owner) and what for.
+/// One deadline: whose (app and process instance; nil and 0 for host-wide timers, 0 for
+/// plugin timers, which outlive a process and are cancelled by their owner) and what for.
 struct DeadlineKey: Hashable, Sendable {
-    var app: String
+    var app: BundleID?
     var instance: UInt64
     var timer: TimerID
+
+    /// The order of ties: host-wide deadlines first, then by app.
+    static func precedes(_ a: BundleID?, _ b: BundleID?) -> Bool {
+        switch (a, b) {
+        case (nil, .some): true
+        case (.some(let a), .some(let b)): a < b
+        default: false
+        }
+    }
 }
 
 /// The host's clock and its deadlines, as a value: host time (real monotonic since the
@@ -128,7 +138,7 @@ struct DeadlineScheduler {
         var best: (key: DeadlineKey, due: Duration, order: UInt64)?
         for (k, v) in deadlines {
             if let b = best {
-                guard v.due < b.due || (v.due == b.due && (k.app < b.key.app || (k.app == b.key.app && v.order < b.order))) else { continue }
+                guard v.due < b.due || (v.due == b.due && (DeadlineKey.precedes(k.app, b.key.app) || (k.app == b.key.app && v.order < b.order))) else { continue }
             }
             best = (k, v.due, v.order)
         }

@@ -1,3 +1,4 @@
+import AppHostProtocol
 /// Virtual clock: which app processes are known to be *quiet* — asleep, and so unable to
 /// say anything more until the host (or something outside it) wakes them — and the
 /// probes that find out.
@@ -18,7 +19,7 @@
 struct Quiescence {
     /// One process instance of an app.
     struct Process: Hashable, Sendable {
-        var app: String
+        var app: BundleID
         var instance: UInt64
     }
 

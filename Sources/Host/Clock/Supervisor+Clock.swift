@@ -79,15 +79,16 @@ extension Supervisor {
     func fire(_ key: DeadlineKey) {
         switch key.timer {
         case .lifecycle(.hangCheck):
-            guard runtimes[key.app]?.instance == key.instance else { return }
-            feed(key.app, .hangCheck(mainRunLoop(key.app)))
+            guard let app = key.app, runtimes[app]?.instance == key.instance else { return }
+            feed(app, .hangCheck(mainRunLoop(app)))
         case .lifecycle(let timer):
-            guard runtimes[key.app]?.instance == key.instance else { return }
-            feed(key.app, .timerFired(timer))
+            guard let app = key.app, runtimes[app]?.instance == key.instance else { return }
+            feed(app, .timerFired(timer))
         case .plugin(let timer):
-            performMode(modes.timerFired(timer, app: key.app.isEmpty ? nil : key.app, at: hostNow()))
+            performMode(modes.timerFired(timer, app: key.app, at: hostNow()))
         case .transferRound(let session):
-            transferRoundTimedOut(app: key.app, session: session)
+            guard let app = key.app else { return }
+            transferRoundTimedOut(app: app, session: session)
         case .transferRestart:
             transferRestartDue()
         case .transferForget:
@@ -95,13 +96,13 @@ extension Supervisor {
         case .lockGrace:
             performMode(modes.lockGraceEnded(at: hostNow()))
         case .appTimer(let timer):
-            guard runtimes[key.app]?.instance == key.instance else { return }
-            appTimerFellDue(key.app, timer: timer)
+            guard let app = key.app, runtimes[app]?.instance == key.instance else { return }
+            appTimerFellDue(app, timer: timer)
         }
     }
 
     /// What an app's run-loop stamp page says at its hang check (see ``HangWatch``).
-    func mainRunLoop(_ id: String) -> Lifecycle.MainRunLoop {
+    func mainRunLoop(_ id: BundleID) -> Lifecycle.MainRunLoop {
         guard let page = runtimes[id]?.stampPage else {
             return .unwatched("the host could make no run-loop stamp page for this process")
         }
@@ -126,21 +127,21 @@ extension Supervisor {
 
     /// Starts (or moves) a deadline of no process instance: a plugin's or the transfer
     /// broker's (`app` nil: host-wide). It outlives the app's process; its owner cancels it.
-    func startHostTimer(_ timer: TimerID, app: String?, after: Duration) {
-        apply(scheduler.start(DeadlineKey(app: app ?? "", instance: 0, timer: timer), after: after))
+    func startHostTimer(_ timer: TimerID, app: BundleID?, after: Duration) {
+        apply(scheduler.start(DeadlineKey(app: app, instance: 0, timer: timer), after: after))
     }
 
     /// Cancels a deadline started with ``startHostTimer(_:app:after:)``.
-    func cancelHostTimer(_ timer: TimerID, app: String?) {
-        apply(scheduler.cancel(DeadlineKey(app: app ?? "", instance: 0, timer: timer)))
+    func cancelHostTimer(_ timer: TimerID, app: BundleID?) {
+        apply(scheduler.cancel(DeadlineKey(app: app, instance: 0, timer: timer)))
     }
 
-    func startTimer(_ id: String, _ timer: Lifecycle.Timer, after: Duration) {
+    func startTimer(_ id: BundleID, _ timer: Lifecycle.Timer, after: Duration) {
         guard let instance = runtimes[id]?.instance else { return }
         apply(scheduler.start(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer)), after: after))
     }
 
-    func cancelTimer(_ id: String, _ timer: Lifecycle.Timer) {
+    func cancelTimer(_ id: BundleID, _ timer: Lifecycle.Timer) {
         guard let instance = runtimes[id]?.instance else { return }
         apply(scheduler.cancel(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer))))
     }
@@ -277,11 +278,11 @@ extension Supervisor {
         let seconds = DurationText.format(Double(bound.seconds) + Double(bound.attoseconds) / 1e18)
         var waitedFor: [String] = []
         for process in quiescence.awake.sorted(by: { ($0.app, $0.instance) < ($1.app, $1.instance) }) where isLive(process) {
-            waitedFor.append(process.app)
+            waitedFor.append(process.app.rawValue)
             quiescence.excuse(process)
         }
         for view in settleViews() where view.awaitsKernel || view.spawning {
-            waitedFor.append(view.app)
+            waitedFor.append(view.app.rawValue)
             if let id = Optional(view.app), let instance = runtimes[id]?.instance { turnExcused.insert(instance) }
         }
         // A continue the kernel never confirmed (its report lost): what waited for it goes.
@@ -333,7 +334,7 @@ extension Supervisor {
 
     /// One app as the settle rules see it.
     struct SettleView {
-        var app: String
+        var app: BundleID
         /// A stop to be confirmed, an exit to drain, a kill to be reaped, a continue to be confirmed.
         var awaitsKernel: Bool
         /// Its process is being spawned or attached.
@@ -363,7 +364,7 @@ extension Supervisor {
 
     /// The host gave the process of `id` something, or heard from it: it is awake until a
     /// probe finds it asleep again.
-    func touch(_ id: String) {
+    func touch(_ id: BundleID) {
         guard takesTurns, let instance = runtimes[id]?.instance else { return }
         quiescence.touched(.init(app: id, instance: instance))
     }

@@ -17,14 +17,14 @@ extension Supervisor {
     // when it runs again (one `service` line per resume).
 
     /// Whether `id`'s timers may fire now: it runs code and is not terminating.
-    func timersCanRun(_ id: String) -> Bool {
+    func timersCanRun(_ id: BundleID) -> Bool {
         guard let machine = runtimes[id]?.machine else { return false }
         return machine.isRunningCode && machine.terminating == nil
     }
 
     /// `HostTimer.scheduledTimer`: schedules timer `timer` of `id`'s process; the answer
     /// for the app.
-    func scheduleAppTimer(_ id: String, timer: Int, seconds: Double, repeats: Bool) -> ServiceReply {
+    func scheduleAppTimer(_ id: BundleID, timer: HostTimerID, seconds: Double, repeats: Bool) -> ServiceReply {
         guard let result = runtimes[id]?.timers.schedule(id: timer, seconds: seconds, repeats: repeats, at: hostNow()) else {
             return .refused(reason: "the app is not running")
         }
@@ -39,20 +39,20 @@ extension Supervisor {
     }
 
     /// `HostTimer.invalidate()`.
-    func invalidateAppTimer(_ id: String, timer: Int) {
+    func invalidateAppTimer(_ id: BundleID, timer: HostTimerID) {
         guard let effects = runtimes[id]?.timers.invalidate(timer) else { return }
         performTimers(id, effects)
     }
 
     /// The deadline of `id`'s timer `timer` fell due.
-    func appTimerFellDue(_ id: String, timer: Int) {
+    func appTimerFellDue(_ id: BundleID, timer: HostTimerID) {
         let canRun = timersCanRun(id)
         guard let effects = runtimes[id]?.timers.fellDue(timer, at: hostNow(), canRun: canRun) else { return }
         performTimers(id, effects)
     }
 
     /// The fire of `id`'s timer `timer` returned (its block ran).
-    func appTimerReturned(_ id: String, timer: Int) {
+    func appTimerReturned(_ id: BundleID, timer: HostTimerID) {
         let canRun = timersCanRun(id)
         guard let effects = runtimes[id]?.timers.returned(timer, at: hostNow(), canRun: canRun) else { return }
         performTimers(id, effects)
@@ -61,7 +61,7 @@ extension Supervisor {
     /// After a feed of `id` (at its end, so the fires follow the callbacks that step sent:
     /// `willEnterForeground` and `didBecomeActive` before the timers, as a run loop has
     /// them): timers that fell due while it ran no code fire once each, if it runs now.
-    func resumeAppTimers(_ id: String) {
+    func resumeAppTimers(_ id: BundleID) {
         guard runtimes[id]?.timers.owedCount ?? 0 > 0, timersCanRun(id),
               let owed = runtimes[id]?.timers.owedIDs,
               let effects = runtimes[id]?.timers.resumed(at: hostNow()), !effects.isEmpty else { return }
@@ -73,24 +73,24 @@ extension Supervisor {
     }
 
     /// The process of `id` ended: its timers go with it.
-    func appTimersEnded(_ id: String) {
+    func appTimersEnded(_ id: BundleID) {
         guard let effects = runtimes[id]?.timers.removeAll(), !effects.isEmpty else { return }
         performTimers(id, effects)
     }
 
     /// Live host timers of `id`'s process (nil when it has none running): for tests.
-    func liveTimerCount(_ id: String) -> Int? {
+    func liveTimerCount(_ id: BundleID) -> Int? {
         runtimes[id]?.machine.isRunning == true ? runtimes[id]?.timers.count : nil
     }
 
     /// Deadlines of `id`'s host timers in the table (any process of it): for tests.
-    func appTimerDeadlines(_ id: String) -> Int {
+    func appTimerDeadlines(_ id: BundleID) -> Int {
         scheduler.count { key in
             if case .appTimer = key.timer { key.app == id } else { false }
         }
     }
 
-    private func performTimers(_ id: String, _ effects: [AppTimers.Effect]) {
+    private func performTimers(_ id: BundleID, _ effects: [AppTimers.Effect]) {
         guard let instance = runtimes[id]?.instance else { return }
         for effect in effects {
             switch effect {

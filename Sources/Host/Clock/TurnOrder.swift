@@ -18,12 +18,12 @@ import Foundation
 /// On the real clock none of this applies: time passes while a party waits.
 struct TurnOrder {
     enum Party: Hashable, Sendable, CustomStringConvertible {
-        case app(String)
+        case app(BundleID)
         case daemon
 
         var description: String {
             switch self {
-            case .app(let id): id
+            case .app(let id): id.rawValue
             case .daemon: "the transfer daemon"
             }
         }

@@ -126,7 +126,7 @@ public struct ControlServer: Sendable {
             }
             switch request {
             case .events(let follow, let app):
-                try await streamEvents(follow: follow, app: app?.rawValue, channel: connection.channel, outbound: outbound)
+                try await streamEvents(follow: follow, app: app, channel: connection.channel, outbound: outbound)
                 return
             case .status(let app):
                 do {
@@ -176,7 +176,7 @@ public struct ControlServer: Sendable {
         }
     }
 
-    private func streamEvents(follow: Bool, app: String?, channel: any Channel,
+    private func streamEvents(follow: Bool, app: BundleID?, channel: any Channel,
                               outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
         if let app, !(await supervisor.isKnown(app)) {
             try await write(.error(ControlError(.unknownBundle, "unknown bundle id \"\(app)\" (no such app installed, and no events recorded for it)")), to: outbound)
@@ -237,11 +237,11 @@ public struct ControlServer: Sendable {
                 try await supervisor.uninstall(id)
                 return .ok(message: "uninstalled \(id)")
             case .launch(let id, let background, let arguments, let terminateRunning):
-                let runningPID = await supervisor.pid(of: id.rawValue)
+                let runningPID = await supervisor.pid(of: id)
                 let wasRunning = !terminateRunning && runningPID != nil
                 let pid = try await supervisor.launch(id, background: background, arguments: arguments,
                                                       terminateRunning: terminateRunning)
-                return .launched(bundleIdentifier: id.rawValue, pid: pid, wasRunning: wasRunning)
+                return .launched(bundleIdentifier: id, pid: pid, wasRunning: wasRunning)
             case .foreground(let id):
                 try await supervisor.foreground(id)
                 return .ok(message: "\(id) is coming to the foreground")

@@ -132,8 +132,9 @@ extension HostConfiguration {
 
 extension Store {
     /// The bundle identifiers installed on the state directory's database, read without a
-    /// host (shell completion); empty when there is no database or it cannot be read.
-    public static func installedBundleIdentifiers(stateDirectory: String) -> [String] {
+    /// host (shell completion); empty when there is no database or it cannot be read. A row
+    /// that names no bundle identifier (an older host's) is left out, as the host skips it.
+    public static func installedBundleIdentifiers(stateDirectory: String) -> [BundleID] {
         let path = HostConfiguration(stateDirectory: stateDirectory).databasePath
         guard FileManager.default.fileExists(atPath: path) else { return [] }
         var config = Configuration()
@@ -142,6 +143,6 @@ extension Store {
         guard let queue = try? DatabaseQueue(path: path, configuration: config) else { return [] }
         return (try? queue.read { db in
             try String.fetchAll(db, sql: "SELECT bundleIdentifier FROM app ORDER BY bundleIdentifier LIMIT 10000")
-        }) ?? []
+        }).map { $0.compactMap(BundleID.init) } ?? []
     }
 }

@@ -43,13 +43,21 @@ extension Supervisor {
         } catch {
             throw ControlError(.invalidManifest, "\(error)")
         }
-        let updated = apps[bundle.manifest.bundleIdentifier] != nil
-        if updated, runtimes[bundle.manifest.bundleIdentifier]?.machine.isRunning == true {
-            feed(bundle.manifest.bundleIdentifier, .terminate(.update))
-            await waitForExit(bundle.manifest.bundleIdentifier)
+        // The manifest reader checked the identifier by the same rule; this is where it
+        // becomes a BundleID, once, for the host's tables.
+        let id: BundleID
+        do {
+            id = try BundleID(validating: bundle.manifest.bundleIdentifier)
+        } catch {
+            throw ControlError(.invalidManifest, "\(absolute): CFBundleIdentifier \"\(bundle.manifest.bundleIdentifier)\": \(error)")
+        }
+        let updated = apps[id] != nil
+        if updated, runtimes[id]?.machine.isRunning == true {
+            feed(id, .terminate(.update))
+            await waitForExit(id)
         }
         let app = InstalledApp(
-            bundleIdentifier: bundle.manifest.bundleIdentifier, name: bundle.manifest.name,
+            bundleIdentifier: id, name: bundle.manifest.name,
             bundlePath: bundle.bundlePath ?? absolute, executablePath: bundle.executablePath,
             backgroundModes: bundle.manifest.backgroundModes, installedAt: now(), manifest: bundle.manifest,
             entitlements: bundle.entitlementKeys, applicationGroups: groups)
@@ -70,8 +78,7 @@ extension Supervisor {
     }
 
     /// Uninstalls an app, terminating it first.
-    public func uninstall(_ bundle: BundleID) async throws(ControlError) {
-        let id = bundle.rawValue
+    public func uninstall(_ id: BundleID) async throws(ControlError) {
         _ = try installed(id)
         if runtimes[id]?.machine.isRunning == true {
             feed(id, .terminate(.uninstall))
@@ -86,7 +93,7 @@ extension Supervisor {
         switcherRemoved(id, uninstalled: true)
         memoryAppUninstalled(id)
         // As on iOS, the app's data goes with it. Reports and history stay.
-        try? FileManager.default.removeItem(atPath: configuration.containersDirectory + "/" + id)
+        try? FileManager.default.removeItem(atPath: configuration.containersDirectory + "/" + id.rawValue)
         identities?.release(app: id)
         events.append(.uninstalled, app: id, cause: "uninstalled (container removed)", time: now())
     }
@@ -105,9 +112,9 @@ extension Supervisor {
     /// The answer comes from the step in which didFinishLaunching's return is handled,
     /// once what that step had recorded is written (``LaunchTicket``): the caller goes on
     /// on its own thread, not after the rest of the step and whatever the actor runs next.
-    public nonisolated func launch(_ bundle: BundleID, background: Bool, arguments: [String],
+    public nonisolated func launch(_ id: BundleID, background: Bool, arguments: [String],
                                    terminateRunning: Bool = false) async throws(ControlError) -> Int32 {
-        switch try await startLaunch(bundle, background: background, arguments: arguments, terminateRunning: terminateRunning) {
+        switch try await startLaunch(id, background: background, arguments: arguments, terminateRunning: terminateRunning) {
         case .running(let pid): return pid
         case .waiting(let ticket): return try await ticket.value().get()
         }
@@ -118,9 +125,8 @@ extension Supervisor {
         case waiting(LaunchTicket)
     }
 
-    private func startLaunch(_ bundle: BundleID, background: Bool, arguments: [String],
+    private func startLaunch(_ id: BundleID, background: Bool, arguments: [String],
                              terminateRunning: Bool) async throws(ControlError) -> LaunchStart {
-        let id = bundle.rawValue
         let row = try installed(id)
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
         let mark = recordingMark()
@@ -129,7 +135,7 @@ extension Supervisor {
             await waitForExit(id)
         }
         if let rt = runtimes[id], rt.machine.isRunning {
-            if !background { try await foreground(bundle) }
+            if !background { try await foreground(id) }
             guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
             return .running(pid)
         }
@@ -152,7 +158,7 @@ extension Supervisor {
     /// What keeps `launch()` from answering success although the launch happened: an event
     /// or a transition written since `mark` failed. The database's queue is not waited for
     /// (see ``finishLaunchWaiters(_:_:)``).
-    func unrecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: String) -> ControlError? {
+    func unrecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: BundleID) -> ControlError? {
         var problems: [String] = []
         if events.failures > mark.events, let error = events.lastError {
             problems.append("\(error)")
@@ -181,7 +187,7 @@ extension Supervisor {
     /// happened, but the host has no record of it. Waits for the database's queue without
     /// holding the actor (a kernel report or an app's answer is handled meanwhile).
     /// `flushed`: do not wait for the database's queue (its failures so far still count).
-    func checkRecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: String,
+    func checkRecorded(since mark: (events: UInt64, database: UInt64), _ what: String, _ id: BundleID,
                        flushed: Bool = false) async throws(ControlError) {
         if !flushed {
             do {
@@ -195,7 +201,7 @@ extension Supervisor {
     }
 
     /// A fresh runtime (new instance) for a launch.
-    func makeRuntime(_ id: String, _ row: Store.AppRow) {
+    func makeRuntime(_ id: BundleID, _ row: Store.AppRow) {
         forgetPID(of: id)
         memory.beingKilled.remove(id)
         nextInstance += 1
@@ -209,7 +215,7 @@ extension Supervisor {
     /// How the plugins see an installed app.
     static func modeApp(_ app: InstalledApp, _ config: HostConfiguration) -> ModeApp {
         ModeApp(bundleIdentifier: app.bundleIdentifier, manifest: app.manifest, entitlements: app.entitlements ?? [],
-                container: config.containersDirectory + "/" + app.bundleIdentifier)
+                container: config.containersDirectory + "/" + app.bundleIdentifier.rawValue)
     }
 
     /// Carries out a CLI command for the background-mode plugins (privacy, location,
@@ -298,14 +304,13 @@ extension Supervisor {
     }
 
     /// Makes `id` the active app, sending the previously active app home.
-    public func foreground(_ bundle: BundleID) async throws(ControlError) {
-        let id = bundle.rawValue
+    public func foreground(_ id: BundleID) async throws(ControlError) {
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             // In the app switcher (jetsam or a crash ended it, not the user): tapping it
             // launches it cold, with the arguments of its last launch, as iOS does.
             if snapshots.keeper.switcher.contains(id) {
-                _ = try await launch(bundle, background: false, arguments: memory.lastArguments[id] ?? [])
+                _ = try await launch(id, background: false, arguments: memory.lastArguments[id] ?? [])
                 return
             }
             throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
@@ -318,8 +323,7 @@ extension Supervisor {
     }
 
     /// Home button for `id`.
-    public func background(_ bundle: BundleID) async throws(ControlError) {
-        let id = bundle.rawValue
+    public func background(_ id: BundleID) async throws(ControlError) {
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
@@ -330,8 +334,7 @@ extension Supervisor {
     }
 
     /// Terminates `id` (as a swipe in the app switcher) and waits until it is gone.
-    public func terminate(_ bundle: BundleID) async throws(ControlError) {
-        let id = bundle.rawValue
+    public func terminate(_ id: BundleID) async throws(ControlError) {
         _ = try installed(id)
         guard let rt = runtimes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
@@ -345,8 +348,7 @@ extension Supervisor {
     /// Terminates `id` if it runs and waits until it is gone, moving the virtual clock past
     /// the grace period after willTerminate: an app that ignores willTerminate is then killed
     /// as on the real clock. For a host nobody else drives (`apphost privacy-check`).
-    public func terminateMovingClock(_ bundle: BundleID) async {
-        let id = bundle.rawValue
+    public func terminateMovingClock(_ id: BundleID) async {
         guard let rt = runtimes[id], rt.machine.isRunning else { return }
         feed(id, .terminate(.user))
         if configuration.clock == .virtual, runtimes[id]?.machine.isRunning == true {
@@ -358,9 +360,8 @@ extension Supervisor {
     /// Status of one app or all installed apps. Stops the host has sent and the kernel has
     /// not confirmed yet are waited for first (see ``awaitStopConfirmations(_:)``), so an app
     /// listed as suspended is stopped in the kernel (`T` in /proc), and the reverse.
-    public func status(_ bundle: BundleID?) async throws(ControlError) -> [AppStatus] {
-        let id = bundle?.rawValue
-        let ids: [String]
+    public func status(_ id: BundleID?) async throws(ControlError) -> [AppStatus] {
+        let ids: [BundleID]
         if let id {
             _ = try installed(id)
             ids = [id]
@@ -388,7 +389,7 @@ extension Supervisor {
     /// its state still reads `background`: an answer given then would disagree with the
     /// kernel. The report comes within microseconds; the bound only keeps a lost one from
     /// holding `status` for good.
-    func awaitStopConfirmations(_ id: String?) async {
+    func awaitStopConfirmations(_ id: BundleID?) async {
         let pending = (id.map { [$0] } ?? Array(settleCandidates)).filter { runtimes[$0]?.machine.stopPending == true }
         guard !pending.isEmpty else { return }
         if stopWaitBound == nil {
@@ -407,7 +408,7 @@ extension Supervisor {
 
     /// Resumes who waits for `id`'s stop once it is confirmed (or no longer pending), or
     /// everyone when `all` (the bound ran out).
-    func resumeStopWaiters(_ id: String?, all: Bool = false) {
+    func resumeStopWaiters(_ id: BundleID?, all: Bool = false) {
         if all {
             let waiters = stopWaiters.values.flatMap { $0 }
             stopWaiters.removeAll()
@@ -424,29 +425,29 @@ extension Supervisor {
     }
 
     /// Past events plus a live stream; call ``unsubscribe(_:)`` when done.
-    public func subscribe(bundleIdentifier: String?) -> (past: EventLogPast, live: HostEventStream, id: UInt64) {
+    public func subscribe(bundleIdentifier: BundleID?) -> (past: EventLogPast, live: HostEventStream, id: UInt64) {
         events.subscribe(filter: bundleIdentifier)
     }
 
     /// Suspends until `id` is in `state` (returns at once if it already is).
-    public func waitUntil(_ id: String, is state: AppState) async {
+    public func waitUntil(_ id: BundleID, is state: AppState) async {
         let current = runtimes[id]?.machine.state ?? .notRunning
         if current == state { return }
         await withCheckedContinuation { stateWaiters[id, default: []].append((state, $0)) }
     }
 
     /// Whether `id` is installed or has left events or reports behind.
-    public func isKnown(_ id: String) -> Bool {
+    public func isKnown(_ id: BundleID) -> Bool {
         apps[id] != nil || lastStateChange[id] != nil || !((try? store.reports(bundleIdentifier: id)) ?? []).isEmpty
     }
 
     /// The cgroup `id`'s current process runs in, if it has one (tests).
-    func cgroup(of id: String) -> AppCgroup? {
+    func cgroup(of id: BundleID) -> AppCgroup? {
         runtimes[id]?.cgroup
     }
 
     /// The pid of a running app.
-    public func pid(of id: String) -> Int32? {
+    public func pid(of id: BundleID) -> Int32? {
         guard let rt = runtimes[id], rt.machine.isRunning else { return nil }
         return rt.pid
     }
@@ -457,8 +458,7 @@ extension Supervisor {
     }
 
     /// Termination reports, oldest first.
-    public func reports(_ bundle: BundleID?) throws(ControlError) -> [TerminationReport] {
-        let id = bundle?.rawValue
+    public func reports(_ id: BundleID?) throws(ControlError) -> [TerminationReport] {
         if let id, apps[id] == nil {
             // Reports of an uninstalled app are still readable.
             let r = (try? store.reports(bundleIdentifier: id)) ?? []
@@ -468,19 +468,19 @@ extension Supervisor {
         do { return try store.reports(bundleIdentifier: id) } catch { throw ControlError(.internalError, "\(error)") }
     }
 
-    func installed(_ id: String) throws(ControlError) -> Store.AppRow {
+    func installed(_ id: BundleID) throws(ControlError) -> Store.AppRow {
         guard let row = apps[id] else { throw unknownBundle(id) }
         return row
     }
 
-    func unknownBundle(_ id: String) -> ControlError {
+    func unknownBundle(_ id: BundleID) -> ControlError {
         let known = apps.keys.sorted()
         let hint = known.isEmpty ? "no apps are installed; install one with `apphost install <App.app>`"
-            : "installed: \(known.joined(separator: ", "))"
+            : "installed: \(known.map(\.rawValue).joined(separator: ", "))"
         return ControlError(.unknownBundle, "unknown bundle id \"\(id)\" (\(hint))")
     }
 
-    func sendOthersHome(except id: String) {
+    func sendOthersHome(except id: BundleID) {
         for other in foregroundCandidates where other != id {
             guard let machine = runtimes[other]?.machine, machine.isRunning, machine.placement == .foreground else {
                 foregroundCandidates.remove(other)
@@ -496,26 +496,27 @@ extension Supervisor {
     /// The app `pid` belongs to: an app's own process, a process in an app's cgroup (what
     /// an app starts stays in it, even orphaned), or a descendant of an app's process
     /// (where there are no cgroups). Nil for anyone else (the CLI, a user's shell).
-    public func appOwning(pid: Int32) -> String? {
+    public func appOwning(pid: Int32) -> BundleID? {
         if let app = appByPID[pid] { return app }
-        // An app's cgroup is `<apps' cgroup>/<bundle id>`: the last two components name it.
+        // An app's cgroup is `<apps' cgroup>/<bundle id>`: the last two components name it
+        // (a folder name from /proc: checked before it names an app).
         for path in ProcessTree.cgroupPaths(of: pid) {
             let parts = path.split(separator: "/")
-            guard parts.count >= 2, let rt = runtimes[String(parts[parts.count - 1])],
+            guard parts.count >= 2, let app = BundleID(String(parts[parts.count - 1])), let rt = runtimes[app],
                   let dir = rt.cgroup?.directories.first, let name = dir.split(separator: "/").suffix(2).first,
                   parts[parts.count - 2] == name else { continue }
-            return String(parts[parts.count - 1])
+            return app
         }
         return ProcessTree.ancestors(of: pid).lazy.compactMap { self.appByPID[$0] }.first
     }
 
     /// The app's process is gone (or replaced): its pid names it no more.
-    func forgetPID(of id: String) {
+    func forgetPID(of id: BundleID) {
         if let pid = runtimes[id]?.pid, appByPID[pid] == id { appByPID[pid] = nil }
     }
 
     /// An app tried the control socket: said once per app and pid.
-    public func noteRefusedControlPeer(pid: Int32, app: String) {
+    public func noteRefusedControlPeer(pid: Int32, app: BundleID) {
         events.append(.warning, app: app, pid: pid, cause: "refused a control-socket connection from the app's process \(pid)", time: now())
     }
 

@@ -11,26 +11,26 @@ import SystemPackage
 extension Supervisor {
     /// Inputs from app connections, the reaper and timers.
     enum Input: Sendable {
-        case spawned(app: String, instance: UInt64, child: ChildProcess)
-        case spawnFailed(app: String, instance: UInt64, error: String)
+        case spawned(app: BundleID, instance: UInt64, child: ChildProcess)
+        case spawnFailed(app: BundleID, instance: UInt64, error: String)
         /// The app's socket is attached; `writeDescriptor` is a duplicate for ``SocketWriter``
         /// (the input's handler owns it: closes it, or gives it to the runtime).
-        case connected(app: String, instance: UInt64, channel: any Channel, writer: SocketWriter?, hello: HelloAnswer)
-        case message(app: String, instance: UInt64, AppMessage)
+        case connected(app: BundleID, instance: UInt64, channel: any Channel, writer: SocketWriter?, hello: HelloAnswer)
+        case message(app: BundleID, instance: UInt64, AppMessage)
         /// The messages of one read, in order: handled in one step (one event-log write,
         /// one wake of the supervisor for a pipelined burst).
-        case messages(app: String, instance: UInt64, [AppMessage])
-        case violation(app: String, instance: UInt64, String)
+        case messages(app: BundleID, instance: UInt64, [AppMessage])
+        case violation(app: BundleID, instance: UInt64, String)
         /// The app's end of the socket closed (everything it sent has been read).
-        case disconnected(app: String, instance: UInt64)
+        case disconnected(app: BundleID, instance: UInt64)
         /// An exited app's socket did not reach EOF in time (a child of the app may hold it).
-        case drainExpired(app: String, instance: UInt64)
+        case drainExpired(app: BundleID, instance: UInt64)
         /// `observed`: when the reaper thread got the kernel's report (the time a stop or a
         /// continue is recorded at, on the real clock).
-        case child(app: String, instance: UInt64, ChildEvent, observed: ContinuousClock.Instant)
+        case child(app: BundleID, instance: UInt64, ChildEvent, observed: ContinuousClock.Instant)
         /// The verdict of the lock check started at a SIGSTOP: a lock outside the
         /// container (described), or nil.
-        case lockVerdict(app: String, instance: UInt64, String?, observed: ContinuousClock.Instant)
+        case lockVerdict(app: BundleID, instance: UInt64, String?, observed: ContinuousClock.Instant)
         /// The real-clock timer ran out: fire what is due.
         case deadlinesDue
         /// Virtual clock: the settle wait's real-time bound may have run out (see ``Supervisor/settle()``).
@@ -40,7 +40,7 @@ extension Supervisor {
         case stopWaitsExpired
         /// Virtual clock: a probe of an app's threads ended (see ``Quiescence``): `asleep` when
         /// every thread slept throughout and the host had read all it wrote.
-        case quietProbe(app: String, instance: UInt64, token: UInt64, asleep: Bool)
+        case quietProbe(app: BundleID, instance: UInt64, token: UInt64, asleep: Bool)
         /// The transfer daemon is up (spawned and attached) / said something / exited.
         case transferDaemonStarted(child: ChildProcess, channel: any Channel, writer: SocketWriter?, generation: UInt64)
         case transferDaemonFailed(String, generation: UInt64)

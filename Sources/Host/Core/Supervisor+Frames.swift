@@ -7,11 +7,11 @@ import NIOCore
 extension Supervisor {
     /// Callbacks sent to `id`'s current process so far (its last sequence number); nil
     /// when it does not run. The hang watchdog sends none.
-    func callbacksSent(_ id: String) -> UInt64? {
+    func callbacksSent(_ id: BundleID) -> UInt64? {
         runtimes[id]?.seq
     }
 
-    func send(_ id: String, _ message: HostMessage) {
+    func send(_ id: BundleID, _ message: HostMessage) {
         // Replies held for the end of a list of transfer effects go first: frames keep
         // the order they were made in.
         if !transfers.replyBuffers.isEmpty, let held = transfers.replyBuffers.removeValue(forKey: id) {
@@ -27,7 +27,7 @@ extension Supervisor {
     /// Sends the frames held for a continue's confirmation (see `heldForContinue`).
     /// `checkingSettled`: whether a settle waiting for it may end now (not from the
     /// settle timer's own handler, which ends it itself).
-    func releaseHeldFrames(_ id: String, checkingSettled: Bool = true) {
+    func releaseHeldFrames(_ id: BundleID, checkingSettled: Bool = true) {
         guard let held = runtimes[id]?.heldForContinue else { return }
         runtimes[id]?.heldForContinue = nil
         if !held.isEmpty { sendFrames(id, held) }
@@ -41,7 +41,7 @@ extension Supervisor {
     /// thread woken by a frame in the middle of a step was often queued on the host's
     /// CPU and took it from the rest of the step (a launch's last step, then the
     /// launch() it answers, waited for the app's didBecomeActive).
-    func sendFrames(_ id: String, _ bytes: [UInt8]) {
+    func sendFrames(_ id: BundleID, _ bytes: [UInt8]) {
         touch(id)
         if runtimes[id]?.heldForContinue != nil {
             runtimes[id]?.heldForContinue?.append(contentsOf: bytes)

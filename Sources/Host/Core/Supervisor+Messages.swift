@@ -5,7 +5,7 @@ import Plugins
 extension Supervisor {
     /// One message from an app's connection (in the order it was read): the handshake,
     /// a callback's return, its window, its background tasks and requests.
-    func handleMessage(_ id: String, _ message: AppMessage) {
+    func handleMessage(_ id: BundleID, _ message: AppMessage) {
         // Scalars, not a copy of the runtime: a copy alive while `pending` is changed below
         // would make the table copy itself on every callback's return.
         // (Each through `?.`: `runtimes[id].map { ... }` copied the whole runtime.)
@@ -31,7 +31,7 @@ extension Supervisor {
             // The connection's handler answered it where it read it (see HelloAnswer),
             // through the runtime's writer; without one, the answer is the actor's.
             if runtimes[id]?.helloAnswer?.answered != true {
-                send(id, .welcome(version: IPCProtocol.version, bundleIdentifier: id, screen: configuration.screen))
+                send(id, .welcome(version: IPCProtocol.version, bundleIdentifier: id.rawValue, screen: configuration.screen))
             }
             feed(id, .handshake)
         case _ where !machine.connected:
@@ -95,9 +95,14 @@ extension Supervisor {
             } else if case .raise(let exception) = reply {
                 events.append(.service, app: id, pid: pid, cause: "\(request.apiName) refused: a programmer error, iOS raises \(exception.name)", time: now())
             }
-            // Before the effects: ending the fetch's activity may suspend the app.
+            // The plugin's lines that lead its effects ("fetch 3 completed: newData") go to
+            // the log first; then the picture, before the other effects: ending the fetch's
+            // activity may suspend the app. On the virtual clock the picture is drawn in
+            // line, and the log must still read completion, then picture.
+            let lines = effects.prefix(while: \.isLogLine).count
+            performMode(Array(effects.prefix(lines)))
             snapshotAfterCompletion(request, reply: reply, app: id, state: machine.state)
-            performMode(effects)
+            performMode(Array(effects.dropFirst(lines)))
         }
     }
 }
@@ -106,7 +111,7 @@ extension Supervisor {
     /// A returned callback's typed fields: the delegate method, and what it was about
     /// (the background task whose expiration handler ran, the BGTask, fetch or push
     /// number it was sent for), so readers and expectations need not parse `cause`.
-    func callbackFields(_ callback: LifecycleCallback, app id: String) -> HostEvent.Fields {
+    func callbackFields(_ callback: LifecycleCallback, app id: BundleID) -> HostEvent.Fields {
         var fields = HostEvent.Fields(callback: callback.name)
         switch callback {
         case .backgroundTaskExpiration(let taskID):

@@ -160,7 +160,7 @@ extension Supervisor {
         }
     }
 
-    func waitForExit(_ id: String) async {
+    func waitForExit(_ id: BundleID) async {
         guard let rt = runtimes[id], rt.machine.isRunning else { return }
         let number = verbWaits.begin()
         await withCheckedContinuation { c in runtimes[id]?.exitWaiters.append((number, c)) }

@@ -39,7 +39,7 @@ public actor Supervisor {
     /// Frames made during a step, written when it ends (see `sendFrames`).
     var stepFrames = StepFrames()
     /// While a kernel report is fed (`feedObserved`): when the reaper got it.
-    var observedTime: (app: String, date: Date)?
+    var observedTime: (app: BundleID, date: Date)?
     var timerChanged = false
     /// Virtual clock: who waits for the host to settle, and the safety net under each wait
     /// (see ``SettleTracker``).
@@ -52,9 +52,9 @@ public actor Supervisor {
     /// inputs (``takeSafetyNetFailures()``).
     var safetyNetFailures: [String] = []
 
-    var apps: [String: Store.AppRow] = [:]
-    var runtimes: [String: Runtime] = [:]
-    var lastStateChange: [String: Date] = [:]
+    var apps: [BundleID: Store.AppRow] = [:]
+    var runtimes: [BundleID: Runtime] = [:]
+    var lastStateChange: [BundleID: Date] = [:]
     var nextInstance: UInt64 = 0
     var shuttingDown = false
     /// Asked to shut down, stopped, and who waits for each (Supervisor+Running.swift).
@@ -68,16 +68,16 @@ public actor Supervisor {
     var spareStampPage: RunLoopStampPage?
     /// Each running app's pid (see ``appOwning(pid:)``): a control connection asks, so
     /// it must not cost a walk of every runtime.
-    var appByPID: [Int32: String] = [:]
+    var appByPID: [Int32: BundleID] = [:]
     /// Virtual clock: whose inputs are handled now, and what waits (see ``TurnOrder``).
     var turns = TurnOrder()
     /// Process instances the host stopped waiting for (a settle ran out on them).
     var turnExcused: Set<UInt64> = []
     var passingTurns = false
     var earlyChildEvents: [UInt64: [(event: ChildEvent, observed: ContinuousClock.Instant)]] = [:]
-    var stateWaiters: [String: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
+    var stateWaiters: [BundleID: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
     /// `status` calls waiting for the kernel's word on a stop (see ``awaitStopConfirmations(_:)``).
-    var stopWaiters: [String: [CheckedContinuation<Void, Never>]] = [:]
+    var stopWaiters: [BundleID: [CheckedContinuation<Void, Never>]] = [:]
     var stopWaitBound: Scheduled<Void>?
 
     /// The transfer daemon and the transfers the host mediates (TransferBroker.swift).
@@ -99,9 +99,9 @@ public actor Supervisor {
     /// that can start (a transition, a signal, a lock check, an exit to drain, a spawn),
     /// dropped when a scan finds nothing to wait for. A scan of every runtime copied
     /// each one (tens of refcounted fields), a fifth of the host's CPU in a virtual run.
-    var settleCandidates: Set<String> = []
+    var settleCandidates: Set<BundleID> = []
     /// The apps that may be in front (see ``sendOthersHome(except:)``), for the same reason.
-    var foregroundCandidates: Set<String> = []
+    var foregroundCandidates: Set<BundleID> = []
     /// Audio sinks of apps with an open audio session.
     var audioSinks = AudioSinks()
     /// Plans each launch (limits, confinement, identity); holds the per-app cgroups.
@@ -143,13 +143,18 @@ public actor Supervisor {
         deadlineTimer = configuration.clock == .real ? try DeadlineTimer { deadlines.yield(.deadlinesDue) } : nil
         settleTimer = configuration.clock == .virtual ? try DeadlineTimer(name: "aph-settle") { deadlines.yield(.settleTimerFired) } : nil
         modes = ModeHub(profile: configuration.profile)
-        for row in try store.apps() {
+        var skipped: [Store.SkippedRow] = []
+        for row in try store.apps(skipping: { skipped.append($0) }) {
             apps[row.app.bundleIdentifier] = row
             _ = modes.install(Self.modeApp(row.app, configuration))
         }
         try modes.restore(from: store, configuration: configuration, logger: logger)
         transfers = try Self.restoredTransfers(store: store, installed: Set(apps.keys), start: startDate)
         events.append(.hostStarted, cause: "host started (pid \(getpid()), \(apps.count) app(s) installed, \(configuration.clock.rawValue) clock, profile \(configuration.profile.name))", time: startDate)
+        for row in skipped {
+            events.append(.warning, cause: "\(configuration.databasePath): \(row)", time: startDate)
+            logger.warning("\(configuration.databasePath): \(row)")
+        }
         lastStateChange = reportWriter.recordEndedWithHost(apps: apps.keys.sorted(), events: events, time: startDate)
         // Said once, at startup: what confines apps here and what does not.
         let summary = SandboxSummary(kernelABI: Landlock.abiVersion, limit: configuration.landlockABI,
@@ -259,7 +264,7 @@ public actor Supervisor {
                 if runtimes[id]?.lockCheck == .awaitingStop { startLockCheck(id) }
             case .continued:
                 events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
-                              fields: .init(signal: "SIGCONT", confirmed: true), time: scheduler.date(observed: observed))
+                              fields: .init(signal: .cont, confirmed: true), time: scheduler.date(observed: observed))
                 touch(id)
                 feedObserved(id, .continueConfirmed, at: observed)
                 runtimes[id]?.stopConfirmed = false
@@ -336,7 +341,7 @@ public actor Supervisor {
     /// an event loop, not on the actor at the app's next launch (where they were: 16 µs
     /// for the channel's pipeline, handlers and buffers, 40-60 µs for the page's munmap,
     /// which stops the other CPUs to flush their TLBs in this VM).
-    func releaseConnection(_ id: String) {
+    func releaseConnection(_ id: BundleID) {
         let channel = runtimes[id]?.channel, page = runtimes[id]?.stampPage
         guard channel != nil || page != nil else { return }
         runtimes[id]?.channel = nil
@@ -345,7 +350,7 @@ public actor Supervisor {
         (channel?.eventLoop ?? group.any()).execute { withExtendedLifetime((channel, page)) {} }
     }
 
-    func processExit(_ id: String, _ status: ExitStatus) {
+    func processExit(_ id: BundleID, _ status: ExitStatus) {
         forgetPID(of: id)
         memory.beingKilled.remove(id)
         runtimes[id]?.pendingExit = nil
@@ -367,7 +372,7 @@ public actor Supervisor {
     // MARK: - Effects
 
     /// Feeds one event to an app's machine and performs the effects.
-    func feed(_ id: String, _ event: Lifecycle.Event) {
+    func feed(_ id: BundleID, _ event: Lifecycle.Event) {
         feedDepth += 1
         events.beginBatch()
         defer {
@@ -423,18 +428,18 @@ public actor Supervisor {
     /// 0xdead10cc, as iOS does with an app "suspended with locked files". Settling waits for
     /// the verdict (see ``settleViews``), so on the virtual clock the kill comes at the time
     /// of the stop.
-    func startLockCheck(_ id: String) {
+    func startLockCheck(_ id: BundleID) {
         guard let instance = runtimes[id]?.instance, let pid = runtimes[id]?.child?.pid else { return }
         runtimes[id]?.lockCheck = .checking
         settleCandidates.insert(id)
-        let (container, input) = (configuration.containersDirectory + "/" + id + "/", self.input)
+        let (container, input) = (configuration.containersDirectory + "/" + id.rawValue + "/", self.input)
         Task.detached {
             let verdict = ProcLocks.firstOutside(container, heldBy: pid)
             input.yield(.lockVerdict(app: id, instance: instance, verdict, observed: .now))
         }
     }
 
-    func feedObserved(_ id: String, _ event: Lifecycle.Event, at observed: ContinuousClock.Instant) {
+    func feedObserved(_ id: BundleID, _ event: Lifecycle.Event, at observed: ContinuousClock.Instant) {
         observedTime = configuration.clock == .real ? (id, scheduler.date(observed: observed)) : nil
         defer { observedTime = nil }
         feed(id, event)
@@ -462,7 +467,7 @@ public actor Supervisor {
     /// What the step recorded so far is written first (``EventLog/flushHeld``; the rest of
     /// the step's events follow at its end), so that each waiter is answered here, with a
     /// failure if a write since its launch began failed, and goes on without the actor.
-    func finishLaunchWaiters(_ id: String, _ result: Result<Int32, ControlError>) {
+    func finishLaunchWaiters(_ id: BundleID, _ result: Result<Int32, ControlError>) {
         let waiters = runtimes[id]?.launchWaiters ?? []
         guard !waiters.isEmpty else { return }
         runtimes[id]?.launchWaiters.removeAll()
@@ -476,7 +481,7 @@ public actor Supervisor {
         }
     }
 
-    func perform(_ id: String, _ effect: Lifecycle.Effect) {
+    func perform(_ id: BundleID, _ effect: Lifecycle.Effect) {
         switch effect {
         case .spawn(let options):
             expectTurn(.app(id))
@@ -509,7 +514,7 @@ public actor Supervisor {
                 // ESRCH: already gone; its exit is on its way.
                 logger.debug("signal \(sig.rawValue) to \(id) failed: \(error)")
             } else {
-                events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", fields: .init(signal: sig.rawValue), time: now())
+                events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", fields: .init(signal: sig), time: now())
             }
             if !others.isEmpty {
                 events.append(.signal, app: id, pid: child.pid,
@@ -561,7 +566,7 @@ public actor Supervisor {
         }
     }
 
-    func writeReport(_ id: String, _ record: Lifecycle.TerminationRecord) {
+    func writeReport(_ id: BundleID, _ record: Lifecycle.TerminationRecord) {
         guard let rt = runtimes[id] else { return }
         reportWriter.write(ReportWriter.report(app: id, pid: rt.pid, status: rt.exitStatus, record: record,
                                                history: rt.history, time: now()), events: events)

@@ -48,7 +48,7 @@ extension Lifecycle {
 
     /// Fires host-clock timer `id` at an app that runs code (the supervisor asks only
     /// then); queued like a service event while it is launching.
-    mutating func fireTimer(_ id: Int) -> [Effect] {
+    mutating func fireTimer(_ id: HostTimerID) -> [Effect] {
         let event = ServiceEvent.timerFired(id: id)
         guard terminating == nil, isRunningCode else {
             return [.log("\(event.name) not delivered: the app runs no code (\(terminating != nil ? "terminating" : state.rawValue))")]

@@ -16,7 +16,7 @@ public struct Lifecycle: Sendable, Equatable {
     /// Where the app is headed.
     public internal(set) var placement: Placement = .foreground
     /// Background tasks held, by id.
-    public private(set) var tasks: [Int: HeldTask] = [:]
+    public private(set) var tasks: [BackgroundTaskID: HeldTask] = [:]
     /// Background tasks the app may hold at once; one more is a violation (kill, report).
     public var maximumHeldTasks = AppBounds.standard.heldTasks
     /// Background-mode activities that keep the app running (audio playback, ...).

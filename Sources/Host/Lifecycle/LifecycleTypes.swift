@@ -36,8 +36,8 @@ extension Lifecycle {
         case callbackReturned(LifecycleCallback)
         case foreground
         case home
-        case taskBegan(id: Int, name: String?)
-        case taskEnded(id: Int)
+        case taskBegan(id: BackgroundTaskID, name: String?)
+        case taskEnded(id: BackgroundTaskID)
         /// The kernel reports the process stopped / continued.
         case stopConfirmed
         case continueConfirmed
@@ -66,7 +66,7 @@ extension Lifecycle {
         /// supervisor keeps a fire owed otherwise); queued while it is launching. Not a
         /// wake-up: no wake budget times it (a timer in the background runs while the app
         /// holds a task or an activity, on their budgets).
-        case fireTimer(id: Int)
+        case fireTimer(id: HostTimerID)
         /// A plugin's rule was broken, or jetsam chose the app: kill with this report.
         case modeViolation(TerminationRecord)
         /// The device is short of memory: an app running code (launched, not suspended,
@@ -114,8 +114,8 @@ extension Lifecycle {
         case wake
     }
 
-    /// Signals the supervisor may send.
-    public enum Signal: String, Sendable, Equatable { case stop = "SIGSTOP", cont = "SIGCONT", kill = "SIGKILL" }
+    /// Signals the supervisor may send (the event log's `signal`).
+    public typealias Signal = AppSignal
 
     /// What the supervisor must do.
     public enum Effect: Sendable, Equatable {
@@ -139,7 +139,7 @@ extension Lifecycle {
         public var budget: BudgetRecord? = nil
         /// A jetsam kill: the footprint (bytes) and band that chose the app.
         public var footprint: UInt64? = nil
-        public var band: String? = nil
+        public var band: JetsamBand? = nil
         /// The uncaught exception the app aborted for.
         public var exception: UncaughtException? = nil
     }

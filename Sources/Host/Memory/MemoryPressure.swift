@@ -1,35 +1,6 @@
 import AppHostProtocol
 
-/// An app's jetsam priority band: who is killed first when the device is short of
-/// memory. XNU keeps each process in a band (`JETSAM_PRIORITY_IDLE` 0 for suspended
-/// apps, `BACKGROUND` 3, `FOREGROUND` 10, `AUDIO_AND_ACCESSORY` 12, in
-/// `bsd/sys/kern_memorystatus.h`) and kills "in ascending priority order"
-/// (xnu `doc/vm/memorystatus_kills.md`). AppHost keeps issue 17's order: an app kept
-/// running by a background mode (audio, location, a VoIP call) goes before the
-/// foreground app, where XNU ranks audio above it.
-public enum JetsamBand: String, Sendable, Equatable, CaseIterable, Comparable {
-    /// Suspended: frozen, no code running (`JETSAM_PRIORITY_IDLE`).
-    case suspended
-    /// In the background running code without an activity: finishing a task, a
-    /// callback, being suspended (`JETSAM_PRIORITY_BACKGROUND`).
-    case background
-    /// In the background, kept running by a mode activity: audio playing, location
-    /// updates, a VoIP call.
-    case backgroundActivity
-    /// In front (active, or inactive on its way in or out): killed last.
-    case foreground
-
-    private var rank: Int {
-        switch self {
-        case .suspended: 0
-        case .background: 1
-        case .backgroundActivity: 2
-        case .foreground: 3
-        }
-    }
-
-    public static func < (a: Self, b: Self) -> Bool { a.rank < b.rank }
-
+extension JetsamBand {
     /// The band of an app in `state` with or without a mode activity.
     public static func of(state: AppState, placement: Lifecycle.Placement, hasActivity: Bool) -> JetsamBand {
         switch state {
@@ -46,7 +17,7 @@ public enum JetsamBand: String, Sendable, Equatable, CaseIterable, Comparable {
 public enum JetsamPolicy {
     /// A running app as jetsam sees it.
     public struct Candidate: Sendable, Equatable {
-        public var app: String
+        public var app: BundleID
         public var band: JetsamBand
         /// Bytes, as last read from the kernel.
         public var footprint: UInt64
@@ -56,7 +27,7 @@ public enum JetsamPolicy {
         /// between two apps' turns in front): a counter of uses, in the host's order.
         public var useOrder: UInt64
 
-        public init(app: String, band: JetsamBand, footprint: UInt64, lastUsed: Duration, useOrder: UInt64 = 0) {
+        public init(app: BundleID, band: JetsamBand, footprint: UInt64, lastUsed: Duration, useOrder: UInt64 = 0) {
             self.app = app
             self.band = band
             self.footprint = footprint
@@ -67,7 +38,7 @@ public enum JetsamPolicy {
 
     /// One kill and what chose it.
     public struct Victim: Sendable, Equatable {
-        public var app: String
+        public var app: BundleID
         public var band: JetsamBand
         public var footprint: UInt64
     }

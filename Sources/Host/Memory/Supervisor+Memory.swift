@@ -10,27 +10,27 @@ import Logging
 struct MemoryState {
     var pressure: MemoryPressure
     /// Bytes per running app, as last read from the kernel.
-    var footprints: [String: UInt64] = [:]
+    var footprints: [BundleID: UInt64] = [:]
     /// Apps whose footprint may have changed since it was read: read at the end of the step.
-    var stale: Set<String> = []
+    var stale: Set<BundleID> = []
     /// Host time each app was last in front (or launched, if never), and the use's number
     /// (uses at one host time keep their order): jetsam's recency.
-    var lastUsed: [String: (time: Duration, order: UInt64)] = [:]
+    var lastUsed: [BundleID: (time: Duration, order: UInt64)] = [:]
     var uses: UInt64 = 0
     /// Apps jetsam ended that have not been launched by the user since: their next
     /// user launch says `LaunchOptions.afterJetsam`.
-    var jetsammed: Set<String> = []
+    var jetsammed: Set<BundleID> = []
     /// The arguments of each app's last user launch, for a cold launch from the switcher.
-    var lastArguments: [String: [String]] = [:]
+    var lastArguments: [BundleID: [String]] = [:]
     /// Footprint cues (``AppMessage/memoryFootprintChanged``) per app, bounded.
-    var cueLimiters: [String: MessageRateLimiter] = [:]
+    var cueLimiters: [BundleID: MessageRateLimiter] = [:]
     /// Footprint cues acted on and dropped at the bound, so far.
     var cuesTaken = 0
     var cuesDropped = 0
     /// Apps the host sent SIGKILL and has not seen exit: their footprints no longer count
     /// (a set, so the total costs no look at every runtime: at 1,000 apps that look copied
     /// each runtime and made a state change 1.5× dearer).
-    var beingKilled: Set<String> = []
+    var beingKilled: Set<BundleID> = []
     /// Inside an evaluation (its effects feed apps, whose feeds would evaluate again).
     var evaluating = false
     /// Real clock: an evaluation is scheduled as an actor job of its own (see
@@ -42,7 +42,7 @@ struct MemoryState {
     var reads = 0
     /// The resident set (statm) of each app's process when its Pss was last read: within
     /// ``rssSlack`` of it, the Pss read then stands (a suspended app, a home button).
-    var residentAtRead: [String: (pid: Int32, rss: UInt64)] = [:]
+    var residentAtRead: [BundleID: (pid: Int32, rss: UInt64)] = [:]
     /// How far the resident set may move before the Pss is read again.
     static let rssSlack: UInt64 = 1 << 20
 
@@ -83,7 +83,7 @@ extension Supervisor {
     /// smaps_rollup walks the page tables (0.3 ms for an idle probe, milliseconds for a
     /// large app): when the process's resident set (`statm`, microseconds) moved less
     /// than a MiB since the last reading, that reading stands.
-    func readFootprint(_ id: String) -> UInt64? {
+    func readFootprint(_ id: BundleID) -> UInt64? {
         guard runtimes[id]?.machine.isRunning == true, let pid = runtimes[id]?.pid else { return nil }
         if let cgroup = runtimes[id]?.cgroup, let current = cgroup.memoryCurrent {
             memory.reads += 1
@@ -102,7 +102,7 @@ extension Supervisor {
 
     /// A state change: the app's footprint is read again at the end of the step (and its
     /// recency noted when it comes to or leaves the front).
-    func memoryTransition(_ id: String, from: AppState, to: AppState) {
+    func memoryTransition(_ id: BundleID, from: AppState, to: AppState) {
         if to == .active || from == .active || memory.lastUsed[id] == nil {
             memory.uses += 1
             memory.lastUsed[id] = (hostNow(), memory.uses)
@@ -123,7 +123,7 @@ extension Supervisor {
     /// The app said its footprint changed: read again, at most `footprintCues` a second
     /// (with as many at once); over that the cue is dropped (its next state change or
     /// advance reads it anyway), not the app killed: a cue costs the host a read.
-    func memoryCue(_ id: String) {
+    func memoryCue(_ id: BundleID) {
         let bounds = configuration.bounds
         var limiter = memory.cueLimiters[id] ?? MessageRateLimiter(burst: bounds.footprintCues, perSecond: bounds.footprintCues)
         let taken = limiter.take()
@@ -231,21 +231,21 @@ extension Supervisor {
             switch effect {
             case .levelChanged(let from, let to, let total):
                 events.append(.memory, cause: "memory pressure \(from.rawValue) → \(to.rawValue)",
-                              fields: .init(footprint: total, pressure: to.rawValue), time: now())
+                              fields: .init(footprint: total, pressure: to), time: now())
             case .warnRunningApps(let level):
                 for id in runtimes.keys.sorted() {
                     guard let m = runtimes[id]?.machine, m.isRunningCode, m.launched, m.terminating == nil, !m.killSent else { continue }
                     events.append(.memory, app: id, pid: runtimes[id]?.pid, cause: "memory warning (pressure \(level.rawValue)): didReceiveMemoryWarning",
-                                  fields: .init(callback: LifecycleCallback.didReceiveMemoryWarning.name, footprint: memory.footprints[id], pressure: level.rawValue),
+                                  fields: .init(callback: LifecycleCallback.didReceiveMemoryWarning.name, footprint: memory.footprints[id], pressure: level),
                                   time: now())
                     feed(id, .memoryWarning)
                 }
             case .jetsam(let victim):
                 guard runtimes[victim.app]?.machine.isRunning == true else { continue }
-                let band = victim.band.rawValue
+                let band = victim.band
                 events.append(.memory, app: victim.app, pid: runtimes[victim.app]?.pid,
                               cause: "jetsam: killing \(victim.app), the least valuable app left (band \(band)), for vm-pageshortage",
-                              fields: .init(footprint: victim.footprint, pressure: MemoryPressureLevel.critical.rawValue, band: band), time: now())
+                              fields: .init(footprint: victim.footprint, pressure: .critical, band: band), time: now())
                 memory.jetsammed.insert(victim.app)
                 let record = Lifecycle.TerminationRecord(
                     namespace: "JETSAM", code: nil,
@@ -289,14 +289,14 @@ extension Supervisor {
     func memoryPressureReported(_ level: MemoryPressureLevel, trigger: Int) {
         let line = configuration.memoryPSITriggers.indices.contains(trigger) ? configuration.memoryPSITriggers[trigger].line : "?"
         events.append(.memory, cause: "PSI trigger \"\(line)\" fired in \(configuration.memoryPSIPath): the kernel reports memory pressure \(level.rawValue)",
-                      fields: .init(pressure: level.rawValue), time: now())
+                      fields: .init(pressure: level), time: now())
         _ = memoryReported(level, by: .psi)
     }
 
     /// Virtual clock, after a deadline of an advance fired for `app` (its footprint is
     /// read again if it runs code), and at the advance's end (nil: every app running
     /// code); evaluates. True when it killed (the caller settles the kills).
-    func memoryAdvanceStep(_ app: String?) -> Bool {
+    func memoryAdvanceStep(_ app: BundleID?) -> Bool {
         if let app {
             guard runtimes[app]?.machine.isRunningCode == true else { return false }
             memory.stale.insert(app)
@@ -307,7 +307,7 @@ extension Supervisor {
     }
 
     /// Uninstalled: nothing of it is kept.
-    func memoryAppUninstalled(_ id: String) {
+    func memoryAppUninstalled(_ id: BundleID) {
         memory.footprints.removeValue(forKey: id)
         memory.residentAtRead.removeValue(forKey: id)
         memory.lastUsed.removeValue(forKey: id)

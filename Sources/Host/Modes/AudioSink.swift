@@ -1,3 +1,4 @@
+import AppHostProtocol
 import Foundation
 import Plugins
 
@@ -67,10 +68,10 @@ final class AudioSink {
 
 /// The audio sinks of the apps with an open audio session, keyed by app.
 struct AudioSinks {
-    private var sinks: [String: AudioSink] = [:]
+    private var sinks: [BundleID: AudioSink] = [:]
 
     /// Carries out one audio effect of `app`, whose container is `container`.
-    mutating func play(_ output: AudioOutput, app: String, container: String) throws {
+    mutating func play(_ output: AudioOutput, app: BundleID, container: String) throws {
         switch output {
         case .open:
             if sinks[app] == nil { sinks[app] = AudioSink(directory: container + "/Library/Audio") }

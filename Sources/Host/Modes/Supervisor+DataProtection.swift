@@ -19,7 +19,7 @@ extension Supervisor {
         }
         for id in apps.keys.sorted() {
             guard let uid = identities.existingUID(app: id) else { continue }
-            var outcome = ProtectedFiles.apply(level, root: configuration.containersDirectory + "/" + id, uid: uid, gid: uid)
+            var outcome = ProtectedFiles.apply(level, root: configuration.containersDirectory + "/" + id.rawValue, uid: uid, gid: uid)
             // The App Group containers it shares: the files it owns there (a member app's
             // files are its own to lose, as on iOS, where the class is the file's).
             var inGroups = ProtectedFiles.Outcome()

@@ -54,22 +54,22 @@ extension Supervisor {
         case .cancelTimer(let app, let timer):
             cancelHostTimer(.plugin(timer), app: app)
         case .used(let app, let mode, let what):
-            events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode.rawValue, time: now())
+            events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode, time: now())
         case .refused(let app, let mode, let what):
             events.append(.modeRefused, app: app, pid: runtimes[app]?.pid,
-                          cause: "\(what): needs \"\(mode.rawValue)\" in UIBackgroundModes", mode: mode.rawValue, time: now())
+                          cause: "\(what): needs \"\(mode.rawValue)\" in UIBackgroundModes", mode: mode, time: now())
         case .refusedBecause(let app, let mode, let what, let because):
-            events.append(.modeRefused, app: app, pid: runtimes[app]?.pid, cause: "\(what): \(because)", mode: mode.rawValue, time: now())
+            events.append(.modeRefused, app: app, pid: runtimes[app]?.pid, cause: "\(what): \(because)", mode: mode, time: now())
         case .note(let app, let text):
             events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, time: now())
         case .typedNote(let app, let text, let fields):
             events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, fields: fields, time: now())
         case .typedUse(let app, let mode, let what, let fields):
-            events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode.rawValue, fields: fields, time: now())
+            events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode, fields: fields, time: now())
         case .audio(let app, let output):
             guard configuration.audioSink == .wav else { return }
             do {
-                try audioSinks.play(output, app: app, container: configuration.containersDirectory + "/" + app)
+                try audioSinks.play(output, app: app, container: configuration.containersDirectory + "/" + app.rawValue)
             } catch {
                 events.append(.warning, app: app, cause: "audio sink: \(error)", time: now())
             }

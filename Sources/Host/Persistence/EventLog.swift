@@ -80,7 +80,7 @@ final class EventLog {
     /// current file grows past the limit rather than events being lost).
     private var nextRotation: Int64?
     private var closed = false
-    private var subscribers: [UInt64: (filter: String?, channel: HostEventChannel)] = [:]
+    private var subscribers: [UInt64: (filter: BundleID?, channel: HostEventChannel)] = [:]
     private var nextSubscriber: UInt64 = 0
     /// Open batches (see ``beginBatch()``): while above 0, lines wait in `held`.
     private var batchDepth = 0
@@ -142,8 +142,8 @@ final class EventLog {
     /// that cannot be written whole is not written at all, not numbered and not handed
     /// out; the error is returned (and logged, once until writing works again).
     @discardableResult
-    func append(_ kind: HostEvent.Kind, app: String? = nil, pid: Int32? = nil, from: AppState? = nil,
-                to: AppState? = nil, cause: String, mode: String? = nil, fields: HostEvent.Fields = HostEvent.Fields(),
+    func append(_ kind: HostEvent.Kind, app: BundleID? = nil, pid: Int32? = nil, from: AppState? = nil,
+                to: AppState? = nil, cause: String, mode: BackgroundMode? = nil, fields: HostEvent.Fields = HostEvent.Fields(),
                 time: Date) -> Result<HostEvent, EventLogError> {
         var cause = cause
         if cause.utf8.count > Self.maximumCause {
@@ -304,7 +304,7 @@ final class EventLog {
     /// Events recorded so far (the files as they are now, read later) and, atomically
     /// with that cut, a stream of every later event. The stream ends when `cancel` is
     /// called or the log closes.
-    func subscribe(filter: String?) -> (past: EventLogPast, live: HostEventStream, id: UInt64) {
+    func subscribe(filter: BundleID?) -> (past: EventLogPast, live: HostEventStream, id: UInt64) {
         var files: [(FileDescriptor, Int64, EventLogIndex.Plan)] = []
         func plan(_ k: Int) -> EventLogIndex.Plan { filter.map { index.plan(app: $0, rotated: k) } ?? .whole }
         for k in stride(from: limits.keep, through: 1, by: -1) {
@@ -413,11 +413,11 @@ final class EventLog {
 /// supervisor's actor.
 public final class EventLogPast: Sequence, Sendable {
     private let files: [(descriptor: FileDescriptor, end: Int64, plan: EventLogIndex.Plan)]
-    private let filter: String?
+    private let filter: BundleID?
     /// The sequence number of the last event recorded when the subscription began.
     public let lastSeq: UInt64
 
-    init(files: [(FileDescriptor, Int64, EventLogIndex.Plan)], filter: String?, lastSeq: UInt64) {
+    init(files: [(FileDescriptor, Int64, EventLogIndex.Plan)], filter: BundleID?, lastSeq: UInt64) {
         self.files = files.map { (descriptor: $0.0, end: $0.1, plan: $0.2) }
         self.filter = filter
         self.lastSeq = lastSeq
@@ -552,7 +552,7 @@ public enum EventFormatter {
     /// `21:35:06.123  com.example.plain  inactive → background  (home button)`.
     public static func line(_ e: HostEvent) -> String {
         let time = e.time.formatted(.iso8601.time(includingFractionalSeconds: true).timeSeparator(.colon))
-        let app = e.bundleIdentifier ?? "host"
+        let app = e.bundleIdentifier?.rawValue ?? "host"
         let pid = e.pid.map { "[\($0)]" } ?? ""
         switch e.kind {
         case .transition:

@@ -34,7 +34,7 @@ struct EventLogIndex {
     private(set) var generation: Int64 = 0
     /// Per indexed generation: the offset from which every line of it is indexed.
     private(set) var indexedFrom: [Int64: Int64] = [:]
-    private var lines: [String: [Entry]] = [:]
+    private var lines: [BundleID: [Entry]] = [:]
     private(set) var count = 0
 
     /// The current file had `existingBytes` when the host opened it.
@@ -44,7 +44,7 @@ struct EventLogIndex {
 
     /// A line of `app`'s (nil: the host's own, not indexed) was written at `offset` of
     /// the current file.
-    mutating func add(app: String?, at offset: Int64) {
+    mutating func add(app: BundleID?, at offset: Int64) {
         guard let app, indexedFrom[generation] != nil else { return }
         lines[app, default: []].append(Entry(generation: generation, offset: offset))
         count += 1
@@ -66,7 +66,7 @@ struct EventLogIndex {
     }
 
     /// How to read `events.<k>.jsonl` (k = 0: `events.jsonl`) for `app`.
-    func plan(app: String, rotated k: Int) -> Plan {
+    func plan(app: BundleID, rotated k: Int) -> Plan {
         let g = generation - Int64(k)
         guard let from = indexedFrom[g] else { return .whole }
         return .indexed(scanTo: from, offsets: (lines[app] ?? []).lazy.filter { $0.generation == g }.map(\.offset))
@@ -79,7 +79,7 @@ struct EventLogIndex {
 
     private mutating func drop(_ g: Int64) {
         indexedFrom[g] = nil
-        var kept: [String: [Entry]] = [:]
+        var kept: [BundleID: [Entry]] = [:]
         var n = 0
         for (app, list) in lines {
             let rest = list.filter { $0.generation != g }

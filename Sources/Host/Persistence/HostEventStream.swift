@@ -63,7 +63,7 @@ final class HostEventChannel: Sendable {
 
     /// Adds the events of `batch` that pass `filter` (nil: all; else the app's own), and
     /// wakes the consumer once if it waits.
-    func yield(_ batch: [HostEvent], filter: String?) {
+    func yield(_ batch: [HostEvent], filter: BundleID?) {
         let wake: (UnsafeContinuation<HostEvent?, Never>, HostEvent)? = state.withLock { s in
             guard !s.finished else { return nil }
             for event in batch where filter == nil || event.bundleIdentifier == filter {

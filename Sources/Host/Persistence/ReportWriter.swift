@@ -13,12 +13,12 @@ struct ReportWriter {
 
     /// `<bundle id>-<ms since 1970>-<pid>`: unique per app and process, sorts by time, and
     /// fits a file name for any valid bundle id (155 characters at most).
-    static func reportID(app: String, time: Date, pid: Int32?) -> String {
+    static func reportID(app: BundleID, time: Date, pid: Int32?) -> String {
         "\(app)-\(Int(time.timeIntervalSince1970 * 1000))-\(pid ?? 0)"
     }
 
     /// The report of a process that ended (or never started: `status` nil) as `record` says.
-    static func report(app: String, pid: Int32?, status: ExitStatus?, record: Lifecycle.TerminationRecord,
+    static func report(app: BundleID, pid: Int32?, status: ExitStatus?, record: Lifecycle.TerminationRecord,
                        history: [StateRecord], time: Date) -> TerminationReport {
         var signal: Int32?
         var exitCode: Int32?
@@ -39,7 +39,7 @@ struct ReportWriter {
             terminationNamespace: record.namespace, terminationCode: record.code?.hex, reason: record.reason,
             explanation: record.code.map { "\($0.meaning). What to do: \($0.advice)." },
             backgroundTasks: record.tasks, budget: record.budget, lastStates: Array(history.suffix(16)),
-            footprint: record.footprint, jetsamBand: record.band, exception: record.exception)
+            footprint: record.footprint, jetsamBand: record.band?.rawValue, exception: record.exception)
     }
 
     /// Stores `report` and writes its JSON file, then records the `report` event. A write
@@ -65,9 +65,9 @@ struct ReportWriter {
     /// After a crash of the host (kill -9, a power cut) its apps died with it (PDEATHSIG)
     /// and nothing said how. For each app whose last recorded state is not notRunning,
     /// records the transition to notRunning and an APPHOST report. Returns when each changed.
-    func recordEndedWithHost(apps: [String], events: EventLog, time: Date) -> [String: Date] {
+    func recordEndedWithHost(apps: [BundleID], events: EventLog, time: Date) -> [BundleID: Date] {
         let cause = "ended with the host (the host stopped without shutting down)"
-        var changed: [String: Date] = [:]
+        var changed: [BundleID: Date] = [:]
         var rows: [Store.TransitionRow] = []
         for id in apps {
             let states: [StateRecord]

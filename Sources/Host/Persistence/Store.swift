@@ -155,54 +155,74 @@ public final class Store: Sendable {
     }
 
     /// Records a privacy decision (`apphost privacy`); nil removes it (reset).
-    public func setPrivacy(bundleIdentifier: String, service: PrivacyService, value: PrivacyDecision?) throws {
+    public func setPrivacy(bundleIdentifier: BundleID, service: PrivacyService, value: PrivacyDecision?) throws {
         try pool.write { db in
             if let value {
                 try db.execute(sql: "INSERT OR REPLACE INTO privacy (bundleIdentifier, service, value) VALUES (?, ?, ?)",
-                               arguments: [bundleIdentifier, service.rawValue, value.rawValue])
+                               arguments: [bundleIdentifier.rawValue, service.rawValue, value.rawValue])
             } else {
                 try db.execute(sql: "DELETE FROM privacy WHERE bundleIdentifier = ? AND service = ?",
-                               arguments: [bundleIdentifier, service.rawValue])
+                               arguments: [bundleIdentifier.rawValue, service.rawValue])
             }
         }
     }
 
     /// Every privacy decision, as stored (service and decision are the raw values of
     /// ``PrivacyService`` and ``PrivacyDecision``; the reader decides about unknown ones).
-    public func privacy() throws -> [(bundleIdentifier: String, service: String, value: String)] {
+    /// A row whose bundle identifier is not one (see ``bundleID(_:column:)``) is skipped.
+    public func privacy() throws -> [(bundleIdentifier: BundleID, service: String, value: String)] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM privacy ORDER BY bundleIdentifier, service").map {
-                (bundleIdentifier: $0["bundleIdentifier"], service: $0["service"], value: $0["value"])
+            try Row.fetchAll(db, sql: "SELECT * FROM privacy ORDER BY bundleIdentifier, service").compactMap { row in
+                guard let id = Self.bundleID(row) else { return nil }
+                return (bundleIdentifier: id, service: row["service"], value: row["value"])
             }
         }
+    }
+
+    /// A row's bundle identifier, checked once here, where it comes back from the disk:
+    /// the database may have been written by an older host, whose manifest reader let
+    /// through identifiers the rule now refuses. Nil when it is not one; its row is then
+    /// skipped (an installed app's row is reported, see ``apps(skipping:)``).
+    static func bundleID(_ row: Row, column: String = "bundleIdentifier") -> BundleID? {
+        guard let text = row[column] as String? else { return nil }
+        return BundleID(text)
+    }
+
+    /// A row the store could not read back and skipped, with why.
+    public struct SkippedRow: Error, Sendable, CustomStringConvertible {
+        public var table: String
+        public var key: String
+        public var reason: String
+        public var description: String { "table \(table), row \"\(key)\": \(reason); the row is skipped" }
     }
 
     // MARK: Background URLSession
 
     /// A background session an app made: its configuration and the last task identifier given out.
     public struct TransferSessionRow: Sendable {
-        public var bundleIdentifier: String
+        public var bundleIdentifier: BundleID
         public var config: BackgroundSessionConfig
-        public var lastTaskIdentifier: Int
+        public var lastTaskIdentifier: TransferTaskID
     }
 
     /// Records a session (made or remade by the app) and its task counter.
-    public func saveTransferSession(bundleIdentifier: String, config: BackgroundSessionConfig, lastTaskIdentifier: Int) throws {
+    public func saveTransferSession(bundleIdentifier: BundleID, config: BackgroundSessionConfig, lastTaskIdentifier: TransferTaskID) throws {
         let text = String(decoding: try WireJSON.encoder().encode(config), as: UTF8.self)
         try pool.write { db in
             try db.execute(
                 sql: "INSERT OR REPLACE INTO transferSession (bundleIdentifier, identifier, config, lastTaskIdentifier) VALUES (?, ?, ?, ?)",
-                arguments: [bundleIdentifier, config.identifier, text, lastTaskIdentifier])
+                arguments: [bundleIdentifier.rawValue, config.identifier.rawValue, text, lastTaskIdentifier.rawValue])
         }
     }
 
-    /// Every recorded session (rows that no longer decode are skipped).
+    /// Every recorded session (rows that no longer decode, or name no valid app, are skipped).
     public func transferSessions() throws -> [TransferSessionRow] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM transferSession ORDER BY bundleIdentifier, identifier").compactMap { row in
                 let text: String = row["config"]
-                guard let config = try? WireJSON.decoder().decode(BackgroundSessionConfig.self, from: Data(text.utf8)) else { return nil }
-                return TransferSessionRow(bundleIdentifier: row["bundleIdentifier"], config: config, lastTaskIdentifier: row["lastTaskIdentifier"])
+                guard let id = Self.bundleID(row),
+                      let config = try? WireJSON.decoder().decode(BackgroundSessionConfig.self, from: Data(text.utf8)) else { return nil }
+                return TransferSessionRow(bundleIdentifier: id, config: config, lastTaskIdentifier: TransferTaskID(row["lastTaskIdentifier"] as Int))
             }
         }
     }
@@ -214,9 +234,9 @@ public final class Store: Sendable {
         let text = String(decoding: try WireJSON.encoder().encode(job), as: UTF8.self)
         try pool.write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job) VALUES (?, ?, ?)",
-                           arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text])
+                           arguments: [Int64(bitPattern: job.id.rawValue), job.bundleIdentifier.rawValue, text])
             try db.execute(sql: "UPDATE transferSession SET lastTaskIdentifier = max(lastTaskIdentifier, ?) WHERE bundleIdentifier = ? AND identifier = ?",
-                           arguments: [job.taskIdentifier, job.bundleIdentifier, job.session])
+                           arguments: [job.taskIdentifier.rawValue, job.bundleIdentifier.rawValue, job.session.rawValue])
         }
     }
 
@@ -251,19 +271,19 @@ public final class Store: Sendable {
         for (row, text) in zip(sessions, sessionTexts) {
             try db.execute(
                 sql: "INSERT OR REPLACE INTO transferSession (bundleIdentifier, identifier, config, lastTaskIdentifier) VALUES (?, ?, ?, ?)",
-                arguments: [row.bundleIdentifier, row.config.identifier, text, row.lastTaskIdentifier])
+                arguments: [row.bundleIdentifier.rawValue, row.config.identifier.rawValue, text, row.lastTaskIdentifier.rawValue])
         }
-        var counters: [String: (app: String, session: String, last: Int)] = [:]
+        var counters: [String: (app: BundleID, session: SessionIdentifier, last: TransferTaskID)] = [:]
         // Prepared once per connection (as the transitions' INSERT): a batch is a row a transfer.
         let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO transfer (id, bundleIdentifier, job) VALUES (?, ?, ?)")
         for (job, text) in zip(jobs, jobTexts) {
-            try insert.execute(arguments: [Int64(bitPattern: job.id), job.bundleIdentifier, text])
-            let key = job.bundleIdentifier + "|" + job.session
-            counters[key] = (job.bundleIdentifier, job.session, max(counters[key]?.last ?? 0, job.taskIdentifier))
+            try insert.execute(arguments: [Int64(bitPattern: job.id.rawValue), job.bundleIdentifier.rawValue, text])
+            let key = job.bundleIdentifier.rawValue + "|" + job.session.rawValue
+            counters[key] = (job.bundleIdentifier, job.session, counters[key].map { max($0.last, job.taskIdentifier) } ?? job.taskIdentifier)
         }
         for (_, c) in counters.sorted(by: { $0.key < $1.key }) {
             try db.execute(sql: "UPDATE transferSession SET lastTaskIdentifier = max(lastTaskIdentifier, ?) WHERE bundleIdentifier = ? AND identifier = ?",
-                           arguments: [c.last, c.app, c.session])
+                           arguments: [c.last.rawValue, c.app.rawValue, c.session.rawValue])
         }
     }
 
@@ -278,22 +298,22 @@ public final class Store: Sendable {
     }
 
     /// Forgets transfers (delivered, or cancelled with their app).
-    public func deleteTransfers(ids: [UInt64]) throws {
+    public func deleteTransfers(ids: [TransferID]) throws {
         guard !ids.isEmpty else { return }
         try pool.write { db in
             let delete = try db.cachedStatement(sql: "DELETE FROM transfer WHERE id = ?")
             for id in ids {
-                try delete.execute(arguments: [Int64(bitPattern: id)])
+                try delete.execute(arguments: [Int64(bitPattern: id.rawValue)])
             }
         }
     }
 
     /// Forgets an app's sessions and transfers (uninstalled).
-    public func deleteTransferState(bundleIdentifier: String) throws {
+    public func deleteTransferState(bundleIdentifier: BundleID) throws {
         try pool.write { db in
-            try db.execute(sql: "DELETE FROM transfer WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
-            try db.execute(sql: "DELETE FROM transferSession WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
-            try db.execute(sql: "DELETE FROM cancelledTransfer WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
+            try db.execute(sql: "DELETE FROM transfer WHERE bundleIdentifier = ?", arguments: [bundleIdentifier.rawValue])
+            try db.execute(sql: "DELETE FROM transferSession WHERE bundleIdentifier = ?", arguments: [bundleIdentifier.rawValue])
+            try db.execute(sql: "DELETE FROM cancelledTransfer WHERE bundleIdentifier = ?", arguments: [bundleIdentifier.rawValue])
         }
     }
 
@@ -316,57 +336,67 @@ public final class Store: Sendable {
                                             applicationGroups)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 """,
-                arguments: [app.bundleIdentifier, app.bundlePath, app.executablePath, settingsJSON, manifest,
+                arguments: [app.bundleIdentifier.rawValue, app.bundlePath, app.executablePath, settingsJSON, manifest,
                             app.installedAt.timeIntervalSince1970, entitlements, groups])
             // A reinstall starts with no privacy decisions, as on iOS.
-            try db.execute(sql: "DELETE FROM privacy WHERE bundleIdentifier = ?", arguments: [app.bundleIdentifier])
+            try db.execute(sql: "DELETE FROM privacy WHERE bundleIdentifier = ?", arguments: [app.bundleIdentifier.rawValue])
         }
     }
 
     /// Removes an installed app. Returns whether it existed.
     @discardableResult
-    public func deleteApp(_ bundleIdentifier: String) throws -> Bool {
+    public func deleteApp(_ bundleIdentifier: BundleID) throws -> Bool {
         try pool.write { db in
-            try db.execute(sql: "DELETE FROM app WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
+            try db.execute(sql: "DELETE FROM app WHERE bundleIdentifier = ?", arguments: [bundleIdentifier.rawValue])
             let existed = db.changesCount > 0
-            try db.execute(sql: "DELETE FROM privacy WHERE bundleIdentifier = ?", arguments: [bundleIdentifier])
+            try db.execute(sql: "DELETE FROM privacy WHERE bundleIdentifier = ?", arguments: [bundleIdentifier.rawValue])
             return existed
         }
     }
 
-    /// Every installed app, by bundle identifier.
-    public func apps() throws -> [AppRow] {
-        try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM app ORDER BY bundleIdentifier").map { row in
-                let manifestText: String = row["manifest"]
-                let settingsText: String = row["settings"]
-                let manifest = try WireJSON.decoder().decode(Manifest.self, from: Data(manifestText.utf8))
-                let settings = try WireJSON.decoder().decode([String: String].self, from: Data(settingsText.utf8))
-                let entitlementsText: String? = row["entitlements"]
-                let entitlements = try entitlementsText.map { try WireJSON.decoder().decode([String].self, from: Data($0.utf8)) }
-                let groupsText: String? = row["applicationGroups"]
-                let groups = try groupsText.map { try WireJSON.decoder().decode([String].self, from: Data($0.utf8)) }
-                let app = InstalledApp(
-                    bundleIdentifier: row["bundleIdentifier"], name: manifest.name,
-                    bundlePath: row["bundlePath"], executablePath: row["executablePath"],
-                    backgroundModes: manifest.backgroundModes,
-                    installedAt: Date(timeIntervalSince1970: row["installedAt"]), manifest: manifest,
-                    entitlements: entitlements, applicationGroups: groups)
-                return AppRow(app: app, settings: settings)
+    /// Every installed app, by bundle identifier. A row whose identifier is not a bundle
+    /// identifier (a database of an older host, see ``bundleID(_:column:)``) is skipped
+    /// and told to `skipping`.
+    public func apps(skipping: (SkippedRow) -> Void = { _ in }) throws -> [AppRow] {
+        let rows = try pool.read { db in try Row.fetchAll(db, sql: "SELECT * FROM app ORDER BY bundleIdentifier") }
+        return try rows.compactMap { row in
+            let text: String = row["bundleIdentifier"]
+            let id: BundleID
+            do {
+                id = try BundleID(validating: text)
+            } catch {
+                skipping(SkippedRow(table: "app", key: text, reason: "not a bundle identifier (\(error)): "
+                    + "reinstall the app under a valid CFBundleIdentifier"))
+                return nil
             }
+            let manifestText: String = row["manifest"]
+            let settingsText: String = row["settings"]
+            let manifest = try WireJSON.decoder().decode(Manifest.self, from: Data(manifestText.utf8))
+            let settings = try WireJSON.decoder().decode([String: String].self, from: Data(settingsText.utf8))
+            let entitlementsText: String? = row["entitlements"]
+            let entitlements = try entitlementsText.map { try WireJSON.decoder().decode([String].self, from: Data($0.utf8)) }
+            let groupsText: String? = row["applicationGroups"]
+            let groups = try groupsText.map { try WireJSON.decoder().decode([String].self, from: Data($0.utf8)) }
+            let app = InstalledApp(
+                bundleIdentifier: id, name: manifest.name,
+                bundlePath: row["bundlePath"], executablePath: row["executablePath"],
+                backgroundModes: manifest.backgroundModes,
+                installedAt: Date(timeIntervalSince1970: row["installedAt"]), manifest: manifest,
+                entitlements: entitlements, applicationGroups: groups)
+            return AppRow(app: app, settings: settings)
         }
     }
 
     /// One row of state history.
     public struct TransitionRow: Sendable {
-        public var bundleIdentifier: String
+        public var bundleIdentifier: BundleID
         public var pid: Int32?
         public var from: AppState
         public var to: AppState
         public var cause: String
         public var time: Date
 
-        public init(bundleIdentifier: String, pid: Int32?, from: AppState, to: AppState, cause: String, time: Date) {
+        public init(bundleIdentifier: BundleID, pid: Int32?, from: AppState, to: AppState, cause: String, time: Date) {
             self.bundleIdentifier = bundleIdentifier
             self.pid = pid
             self.from = from
@@ -393,7 +423,7 @@ public final class Store: Sendable {
         let insert = try db.cachedStatement(sql:
             "INSERT INTO transition (time, bundleIdentifier, pid, fromState, toState, cause) VALUES (?, ?, ?, ?, ?, ?)")
         for r in rows {
-            try insert.execute(arguments: [r.time.timeIntervalSince1970, r.bundleIdentifier, r.pid.map { Int($0) },
+            try insert.execute(arguments: [r.time.timeIntervalSince1970, r.bundleIdentifier.rawValue, r.pid.map { Int($0) },
                                            r.from.rawValue, r.to.rawValue, r.cause])
         }
     }
@@ -422,12 +452,12 @@ public final class Store: Sendable {
     }
 
     /// The last `limit` states of an app, oldest first.
-    public func recentStates(bundleIdentifier: String, limit: Int = 8) throws -> [StateRecord] {
+    public func recentStates(bundleIdentifier: BundleID, limit: Int = 8) throws -> [StateRecord] {
         try pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT time, toState, cause FROM transition WHERE bundleIdentifier = ?
                 ORDER BY id DESC LIMIT ?
-                """, arguments: [bundleIdentifier, limit]).reversed().map { row in
+                """, arguments: [bundleIdentifier.rawValue, limit]).reversed().map { row in
                 StateRecord(state: AppState(rawValue: row["toState"]) ?? .notRunning,
                             time: Date(timeIntervalSince1970: row["time"]), cause: row["cause"])
             }
@@ -439,16 +469,16 @@ public final class Store: Sendable {
         let json = try String(decoding: WireJSON.encoder().encode(report), as: UTF8.self)
         try pool.write { db in
             try db.execute(sql: "INSERT OR REPLACE INTO report (id, bundleIdentifier, time, json) VALUES (?, ?, ?, ?)",
-                           arguments: [report.id, report.bundleIdentifier, report.time.timeIntervalSince1970, json])
+                           arguments: [report.id, report.bundleIdentifier.rawValue, report.time.timeIntervalSince1970, json])
         }
     }
 
     /// Termination reports, oldest first, optionally for one app.
-    public func reports(bundleIdentifier: String?) throws -> [TerminationReport] {
+    public func reports(bundleIdentifier: BundleID?) throws -> [TerminationReport] {
         try pool.read { db in
             let rows: [Row]
             if let id = bundleIdentifier {
-                rows = try Row.fetchAll(db, sql: "SELECT json FROM report WHERE bundleIdentifier = ? ORDER BY time, id", arguments: [id])
+                rows = try Row.fetchAll(db, sql: "SELECT json FROM report WHERE bundleIdentifier = ? ORDER BY time, id", arguments: [id.rawValue])
             } else {
                 rows = try Row.fetchAll(db, sql: "SELECT json FROM report ORDER BY time, id")
             }

@@ -137,10 +137,10 @@ final class AppCgroups: Sendable {
 
     /// Prepares `app`'s directories with its limits (unlimited where nil). Throws when a
     /// limit cannot be written, so the app is not started without it.
-    func prepare(_ app: String, memory: UInt64?, processes: Int?) throws -> AppCgroup {
+    func prepare(_ app: BundleID, memory: UInt64?, processes: Int?) throws -> AppCgroup {
         switch layout {
         case .v2(let root):
-            let dir = root + "/" + app
+            let dir = root + "/" + app.rawValue
             try Self.makeDirectory(dir)
             try Self.set(dir + "/memory.max", memory.map(String.init) ?? "max")
             // No swap: over the limit means killed, not paged out.
@@ -158,7 +158,7 @@ final class AppCgroups: Sendable {
             var oom: String?
             var usage: String?
             if let memoryRoot {
-                let dir = memoryRoot + "/" + app
+                let dir = memoryRoot + "/" + app.rawValue
                 try Self.makeDirectory(dir)
                 // memory.memsw (memory plus swap) must stay at or above memory.limit_in_bytes:
                 // raise it first when widening, set it after when narrowing.
@@ -175,7 +175,7 @@ final class AppCgroups: Sendable {
                 usage = dir + "/memory.usage_in_bytes"
             }
             if let pidsRoot {
-                let dir = pidsRoot + "/" + app
+                let dir = pidsRoot + "/" + app.rawValue
                 try Self.makeDirectory(dir)
                 try Self.set(dir + "/pids.max", processes.map(String.init) ?? "max")
                 procs.append(dir + "/cgroup.procs")

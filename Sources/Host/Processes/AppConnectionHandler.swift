@@ -10,7 +10,7 @@ import Synchronization
 final class AppConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
 
-    private let app: String
+    private let app: BundleID
     private let instance: UInt64
     private let input: AsyncStream<Supervisor.Input>.Continuation
     private let bounds: AppBounds
@@ -20,7 +20,7 @@ final class AppConnectionHandler: ChannelInboundHandler {
     private let hello: HelloAnswer?
     private let callbacks: CallbacksSent?
 
-    init(app: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation, bounds: AppBounds = .standard,
+    init(app: BundleID, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation, bounds: AppBounds = .standard,
          hello: HelloAnswer? = nil, callbacks: CallbacksSent? = nil) {
         self.app = app
         self.instance = instance

@@ -1,4 +1,5 @@
 import AppHostSystem
+import AppHostProtocol
 import Foundation
 
 #if canImport(Glibc)
@@ -75,8 +76,8 @@ final class AppIdentities {
 
     /// The identity `app` runs as: its own uid, a gid of the same number, and the gids
     /// of its App Groups as supplementary groups.
-    func identity(app: String, groups: [String]) throws -> ProcessIdentity {
-        let uid = try id(.app, app)
+    func identity(app: BundleID, groups: [String]) throws -> ProcessIdentity {
+        let uid = try id(.app, app.rawValue)
         let gids = try groups.map { try id(.group, $0) }
         return ProcessIdentity(uid: uid, gid: uid, groups: gids)
     }
@@ -92,15 +93,15 @@ final class AppIdentities {
     }
 
     /// The uid an app has been given, if any (without allocating one).
-    func existingUID(app: String) -> UInt32? {
-        ids[Key(kind: .app, name: app)]
+    func existingUID(app: BundleID) -> UInt32? {
+        ids[Key(kind: .app, name: app.rawValue)]
     }
 
     /// Forgets an app's uid (uninstall) and gives back its claim.
-    func release(app: String) {
-        let key = Key(kind: .app, name: app)
+    func release(app: BundleID) {
+        let key = Key(kind: .app, name: app.rawValue)
         guard let id = ids.removeValue(forKey: key) else { return }
-        try? store.deleteIdentity(kind: key.kind.rawValue, name: app)
+        try? store.deleteIdentity(kind: key.kind.rawValue, name: app.rawValue)
         withRegistryLock { unclaim(id) }
         claimed.remove(id)
     }

@@ -60,7 +60,7 @@ struct AppLauncher {
     mutating func plan(_ app: InstalledApp, options: LaunchOptions) throws -> (Plan, [Notice]) {
         let config = configuration
         let id = app.bundleIdentifier
-        let container = config.containersDirectory + "/" + id
+        let container = config.containersDirectory + "/" + id.rawValue
         let limits = config.limits.limits(for: id)
         var notices: [Notice] = []
         let (rlimits, cgroup) = enforcement(of: limits, for: id, notices: &notices)
@@ -80,7 +80,7 @@ struct AppLauncher {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             IPCProtocol.descriptorEnvironmentKey: String(IPCProtocol.descriptor),
-            IPCProtocol.bundleIdentifierEnvironmentKey: id,
+            IPCProtocol.bundleIdentifierEnvironmentKey: id.rawValue,
             IPCProtocol.bundlePathEnvironmentKey: app.bundlePath,
         ]
         if !groups.isEmpty {
@@ -132,7 +132,7 @@ struct AppLauncher {
     /// kernel's cgroup_threadgroup_rwsem for writing, an RCU grace period (13-15 ms here)
     /// on every launch. Apps cannot make processes (seccomp), so there is nothing else of
     /// an app's for a cgroup to hold.
-    private mutating func enforcement(of limits: AppLimits, for id: String,
+    private mutating func enforcement(of limits: AppLimits, for id: BundleID,
                                       notices: inout [Notice]) -> (rlimits: [ResourceLimit], cgroup: AppCgroup?) {
         var rlimits: [ResourceLimit] = []
         if let n = limits.openFiles { rlimits.append(ResourceLimit(.openFiles, soft: UInt64(n))) }
@@ -181,7 +181,7 @@ struct AppLauncher {
     /// is handed to the reaper thread, so the launch's critical path is one thread wake.
     /// Only a container an earlier host left with another owner (its whole tree to
     /// re-own, as large as the app made it) is done off the caller first.
-    static func start(_ plan: Plan, app id: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation,
+    static func start(_ plan: Plan, app id: BundleID, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation,
                       group: any EventLoopGroup, containers: String, groupsDirectory: String, bounds: AppBounds) {
         if let identity = plan.identity {
             var st = stat()
@@ -199,7 +199,7 @@ struct AppLauncher {
                    containers: containers, groupsDirectory: groupsDirectory, bounds: bounds)
     }
 
-    private static func startOwned(_ plan: Plan, app id: String, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation,
+    private static func startOwned(_ plan: Plan, app id: BundleID, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation,
                                    group: any EventLoopGroup, containers: String, groupsDirectory: String, bounds: AppBounds) {
         let container = plan.container
         do {
@@ -253,7 +253,7 @@ struct AppLauncher {
 
 extension Supervisor {
     /// Carries out a `.spawn` effect: the plan on the actor, the start off it.
-    func spawn(_ id: String, options: LaunchOptions) {
+    func spawn(_ id: BundleID, options: LaunchOptions) {
         guard let row = apps[id], let instance = runtimes[id]?.instance else { return }
         var plan: AppLauncher.Plan
         do {
@@ -284,7 +284,7 @@ extension Supervisor {
         // The welcome and, in the same write, the first callback (the one the handshake
         // will send: didFinishLaunching with this launch's options and the state it has
         // now), sent where the hello is read; withdrawn if the state changes first.
-        let welcome = (try? Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: id,
+        let welcome = (try? Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: id.rawValue,
                                                              screen: configuration.screen))) ?? []
         var first: [UInt8]?
         let sequence = (runtimes[id]?.seq ?? 0) + 1

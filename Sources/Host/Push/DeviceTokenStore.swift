@@ -37,7 +37,7 @@ extension Store {
         try pool.write { db in
             let next = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(sequence), 0) + 1 FROM deviceToken") ?? 1
             try db.execute(sql: "INSERT OR REPLACE INTO deviceToken (token, bundleIdentifier, kind, retired, sequence) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [record.token, record.bundleIdentifier, record.kind.rawValue, record.retired, next])
+                           arguments: [record.token, record.bundleIdentifier.rawValue, record.kind.rawValue, record.retired, next])
         }
     }
 
@@ -48,13 +48,14 @@ extension Store {
         }
     }
 
-    /// Every kept token, in the order issued or retired (rows this build cannot read are skipped).
+    /// Every kept token, in the order issued or retired (rows this build cannot read, and
+    /// rows whose bundle identifier is not one, are skipped).
     func deviceTokens() throws -> [DeviceTokenRecord] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT token, bundleIdentifier, kind, retired FROM deviceToken ORDER BY sequence").compactMap { row in
                 let kind: String = row["kind"]
-                guard let kind = DeviceTokenKind(rawValue: kind) else { return nil }
-                return DeviceTokenRecord(token: row["token"], bundleIdentifier: row["bundleIdentifier"], kind: kind, retired: row["retired"])
+                guard let kind = DeviceTokenKind(rawValue: kind), let app = Self.bundleID(row) else { return nil }
+                return DeviceTokenRecord(token: row["token"], bundleIdentifier: app, kind: kind, retired: row["retired"])
             }
         }
     }
@@ -78,7 +79,7 @@ extension Supervisor {
     /// The device token of `kind` that `id` gets (or got) when it registers on this host:
     /// what a provider pushes to. Issued now when the app has none yet. Nil when `id` is
     /// not installed.
-    public func deviceToken(of id: String, _ kind: DeviceTokenKind = .apns) -> String? {
+    public func deviceToken(of id: BundleID, _ kind: DeviceTokenKind = .apns) -> String? {
         guard let issued = modes.deviceToken(of: id, kind) else { return nil }
         performMode(issued.1)
         return issued.0

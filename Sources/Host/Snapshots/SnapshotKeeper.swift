@@ -23,7 +23,7 @@ struct SnapshotKeeper: Sendable {
 
     /// What the host knows of an app when something may picture it.
     struct Subject: Sendable, Equatable {
-        var app: String
+        var app: BundleID
         /// The app's window as it is now (an empty tree if it sent none).
         var tree: ViewTree
         /// The policy in force: the app's own, or the host's when stricter.
@@ -41,7 +41,7 @@ struct SnapshotKeeper: Sendable {
 
     /// One picture to draw and write.
     struct Job: Sendable, Equatable {
-        var app: String
+        var app: BundleID
         var number: Int
         /// Its place among every snapshot this host took (see ``TakenSnapshot/serial``).
         var serial: UInt64
@@ -102,11 +102,11 @@ struct SnapshotKeeper: Sendable {
     enum Event: Sendable {
         /// The apps an earlier host on this state directory pictured, newest first (taken
         /// in once, behind the apps this host has seen active).
-        case seed([String])
+        case seed([BundleID])
         /// The app became active: in front of the switcher; the launch-image rule ends.
-        case activated(String)
+        case activated(BundleID)
         /// The user terminated the app, or it was uninstalled (its snapshots go with it).
-        case removed(String, uninstalled: Bool)
+        case removed(BundleID, uninstalled: Bool)
         /// A delegate method returned: after `didEnterBackground` the app is pictured.
         case callbackReturned(LifecycleCallback, Subject)
         /// The host answered a service request in `state`: an accepted background fetch
@@ -115,7 +115,7 @@ struct SnapshotKeeper: Sendable {
         /// Picture the app now (`apphost snapshot`); `waiter` is resolved with the result.
         case requested(Subject, reason: String, waiter: Int?)
         /// A ``Effect/render(_:)`` ended, at `time`.
-        case renderFinished(app: String, number: Int, RenderOutcome, time: Date)
+        case renderFinished(app: BundleID, number: Int, RenderOutcome, time: Date)
     }
 
     enum Effect: Sendable, Equatable {
@@ -123,13 +123,13 @@ struct SnapshotKeeper: Sendable {
         /// ``Event/renderFinished(app:number:_:time:)``.
         case render(Job)
         /// Delete every snapshot file of the app.
-        case deleteAll(String)
+        case deleteAll(BundleID)
         /// Delete the files of one snapshot (a render that finished after its app was uninstalled).
-        case deleteFiles(String, number: Int)
+        case deleteFiles(BundleID, number: Int)
         /// Delete the app's snapshot files numbered below `keepingFrom`.
-        case prune(String, keepingFrom: Int)
+        case prune(BundleID, keepingFrom: Int)
         /// Record a host event (`.snapshot` or `.warning`).
-        case log(HostEvent.Kind, app: String, cause: String, time: Date)
+        case log(HostEvent.Kind, app: BundleID, cause: String, time: Date)
         /// Resume these requesters with the snapshot (nil: none was written).
         case resolve([Int], SnapshotInfo?)
         /// Nothing is being drawn or waiting to be: resume `waitForSnapshots`.
@@ -137,27 +137,27 @@ struct SnapshotKeeper: Sendable {
     }
 
     /// Most recently active first.
-    private(set) var switcher: [String] = []
+    private(set) var switcher: [BundleID] = []
     /// Whether ``Event/seed(_:)`` has been taken in.
     private(set) var seeded = false
     /// The next snapshot number of each app.
-    private var counters: [String: Int] = [:]
+    private var counters: [BundleID: Int] = [:]
     /// The latest kept snapshot of each app (in this host's life).
-    private(set) var latest: [String: SnapshotInfo] = [:]
+    private(set) var latest: [BundleID: SnapshotInfo] = [:]
     /// How many snapshots this host has taken (of any app).
     private(set) var serial: UInt64 = 0
     /// Every snapshot taken, per app, oldest first, bounded by `takenKept`.
-    private(set) var taken: [String: [TakenSnapshot]] = [:]
+    private(set) var taken: [BundleID: [TakenSnapshot]] = [:]
     /// Per app: the render in flight and the newest request waiting behind it.
-    private var work: [String: AppWork] = [:]
+    private var work: [BundleID: AppWork] = [:]
     /// Per app: the last picture drawn and written, with its inputs (while its file is kept).
-    private var lastDrawn: [String: (inputs: Inputs, copy: Copy)] = [:]
+    private var lastDrawn: [BundleID: (inputs: Inputs, copy: Copy)] = [:]
     /// The last pictures drawn that depend on nothing of their app's (see
     /// ``Inputs/sharedKey``), newest last, at most ``sharedKept``: another app whose
     /// picture has the same inputs gets a copy of the file and shares the rendering (and
     /// its pixels) instead of drawing it again. A copy whose source file is gone meanwhile
     /// (pruned, its app uninstalled) falls back to a render.
-    private var sharedDrawn: [(key: Inputs, app: String, copy: Copy)] = []
+    private var sharedDrawn: [(key: Inputs, app: BundleID, copy: Copy)] = []
     static let sharedKept = 8
 
     private struct AppWork: Sendable {
@@ -174,10 +174,10 @@ struct SnapshotKeeper: Sendable {
 
     /// Whether the keeper has numbered `app`'s snapshots yet (if not, the next request
     /// should carry ``Subject/highestOnDisk``).
-    func numbers(_ app: String) -> Bool { counters[app] != nil }
+    func numbers(_ app: BundleID) -> Bool { counters[app] != nil }
 
     /// The render in flight for `app`, and the request waiting behind it (tests, reports).
-    func rendering(_ app: String) -> (inFlight: Job?, pending: Job?) {
+    func rendering(_ app: BundleID) -> (inFlight: Job?, pending: Job?) {
         (work[app]?.inFlight, work[app]?.pending)
     }
 
@@ -295,7 +295,7 @@ struct SnapshotKeeper: Sendable {
 
     // MARK: renders ending
 
-    private mutating func finished(_ app: String, number: Int, _ outcome: RenderOutcome, time: Date) -> [Effect] {
+    private mutating func finished(_ app: BundleID, number: Int, _ outcome: RenderOutcome, time: Date) -> [Effect] {
         guard let w = work[app], let job = w.inFlight, job.number == number else { return [] }
         var effects: [Effect] = []
         if w.orphaned {
@@ -337,7 +337,7 @@ struct SnapshotKeeper: Sendable {
 
     // MARK: uninstall
 
-    private mutating func forget(_ app: String) -> [Effect] {
+    private mutating func forget(_ app: BundleID) -> [Effect] {
         latest.removeValue(forKey: app)
         lastDrawn.removeValue(forKey: app)
         sharedDrawn.removeAll { $0.app == app }

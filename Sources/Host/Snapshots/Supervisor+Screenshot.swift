@@ -15,7 +15,7 @@ extension Supervisor {
 
     /// The app in front: active, or inactive in the foreground (launching, or a
     /// system alert over it).
-    func frontmostApp() -> String? {
+    func frontmostApp() -> BundleID? {
         runtimes.keys.sorted().first { id in
             guard let machine = runtimes[id]?.machine else { return false }
             return machine.state == .active || (machine.state == .inactive && machine.placement == .foreground)

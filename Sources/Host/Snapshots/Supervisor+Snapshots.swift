@@ -14,12 +14,12 @@ struct SnapshotKeeperState {
     /// Per app, the number below which its snapshot folder holds no picture: pruned
     /// whole at the first prune in this host's life (what an earlier host left); after
     /// that, a prune deletes only the numbers that fell out since.
-    var prunedBelow: [String: Int] = [:]
+    var prunedBelow: [BundleID: Int] = [:]
 }
 
 /// The JSON written beside each PNG.
 struct SnapshotTextLayerFile: Codable {
-    var bundleIdentifier: String
+    var bundleIdentifier: BundleID
     var number: Int
     var reason: String
     var policy: SnapshotPolicy
@@ -39,24 +39,24 @@ extension Supervisor {
     var snapshotsDirectory: String { configuration.stateDirectory + "/snapshots" }
 
     /// The policy in force for an app: its own, or the host's when stricter.
-    func snapshotPolicy(_ id: String) -> SnapshotPolicy {
+    func snapshotPolicy(_ id: BundleID) -> SnapshotPolicy {
         (apps[id]?.app.manifest.snapshotPolicy ?? .default).stricter(configuration.snapshotPolicy)
     }
 
     /// An app became active: it is in the switcher, in front.
-    func switcherActivated(_ id: String) {
+    func switcherActivated(_ id: BundleID) {
         seedSwitcher()
         performSnapshots(snapshots.keeper.handle(.activated(id)))
     }
 
     /// The user terminated the app, or it was uninstalled: out of the switcher.
-    func switcherRemoved(_ id: String, uninstalled: Bool) {
+    func switcherRemoved(_ id: BundleID, uninstalled: Bool) {
         seedSwitcher()
         performSnapshots(snapshots.keeper.handle(.removed(id, uninstalled: uninstalled)))
     }
 
     /// A callback returned: after `didEnterBackground` the host takes the app's picture.
-    func snapshotAfterCallback(_ callback: LifecycleCallback, app id: String) {
+    func snapshotAfterCallback(_ callback: LifecycleCallback, app id: BundleID) {
         guard callback == .didEnterBackground, let subject = snapshotSubject(id) else { return }
         performSnapshots(snapshots.keeper.handle(.callbackReturned(callback, subject)))
     }
@@ -66,19 +66,19 @@ extension Supervisor {
     /// (not when the delegate method returns: an app may complete later). The app sent
     /// its window before the completion, so the tree is the one it completed with. A
     /// completion in the foreground takes none.
-    func snapshotAfterCompletion(_ request: ServiceRequest, reply: ServiceReply, app id: String, state: AppState) {
+    func snapshotAfterCompletion(_ request: ServiceRequest, reply: ServiceReply, app id: BundleID, state: AppState) {
         guard state == .background, case .ok = reply, let subject = snapshotSubject(id) else { return }
         performSnapshots(snapshots.keeper.handle(.completionReturned(request, reply: reply, state: state, subject)))
     }
 
     /// The app became active: `ignoreSnapshotOnNextApplicationLaunch` has done its work.
-    func snapshotsActivated(_ id: String) {
+    func snapshotsActivated(_ id: BundleID) {
         runtimes[id]?.ignoreSnapshotsUntilActive = false
     }
 
     /// What the keeper needs to picture a running app now; nil when it is not installed
     /// and running.
-    private func snapshotSubject(_ id: String) -> SnapshotKeeper.Subject? {
+    private func snapshotSubject(_ id: BundleID) -> SnapshotKeeper.Subject? {
         guard let row = apps[id], let rt = runtimes[id] else { return nil }
         return SnapshotKeeper.Subject(
             app: id, tree: rt.viewTree ?? ViewTree(), policy: snapshotPolicy(id), ignoreUntilActive: rt.ignoreSnapshotsUntilActive,
@@ -86,8 +86,8 @@ extension Supervisor {
             highestOnDisk: snapshots.keeper.numbers(id) ? nil : highestSnapshotNumberOnDisk(id))
     }
 
-    private func highestSnapshotNumberOnDisk(_ id: String) -> Int {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: snapshotsDirectory + "/" + id)) ?? []
+    private func highestSnapshotNumberOnDisk(_ id: BundleID) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: snapshotsDirectory + "/" + id.rawValue)) ?? []
         return names.compactMap { Int(($0 as NSString).deletingPathExtension) }.max() ?? 0
     }
 
@@ -99,7 +99,7 @@ extension Supervisor {
         var drawnHere: [SnapshotKeeper.Job] = []
         defer {
             for job in drawnHere {
-                renderFinished(job, Self.renderAndWrite(job, screen: configuration.screen, directory: snapshotsDirectory + "/" + job.app))
+                renderFinished(job, Self.renderAndWrite(job, screen: configuration.screen, directory: snapshotsDirectory + "/" + job.app.rawValue))
             }
         }
         for effect in effects {
@@ -110,9 +110,9 @@ extension Supervisor {
                 startRender(job)
             case .deleteAll(let id):
                 snapshots.prunedBelow.removeValue(forKey: id)
-                try? FileManager.default.removeItem(atPath: snapshotsDirectory + "/" + id)
+                try? FileManager.default.removeItem(atPath: snapshotsDirectory + "/" + id.rawValue)
             case .deleteFiles(let id, let number):
-                let base = snapshotsDirectory + "/" + id + "/\(number)"
+                let base = snapshotsDirectory + "/" + id.rawValue + "/\(number)"
                 for path in [base + ".png", base + ".png.tmp", base + ".json"] { try? FileManager.default.removeItem(atPath: path) }
             case .prune(let id, let first):
                 pruneSnapshots(id, keepingFrom: first)
@@ -130,7 +130,7 @@ extension Supervisor {
     /// Draws and writes `job` off the supervisor, then tells the keeper.
     private func startRender(_ job: SnapshotKeeper.Job) {
         let screen = configuration.screen
-        let dir = snapshotsDirectory + "/" + job.app
+        let dir = snapshotsDirectory + "/" + job.app.rawValue
         Task.detached(priority: .utility) {
             let outcome = Self.renderAndWrite(job, screen: screen, directory: dir)
             await self.renderFinished(job, outcome)
@@ -190,8 +190,8 @@ extension Supervisor {
         }
     }
 
-    private func pruneSnapshots(_ id: String, keepingFrom first: Int) {
-        let dir = snapshotsDirectory + "/" + id
+    private func pruneSnapshots(_ id: BundleID, keepingFrom first: Int) {
+        let dir = snapshotsDirectory + "/" + id.rawValue
         if let below = snapshots.prunedBelow[id] {
             for n in below..<max(below, first) {
                 for path in [dir + "/\(n).png", dir + "/\(n).json"] { _ = unlink(path) }
@@ -209,7 +209,7 @@ extension Supervisor {
 
     /// Pictures the app now; the snapshot once written (or the newer one that replaced
     /// the request while it waited behind another render), nil if none was.
-    private func requestSnapshot(_ id: String, reason: String) async -> SnapshotInfo? {
+    private func requestSnapshot(_ id: BundleID, reason: String) async -> SnapshotInfo? {
         guard let subject = snapshotSubject(id) else { return nil }
         let token = snapshots.nextRequester
         snapshots.nextRequester += 1
@@ -228,13 +228,13 @@ extension Supervisor {
     }
 
     /// Every snapshot taken of an app in this host's life, oldest first (with its tree).
-    public func takenSnapshots(_ id: String) -> [TakenSnapshot] {
+    public func takenSnapshots(_ id: BundleID) -> [TakenSnapshot] {
         snapshots.keeper.taken[id] ?? []
     }
 
     /// The snapshots of an app taken after `mark` (a ``snapshotMark()``), oldest first:
     /// one run's pictures, not an earlier run's of the same bundle identifier.
-    public func takenSnapshots(_ id: String, since mark: UInt64) -> [TakenSnapshot] {
+    public func takenSnapshots(_ id: BundleID, since mark: UInt64) -> [TakenSnapshot] {
         (snapshots.keeper.taken[id] ?? []).filter { $0.serial > mark }
     }
 
@@ -246,8 +246,7 @@ extension Supervisor {
 
     /// `apphost snapshot`: an app running code with a window is pictured now; otherwise (a
     /// suspended app is what the switcher shows) its latest kept snapshot.
-    public func snapshot(_ bundle: BundleID) async throws(ControlError) -> SnapshotInfo {
-        let id = bundle.rawValue
+    public func snapshot(_ id: BundleID) async throws(ControlError) -> SnapshotInfo {
         _ = try installed(id)
         if runtimes[id]?.machine.isRunningCode == true, runtimes[id]?.viewTree != nil {
             if let info = await requestSnapshot(id, reason: "requested") { return info }
@@ -260,9 +259,9 @@ extension Supervisor {
     }
 
     /// The latest kept snapshot, from memory or from what an earlier host left on disk.
-    func latestSnapshot(_ id: String) -> SnapshotInfo? {
+    func latestSnapshot(_ id: BundleID) -> SnapshotInfo? {
         if let info = snapshots.keeper.latest[id] { return info }
-        let dir = snapshotsDirectory + "/" + id
+        let dir = snapshotsDirectory + "/" + id.rawValue
         let numbers = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
             .filter { $0.hasSuffix(".png") }.compactMap { Int(($0 as NSString).deletingPathExtension) }
         guard let n = numbers.max() else { return nil }
@@ -278,6 +277,7 @@ extension Supervisor {
     private func seedSwitcher() {
         guard !snapshots.keeper.seeded else { return }
         let earlier = ((try? FileManager.default.contentsOfDirectory(atPath: snapshotsDirectory)) ?? [])
+            .compactMap(BundleID.init)
             .filter { apps[$0] != nil && !snapshots.keeper.switcher.contains($0) }
             .compactMap { id in latestSnapshot(id).map { (id, $0.time) } }
             .sorted { $0.1 > $1.1 }.map(\.0)

@@ -23,43 +23,45 @@ extension Store {
 
     /// In one transaction: `transfers` leave the `transfer` table, `entries` are recorded
     /// as cancelled, and the cancelled rows `dropped` (past the per-app bound) are deleted.
-    func saveCancelledTransfers(_ entries: [CancelledTransfer], transfers: [UInt64], dropped: [UInt64]) throws {
+    func saveCancelledTransfers(_ entries: [CancelledTransfer], transfers: [TransferID], dropped: [TransferID]) throws {
         try pool.write { db in
             for id in transfers {
-                try db.execute(sql: "DELETE FROM transfer WHERE id = ?", arguments: [Int64(bitPattern: id)])
+                try db.execute(sql: "DELETE FROM transfer WHERE id = ?", arguments: [Int64(bitPattern: id.rawValue)])
             }
             for e in entries {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO cancelledTransfer (id, bundleIdentifier, session, taskIdentifier, kind, url, reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    arguments: [Int64(bitPattern: e.id), e.bundleIdentifier, e.session, e.taskIdentifier, e.kind.rawValue, e.url, e.reason.rawValue])
+                    arguments: [Int64(bitPattern: e.id.rawValue), e.bundleIdentifier.rawValue, e.session.rawValue, e.taskIdentifier.rawValue, e.kind.rawValue, e.url, e.reason.rawValue])
             }
             for id in dropped {
-                try db.execute(sql: "DELETE FROM cancelledTransfer WHERE id = ?", arguments: [Int64(bitPattern: id)])
+                try db.execute(sql: "DELETE FROM cancelledTransfer WHERE id = ?", arguments: [Int64(bitPattern: id.rawValue)])
             }
         }
     }
 
     /// Every cancelled transfer not yet reported, oldest first (rows this build cannot
-    /// read, e.g. a reason it does not know, are skipped).
+    /// read, e.g. a reason it does not know or a bundle identifier that is not one, are skipped).
     func cancelledTransfers() throws -> [CancelledTransfer] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM cancelledTransfer ORDER BY id").compactMap { row in
                 let id: Int64 = row["id"]
                 let kind: String = row["kind"]
                 let reason: Int = row["reason"]
-                guard let kind = TransferKind(rawValue: kind), let reason = BackgroundTaskCancelledReason(rawValue: reason) else { return nil }
-                return CancelledTransfer(id: UInt64(bitPattern: id), bundleIdentifier: row["bundleIdentifier"], session: row["session"],
-                                         taskIdentifier: row["taskIdentifier"], kind: kind, url: row["url"], reason: reason)
+                guard let kind = TransferKind(rawValue: kind), let reason = BackgroundTaskCancelledReason(rawValue: reason),
+                      let app = Self.bundleID(row) else { return nil }
+                return CancelledTransfer(id: TransferID(UInt64(bitPattern: id)), bundleIdentifier: app,
+                                         session: SessionIdentifier(row["session"] as String), taskIdentifier: TransferTaskID(row["taskIdentifier"] as Int),
+                                         kind: kind, url: row["url"], reason: reason)
             }
         }
     }
 
     /// Forgets cancelled transfers (reported to the app, or of an app no longer installed).
-    func deleteCancelledTransfers(ids: [UInt64]) throws {
+    func deleteCancelledTransfers(ids: [TransferID]) throws {
         guard !ids.isEmpty else { return }
         try pool.write { db in
             for id in ids {
-                try db.execute(sql: "DELETE FROM cancelledTransfer WHERE id = ?", arguments: [Int64(bitPattern: id)])
+                try db.execute(sql: "DELETE FROM cancelledTransfer WHERE id = ?", arguments: [Int64(bitPattern: id.rawValue)])
             }
         }
     }

@@ -31,13 +31,13 @@ struct TransferRecord: Equatable {
 /// and open the next round.
 struct EventRound: Equatable {
     /// Transfers whose events were sent and whose `didCompleteWithError` has not returned.
-    var awaiting: Set<UInt64> = []
+    var awaiting: Set<TransferID> = []
     var finishSent = false
     /// The app called the completion already (before urlSessionDidFinishEvents, as an
     /// app that has nothing to wait for may): the round ends once that is sent.
     var completed = false
     /// Finished after `urlSessionDidFinishEvents` was sent, oldest first.
-    var next: [UInt64] = []
+    var next: [TransferID] = []
 }
 
 /// The host's side of background URLSession, as a value in the manner of
@@ -61,40 +61,40 @@ struct TransferBroker {
         /// The device conditions, to the daemon.
         case sendConditions
         /// Answer an app's request.
-        case reply(app: String, request: UInt64, ServiceReply)
+        case reply(app: BundleID, request: UInt64, ServiceReply)
         /// Deliver, wake, launch, begin/end an activity, kill: through the plugins' machinery.
         case mode(ModeEffect)
         /// A progress callback to an app running code (no wake, no launch).
-        case progress(app: String, ServiceEvent)
+        case progress(app: BundleID, ServiceEvent)
         /// The deadline of the completion of a session's events round.
-        case startRoundTimer(app: String, session: String)
-        case cancelRoundTimer(app: String, session: String)
+        case startRoundTimer(app: BundleID, session: SessionIdentifier)
+        case cancelRoundTimer(app: BundleID, session: SessionIdentifier)
         /// The batch in ``unsaved`` waits to be written (sent once, when it stops being empty).
         case save
         /// Forget rows: delivered or cancelled transfers / every row of an uninstalled app.
-        case deleteTransfers([UInt64])
+        case deleteTransfers([TransferID])
         /// Transfers the system cancelled: in one transaction, their `transfer` rows go,
         /// `cancelledTransfer` rows come (see ``CancelledTransfer``), and the rows of
         /// older cancelled transfers past the bound go.
-        case saveCancelled([CancelledTransfer], transfers: [UInt64], dropped: [UInt64])
+        case saveCancelled([CancelledTransfer], transfers: [TransferID], dropped: [TransferID])
         /// Cancelled transfers the app has heard of.
-        case deleteCancelled([UInt64])
-        case deleteAppState(app: String)
+        case deleteCancelled([TransferID])
+        case deleteAppState(app: BundleID)
         /// The app's downloads folder (made, and the app's, before a job may write into it).
-        case prepareDirectory(app: String)
+        case prepareDirectory(app: BundleID)
         /// A finished download, written by the daemon, becomes the app's file.
-        case handOver(path: String, app: String)
+        case handOver(path: String, app: BundleID)
         /// A handed-over file whose delegate returned.
         case removeFile(String)
         /// An event-log line.
-        case note(app: String?, pid: Int32? = nil, String, HostEvent.Fields = HostEvent.Fields())
+        case note(app: BundleID?, pid: Int32? = nil, String, HostEvent.Fields = HostEvent.Fields())
     }
 
     /// What the broker needs to know of the apps at the moment of an input.
     struct World {
-        var isInstalled: (String) -> Bool = { _ in true }
-        var state: (String) -> AppState = { _ in .notRunning }
-        var isRunningCode: (String) -> Bool = { _ in false }
+        var isInstalled: (BundleID) -> Bool = { _ in true }
+        var state: (BundleID) -> AppState = { _ in .notRunning }
+        var isRunningCode: (BundleID) -> Bool = { _ in false }
         /// Why no transfer can be queued (no daemon, or none could be found); nil if it can.
         var unavailable: String? = nil
         /// Where the apps' containers are (an app's downloads land in its `Library/Caches/com.apphost.transfers`).
@@ -106,7 +106,7 @@ struct TransferBroker {
     /// Writes that wait for the next batch.
     struct Unsaved: Sendable {
         /// With the tasks listed in the answer (as they were when the app asked).
-        var sessions: [(app: String, config: BackgroundSessionConfig, lastTaskIdentifier: Int, request: UInt64, tasks: [TransferTaskSnapshot])] = []
+        var sessions: [(app: BundleID, config: BackgroundSessionConfig, lastTaskIdentifier: TransferTaskID, request: UInt64, tasks: [TransferTaskSnapshot])] = []
         var jobs: [(job: TransferJob, request: UInt64)] = []
         var isEmpty: Bool { sessions.isEmpty && jobs.isEmpty }
     }
@@ -114,25 +114,25 @@ struct TransferBroker {
     /// The daemon has said `ready` on its current connection.
     private(set) var ready = false
     private(set) var nextID: UInt64
-    var records: [UInt64: TransferRecord] = [:]
+    var records: [TransferID: TransferRecord] = [:]
     /// app → session identifier → configuration.
-    private(set) var sessions: [String: [String: BackgroundSessionConfig]] = [:]
+    private(set) var sessions: [BundleID: [SessionIdentifier: BackgroundSessionConfig]] = [:]
     /// "app|session" → last task identifier.
-    var taskCounters: [String: Int] = [:]
+    var taskCounters: [SessionKey: TransferTaskID] = [:]
     /// Transfers whose progress callback the app has not returned yet, and the newest
     /// progress that came meanwhile: an app gets progress as fast as it takes it, never
     /// a backlog (and the daemon is never slowed by a slow app).
-    var progressInFlight: Set<UInt64> = []
-    var progressPending: [UInt64: Progress] = [:]
+    var progressInFlight: Set<TransferID> = []
+    var progressPending: [TransferID: Progress] = [:]
     /// "app|session|task" → transfer id: the app names tasks, the daemon ids.
-    var taskIndex: [String: UInt64] = [:]
+    var taskIndex: [TaskKey: TransferID] = [:]
     /// "app|session" → the round of that session's events being delivered to an app in
     /// the background (see `finishedDelivery`).
-    var rounds: [String: EventRound] = [:]
+    var rounds: [SessionKey: EventRound] = [:]
     private(set) var unsaved = Unsaved()
     /// app → transfers the system cancelled that the app has not heard of, oldest first
     /// (see ``systemCancelled(_:reason:only:world:)``); at most ``cancelledLimit`` each.
-    var cancelled: [String: [CancelledTransfer]] = [:]
+    var cancelled: [BundleID: [CancelledTransfer]] = [:]
     var cancelledLimit = TransferBroker.cancelledPerApp
 
     struct Progress: Equatable {
@@ -156,39 +156,54 @@ struct TransferBroker {
     /// daemon reports every finished transfer again when it starts, so their events are
     /// delivered by the usual rules (a background launch for an app the restart ended).
     static func restored(sessions rows: [Store.TransferSessionRow], jobs: [TransferJob],
-                         installed: Set<String>, start: Date = Date()) -> (broker: TransferBroker, orphans: [UInt64]) {
+                         installed: Set<BundleID>, start: Date = Date()) -> (broker: TransferBroker, orphans: [TransferID]) {
         var broker = TransferBroker(firstID: firstID(at: start))
         for row in rows where installed.contains(row.bundleIdentifier) {
             broker.sessions[row.bundleIdentifier, default: [:]][row.config.identifier] = row.config
             broker.taskCounters[counterKey(row.bundleIdentifier, row.config.identifier)] = row.lastTaskIdentifier
         }
-        var orphans: [UInt64] = []
+        var orphans: [TransferID] = []
         for job in jobs {
             guard installed.contains(job.bundleIdentifier) else { orphans.append(job.id); continue }
             broker.records[job.id] = TransferRecord(job: job)
             broker.index(job)
-            broker.nextID = max(broker.nextID, job.id)
+            broker.nextID = max(broker.nextID, job.id.rawValue)
             let key = counterKey(job.bundleIdentifier, job.session)
-            broker.taskCounters[key] = max(broker.taskCounters[key] ?? 0, job.taskIdentifier)
+            broker.taskCounters[key] = broker.taskCounters[key].map { max($0, job.taskIdentifier) } ?? job.taskIdentifier
         }
         return (broker, orphans)
     }
 
-    static func counterKey(_ app: String, _ session: String) -> String { "\(app)|\(session)" }
-    static func taskKey(_ app: String, _ session: String, _ task: Int) -> String { "\(app)|\(session)|\(task)" }
+    /// An app's session: the key of its task counter and of its rounds.
+    struct SessionKey: Hashable, Sendable {
+        var app: BundleID
+        var session: SessionIdentifier
+    }
+
+    /// A task as its app names it.
+    struct TaskKey: Hashable, Sendable {
+        var app: BundleID
+        var session: SessionIdentifier
+        var task: TransferTaskID
+    }
+
+    static func counterKey(_ app: BundleID, _ session: SessionIdentifier) -> SessionKey { SessionKey(app: app, session: session) }
+    static func taskKey(_ app: BundleID, _ session: SessionIdentifier, _ task: TransferTaskID) -> TaskKey {
+        TaskKey(app: app, session: session, task: task)
+    }
 
     private mutating func index(_ job: TransferJob) {
         taskIndex[Self.taskKey(job.bundleIdentifier, job.session, job.taskIdentifier)] = job.id
     }
 
     /// The transfer an app names `task` of `session`.
-    func id(app: String, session: String, task: Int) -> UInt64? {
+    func id(app: BundleID, session: SessionIdentifier, task: TransferTaskID) -> TransferID? {
         taskIndex[Self.taskKey(app, session, task)]
     }
 
     /// Where an app's downloads land until the delegate moves them (and partial files wait for a resume).
-    static func transfersDirectory(_ app: String, containers: String) -> String {
-        containers + "/" + app + "/Library/Caches/com.apphost.transfers"
+    static func transfersDirectory(_ app: BundleID, containers: String) -> String {
+        containers + "/" + app.rawValue + "/Library/Caches/com.apphost.transfers"
     }
 
     // MARK: - The daemon
@@ -269,7 +284,7 @@ struct TransferBroker {
 
     /// Progress goes only to an app running code, and leaves no event-log line (a 1 GiB
     /// download has thousands).
-    private mutating func deliverProgress(_ id: UInt64, _ progress: Progress, world: World) -> [Effect] {
+    private mutating func deliverProgress(_ id: TransferID, _ progress: Progress, world: World) -> [Effect] {
         guard let r = records[id], r.outcome == nil, world.isRunningCode(r.job.bundleIdentifier) else { return [] }
         progressInFlight.insert(id)
         return [.progress(app: r.job.bundleIdentifier, .urlSessionProgress(session: r.job.session, taskIdentifier: r.job.taskIdentifier,
@@ -279,7 +294,7 @@ struct TransferBroker {
     // MARK: - The app's callbacks and its process
 
     /// A service callback about transfers returned: delete a handed-over file, acknowledge a completion.
-    mutating func callbackReturned(_ event: ServiceEvent, app: String, world: World) -> [Effect] {
+    mutating func callbackReturned(_ event: ServiceEvent, app: BundleID, world: World) -> [Effect] {
         switch event {
         case .urlSessionProgress(let session, let task, _, _):
             guard let id = id(app: app, session: session, task: task) else { return [] }
@@ -301,10 +316,10 @@ struct TransferBroker {
 
     /// The app's process is gone; a user terminate cancels its transfers, as on iOS, and
     /// the app hears of them when it makes their session again.
-    mutating func appExited(_ app: String, byUser: Bool) -> [Effect] {
+    mutating func appExited(_ app: BundleID, byUser: Bool) -> [Effect] {
         // Progress callbacks that died with the process are not waited for.
         for (id, r) in records where r.job.bundleIdentifier == app { progressInFlight.remove(id) }
-        rounds = rounds.filter { !$0.key.hasPrefix(app + "|") }
+        rounds = rounds.filter { $0.key.app != app }
         cancelledUnsent(app: app)
         guard byUser else {
             // Events that did not get through wait for the app to recreate its session.
@@ -317,7 +332,7 @@ struct TransferBroker {
     }
 
     /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
-    mutating func appUninstalled(_ app: String) -> [Effect] {
+    mutating func appUninstalled(_ app: BundleID) -> [Effect] {
         let ids = records.filter { $0.value.job.bundleIdentifier == app }.map(\.key)
         for id in ids {
             if let job = records.removeValue(forKey: id)?.job {
@@ -326,10 +341,10 @@ struct TransferBroker {
             progressInFlight.remove(id)
             progressPending.removeValue(forKey: id)
         }
-        rounds = rounds.filter { !$0.key.hasPrefix(app + "|") }
+        rounds = rounds.filter { $0.key.app != app }
         cancelled.removeValue(forKey: app)
         sessions.removeValue(forKey: app)
-        taskCounters = taskCounters.filter { !$0.key.hasPrefix(app + "|") }
+        taskCounters = taskCounters.filter { $0.key.app != app }
         var effects: [Effect] = [.deleteAppState(app: app)]
         if !ids.isEmpty {
             effects += [.daemon(.cancelApp(bundleIdentifier: app)), .note(app: app, "uninstalled: \(ids.count) background transfer(s) cancelled", .init(transfer: .cancelledByUninstall))]
@@ -339,7 +354,7 @@ struct TransferBroker {
 
     /// The deadline of a session's events round ran out: the completion never came.
     /// `activityHeld`: the app still holds the round's activity (else it ended meanwhile).
-    func roundTimedOut(app: String, session: String, activityHeld: Bool, timeout: String) -> [Effect] {
+    func roundTimedOut(app: BundleID, session: SessionIdentifier, activityHeld: Bool, timeout: String) -> [Effect] {
         guard activityHeld else { return [] }
         return [.mode(.kill(app: app, namespace: "RUNNINGBOARD", code: .backgroundURLSessionTimeout,
                             reason: "handleEventsForBackgroundURLSession(\(session)): the completion handler was not called within \(timeout)"))]
@@ -348,7 +363,7 @@ struct TransferBroker {
     /// Drops delivered (or cancelled) transfers from memory and the database, then lets the
     /// daemon forget them: a host that stops in between finds no record and acknowledges
     /// the daemon's repeated report then.
-    mutating func forget(_ ids: [UInt64], acknowledge: Bool = true) -> [Effect] {
+    mutating func forget(_ ids: [TransferID], acknowledge: Bool = true) -> [Effect] {
         for id in ids {
             if let job = records.removeValue(forKey: id)?.job {
                 taskIndex.removeValue(forKey: Self.taskKey(job.bundleIdentifier, job.session, job.taskIdentifier))
@@ -374,7 +389,7 @@ struct TransferBroker {
     /// The app's URLSession request `requestID`. Its reply is among the effects, at
     /// once or (for a new session or task) once its row is written. An upload's
     /// `uploadFile` has been resolved to a readable file in the app's container.
-    mutating func request(_ request: ServiceRequest, id requestID: UInt64, from app: String, world: World) -> [Effect] {
+    mutating func request(_ request: ServiceRequest, id requestID: UInt64, from app: BundleID, world: World) -> [Effect] {
         func reply(_ r: ServiceReply) -> [Effect] { [.reply(app: app, request: requestID, r)] }
         switch request {
         case .urlSessionCreate(var config):
@@ -385,7 +400,7 @@ struct TransferBroker {
             config.timeoutIntervalForResource = min(timeout, Double(Duration.longestWait.components.seconds))
             sessions[app, default: [:]][config.identifier] = config
             let wasEmpty = unsaved.isEmpty
-            unsaved.sessions.append((app, config, taskCounters[Self.counterKey(app, config.identifier)] ?? 0, requestID,
+            unsaved.sessions.append((app, config, taskCounters[Self.counterKey(app, config.identifier)] ?? TransferTaskID(0), requestID,
                                      snapshots(app, config.identifier)))
             return wasEmpty ? [.save] : []
         case .urlSessionStartTask(let session, let kind, let url, let method, let headers, let uploadFile):
@@ -423,7 +438,7 @@ struct TransferBroker {
     }
 
     /// Records a new task of `session` (its row waits for the next batch).
-    private mutating func queueTask(app: String, request: UInt64, session: String, kind: TransferKind, url: String, method: String,
+    private mutating func queueTask(app: BundleID, request: UInt64, session: SessionIdentifier, kind: TransferKind, url: String, method: String,
                                     headers: [String: String], upload: String?, resume: TransferResume?, world: World) -> [Effect] {
         func reply(_ r: ServiceReply) -> [Effect] { [.reply(app: app, request: request, r)] }
         guard let config = sessions[app]?[session] else {
@@ -438,10 +453,10 @@ struct TransferBroker {
             return reply(.failed(code: "cannotConnectToHost", reason: unavailable))
         }
         let key = Self.counterKey(app, session)
-        let taskIdentifier = (taskCounters[key] ?? 0) + 1
+        let taskIdentifier = TransferTaskID((taskCounters[key]?.rawValue ?? 0) + 1)
         taskCounters[key] = taskIdentifier
         nextID += 1
-        let id = nextID
+        let id = TransferID(nextID)
         let job = TransferJob(id: id, bundleIdentifier: app, session: session, taskIdentifier: taskIdentifier, kind: kind,
                               url: url, method: method, headers: headers, uploadFile: upload,
                               destination: Self.transfersDirectory(app, containers: world.containersDirectory) + "/CFNetworkDownload_\(id).tmp", discretionary: config.isDiscretionary,
@@ -502,7 +517,7 @@ struct TransferBroker {
 
     /// Events that waited for the app to come back (sessionSendsLaunchEvents false, or a
     /// launch that did not deliver them) are delivered now.
-    private mutating func deliverPending(app: String, session: String) -> [Effect] {
+    private mutating func deliverPending(app: BundleID, session: SessionIdentifier) -> [Effect] {
         var effects: [Effect] = []
         let pending = records.filter { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.stage == .pending }
         for (id, r) in pending.sorted(by: { $0.key < $1.key }) {
@@ -516,7 +531,7 @@ struct TransferBroker {
     }
 
     /// The tasks of `session` as the app lists them.
-    func snapshots(_ app: String, _ session: String) -> [TransferTaskSnapshot] {
+    func snapshots(_ app: BundleID, _ session: SessionIdentifier) -> [TransferTaskSnapshot] {
         records.values.filter { $0.job.bundleIdentifier == app && $0.job.session == session }
             .sorted { $0.job.taskIdentifier < $1.job.taskIdentifier }
             .map { TransferTaskSnapshot(taskIdentifier: $0.job.taskIdentifier, kind: $0.job.kind, url: $0.job.url,

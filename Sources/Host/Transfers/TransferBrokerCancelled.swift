@@ -8,10 +8,10 @@ import Plugins
 /// Kept in the host's database (`cancelledTransfer`), so a host restart between the
 /// cancellation and the next launch still reports it.
 struct CancelledTransfer: Equatable, Sendable {
-    var id: UInt64
-    var bundleIdentifier: String
-    var session: String
-    var taskIdentifier: Int
+    var id: TransferID
+    var bundleIdentifier: BundleID
+    var session: SessionIdentifier
+    var taskIdentifier: TransferTaskID
     var kind: TransferKind
     var url: String
     var reason: BackgroundTaskCancelledReason
@@ -19,7 +19,7 @@ struct CancelledTransfer: Equatable, Sendable {
     /// that ends before returning it hears it again next time).
     var sent = false
 
-    init(id: UInt64, bundleIdentifier: String, session: String, taskIdentifier: Int, kind: TransferKind, url: String,
+    init(id: TransferID, bundleIdentifier: BundleID, session: SessionIdentifier, taskIdentifier: TransferTaskID, kind: TransferKind, url: String,
          reason: BackgroundTaskCancelledReason, sent: Bool = false) {
         self.id = id
         self.bundleIdentifier = bundleIdentifier
@@ -60,7 +60,7 @@ extension TransferBroker {
     /// one transaction) and reported with `didCompleteWithError` (`NSURLErrorCancelled`,
     /// `NSURLErrorBackgroundTaskCancelledReasonKey` = `reason`): at once to an app running
     /// code, else when the app next makes the session.
-    mutating func systemCancelled(_ app: String, reason: BackgroundTaskCancelledReason,
+    mutating func systemCancelled(_ app: BundleID, reason: BackgroundTaskCancelledReason,
                                   only include: ((TransferJob) -> Bool)? = nil, world: World) -> [Effect] {
         let picked = records.filter { id, r in
             guard r.job.bundleIdentifier == app else { return false }
@@ -70,7 +70,7 @@ extension TransferBroker {
         guard !picked.isEmpty else { return [] }
         var effects: [Effect] = []
         var entries: [CancelledTransfer] = []
-        var finished: [UInt64] = []
+        var finished: [TransferID] = []
         for (id, r) in picked {
             records.removeValue(forKey: id)
             taskIndex.removeValue(forKey: Self.taskKey(app, r.job.session, r.job.taskIdentifier))
@@ -115,7 +115,7 @@ extension TransferBroker {
 
     /// The app's cancelled transfers of `session` (every session: nil) it has not been
     /// sent yet go to it now (after its session is made, or while it runs code).
-    mutating func sendCancelled(app: String, session: String?) -> [Effect] {
+    mutating func sendCancelled(app: BundleID, session: SessionIdentifier?) -> [Effect] {
         guard var list = cancelled[app] else { return [] }
         var effects: [Effect] = []
         for i in list.indices where !list[i].sent && (session == nil || list[i].session == session) {
@@ -128,7 +128,7 @@ extension TransferBroker {
     }
 
     /// The app returned `didCompleteWithError` for a cancelled transfer: forgotten.
-    mutating func cancelledReturned(app: String, session: String, task: Int) -> [Effect] {
+    mutating func cancelledReturned(app: BundleID, session: SessionIdentifier, task: TransferTaskID) -> [Effect] {
         guard let i = cancelled[app]?.firstIndex(where: { $0.sent && $0.session == session && $0.taskIdentifier == task }),
               let entry = cancelled[app]?.remove(at: i) else { return [] }
         if cancelled[app]?.isEmpty == true { cancelled.removeValue(forKey: app) }
@@ -137,7 +137,7 @@ extension TransferBroker {
 
     /// The app's process ended: cancelled transfers sent to it and not returned are sent
     /// again to the next one.
-    mutating func cancelledUnsent(app: String) {
+    mutating func cancelledUnsent(app: BundleID) {
         guard var list = cancelled[app] else { return }
         for i in list.indices { list[i].sent = false }
         cancelled[app] = list
@@ -145,15 +145,15 @@ extension TransferBroker {
 
     /// Cancelled transfers recorded before a restart, for installed apps (oldest first,
     /// at most ``cancelledLimit`` per app); the ids of the others, to delete.
-    mutating func restoreCancelled(_ rows: [CancelledTransfer], installed: Set<String>) -> [UInt64] {
-        var orphans: [UInt64] = []
+    mutating func restoreCancelled(_ rows: [CancelledTransfer], installed: Set<BundleID>) -> [TransferID] {
+        var orphans: [TransferID] = []
         for row in rows.sorted(by: { $0.id < $1.id }) {
             guard installed.contains(row.bundleIdentifier) else { orphans.append(row.id); continue }
             var entry = row
             entry.sent = false
             cancelled[row.bundleIdentifier, default: []].append(entry)
             let key = Self.counterKey(row.bundleIdentifier, row.session)
-            taskCounters[key] = max(taskCounters[key] ?? 0, row.taskIdentifier)
+            taskCounters[key] = taskCounters[key].map { max($0, row.taskIdentifier) } ?? row.taskIdentifier
         }
         for (app, list) in cancelled where list.count > cancelledLimit {
             orphans += list.prefix(list.count - cancelledLimit).map(\.id)

@@ -4,13 +4,13 @@ import Plugins
 /// The delivery of finished transfers: at once to an app in front, in rounds of a
 /// session's events to one that is not (see ``EventRound``).
 extension TransferBroker {
-    static func activityName(_ session: String) -> String { "URLSession events \(session)" }
+    static func activityName(_ session: SessionIdentifier) -> String { "URLSession events \(session)" }
 
     /// What delivers a finished transfer's events: to an app in the foreground, at once;
     /// to one in the background, suspended, or ended by the system, in its session's
     /// round (an `EventRound`: one wake or background launch for all the transfers that
     /// finish meanwhile, not one per transfer).
-    mutating func finishedDelivery(_ id: UInt64, world: World) -> [Effect] {
+    mutating func finishedDelivery(_ id: TransferID, world: World) -> [Effect] {
         guard var r = records[id], let outcome = r.outcome else { return [] }
         let app = r.job.bundleIdentifier
         let session = r.job.session
@@ -58,7 +58,7 @@ extension TransferBroker {
 
     /// A transfer's `didCompleteWithError` returned: the last of its round sends
     /// `urlSessionDidFinishEvents` and starts the completion's timer.
-    mutating func roundProgressed(app: String, session: String, id: UInt64, world: World) -> [Effect] {
+    mutating func roundProgressed(app: BundleID, session: SessionIdentifier, id: TransferID, world: World) -> [Effect] {
         let key = Self.counterKey(app, session)
         guard var round = rounds[key], round.awaiting.remove(id) != nil else { return [] }
         guard round.awaiting.isEmpty && !round.finishSent else {
@@ -81,7 +81,7 @@ extension TransferBroker {
 
     /// The app called the completion of `handleEventsForBackgroundURLSession`: the round
     /// ends; transfers that finished meanwhile open the next one.
-    mutating func roundCompleted(app: String, session: String, world: World) -> [Effect] {
+    mutating func roundCompleted(app: BundleID, session: SessionIdentifier, world: World) -> [Effect] {
         let endActivity: Effect = .mode(.endActivity(app: app, name: Self.activityName(session)))
         let key = Self.counterKey(app, session)
         guard var round = rounds[key] else { return [endActivity] }

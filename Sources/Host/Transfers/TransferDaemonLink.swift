@@ -72,7 +72,7 @@ struct TransferBrokerState {
     /// Delivered transfers to delete from the database together, in one transaction (see
     /// ``Supervisor/transferStepEnded()``); their `acknowledge`s wait in `outgoing` until
     /// then, so the daemon never forgets a transfer the host's database still has.
-    var deletesDue: [UInt64] = []
+    var deletesDue: [TransferID] = []
     /// The deadline that writes `deletesDue` is armed (``TimerID/transferForget``).
     var deletesScheduled = false
     /// How long delivered transfers wait to be deleted and acknowledged together.
@@ -83,7 +83,7 @@ struct TransferBrokerState {
     /// Replies to apps made inside a list of effects, per app, sent together at its end
     /// (a written batch answers hundreds of `resume()`s: one `send(2)`, not one each),
     /// or before anything else the host sends that app.
-    var replyBuffers: [String: [UInt8]] = [:]
+    var replyBuffers: [BundleID: [UInt8]] = [:]
     /// Largest batch to keep waiting: past it the batch is written at once.
     static let batchLimit = 512
     /// Batches being written on the database's queue, oldest first, by number; their
@@ -94,7 +94,7 @@ struct TransferBrokerState {
     let batchOutcomes = TransferBatchOutcomes()
     /// Virtual clock: jobs sent to the daemon and not accepted yet (its turn lasts
     /// until they are: see ``TurnOrder``).
-    var awaitingAccept: Set<UInt64> = []
+    var awaitingAccept: Set<TransferID> = []
 }
 
 /// What became of the batches written on the database's queue (see `batchesInFlight`).
@@ -118,7 +118,7 @@ extension Supervisor {
 
     /// Loads the sessions and undelivered transfers recorded before a host restart (rows
     /// of apps no longer installed are deleted).
-    static func restoredTransfers(store: Store, installed: Set<String>, start: Date) throws -> TransferBrokerState {
+    static func restoredTransfers(store: Store, installed: Set<BundleID>, start: Date) throws -> TransferBrokerState {
         let restored = TransferBroker.restored(sessions: try store.transferSessions(), jobs: try store.transfers(),
                                                installed: installed, start: start)
         var broker = restored.broker
@@ -144,7 +144,7 @@ extension Supervisor {
 
     /// The app's URLSession request; false if it is not a transfer request. The reply
     /// is sent here (at once, or once a new session or task is written).
-    func transferRequest(_ request: ServiceRequest, id requestID: UInt64, from app: String) -> Bool {
+    func transferRequest(_ request: ServiceRequest, id requestID: UInt64, from app: BundleID) -> Bool {
         guard TransferBroker.handles(request) else { return false }
         // On demand: the first request starts the daemon (its start and `ready` take the
         // daemon's turn, so a scenario's log has them at the same place every run).
@@ -161,7 +161,7 @@ extension Supervisor {
         }
         var request = request
         if case .urlSessionStartTask(let session, .upload, let url, let method, let headers, let file?) = request {
-            let container = configuration.containersDirectory + "/" + app
+            let container = configuration.containersDirectory + "/" + app.rawValue
             let resolved = URL(fileURLWithPath: file, relativeTo: URL(fileURLWithPath: container + "/")).standardizedFileURL.resolvingSymlinksInPath().path
             guard resolved.hasPrefix(container + "/") else {
                 send(app, .reply(id: requestID, reply: .service(.failed(code: "noPermissionsToReadFile", reason: "upload files must be inside the app's container (\(file))"))))
@@ -178,7 +178,7 @@ extension Supervisor {
     }
 
     /// A service callback about transfers returned.
-    func transferCallbackReturned(_ event: ServiceEvent, app: String) {
+    func transferCallbackReturned(_ event: ServiceEvent, app: BundleID) {
         performTransfer(transfers.broker.callbackReturned(event, app: app, world: transferWorld))
     }
 
@@ -188,14 +188,14 @@ extension Supervisor {
     }
 
     /// The deadline of a session's events round ran out: the completion never came.
-    func transferRoundTimedOut(app: String, session: String) {
+    func transferRoundTimedOut(app: BundleID, session: SessionIdentifier) {
         let held = runtimes[app]?.machine.activities.contains(TransferBroker.activityName(session)) == true
         performTransfer(transfers.broker.roundTimedOut(app: app, session: session, activityHeld: held,
                                                        timeout: DurationText.format(configuration.profile.backgroundTask)))
     }
 
     /// The app's process is gone; a user terminate cancels its transfers, as on iOS.
-    func transfersAppExited(_ app: String, byUser: Bool) {
+    func transfersAppExited(_ app: BundleID, byUser: Bool) {
         saveTransferBatch(ordered: true)
         performTransfer(transfers.broker.appExited(app, byUser: byUser))
     }
@@ -206,13 +206,13 @@ extension Supervisor {
     /// `NSURLErrorBackgroundTaskCancelledReasonKey`), at once if it runs code, else when it
     /// next makes the session; remembered in the database until then. `only` nil: every
     /// transfer of the app (a user terminate does this through ``transfersAppExited(_:byUser:)``).
-    func transfersCancelledBySystem(_ app: String, reason: BackgroundTaskCancelledReason, only include: ((TransferJob) -> Bool)? = nil) {
+    func transfersCancelledBySystem(_ app: BundleID, reason: BackgroundTaskCancelledReason, only include: ((TransferJob) -> Bool)? = nil) {
         saveTransferBatch(ordered: true)
         performTransfer(transfers.broker.systemCancelled(app, reason: reason, only: include, world: transferWorld))
     }
 
     /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
-    func transfersAppUninstalled(_ app: String) {
+    func transfersAppUninstalled(_ app: BundleID) {
         saveTransferBatch(ordered: true)
         performTransfer(transfers.broker.appUninstalled(app))
     }

@@ -180,7 +180,7 @@ extension Supervisor {
         case .error(let text):
             // "enqueue <id>: why": the job was refused.
             if text.hasPrefix("enqueue "), let id = UInt64(text.dropFirst(8).prefix { $0.isNumber }) {
-                transfers.awaitingAccept.remove(id)
+                transfers.awaitingAccept.remove(TransferID(id))
             }
         default:
             break
