@@ -17,18 +17,29 @@ extension Supervisor {
         }
         applyDataProtectionAtStart()
         for await item in inputs {
-            stepDepth += 1
-            events.beginBatch()
-            handle(item)
-            passTurns()
-            transferStepEnded()
-            flushStepFrames()
-            stepDepth -= 1
-            armTimerIfChanged()
-            events.endBatch()
-            if takesTurns {
-                if settling.isWaiting { checkSettled() } else { probeAwake() }
-            }
+            step(item)
+        }
+    }
+
+    /// Handles one input as a step, and then what follows every input: the turn passes
+    /// on, frames are written, the timer is armed, and (virtual clock) the settle is
+    /// judged. An input handled anywhere but here (the daemon's start, taken in by the
+    /// task that spawned it) must come through this too: handled bare, a start that ended
+    /// the daemon's turn left a settle waiting for an input that never came, until the
+    /// safety net fired (seen under load: "the machine did not let the host's own work
+    /// answer").
+    func step(_ item: Input) {
+        stepDepth += 1
+        events.beginBatch()
+        handle(item)
+        passTurns()
+        transferStepEnded()
+        flushStepFrames()
+        stepDepth -= 1
+        armTimerIfChanged()
+        events.endBatch()
+        if takesTurns {
+            if settling.isWaiting { checkSettled() } else { probeAwake() }
         }
     }
 

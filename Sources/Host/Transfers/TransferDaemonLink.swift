@@ -58,6 +58,11 @@ struct TransferBrokerState {
     /// Virtual clock: the daemon is being started and has not said `ready` (its turn lasts
     /// until it has; see ``Supervisor/turnBusy(_:)``).
     var daemonStarting = false
+    /// What the daemon said before the host took in its start (the channel's handler reads
+    /// as soon as the socket is attached, and its `ready` can be queued ahead of the start):
+    /// handled right after "transfer daemon started", so the log always reads started, then
+    /// ready, whatever the threads did.
+    var saidBeforeStarted: [TransferEvent] = []
     var unavailable: String?
     var exitWaiters: [CheckedContinuation<Void, Never>] = []
     /// The spawn and attach in progress: a shutdown waits for it, so it never tears the

@@ -85,11 +85,11 @@ extension Supervisor {
                 } catch .spawn(let error) {
                     throw error
                 }
-                let started = Input.transferDaemonStarted(child: child, channel: channel, writer: writer, generation: generation)
-                if admitForTurn(started) { handleTransferInput(started) }
+                // A step of its own, as if it came through the input stream (which a
+                // shutdown may have ended: the start must still be taken in, to end it).
+                step(.transferDaemonStarted(child: child, channel: channel, writer: writer, generation: generation))
             } catch {
-                let failed = Input.transferDaemonFailed("\(error)", generation: generation)
-                if admitForTurn(failed) { handleTransferInput(failed) }
+                step(.transferDaemonFailed("\(error)", generation: generation))
             }
         }
     }
@@ -125,8 +125,13 @@ extension Supervisor {
             guard !transfers.stopping else { return }
             events.append(.service, pid: child.pid, cause: "transfer daemon started (pid \(child.pid))", time: now())
             // Its `ready` may have been read before this arrived (the channel's handler
-            // runs as soon as the socket is attached): what it triggers is sent now.
-            if transfers.broker.ready { performTransfer(transfers.broker.sync()) }
+            // runs as soon as the socket is attached): it was kept, and is handled now.
+            let early = transfers.saidBeforeStarted
+            transfers.saidBeforeStarted.removeAll()
+            for event in early {
+                guard generation == transfers.generation else { return }
+                handleDaemonEvent(event)
+            }
         case .transferDaemonFailed(let error, let generation):
             guard generation == transfers.generation else { return }
             transfers.daemonStarting = false
@@ -142,6 +147,7 @@ extension Supervisor {
             transfers.outgoing.removeAll()
             transfers.urgentDaemonFrames = false
             transfers.awaitingAccept.removeAll()
+            transfers.saidBeforeStarted.removeAll()
             transfers.broker.daemonGone()
             for w in transfers.exitWaiters { w.resume() }
             transfers.exitWaiters.removeAll()
@@ -155,20 +161,27 @@ extension Supervisor {
             answerWrittenBatches()
         case .transferEvent(let event, let generation):
             guard generation == transfers.generation else { return }
-            if case .ready = event { transfers.daemonStarting = false }
-            noteAccepted(event)
-            performTransfer(transfers.broker.handle(event, world: transferWorld))
+            handleDaemonEvent(event)
         case .transferEvents(let events, let generation):
             for event in events {
                 // Each is checked: handling one may restart the daemon.
                 guard generation == transfers.generation else { return }
-                if case .ready = event { transfers.daemonStarting = false }
-                noteAccepted(event)
-                performTransfer(transfers.broker.handle(event, world: transferWorld))
+                handleDaemonEvent(event)
             }
         default:
             break
         }
+    }
+
+    /// One event of the current daemon; kept if the host has not taken in its start yet.
+    private func handleDaemonEvent(_ event: TransferEvent) {
+        guard transfers.child != nil else {
+            transfers.saidBeforeStarted.append(event)
+            return
+        }
+        if case .ready = event { transfers.daemonStarting = false }
+        noteAccepted(event)
+        performTransfer(transfers.broker.handle(event, world: transferWorld))
     }
 
     /// The daemon's answer to a job sent (accepted, finished at once, or refused).
