@@ -99,7 +99,7 @@ struct IdleBench {
         let daemon = try Daemon.start(apphost: apphost, stateDirectory: state.path,
                                       extraArguments: eventLoopExecutor ? ["--event-loop-executor"] : [])
         var daemonReaped = false
-        var appPIDs: [(pid: Int32, start: UInt64)] = []
+        var appPIDs: [(id: String, pid: Int32, start: UInt64)] = []
         defer {
             // On any failure: stop the daemon (its apps die with it: PR_SET_PDEATHSIG), then reap it.
             if !daemonReaped {
@@ -134,7 +134,7 @@ struct IdleBench {
             guard case .launched(_, let pid, _) = try controlRequest(socketPath, .launch(bundleIdentifier: try BundleID(validating: id), background: false, arguments: arguments)) else {
                 throw BenchError("launch \(id): unexpected answer")
             }
-            appPIDs.append((pid, (try? ProcStat.read(pid: pid).startTicks) ?? 0))
+            appPIDs.append((id, pid, (try? ProcStat.read(pid: pid).startTicks) ?? 0))
             _ = try controlRequest(socketPath, .background(bundleIdentifier: try BundleID(validating: id)))
             if n + 1 == half {
                 guard follower.waitSuspendedAndPictured(half, timeout: 300) else {
@@ -161,6 +161,18 @@ struct IdleBench {
             let kernel = s.pid.flatMap { try? ProcStat.read(pid: $0).state }
             guard (s.state == .suspended) != (kernel == "T") else { return nil }
             return "\(s.bundleIdentifier) is \(s.state.rawValue) per status, \(kernel.map { "state \($0)" } ?? "no process") per the kernel"
+        }
+        // And every app the bench launched is there, with the process the bench saw.
+        let listed = Dictionary(statuses.map { ($0.bundleIdentifier.rawValue, $0) }, uniquingKeysWith: { a, _ in a })
+        let missing = appPIDs.compactMap { app -> String? in
+            guard let s = listed[app.id] else { return "\(app.id) is not listed by status" }
+            guard s.pid == app.pid else {
+                return "\(app.id) is \(s.state.rawValue) with pid \(s.pid.map(String.init) ?? "none") per status, pid \(app.pid) per the events"
+            }
+            return nil
+        }
+        guard missing.isEmpty else {
+            throw BenchError("status lost \(missing.count) app(s): " + missing.prefix(10).joined(separator: "; "))
         }
         guard disagreements.isEmpty else {
             throw BenchError("status disagrees with the kernel for \(disagreements.count) app(s): " + disagreements.prefix(10).joined(separator: "; "))

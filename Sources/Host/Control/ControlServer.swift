@@ -55,7 +55,10 @@ public struct ControlServer: Sendable {
             .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(FrameSplitter())
-                    return try Connection(wrappingChannelSynchronously: channel)
+                    // Outbound half-closure: a connection's end is a shutdown of our side
+                    // after every frame written has reached the socket (see `handle`).
+                    return try Connection(wrappingChannelSynchronously: channel,
+                                          configuration: .init(isOutboundHalfClosureEnabled: true))
                 }
             }
         // 0600 whatever the umask: only the host's user (root for a root host) may drive it.
@@ -113,6 +116,23 @@ public struct ControlServer: Sendable {
             channel.close(promise: nil)
         }
         try await connection.executeThenClose { inbound, outbound in
+            try await answer(inbound, outbound)
+            // Every frame written must reach the client before the channel closes:
+            // `executeThenClose` closes at once, and NIO drops writes still pending then
+            // (swift-nio#2795). A `status` of 200 apps lost its last 33 rows that way. So
+            // the writer is finished (a half-closure NIO performs once the pending writes
+            // are out, swift-nio#3148), and the connection ends when the client, at end of
+            // stream, closes its side, or after the request timeout if it never does.
+            outbound.finish()
+            let linger = channel.eventLoop.scheduleTask(in: .nanoseconds(timeout.clampedNanoseconds)) {
+                channel.close(promise: nil)
+            }
+            try? await channel.closeFuture.get()
+            linger.cancel()
+        }
+
+        func answer(_ inbound: NIOAsyncChannelInboundStream<[UInt8]>,
+                    _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
             var iterator = inbound.makeAsyncIterator()
             let first = try await iterator.next()
             idle.cancel()
