@@ -191,16 +191,19 @@ let package = Package(
         .target(name: "Snapshots", dependencies: ["AppHostProtocol", "CFreeType", "CPNG"]),
         // What every test target shares: the tags (`.process`, `.virtualClock`, `.network`).
         .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // Literals for BundleID and the typed ids, for the tests that want them (not
+        // AppHostProtocolTests, where `BundleID("a b")` must stay the failable init).
+        .target(name: "TestIDLiterals", dependencies: ["AppHostProtocol"], path: "Tests/TestIDLiterals"),
         .testTarget(name: "SnapshotsTests", dependencies: ["Snapshots", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol", "TestSupport"]),
         .testTarget(name: "AppHostManifestTests", dependencies: ["AppHostManifest", "AppHostProtocol", "TestSupport"]),
-        .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "AppHostProtocol", "TestSupport", "TestIDLiterals"]),
         .testTarget(name: "TransferOptionsTests", dependencies: [
             "TransferOptions", "AppHostProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         .testTarget(name: "AppHostSystemTests", dependencies: ["AppHostSystem", "AppHostProtocol", "TestSupport"]),
-        .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol", "TestSupport"]),
-        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostManifest", "HostConfig", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport",
+        .testTarget(name: "AppKitLessTests", dependencies: ["AppKitLess", "AppHostProtocol", "TestSupport", "TestIDLiterals"]),
+        .testTarget(name: "HostTests", dependencies: ["Host", "AppHostProtocol", "AppHostManifest", "HostConfig", "AppHostSystem", "Plugins", "HTTPTestServer", "Snapshots", "TestSupport", "TestIDLiterals",
                                                   "TransferOptions",
                                                   // PrivacyStoreTests write rows as another host left them.
                                                   .product(name: "GRDB", package: "GRDB.swift"),
@@ -210,10 +213,10 @@ let package = Package(
                                                   // PushGatewayAuthTests sign provider tokens.
                                                   .product(name: "JWTKit", package: "jwt-kit")]),
         .testTarget(name: "ScenariosTests", dependencies: [
-            "Scenarios", "Host", "AppHostProtocol", "AppHostSystem", "Snapshots", "TestSupport",
+            "Scenarios", "Host", "AppHostProtocol", "AppHostSystem", "Snapshots", "TestSupport", "TestIDLiterals",
             .product(name: "SystemPackage", package: "swift-system"),
         ]),
-        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol", "AppHostManifest", "TestSupport"]),
+        .testTarget(name: "PluginsTests", dependencies: ["Plugins", "AppHostProtocol", "AppHostManifest", "TestSupport", "TestIDLiterals"]),
         // A small real HTTP/1.1 (and HTTPS) server on SwiftNIO: the demo's download and the
         // transfer tests' server (resources with Range/If-Range, faults, a request log).
         .target(
@@ -241,7 +244,7 @@ let package = Package(
         .testTarget(
             name: "TransferTests",
             dependencies: [
-                "TransferCore", "TransferOptions", "AppHostProtocol", "AppHostSystem", "HTTPTestServer", "TestSupport",
+                "TransferCore", "TransferOptions", "AppHostProtocol", "AppHostSystem", "HTTPTestServer", "TestSupport", "TestIDLiterals",
                 .product(name: "SystemPackage", package: "swift-system"),
                 // BodyWriterTests drive the writer from an event loop of their own.
                 .product(name: "NIOCore", package: "swift-nio"),

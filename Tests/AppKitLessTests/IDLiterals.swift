@@ -1,18 +1,3 @@
-import AppHostProtocol
-
-// The ids the host keeps apart by type are numbers and strings in the tests' literals.
-extension BackgroundTaskID: ExpressibleByIntegerLiteral {
-    public init(integerLiteral value: Int) { self.init(value) }
-}
-extension HostTimerID: ExpressibleByIntegerLiteral {
-    public init(integerLiteral value: Int) { self.init(value) }
-}
-extension TransferID: ExpressibleByIntegerLiteral {
-    public init(integerLiteral value: UInt64) { self.init(value) }
-}
-extension TransferTaskID: ExpressibleByIntegerLiteral {
-    public init(integerLiteral value: Int) { self.init(value) }
-}
-extension SessionIdentifier: ExpressibleByStringInterpolation {
-    public init(stringLiteral value: String) { self.init(value) }
-}
+// The tests' literals for BundleID and the typed ids (one definition, in Tests/TestIDLiterals).
+// Imported once here: a conformance is seen by every file of the target.
+import TestIDLiterals
