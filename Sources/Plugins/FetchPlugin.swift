@@ -219,10 +219,18 @@ public struct FetchPlugin: BackgroundModePlugin {
         case running(Duration)
     }
 
+    /// The apps that can have a due fetch: those that set an interval. An app enters
+    /// `State.apps` only through a request or a fetch of its own, and installing an app
+    /// removes its entry, so an install or a tick costs the apps that fetch, not every
+    /// app installed (10,000 installed apps made each install walk all of them).
+    private static func candidates(_ ctx: ModeContext) -> [BundleID] {
+        ctx.state(State.self).apps.compactMap { $0.value.interval == .never ? nil : $0.key }
+    }
+
     /// Arms the one world timer for the earliest due fetch.
     private func earliestDue(_ ctx: ModeContext) -> Duration? {
         var earliest: Duration?
-        for app in ctx.apps.keys {
+        for app in Self.candidates(ctx) {
             if case .success(let due) = Self.next(app, ctx) { earliest = min(earliest ?? due, due) }
         }
         return earliest
@@ -244,7 +252,7 @@ public struct FetchPlugin: BackgroundModePlugin {
     private func runDue(_ ctx: ModeContext) {
         let window = ctx.profile.duration(.fetchCoalescing)
         var due: [BundleID] = []
-        for app in ctx.apps.keys.sorted() {
+        for app in Self.candidates(ctx).sorted() {
             if case .success(let at) = Self.next(app, ctx), at <= ctx.now + window { due.append(app) }
         }
         guard !due.isEmpty else { return }
