@@ -35,6 +35,24 @@ struct QuiescenceTests {
         #expect(q.beginProbe(a) != nil)
     }
 
+    /// A probe begun before an exchange (one waiting out its delay, or a backed-off retry)
+    /// does not hold the slot: the next probe starts at once, and the old verdict is dropped.
+    @Test func anExchangeFreesTheProbeSlotAtOnce() throws {
+        var q = Quiescence()
+        q.touched(a)
+        let oldProbe = q.beginProbe(a)
+        let oldToken = try #require(oldProbe)
+        q.touched(a) // the app answered before the old probe ran
+        #expect(!q.isProbing(a))
+        let newProbe = q.beginProbe(a)
+        let newToken = try #require(newProbe)
+        #expect(newToken != oldToken)
+        #expect(q.probeEnded(a, token: oldToken, asleep: true) == .stale)
+        #expect(q.isProbing(a), "the old verdict does not end the new probe")
+        #expect(q.probeEnded(a, token: newToken, asleep: true) == .quiet)
+        #expect(q.isQuiet(a) && q.awake.isEmpty)
+    }
+
     @Test func aRunningProcessIsProbedAgainWithABackoffThatAnExchangeResets() throws {
         var q = Quiescence()
         q.touched(a)

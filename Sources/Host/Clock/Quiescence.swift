@@ -60,6 +60,11 @@ struct Quiescence {
         var entry = entries[process, default: Entry()]
         entry.activity &+= 1
         entry.misses = 0
+        // A probe begun before this exchange can only end stale: it no longer holds the
+        // process's one probe slot, so the next probe starts now rather than when the old
+        // one (perhaps waiting out a delay, or backing off) comes back. Its verdict, when
+        // it comes, matches no token and is dropped.
+        entry.probe = nil
         entries[process] = entry
         awake.insert(process)
     }
