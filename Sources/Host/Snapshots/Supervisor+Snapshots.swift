@@ -1,6 +1,7 @@
 import AppHostProtocol
 import Foundation
 import Snapshots
+import SystemPackage
 
 /// The supervisor's side of the ``SnapshotKeeper``: the keeper decides, this performs
 /// (renders off the actor, files, events) and keeps whoever waits.
@@ -156,14 +157,14 @@ extension Supervisor {
                                                               launchImage: job.launchImage) else {
                     return .failed("the renderer kept nothing")
                 }
-                try PNGCodec.encode(drawn.image).write(to: URL(fileURLWithPath: png + ".tmp"))
+                try writeUnsynced(PNGCodec.encode(drawn.image), to: png + ".tmp")
                 // The pixels go with this scope: only the file keeps them.
                 drawing = SnapshotDrawing(drawn)
             }
             let layer = SnapshotTextLayerFile(bundleIdentifier: job.app, number: job.number, reason: job.reason, policy: job.policy,
                                               time: job.time, screen: screen, texts: drawing.textLayer, warnings: drawing.warnings)
             // WireJSON: the time with its milliseconds, as every other AppHost file.
-            try WireJSON.encoder(pretty: true).encode(layer).write(to: URL(fileURLWithPath: json))
+            try writeUnsynced(WireJSON.encoder(pretty: true).encode(layer), to: json)
             // The PNG appears complete or not at all.
             guard rename(png + ".tmp", png) == 0 else { throw SnapshotWriteError(message: "rename \(png): \(String(cString: strerror(errno)))") }
             return .written(drawing, png: png, textLayer: json)
@@ -177,6 +178,17 @@ extension Supervisor {
     /// Links (or, across file systems, copies) a kept PNG: a PNG is never written again
     /// once renamed into place, so its pictures can share the file. False if it cannot
     /// (it was deleted), and then nothing is left at `to`.
+    /// Writes a snapshot file without `fsync`: a snapshot is a cache of what the app
+    /// showed (iOS redraws it at the next trip home), and `Data.write` synced every file,
+    /// which held the supervisor for an fsync per snapshot on the virtual clock, where
+    /// snapshots are drawn in line ([decision 0041](docs/decisions/0041-snapshot-files-unsynced.md)).
+    /// The PNG still appears complete or not at all (written as `.tmp`, then renamed).
+    private nonisolated static func writeUnsynced<Bytes: Sequence>(_ bytes: Bytes, to path: String) throws where Bytes.Element == UInt8 {
+        let fd = try FileDescriptor.open(FilePath(path), .writeOnly, options: [.create, .truncate, .closeOnExec, .noFollow],
+                                         permissions: [.ownerReadWrite, .groupRead, .otherRead], retryOnInterrupt: true)
+        try fd.closeAfter { _ = try fd.writeAll(bytes) }
+    }
+
     private nonisolated static func linkOrCopy(_ from: String, to: String) -> Bool {
         try? FileManager.default.removeItem(atPath: to)
         if link(from, to) == 0 { return true }
