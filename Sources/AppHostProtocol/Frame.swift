@@ -220,7 +220,50 @@ public enum Timestamp {
 
     /// Parses what ``format(_:)`` writes (fractional seconds optional).
     public static func parse(_ s: String) -> Date? {
+        if let fast = parseCivil(s) { return fast }
+        return foundationParse(s)
+    }
+
+    /// Foundation's ISO 8601 parse: what ``parse(_:)`` did for every stamp before
+    /// ``parseCivil(_:)`` (tests compare the two). It cost about 5 µs a date: most of a
+    /// `status` row's decoding, 50 ms of `status` with 10,000 apps.
+    static func foundationParse(_ s: String) -> Date? {
         if let d = try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(s) { return d }
         return try? Date.ISO8601FormatStyle().parse(s)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ` exactly as ``civil(seconds:milliseconds:)`` writes it, a
+    /// real calendar date of years 1583-9999 (nil for anything else, left to Foundation):
+    /// Howard Hinnant's `days_from_civil`. The date is built as Foundation builds it (from
+    /// the reference date), so the two parse to the same `Date`, bit for bit.
+    static func parseCivil(_ s: String) -> Date? {
+        var s = s
+        return s.withUTF8 { b -> Date? in
+            guard b.count == 24, b[4] == 45, b[7] == 45, b[10] == 84, b[13] == 58, b[16] == 58, b[19] == 46, b[23] == 90 else { return nil }
+            func number(_ at: Int, _ width: Int) -> Int64? {
+                var v: Int64 = 0
+                for i in at..<(at + width) {
+                    let digit = b[i] &- 48
+                    guard digit <= 9 else { return nil }
+                    v = v * 10 + Int64(digit)
+                }
+                return v
+            }
+            guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
+                  let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2),
+                  let ms = number(20, 3) else { return nil }
+            guard (1583...9999).contains(year), (1...12).contains(month), hour < 24, minute < 60, second < 60 else { return nil }
+            let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+            let monthDays: [Int64] = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+            guard day >= 1, day <= monthDays[Int(month - 1)] else { return nil }
+            let y = month <= 2 ? year - 1 : year
+            let era = y / 400 // y ≥ 1582
+            let yearOfEra = y - era * 400
+            let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+            let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+            let days = era * 146_097 + dayOfEra - 719_468
+            let seconds = days * 86_400 + hour * 3600 + minute * 60 + second
+            return Date(timeIntervalSinceReferenceDate: Double(seconds - 978_307_200) + Double(ms) / 1000)
+        }
     }
 }

@@ -31,6 +31,31 @@ import Testing
         #expect(Timestamp.format(far) == Timestamp.foundationFormat(seconds: 633_000_000_000, milliseconds: 0))
     }
 
+    /// `parse` reads the civil shape itself; it must give Foundation's `Date`, bit for bit,
+    /// and leave to Foundation everything that is not a real date of 1583-9999 in that shape.
+    @Test func theCivilParseIsFoundationsForYears1583To9999() throws {
+        var generator = SystemRandomNumberGenerator()
+        var samples: [Int64] = [-12_212_553_600, 253_402_300_799, 0, -1, 951_782_400, -2_203_891_200, 4_107_456_000]
+        for _ in 0..<20_000 { samples.append(Int64.random(in: -12_212_553_600...253_402_300_799, using: &generator)) }
+        for seconds in samples {
+            let ms = Int64.random(in: 0...999, using: &generator)
+            let text = try #require(Timestamp.civil(seconds: seconds, milliseconds: ms))
+            let fast = try #require(Timestamp.parseCivil(text), "\(text)")
+            #expect(fast == Timestamp.foundationParse(text), "\(text)")
+        }
+        // Not the civil shape, or not a real date in it: Foundation decides.
+        for text in ["2026-02-29T00:00:00.000Z", "2024-02-30T00:00:00.000Z", "2026-13-01T00:00:00.000Z", "2026-00-10T00:00:00.000Z",
+                     "2026-04-31T00:00:00.000Z", "2026-11-21T24:00:00.000Z", "2026-11-21T23:60:00.000Z", "2026-11-21T23:59:60.000Z",
+                     "1582-10-20T00:00:00.000Z", "2026-11-21T21:35:06Z", "2026-11-21T21:35:06.123+01:00", "2026-11-21 21:35:06.123Z",
+                     "2026-11-2xT21:35:06.123Z", "+026-11-21T21:35:06.123Z", "2026-11-21T21:35:06.1234Z", ""] {
+            #expect(Timestamp.parseCivil(text) == nil, "\(text)")
+            #expect(Timestamp.parse(text) == Timestamp.foundationParse(text), "\(text)")
+        }
+        #expect(Timestamp.parseCivil("2024-02-29T23:59:59.999Z") == Timestamp.foundationParse("2024-02-29T23:59:59.999Z"))
+        #expect(Timestamp.parseCivil("2000-02-29T00:00:00.000Z") != nil)
+        #expect(Timestamp.parseCivil("1900-02-29T00:00:00.000Z") == nil)
+    }
+
     @Test func aFormattedDateParsesBackToTheSameMillisecond() throws {
         for t in [0.0, 1_795_000_000.123, -1_000_000.5, 253_402_300_799.999] {
             let s = Timestamp.format(Date(timeIntervalSince1970: t))
