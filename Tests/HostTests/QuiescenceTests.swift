@@ -53,6 +53,38 @@ struct QuiescenceTests {
         #expect(q.isQuiet(a) && q.awake.isEmpty)
     }
 
+    /// `unprobed` is what a step looks at: the awake processes with no probe in flight.
+    @Test func unprobedHoldsTheAwakeProcessesWithNoProbeInFlight() throws {
+        var q = Quiescence()
+        q.touched(a)
+        q.touched(b)
+        #expect(q.unprobed == [a, b])
+        let probeA = q.beginProbe(a)
+        let tokenA = try #require(probeA)
+        #expect(q.unprobed == [b], "a probe in flight takes it out")
+        guard case .awake(_, let retry) = q.probeEnded(a, token: tokenA, asleep: false) else {
+            Issue.record("a running process is probed again")
+            return
+        }
+        #expect(q.unprobed == [b], "the retry is a probe in flight")
+        q.touched(a)
+        #expect(q.unprobed == [a, b], "an exchange frees the slot")
+        #expect(q.probeEnded(a, token: retry, asleep: true) == .stale)
+        let probeB = q.beginProbe(b)
+        #expect(probeB != nil)
+        q.probeAbandoned(b)
+        #expect(q.unprobed.contains(b), "an abandoned probe leaves it to be probed again")
+        q.stopped(b)
+        #expect(q.unprobed == [a])
+        let probeA2 = q.beginProbe(a)
+        let tokenA2 = try #require(probeA2)
+        #expect(q.probeEnded(a, token: tokenA2, asleep: true) == .quiet)
+        #expect(q.unprobed.isEmpty && q.awake.isEmpty)
+        q.touched(a)
+        q.exited(a)
+        #expect(q.unprobed.isEmpty)
+    }
+
     @Test func aRunningProcessIsProbedAgainWithABackoffThatAnExchangeResets() throws {
         var q = Quiescence()
         q.touched(a)

@@ -50,6 +50,10 @@ struct Quiescence {
     private var lastToken: UInt64 = 0
     /// Processes not known to be quiet.
     private(set) var awake: Set<Process> = []
+    /// The awake processes with no probe in flight: those the host may start a probe of.
+    /// Kept apart so that a step looks at these, not at every awake process (a coalesced
+    /// fetch wakes 100 apps at once, and every frame from one of them is a step).
+    private(set) var unprobed: Set<Process> = []
 
     /// The first retry's delay; each later one doubles, up to ``longestRetry``.
     static let firstRetry: Duration = .microseconds(100)
@@ -67,6 +71,7 @@ struct Quiescence {
         entry.probe = nil
         entries[process] = entry
         awake.insert(process)
+        unprobed.insert(process)
     }
 
     /// The kernel confirmed the process stopped (SIGSTOP): it runs no code until the host
@@ -77,6 +82,7 @@ struct Quiescence {
         entry.misses = 0
         entries[process] = entry
         awake.remove(process)
+        unprobed.remove(process)
     }
 
     /// Whether the process is known to be quiet since its last exchange.
@@ -93,6 +99,7 @@ struct Quiescence {
         lastToken &+= 1
         entry.probe = (lastToken, entry.activity)
         entries[process] = entry
+        unprobed.remove(process)
         return lastToken
     }
 
@@ -107,7 +114,10 @@ struct Quiescence {
         guard var entry = entries[process], let probe = entry.probe, probe.token == token else { return .stale }
         entry.probe = nil
         defer { entries[process] = entry }
-        guard probe.activity == entry.activity else { return .stale }
+        guard probe.activity == entry.activity else {
+            unprobed.insert(process)
+            return .stale
+        }
         guard asleep else {
             entry.misses += 1
             lastToken &+= 1
@@ -117,12 +127,15 @@ struct Quiescence {
         entry.quietAt = entry.activity
         entry.misses = 0
         awake.remove(process)
+        unprobed.remove(process)
         return .quiet
     }
 
     /// The probe in flight will not run (its process is gone or cannot be probed now).
     mutating func probeAbandoned(_ process: Process) {
+        guard entries[process]?.probe != nil else { return }
         entries[process]?.probe = nil
+        if awake.contains(process) { unprobed.insert(process) }
     }
 
     /// The delay before the next probe of a process found running `misses` times in a row:
@@ -141,11 +154,13 @@ struct Quiescence {
         entry.probe = nil
         entries[process] = entry
         awake.remove(process)
+        unprobed.remove(process)
     }
 
     /// The process is gone.
     mutating func exited(_ process: Process) {
         entries.removeValue(forKey: process)
         awake.remove(process)
+        unprobed.remove(process)
     }
 }

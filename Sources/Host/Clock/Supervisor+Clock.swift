@@ -376,7 +376,7 @@ extension Supervisor {
         // before that would find an app asleep that is about to get a frame.
         guard takesTurns, stepDepth == 0, feedDepth == 0,
               settling.isWaiting || !turns.isIdle(busy: { turnBusy($0) }) else { return }
-        for process in quiescence.awake where isLive(process) && !quiescence.isProbing(process) {
+        for process in quiescence.unprobed where isLive(process) {
             // An app that has answered everything it was sent is most likely asleep already:
             // probed at once. One with a callback in flight is most likely still at work (a
             // probe now would find it running and cost a round trip to the event loop for
