@@ -203,11 +203,18 @@ public struct FetchPlugin: BackgroundModePlugin {
 
     /// When `app` is next due, or why it is not scheduled.
     static func next(_ app: BundleID, _ ctx: ModeContext) -> Result<Duration, Blocked> {
+        next(app, ctx, state: ctx.state(State.self), device: ctx.state(DeviceState.self))
+    }
+
+    /// ``next(_:_:)`` with the states read once by a caller that asks for many apps (a
+    /// state read is a table lookup and a dynamic cast: per app, it was most of a
+    /// reschedule's cost).
+    static func next(_ app: BundleID, _ ctx: ModeContext, state: State, device: DeviceState) -> Result<Duration, Blocked> {
         guard let info = ctx.apps[app] else { return .failure(.notInstalled) }
-        let a = ctx.state(State.self).apps[app] ?? App()
+        let a = state.apps[app] ?? App()
         guard info.declares(.fetch) else { return .failure(.noMode) }
         guard let interval = interval(a, ctx) else { return .failure(.never) }
-        if let why = ctx.state(DeviceState.self).refreshBlocked(app) { return .failure(.refresh(why)) }
+        if let why = device.refreshBlocked(app) { return .failure(.refresh(why)) }
         if a.userTerminated { return .failure(.userTerminated) }
         if let out = a.outstanding { return .failure(.running(out.started)) }
         return .success((a.lastFetch ?? a.since) + interval * a.backoff)
@@ -223,15 +230,16 @@ public struct FetchPlugin: BackgroundModePlugin {
     /// `State.apps` only through a request or a fetch of its own, and installing an app
     /// removes its entry, so an install or a tick costs the apps that fetch, not every
     /// app installed (10,000 installed apps made each install walk all of them).
-    private static func candidates(_ ctx: ModeContext) -> [BundleID] {
-        ctx.state(State.self).apps.compactMap { $0.value.interval == .never ? nil : $0.key }
+    private static func candidates(_ state: State) -> [BundleID] {
+        state.apps.compactMap { $0.value.interval == .never ? nil : $0.key }
     }
 
     /// Arms the one world timer for the earliest due fetch.
     private func earliestDue(_ ctx: ModeContext) -> Duration? {
+        let state = ctx.state(State.self), device = ctx.state(DeviceState.self)
         var earliest: Duration?
-        for app in Self.candidates(ctx) {
-            if case .success(let due) = Self.next(app, ctx) { earliest = min(earliest ?? due, due) }
+        for app in Self.candidates(state) {
+            if case .success(let due) = Self.next(app, ctx, state: state, device: device) { earliest = min(earliest ?? due, due) }
         }
         return earliest
     }
@@ -252,8 +260,9 @@ public struct FetchPlugin: BackgroundModePlugin {
     private func runDue(_ ctx: ModeContext) {
         let window = ctx.profile.duration(.fetchCoalescing)
         var due: [BundleID] = []
-        for app in Self.candidates(ctx).sorted() {
-            if case .success(let at) = Self.next(app, ctx), at <= ctx.now + window { due.append(app) }
+        let state = ctx.state(State.self), device = ctx.state(DeviceState.self)
+        for app in Self.candidates(state).sorted() {
+            if case .success(let at) = Self.next(app, ctx, state: state, device: device), at <= ctx.now + window { due.append(app) }
         }
         guard !due.isEmpty else { return }
         if due.count > 1 { ctx.emit(.note(app: nil, "background fetch: \(due.count) apps run together (coalesced): \(due.map(\.rawValue).joined(separator: ", "))")) }
