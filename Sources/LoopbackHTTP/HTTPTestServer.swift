@@ -153,6 +153,20 @@ public final class HTTPTestServer: Sendable {
         for resume in waiters { resume() }
     }
 
+    /// Returns once a body on `path` has reached its `.holdAfter` point and waits (at once
+    /// if one did already): the client is certainly in the middle of that download.
+    public func waitUntilHeld(_ path: String) async {
+        let p = ServerState.normalize(path)
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.lock.withLock { () -> Bool in
+                if state.holdsReached[p, default: 0] > 0 { return true }
+                state.heldWatchers[p, default: []].append(c)
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+
     /// Faults still queued for `path`.
     public func pendingFaults(_ path: String) -> [Fault] {
         state.lock.withLock { state.faults[ServerState.normalize(path)] ?? [] }
@@ -233,14 +247,21 @@ final class ServerState: @unchecked Sendable {
     /// Paths released by `release(_:)`, and the held bodies waiting for it.
     var released: Set<String> = []
     var holdWaiters: [String: [@Sendable () -> Void]] = [:]
+    /// How many bodies reached their hold point on each path, and who waits for the first.
+    var holdsReached: [String: Int] = [:]
+    var heldWatchers: [String: [CheckedContinuation<Void, Never>]] = [:]
 
     /// Whether a body held on `path` may go on; if not, `resume` is kept for `release`.
     func mayContinue(_ path: String, orWait resume: @escaping @Sendable () -> Void) -> Bool {
-        lock.withLock {
-            if released.contains(path) { return true }
+        let (goOn, watchers) = lock.withLock { () -> (Bool, [CheckedContinuation<Void, Never>]) in
+            holdsReached[path, default: 0] += 1
+            let watchers = heldWatchers.removeValue(forKey: path) ?? []
+            if released.contains(path) { return (true, watchers) }
             holdWaiters[path, default: []].append(resume)
-            return false
+            return (false, watchers)
         }
+        for w in watchers { w.resume() }
+        return goOn
     }
 
     func streamingBegan(host: String) {

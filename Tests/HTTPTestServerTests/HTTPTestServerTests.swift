@@ -156,6 +156,28 @@ struct HTTPTestServerTests {
         try await server.stop()
     }
 
+    /// `.holdAfter` stops the body at its point until `release`; `waitUntilHeld` returns once
+    /// a body got there (the client is certainly mid-download), and at once after that.
+    @Test func holdAfterWaitsForReleaseAndWaitUntilHeldSeesIt() async throws {
+        let server = try await HTTPTestServer.start()
+        let res = Resource.generated(size: 256 << 10, seed: 5)
+        server.serve("/h", resource: res)
+        server.inject("/h", [.holdAfter(bytes: 64 << 10)])
+        // curl blocks: on a thread of its own, not on the test's cooperative pool.
+        let fetched: CurlResult = try await withCheckedThrowingContinuation { c in
+            Thread.detachNewThread { c.resume(with: Result { try curl([server.url("/h")]) }) }
+            Task {
+                await server.waitUntilHeld("/h")
+                #expect(server.bytesSent("/h") == 64 << 10, "held at its point")
+                await server.waitUntilHeld("/h") // at once, now
+                server.release("/h")
+            }
+        }
+        #expect(fetched.status == 200)
+        #expect(fetched.body == res.bytes(in: 0..<(256 << 10)))
+        try await server.stop()
+    }
+
     @Test func slowFault() async throws {
         let server = try await HTTPTestServer.start()
         server.serve("/s", resource: .generated(size: 40_000, seed: 5))

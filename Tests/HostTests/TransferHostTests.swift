@@ -151,11 +151,11 @@ struct TransferHostTests {
                 "--on", "launch", "url-session:s", "--on", "launch", "download:s:\(server.url("/file"))",
             ])
             _ = await host.waitForEvent(id) { $0.transfer == .queued }
-            // The daemon may still be starting when the job is queued: wait until it is ready.
-            let (ready, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
-            if !ready.contains(where: { $0.transfer == .daemonReady }) {
-                for await e in live where e.transfer == .daemonReady { break }
-            }
+            // The first daemon is in the middle of the download (the server holds its body
+            // after 256 KiB): killed before that, it had not taken the job, and the second
+            // daemon's request was the one held, for ever (seen when the test ran alone).
+            await server.waitUntilHeld("/file")
+            let (_, live, sub) = await host.supervisor.subscribe(bundleIdentifier: nil)
             let first = try #require(await host.supervisor.transferDaemonPID())
             kill(first, SIGKILL)
             var restarted = false
