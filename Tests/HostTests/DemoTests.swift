@@ -8,7 +8,7 @@ import Testing
        .enabled(if: cliBuilt && transferDaemonBuilt,
                 "apphost, ProbeApp or apphost-transferd not built: run `swift build` first (scripts/test.sh does)"))
 struct DemoTests {
-    @Test func everyActRunsToItsEnd() async throws {
+    @Test(.tags(.slow)) func everyActRunsToItsEnd() async throws {
         let dir = try TempDir("demo")
         defer { dir.remove() }
         let run = await apphost(["demo", "--state-dir", dir.path + "/demo", "--manifests", packageRoot + "/manifests"])

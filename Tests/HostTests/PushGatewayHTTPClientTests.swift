@@ -21,7 +21,9 @@ import Testing
        .enabled(if: Tool.find("openssl") != nil, "needs openssl to make certificates"))
 struct PushGatewayHTTPClientTests {
     /// An HTTP/2 client over TLS trusting `ca`, presenting `client` (certificate, key) if given.
-    func makeClient(ca: String, client: (certificate: String, key: String)?, group: any EventLoopGroup) throws -> HTTPClient {
+    /// `retry: false` for a client that is to be refused: AsyncHTTPClient otherwise opens
+    /// connection after connection (15 in its 10 s connect timeout) before it gives up.
+    func makeClient(ca: String, client: (certificate: String, key: String)?, group: any EventLoopGroup, retry: Bool = true) throws -> HTTPClient {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .file(ca)
         if let client {
@@ -30,6 +32,7 @@ struct PushGatewayHTTPClientTests {
         }
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
         configuration.httpVersion = .automatic  // ALPN: h2 when the server offers it
+        configuration.connectionPool.retryConnectionEstablishment = retry
         return HTTPClient(eventLoopGroupProvider: .shared(group), configuration: configuration)
     }
 
@@ -60,10 +63,12 @@ struct PushGatewayHTTPClientTests {
             let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
 
             for (name, identity) in [("no client certificate", nil), ("another CA's certificate", stranger)] as [(String, (certificate: String, key: String)?)] {
-                let refused = try makeClient(ca: certs.caCertificate, client: identity, group: group)
+                let refused = try makeClient(ca: certs.caCertificate, client: identity, group: group, retry: false)
+                let connections = g.gateway.statistics.connections
                 await #expect(throws: (any Error).self, "\(name): the handshake fails") {
                     _ = try await push(refused, url: g.url(token), topic: id.rawValue, apnsID: UUID().uuidString.lowercased())
                 }
+                #expect(g.gateway.statistics.connections == connections + 1, "\(name): one connection, refused")
                 try await refused.shutdown()
             }
             #expect(g.gateway.statistics.streams == 0, "nothing got past a handshake without a valid certificate")

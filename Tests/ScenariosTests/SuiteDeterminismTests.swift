@@ -7,7 +7,7 @@ import TestSupport
 
 @Suite(.tags(.process, .virtualClock), .enabled(if: probeBuilt, "ProbeApp is not built beside the tests (swift build builds it)"))
 struct SuiteDeterminismTests {
-    @Test func theShippedSuiteGivesTheSameEventsTwice() async throws {
+    @Test(.tags(.slow)) func theShippedSuiteGivesTheSameEventsTwice() async throws {
         let suite = try ScenarioSuite.discover([packageRoot + "/scenarios/ios"])
         try #require(suite.files.count >= 40, "scenarios/ios has \(suite.files.count) scenarios")
         let first = await suite.run(with: runner(), jobs: 2)

@@ -12,4 +12,8 @@ extension Tag {
     @Tag public static var virtualClock: Self
     /// Serves or connects over loopback sockets (the HTTP test server, the push gateway).
     @Tag public static var network: Self
+    /// Takes over 10 s on its own on a 2-CPU machine (`swift test --no-parallel` prints
+    /// each test's time): whole-system runs such as the shipped suite twice or the demo.
+    /// Every other test stays under 10 s.
+    @Tag public static var slow: Self
 }
