@@ -64,11 +64,15 @@ struct PushGatewayHTTPClientTests {
 
             for (name, identity) in [("no client certificate", nil), ("another CA's certificate", stranger)] as [(String, (certificate: String, key: String)?)] {
                 let refused = try makeClient(ca: certs.caCertificate, client: identity, group: group, retry: false)
-                let connections = g.gateway.statistics.connections
-                await #expect(throws: (any Error).self, "\(name): the handshake fails") {
+                do {
                     _ = try await push(refused, url: g.url(token), topic: id.rawValue, apnsID: UUID().uuidString.lowercased())
+                    Issue.record("\(name): the push was answered; the handshake should have failed")
+                } catch {
+                    // The server refused (a TLS alert, or the connection closed): not the
+                    // client giving up on its own.
+                    let gaveUp = (error as? HTTPClientError).map { $0 == .connectTimeout || $0 == .deadlineExceeded } ?? false
+                    #expect(!gaveUp, "\(name): \(error)")
                 }
-                #expect(g.gateway.statistics.connections == connections + 1, "\(name): one connection, refused")
                 try await refused.shutdown()
             }
             #expect(g.gateway.statistics.streams == 0, "nothing got past a handshake without a valid certificate")
