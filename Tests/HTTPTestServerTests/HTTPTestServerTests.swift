@@ -12,8 +12,17 @@ struct CurlResult {
     var stdout: String
 }
 
-/// Runs `/usr/bin/curl` (the client side; URLSession is unreliable on Linux).
-func curl(_ args: [String]) throws -> CurlResult {
+/// Runs `/usr/bin/curl` (the client side; URLSession is unreliable on Linux) and waits for
+/// it on a thread of its own: a test waiting on a tool must not hold one of Swift's
+/// cooperative threads (there are two on a 2-CPU machine, shared by every test of the run).
+func curl(_ args: [String]) async throws -> CurlResult {
+    try await withCheckedThrowingContinuation { c in
+        Thread.detachNewThread { c.resume(with: Result { try curlBlocking(args) }) }
+    }
+}
+
+/// ``curl(_:)`` on the calling thread.
+func curlBlocking(_ args: [String]) throws -> CurlResult {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hts-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
@@ -45,18 +54,18 @@ struct HTTPTestServerTests {
         let server = try await HTTPTestServer.start()
         let data = Data((0..<1000).map { UInt8($0 % 251) })
         server.serve("/a", resource: .bytes(data))
-        let r = try curl([server.url("/a")])
+        let r = try await curl([server.url("/a")])
         #expect(r.status == 200)
         #expect(r.body == data)
         #expect(r.headers["content-length"] == "1000")
         #expect(r.headers["etag"] == server.etag("/a"))
-        let h = try curl(["-I", server.url("/a")])
+        let h = try await curl(["-I", server.url("/a")])
         #expect(h.status == 200)
         #expect(h.headers["content-length"] == "1000")
         #expect(server.requests("/a").last?.bodyBytesSent == 0)
         #expect(server.requests("/a").map(\.method) == ["GET", "HEAD"])
         #expect(server.bytesSent("/a") == 1000)
-        let nf = try curl([server.url("/missing")])
+        let nf = try await curl([server.url("/missing")])
         #expect(nf.status == 404)
         try await server.stop()
     }
@@ -65,16 +74,16 @@ struct HTTPTestServerTests {
         let server = try await HTTPTestServer.start()
         let res = Resource.generated(size: 300_000, seed: 42)
         server.serve("/g", resource: res)
-        let open = try curl(["-H", "Range: bytes=100000-", server.url("/g")])
+        let open = try await curl(["-H", "Range: bytes=100000-", server.url("/g")])
         #expect(open.status == 206)
         #expect(open.headers["content-range"] == "bytes 100000-299999/300000")
         #expect(open.headers["content-length"] == "200000")
         #expect(open.body == res.bytes(in: 100_000..<300_000))
-        let closed = try curl(["-H", "Range: bytes=10-19", server.url("/g")])
+        let closed = try await curl(["-H", "Range: bytes=10-19", server.url("/g")])
         #expect(closed.status == 206)
         #expect(closed.headers["content-range"] == "bytes 10-19/300000")
         #expect(closed.body == res.bytes(in: 10..<20))
-        let bad = try curl(["-H", "Range: bytes=400000-", server.url("/g")])
+        let bad = try await curl(["-H", "Range: bytes=400000-", server.url("/g")])
         #expect(bad.status == 416)
         #expect(server.requests("/g").map(\.range) == ["bytes=100000-", "bytes=10-19", "bytes=400000-"])
         try await server.stop()
@@ -96,9 +105,9 @@ struct HTTPTestServerTests {
 
         let server = try await HTTPTestServer.start()
         server.serve("/g", resource: res)
-        let full = try curl([server.url("/g")])
+        let full = try await curl([server.url("/g")])
         #expect(full.body == whole)
-        let tail = try curl(["-H", "Range: bytes=123457-", server.url("/g")])
+        let tail = try await curl(["-H", "Range: bytes=123457-", server.url("/g")])
         #expect(full.body.prefix(123_457) + tail.body == whole)
         try await server.stop()
     }
@@ -108,12 +117,12 @@ struct HTTPTestServerTests {
         server.serve("/r", resource: .generated(size: 5000, seed: 9))
         let etag = try #require(server.etag("/r"))
         let lm = try #require(server.lastModified("/r"))
-        let m = try curl(["-H", "Range: bytes=1000-", "-H", "If-Range: \(etag)", server.url("/r")])
+        let m = try await curl(["-H", "Range: bytes=1000-", "-H", "If-Range: \(etag)", server.url("/r")])
         #expect(m.status == 206)
         #expect(m.body.count == 4000)
-        let d = try curl(["-H", "Range: bytes=1000-", "-H", "If-Range: \(lm)", server.url("/r")])
+        let d = try await curl(["-H", "Range: bytes=1000-", "-H", "If-Range: \(lm)", server.url("/r")])
         #expect(d.status == 206)
-        let x = try curl(["-H", "Range: bytes=1000-", "-H", "If-Range: \"nope\"", server.url("/r")])
+        let x = try await curl(["-H", "Range: bytes=1000-", "-H", "If-Range: \"nope\"", server.url("/r")])
         #expect(x.status == 200)
         #expect(x.body.count == 5000)
 
@@ -121,7 +130,7 @@ struct HTTPTestServerTests {
         server.replace("/r", resource: .generated(size: 5000, seed: 9))
         #expect(server.etag("/r") != etag)
         #expect(server.lastModified("/r") != lm)
-        let stale = try curl(["-H", "Range: bytes=1000-", "-H", "If-Range: \(etag)", server.url("/r")])
+        let stale = try await curl(["-H", "Range: bytes=1000-", "-H", "If-Range: \(etag)", server.url("/r")])
         #expect(stale.status == 200)
         #expect(stale.body.count == 5000)
         #expect(server.requests("/r").map(\.status) == [206, 206, 200, 200])
@@ -134,12 +143,12 @@ struct HTTPTestServerTests {
         let res = Resource.generated(size: 1 << 20, seed: 3)
         server.serve("/f", resource: res)
         server.inject("/f", [.dropAfter(bytes: 100_000), .status(503), .none])
-        let dropped = try curl([server.url("/f")])
+        let dropped = try await curl([server.url("/f")])
         #expect(dropped.exitCode == 18)  // CURLE_PARTIAL_FILE
         #expect(dropped.body == res.bytes(in: 0..<100_000))
-        let unavailable = try curl([server.url("/f")])
+        let unavailable = try await curl([server.url("/f")])
         #expect(unavailable.status == 503)
-        let ok = try curl([server.url("/f")])
+        let ok = try await curl([server.url("/f")])
         #expect(ok.status == 200)
         #expect(ok.body.count == 1 << 20)
         #expect(server.pendingFaults("/f").isEmpty)
@@ -150,7 +159,7 @@ struct HTTPTestServerTests {
 
         // dropAfter counts from the range start.
         server.inject("/f", [.dropAfter(bytes: 10)])
-        let r = try curl(["-H", "Range: bytes=500-", server.url("/f")])
+        let r = try await curl(["-H", "Range: bytes=500-", server.url("/f")])
         #expect(r.exitCode == 18)
         #expect(r.body == res.bytes(in: 500..<510))
         try await server.stop()
@@ -165,7 +174,7 @@ struct HTTPTestServerTests {
         server.inject("/h", [.holdAfter(bytes: 64 << 10)])
         // curl blocks: on a thread of its own, not on the test's cooperative pool.
         let fetched: CurlResult = try await withCheckedThrowingContinuation { c in
-            Thread.detachNewThread { c.resume(with: Result { try curl([server.url("/h")]) }) }
+            Thread.detachNewThread { c.resume(with: Result { try curlBlocking([server.url("/h")]) }) }
             Task {
                 await server.waitUntilHeld("/h")
                 #expect(server.bytesSent("/h") == 64 << 10, "held at its point")
@@ -183,7 +192,7 @@ struct HTTPTestServerTests {
         server.serve("/s", resource: .generated(size: 40_000, seed: 5))
         server.inject("/s", [.slow(bytesPerSecond: 100_000)])
         let start = Date()
-        let r = try curl([server.url("/s")])
+        let r = try await curl([server.url("/s")])
         let elapsed = Date().timeIntervalSince(start)
         #expect(r.status == 200)
         #expect(r.body.count == 40_000)
@@ -195,10 +204,10 @@ struct HTTPTestServerTests {
         let server = try await HTTPTestServer.start()
         server.serve("/target", resource: .bytes(Data("hello".utf8)))
         server.redirect("/from", to: "/target", status: 301)
-        let noFollow = try curl([server.url("/from")])
+        let noFollow = try await curl([server.url("/from")])
         #expect(noFollow.status == 301)
         #expect(noFollow.headers["location"] == server.url("/target"))
-        let follow = try curl(["-L", server.url("/from")])
+        let follow = try await curl(["-L", server.url("/from")])
         #expect(follow.status == 200)
         #expect(follow.body == Data("hello".utf8))
         try await server.stop()
@@ -212,16 +221,16 @@ struct HTTPTestServerTests {
         let file = dir.appendingPathComponent("payload")
         let payload = Resource.generated(size: 3_000_000, seed: 11).bytes(in: 0..<3_000_000)
         try payload.write(to: file)
-        let put = try curl(["-T", file.path, server.url("/up")])
+        let put = try await curl(["-T", file.path, server.url("/up")])
         #expect(put.status == 201)
-        let post = try curl(["--data-binary", "@\(file.path)", server.url("/up")])
+        let post = try await curl(["--data-binary", "@\(file.path)", server.url("/up")])
         #expect(post.status == 201)
         #expect(server.uploads("/up") == [3_000_000, 3_000_000])
         #expect(server.uploadPrefixes("/up").first == payload.prefix(1 << 20))
         #expect(server.requests("/up").map(\.bodyBytesReceived) == [3_000_000, 3_000_000])
 
         server.inject("/up", [.status(500)])
-        let failed = try curl(["-T", file.path, server.url("/up")])
+        let failed = try await curl(["-T", file.path, server.url("/up")])
         #expect(failed.status == 500)
         #expect(server.uploads("/up").count == 2)
         try await server.stop()
@@ -232,9 +241,9 @@ struct HTTPTestServerTests {
         let res = Resource.generated(size: 2_000_000, seed: 77)
         server.serve("/c", resource: res)
         server.inject("/c", [.dropAfter(bytes: 500_000)])
-        _ = try curl([server.url("/c")])
-        _ = try curl(["-H", "Range: bytes=500000-", server.url("/c")])
-        _ = try curl(["-I", server.url("/c")])
+        _ = try await curl([server.url("/c")])
+        _ = try await curl(["-H", "Range: bytes=500000-", server.url("/c")])
+        _ = try await curl(["-I", server.url("/c")])
         #expect(server.bytesSent("/c") == 2_000_000)
         #expect(server.requests("/c").map(\.bodyBytesSent) == [500_000, 1_500_000, 0])
         server.resetLog()
@@ -247,7 +256,7 @@ struct HTTPTestServerTests {
         let server = try await HTTPTestServer.start()
         let size: Int64 = 64 << 20
         server.serve("/big", resource: .generated(size: size, seed: 1))
-        let r = try curl([server.url("/big")])
+        let r = try await curl([server.url("/big")])
         #expect(r.body.count == Int(size))
         #expect(r.exitCode == 0)
         #expect(server.bytesSent("/big") == size)
@@ -262,13 +271,13 @@ struct HTTPTestServerTests {
         let file = dir.appendingPathComponent("payload")
         try Resource.generated(size: 4_000_000, seed: 12).bytes(in: 0..<4_000_000).write(to: file)
         server.inject("/up", [.dropAfter(bytes: 1_000_000)])
-        let r = try curl(["-T", file.path, server.url("/up")])
+        let r = try await curl(["-T", file.path, server.url("/up")])
         #expect(r.exitCode != 0)
         #expect(server.uploads("/up").isEmpty)
         let rec = try #require(server.requests("/up").first)
         #expect(rec.bodyBytesReceived >= 1_000_000)
         #expect(rec.status == 0)
-        let again = try curl(["-T", file.path, server.url("/up")])
+        let again = try await curl(["-T", file.path, server.url("/up")])
         #expect(again.status == 201)
         #expect(server.uploads("/up") == [4_000_000])
         try await server.stop()
@@ -279,7 +288,7 @@ struct HTTPTestServerTests {
         server.serve("/k", resource: .generated(size: 200_000, seed: 8))
         server.inject("/k", [.status(503)])
         // Three requests on one connection: the fault applies to the first only.
-        let r = try curl(["-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\n",
+        let r = try await curl(["-o", "/dev/null", "-o", "/dev/null", "-w", "%{http_code} %{num_connects}\n",
                           server.url("/k"), server.url("/k"), server.url("/k")])
         let lines = r.stdout.split(separator: "\n").map(String.init)
         #expect(lines == ["503 1", "200 0", "200 0"])
@@ -303,23 +312,23 @@ struct HTTPTestServerTLSTests {
         #expect(server.scheme == "https")
         #expect(server.url("/g") == "https://127.0.0.1:\(server.port)/g")
 
-        let untrusted = try curl([server.url("/g")])
+        let untrusted = try await curl([server.url("/g")])
         #expect(untrusted.exitCode == 60, "curl: the peer's certificate cannot be verified")
         #expect(server.requests("/g").isEmpty, "no request gets through a failed handshake")
 
-        let trusted = try curl(["--cacert", certs.caCertificate, server.url("/g")])
+        let trusted = try await curl(["--cacert", certs.caCertificate, server.url("/g")])
         #expect(trusted.exitCode == 0)
         #expect(trusted.status == 200)
         #expect(trusted.body == res.bytes(in: 0..<200_000))
-        let range = try curl(["--cacert", certs.caCertificate, "-H", "Range: bytes=1000-1999", server.url("/g")])
+        let range = try await curl(["--cacert", certs.caCertificate, "-H", "Range: bytes=1000-1999", server.url("/g")])
         #expect(range.status == 206)
         #expect(range.body == res.bytes(in: 1000..<2000))
-        let redirected = try curl(["--cacert", certs.caCertificate, "-L", server.url("/r")])
+        let redirected = try await curl(["--cacert", certs.caCertificate, "-L", server.url("/r")])
         #expect(redirected.status == 200)
         #expect(redirected.body.count == 200_000)
         #expect(server.requests("/r").first?.status == 302)
         // The certificate names localhost too.
-        let byName = try curl(["--cacert", certs.caCertificate, "--resolve", "localhost:\(server.port):127.0.0.1",
+        let byName = try await curl(["--cacert", certs.caCertificate, "--resolve", "localhost:\(server.port):127.0.0.1",
                                "https://localhost:\(server.port)/g"])
         #expect(byName.status == 200)
         try await server.stop()
