@@ -330,6 +330,46 @@ struct FastReader {
         return n.magnitude <= UInt64(Int.max) ? Int(n.magnitude) : nil
     }
 
+    /// A list of plain strings, as ``Frame/encode(_:)-(ControlResponse)`` writes one.
+    mutating func plainStrings() -> [String]? {
+        guard literal("[") else { return nil }
+        var out: [String] = []
+        if literal("]") { return out }
+        while true {
+            guard let s = plainString() else { return nil }
+            out.append(s)
+            if literal("]") { return out }
+            guard literal(",") else { return nil }
+        }
+    }
+
+    /// One app of a `status` answer, in exactly the form the direct encoder writes.
+    mutating func appStatus() -> ControlResponse? {
+        guard literal(#"{"appStatus":{"_0":{"activities":"#), let activities = plainStrings(),
+              literal(#","backgroundTasks":"#), let tasks = plainStrings(),
+              literal(#","bundleIdentifier":"#), let rawID = plainString(), let id = BundleID(rawID),
+              literal(#","footprint":"#) else { return nil }
+        var footprint: UInt64?
+        if !literal("null") {
+            guard let n = integer(), !n.negative else { return nil }
+            footprint = n.magnitude
+        }
+        let frontmost: Bool
+        guard literal(#","isFrontmost":"#) else { return nil }
+        if literal("true") { frontmost = true } else if literal("false") { frontmost = false } else { return nil }
+        guard literal(#","pid":"#) else { return nil }
+        var pid: Int32?
+        if !literal("null") {
+            guard let n = int(), let p = Int32(exactly: n) else { return nil }
+            pid = p
+        }
+        guard literal(#","since":"#), let stamp = plainString(), let since = Timestamp.parse(stamp),
+              literal(#","state":"#), let rawState = plainString(), let state = AppState(rawValue: rawState),
+              literal("}}}"), at == bytes.count else { return nil }
+        return .appStatus(AppStatus(bundleIdentifier: id, state: state, pid: pid, since: since, backgroundTasks: tasks,
+                                    activities: activities, isFrontmost: frontmost, footprint: footprint))
+    }
+
     mutating func startTask() -> AppMessage? {
         guard literal(#"{"request":{"id":"#), let id = integer(), !id.negative,
               literal(#","request":{"service":{"_0":{"urlSessionStartTask":{"headers":{},"kind":"#),

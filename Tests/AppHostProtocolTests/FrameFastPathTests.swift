@@ -239,11 +239,53 @@ struct FrameFastPathTests {
             let back = try Frame.decode(ControlResponse.self, from: Array(try Frame.encode(response).dropFirst(Frame.headerSize)))
             #expect(try Frame.encode(back) == (try Frame.encode(response)), "reads back")
         }
+        // The direct reader gives the generic decoder's value, for every shape the direct
+        // encoder writes.
+        for status in statuses {
+            let payload = Array(try Frame.encode(ControlResponse.appStatus(status)).dropFirst(Frame.headerSize))
+            var reader = FastReader(payload)
+            let read = reader.appStatus()
+            let fast = try #require(read, "the direct reader takes \(status.bundleIdentifier)")
+            #expect(fast == (try Frame.genericDecode(ControlResponse.self, from: payload)))
+        }
         // Strings that need escaping, and other answers, take the generic way.
         let escaped = ControlResponse.appStatus(AppStatus(bundleIdentifier: testID("com.example.e"), state: .background, pid: 2, since: since,
                                                           backgroundTasks: ["say \"hi\"", "é"], isFrontmost: false))
         #expect(try Frame.encode(escaped) == (try Frame.genericEncode(escaped)))
         #expect(try Frame.encode(ControlResponse.end) == (try Frame.genericEncode(ControlResponse.end)))
+    }
+}
+
+extension FrameFastPathTests {
+    /// Near misses of a `status` row: the direct reader declines, and what the generic
+    /// decoder makes of them stands (a value or an error).
+    @Test func statusRowNearMissesAreDecidedByTheGenericDecoder() {
+        let base = #"{"appStatus":{"_0":{"activities":[],"backgroundTasks":["a"],"bundleIdentifier":"com.example.a","footprint":5,"isFrontmost":false,"pid":7,"since":"2026-11-29T09:00:00.123Z","state":"suspended"}}}"#
+        let swaps: [(String, String)] = [
+            (#""state":"suspended""#, #""state":"asleep""#),
+            (#""bundleIdentifier":"com.example.a""#, #""bundleIdentifier":"com..a""#),
+            (#""pid":7"#, #""pid":2147483648"#),
+            (#""pid":7"#, #""pid":-7"#),
+            (#""footprint":5"#, #""footprint":-5"#),
+            (#""footprint":5"#, #""footprint":18446744073709551616"#),
+            (#""footprint":5"#, #""footprint":05"#),
+            (#""since":"2026-11-29T09:00:00.123Z""#, #""since":"2026-02-30T09:00:00.123Z""#),
+            (#""since":"2026-11-29T09:00:00.123Z""#, #""since":"2026-11-29T09:00:00Z""#),
+            (#""since":"2026-11-29T09:00:00.123Z""#, #""since":"yesterday""#),
+            (#"["a"]"#, #"["a\"b"]"#),
+            (#"["a"]"#, #"["a",]"#),
+            (#"["a"]"#, #"["a" ,"b"]"#),
+            (#""isFrontmost":false"#, #""isFrontmost":0"#),
+            (#""pid":7,"#, #""pid":null,"#),
+        ]
+        var rows: [String] = [base, base + " ", String(base.dropLast())]
+        for (from, to) in swaps { rows.append(base.replacingOccurrences(of: from, with: to)) }
+        rows.append(base.replacingOccurrences(of: #""footprint":5"#, with: #""footprint":null"#))
+        for text in rows {
+            let bytes = Array(text.utf8)
+            #expect(Result { try Frame.decode(ControlResponse.self, from: bytes) }.success
+                    == Result { try Frame.genericDecode(ControlResponse.self, from: bytes) }.success, "\(text)")
+        }
     }
 }
 
