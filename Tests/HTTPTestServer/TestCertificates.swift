@@ -4,7 +4,7 @@ import Foundation
 /// the `openssl` command-line tool (scripts/setup.sh installs it) for HTTPS tests.
 ///
 /// ```swift
-/// let certs = try TestCertificates.generate(in: dir)
+/// let certs = try await TestCertificates.generate(in: dir)
 /// let server = try await HTTPTestServer.start(tls: certs.serverFiles)
 /// // trust certs.caCertificate in the client (e.g. curl --cacert, the transfer daemon's --extra-ca)
 /// ```
@@ -28,7 +28,7 @@ public struct TestCertificates: Sendable, Equatable {
 
     /// Makes a CA (P-256, valid one day) and a server certificate it signed for
     /// `127.0.0.1`, `::1` and `localhost` (serverAuth) in `directory`, which must exist.
-    public static func generate(in directory: String) throws -> TestCertificates {
+    public static func generate(in directory: String) async throws -> TestCertificates {
         let ca = directory + "/ca.pem", caKey = directory + "/ca.key"
         let cert = directory + "/server.pem", key = directory + "/server.key"
         let csr = directory + "/server.csr", ext = directory + "/server.ext"
@@ -39,13 +39,13 @@ public struct TestCertificates: Sendable, Equatable {
             subjectAltName = IP:127.0.0.1, IP:::1, DNS:localhost
 
             """.utf8).write(to: URL(fileURLWithPath: ext))
-        try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        try await openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                      "-keyout", caKey, "-out", ca, "-days", "1", "-subj", "/CN=AppHost Test CA",
                      "-addext", "basicConstraints=critical,CA:TRUE",
                      "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
-        try openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        try await openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                      "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"])
-        try openssl(["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", caKey, "-set_serial", "2",
+        try await openssl(["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", caKey, "-set_serial", "2",
                      "-out", cert, "-days", "1", "-sha256", "-extfile", ext])
         return TestCertificates(caCertificate: ca, serverCertificate: cert, serverKey: key)
     }
@@ -53,7 +53,7 @@ public struct TestCertificates: Sendable, Equatable {
     /// Makes a client certificate (clientAuth, P-256, valid one day) for `name`, signed by
     /// this CA, in the CA's directory: what a provider presents for certificate-based
     /// authentication. Returns the certificate and key files (PEM).
-    public func makeClientCertificate(name: String) throws -> (certificate: String, key: String) {
+    public func makeClientCertificate(name: String) async throws -> (certificate: String, key: String) {
         let directory = (caCertificate as NSString).deletingLastPathComponent
         let caKey = directory + "/ca.key"
         let cert = directory + "/\(name).pem", key = directory + "/\(name).key"
@@ -64,18 +64,18 @@ public struct TestCertificates: Sendable, Equatable {
             extendedKeyUsage = clientAuth
 
             """.utf8).write(to: URL(fileURLWithPath: ext))
-        try Self.openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        try await Self.openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                           "-keyout", key, "-out", csr, "-subj", "/CN=\(name)"])
-        try Self.openssl(["x509", "-req", "-in", csr, "-CA", caCertificate, "-CAkey", caKey, "-set_serial", "3",
+        try await Self.openssl(["x509", "-req", "-in", csr, "-CA", caCertificate, "-CAkey", caKey, "-set_serial", "3",
                           "-out", cert, "-days", "1", "-sha256", "-extfile", ext])
         return (cert, key)
     }
 
     /// Runs `openssl` (found on PATH) with `arguments`; throws with its stderr if it fails.
-    private static func openssl(_ arguments: [String]) throws {
+    private static func openssl(_ arguments: [String]) async throws {
         let result: ToolResult
         do {
-            result = try Tool.run("/usr/bin/env", ["openssl"] + arguments)
+            result = try await Tool.runOnThread("/usr/bin/env", ["openssl"] + arguments)
         } catch {
             throw Failure(description: "cannot run openssl: \(error) (scripts/setup.sh installs it)")
         }

@@ -35,6 +35,15 @@ public enum Tool {
         public let description: String
     }
 
+    /// ``run(_:_:environment:stdin:)`` from async code, waited for on a thread of its own:
+    /// a test waiting on a tool must not hold one of Swift's cooperative threads (two on a
+    /// 2-CPU machine, shared by every test of the run).
+    public static func runOnThread(_ path: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> ToolResult {
+        try await withCheckedThrowingContinuation { c in
+            Thread.detachNewThread { c.resume(with: Result { try run(path, arguments, environment: environment) }) }
+        }
+    }
+
     /// Runs `path arguments...` and waits for it. `stdin` (on a thread of its own) writes
     /// the program's standard input, closed after it returns; without it stdin is
     /// /dev/null. Stdout and stderr are read to their end. `environment` defaults to

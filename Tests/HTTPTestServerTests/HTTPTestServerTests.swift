@@ -304,7 +304,7 @@ struct HTTPTestServerTLSTests {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("hts-tls-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let certs = try TestCertificates.generate(in: dir)
+        let certs = try await TestCertificates.generate(in: dir)
         let server = try await HTTPTestServer.start(tls: certs.serverFiles)
         let res = Resource.generated(size: 200_000, seed: 21)
         server.serve("/g", resource: res)

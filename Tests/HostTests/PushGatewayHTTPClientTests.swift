@@ -49,12 +49,12 @@ struct PushGatewayHTTPClientTests {
     @Test func concurrentPushesOnOneConnectionAreAnsweredByTheirOwnAPNsID() async throws {
         let dir = try TempDir("gw-ahc")
         defer { dir.remove() }
-        let certs = try TestCertificates.generate(in: dir.path)
-        let provider = try certs.makeClientCertificate(name: "provider")
+        let certs = try await TestCertificates.generate(in: dir.path)
+        let provider = try await certs.makeClientCertificate(name: "provider")
         // A client certificate from another CA: refused as one without any.
         let otherDir = try TempDir("gw-ahc-other")
         defer { otherDir.remove() }
-        let stranger = try TestCertificates.generate(in: otherDir.path).makeClientCertificate(name: "stranger")
+        let stranger = try await TestCertificates.generate(in: otherDir.path).makeClientCertificate(name: "stranger")
 
         try await withGateway("gw-ahc", tls: .init(certificatePath: certs.serverCertificate, privateKeyPath: certs.serverKey),
                               authentication: .init(clientCAPath: certs.caCertificate)) { g in

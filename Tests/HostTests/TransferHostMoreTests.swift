@@ -381,7 +381,7 @@ struct TransferHostMoreTests {
     @Test func anHTTPSDownloadCompletesWhenTheHostTrustsTheServersCA() async throws {
         let certDir = try TempDir("tls")
         defer { certDir.remove() }
-        let certs = try TestCertificates.generate(in: certDir.path)
+        let certs = try await TestCertificates.generate(in: certDir.path)
         let server = try await startServer(tls: certs.serverFiles)
         let resource = Resource.generated(size: 512 << 10, seed: 10)
         server.serve("/file", resource: resource)
@@ -401,7 +401,7 @@ struct TransferHostMoreTests {
     @Test func anHTTPSDownloadFromAnUntrustedServerFailsWithServerCertificateUntrusted() async throws {
         let certDir = try TempDir("tls")
         defer { certDir.remove() }
-        let certs = try TestCertificates.generate(in: certDir.path)
+        let certs = try await TestCertificates.generate(in: certDir.path)
         let server = try await startServer(tls: certs.serverFiles)
         server.serve("/file", resource: .generated(size: 64 << 10, seed: 11))
         // No extra CA (and the daemon's default retries).
