@@ -193,9 +193,12 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         // Literals for BundleID and the typed ids, for the tests that want them (not
         // AppHostProtocolTests, where `BundleID("a b")` must stay the failable init).
-        .target(name: "TestIDLiterals", dependencies: ["AppHostProtocol"], path: "Tests/TestIDLiterals"),
+        .target(name: "TestIDLiterals", dependencies: ["AppHostProtocol", "TestNumericIDLiterals"], path: "Tests/TestIDLiterals"),
+        // The typed ids' literals alone (numbers, session names): every test target's, through
+        // TestIDLiterals, and AppHostProtocolTests' directly.
+        .target(name: "TestNumericIDLiterals", dependencies: ["AppHostProtocol"], path: "Tests/TestNumericIDLiterals"),
         .testTarget(name: "SnapshotsTests", dependencies: ["Snapshots", "AppHostProtocol", "TestSupport"]),
-        .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol", "TestSupport"]),
+        .testTarget(name: "AppHostProtocolTests", dependencies: ["AppHostProtocol", "TestSupport", "TestNumericIDLiterals"]),
         .testTarget(name: "AppHostManifestTests", dependencies: ["AppHostManifest", "AppHostProtocol", "TestSupport"]),
         .testTarget(name: "HostConfigTests", dependencies: ["HostConfig", "AppHostProtocol", "TestSupport", "TestIDLiterals"]),
         .testTarget(name: "TransferOptionsTests", dependencies: [
