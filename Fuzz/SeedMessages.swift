@@ -128,19 +128,5 @@ enum SeedMessages {
 }
 
 // The ids of the messages above are written as the numbers and strings they are on the
-// wire (the product has no literal forms for them).
-extension BackgroundTaskID: ExpressibleByIntegerLiteral {
-    public init(integerLiteral value: Int) { self.init(value) }
-}
-extension HostTimerID: ExpressibleByIntegerLiteral {
-    public init(integerLiteral value: Int) { self.init(value) }
-}
-extension TransferID: ExpressibleByIntegerLiteral {
-    public init(integerLiteral value: UInt64) { self.init(value) }
-}
-extension TransferTaskID: ExpressibleByIntegerLiteral {
-    public init(integerLiteral value: Int) { self.init(value) }
-}
-extension SessionIdentifier: ExpressibleByStringLiteral {
-    public init(stringLiteral value: String) { self.init(value) }
-}
+// wire: their literal forms come from Tests/TestNumericIDLiterals (scripts/fuzz.sh
+// compiles that file in).

@@ -98,7 +98,7 @@ build_harness() {
     local sources=(Fuzz/FuzzSupport.swift)
     case $t in
         manifest-*) sources+=(Fuzz/ManifestFuzzing.swift) ;;
-        frame) sources+=(Fuzz/SeedMessages.swift) ;;
+        frame) sources+=(Fuzz/SeedMessages.swift Tests/TestNumericIDLiterals/NumericIDLiterals.swift) ;;
     esac
     # The manifest reader, and the host config's text forms: the manifest targets read
     # with the first, Plugins imports both (its linter, its durations).
@@ -115,7 +115,7 @@ build_harness() {
             objects+=("$BUILD/HostConfig.o" "$BUILD/Plugins.o")
             ;;
     esac
-    [[ $t == mode-hub ]] && sources+=(Fuzz/SeedMessages.swift)
+    [[ $t == mode-hub ]] && sources+=(Fuzz/SeedMessages.swift Tests/TestNumericIDLiterals/NumericIDLiterals.swift)
     sources+=("Fuzz/Targets/$t.swift")
     stale "$BUILD/$t" "${sources[@]}" "${objects[@]}" || return 0
     echo "fuzz: building harness $t"
