@@ -91,7 +91,7 @@ extension Supervisor {
         performMode(modes.uninstall(id))
         transfersAppUninstalled(id)
         switcherRemoved(id, uninstalled: true)
-        memoryAppUninstalled(id)
+        memory.device.uninstalled(id)
         // As on iOS, the app's data goes with it. Reports and history stay.
         try? FileManager.default.removeItem(atPath: configuration.containersDirectory + "/" + id.rawValue)
         identities?.release(app: id)
@@ -144,8 +144,7 @@ extension Supervisor {
         makeRuntime(id, row)
         // A user launch after jetsam ended the app says so (a background launch leaves it said
         // for the user's); the arguments are kept for a cold launch from the switcher.
-        let afterJetsam = !background && memory.jetsammed.remove(id) != nil
-        if !background { memory.lastArguments[id] = arguments }
+        let afterJetsam = memory.device.launching(id, byUser: !background, arguments: arguments)
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments, afterJetsam: afterJetsam)
         if !background { foregroundCandidates.insert(id) }
         feed(id, .launch(options, placement: background ? .background : .foreground))
@@ -203,7 +202,7 @@ extension Supervisor {
     /// A fresh runtime (new instance) for a launch.
     func makeRuntime(_ id: BundleID, _ row: Store.AppRow) {
         forgetPID(of: id)
-        memory.beingKilled.remove(id)
+        memory.device.processGone(id)
         nextInstance += 1
         var machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
                                 grace: configuration.terminationGracePeriod)
@@ -310,7 +309,7 @@ extension Supervisor {
             // In the app switcher (jetsam or a crash ended it, not the user): tapping it
             // launches it cold, with the arguments of its last launch, as iOS does.
             if snapshots.keeper.switcher.contains(id) {
-                _ = try await launch(id, background: false, arguments: memory.lastArguments[id] ?? [])
+                _ = try await launch(id, background: false, arguments: memory.device.coldLaunchArguments(id))
                 return
             }
             throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
@@ -379,7 +378,7 @@ extension Supervisor {
                              since: since, backgroundTasks: AppStatus.bounded(tasks),
                              activities: AppStatus.bounded(rt?.machine.activities.sorted() ?? []),
                              isFrontmost: state == .active || (state == .inactive && rt?.machine.placement == .foreground),
-                             footprint: state == .notRunning ? nil : memory.footprints[id])
+                             footprint: state == .notRunning ? nil : memory.device.footprints[id])
         }
     }
 

@@ -169,7 +169,7 @@ public actor Supervisor {
         sandbox = summary
         launcher = AppLauncher(configuration: configuration, sandbox: summary, identities: identities)
         let device = configuration.memory.device ?? configuration.profile.deviceMemory
-        memory = MemoryState(device: device)
+        memory = MemoryState(device: device, cuesPerSecond: configuration.bounds.footprintCues)
         memory.watch = Self.startMemoryWatch(configuration, device: device, input: input, events: events, logger: logger, time: startDate)
     }
 
@@ -352,7 +352,7 @@ public actor Supervisor {
 
     func processExit(_ id: BundleID, _ status: ExitStatus) {
         forgetPID(of: id)
-        memory.beingKilled.remove(id)
+        memory.device.processGone(id)
         runtimes[id]?.pendingExit = nil
         runtimes[id]?.writer = nil
         if let instance = runtimes[id]?.instance {
@@ -388,7 +388,7 @@ public actor Supervisor {
             // the callbacks of the step that resumed it.
             if feedDepth == 0, runtimes[id]?.timers.owedCount ?? 0 > 0 { resumeAppTimers(id) }
             // Footprints that may have changed in the step are read, and the pressure judged.
-            if feedDepth == 0, !memory.stale.isEmpty { evaluateMemoryAfterStep() }
+            if feedDepth == 0, memory.device.hasStale { evaluateMemoryAfterStep() }
             events.endBatch()
         }
         // In place: a copy of the runtime would make the machine's tables copy themselves.
@@ -500,7 +500,7 @@ public actor Supervisor {
             settleCandidates.insert(id)
             expectTurn(.app(id))
             touch(id)
-            if sig == .kill { memory.beingKilled.insert(id) }
+            if sig == .kill { memory.device.killSent(id) }
             guard let child = runtimes[id]?.child else { return }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
             // On the virtual clock, what follows a continue waits for the kernel's word that

@@ -47,23 +47,27 @@ public struct AppBounds: Sendable, Equatable {
 }
 
 /// A token bucket: `burst` tokens, refilled at `perSecond`; each message takes one.
-struct MessageRateLimiter {
+/// Time is a `Duration` since any origin the owner keeps: host time for a part on the
+/// virtual clock (the same verdicts whatever the machine's speed), real time elapsed for
+/// a connection's handler.
+struct MessageRateLimiter: Equatable {
     private let burst: Double
     private let perSecond: Double
     private var tokens: Double
-    private var last: ContinuousClock.Instant
+    private var last: Duration
 
-    init(burst: Int, perSecond: Int, now: ContinuousClock.Instant = ContinuousClock.now) {
+    init(burst: Int, perSecond: Int, at start: Duration) {
         self.burst = Double(max(1, burst))
         self.perSecond = Double(max(0, perSecond))
         tokens = self.burst
-        last = now
+        last = start
     }
 
-    /// Takes one token; false when none is left (the sender is over its rate).
-    mutating func take(now: ContinuousClock.Instant = ContinuousClock.now) -> Bool {
-        let elapsed = now - last
-        last = now
+    /// Takes one token at `now`; false when none is left (the sender is over its rate).
+    /// A time before the last one refills nothing.
+    mutating func take(at now: Duration) -> Bool {
+        let elapsed = max(.zero, now - last)
+        last = max(last, now)
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         tokens = min(burst, tokens + seconds * perSecond)
         guard tokens >= 1 else { return false }

@@ -16,6 +16,8 @@ final class AppConnectionHandler: ChannelInboundHandler {
     private let bounds: AppBounds
     private var decoder = FrameDecoder()
     private var rate: MessageRateLimiter
+    /// The rate's origin: real time, as the handler sees messages arrive.
+    private let born = ContinuousClock.now
     private var broken = false
     private let hello: HelloAnswer?
     private let callbacks: CallbacksSent?
@@ -28,7 +30,7 @@ final class AppConnectionHandler: ChannelInboundHandler {
         self.bounds = bounds
         self.hello = hello
         self.callbacks = callbacks
-        rate = MessageRateLimiter(burst: bounds.messageBurst, perSecond: bounds.messagesPerSecond)
+        rate = MessageRateLimiter(burst: bounds.messageBurst, perSecond: bounds.messagesPerSecond, at: .zero)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -49,7 +51,7 @@ final class AppConnectionHandler: ChannelInboundHandler {
                 // counted, so ten thousand downloads' callbacks are no flood.
                 let answersTheHost: Bool
                 if case .callbackReturned(let seq) = message, callbacks?.covers(seq) == true { answersTheHost = true } else { answersTheHost = false }
-                guard answersTheHost || rate.take() else {
+                guard answersTheHost || rate.take(at: .now - born) else {
                     forward(messages)
                     messages = []
                     fail("flooded the host: more than \(bounds.messageBurst) messages at once, or more than \(bounds.messagesPerSecond) a second after that")
