@@ -84,7 +84,8 @@ final class EventLog {
     private var nextSubscriber: UInt64 = 0
     /// Open batches (see ``beginBatch()``): while above 0, lines wait in `held`.
     private var batchDepth = 0
-    /// Lines encoded in the open batch, and their events (numbered, not yet handed out).
+    /// The open batch's events (numbered, not yet encoded nor handed out), and the
+    /// buffer they are encoded into when it is written.
     private var held: [UInt8] = []
     private var heldEvents: [HostEvent] = []
     /// The length of each held line, newline included.
@@ -156,17 +157,15 @@ final class EventLog {
             // After the host stopped: nothing is written after hostStopped.
             return .failure(EventLogError(path: path, operation: "write to (closed)", code: EBADF))
         }
-        let data = event.jsonBytes()
         if batchDepth > 0 {
-            held += data
-            held.append(0x0a)
+            // Numbered now, encoded when the batch is written: a step's signal is not
+            // held up by the encoding of the lines recorded before it in the step.
             heldEvents.append(event)
-            heldLengths.append(data.count + 1)
             lastSeq += 1
             return .success(event)
         }
         do throws(EventLogError) {
-            index.add(app: app, at: try write(data + [0x0a]))
+            index.add(app: app, at: try write(event.jsonBytes() + [0x0a]))
         } catch {
             return .failure(failed(error, count: 1))
         }
@@ -210,6 +209,12 @@ final class EventLog {
             held.removeAll(keepingCapacity: keep)
             heldEvents.removeAll(keepingCapacity: keep)
             heldLengths.removeAll(keepingCapacity: keep)
+        }
+        for event in heldEvents {
+            let before = held.count
+            held += event.jsonBytes()
+            held.append(0x0a)
+            heldLengths.append(held.count - before)
         }
         do throws(EventLogError) {
             var offset = try write(held)
