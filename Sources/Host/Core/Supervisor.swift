@@ -497,24 +497,32 @@ public actor Supervisor {
             if seq == 1, case .didFinishLaunching = callback, runtimes[id]?.helloAnswer?.firstCallbackSent == true { return }
             send(id, .callback(seq: seq, callback: callback, state: state))
         case .signal(let sig, let reason):
+            // The signal first, the host's books after: nothing below changes what is sent,
+            // and the time from a callback's return to its SIGSTOP is the decision's cost.
+            let child = runtimes[id]?.child
+            // Sent at the moment the host issues kill(2), as a raw loop times its signal:
+            // the call itself is the kernel's (it wakes the app's threads, and one woken on
+            // this CPU may run first: about 20 µs of a SIGSTOP here).
+            let issued = now()
+            let outcome = runtimes[id]?.signal(sig)
             settleCandidates.insert(id)
             expectTurn(.app(id))
             touch(id)
             if sig == .kill { memory.device.killSent(id) }
-            guard let child = runtimes[id]?.child else { return }
+            guard let child, let (sent, others) = outcome else { return }
             if sig == .stop { modes.setRunningCode(id, false) } else if sig == .cont { modes.setRunningCode(id, true) }
             // On the virtual clock, what follows a continue waits for the kernel's word that
             // the app runs again (a stopped process reports it; one not yet stopped may not).
+            // (The kernel's word arrives as an input: after this step, whatever the order here.)
             if sig == .cont, configuration.clock == .virtual, runtimes[id]?.stopConfirmed == true,
                runtimes[id]?.heldForContinue == nil {
                 runtimes[id]?.heldForContinue = []
             }
-            guard let (sent, others) = runtimes[id]?.signal(sig) else { return }
             if let error = sent {
                 // ESRCH: already gone; its exit is on its way.
                 logger.debug("signal \(sig.rawValue) to \(id) failed: \(error)")
             } else {
-                events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", fields: .init(signal: sig), time: now())
+                events.append(.signal, app: id, pid: child.pid, cause: "\(sig.rawValue): \(reason)", fields: .init(signal: sig), time: issued)
             }
             if !others.isEmpty {
                 events.append(.signal, app: id, pid: child.pid,
