@@ -79,10 +79,10 @@ extension Supervisor {
     func fire(_ key: DeadlineKey) {
         switch key.timer {
         case .lifecycle(.hangCheck):
-            guard let app = key.app, runtimes[app]?.instance == key.instance else { return }
+            guard let app = key.app, processes[app]?.instance == key.instance else { return }
             feed(app, .hangCheck(mainRunLoop(app)))
         case .lifecycle(let timer):
-            guard let app = key.app, runtimes[app]?.instance == key.instance else { return }
+            guard let app = key.app, processes[app]?.instance == key.instance else { return }
             feed(app, .timerFired(timer))
         case .plugin(let timer):
             performMode(modes.timerFired(timer, app: key.app, at: hostNow()))
@@ -96,17 +96,17 @@ extension Supervisor {
         case .lockGrace:
             performMode(modes.lockGraceEnded(at: hostNow()))
         case .appTimer(let timer):
-            guard let app = key.app, runtimes[app]?.instance == key.instance else { return }
+            guard let app = key.app, processes[app]?.instance == key.instance else { return }
             appTimerFellDue(app, timer: timer)
         }
     }
 
     /// What an app's run-loop stamp page says at its hang check (see ``HangWatch``).
     func mainRunLoop(_ id: BundleID) -> Lifecycle.MainRunLoop {
-        guard let page = runtimes[id]?.stampPage else {
+        guard let page = processes[id]?.stampPage else {
             return .unwatched("the host could make no run-loop stamp page for this process")
         }
-        return runtimes[id]?.hangWatch.check(page.read(), at: hostNow(), clock: configuration.clock,
+        return processes[id]?.hangWatch.check(page.read(), at: hostNow(), clock: configuration.clock,
                                              monotonicNow: RunLoopStampPage.monotonicNow()) ?? .idle
     }
 
@@ -119,9 +119,9 @@ extension Supervisor {
         // An active app is in front: one of the few `foregroundCandidates` (looking at
         // every runtime copies each one).
         let now = hostNow()
-        for id in foregroundCandidates where runtimes[id]?.machine.state == .active {
-            guard let page = runtimes[id]?.stampPage else { continue }
-            runtimes[id]?.hangWatch.observe(page.read(), at: now)
+        for id in foregroundCandidates where processes[id]?.machine.state == .active {
+            guard let page = processes[id]?.stampPage else { continue }
+            processes[id]?.hangWatch.observe(page.read(), at: now)
         }
     }
 
@@ -137,12 +137,12 @@ extension Supervisor {
     }
 
     func startTimer(_ id: BundleID, _ timer: Lifecycle.Timer, after: Duration) {
-        guard let instance = runtimes[id]?.instance else { return }
+        guard let instance = processes[id]?.instance else { return }
         apply(scheduler.start(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer)), after: after))
     }
 
     func cancelTimer(_ id: BundleID, _ timer: Lifecycle.Timer) {
-        guard let instance = runtimes[id]?.instance else { return }
+        guard let instance = processes[id]?.instance else { return }
         apply(scheduler.cancel(DeadlineKey(app: id, instance: instance, timer: .lifecycle(timer))))
     }
 
@@ -283,10 +283,10 @@ extension Supervisor {
         }
         for view in settleViews() where view.awaitsKernel || view.spawning {
             waitedFor.append(view.app.rawValue)
-            if let id = Optional(view.app), let instance = runtimes[id]?.instance { turnExcused.insert(instance) }
+            if let id = Optional(view.app), let instance = processes[id]?.instance { turnExcused.insert(instance) }
         }
         // A continue the kernel never confirmed (its report lost): what waited for it goes.
-        for (id, rt) in runtimes where rt.heldForContinue != nil {
+        for (id, rt) in processes.entries where rt.heldForContinue != nil {
             releaseHeldFrames(id, checkingSettled: false)
         }
         if transfers.daemonStarting || (transfers.channel != nil && !transfers.awaitingAccept.isEmpty) {
@@ -312,7 +312,7 @@ extension Supervisor {
         // and spawns, so what a launch brings runs at this virtual time.
         var views: [SettleView] = []
         for id in settleCandidates {
-            guard let rt = runtimes[id] else {
+            guard let rt = processes[id] else {
                 settleCandidates.remove(id)
                 continue
             }
@@ -355,7 +355,7 @@ extension Supervisor {
     /// Whether `process` is the current, running, attached process of its app, with
     /// nothing the kernel must confirm first: one a probe can tell about.
     func isLive(_ process: Quiescence.Process) -> Bool {
-        guard let rt = runtimes[process.app], rt.instance == process.instance, rt.machine.isRunning,
+        guard let rt = processes[process.app], rt.instance == process.instance, rt.machine.isRunning,
               rt.child != nil, rt.pendingExit == nil, !turnExcused.contains(rt.instance) else { return false }
         return true
     }
@@ -365,7 +365,7 @@ extension Supervisor {
     /// The host gave the process of `id` something, or heard from it: it is awake until a
     /// probe finds it asleep again.
     func touch(_ id: BundleID) {
-        guard takesTurns, let instance = runtimes[id]?.instance else { return }
+        guard takesTurns, let instance = processes[id]?.instance else { return }
         quiescence.touched(.init(app: id, instance: instance))
     }
 
@@ -381,7 +381,7 @@ extension Supervisor {
             // probed at once. One with a callback in flight is most likely still at work (a
             // probe now would find it running and cost a round trip to the event loop for
             // nothing): probed a little later, which only a blocked app waits for.
-            let answered = runtimes[process.app]?.pending.isEmpty ?? true
+            let answered = processes[process.app]?.pending.isEmpty ?? true
             startProbe(process, after: answered ? .zero : Self.probeDelayWithCallbacksInFlight)
         }
     }
@@ -396,7 +396,7 @@ extension Supervisor {
     /// because that is where the app's frames are read: a frame read before the probe was
     /// yielded before its verdict.
     func startProbe(_ process: Quiescence.Process, after delay: Duration) {
-        guard let rt = runtimes[process.app], rt.instance == process.instance, let pid = rt.pid,
+        guard let rt = processes[process.app], rt.instance == process.instance, let pid = rt.pid,
               let channel = rt.channel, !rt.machine.stopPending, rt.heldForContinue == nil,
               let token = quiescence.beginProbe(process) else { return }
         let writer = rt.writer
@@ -418,7 +418,7 @@ extension Supervisor {
         case .quiet, .stale:
             break
         case .awake(let retry, let next):
-            guard isLive(process), let rt = runtimes[process.app], let pid = rt.pid, let channel = rt.channel else {
+            guard isLive(process), let rt = processes[process.app], let pid = rt.pid, let channel = rt.channel else {
                 quiescence.probeAbandoned(process)
                 return
             }

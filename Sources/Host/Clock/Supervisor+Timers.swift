@@ -18,14 +18,14 @@ extension Supervisor {
 
     /// Whether `id`'s timers may fire now: it runs code and is not terminating.
     func timersCanRun(_ id: BundleID) -> Bool {
-        guard let machine = runtimes[id]?.machine else { return false }
+        guard let machine = processes[id]?.machine else { return false }
         return machine.isRunningCode && machine.terminating == nil
     }
 
     /// `HostTimer.scheduledTimer`: schedules timer `timer` of `id`'s process; the answer
     /// for the app.
     func scheduleAppTimer(_ id: BundleID, timer: HostTimerID, seconds: Double, repeats: Bool) -> ServiceReply {
-        guard let result = runtimes[id]?.timers.schedule(id: timer, seconds: seconds, repeats: repeats, at: hostNow()) else {
+        guard let result = processes[id]?.timers.schedule(id: timer, seconds: seconds, repeats: repeats, at: hostNow()) else {
             return .refused(reason: "the app is not running")
         }
         switch result {
@@ -33,28 +33,28 @@ extension Supervisor {
             performTimers(id, effects)
             return .ok
         case .failure(let refusal):
-            events.append(.service, app: id, pid: runtimes[id]?.pid, cause: "\(ServiceRequest.timerSchedule(id: timer, interval: seconds, repeats: repeats).apiName) refused: \(refusal)", time: now())
+            events.append(.service, app: id, pid: processes[id]?.pid, cause: "\(ServiceRequest.timerSchedule(id: timer, interval: seconds, repeats: repeats).apiName) refused: \(refusal)", time: now())
             return .refused(reason: refusal.description)
         }
     }
 
     /// `HostTimer.invalidate()`.
     func invalidateAppTimer(_ id: BundleID, timer: HostTimerID) {
-        guard let effects = runtimes[id]?.timers.invalidate(timer) else { return }
+        guard let effects = processes[id]?.timers.invalidate(timer) else { return }
         performTimers(id, effects)
     }
 
     /// The deadline of `id`'s timer `timer` fell due.
     func appTimerFellDue(_ id: BundleID, timer: HostTimerID) {
         let canRun = timersCanRun(id)
-        guard let effects = runtimes[id]?.timers.fellDue(timer, at: hostNow(), canRun: canRun) else { return }
+        guard let effects = processes[id]?.timers.fellDue(timer, at: hostNow(), canRun: canRun) else { return }
         performTimers(id, effects)
     }
 
     /// The fire of `id`'s timer `timer` returned (its block ran).
     func appTimerReturned(_ id: BundleID, timer: HostTimerID) {
         let canRun = timersCanRun(id)
-        guard let effects = runtimes[id]?.timers.returned(timer, at: hostNow(), canRun: canRun) else { return }
+        guard let effects = processes[id]?.timers.returned(timer, at: hostNow(), canRun: canRun) else { return }
         performTimers(id, effects)
     }
 
@@ -62,11 +62,11 @@ extension Supervisor {
     /// `willEnterForeground` and `didBecomeActive` before the timers, as a run loop has
     /// them): timers that fell due while it ran no code fire once each, if it runs now.
     func resumeAppTimers(_ id: BundleID) {
-        guard runtimes[id]?.timers.owedCount ?? 0 > 0, timersCanRun(id),
-              let owed = runtimes[id]?.timers.owedIDs,
-              let effects = runtimes[id]?.timers.resumed(at: hostNow()), !effects.isEmpty else { return }
+        guard processes[id]?.timers.owedCount ?? 0 > 0, timersCanRun(id),
+              let owed = processes[id]?.timers.owedIDs,
+              let effects = processes[id]?.timers.resumed(at: hostNow()), !effects.isEmpty else { return }
         let fired = owed.filter { effects.contains(.fire($0)) }
-        events.append(.service, app: id, pid: runtimes[id]?.pid,
+        events.append(.service, app: id, pid: processes[id]?.pid,
                       cause: "HostTimer: \(fired.count == 1 ? "timer \(fired[0]) fell" : "timers \(fired.map(String.init).joined(separator: ", ")) fell") due while the app ran no code; fired once each now that it runs",
                       time: now())
         performTimers(id, effects)
@@ -74,13 +74,13 @@ extension Supervisor {
 
     /// The process of `id` ended: its timers go with it.
     func appTimersEnded(_ id: BundleID) {
-        guard let effects = runtimes[id]?.timers.removeAll(), !effects.isEmpty else { return }
+        guard let effects = processes[id]?.timers.removeAll(), !effects.isEmpty else { return }
         performTimers(id, effects)
     }
 
     /// Live host timers of `id`'s process (nil when it has none running): for tests.
     func liveTimerCount(_ id: BundleID) -> Int? {
-        runtimes[id]?.machine.isRunning == true ? runtimes[id]?.timers.count : nil
+        processes[id]?.machine.isRunning == true ? processes[id]?.timers.count : nil
     }
 
     /// Deadlines of `id`'s host timers in the table (any process of it): for tests.
@@ -91,7 +91,7 @@ extension Supervisor {
     }
 
     private func performTimers(_ id: BundleID, _ effects: [AppTimers.Effect]) {
-        guard let instance = runtimes[id]?.instance else { return }
+        guard let instance = processes[id]?.instance else { return }
         for effect in effects {
             switch effect {
             case .arm(let timer, let due):

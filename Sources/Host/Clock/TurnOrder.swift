@@ -138,7 +138,7 @@ extension Supervisor {
     /// The host gave an app work (a callback, a signal, a spawn): it is in line.
     func expectTurn(_ party: TurnOrder.Party) {
         guard takesTurns else { return }
-        if case .app(let id) = party, let instance = runtimes[id]?.instance, turnExcused.contains(instance) { return }
+        if case .app(let id) = party, let instance = processes[id]?.instance, turnExcused.contains(instance) { return }
         turns.expect(party)
     }
 
@@ -151,9 +151,9 @@ extension Supervisor {
         // now that the kernel has confirmed it (the confirmation itself is handled, and
         // logged, at the app's turn, before anything the app answers): apps woken at one
         // instant run together, and only the handling of what they say waits in line.
-        if case .child(let id, let instance, .continued, _) = item, runtimes[id]?.instance == instance,
-           let held = runtimes[id]?.heldForContinue {
-            runtimes[id]?.heldForContinue = nil
+        if case .child(let id, let instance, .continued, _) = item, processes[id]?.instance == instance,
+           let held = processes[id]?.heldForContinue {
+            processes[id]?.heldForContinue = nil
             if !held.isEmpty { sendFrames(id, held) }
         }
         return false
@@ -169,7 +169,7 @@ extension Supervisor {
         case .daemon:
             return transfers.daemonStarting || (transfers.channel != nil && !transfers.awaitingAccept.isEmpty)
         case .app(let id):
-            guard let rt = runtimes[id], !turnExcused.contains(rt.instance) else { return false }
+            guard let rt = processes[id], !turnExcused.contains(rt.instance) else { return false }
             if rt.pendingExit != nil { return true }
             guard rt.machine.isRunning else { return false }
             if rt.machine.killSent || rt.machine.stopPending || rt.lockCheck != nil || rt.heldForContinue != nil { return true }
@@ -201,7 +201,7 @@ extension Supervisor {
                 transfers.awaitingAccept.removeAll()
                 transfers.daemonStarting = false
             case .app(let id):
-                if let instance = runtimes[id]?.instance { turnExcused.insert(instance) }
+                if let instance = processes[id]?.instance { turnExcused.insert(instance) }
             }
         }
         passTurns()

@@ -52,7 +52,7 @@ extension Supervisor {
             throw ControlError(.invalidManifest, "\(absolute): CFBundleIdentifier \"\(bundle.manifest.bundleIdentifier)\": \(error)")
         }
         let updated = apps[id] != nil
-        if updated, runtimes[id]?.machine.isRunning == true {
+        if updated, processes[id]?.machine.isRunning == true {
             feed(id, .terminate(.update))
             await waitForExit(id)
         }
@@ -68,7 +68,7 @@ extension Supervisor {
         }
         apps[app.bundleIdentifier] = Store.AppRow(app: app, settings: settings)
         var modeApp = Self.modeApp(app, configuration)
-        if let rt = runtimes[app.bundleIdentifier], rt.machine.isRunning {
+        if let rt = processes[app.bundleIdentifier], rt.machine.isRunning {
             modeApp.state = rt.machine.state
             modeApp.isRunningCode = rt.machine.isRunningCode
         }
@@ -80,14 +80,13 @@ extension Supervisor {
     /// Uninstalls an app, terminating it first.
     public func uninstall(_ id: BundleID) async throws(ControlError) {
         _ = try installed(id)
-        if runtimes[id]?.machine.isRunning == true {
+        if processes[id]?.machine.isRunning == true {
             feed(id, .terminate(.uninstall))
             await waitForExit(id)
         }
         do { try store.deleteApp(id) } catch { throw ControlError(.internalError, "\(error)") }
         apps.removeValue(forKey: id)
-        forgetPID(of: id)
-        runtimes.removeValue(forKey: id)
+        processes.remove(id)
         performMode(modes.uninstall(id))
         transfersAppUninstalled(id)
         switcherRemoved(id, uninstalled: true)
@@ -130,11 +129,11 @@ extension Supervisor {
         let row = try installed(id)
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
         let mark = recordingMark()
-        if terminateRunning, runtimes[id]?.machine.isRunning == true {
+        if terminateRunning, processes[id]?.machine.isRunning == true {
             feed(id, .terminate(.user))
             await waitForExit(id)
         }
-        if let rt = runtimes[id], rt.machine.isRunning {
+        if let rt = processes[id], rt.machine.isRunning {
             if !background { try await foreground(id) }
             guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
             return .running(pid)
@@ -148,9 +147,9 @@ extension Supervisor {
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments, afterJetsam: afterJetsam)
         if !background { foregroundCandidates.insert(id) }
         feed(id, .launch(options, placement: background ? .background : .foreground))
-        guard runtimes[id] != nil else { throw ControlError(.spawnFailed, "\(id) could not be launched") }
+        guard processes[id] != nil else { throw ControlError(.spawnFailed, "\(id) could not be launched") }
         let ticket = LaunchTicket(mark: mark, number: verbWaits.begin())
-        runtimes[id]?.launchWaiters.append(ticket)
+        processes[id]?.launchWaiters.append(ticket)
         return .waiting(ticket)
     }
 
@@ -171,7 +170,7 @@ extension Supervisor {
         if statvfs(configuration.stateDirectory, &fs) == 0 {
             problems.append("\(UInt64(fs.f_bavail) * UInt64(fs.f_frsize)) bytes free on that file system")
         }
-        let state = runtimes[id]?.machine.state ?? .notRunning
+        let state = processes[id]?.machine.state ?? .notRunning
         return ControlError(.internalError, "\(id) \(what), but the host could not record it in its state directory "
             + "\(configuration.stateDirectory): \(problems.joined(separator: "; ")). \(id) is now \(state.rawValue); "
             + "free space there (or repair the file system) and see the host's log")
@@ -201,14 +200,11 @@ extension Supervisor {
 
     /// A fresh runtime (new instance) for a launch.
     func makeRuntime(_ id: BundleID, _ row: Store.AppRow) {
-        forgetPID(of: id)
         memory.device.processGone(id)
-        nextInstance += 1
         var machine = Lifecycle(exitsOnSuspend: row.app.manifest.exitsOnSuspend, profile: configuration.profile,
                                 grace: configuration.terminationGracePeriod)
         machine.maximumHeldTasks = configuration.bounds.heldTasks
-        runtimes[id] = Runtime(machine: machine, instance: nextInstance, since: now(),
-                               timers: AppTimers(maximum: configuration.bounds.liveTimers))
+        processes.start(id, machine: machine, since: now(), timers: AppTimers(maximum: configuration.bounds.liveTimers))
     }
 
     /// How the plugins see an installed app.
@@ -305,7 +301,7 @@ extension Supervisor {
     /// Makes `id` the active app, sending the previously active app home.
     public func foreground(_ id: BundleID) async throws(ControlError) {
         _ = try installed(id)
-        guard let rt = runtimes[id], rt.machine.isRunning else {
+        guard let rt = processes[id], rt.machine.isRunning else {
             // In the app switcher (jetsam or a crash ended it, not the user): tapping it
             // launches it cold, with the arguments of its last launch, as iOS does.
             if snapshots.keeper.switcher.contains(id) {
@@ -324,7 +320,7 @@ extension Supervisor {
     /// Home button for `id`.
     public func background(_ id: BundleID) async throws(ControlError) {
         _ = try installed(id)
-        guard let rt = runtimes[id], rt.machine.isRunning else {
+        guard let rt = processes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
         }
         let mark = recordingMark()
@@ -335,7 +331,7 @@ extension Supervisor {
     /// Terminates `id` (as a swipe in the app switcher) and waits until it is gone.
     public func terminate(_ id: BundleID) async throws(ControlError) {
         _ = try installed(id)
-        guard let rt = runtimes[id], rt.machine.isRunning else {
+        guard let rt = processes[id], rt.machine.isRunning else {
             throw ControlError(.notRunning, "\(id) is not running")
         }
         let mark = recordingMark()
@@ -348,9 +344,9 @@ extension Supervisor {
     /// the grace period after willTerminate: an app that ignores willTerminate is then killed
     /// as on the real clock. For a host nobody else drives (`apphost privacy-check`).
     public func terminateMovingClock(_ id: BundleID) async {
-        guard let rt = runtimes[id], rt.machine.isRunning else { return }
+        guard let rt = processes[id], rt.machine.isRunning else { return }
         feed(id, .terminate(.user))
-        if configuration.clock == .virtual, runtimes[id]?.machine.isRunning == true {
+        if configuration.clock == .virtual, processes[id]?.machine.isRunning == true {
             _ = try? await advanceClock(by: configuration.terminationGracePeriod + .seconds(1))
         }
         await waitForExit(id)
@@ -369,7 +365,7 @@ extension Supervisor {
         }
         await awaitStopConfirmations(id)
         return ids.map { id in
-            let rt = runtimes[id]
+            let rt = processes[id]
             let state = rt?.machine.state ?? .notRunning
             let since = lastStateChange[id] ?? apps[id]?.app.installedAt ?? now()
             let tasks = rt?.machine.tasks.sorted { $0.key < $1.key }.map { $0.value.name ?? "#\($0.key)" } ?? []
@@ -389,7 +385,7 @@ extension Supervisor {
     /// kernel. The report comes within microseconds; the bound only keeps a lost one from
     /// holding `status` for good.
     func awaitStopConfirmations(_ id: BundleID?) async {
-        let pending = (id.map { [$0] } ?? Array(settleCandidates)).filter { runtimes[$0]?.machine.stopPending == true }
+        let pending = (id.map { [$0] } ?? Array(settleCandidates)).filter { processes[$0]?.machine.stopPending == true }
         guard !pending.isEmpty else { return }
         if stopWaitBound == nil {
             let input = self.input
@@ -397,7 +393,7 @@ extension Supervisor {
                 input.yield(.stopWaitsExpired)
             }
         }
-        for app in pending where runtimes[app]?.machine.stopPending == true {
+        for app in pending where processes[app]?.machine.stopPending == true {
             await withCheckedContinuation { stopWaiters[app, default: []].append($0) }
         }
     }
@@ -415,7 +411,7 @@ extension Supervisor {
             for w in waiters { w.resume() }
             return
         }
-        guard let id, runtimes[id]?.machine.stopPending != true, let waiters = stopWaiters.removeValue(forKey: id) else { return }
+        guard let id, processes[id]?.machine.stopPending != true, let waiters = stopWaiters.removeValue(forKey: id) else { return }
         for w in waiters { w.resume() }
         if stopWaiters.isEmpty {
             stopWaitBound?.cancel()
@@ -430,7 +426,7 @@ extension Supervisor {
 
     /// Suspends until `id` is in `state` (returns at once if it already is).
     public func waitUntil(_ id: BundleID, is state: AppState) async {
-        let current = runtimes[id]?.machine.state ?? .notRunning
+        let current = processes[id]?.machine.state ?? .notRunning
         if current == state { return }
         await withCheckedContinuation { stateWaiters[id, default: []].append((state, $0)) }
     }
@@ -442,12 +438,12 @@ extension Supervisor {
 
     /// The cgroup `id`'s current process runs in, if it has one (tests).
     func cgroup(of id: BundleID) -> AppCgroup? {
-        runtimes[id]?.cgroup
+        processes[id]?.cgroup
     }
 
     /// The pid of a running app.
     public func pid(of id: BundleID) -> Int32? {
-        guard let rt = runtimes[id], rt.machine.isRunning else { return nil }
+        guard let rt = processes[id], rt.machine.isRunning else { return nil }
         return rt.pid
     }
 
@@ -481,12 +477,12 @@ extension Supervisor {
 
     func sendOthersHome(except id: BundleID) {
         for other in foregroundCandidates where other != id {
-            guard let machine = runtimes[other]?.machine, machine.isRunning, machine.placement == .foreground else {
+            guard let machine = processes[other]?.machine, machine.isRunning, machine.placement == .foreground else {
                 foregroundCandidates.remove(other)
                 continue
             }
             feed(other, .home)
-            if runtimes[other]?.machine.placement != .foreground { foregroundCandidates.remove(other) }
+            if processes[other]?.machine.placement != .foreground { foregroundCandidates.remove(other) }
         }
     }
 
@@ -496,22 +492,18 @@ extension Supervisor {
     /// an app starts stays in it, even orphaned), or a descendant of an app's process
     /// (where there are no cgroups). Nil for anyone else (the CLI, a user's shell).
     public func appOwning(pid: Int32) -> BundleID? {
-        if let app = appByPID[pid] { return app }
+        if let app = processes.app(pid: pid) { return app }
         // An app's cgroup is `<apps' cgroup>/<bundle id>`: the last two components name it
         // (a folder name from /proc: checked before it names an app).
         for path in ProcessTree.cgroupPaths(of: pid) {
             let parts = path.split(separator: "/")
-            guard parts.count >= 2, let app = BundleID(String(parts[parts.count - 1])), let rt = runtimes[app],
+            guard parts.count >= 2, let app = BundleID(String(parts[parts.count - 1])), let rt = processes[app],
                   let dir = rt.cgroup?.directories.first, let name = dir.split(separator: "/").suffix(2).first,
                   parts[parts.count - 2] == name else { continue }
             return app
         }
-        return ProcessTree.ancestors(of: pid).lazy.compactMap { self.appByPID[$0] }.first
-    }
-
-    /// The app's process is gone (or replaced): its pid names it no more.
-    func forgetPID(of id: BundleID) {
-        if let pid = runtimes[id]?.pid, appByPID[pid] == id { appByPID[pid] = nil }
+        let table = processes
+        return ProcessTree.ancestors(of: pid).lazy.compactMap { table.app(pid: $0) }.first
     }
 
     /// An app tried the control socket: said once per app and pid.

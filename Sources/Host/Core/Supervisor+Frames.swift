@@ -8,7 +8,7 @@ extension Supervisor {
     /// Callbacks sent to `id`'s current process so far (its last sequence number); nil
     /// when it does not run. The hang watchdog sends none.
     func callbacksSent(_ id: BundleID) -> UInt64? {
-        runtimes[id]?.seq
+        processes[id]?.seq
     }
 
     func send(_ id: BundleID, _ message: HostMessage) {
@@ -28,8 +28,8 @@ extension Supervisor {
     /// `checkingSettled`: whether a settle waiting for it may end now (not from the
     /// settle timer's own handler, which ends it itself).
     func releaseHeldFrames(_ id: BundleID, checkingSettled: Bool = true) {
-        guard let held = runtimes[id]?.heldForContinue else { return }
-        runtimes[id]?.heldForContinue = nil
+        guard let held = processes[id]?.heldForContinue else { return }
+        processes[id]?.heldForContinue = nil
         if !held.isEmpty { sendFrames(id, held) }
         if checkingSettled { checkSettled() }
     }
@@ -43,19 +43,19 @@ extension Supervisor {
     /// launch() it answers, waited for the app's didBecomeActive).
     func sendFrames(_ id: BundleID, _ bytes: [UInt8]) {
         touch(id)
-        if runtimes[id]?.heldForContinue != nil {
-            runtimes[id]?.heldForContinue?.append(contentsOf: bytes)
+        if processes[id]?.heldForContinue != nil {
+            processes[id]?.heldForContinue?.append(contentsOf: bytes)
             return
         }
-        guard let channel = runtimes[id]?.channel else {
+        guard let channel = processes[id]?.channel else {
             logger.warning("no connection to \(id); dropped \(bytes.count) bytes of frames")
             return
         }
         if stepDepth > 0 {
-            stepFrames.add(bytes, channel: channel, writer: runtimes[id]?.writer)
+            stepFrames.add(bytes, channel: channel, writer: processes[id]?.writer)
             return
         }
-        Self.write(bytes, channel: channel, writer: runtimes[id]?.writer)
+        Self.write(bytes, channel: channel, writer: processes[id]?.writer)
     }
 
     /// Writes the frames kept during the step, in the order each connection got them.

@@ -8,15 +8,15 @@ extension Supervisor {
     func handleMessage(_ id: BundleID, _ message: AppMessage) {
         // Scalars, not a copy of the runtime: a copy alive while `pending` is changed below
         // would make the table copy itself on every callback's return.
-        // (Each through `?.`: `runtimes[id].map { ... }` copied the whole runtime.)
-        guard let connected = runtimes[id]?.machine.connected else { return }
-        let machine = (connected: connected, state: runtimes[id]?.machine.state ?? .notRunning)
-        let pid = runtimes[id]?.pid
+        // (Each through `?.`: `processes[id].map { ... }` copied the whole runtime.)
+        guard let connected = processes[id]?.machine.connected else { return }
+        let machine = (connected: connected, state: processes[id]?.machine.state ?? .notRunning)
+        let pid = processes[id]?.pid
         // The host has sent this process SIGKILL: what it says after that (already in the
         // socket, or written before the signal landed) no longer counts, as nothing of a
         // killed app does on iOS. Without this, whether a callback the app returned while
         // the kill was on its way shows in the log depended on the race.
-        if runtimes[id]?.machine.killSent == true { return }
+        if processes[id]?.machine.killSent == true { return }
         switch message {
         case .hello(let version, _):
             guard version == IPCProtocol.version else {
@@ -30,19 +30,19 @@ extension Supervisor {
             }
             // The connection's handler answered it where it read it (see HelloAnswer),
             // through the runtime's writer; without one, the answer is the actor's.
-            if runtimes[id]?.helloAnswer?.answered != true {
+            if processes[id]?.helloAnswer?.answered != true {
                 send(id, .welcome(version: IPCProtocol.version, bundleIdentifier: id.rawValue, screen: configuration.screen))
             }
             feed(id, .handshake)
         case _ where !machine.connected:
             feed(id, .protocolViolation("message before hello"))
         case .callbackReturned(let seq):
-            guard let callback = runtimes[id]?.pending.removeValue(forKey: seq) else {
+            guard let callback = processes[id]?.pending.removeValue(forKey: seq) else {
                 feed(id, .protocolViolation("callbackReturned for unknown callback \(seq)"))
                 return
             }
             // willTerminate returned: the settle rules wait for the exit it brings.
-            if runtimes[id]?.machine.terminating != nil { settleCandidates.insert(id) }
+            if processes[id]?.machine.terminating != nil { settleCandidates.insert(id) }
             if case .service(.timerFired(let timer)) = callback {
                 // A timer's fire leaves no line (a repeating one would flood the log) and
                 // concerns no plugin, transfer or snapshot.
@@ -62,9 +62,9 @@ extension Supervisor {
                 performMode(modes.callbackReturned(event, app: id, at: hostNow()))
             }
         case .viewTree(let tree):
-            runtimes[id]?.viewTree = tree
+            processes[id]?.viewTree = tree
         case .ignoreSnapshotOnNextApplicationLaunch:
-            runtimes[id]?.ignoreSnapshotsUntilActive = true
+            processes[id]?.ignoreSnapshotsUntilActive = true
         case .beginBackgroundTask(let taskID, let rawName):
             let name = configuration.bounds.taskName(rawName)
             events.append(.backgroundTask, app: id, pid: pid,
@@ -73,10 +73,10 @@ extension Supervisor {
             feed(id, .taskBegan(id: taskID, name: name))
         case .endBackgroundTask(let taskID):
             events.append(.backgroundTask, app: id, pid: pid, cause: "endBackgroundTask id \(taskID)",
-                          fields: .init(task: taskID, taskName: runtimes[id]?.machine.tasks[taskID]?.name, began: false), time: now())
+                          fields: .init(task: taskID, taskName: processes[id]?.machine.tasks[taskID]?.name, began: false), time: now())
             feed(id, .taskEnded(id: taskID))
         case .request(let requestID, .backgroundTimeRemaining):
-            send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: runtimes[id]?.machine.timeRemaining(at: hostNow()) ?? 0)))
+            send(id, .reply(id: requestID, reply: .backgroundTimeRemaining(seconds: processes[id]?.machine.timeRemaining(at: hostNow()) ?? 0)))
         case .request(let requestID, .service(.timerSchedule(let timer, let seconds, let repeats))):
             send(id, .reply(id: requestID, reply: .service(scheduleAppTimer(id, timer: timer, seconds: seconds, repeats: repeats))))
         case .invalidateTimer(let timer):
@@ -116,7 +116,7 @@ extension Supervisor {
         switch callback {
         case .backgroundTaskExpiration(let taskID):
             fields.task = taskID
-            fields.taskName = runtimes[id]?.machine.tasks[taskID]?.name
+            fields.taskName = processes[id]?.machine.tasks[taskID]?.name
         case .service(.bgTaskLaunch(let identifier, _)), .service(.bgTaskExpire(let identifier)):
             fields.bgTask = identifier
         case .service(.performFetch(let fetch)):

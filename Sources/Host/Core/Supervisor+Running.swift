@@ -86,7 +86,7 @@ extension Supervisor {
     /// waits until none is left.
     public func shutdown() async {
         shuttingDown = true
-        let running = runtimes.filter { $0.value.machine.isRunning }.map(\.key).sorted()
+        let running = processes.entries.filter { $0.value.machine.isRunning }.map(\.key).sorted()
         events.append(.hostStopping, cause: "shutting down, terminating \(running.count) app(s)", time: now())
         if configuration.clock == .virtual {
             // One app after the other, so that the log's end is the same every run (apps
@@ -96,12 +96,12 @@ extension Supervisor {
             // kill, with the same report, however long the machine took to let it answer.
             for id in running {
                 feed(id, .terminate(.shutdown))
-                guard runtimes[id]?.machine.isRunning == true else { continue }
+                guard processes[id]?.machine.isRunning == true else { continue }
                 await settle()
-                if let rt = runtimes[id], rt.machine.isRunning, !rt.machine.killSent {
+                if let rt = processes[id], rt.machine.isRunning, !rt.machine.killSent {
                     apply(scheduler.cancel(DeadlineKey(app: id, instance: rt.instance, timer: .lifecycle(.grace))))
                     feed(id, .timerFired(.grace))
-                    if runtimes[id]?.machine.killSent != true, let child = runtimes[id]?.child {
+                    if processes[id]?.machine.killSent != true, let child = processes[id]?.child {
                         try? child.signal(SIGKILL)
                     }
                 }
@@ -114,7 +114,7 @@ extension Supervisor {
             // The grace timers run on the host clock, which on the virtual clock nobody moves
             // now: after the grace period in real time the apps still there are killed, and
             // after 5 s more (a process SIGKILL cannot end at once) no longer waited for.
-            if runtimes.values.contains(where: { $0.machine.isRunning }) {
+            if processes.entries.values.contains(where: { $0.machine.isRunning }) {
                 armShutdownTimer(final: false)
             }
             for id in running {
@@ -141,15 +141,15 @@ extension Supervisor {
     func shutdownGraceOver(final: Bool) {
         guard shuttingDown else { return }
         // Only apps already told to terminate (on the virtual clock they are told one at a time).
-        let left = runtimes.filter { $0.value.machine.isRunning && (final || $0.value.machine.terminating != nil) }.map(\.key).sorted()
+        let left = processes.entries.filter { $0.value.machine.isRunning && (final || $0.value.machine.terminating != nil) }.map(\.key).sorted()
         guard !left.isEmpty else { return }
         if !final {
             for id in left {
-                guard let rt = runtimes[id], !rt.machine.killSent else { continue }
+                guard let rt = processes[id], !rt.machine.killSent else { continue }
                 apply(scheduler.cancel(DeadlineKey(app: id, instance: rt.instance, timer: .lifecycle(.grace))))
                 logger.warning("\(id) did not exit within the shutdown's grace period (real time): killing it")
                 feed(id, .timerFired(.grace))
-                if runtimes[id]?.machine.killSent != true, let child = runtimes[id]?.child {
+                if processes[id]?.machine.killSent != true, let child = processes[id]?.child {
                     // Not terminating in the machine's eyes: kill it all the same.
                     try? child.signal(SIGKILL)
                 }
@@ -158,12 +158,12 @@ extension Supervisor {
             return
         }
         for id in left {
-            let pid = runtimes[id]?.pid.map { " (pid \($0))" } ?? ""
+            let pid = processes[id]?.pid.map { " (pid \($0))" } ?? ""
             logger.error("\(id)\(pid) was not reaped after SIGKILL; the host stops without waiting for it")
-            events.append(.warning, app: id, pid: runtimes[id]?.pid,
+            events.append(.warning, app: id, pid: processes[id]?.pid,
                           cause: "not reaped after SIGKILL; the host stopped without waiting for it", time: now())
-            let waiters = runtimes[id]?.exitWaiters ?? []
-            runtimes[id]?.exitWaiters.removeAll()
+            let waiters = processes[id]?.exitWaiters ?? []
+            processes[id]?.exitWaiters.removeAll()
             for w in waiters {
                 verbWaits.end(w.number)
                 w.continuation.resume()
@@ -172,9 +172,9 @@ extension Supervisor {
     }
 
     func waitForExit(_ id: BundleID) async {
-        guard let rt = runtimes[id], rt.machine.isRunning else { return }
+        guard let rt = processes[id], rt.machine.isRunning else { return }
         let number = verbWaits.begin()
-        await withCheckedContinuation { c in runtimes[id]?.exitWaiters.append((number, c)) }
+        await withCheckedContinuation { c in processes[id]?.exitWaiters.append((number, c)) }
     }
 }
 

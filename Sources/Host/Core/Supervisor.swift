@@ -53,9 +53,9 @@ public actor Supervisor {
     var safetyNetFailures: [String] = []
 
     var apps: [BundleID: Store.AppRow] = [:]
-    var runtimes: [BundleID: Runtime] = [:]
+    /// Each running app's process and runtime (see ``ProcessTable``).
+    var processes = ProcessTable()
     var lastStateChange: [BundleID: Date] = [:]
-    var nextInstance: UInt64 = 0
     var shuttingDown = false
     /// Asked to shut down, stopped, and who waits for each (Supervisor+Running.swift).
     var life = HostLife()
@@ -66,15 +66,11 @@ public actor Supervisor {
     /// Child events that arrived before their `.spawned` (replayed after it).
     /// A run-loop stamp page made after a spawn for the next one (see `spawn`).
     var spareStampPage: RunLoopStampPage?
-    /// Each running app's pid (see ``appOwning(pid:)``): a control connection asks, so
-    /// it must not cost a walk of every runtime.
-    var appByPID: [Int32: BundleID] = [:]
     /// Virtual clock: whose inputs are handled now, and what waits (see ``TurnOrder``).
     var turns = TurnOrder()
     /// Process instances the host stopped waiting for (a settle ran out on them).
     var turnExcused: Set<UInt64> = []
     var passingTurns = false
-    var earlyChildEvents: [UInt64: [(event: ChildEvent, observed: ContinuousClock.Instant)]] = [:]
     var stateWaiters: [BundleID: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
     /// `status` calls waiting for the kernel's word on a stop (see ``awaitStopConfirmations(_:)``).
     var stopWaiters: [BundleID: [CheckedContinuation<Void, Never>]] = [:]
@@ -180,21 +176,18 @@ public actor Supervisor {
         switch item {
         case .spawned(let id, let instance, let child):
             settleCandidates.insert(id)
-            let early = earlyChildEvents.removeValue(forKey: instance) ?? []
-            guard let rt = runtimes[id], rt.instance == instance else {
+            let (attached, early) = processes.attach(id, instance: instance, child: child)
+            guard attached != nil else {
                 try? child.signal(SIGKILL)
                 return
             }
-            rt.child = child
-            rt.pid = child.pid
-            appByPID[child.pid] = id
             touch(id)
             events.append(.spawned, app: id, pid: child.pid, cause: "spawned \(apps[id]?.app.executablePath ?? "")", time: now())
             feed(id, .spawned(pid: child.pid))
-            if runtimes[id]?.machine.killSent == true {
+            if processes[id]?.machine.killSent == true {
                 // Killed (a watchdog, a terminate) before the process existed.
-                if let cgroup = runtimes[id]?.cgroup, runtimes[id]?.oomKillsAtHostKill == nil {
-                    runtimes[id]?.oomKillsAtHostKill = cgroup.oomKills
+                if let cgroup = processes[id]?.cgroup, processes[id]?.oomKillsAtHostKill == nil {
+                    processes[id]?.oomKillsAtHostKill = cgroup.oomKills
                 }
                 try? child.signal(SIGKILL)
             }
@@ -203,48 +196,50 @@ public actor Supervisor {
             }
 
         case .spawnFailed(let id, let instance, let error):
-            guard let rt = runtimes[id], rt.instance == instance else { return }
+            guard let rt = processes[id], rt.instance == instance else { return }
             events.append(.warning, app: id, cause: "launch failed: \(error)", time: now())
-            runtimes[id]?.exitStatus = nil
+            processes[id]?.exitStatus = nil
             finishLaunchWaiters(id, .failure(ControlError(.spawnFailed, "\(id): could not launch: \(error)")))
             feed(id, .exited(description: "could not be spawned: \(error)", clean: false))
 
         case .connected(let id, let instance, let channel, let writer, let hello):
-            guard runtimes[id]?.instance == instance, runtimes[id]?.machine.isRunning == true else {
+            guard processes[id]?.instance == instance, processes[id]?.machine.isRunning == true else {
                 writer?.close()
                 channel.close(promise: nil)
                 return
             }
-            runtimes[id]?.channel = channel
-            runtimes[id]?.writer = writer
-            runtimes[id]?.helloAnswer = hello
-            runtimes[id]?.channelOpen = true
+            processes[id]?.channel = channel
+            processes[id]?.writer = writer
+            processes[id]?.helloAnswer = hello
+            processes[id]?.channelOpen = true
             touch(id)
 
         case .message(let id, let instance, let message):
-            guard runtimes[id]?.instance == instance else { return }
+            guard processes[id]?.instance == instance else { return }
             touch(id)
             handleMessage(id, message)
 
         case .messages(let id, let instance, let messages):
-            if runtimes[id]?.instance == instance { touch(id) }
+            if processes[id]?.instance == instance { touch(id) }
             for message in messages {
                 // Each is checked: one of them may end the app (a violation, a kill).
-                guard runtimes[id]?.instance == instance else { return }
+                guard processes[id]?.instance == instance else { return }
                 handleMessage(id, message)
             }
 
         case .violation(let id, let instance, let reason):
-            guard runtimes[id]?.instance == instance else { return }
+            guard processes[id]?.instance == instance else { return }
             touch(id)
-            events.append(.warning, app: id, pid: runtimes[id]?.pid, cause: "IPC protocol violation: \(reason)", time: now())
+            events.append(.warning, app: id, pid: processes[id]?.pid, cause: "IPC protocol violation: \(reason)", time: now())
             feed(id, .protocolViolation(reason))
 
         case .child(let id, let instance, let event, let observed):
-            guard runtimes[id]?.instance == instance else { return }
-            guard runtimes[id]?.child != nil else {
+            guard processes[id]?.instance == instance else { return }
+            guard processes[id]?.child != nil else {
                 // Reported by the reaper before the spawn call returned: keep for `.spawned`.
-                earlyChildEvents[instance, default: []].append((event, observed))
+                if !processes.holdEarly(instance: instance, event, observed: observed) {
+                    logger.warning("\(id): more than \(ProcessTable.earlyReportsBound) reports about its process before its spawn returned; dropped one")
+                }
                 return
             }
             switch event {
@@ -252,40 +247,40 @@ public actor Supervisor {
                 // A continue followed by a stop before the reaper looked is reported as the
                 // stop alone: the frames held for the continue's word go now.
                 releaseHeldFrames(id)
-                runtimes[id]?.stopConfirmed = true
+                processes[id]?.stopConfirmed = true
                 // Stopped, so alive: no OOM kill counted so far was of the app itself.
-                if let cgroup = runtimes[id]?.cgroup { runtimes[id]?.oomKillsBefore = cgroup.oomKills }
+                if let cgroup = processes[id]?.cgroup { processes[id]?.oomKillsBefore = cgroup.oomKills }
                 feedObserved(id, .stopConfirmed, at: observed)
                 // Quiet without a probe only if the stop stands: a report taken late (kept for
                 // the app's turn) may come after the host continued the process again.
-                if takesTurns, runtimes[id]?.machine.state == .suspended, runtimes[id]?.heldForContinue == nil {
+                if takesTurns, processes[id]?.machine.state == .suspended, processes[id]?.heldForContinue == nil {
                     quiescence.stopped(.init(app: id, instance: instance))
                 }
-                if runtimes[id]?.lockCheck == .awaitingStop { startLockCheck(id) }
+                if processes[id]?.lockCheck == .awaitingStop { startLockCheck(id) }
             case .continued:
-                events.append(.signal, app: id, pid: runtimes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
+                events.append(.signal, app: id, pid: processes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
                               fields: .init(signal: .cont, confirmed: true), time: scheduler.date(observed: observed))
                 touch(id)
                 feedObserved(id, .continueConfirmed, at: observed)
-                runtimes[id]?.stopConfirmed = false
+                processes[id]?.stopConfirmed = false
                 releaseHeldFrames(id)
             case .exited(let status):
-                runtimes[id]?.heldForContinue = nil
+                processes[id]?.heldForContinue = nil
                 // The app is gone: so is anything left in its cgroup (a child holding its end
                 // of the IPC socket would keep the connection open, too). Apps make no process
                 // (seccomp), so there is none: this is defense in depth, harmless when empty.
-                if let left = runtimes[id]?.cgroup?.killAll(), !left.isEmpty {
+                if let left = processes[id]?.cgroup?.killAll(), !left.isEmpty {
                     events.append(.warning, app: id, cause: "processes \(left.map(String.init).joined(separator: ", ")) of the app's cgroup outlived SIGKILL", time: now())
                 }
-                if runtimes[id]?.channelOpen == true {
-                    runtimes[id]?.pendingExit = status
+                if processes[id]?.channelOpen == true {
+                    processes[id]?.pendingExit = status
                     settleCandidates.insert(id)
                     // At most 1 s (real time) for the socket to reach EOF, on the event loop's
                     // timer, cancelled when it does. On the virtual clock the EOF decides
                     // (the process is gone: nothing holds its end), under the safety net.
                     let input = self.input
                     let bound: Duration = takesTurns ? configuration.settleTimeout : .seconds(1)
-                    runtimes[id]?.drainTimer = group.any().scheduleTask(in: .nanoseconds(bound.clampedNanoseconds)) {
+                    processes[id]?.drainTimer = group.any().scheduleTask(in: .nanoseconds(bound.clampedNanoseconds)) {
                         input.yield(.drainExpired(app: id, instance: instance))
                     }
                 } else {
@@ -294,26 +289,26 @@ public actor Supervisor {
             }
 
         case .disconnected(let id, let instance):
-            guard runtimes[id]?.instance == instance else { return }
-            runtimes[id]?.channelOpen = false
-            runtimes[id]?.writer = nil
-            runtimes[id]?.drainTimer?.cancel()
-            runtimes[id]?.drainTimer = nil
-            if let status = runtimes[id]?.pendingExit {
+            guard processes[id]?.instance == instance else { return }
+            processes[id]?.channelOpen = false
+            processes[id]?.writer = nil
+            processes[id]?.drainTimer?.cancel()
+            processes[id]?.drainTimer = nil
+            if let status = processes[id]?.pendingExit {
                 processExit(id, status)
             }
 
         case .drainExpired(let id, let instance):
-            guard runtimes[id]?.instance == instance, let status = runtimes[id]?.pendingExit else { return }
-            runtimes[id]?.channelOpen = false
-            runtimes[id]?.writer = nil
-            runtimes[id]?.channel?.close(promise: nil)
+            guard processes[id]?.instance == instance, let status = processes[id]?.pendingExit else { return }
+            processes[id]?.channelOpen = false
+            processes[id]?.writer = nil
+            processes[id]?.channel?.close(promise: nil)
             processExit(id, status)
 
         case .lockVerdict(let id, let instance, let what, let observed):
-            guard runtimes[id]?.instance == instance, runtimes[id]?.lockCheck == .checking else { return }
+            guard processes[id]?.instance == instance, processes[id]?.lockCheck == .checking else { return }
             // Nil when the app was resumed (or killed) meanwhile: the check is moot.
-            runtimes[id]?.lockCheck = nil
+            processes[id]?.lockCheck = nil
             if let what { feedObserved(id, .lockHeldAtSuspension(what), at: observed) }
 
         case .deadlinesDue:
@@ -342,25 +337,25 @@ public actor Supervisor {
     /// for the channel's pipeline, handlers and buffers, 40-60 µs for the page's munmap,
     /// which stops the other CPUs to flush their TLBs in this VM).
     func releaseConnection(_ id: BundleID) {
-        let channel = runtimes[id]?.channel, page = runtimes[id]?.stampPage
+        let channel = processes[id]?.channel, page = processes[id]?.stampPage
         guard channel != nil || page != nil else { return }
-        runtimes[id]?.channel = nil
-        runtimes[id]?.helloAnswer = nil
-        runtimes[id]?.stampPage = nil
+        processes[id]?.channel = nil
+        processes[id]?.helloAnswer = nil
+        processes[id]?.stampPage = nil
         (channel?.eventLoop ?? group.any()).execute { withExtendedLifetime((channel, page)) {} }
     }
 
     func processExit(_ id: BundleID, _ status: ExitStatus) {
-        forgetPID(of: id)
+        processes.processGone(id)
         memory.device.processGone(id)
-        runtimes[id]?.pendingExit = nil
-        runtimes[id]?.writer = nil
-        if let instance = runtimes[id]?.instance {
+        processes[id]?.pendingExit = nil
+        processes[id]?.writer = nil
+        if let instance = processes[id]?.instance {
             quiescence.exited(.init(app: id, instance: instance))
         }
-        runtimes[id]?.exitStatus = status
-        events.append(.exited, app: id, pid: runtimes[id]?.pid, cause: status.description, time: now())
-        if let record = runtimes[id]?.outOfMemoryRecord(status) {
+        processes[id]?.exitStatus = status
+        events.append(.exited, app: id, pid: processes[id]?.pid, cause: status.description, time: now())
+        if let record = processes[id]?.outOfMemoryRecord(status) {
             feed(id, .limitExceeded(record))
         }
         let clean: Bool
@@ -386,32 +381,32 @@ public actor Supervisor {
             }
             // Timers that fell due while the app ran no code fire once it runs again, after
             // the callbacks of the step that resumed it.
-            if feedDepth == 0, runtimes[id]?.timers.owedCount ?? 0 > 0 { resumeAppTimers(id) }
+            if feedDepth == 0, processes[id]?.timers.owedCount ?? 0 > 0 { resumeAppTimers(id) }
             // Footprints that may have changed in the step are read, and the pressure judged.
             if feedDepth == 0, memory.device.hasStale { evaluateMemoryAfterStep() }
             events.endBatch()
         }
         // In place: a copy of the runtime would make the machine's tables copy themselves.
         let now = hostNow()
-        guard let effects = runtimes[id]?.machine.handle(event, at: now) else { return }
+        guard let effects = processes[id]?.machine.handle(event, at: now) else { return }
         for effect in effects {
             perform(id, effect)
         }
-        // Read through `?.`, not a copy of the runtime (`guard let rt = runtimes[id]`
+        // Read through `?.`, not a copy of the runtime (`guard let rt = processes[id]`
         // retained and released everything in it, on every event fed).
-        guard let isRunning = runtimes[id]?.machine.isRunning else { return }
+        guard let isRunning = processes[id]?.machine.isRunning else { return }
         // Launch finished (or failed): answer `launch`.
-        if runtimes[id]?.machine.launched == true || !isRunning, runtimes[id]?.launchWaiters.isEmpty == false {
-            if let pid = runtimes[id]?.pid, isRunning {
+        if processes[id]?.machine.launched == true || !isRunning, processes[id]?.launchWaiters.isEmpty == false {
+            if let pid = processes[id]?.pid, isRunning {
                 finishLaunchWaiters(id, .success(pid))
             } else {
-                let reason = runtimes[id]?.exitStatus.map { "it ended during launch (\($0.description))" } ?? "it did not start"
+                let reason = processes[id]?.exitStatus.map { "it ended during launch (\($0.description))" } ?? "it did not start"
                 finishLaunchWaiters(id, .failure(ControlError(.spawnFailed, "\(id) could not be launched: \(reason); see `apphost reports \(id)`")))
             }
         }
         if !stopWaiters.isEmpty { resumeStopWaiters(id) }
-        if !isRunning, let waiters = runtimes[id]?.exitWaiters, !waiters.isEmpty {
-            runtimes[id]?.exitWaiters.removeAll()
+        if !isRunning, let waiters = processes[id]?.exitWaiters, !waiters.isEmpty {
+            processes[id]?.exitWaiters.removeAll()
             for w in waiters {
                 verbWaits.end(w.number)
                 w.continuation.resume()
@@ -429,8 +424,8 @@ public actor Supervisor {
     /// the verdict (see ``settleViews``), so on the virtual clock the kill comes at the time
     /// of the stop.
     func startLockCheck(_ id: BundleID) {
-        guard let instance = runtimes[id]?.instance, let pid = runtimes[id]?.child?.pid else { return }
-        runtimes[id]?.lockCheck = .checking
+        guard let instance = processes[id]?.instance, let pid = processes[id]?.child?.pid else { return }
+        processes[id]?.lockCheck = .checking
         settleCandidates.insert(id)
         let (container, input) = (configuration.containersDirectory + "/" + id.rawValue + "/", self.input)
         Task.detached {
@@ -468,9 +463,9 @@ public actor Supervisor {
     /// the step's events follow at its end), so that each waiter is answered here, with a
     /// failure if a write since its launch began failed, and goes on without the actor.
     func finishLaunchWaiters(_ id: BundleID, _ result: Result<Int32, ControlError>) {
-        let waiters = runtimes[id]?.launchWaiters ?? []
+        let waiters = processes[id]?.launchWaiters ?? []
         guard !waiters.isEmpty else { return }
-        runtimes[id]?.launchWaiters.removeAll()
+        processes[id]?.launchWaiters.removeAll()
         if case .success = result { events.writeHeld() }
         for ticket in waiters {
             verbWaits.end(ticket.number)
@@ -488,23 +483,23 @@ public actor Supervisor {
             spawn(id, options: options)
         case .send(let callback, let state):
             expectTurn(.app(id))
-            guard let last = runtimes[id]?.seq else { return }
+            guard let last = processes[id]?.seq else { return }
             let seq = last + 1
-            runtimes[id]?.seq = seq
-            runtimes[id]?.pending[seq] = callback
-            runtimes[id]?.callbacksSent?.sent(seq)
+            processes[id]?.seq = seq
+            processes[id]?.pending[seq] = callback
+            processes[id]?.callbacksSent?.sent(seq)
             // The first callback may have gone out with the welcome (see HelloAnswer).
-            if seq == 1, case .didFinishLaunching = callback, runtimes[id]?.helloAnswer?.firstCallbackSent == true { return }
+            if seq == 1, case .didFinishLaunching = callback, processes[id]?.helloAnswer?.firstCallbackSent == true { return }
             send(id, .callback(seq: seq, callback: callback, state: state))
         case .signal(let sig, let reason):
             // The signal first, the host's books after: nothing below changes what is sent,
             // and the time from a callback's return to its SIGSTOP is the decision's cost.
-            let child = runtimes[id]?.child
+            let child = processes[id]?.child
             // Sent at the moment the host issues kill(2), as a raw loop times its signal:
             // the call itself is the kernel's (it wakes the app's threads, and one woken on
             // this CPU may run first: about 20 µs of a SIGSTOP here).
             let issued = now()
-            let outcome = runtimes[id]?.signal(sig)
+            let outcome = processes[id]?.signal(sig)
             settleCandidates.insert(id)
             expectTurn(.app(id))
             touch(id)
@@ -514,9 +509,9 @@ public actor Supervisor {
             // On the virtual clock, what follows a continue waits for the kernel's word that
             // the app runs again (a stopped process reports it; one not yet stopped may not).
             // (The kernel's word arrives as an input: after this step, whatever the order here.)
-            if sig == .cont, configuration.clock == .virtual, runtimes[id]?.stopConfirmed == true,
-               runtimes[id]?.heldForContinue == nil {
-                runtimes[id]?.heldForContinue = []
+            if sig == .cont, configuration.clock == .virtual, processes[id]?.stopConfirmed == true,
+               processes[id]?.heldForContinue == nil {
+                processes[id]?.heldForContinue = []
             }
             if let error = sent {
                 // ESRCH: already gone; its exit is on its way.
@@ -531,19 +526,19 @@ public actor Supervisor {
             // iOS kills an app suspended with a shared file lock (0xdead10cc) rather than let
             // it deadlock the others: checked once the kernel has confirmed the stop (see
             // `.child(.stopped)` and `startLockCheck`), when the app can take no more locks.
-            runtimes[id]?.lockCheck = sig == .stop ? .awaitingStop : nil
+            processes[id]?.lockCheck = sig == .stop ? .awaitingStop : nil
         case .transition(let from, let to, let cause):
             settleCandidates.insert(id)
             let time = observedTime.flatMap { $0.app == id ? $0.date : nil } ?? now()
             lastStateChange[id] = time
-            runtimes[id]?.since = time
-            runtimes[id]?.history.append(StateRecord(state: to, time: time, cause: cause))
-            let pid = runtimes[id]?.pid
+            processes[id]?.since = time
+            processes[id]?.history.append(StateRecord(state: to, time: time, cause: cause))
+            let pid = processes[id]?.pid
             pendingTransitions.append(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time))
             events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
-            let machine = runtimes[id]?.machine
+            let machine = processes[id]?.machine
             // Before its hello: a first callback made for another state does not go out.
-            if machine?.connected == false, let answer = runtimes[id]?.helloAnswer, answer.firstState != to {
+            if machine?.connected == false, let answer = processes[id]?.helloAnswer, answer.firstState != to {
                 answer.withdrawFirstCallback()
             }
             if to == .active {
@@ -570,12 +565,12 @@ public actor Supervisor {
         case .report(let record):
             writeReport(id, record)
         case .log(let message):
-            events.append(.warning, app: id, pid: runtimes[id]?.pid, cause: message, time: now())
+            events.append(.warning, app: id, pid: processes[id]?.pid, cause: message, time: now())
         }
     }
 
     func writeReport(_ id: BundleID, _ record: Lifecycle.TerminationRecord) {
-        guard let rt = runtimes[id] else { return }
+        guard let rt = processes[id] else { return }
         reportWriter.write(ReportWriter.report(app: id, pid: rt.pid, status: rt.exitStatus, record: record,
                                                history: rt.history, time: now()), events: events)
     }

@@ -25,13 +25,13 @@ struct MemoryState {
 /// The kernel as the memory part reads it: each app's memory cgroup, else its process's
 /// `statm` and `smaps_rollup`.
 struct KernelFootprints: FootprintSource {
-    let runtimes: [BundleID: Supervisor.Runtime]
+    let processes: ProcessTable
 
     func pid(of app: BundleID) -> Int32? {
-        guard let rt = runtimes[app], rt.machine.isRunning else { return nil }
+        guard let rt = processes[app], rt.machine.isRunning else { return nil }
         return rt.pid
     }
-    func cgroupCharge(of app: BundleID) -> UInt64? { runtimes[app]?.cgroup?.memoryCurrent }
+    func cgroupCharge(of app: BundleID) -> UInt64? { processes[app]?.cgroup?.memoryCurrent }
     func resident(pid: Int32) -> UInt64? { try? ProcStatm.residentBytes(pid: pid) }
     func proportional(pid: Int32) -> UInt64? { try? SmapsRollup.read(pid: pid).pss }
 }
@@ -75,13 +75,13 @@ extension Supervisor {
 
     /// The band of an app jetsam may choose: running, not already ending.
     func jetsamBand(_ id: BundleID) -> JetsamBand? {
-        guard let machine = runtimes[id]?.machine, machine.isRunning, !machine.killSent, machine.terminating == nil else { return nil }
+        guard let machine = processes[id]?.machine, machine.isRunning, !machine.killSent, machine.terminating == nil else { return nil }
         return JetsamBand.of(state: machine.state, placement: machine.placement, hasActivity: !machine.activities.isEmpty)
     }
 
     /// The running apps, and whether each runs code (what the part reads on a refresh).
     func runningApps() -> [(app: BundleID, runsCode: Bool)] {
-        runtimes.compactMap { id, rt in rt.machine.isRunning ? (id, rt.machine.isRunningCode) : nil }
+        processes.entries.compactMap { id, rt in rt.machine.isRunning ? (id, rt.machine.isRunningCode) : nil }
     }
 
     /// The part judges the footprints marked stale; what it decides (warnings, kills)
@@ -90,7 +90,7 @@ extension Supervisor {
     @discardableResult
     func evaluateMemory() -> [MemoryPressure.Effect] {
         guard !memory.evaluating else { return [] }
-        let fx = memory.device.evaluate(KernelFootprints(runtimes: runtimes), band: jetsamBand)
+        let fx = memory.device.evaluate(KernelFootprints(processes: processes), band: jetsamBand)
         performMemory(fx)
         return fx
     }
@@ -123,7 +123,7 @@ extension Supervisor {
 
     /// A level reported from outside: `apphost device memory` (forced) or a PSI trigger.
     func memoryReported(_ level: MemoryPressureLevel, by reporter: MemoryPressure.Reporter) -> [MemoryPressure.Effect] {
-        let fx = memory.device.reported(level, by: reporter, running: runningApps(), KernelFootprints(runtimes: runtimes), band: jetsamBand)
+        let fx = memory.device.reported(level, by: reporter, running: runningApps(), KernelFootprints(processes: processes), band: jetsamBand)
         performMemory(fx)
         return fx
     }
@@ -138,17 +138,17 @@ extension Supervisor {
                 events.append(.memory, cause: "memory pressure \(from.rawValue) → \(to.rawValue)",
                               fields: .init(footprint: total, pressure: to), time: now())
             case .warnRunningApps(let level):
-                for id in runtimes.keys.sorted() {
-                    guard let m = runtimes[id]?.machine, m.isRunningCode, m.launched, m.terminating == nil, !m.killSent else { continue }
-                    events.append(.memory, app: id, pid: runtimes[id]?.pid, cause: "memory warning (pressure \(level.rawValue)): didReceiveMemoryWarning",
+                for id in processes.ids.sorted() {
+                    guard let m = processes[id]?.machine, m.isRunningCode, m.launched, m.terminating == nil, !m.killSent else { continue }
+                    events.append(.memory, app: id, pid: processes[id]?.pid, cause: "memory warning (pressure \(level.rawValue)): didReceiveMemoryWarning",
                                   fields: .init(callback: LifecycleCallback.didReceiveMemoryWarning.name, footprint: memory.device.footprints[id], pressure: level),
                                   time: now())
                     feed(id, .memoryWarning)
                 }
             case .jetsam(let victim):
-                guard runtimes[victim.app]?.machine.isRunning == true else { continue }
+                guard processes[victim.app]?.machine.isRunning == true else { continue }
                 let band = victim.band
-                events.append(.memory, app: victim.app, pid: runtimes[victim.app]?.pid,
+                events.append(.memory, app: victim.app, pid: processes[victim.app]?.pid,
                               cause: "jetsam: killing \(victim.app), the least valuable app left (band \(band)), for vm-pageshortage",
                               fields: .init(footprint: victim.footprint, pressure: .critical, band: band), time: now())
                 let record = Lifecycle.TerminationRecord(
@@ -202,7 +202,7 @@ extension Supervisor {
     /// code); evaluates. True when it killed (the caller settles the kills).
     func memoryAdvanceStep(_ app: BundleID?) -> Bool {
         if let app {
-            guard runtimes[app]?.machine.isRunningCode == true else { return false }
+            guard processes[app]?.machine.isRunningCode == true else { return false }
             memory.device.markStale(app)
         } else {
             memory.device.refresh(runningApps())

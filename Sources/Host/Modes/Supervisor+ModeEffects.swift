@@ -25,7 +25,7 @@ extension Supervisor {
             guard apps.index(forKey: app) != nil else { return }
             var launch: LaunchReason?
             if case .launch(let reason) = wake { launch = reason }
-            if runtimes[app]?.machine.isRunning != true {
+            if processes[app]?.machine.isRunning != true {
                 guard let launch, !shuttingDown, let row = apps[app] else {
                     events.append(.service, app: app, cause: "\(event.name) not delivered: the app is not running (\(because))", time: now())
                     return
@@ -35,37 +35,37 @@ extension Supervisor {
                 feed(app, .deliver(event, wake: true, launch: launch))
                 return
             }
-            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "\(event.name) (\(because))", time: now())
+            events.append(.service, app: app, pid: processes[app]?.pid, cause: "\(event.name) (\(because))", time: now())
             feed(app, .deliver(event, wake: wake != .ifRunning, launch: launch))
         case .beginActivity(let app, let name):
-            guard runtimes[app]?.machine.isRunning == true, runtimes[app]?.machine.activities.contains(name) == false else { return }
-            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "activity began: \(name) (keeps the app running in the background)", time: now())
+            guard processes[app]?.machine.isRunning == true, processes[app]?.machine.activities.contains(name) == false else { return }
+            events.append(.service, app: app, pid: processes[app]?.pid, cause: "activity began: \(name) (keeps the app running in the background)", time: now())
             feed(app, .activityBegan(name))
         case .endActivity(let app, let name):
-            guard runtimes[app]?.machine.activities.contains(name) == true else { return }
-            events.append(.service, app: app, pid: runtimes[app]?.pid, cause: "activity ended: \(name)", time: now())
+            guard processes[app]?.machine.activities.contains(name) == true else { return }
+            events.append(.service, app: app, pid: processes[app]?.pid, cause: "activity ended: \(name)", time: now())
             feed(app, .activityEnded(name))
         case .kill(let app, let namespace, let code, let reason):
-            guard runtimes[app]?.machine.isRunning == true else { return }
-            events.append(.warning, app: app, pid: runtimes[app]?.pid, cause: "killing: \(reason)", time: now())
+            guard processes[app]?.machine.isRunning == true else { return }
+            events.append(.warning, app: app, pid: processes[app]?.pid, cause: "killing: \(reason)", time: now())
             feed(app, .modeViolation(Lifecycle.TerminationRecord(namespace: namespace, code: code, reason: reason)))
         case .startTimer(let app, let timer, let after):
             startHostTimer(.plugin(timer), app: app, after: after)
         case .cancelTimer(let app, let timer):
             cancelHostTimer(.plugin(timer), app: app)
         case .used(let app, let mode, let what):
-            events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode, time: now())
+            events.append(.modeUsed, app: app, pid: processes[app]?.pid, cause: what, mode: mode, time: now())
         case .refused(let app, let mode, let what):
-            events.append(.modeRefused, app: app, pid: runtimes[app]?.pid,
+            events.append(.modeRefused, app: app, pid: processes[app]?.pid,
                           cause: "\(what): needs \"\(mode.rawValue)\" in UIBackgroundModes", mode: mode, time: now())
         case .refusedBecause(let app, let mode, let what, let because):
-            events.append(.modeRefused, app: app, pid: runtimes[app]?.pid, cause: "\(what): \(because)", mode: mode, time: now())
+            events.append(.modeRefused, app: app, pid: processes[app]?.pid, cause: "\(what): \(because)", mode: mode, time: now())
         case .note(let app, let text):
-            events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, time: now())
+            events.append(.service, app: app, pid: app.flatMap { processes[$0]?.pid }, cause: text, time: now())
         case .typedNote(let app, let text, let fields):
-            events.append(.service, app: app, pid: app.flatMap { runtimes[$0]?.pid }, cause: text, fields: fields, time: now())
+            events.append(.service, app: app, pid: app.flatMap { processes[$0]?.pid }, cause: text, fields: fields, time: now())
         case .typedUse(let app, let mode, let what, let fields):
-            events.append(.modeUsed, app: app, pid: runtimes[app]?.pid, cause: what, mode: mode, fields: fields, time: now())
+            events.append(.modeUsed, app: app, pid: processes[app]?.pid, cause: what, mode: mode, fields: fields, time: now())
         case .audio(let app, let output):
             guard configuration.audioSink == .wav else { return }
             do {

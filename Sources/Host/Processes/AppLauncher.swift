@@ -254,7 +254,7 @@ struct AppLauncher {
 extension Supervisor {
     /// Carries out a `.spawn` effect: the plan on the actor, the start off it.
     func spawn(_ id: BundleID, options: LaunchOptions) {
-        guard let row = apps[id], let instance = runtimes[id]?.instance else { return }
+        guard let row = apps[id], let instance = processes[id]?.instance else { return }
         var plan: AppLauncher.Plan
         do {
             let notices: [AppLauncher.Notice]
@@ -277,7 +277,7 @@ extension Supervisor {
             plan.stampPage = page
             plan.settings.stampDescriptor = page.descriptor
             plan.settings.environment[IPCProtocol.stampDescriptorEnvironmentKey] = String(IPCProtocol.stampDescriptor)
-            runtimes[id]?.stampPage = page
+            processes[id]?.stampPage = page
         } catch {
             logger.warning("\(id): no run-loop stamp page (memfd: \(error)); its main run loop is not watched")
         }
@@ -287,20 +287,20 @@ extension Supervisor {
         let welcome = (try? Frame.encode(HostMessage.welcome(version: IPCProtocol.version, bundleIdentifier: id.rawValue,
                                                              screen: configuration.screen))) ?? []
         var first: [UInt8]?
-        let sequence = (runtimes[id]?.seq ?? 0) + 1
-        let state = runtimes[id]?.machine.state
-        if let machine = runtimes[id]?.machine, !machine.connected {
+        let sequence = (processes[id]?.seq ?? 0) + 1
+        let state = processes[id]?.machine.state
+        if let machine = processes[id]?.machine, !machine.connected {
             first = try? Frame.encode(HostMessage.callback(seq: sequence, callback: .didFinishLaunching(options: machine.launchOptions),
                                                            state: machine.state))
         }
         let answer = HelloAnswer(welcome: welcome, firstCallback: first, state: state, sequence: sequence, callbacks: plan.callbacks)
         plan.helloAnswer = answer
-        runtimes[id]?.helloAnswer = answer
-        runtimes[id]?.callbacksSent = plan.callbacks
-        runtimes[id]?.cgroup = plan.cgroup
-        runtimes[id]?.oomKillsBefore = plan.cgroup?.oomKills ?? 0
-        runtimes[id]?.oomKillsAtHostKill = nil
-        runtimes[id]?.memoryLimit = plan.memoryLimit
+        processes[id]?.helloAnswer = answer
+        processes[id]?.callbacksSent = plan.callbacks
+        processes[id]?.cgroup = plan.cgroup
+        processes[id]?.oomKillsBefore = plan.cgroup?.oomKills ?? 0
+        processes[id]?.oomKillsAtHostKill = nil
+        processes[id]?.memoryLimit = plan.memoryLimit
         AppLauncher.start(plan, app: id, instance: instance, input: input, group: group,
                           containers: configuration.containersDirectory, groupsDirectory: configuration.groupsDirectory,
                           bounds: configuration.bounds)

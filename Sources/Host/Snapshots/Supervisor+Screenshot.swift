@@ -16,15 +16,15 @@ extension Supervisor {
     /// The app in front: active, or inactive in the foreground (launching, or a
     /// system alert over it).
     func frontmostApp() -> BundleID? {
-        runtimes.keys.sorted().first { id in
-            guard let machine = runtimes[id]?.machine else { return false }
+        processes.ids.sorted().first { id in
+            guard let machine = processes[id]?.machine else { return false }
             return machine.state == .active || (machine.state == .inactive && machine.placement == .foreground)
         }
     }
 
     /// Draws the app in front and writes the PNG under `screenshots/`.
     public func screenshot() async throws(ControlError) -> ScreenshotInfo {
-        guard let id = frontmostApp(), let row = apps[id], let rt = runtimes[id] else {
+        guard let id = frontmostApp(), let row = apps[id], let rt = processes[id] else {
             throw ControlError(.notRunning, "no app is in the foreground: the home screen has no picture here "
                 + "(bring one forward with `apphost launch <bundle-id>` or `apphost foreground <bundle-id>`)")
         }

@@ -74,13 +74,13 @@ extension Supervisor {
 
     /// The app became active: `ignoreSnapshotOnNextApplicationLaunch` has done its work.
     func snapshotsActivated(_ id: BundleID) {
-        runtimes[id]?.ignoreSnapshotsUntilActive = false
+        processes[id]?.ignoreSnapshotsUntilActive = false
     }
 
     /// What the keeper needs to picture a running app now; nil when it is not installed
     /// and running.
     private func snapshotSubject(_ id: BundleID) -> SnapshotKeeper.Subject? {
-        guard let row = apps[id], let rt = runtimes[id] else { return nil }
+        guard let row = apps[id], let rt = processes[id] else { return nil }
         return SnapshotKeeper.Subject(
             app: id, tree: rt.viewTree ?? ViewTree(), policy: snapshotPolicy(id), ignoreUntilActive: rt.ignoreSnapshotsUntilActive,
             time: now(), bundlePath: row.app.bundlePath, launchImage: row.app.manifest.launchImageFile,
@@ -118,7 +118,7 @@ extension Supervisor {
             case .prune(let id, let first):
                 pruneSnapshots(id, keepingFrom: first)
             case .log(let kind, let id, let cause, let time):
-                events.append(kind, app: id, pid: runtimes[id]?.pid, cause: cause, time: time)
+                events.append(kind, app: id, pid: processes[id]?.pid, cause: cause, time: time)
             case .resolve(let tokens, let info):
                 for token in tokens { snapshots.requesters.removeValue(forKey: token)?.resume(returning: info) }
             case .idle:
@@ -260,7 +260,7 @@ extension Supervisor {
     /// suspended app is what the switcher shows) its latest kept snapshot.
     public func snapshot(_ id: BundleID) async throws(ControlError) -> SnapshotInfo {
         _ = try installed(id)
-        if runtimes[id]?.machine.isRunningCode == true, runtimes[id]?.viewTree != nil {
+        if processes[id]?.machine.isRunningCode == true, processes[id]?.viewTree != nil {
             if let info = await requestSnapshot(id, reason: "requested") { return info }
             throw ControlError(.internalError, "the snapshot of \(id) could not be written (see `apphost events \(id)`)")
         }
@@ -304,7 +304,7 @@ extension Supervisor {
         return snapshots.keeper.switcher.compactMap { id in
             guard let row = apps[id] else { return nil }
             return SwitcherEntry(bundleIdentifier: id, name: row.app.manifest.displayName ?? row.app.name,
-                                 state: runtimes[id]?.machine.state ?? .notRunning, snapshot: latestSnapshot(id))
+                                 state: processes[id]?.machine.state ?? .notRunning, snapshot: latestSnapshot(id))
         }
     }
 }

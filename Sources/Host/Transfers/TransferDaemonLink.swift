@@ -134,13 +134,13 @@ extension Supervisor {
 
     /// What the broker needs to know of the apps now.
     /// The closures read the actor's state when called (synchronously, on the actor, while
-    /// the broker handles an input): a copy of `runtimes` held meanwhile would make every
+    /// the broker handles an input): a copy of the process table held meanwhile would make every
     /// change of a runtime during the effects copy its tables.
     var transferWorld: TransferBroker.World {
         TransferBroker.World(
             isInstalled: { [unowned self] app in assumeIsolated { $0.apps[app] != nil } },
-            state: { [unowned self] app in assumeIsolated { $0.runtimes[app]?.machine.state ?? .notRunning } },
-            isRunningCode: { [unowned self] app in assumeIsolated { $0.runtimes[app]?.machine.isRunningCode == true } },
+            state: { [unowned self] app in assumeIsolated { $0.processes[app]?.machine.state ?? .notRunning } },
+            isRunningCode: { [unowned self] app in assumeIsolated { $0.processes[app]?.machine.isRunningCode == true } },
             unavailable: configuration.transferDaemon ? transfers.unavailable : (transfers.unavailable ?? "the host runs without a transfer daemon"),
             containersDirectory: configuration.containersDirectory)
     }
@@ -194,7 +194,7 @@ extension Supervisor {
 
     /// The deadline of a session's events round ran out: the completion never came.
     func transferRoundTimedOut(app: BundleID, session: SessionIdentifier) {
-        let held = runtimes[app]?.machine.activities.contains(TransferBroker.activityName(session)) == true
+        let held = processes[app]?.machine.activities.contains(TransferBroker.activityName(session)) == true
         performTransfer(transfers.broker.roundTimedOut(app: app, session: session, activityHeld: held,
                                                        timeout: DurationText.format(configuration.profile.backgroundTask)))
     }

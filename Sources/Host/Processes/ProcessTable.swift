@@ -2,74 +2,24 @@ import AppHostProtocol
 import AppHostSystem
 import Foundation
 import HostConfig
-import Logging
 import NIOCore
 import NIOPosix
-import Plugins
 import SystemPackage
 
 extension Supervisor {
-    /// Inputs from app connections, the reaper and timers.
-    enum Input: Sendable {
-        case spawned(app: BundleID, instance: UInt64, child: ChildProcess)
-        case spawnFailed(app: BundleID, instance: UInt64, error: String)
-        /// The app's socket is attached; `writeDescriptor` is a duplicate for ``SocketWriter``
-        /// (the input's handler owns it: closes it, or gives it to the runtime).
-        case connected(app: BundleID, instance: UInt64, channel: any Channel, writer: SocketWriter?, hello: HelloAnswer)
-        case message(app: BundleID, instance: UInt64, AppMessage)
-        /// The messages of one read, in order: handled in one step (one event-log write,
-        /// one wake of the supervisor for a pipelined burst).
-        case messages(app: BundleID, instance: UInt64, [AppMessage])
-        case violation(app: BundleID, instance: UInt64, String)
-        /// The app's end of the socket closed (everything it sent has been read).
-        case disconnected(app: BundleID, instance: UInt64)
-        /// An exited app's socket did not reach EOF in time (a child of the app may hold it).
-        case drainExpired(app: BundleID, instance: UInt64)
-        /// `observed`: when the reaper thread got the kernel's report (the time a stop or a
-        /// continue is recorded at, on the real clock).
-        case child(app: BundleID, instance: UInt64, ChildEvent, observed: ContinuousClock.Instant)
-        /// The verdict of the lock check started at a SIGSTOP: a lock outside the
-        /// container (described), or nil.
-        case lockVerdict(app: BundleID, instance: UInt64, String?, observed: ContinuousClock.Instant)
-        /// The real-clock timer ran out: fire what is due.
-        case deadlinesDue
-        /// Virtual clock: the settle wait's real-time bound may have run out (see ``Supervisor/settle()``).
-        case settleTimerFired
-        /// `status` waited long enough for the kernel's word on a stop (see
-        /// ``Supervisor/awaitStopConfirmations(_:)``).
-        case stopWaitsExpired
-        /// Virtual clock: a probe of an app's threads ended (see ``Quiescence``): `asleep` when
-        /// every thread slept throughout and the host had read all it wrote.
-        case quietProbe(app: BundleID, instance: UInt64, token: UInt64, asleep: Bool)
-        /// The transfer daemon is up (spawned and attached) / said something / exited.
-        case transferDaemonStarted(child: ChildProcess, channel: any Channel, writer: SocketWriter?, generation: UInt64)
-        case transferDaemonFailed(String, generation: UInt64)
-        case transferEvent(TransferEvent, generation: UInt64)
-        /// The events of one read from the daemon, in order, handled in one step.
-        case transferEvents([TransferEvent], generation: UInt64)
-        case transferDaemonExited(ExitStatus, generation: UInt64)
-        case transferDaemonRestart
-        /// A batch of sessions and tasks written (or not) on the database's queue: its
-        /// outcome is in `TransferBrokerState.batchOutcomes`.
-        case transferBatchSaved(number: UInt64)
-        /// Shutdown: the grace period (in real time, whatever the clock) is over; `final`:
-        /// so is the wait for killed apps to be reaped.
-        case shutdownGraceOver(final: Bool)
-        /// A PSI trigger (the `trigger`th of the configuration's) fired: the kernel reports
-        /// memory pressure `level` (from the watch's own thread: the host's input).
-        case memoryPressureReported(MemoryPressureLevel, trigger: Int)
-    }
-
-    /// A running (or starting) app.
-    /// A class, not a struct: the supervisor reads and changes its runtimes in place
-    /// (`runtimes[id]?.machine...`), and a dictionary's getter returns a copy of its value:
-    /// for this struct of some twenty references, a retain and a release of each on every
-    /// read, a tenth of the host's CPU on the paths that run for every callback. Only the
-    /// supervisor's actor holds them.
+    /// A running (or starting) app: one process instance, what the host knows of it, and
+    /// its ``Lifecycle``. Owned by the ``ProcessTable``, the only place that makes one.
+    /// A class, not a struct: the supervisor reads and changes a runtime in place
+    /// (`processes[id]?.machine...`), and a dictionary's getter returns a copy of its value:
+    /// for a struct of some twenty references, a retain and a release of each on every
+    /// read, a tenth of the host's CPU on the paths that run for every callback (measured;
+    /// decision 0042). Only the supervisor's actor holds them.
     final class Runtime {
         var machine: Lifecycle
         let instance: UInt64
-        var child: ChildProcess?
+        /// Its process, once spawned: set by the table alone (``ProcessTable/attach(_:instance:child:)``),
+        /// which keeps its pid index true.
+        fileprivate(set) var child: ChildProcess?
         var channel: (any Channel)?
         /// Writes to `channel`'s socket from the supervisor's thread (see ``SocketWriter``).
         var writer: SocketWriter?
@@ -77,7 +27,8 @@ extension Supervisor {
         var helloAnswer: HelloAnswer?
         /// What its connection's handler knows of the callbacks sent (see ``CallbacksSent``).
         var callbacksSent: CallbacksSent?
-        var pid: Int32?
+        /// Its process's pid (kept after it exits, for its report): set with `child`.
+        fileprivate(set) var pid: Int32?
         /// The kernel confirmed its stop, and no continue since.
         var stopConfirmed = false
         /// Virtual clock: frames for the app made after a SIGCONT to its confirmed-stopped
@@ -178,4 +129,88 @@ enum LockCheck: Equatable {
     case awaitingStop
     /// The stop is confirmed (the app is suspended) and /proc/locks is being read.
     case checking
+}
+
+/// The processes part: the runtime of each running (or starting) app, the index from pid
+/// to app, the numbering of process instances, and the kernel's reports that came before
+/// the spawn call returned. It owns them alone, and keeps them true to one another:
+///
+/// - an app has at most one runtime, and a new one has a new instance number (a report
+///   or a frame of an older instance names a number no runtime has);
+/// - a pid names an app exactly while that app's runtime has that process and it has not
+///   been reported gone (``processGone(_:)``);
+/// - reports that came early are kept per instance, at most ``earlyReportsBound`` of them,
+///   and handed out once, with the process.
+///
+/// Tested without a process (`ProcessTableTests`).
+struct ProcessTable {
+    private var table: [BundleID: Supervisor.Runtime] = [:]
+    private var byPID: [Int32: BundleID] = [:]
+    private var lastInstance: UInt64 = 0
+    private var early: [UInt64: [EarlyReport]] = [:]
+
+    /// A kernel report about a process whose spawn call had not returned yet.
+    struct EarlyReport {
+        var event: ChildEvent
+        var observed: ContinuousClock.Instant
+    }
+
+    /// The most reports kept for one instance before its spawn returns: a stop, a
+    /// continue and an exit are all a process can be reported for, a few times over.
+    static let earlyReportsBound = 64
+
+    /// The app's runtime, nil when it has none.
+    subscript(id: BundleID) -> Supervisor.Runtime? { table[id] }
+
+    /// Every runtime, by app (a copy of the table: its values are the runtimes themselves).
+    var entries: [BundleID: Supervisor.Runtime] { table }
+
+    /// The apps that have a runtime.
+    var ids: Dictionary<BundleID, Supervisor.Runtime>.Keys { table.keys }
+
+    /// A new runtime for a launch, with the next instance number; the app's older process
+    /// (if any) no longer answers to its pid.
+    @discardableResult
+    mutating func start(_ id: BundleID, machine: Lifecycle, since: Date, timers: AppTimers) -> Supervisor.Runtime {
+        processGone(id)
+        lastInstance += 1
+        let runtime = Supervisor.Runtime(machine: machine, instance: lastInstance, since: since, timers: timers)
+        table[id] = runtime
+        return runtime
+    }
+
+    /// The spawn of `instance` returned `child`: the runtime gets its process and pid, and
+    /// the reports that came before it are handed out. Nil runtime when `instance` is no
+    /// longer the app's (the caller kills the child); its early reports are dropped.
+    mutating func attach(_ id: BundleID, instance: UInt64, child: ChildProcess) -> (runtime: Supervisor.Runtime?, early: [EarlyReport]) {
+        let reports = early.removeValue(forKey: instance) ?? []
+        guard let rt = table[id], rt.instance == instance else { return (nil, []) }
+        rt.child = child
+        rt.pid = child.pid
+        byPID[child.pid] = id
+        return (rt, reports)
+    }
+
+    /// Keeps a report that came before its process's spawn returned. False when the
+    /// instance has ``earlyReportsBound`` already (the report is dropped).
+    mutating func holdEarly(instance: UInt64, _ event: ChildEvent, observed: ContinuousClock.Instant) -> Bool {
+        guard early[instance, default: []].count < Self.earlyReportsBound else { return false }
+        early[instance, default: []].append(EarlyReport(event: event, observed: observed))
+        return true
+    }
+
+    /// The app's process is gone (or replaced): its pid names it no more. Its runtime keeps
+    /// the pid, for its report.
+    mutating func processGone(_ id: BundleID) {
+        if let pid = table[id]?.pid, byPID[pid] == id { byPID[pid] = nil }
+    }
+
+    /// The app is uninstalled: its runtime goes.
+    mutating func remove(_ id: BundleID) {
+        processGone(id)
+        table.removeValue(forKey: id)
+    }
+
+    /// The app whose live process has this pid.
+    func app(pid: Int32) -> BundleID? { byPID[pid] }
 }
