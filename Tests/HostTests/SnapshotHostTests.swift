@@ -204,8 +204,38 @@ extension SnapshotHostTests {
             }
             await host.supervisor.waitForSnapshots()
             let kept = Array(numbers.suffix(SnapshotKeeper.snapshotsKept))
-            let names = Set(try FileManager.default.contentsOfDirectory(atPath: dir))
+            let names = Set(try FileManager.default.contentsOfDirectory(atPath: dir)).subtracting([Supervisor.spareTextLayer])
             #expect(names == Set(kept.flatMap { ["\($0).png", "\($0).json"] }), "\(names.sorted())")
+        }
+    }
+
+    /// A pruned text layer's file is used again for the next snapshot's (renamed in, written
+    /// over), not unlinked while a new one is made: no inode is allocated per trip home.
+    @Test func aPrunedTextLayerIsTheNextOnesFile() async throws {
+        try await withHost(label: "snap") { host in
+            let bank = try await install(host, "Bank")
+            let dir = host.dir.path + "/snapshots/" + bank.rawValue
+            _ = try await host.supervisor.launch(bank, background: false, arguments: [])
+            try await host.waitUntil(bank, is: .active)
+            let first = try await host.supervisor.snapshot(bank).number
+            // Held open: unlinked, its inode could not be handed to a new file while we hold it.
+            let held = open(dir + "/\(first).json", O_RDONLY | O_CLOEXEC)
+            #expect(held >= 0)
+            defer { close(held) }
+            var heldStat = stat()
+            #expect(fstat(held, &heldStat) == 0)
+            var last = first
+            for _ in 0..<(SnapshotKeeper.snapshotsKept + 1) {
+                last = try await host.supervisor.snapshot(bank).number
+            }
+            await host.supervisor.waitForSnapshots()
+            #expect(!FileManager.default.fileExists(atPath: dir + "/\(first).json"), "snapshot \(first) was pruned")
+            var lastStat = stat()
+            #expect(stat(dir + "/\(last).json", &lastStat) == 0)
+            #expect(lastStat.st_ino == heldStat.st_ino, "snapshot \(last)'s text layer is snapshot \(first)'s file, written over")
+            // And it reads as the new one, whole.
+            let layer = try WireJSON.decoder().decode(SnapshotTextLayerFile.self, from: Data(contentsOf: URL(fileURLWithPath: dir + "/\(last).json")))
+            #expect(layer.number == last)
         }
     }
 }

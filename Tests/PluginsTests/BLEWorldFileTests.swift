@@ -25,6 +25,7 @@ struct BLEWorldFileTests {
               {"id": "t32", "name": null, "services": ["0000FEED"], "rssi": 0}
             ]}
             """, named: "world.json")
+        defer { removeTemporaryFile(path) }
         let list = try BLEWorldFile.read(path: path)
         #expect(list == [
             BLEPeripheral(id: "hrm-1", name: "Polar H10", services: ["180D", "180F"], rssi: -58),

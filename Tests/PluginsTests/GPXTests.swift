@@ -12,6 +12,11 @@ func temporaryFile(_ text: String, named name: String) throws -> String {
     return url.path
 }
 
+/// Removes what ``temporaryFile(_:named:)`` made (the file's own folder).
+func removeTemporaryFile(_ path: String) {
+    try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent)
+}
+
 /// The GPXError `body` throws (fails the test if it throws none).
 func gpxError<T>(_ body: @autoclosure () throws(GPXError) -> T) -> GPXError? {
     do throws(GPXError) {
@@ -46,6 +51,7 @@ struct GPXTests {
     @Test("a track: every segment's points in order, elevation and times")
     func track() throws {
         let path = try temporaryFile(Self.track, named: "commute.gpx")
+        defer { removeTemporaryFile(path) }
         let (name, fixes) = try GPX.read(path: path)
         #expect(name == "commute.gpx")
         #expect(fixes.count == 3)
@@ -172,6 +178,7 @@ struct GPXTests {
     @Test("an empty file, a file with no points, and a file that is not GPX")
     func nothingToPlay() throws {
         let empty = try temporaryFile("  \n", named: "empty.gpx")
+        defer { removeTemporaryFile(empty) }
         let e1 = gpxError(try GPX.read(path: empty))
         #expect(e1?.description == "\(empty): empty file: expected a GPX document (<gpx> with <trkpt>, <rtept> or <wpt> points)")
 
