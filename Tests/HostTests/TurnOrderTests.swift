@@ -97,4 +97,13 @@ struct TurnOrderTests {
         #expect(Supervisor.Input.deadlinesDue.party == nil)
         #expect(Supervisor.Input.shutdownGraceOver(final: false).party == nil)
     }
+
+    @Test func anExcusedInstanceStaysExcusedAndOthersDoNot() {
+        var turns = TurnOrder()
+        #expect(!turns.isExcused(7))
+        turns.excuse(instance: 7)
+        turns.excuse(instance: 7)
+        #expect(turns.isExcused(7))
+        #expect(!turns.isExcused(8), "a later instance of the same app is waited for again")
+    }
 }

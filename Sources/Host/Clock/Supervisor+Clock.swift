@@ -283,7 +283,7 @@ extension Supervisor {
         }
         for view in settleViews() where view.awaitsKernel || view.spawning {
             waitedFor.append(view.app.rawValue)
-            if let id = Optional(view.app), let instance = processes[id]?.instance { turnExcused.insert(instance) }
+            if let instance = processes[view.app]?.instance { turns.excuse(instance: instance) }
         }
         // A continue the kernel never confirmed (its report lost): what waited for it goes.
         for (id, rt) in processes.entries where rt.heldForContinue != nil {
@@ -322,7 +322,7 @@ extension Supervisor {
                     || (rt.machine.killSent && rt.machine.isRunning && rt.child != nil)
                     // A continue to be confirmed (frames wait for it).
                     || rt.heldForContinue != nil,
-                spawning: rt.machine.isRunning && (rt.child == nil || rt.channel == nil) && !turnExcused.contains(rt.instance))
+                spawning: rt.machine.isRunning && (rt.child == nil || rt.channel == nil) && !turns.isExcused(rt.instance))
             if view.awaitsKernel || view.spawning {
                 views.append(view)
             } else {
@@ -356,7 +356,7 @@ extension Supervisor {
     /// nothing the kernel must confirm first: one a probe can tell about.
     func isLive(_ process: Quiescence.Process) -> Bool {
         guard let rt = processes[process.app], rt.instance == process.instance, rt.machine.isRunning,
-              rt.child != nil, rt.pendingExit == nil, !turnExcused.contains(rt.instance) else { return false }
+              rt.child != nil, rt.pendingExit == nil, !turns.isExcused(rt.instance) else { return false }
         return true
     }
 

@@ -39,6 +39,17 @@ struct TurnOrder {
     /// What each waiting party said, in order.
     private var stashed: [Party: [Supervisor.Input]] = [:]
     private(set) var stashedCount = 0
+    /// Process instances the host stopped waiting for (the safety net ran out on them):
+    /// their inputs are handled as they come, and they never join the line.
+    private var excused: Set<UInt64> = []
+    /// Inside ``Supervisor/passTurns()`` (the inputs it hands out may pass turns again).
+    var passing = false
+
+    /// The host stops waiting for this process instance (see ``excused``).
+    mutating func excuse(instance: UInt64) { excused.insert(instance) }
+
+    /// Whether the host stopped waiting for this process instance.
+    func isExcused(_ instance: UInt64) -> Bool { excused.contains(instance) }
 
     /// The host gave `party` work: it takes the turn if nobody holds it, else waits in
     /// line (once).
@@ -67,6 +78,15 @@ struct TurnOrder {
     /// the holder is still busy or nobody is left (then nobody holds the turn).
     mutating func next(busy: (Party) -> Bool) -> (party: Party, inputs: [Supervisor.Input])? {
         guard let current = holder, !busy(current) else { return nil }
+        return passOn()
+    }
+
+    /// Ends the holder's turn (the caller found it has nothing left) and gives it to the
+    /// next in line, with what that party said meanwhile; nil when nobody holds it or
+    /// nobody is left. (``next(busy:)`` in two steps, for a caller whose `busy` reads
+    /// this value: it cannot be read while a mutating method runs.)
+    mutating func passOn() -> (party: Party, inputs: [Supervisor.Input])? {
+        guard holder != nil else { return nil }
         guard !queue.isEmpty else {
             holder = nil
             return nil
@@ -138,14 +158,14 @@ extension Supervisor {
     /// The host gave an app work (a callback, a signal, a spawn): it is in line.
     func expectTurn(_ party: TurnOrder.Party) {
         guard takesTurns else { return }
-        if case .app(let id) = party, let instance = processes[id]?.instance, turnExcused.contains(instance) { return }
+        if case .app(let id) = party, let instance = processes[id]?.instance, turns.isExcused(instance) { return }
         turns.expect(party)
     }
 
     /// Whether `item` is handled now; if not, it waits for its party's turn.
     func admitForTurn(_ item: Input) -> Bool {
         guard takesTurns, let party = item.party else { return true }
-        if let instance = item.instance, turnExcused.contains(instance) { return true }
+        if let instance = item.instance, turns.isExcused(instance) { return true }
         if turns.admit(party, item) { return true }
         // Kept for its turn. But an app's frames held for its SIGCONT's confirmation go
         // now that the kernel has confirmed it (the confirmation itself is handled, and
@@ -169,7 +189,7 @@ extension Supervisor {
         case .daemon:
             return transfers.daemonStarting || (transfers.channel != nil && !transfers.awaitingAccept.isEmpty)
         case .app(let id):
-            guard let rt = processes[id], !turnExcused.contains(rt.instance) else { return false }
+            guard let rt = processes[id], !turns.isExcused(rt.instance) else { return false }
             if rt.pendingExit != nil { return true }
             guard rt.machine.isRunning else { return false }
             if rt.machine.killSent || rt.machine.stopPending || rt.lockCheck != nil || rt.heldForContinue != nil { return true }
@@ -181,10 +201,12 @@ extension Supervisor {
     /// Passes the turn on while its holder is done, handling what the next party said
     /// while it waited. Called after every input and before a settle is judged.
     func passTurns() {
-        guard takesTurns, !passingTurns else { return }
-        passingTurns = true
-        defer { passingTurns = false }
-        while let (_, inputs) = turns.next(busy: { turnBusy($0) }) {
+        guard takesTurns, !turns.passing else { return }
+        turns.passing = true
+        defer { turns.passing = false }
+        // The holder is judged, then the turn passed: `turnBusy` reads `turns` (who is
+        // excused), which it may not while `turns` is being changed.
+        while let holder = turns.holder, !turnBusy(holder), let (_, inputs) = turns.passOn() {
             for input in inputs { handle(input) }
         }
     }
@@ -201,7 +223,7 @@ extension Supervisor {
                 transfers.awaitingAccept.removeAll()
                 transfers.daemonStarting = false
             case .app(let id):
-                if let instance = processes[id]?.instance { turnExcused.insert(instance) }
+                if let instance = processes[id]?.instance { turns.excuse(instance: instance) }
             }
         }
         passTurns()

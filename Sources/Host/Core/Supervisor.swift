@@ -68,9 +68,6 @@ public actor Supervisor {
     var spareStampPage: RunLoopStampPage?
     /// Virtual clock: whose inputs are handled now, and what waits (see ``TurnOrder``).
     var turns = TurnOrder()
-    /// Process instances the host stopped waiting for (a settle ran out on them).
-    var turnExcused: Set<UInt64> = []
-    var passingTurns = false
     var stateWaiters: [BundleID: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
     /// `status` calls waiting for the kernel's word on a stop (see ``awaitStopConfirmations(_:)``).
     var stopWaiters: [BundleID: [CheckedContinuation<Void, Never>]] = [:]
