@@ -394,7 +394,7 @@ extension Supervisor {
             }
         }
         for app in pending where processes[app]?.machine.stopPending == true {
-            await withCheckedContinuation { stopWaiters[app, default: []].append($0) }
+            await withCheckedContinuation { waiters.waitForStop(of: app, $0) }
         }
     }
 
@@ -405,15 +405,15 @@ extension Supervisor {
     /// everyone when `all` (the bound ran out).
     func resumeStopWaiters(_ id: BundleID?, all: Bool = false) {
         if all {
-            let waiters = stopWaiters.values.flatMap { $0 }
-            stopWaiters.removeAll()
             stopWaitBound = nil
-            for w in waiters { w.resume() }
+            for w in waiters.allStopWaiters() { w.resume() }
             return
         }
-        guard let id, processes[id]?.machine.stopPending != true, let waiters = stopWaiters.removeValue(forKey: id) else { return }
-        for w in waiters { w.resume() }
-        if stopWaiters.isEmpty {
+        guard let id, processes[id]?.machine.stopPending != true else { return }
+        let settled = waiters.stopSettled(of: id)
+        guard !settled.isEmpty else { return }
+        for w in settled { w.resume() }
+        if !waiters.waitsForStops {
             stopWaitBound?.cancel()
             stopWaitBound = nil
         }
@@ -428,7 +428,7 @@ extension Supervisor {
     public func waitUntil(_ id: BundleID, is state: AppState) async {
         let current = processes[id]?.machine.state ?? .notRunning
         if current == state { return }
-        await withCheckedContinuation { stateWaiters[id, default: []].append((state, $0)) }
+        await withCheckedContinuation { waiters.wait(for: state, of: id, $0) }
     }
 
     /// Whether `id` is installed or has left events or reports behind.

@@ -68,9 +68,9 @@ public actor Supervisor {
     var spareStampPage: RunLoopStampPage?
     /// Virtual clock: whose inputs are handled now, and what waits (see ``TurnOrder``).
     var turns = TurnOrder()
-    var stateWaiters: [BundleID: [(state: AppState, continuation: CheckedContinuation<Void, Never>)]] = [:]
-    /// `status` calls waiting for the kernel's word on a stop (see ``awaitStopConfirmations(_:)``).
-    var stopWaiters: [BundleID: [CheckedContinuation<Void, Never>]] = [:]
+    /// Verbs waiting for an app's state or for the kernel's word on its stop (see ``AppWaiters``).
+    var waiters = AppWaiters<CheckedContinuation<Void, Never>>()
+    /// The bound on the stop waits, armed while anyone waits (see ``awaitStopConfirmations(_:)``).
     var stopWaitBound: Scheduled<Void>?
 
     /// The transfer daemon and the transfers the host mediates (TransferBroker.swift).
@@ -401,7 +401,7 @@ public actor Supervisor {
                 finishLaunchWaiters(id, .failure(ControlError(.spawnFailed, "\(id) could not be launched: \(reason); see `apphost reports \(id)`")))
             }
         }
-        if !stopWaiters.isEmpty { resumeStopWaiters(id) }
+        if waiters.waitsForStops { resumeStopWaiters(id) }
         if !isRunning, let waiters = processes[id]?.exitWaiters, !waiters.isEmpty {
             processes[id]?.exitWaiters.removeAll()
             for w in waiters {
@@ -551,10 +551,7 @@ public actor Supervisor {
             } else {
                 pendingModeEffects += modes.appMoved(id, from: from, to: to, runningCode: machine?.isRunningCode ?? false, at: hostNow())
             }
-            if let waiters = stateWaiters[id], waiters.contains(where: { $0.state == to }) {
-                stateWaiters[id] = waiters.filter { $0.state != to }
-                for w in waiters where w.state == to { w.continuation.resume() }
-            }
+            for waiter in waiters.entered(to, by: id) { waiter.resume() }
         case .startTimer(let timer, let after):
             startTimer(id, timer, after: after)
         case .cancelTimer(let timer):
