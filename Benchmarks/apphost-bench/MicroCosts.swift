@@ -23,6 +23,19 @@ struct MicroCosts {
                               from: .background, to: .suspended, cause: "no assertion left (SIGSTOP)")
         let eventEncoder = WireJSON.encoder()
         let encodeEvent = try time { _ = try eventEncoder.encode(event) }
+        // The hand-written encoders against the one definition (the Codable types through
+        // WireJSON, a new coder each time as Frame's generic path makes): what each saves.
+        let directEvent = time { _ = event.jsonBytes() }
+        guard let transferApp = BundleID("com.bench.micro") else { throw BenchError("bad bundle id") }
+        let job = TransferJob(id: TransferID(77), bundleIdentifier: transferApp, session: SessionIdentifier("bench.session"),
+                              taskIdentifier: TransferTaskID(3), kind: .download, url: "http://127.0.0.1:8080/files/77.bin",
+                              destination: "/tmp/apphost/containers/com.bench.micro/Library/Caches/77.bin", created: 1_764_400_000.25)
+        let enqueue = TransferRequest.enqueue(job)
+        let directEnqueue = try time { _ = try Frame.encode(enqueue) }
+        let genericEnqueue = try time { _ = try [UInt8](WireJSON.encoder().encode(enqueue)) }
+        let progress = Array(try Frame.encode(TransferEvent.progress(id: TransferID(77), bytesDone: 65_536, bytesExpected: 1_048_576)).dropFirst(Frame.headerSize))
+        let directProgress = try time { _ = try Frame.decode(TransferEvent.self, from: progress) }
+        let genericProgress = try time { _ = try WireJSON.decoder().decode(TransferEvent.self, from: Data(progress)) }
         let formatDate = time { _ = Timestamp.format(Date()) }
         let callback = HostMessage.callback(seq: 7, callback: .didEnterBackground, state: .background)
         let encodeFrame = try time { _ = try Frame.encode(callback) }
@@ -38,13 +51,24 @@ struct MicroCosts {
         let hundred = try [UInt8](WireJSON.encoder().encode(Array(repeating: status, count: 100)))
         let arrayDecoder = WireJSON.decoder()
         let decodeHundred = try time { _ = try arrayDecoder.decode([AppStatus].self, from: Data(hundred)) }
+        let genericEvent = Row("encode one HostEvent through JSONEncoder (its Codable definition)", encodeEvent)
+        let genericEnqueueRow = Row("TransferRequest.enqueue through JSONEncoder", genericEnqueue)
+        let genericProgressRow = Row("TransferEvent.progress through JSONDecoder", genericProgress)
         return Section(
             title: "Host per-operation costs (same code paths, timed alone; context for the breakdowns)",
             rows: [
-                Row("encode one HostEvent (EventLog.append, per event)", encodeEvent, note: "then one write(2) to events.jsonl", slice: true),
-                Row("  of which Timestamp.format(Date())", formatDate, slice: true),
-                Row("Frame.encode(HostMessage.callback) (per callback sent)", encodeFrame, note: "a new JSONEncoder each time", slice: true),
-                Row("Frame.decode(AppMessage) (per message received)", decodeFrame, note: "a new JSONDecoder each time", slice: true),
+                genericEvent,
+                Row("  HostEvent.jsonBytes(), what EventLog writes (the same bytes)", directEvent, against: genericEvent,
+                    note: "then one write(2) a step to events.jsonl"),
+                Row("    of which Timestamp.format(Date())", formatDate, slice: true),
+                genericEnqueueRow,
+                Row("  Frame.encode(TransferRequest.enqueue), direct (the same bytes)", directEnqueue, against: genericEnqueueRow,
+                    note: "one per resume() of a background download, to the daemon"),
+                genericProgressRow,
+                Row("  Frame.decode(TransferEvent.progress), direct", directProgress, against: genericProgressRow,
+                    note: "many per download, from the daemon"),
+                Row("Frame.encode(HostMessage.callback) (per callback sent)", encodeFrame, note: "direct (FrameFastPaths); the same bytes as JSONEncoder's", slice: true),
+                Row("Frame.decode(AppMessage) (per message received)", decodeFrame, note: "direct (FrameFastPaths) for the shapes apps send", slice: true),
                 Row("  of which WireJSON.decoder() alone", newDecoder, slice: true),
                 Row("Frame.decode(ControlResponse.appStatus) (per app in status)", decodeStatus, slice: true),
                 Row("decode [AppStatus] of 100 in one call (per call)", decodeHundred, slice: true),
