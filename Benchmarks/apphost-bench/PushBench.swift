@@ -195,12 +195,13 @@ struct PushBench {
                                               payload: Data(#"{"aps":{"content-available":1},"i":\#(i)}"#.utf8))
                     if measured { roundTrip.add(clock.now - b0) }
                     await inbox.clear()
-                    let sent = Date()
                     let t0 = clock.now
                     let r = try await client.push(token: token, topic: id, pushType: "background", priority: 5,
                                                   payload: Data(#"{"aps":{"content-available":1},"i":\#(i)}"#.utf8))
                     let t1 = clock.now
                     guard r.status == 200 else { throw BenchError("push (b): the gateway answered \(r.status) \(r.reason ?? "")") }
+                    // In the host's clock, as its events are stamped (outside the timed interval).
+                    let sent = await host.supervisor.hostDate(at: t0)
                     let cont = await inbox.next(within: .seconds(5)) { $0.signal == .cont && $0.confirmed == nil }
                     guard let returned = await inbox.next(within: .seconds(5), {
                         $0.isReturn(of: "didReceiveRemoteNotification(background)")

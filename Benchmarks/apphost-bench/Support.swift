@@ -87,7 +87,8 @@ extension Duration {
     }
 }
 
-/// Nanoseconds between two wall-clock dates (the host stamps events with `Date()`).
+/// Nanoseconds between two dates: event times, or a moment of the bench taken in the host's
+/// clock (`Supervisor.hostDate(at:)`), never `Date()` against an event's time.
 func nanoseconds(from a: Date, to b: Date) -> Int64 {
     Int64((b.timeIntervalSince1970 - a.timeIntervalSince1970) * 1e9)
 }

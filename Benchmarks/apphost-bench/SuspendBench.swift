@@ -57,7 +57,6 @@ struct SuspendBench {
                 if (try? ProcStat.read(pid: pid).state) != "T" { notStopped += 1 }
 
                 // Foreground → active; then until the app has run didBecomeActive.
-                let called = Date()
                 let t2 = clock.now
                 try await host.supervisor.foreground(bundle)
                 await host.supervisor.waitUntil(try BundleID(validating: id), is: .active)
@@ -74,6 +73,8 @@ struct SuspendBench {
                     if e.kind == .signal { running = e } else { back = e }
                 }
                 guard let running, let back else { throw BenchError("unreachable") }
+                // In the host's clock, as its events are stamped (outside the timed interval).
+                let called = await host.supervisor.hostDate(at: t2)
                 if (try? ProcStat.read(pid: pid).state) == "T" { stillStopped += 1 }
 
                 if measured {

@@ -301,9 +301,12 @@ struct TransferBench {
             // The iOS pattern for a woken app: call the completion in urlSessionDidFinishEvents.
             if background { arguments += ["--events-completion", "finish"] }
             phase.arguments = arguments
-            let launchCall = Date()
+            let launchCallInstant = ContinuousClock.now
             let pid = try await host.supervisor.launch(try BundleID(validating: id), background: background, arguments: arguments)
-            let launchReturned = Date()
+            let launchReturnedInstant = ContinuousClock.now
+            // In the host's clock, as its events are stamped.
+            let (launchCall, launchReturned) = (await host.supervisor.hostDate(at: launchCallInstant),
+                                                await host.supervisor.hostDate(at: launchReturnedInstant))
             phase.appPID = pid
             let complete = await marks.wait(.done)
             let cpu1 = CPU.ofSelf()

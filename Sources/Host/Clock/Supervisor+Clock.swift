@@ -21,6 +21,15 @@ extension Supervisor {
         scheduler.date()
     }
 
+    /// The date the host stamps on an event at `instant` of the real clock (read on any
+    /// thread): what a caller compares with event times. `Date()` is another clock (the
+    /// wall clock, which the kernel slews apart from the monotonic one the host counts
+    /// in): a bench's `Date()` before a call and an event's time a few microseconds later
+    /// could be out of order. On the virtual clock, the host's date now.
+    public func hostDate(at instant: ContinuousClock.Instant) -> Date {
+        scheduler.date(observed: instant)
+    }
+
     /// The clock's mode, host time and date.
     public func clockReading() -> (mode: ClockMode, now: Duration, date: Date) {
         (configuration.clock, hostNow(), now())
