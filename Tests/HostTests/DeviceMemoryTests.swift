@@ -34,6 +34,18 @@ private final class TableFootprints: FootprintSource {
 struct DeviceMemoryTests {
     private func everyone(_: BundleID) -> JetsamBand? { .suspended }
 
+    /// A device of 1000 MiB with apps `a` (pid 10) and `b` (pid 11) of these sizes, `a`
+    /// launched into `aState` at 0 s and `b` into active at 1 s.
+    private func twoApps(a aMiB: UInt64, b bMiB: UInt64, aState: AppState) -> (DeviceMemory, TableFootprints) {
+        var memory = DeviceMemory(device: 1000 * MiB, cuesPerSecond: 4)
+        let kernel = TableFootprints()
+        kernel.run("a", pid: 10, mib: aMiB)
+        kernel.run("b", pid: 11, mib: bMiB)
+        memory.transition("a", from: .notRunning, to: aState, at: .zero)
+        memory.transition("b", from: .notRunning, to: .active, at: .seconds(1))
+        return (memory, kernel)
+    }
+
     @Test func aTransitionMarksTheAppForReadingAndTheTotalCountsIt() {
         var memory = DeviceMemory(device: 1000 * MiB, cuesPerSecond: 4)
         let kernel = TableFootprints()
@@ -131,12 +143,8 @@ struct DeviceMemoryTests {
     }
 
     @Test func anAppBeingKilledNoLongerCountsNorIsChosenAgain() {
-        var memory = DeviceMemory(device: 1000 * MiB, cuesPerSecond: 4)
-        let kernel = TableFootprints()
-        kernel.run("a", pid: 10, mib: 600)
-        kernel.run("b", pid: 11, mib: 380)
-        memory.transition("a", from: .notRunning, to: .suspended, at: .zero)
-        memory.transition("b", from: .notRunning, to: .active, at: .seconds(1))
+        let (start, kernel) = twoApps(a: 600, b: 380, aState: .suspended)
+        var memory = start
         memory.killSent("a")
         let fx = memory.evaluate(kernel, band: everyone)
         #expect(memory.total == 380 * MiB)
@@ -146,12 +154,8 @@ struct DeviceMemoryTests {
     }
 
     @Test func aReportedCriticalLevelFreesOneAppEvenWhenTheFootprintsSayNothing() {
-        var memory = DeviceMemory(device: 1000 * MiB, cuesPerSecond: 4)
-        let kernel = TableFootprints()
-        kernel.run("a", pid: 10, mib: 10)
-        kernel.run("b", pid: 11, mib: 10)
-        memory.transition("a", from: .notRunning, to: .active, at: .zero)
-        memory.transition("b", from: .notRunning, to: .active, at: .seconds(1))
+        let (start, kernel) = twoApps(a: 10, b: 10, aState: .active)
+        var memory = start
         // Only b may be chosen (a is in front, say): the band says so.
         let fx = memory.reported(.critical, by: .forced, running: [(app: "a", runsCode: true), (app: "b", runsCode: false)], kernel,
                                  band: { $0 == "b" ? .suspended : nil })
