@@ -73,18 +73,10 @@ struct TurnOrder {
         return false
     }
 
-    /// Ends the holder's turn if `busy` says it has nothing left, and gives it to the
-    /// next in line: that party and what it said meanwhile (to be handled now). Nil when
-    /// the holder is still busy or nobody is left (then nobody holds the turn).
-    mutating func next(busy: (Party) -> Bool) -> (party: Party, inputs: [Supervisor.Input])? {
-        guard let current = holder, !busy(current) else { return nil }
-        return passOn()
-    }
-
-    /// Ends the holder's turn (the caller found it has nothing left) and gives it to the
-    /// next in line, with what that party said meanwhile; nil when nobody holds it or
-    /// nobody is left. (``next(busy:)`` in two steps, for a caller whose `busy` reads
-    /// this value: it cannot be read while a mutating method runs.)
+    /// Ends the holder's turn and gives it to the next in line, with what that party said
+    /// meanwhile; nil when nobody holds it or nobody is left (then nobody holds it). The
+    /// caller first finds the holder has nothing left (``Supervisor/turnBusy(_:)`` reads
+    /// this value, so it is asked before this mutating call, not from inside it).
     mutating func passOn() -> (party: Party, inputs: [Supervisor.Input])? {
         guard holder != nil else { return nil }
         guard !queue.isEmpty else {

@@ -63,7 +63,6 @@ public actor Supervisor {
     var pendingTransitions: [Store.TransitionRow] = []
     /// Transition writes the database refused (counted on GRDB's queue).
     let databaseFailures = RecordingFailures()
-    /// Child events that arrived before their `.spawned` (replayed after it).
     /// A run-loop stamp page made after a spawn for the next one (see `spawn`).
     var spareStampPage: RunLoopStampPage?
     /// Virtual clock: whose inputs are handled now, and what waits (see ``TurnOrder``).
