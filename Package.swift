@@ -214,7 +214,9 @@ let package = Package(
                                                   .product(name: "AsyncHTTPClient", package: "async-http-client"),
                                                   .product(name: "NIOSSL", package: "swift-nio-ssl"),
                                                   // PushGatewayAuthTests sign provider tokens.
-                                                  .product(name: "JWTKit", package: "jwt-kit")]),
+                                                  .product(name: "JWTKit", package: "jwt-kit"),
+                                                  // StepScopeTests keep frames for channels that need no socket.
+                                                  .product(name: "NIOEmbedded", package: "swift-nio")]),
         .testTarget(name: "ScenariosTests", dependencies: [
             "Scenarios", "Host", "AppHostProtocol", "AppHostSystem", "Snapshots", "TestSupport", "TestIDLiterals",
             .product(name: "SystemPackage", package: "swift-system"),

@@ -161,18 +161,12 @@ extension Supervisor {
     /// cancels a timer, then SIGSTOP is sent). Outside a step it is re-armed at once.
     func apply(_ change: DeadlineScheduler.TimerChange?) {
         guard change != nil else { return }
-        if stepDepth > 0 || feedDepth > 0 {
-            timerChanged = true
-            return
-        }
-        armTimer()
+        if scope.timerMovedNow() { armTimer() }
     }
 
     /// At the end of a step: re-arms the timer if a deadline moved during it.
     func armTimerIfChanged() {
-        guard timerChanged, stepDepth == 0, feedDepth == 0 else { return }
-        timerChanged = false
-        armTimer()
+        if scope.takeTimerMove() { armTimer() }
     }
 
     /// Arms the one real-clock timer for the scheduler's earliest deadline (or disarms it).
@@ -248,7 +242,7 @@ extension Supervisor {
     func checkSettled() {
         // Inside a step its frames are not written yet: judged once it ends (the run loop
         // checks after every input).
-        guard settling.isWaiting, stepDepth == 0, feedDepth == 0 else { return }
+        guard settling.isWaiting, scope.isIdle else { return }
         guard isSettled() else {
             probeAwake()
             return
@@ -383,7 +377,7 @@ extension Supervisor {
     func probeAwake() {
         // Not inside a step: what it sends the apps is written at its end, and a probe
         // before that would find an app asleep that is about to get a frame.
-        guard takesTurns, stepDepth == 0, feedDepth == 0,
+        guard takesTurns, scope.isIdle,
               settling.isWaiting || !turns.isIdle(busy: { turnBusy($0) }) else { return }
         for process in quiescence.unprobed where isLive(process) {
             // An app that has answered everything it was sent is most likely asleep already:

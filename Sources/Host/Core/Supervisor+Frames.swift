@@ -51,17 +51,13 @@ extension Supervisor {
             logger.warning("no connection to \(id); dropped \(bytes.count) bytes of frames")
             return
         }
-        if stepDepth > 0 {
-            stepFrames.add(bytes, channel: channel, writer: processes[id]?.writer)
-            return
-        }
+        if scope.keep(bytes, channel: channel, writer: processes[id]?.writer) { return }
         Self.write(bytes, channel: channel, writer: processes[id]?.writer)
     }
 
     /// Writes the frames kept during the step, in the order each connection got them.
     func flushStepFrames() {
-        guard !stepFrames.isEmpty else { return }
-        for pending in stepFrames.take() {
+        for pending in scope.takeFrames() {
             Self.write(pending.bytes, channel: pending.channel, writer: pending.writer)
         }
     }
@@ -72,37 +68,5 @@ extension Supervisor {
         } else {
             channel.writeAndFlush(ByteBuffer(bytes: bytes), promise: nil)
         }
-    }
-}
-
-/// Frames made during a step, by connection (the channel they were made for, so that a
-/// frame never reaches a later process of the same app), in the order they were made.
-struct StepFrames {
-    struct Pending {
-        let channel: any Channel
-        let writer: SocketWriter?
-        var bytes: [UInt8]
-    }
-
-    private var pending: [Pending] = []
-    private var index: [ObjectIdentifier: Int] = [:]
-
-    var isEmpty: Bool { pending.isEmpty }
-
-    mutating func add(_ bytes: [UInt8], channel: any Channel, writer: SocketWriter?) {
-        let key = ObjectIdentifier(channel)
-        if let i = index[key] {
-            pending[i].bytes += bytes
-        } else {
-            index[key] = pending.count
-            pending.append(Pending(channel: channel, writer: writer, bytes: bytes))
-        }
-    }
-
-    mutating func take() -> [Pending] {
-        let taken = pending
-        pending = []
-        index = [:]
-        return taken
     }
 }

@@ -29,13 +29,13 @@ extension Supervisor {
     /// safety net fired (seen under load: "the machine did not let the host's own work
     /// answer").
     func step(_ item: Input) {
-        stepDepth += 1
+        scope.beginInput()
         events.beginBatch()
         handle(item)
         passTurns()
         transferStepEnded()
         flushStepFrames()
-        stepDepth -= 1
+        scope.endInput()
         armTimerIfChanged()
         events.endBatch()
         if takesTurns {

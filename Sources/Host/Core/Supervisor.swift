@@ -34,13 +34,9 @@ public actor Supervisor {
     /// thread, where a NIO timer scheduled and cancelled from the actor woke the event loop
     /// twice a settle.
     let settleTimer: DeadlineTimer?
-    /// Inputs being handled (0 or 1) and whether a deadline moved in this step (see `apply`).
-    var stepDepth = 0
-    /// Frames made during a step, written when it ends (see `sendFrames`).
-    var stepFrames = StepFrames()
-    /// While a kernel report is fed (`feedObserved`): when the reaper got it.
-    var observedTime: (app: BundleID, date: Date)?
-    var timerChanged = false
+    /// The current step's depth and what it defers to its end: frames, transitions, the
+    /// plugins' effects, the timer (see ``StepScope``).
+    var scope = StepScope()
     /// Virtual clock: who waits for the host to settle, and the safety net under each wait
     /// (see ``SettleTracker``).
     var settling = SettleTracker()
@@ -59,8 +55,6 @@ public actor Supervisor {
     var shuttingDown = false
     /// Asked to shut down, stopped, and who waits for each (Supervisor+Running.swift).
     var life = HostLife()
-    /// Transitions of the current step, written in one transaction at its end.
-    var pendingTransitions: [Store.TransitionRow] = []
     /// Transition writes the database refused (counted on GRDB's queue).
     let databaseFailures = RecordingFailures()
     /// A run-loop stamp page made after a spawn for the next one (see `spawn`).
@@ -84,9 +78,6 @@ public actor Supervisor {
 
     /// The background-mode plugins' host side.
     let modes: ModeHub
-    /// Mode effects asked for during a ``feed(_:_:)`` (by state changes), run once it is done.
-    var pendingModeEffects: [ModeEffect] = []
-    var feedDepth = 0
     /// The apps that may keep a settle waiting (see ``settleViews()``): added wherever
     /// that can start (a transition, a signal, a lock check, an exit to drain, a spawn),
     /// dropped when a scan finds nothing to wait for. A scan of every runtime copied
@@ -364,22 +355,18 @@ public actor Supervisor {
 
     /// Feeds one event to an app's machine and performs the effects.
     func feed(_ id: BundleID, _ event: Lifecycle.Event) {
-        feedDepth += 1
+        scope.beginFeed()
         events.beginBatch()
         defer {
-            feedDepth -= 1
+            let effects = scope.endFeed()
             flushTransitions()
             armTimerIfChanged()
-            if feedDepth == 0, !pendingModeEffects.isEmpty {
-                let effects = pendingModeEffects
-                pendingModeEffects.removeAll()
-                performMode(effects)
-            }
+            if !effects.isEmpty { performMode(effects) }
             // Timers that fell due while the app ran no code fire once it runs again, after
             // the callbacks of the step that resumed it.
-            if feedDepth == 0, processes[id]?.timers.owedCount ?? 0 > 0 { resumeAppTimers(id) }
+            if !scope.feeding, processes[id]?.timers.owedCount ?? 0 > 0 { resumeAppTimers(id) }
             // Footprints that may have changed in the step are read, and the pressure judged.
-            if feedDepth == 0, memory.device.hasStale { evaluateMemoryAfterStep() }
+            if !scope.feeding, memory.device.hasStale { evaluateMemoryAfterStep() }
             events.endBatch()
         }
         // In place: a copy of the runtime would make the machine's tables copy themselves.
@@ -431,22 +418,22 @@ public actor Supervisor {
     }
 
     func feedObserved(_ id: BundleID, _ event: Lifecycle.Event, at observed: ContinuousClock.Instant) {
-        observedTime = configuration.clock == .real ? (id, scheduler.date(observed: observed)) : nil
-        defer { observedTime = nil }
+        scope.observedTime = configuration.clock == .real ? (id, scheduler.date(observed: observed)) : nil
+        defer { scope.observedTime = nil }
         feed(id, event)
     }
 
     /// Hands the step's transitions to the database's writer queue.
     func flushTransitions() {
-        guard !pendingTransitions.isEmpty else { return }
+        let transitions = scope.takeTransitions()
+        guard !transitions.isEmpty else { return }
         let logger = self.logger
         let failures = databaseFailures
         let path = configuration.databasePath
-        store.recordTransitions(pendingTransitions) { error in
+        store.recordTransitions(transitions) { error in
             logger.error("could not record state transitions in \(path): \(error)")
             failures.note("\(error)")
         }
-        pendingTransitions.removeAll()
     }
 
     /// Answers `launch`. It goes on once this step's events are written (the actor is
@@ -525,12 +512,12 @@ public actor Supervisor {
             processes[id]?.lockCheck = sig == .stop ? .awaitingStop : nil
         case .transition(let from, let to, let cause):
             settleCandidates.insert(id)
-            let time = observedTime.flatMap { $0.app == id ? $0.date : nil } ?? now()
+            let time = scope.observedTime.flatMap { $0.app == id ? $0.date : nil } ?? now()
             lastStateChange[id] = time
             processes[id]?.since = time
             processes[id]?.history.append(StateRecord(state: to, time: time, cause: cause))
             let pid = processes[id]?.pid
-            pendingTransitions.append(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time))
+            scope.record(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time))
             events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
             let machine = processes[id]?.machine
             // Before its hello: a first callback made for another state does not go out.
@@ -546,9 +533,9 @@ public actor Supervisor {
             if to == .notRunning {
                 appTimersEnded(id)
                 transfersAppExited(id, byUser: machine?.lastTermination == .user)
-                pendingModeEffects += modes.appExited(id, byUser: machine?.lastTermination == .user, at: hostNow())
+                performMode(modes.appExited(id, byUser: machine?.lastTermination == .user, at: hostNow()))
             } else {
-                pendingModeEffects += modes.appMoved(id, from: from, to: to, runningCode: machine?.isRunningCode ?? false, at: hostNow())
+                performMode(modes.appMoved(id, from: from, to: to, runningCode: machine?.isRunningCode ?? false, at: hostNow()))
             }
             for waiter in waiters.entered(to, by: id) { waiter.resume() }
         case .startTimer(let timer, let after):

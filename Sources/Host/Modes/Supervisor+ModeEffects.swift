@@ -9,11 +9,7 @@ extension Supervisor {
     /// Carries out what the plugins asked for. During a feed, waits until it is done
     /// (a plugin reacting to a state change acts once that change is complete).
     func performMode(_ effects: [ModeEffect]) {
-        if feedDepth > 0 {
-            pendingModeEffects += effects
-            return
-        }
-        for effect in effects {
+        for effect in scope.modeEffects(effects) {
             performMode(effect)
         }
     }

@@ -287,7 +287,7 @@ extension Supervisor {
             transfers.saveDue = true
         case .deleteTransfers(let ids):
             transfers.deletesDue += ids
-            if stepDepth == 0 { flushTransferDeletes() }
+            if !scope.inInput { flushTransferDeletes() }
         case .saveCancelled(let entries, let ids, let dropped):
             do {
                 try store.saveCancelledTransfers(entries, transfers: ids, dropped: dropped)
