@@ -84,4 +84,27 @@ struct ProcessTableTests {
         let again = table.attach("com.a", instance: instance, child: child(300))
         #expect(again.early.isEmpty, "handed out once")
     }
+
+    @Test func aWatchListGivesItsAppsInBundleIDOrderAndLetsGoOfTheOnesWithNothingToSee() {
+        var table = ProcessTable()
+        for id: BundleID in ["com.c", "com.a", "com.b"] {
+            _ = start(&table, id)
+            table.watch(id, for: .front)
+        }
+        // One watched that has no runtime (never launched, or uninstalled since).
+        table.watch("com.gone", for: .front)
+        table["com.b"]?.machine.placement = .background
+        var asked: [BundleID] = []
+        let watched = table.watched(for: .front) { id, rt in
+            asked.append(id)
+            return rt.machine.placement == .foreground
+        }
+        #expect(watched == ["com.a", "com.c"])
+        #expect(asked == ["com.a", "com.b", "com.c"], "asked in bundle-id order, never of an app with no runtime")
+        // Pruned: only the two are left to ask about; the other list is untouched.
+        #expect(table.watchList(.front) == ["com.a", "com.c"])
+        #expect(table.watchList(.settle).isEmpty)
+        table.unwatch("com.a", for: .front)
+        #expect(table.watchList(.front) == ["com.c"])
+    }
 }

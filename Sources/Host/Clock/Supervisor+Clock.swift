@@ -125,10 +125,9 @@ extension Supervisor {
     /// The host has settled, so every app is asleep here: a turn still running is one the
     /// app is blocked in (see ``HangWatch``).
     func observeRunLoops() {
-        // An active app is in front: one of the few `foregroundCandidates` (looking at
-        // every runtime copies each one).
+        // An active app is in front: one of the few watched for it (see ``ProcessTable/Watch``).
         let now = hostNow()
-        for id in foregroundCandidates where processes[id]?.machine.state == .active {
+        for id in processes.watchList(.front) where processes[id]?.machine.state == .active {
             guard let page = processes[id]?.stampPage else { continue }
             processes[id]?.hangWatch.observe(page.read(), at: now)
         }
@@ -307,32 +306,31 @@ extension Supervisor {
         armSafetyNet()
     }
 
-    /// The runtimes as the settle rules see them: those of ``settleCandidates`` that
-    /// have something the kernel or a spawn must still do (the others leave the candidates).
+    /// The runtimes as the settle rules see them: those watched for the settle
+    /// (``ProcessTable/Watch/settle``) that have something the kernel or a spawn must still
+    /// do (the others leave the list).
     func settleViews() -> [SettleView] {
         // Stops to be confirmed (and their lock checks) and killed apps to be reaped are
         // waited for, so that after `advance` the states a test reads are the final ones;
         // and spawns, so what a launch brings runs at this virtual time.
         var views: [SettleView] = []
-        for id in settleCandidates {
-            guard let rt = processes[id] else {
-                settleCandidates.remove(id)
-                continue
-            }
-            let view = SettleView(
-                app: id,
-                awaitsKernel: rt.machine.stopPending || rt.lockCheck != nil || rt.pendingExit != nil
-                    || (rt.machine.killSent && rt.machine.isRunning && rt.child != nil)
-                    // A continue to be confirmed (frames wait for it).
-                    || rt.heldForContinue != nil,
-                spawning: rt.machine.isRunning && (rt.child == nil || rt.channel == nil) && !turns.isExcused(rt.instance))
-            if view.awaitsKernel || view.spawning {
-                views.append(view)
-            } else {
-                settleCandidates.remove(id)
-            }
+        _ = processes.watched(for: .settle) { id, rt in
+            let view = settleView(rt, app: id)
+            guard view.awaitsKernel || view.spawning else { return false }
+            views.append(view)
+            return true
         }
         return views
+    }
+
+    private func settleView(_ rt: Runtime, app: BundleID) -> SettleView {
+        SettleView(
+            app: app,
+            awaitsKernel: rt.machine.stopPending || rt.lockCheck != nil || rt.pendingExit != nil
+                || (rt.machine.killSent && rt.machine.isRunning && rt.child != nil)
+                // A continue to be confirmed (frames wait for it).
+                || rt.heldForContinue != nil,
+            spawning: rt.machine.isRunning && (rt.child == nil || rt.channel == nil) && !turns.isExcused(rt.instance))
     }
 
     /// One app as the settle rules see it.

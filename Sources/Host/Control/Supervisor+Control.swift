@@ -145,7 +145,7 @@ extension Supervisor {
         // for the user's); the arguments are kept for a cold launch from the switcher.
         let afterJetsam = memory.device.launching(id, byUser: !background, arguments: arguments)
         let options = LaunchOptions(reason: background ? .background : .user, arguments: arguments, afterJetsam: afterJetsam)
-        if !background { foregroundCandidates.insert(id) }
+        if !background { processes.watch(id, for: .front) }
         feed(id, .launch(options, placement: background ? .background : .foreground))
         guard processes[id] != nil else { throw ControlError(.spawnFailed, "\(id) could not be launched") }
         let ticket = LaunchTicket(mark: mark, number: verbWaits.begin())
@@ -312,7 +312,7 @@ extension Supervisor {
         }
         let mark = recordingMark()
         sendOthersHome(except: id)
-        foregroundCandidates.insert(id)
+        processes.watch(id, for: .front)
         feed(id, .foreground)
         try await checkRecorded(since: mark, "came to the foreground", id)
     }
@@ -385,7 +385,7 @@ extension Supervisor {
     /// kernel. The report comes within microseconds; the bound only keeps a lost one from
     /// holding `status` for good.
     func awaitStopConfirmations(_ id: BundleID?) async {
-        let pending = (id.map { [$0] } ?? Array(settleCandidates)).filter { processes[$0]?.machine.stopPending == true }
+        let pending = (id.map { [$0] } ?? processes.watchList(.settle)).filter { processes[$0]?.machine.stopPending == true }
         guard !pending.isEmpty else { return }
         if stopWaitBound == nil {
             let input = self.input
@@ -476,13 +476,12 @@ extension Supervisor {
     }
 
     func sendOthersHome(except id: BundleID) {
-        for other in foregroundCandidates where other != id {
-            guard let machine = processes[other]?.machine, machine.isRunning, machine.placement == .foreground else {
-                foregroundCandidates.remove(other)
-                continue
-            }
+        // In bundle-id order: two apps in front (a launch racing a foreground) go home in
+        // the same order in every run.
+        for other in processes.watched(for: .front, where: { _, rt in rt.machine.isRunning && rt.machine.placement == .foreground })
+        where other != id {
             feed(other, .home)
-            if processes[other]?.machine.placement != .foreground { foregroundCandidates.remove(other) }
+            if processes[other]?.machine.placement != .foreground { processes.unwatch(other, for: .front) }
         }
     }
 

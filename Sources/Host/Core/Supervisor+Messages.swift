@@ -42,7 +42,7 @@ extension Supervisor {
                 return
             }
             // willTerminate returned: the settle rules wait for the exit it brings.
-            if processes[id]?.machine.terminating != nil { settleCandidates.insert(id) }
+            if processes[id]?.machine.terminating != nil { processes.watch(id, for: .settle) }
             if case .service(.timerFired(let timer)) = callback {
                 // A timer's fire leaves no line (a repeating one would flood the log) and
                 // concerns no plugin, transfer or snapshot.

@@ -78,13 +78,6 @@ public actor Supervisor {
 
     /// The background-mode plugins' host side.
     let modes: ModeHub
-    /// The apps that may keep a settle waiting (see ``settleViews()``): added wherever
-    /// that can start (a transition, a signal, a lock check, an exit to drain, a spawn),
-    /// dropped when a scan finds nothing to wait for. A scan of every runtime copied
-    /// each one (tens of refcounted fields), a fifth of the host's CPU in a virtual run.
-    var settleCandidates: Set<BundleID> = []
-    /// The apps that may be in front (see ``sendOthersHome(except:)``), for the same reason.
-    var foregroundCandidates: Set<BundleID> = []
     /// Audio sinks of apps with an open audio session.
     var audioSinks = AudioSinks()
     /// Plans each launch (limits, confinement, identity); holds the per-app cgroups.
@@ -162,7 +155,7 @@ public actor Supervisor {
         guard admitForTurn(item) else { return }
         switch item {
         case .spawned(let id, let instance, let child):
-            settleCandidates.insert(id)
+            processes.watch(id, for: .settle)
             let (attached, early) = processes.attach(id, instance: instance, child: child)
             guard attached != nil else {
                 try? child.signal(SIGKILL)
@@ -261,7 +254,7 @@ public actor Supervisor {
                 }
                 if processes[id]?.channelOpen == true {
                     processes[id]?.pendingExit = status
-                    settleCandidates.insert(id)
+                    processes.watch(id, for: .settle)
                     // At most 1 s (real time) for the socket to reach EOF, on the event loop's
                     // timer, cancelled when it does. On the virtual clock the EOF decides
                     // (the process is gone: nothing holds its end), under the safety net.
@@ -409,7 +402,7 @@ public actor Supervisor {
     func startLockCheck(_ id: BundleID) {
         guard let instance = processes[id]?.instance, let pid = processes[id]?.child?.pid else { return }
         processes[id]?.lockCheck = .checking
-        settleCandidates.insert(id)
+        processes.watch(id, for: .settle)
         let (container, input) = (configuration.containersDirectory + "/" + id.rawValue + "/", self.input)
         Task.detached {
             let verdict = ProcLocks.firstOutside(container, heldBy: pid)
@@ -483,7 +476,7 @@ public actor Supervisor {
             // this CPU may run first: about 20 µs of a SIGSTOP here).
             let issued = now()
             let outcome = processes[id]?.signal(sig)
-            settleCandidates.insert(id)
+            processes.watch(id, for: .settle)
             expectTurn(.app(id))
             touch(id)
             if sig == .kill { memory.device.killSent(id) }
@@ -511,7 +504,7 @@ public actor Supervisor {
             // `.child(.stopped)` and `startLockCheck`), when the app can take no more locks.
             processes[id]?.lockCheck = sig == .stop ? .awaitingStop : nil
         case .transition(let from, let to, let cause):
-            settleCandidates.insert(id)
+            processes.watch(id, for: .settle)
             let time = scope.observedTime.flatMap { $0.app == id ? $0.date : nil } ?? now()
             lastStateChange[id] = time
             processes[id]?.since = time

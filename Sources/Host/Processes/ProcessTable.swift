@@ -148,6 +148,19 @@ struct ProcessTable {
     private var byPID: [Int32: BundleID] = [:]
     private var lastInstance: UInt64 = 0
     private var early: [UInt64: [EarlyReport]] = [:]
+    private var watches: [Watch: Set<BundleID>] = [:]
+
+    /// A question the supervisor asks of a few apps, often (is anything of it still to be
+    /// waited for before the host settles; is it in front): the apps worth a look are
+    /// noted where the answer can become yes, so the question never reads every runtime
+    /// (a scan copied each one, a fifth of the host's CPU in a virtual run).
+    enum Watch: Hashable {
+        /// May keep a virtual-clock settle waiting: a transition, a signal, a lock check,
+        /// an exit to drain, a spawn.
+        case settle
+        /// May be in the foreground: launched or brought to the front.
+        case front
+    }
 
     /// A kernel report about a process whose spawn call had not returned yet.
     struct EarlyReport {
@@ -213,4 +226,38 @@ struct ProcessTable {
 
     /// The app whose live process has this pid.
     func app(pid: Int32) -> BundleID? { byPID[pid] }
+
+    // MARK: watch lists
+
+    /// `id` is worth a look for `watch` from now on.
+    mutating func watch(_ id: BundleID, for watch: Watch) {
+        watches[watch, default: []].insert(id)
+    }
+
+    /// The apps watched for `watch` for which `still` holds of their runtime, in bundle-id
+    /// order (so that what the caller does to each comes in one order, whatever the hash
+    /// seed); the others leave the list: those with no runtime, and those `still` says
+    /// nothing more is to be seen of.
+    mutating func watched(for watch: Watch, where still: (BundleID, Supervisor.Runtime) -> Bool) -> [BundleID] {
+        guard let ids = watches[watch], !ids.isEmpty else { return [] }
+        var kept: [BundleID] = []
+        for id in ids.sorted() {
+            if let rt = table[id], still(id, rt) {
+                kept.append(id)
+            } else {
+                watches[watch]?.remove(id)
+            }
+        }
+        return kept
+    }
+
+    /// The apps watched for `watch` now, in bundle-id order, without pruning.
+    func watchList(_ watch: Watch) -> [BundleID] {
+        (watches[watch] ?? []).sorted()
+    }
+
+    /// `id` leaves the list for `watch`.
+    mutating func unwatch(_ id: BundleID, for watch: Watch) {
+        watches[watch]?.remove(id)
+    }
 }
