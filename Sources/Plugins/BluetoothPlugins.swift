@@ -168,7 +168,9 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
                 guard !p.id.isEmpty, ids.insert(p.id).inserted else { throw ModeCommandError("peripheral ids must be unique and non-empty (\"\(p.id)\")") }
             }
             let old = Set(ctx.state(BLEWorld.self).peripherals.keys)
-            for gone in old.subtracting(ids) { disconnectAll(gone, ctx) }
+            // In id order, as every walk of the world here: a set's order is its hash
+            // seed's, which differs between processes (and so would the events).
+            for gone in old.subtracting(ids).sorted() { disconnectAll(gone, ctx) }
             ctx.update(BLEWorld.self) { w in
                 w.peripherals = Dictionary(uniqueKeysWithValues: list.map { p in
                     var q = p
@@ -235,7 +237,7 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
     @discardableResult
     private func disconnectAll(_ id: String, _ ctx: ModeContext) -> Int {
         var n = 0
-        for (app, ids) in ctx.state(BLEWorld.self).connections where ids.contains(id) {
+        for (app, ids) in ctx.state(BLEWorld.self).connections.sorted(by: { $0.key < $1.key }) where ids.contains(id) {
             ctx.update(BLEWorld.self) { _ = $0.connections[app]?.remove(id) }
             let wake: WakePolicy = ctx.apps[app]?.declares(.bluetoothCentral) == true ? .wake : .ifRunning
             ctx.emit(.deliver(app: app, .bleDisconnected(peripheral: id), wake: wake, because: "peripheral went away"))

@@ -205,7 +205,7 @@ public struct ProcessingPlugin: BackgroundModePlugin {
 
     public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         let running = ctx.update(State.self) { s -> [String] in
-            let ids = Array((s.apps[app]?.running ?? [:]).keys)
+            let ids = (s.apps[app]?.running ?? [:]).keys.sorted()
             s.apps[app]?.running = [:]
             s.apps[app]?.registered = []
             if byUser { s.apps[app, default: App()].userTerminated = true }

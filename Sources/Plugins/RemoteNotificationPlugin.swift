@@ -264,7 +264,7 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
 
     public func appExited(_ app: BundleID, byUser: Bool, in ctx: ModeContext) {
         let (outstanding, dropped) = ctx.update(State.self) { s -> ([UInt64], Bool) in
-            let ids = Array((s.apps[app]?.outstanding ?? [:]).keys)
+            let ids = (s.apps[app]?.outstanding ?? [:]).keys.sorted()
             s.apps[app]?.outstanding = [:]
             s.apps[app]?.visible = []
             var dropped = false

@@ -171,6 +171,26 @@ struct PluginRulesTests {
         #expect(refused(fx) == ["n:bluetooth-central"])
     }
 
+    /// A peripheral that goes away disconnects its apps in bundle-id order, and a world
+    /// loaded without several peripherals drops them in id order: the tables are
+    /// dictionaries and sets, whose order is the process's hash seed's.
+    @Test func disconnectsComeInOneOrderWhateverTheHashSeed() throws {
+        let ids: [BundleID] = ["e", "b", "d", "a", "c"]
+        let h = makeHub(ids.map { app($0, modes: [.bluetoothCentral]) })
+        for p in ["p1", "p4", "p2", "p5", "p3"] { _ = h.command(.bleAdd(BLEPeripheral(id: p, services: ["180D"])), at: .zero) }
+        for id in ids {
+            for p in ["p1", "p4", "p2", "p5", "p3"] { #expect(h.request(.bleConnect(peripheral: p), from: id, at: .zero).0 == .ok) }
+        }
+        let (_, removed) = h.command(.bleRemove(id: "p1"), at: .seconds(1))
+        #expect(delivered(removed).map(\.0) == ["a", "b", "c", "d", "e"])
+        let (_, loaded) = h.command(.bleLoad([BLEPeripheral(id: "p5", services: ["180D"])]), at: .seconds(2))
+        let dropped = loaded.compactMap { effect -> String? in
+            guard case .deliver(let app, .bleDisconnected(let peripheral), _, _) = effect else { return nil }
+            return "\(peripheral) \(app)"
+        }
+        #expect(dropped == ["p2", "p3", "p4"].flatMap { p in ["a", "b", "c", "d", "e"].map { "\(p) \($0)" } })
+    }
+
     @Test func advertisingContinuesInTheBackgroundOnlyWithTheMode() throws {
         let h = hub(app("p", modes: [.bluetoothPeripheral]), app("q"), app("scanner"))
         _ = h.request(.bleScan(services: nil), from: "scanner", at: .zero)
