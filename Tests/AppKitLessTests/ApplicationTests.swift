@@ -146,14 +146,12 @@ struct ApplicationTests {
         let host = fixture.host
 
         try host.send(.callback(seq: 1, callback: .didBecomeActive, state: .active))
-        #expect(try await host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
-        try host.send(.reply(id: 1, reply: .backgroundTimeRemaining(seconds: .greatestFiniteMagnitude)))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .backgroundTimeRemaining(seconds: .greatestFiniteMagnitude))) == .request(id: 1, request: .backgroundTimeRemaining))
         #expect(try await host.receive() == .callbackReturned(seq: 1))
         #expect(await MainActor.run { seen.value } == .greatestFiniteMagnitude)
 
         try host.send(.callback(seq: 2, callback: .didEnterBackground, state: .background))
-        #expect(try await host.receive() == .request(id: 2, request: .backgroundTimeRemaining))
-        try host.send(.reply(id: 2, reply: .backgroundTimeRemaining(seconds: 29.75)))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .backgroundTimeRemaining(seconds: 29.75))) == .request(id: 2, request: .backgroundTimeRemaining))
         #expect(try await host.receive() == .callbackReturned(seq: 2))
         #expect(await MainActor.run { seen.value } == 29.75)
     }
@@ -215,8 +213,7 @@ struct ApplicationTests {
         #expect(try await host.receive() == .beginBackgroundTask(id: 1, name: "upload"))
 
         try host.send(.callback(seq: 1, callback: .backgroundTaskExpiration(taskID: 1), state: .background))
-        #expect(try await host.receive() == .request(id: 1, request: .backgroundTimeRemaining))
-        try host.send(.reply(id: 1, reply: .backgroundTimeRemaining(seconds: 4.5)))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .backgroundTimeRemaining(seconds: 4.5))) == .request(id: 1, request: .backgroundTimeRemaining))
         #expect(try await host.receive() == .endBackgroundTask(id: 1))
         #expect(try await host.receive() == .beginBackgroundTask(id: 2, name: "last-word"))
         #expect(try await host.receive() == .callbackReturned(seq: 1))

@@ -144,26 +144,22 @@ struct BackgroundWorkTests {
         for (expected, call) in cases {
             id += 1
             let pending = StartedThread { Result { () throws(ServiceError) in try call() } }
-            #expect(try await host.receive() == .request(id: id, request: .service(.fetchSetMinimumInterval(expected))))
-            try host.send(.reply(id: id, reply: .service(.ok)))
+            #expect(try await host.receive(replying: .reply(id: id, reply: .service(.ok))) == .request(id: id, request: .service(.fetchSetMinimumInterval(expected))))
             #expect(try await pending.value.failure == nil)
         }
 
         // A refusal is thrown; NaN fails without asking.
         let refused = StartedThread { Result { () throws(ServiceError) in try app.setMinimumBackgroundFetchInterval(.minimum) } }
-        #expect(try await host.receive() == .request(id: id + 1, request: .service(.fetchSetMinimumInterval(.minimum))))
-        try host.send(.reply(id: id + 1, reply: .service(.refused(reason: "no fetch mode"))))
+        #expect(try await host.receive(replying: .reply(id: id + 1, reply: .service(.refused(reason: "no fetch mode")))) == .request(id: id + 1, request: .service(.fetchSetMinimumInterval(.minimum))))
         #expect(try await refused.value.failure == .refused("no fetch mode"))
         let nan = Result { () throws(ServiceError) in try app.setMinimumBackgroundFetchInterval(.nan) }
         #expect(nan.failure?.kind == .failed)
 
         let status = StartedThread { app.backgroundRefreshStatus }
-        #expect(try await host.receive() == .request(id: id + 2, request: .service(.backgroundRefreshStatus)))
-        try host.send(.reply(id: id + 2, reply: .service(.refreshStatus(.restricted))))
+        #expect(try await host.receive(replying: .reply(id: id + 2, reply: .service(.refreshStatus(.restricted)))) == .request(id: id + 2, request: .service(.backgroundRefreshStatus)))
         #expect(try await status.value == .restricted)
         let odd = StartedThread { app.backgroundRefreshStatus }
-        #expect(try await host.receive() == .request(id: id + 3, request: .service(.backgroundRefreshStatus)))
-        try host.send(.reply(id: id + 3, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: id + 3, reply: .service(.ok))) == .request(id: id + 3, request: .service(.backgroundRefreshStatus)))
         #expect(try await odd.value == .denied)
         try await fixture.expectQuiet()
         #expect(fixture.recorder.log.count == 1)
@@ -179,8 +175,7 @@ struct BackgroundWorkTests {
         await MainActor.run { delegate.answers = [.newData, .failed] }
 
         try host.send(.callback(seq: 1, callback: .service(.performFetch(id: 7)), state: .background))
-        #expect(try await host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 7, result: .newData))))
-        try host.send(.reply(id: 1, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.ok))) == .request(id: 1, request: .service(.fetchCompleted(id: 7, result: .newData))))
         #expect(try await host.receive() == .callbackReturned(seq: 1))
         try await fixture.expectQuiet()
 
@@ -202,8 +197,7 @@ struct BackgroundWorkTests {
         let completion = try #require(await MainActor.run { delegate.completions.first })
 
         let later = StartedThread { completion(.failed) }
-        #expect(try await host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 8, result: .failed))))
-        try host.send(.reply(id: 1, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.ok))) == .request(id: 1, request: .service(.fetchCompleted(id: 8, result: .failed))))
         try await later.value
         completion(.newData)
         try await fixture.expectQuiet()
@@ -213,8 +207,7 @@ struct BackgroundWorkTests {
         #expect(try await host.receive() == .callbackReturned(seq: 3))
         let late = try #require(await MainActor.run { delegate.completions.last })
         let call = StartedThread { late(.noData) }
-        #expect(try await host.receive() == .request(id: 2, request: .service(.fetchCompleted(id: 9, result: .noData))))
-        try host.send(.reply(id: 2, reply: .service(.refused(reason: "performFetch 9 is not running"))))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.refused(reason: "performFetch 9 is not running")))) == .request(id: 2, request: .service(.fetchCompleted(id: 9, result: .noData))))
         try await call.value
 
         #expect(fixture.recorder.log == [
@@ -230,13 +223,11 @@ struct BackgroundWorkTests {
         let host = fixture.host
 
         try host.send(.callback(seq: 1, callback: .service(.performFetch(id: 2)), state: .background))
-        #expect(try await host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 2, result: .noData))))
-        try host.send(.reply(id: 1, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.ok))) == .request(id: 1, request: .service(.fetchCompleted(id: 2, result: .noData))))
         #expect(try await host.receive() == .callbackReturned(seq: 1))
 
         try host.send(.callback(seq: 2, callback: .service(.remoteNotification(id: 3, userInfo: "{}", silent: true)), state: .background))
-        #expect(try await host.receive() == .request(id: 2, request: .service(.remoteNotificationCompleted(id: 3, result: .noData))))
-        try host.send(.reply(id: 2, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.ok))) == .request(id: 2, request: .service(.remoteNotificationCompleted(id: 3, result: .noData))))
         #expect(try await host.receive() == .callbackReturned(seq: 2))
         try await fixture.expectQuiet()
         #expect(fixture.recorder.log.isEmpty)
@@ -255,16 +246,14 @@ struct BackgroundWorkTests {
         #expect(try await host.receive() == .callbackReturned(seq: 1))
         let completion = try #require(await MainActor.run { delegate.completions.first })
         let later = StartedThread { completion(.newData) }
-        #expect(try await host.receive() == .request(id: 1, request: .service(.remoteNotificationCompleted(id: 5, result: .newData))))
-        try host.send(.reply(id: 1, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.ok))) == .request(id: 1, request: .service(.remoteNotificationCompleted(id: 5, result: .newData))))
         try await later.value
         completion(.noData)
 
         // One in the foreground goes to the same method; answered inside it.
         await MainActor.run { delegate.answers = [.noData] }
         try host.send(.callback(seq: 2, callback: .service(.remoteNotification(id: 6, userInfo: #"{"aps":{"alert":"hi"}}"#, silent: false)), state: .active))
-        #expect(try await host.receive() == .request(id: 2, request: .service(.remoteNotificationCompleted(id: 6, result: .noData))))
-        try host.send(.reply(id: 2, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.ok))) == .request(id: 2, request: .service(.remoteNotificationCompleted(id: 6, result: .noData))))
         #expect(try await host.receive() == .callbackReturned(seq: 2))
         try await fixture.expectQuiet()
 
@@ -292,10 +281,8 @@ struct BackgroundWorkTests {
         }
 
         try host.send(.callback(seq: 1, callback: .didFinishLaunching(options: launchOptions), state: .background))
-        #expect(try await host.receive() == .request(id: 1, request: .service(.bgRegister(identifier: "com.x.refresh"))))
-        try host.send(.reply(id: 1, reply: .service(.ok)))
-        #expect(try await host.receive() == .request(id: 2, request: .service(.bgRegister(identifier: "com.x.denied"))))
-        try host.send(.reply(id: 2, reply: .service(.failed(code: "notPermitted", reason: "\"com.x.denied\" is not in BGTaskSchedulerPermittedIdentifiers"))))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.ok))) == .request(id: 1, request: .service(.bgRegister(identifier: "com.x.refresh"))))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.failed(code: "notPermitted", reason: "\"com.x.denied\" is not in BGTaskSchedulerPermittedIdentifiers")))) == .request(id: 2, request: .service(.bgRegister(identifier: "com.x.denied"))))
         #expect(try await host.receive() == .callbackReturned(seq: 1))
         #expect(await MainActor.run { results.results } == [true, false])
         try await fixture.expectQuiet()
@@ -336,8 +323,7 @@ struct BackgroundWorkTests {
         }
         let processing = BGTaskRequestInfo(kind: .processing, identifier: "com.x.clean", earliestBegin: 0,
                                            requiresExternalPower: true, requiresNetworkConnectivity: true)
-        #expect(try await host.receive() == .request(id: 2, request: .service(.bgSubmit(processing))))
-        try host.send(.reply(id: 2, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.ok))) == .request(id: 2, request: .service(.bgSubmit(processing))))
         #expect(try await submitProcessing.value.failure == nil)
 
         let failures: [(ServiceReply, BGTaskScheduler.Error)] = [
@@ -353,8 +339,7 @@ struct BackgroundWorkTests {
             let pending = StartedThread {
                 Result { () throws(BGTaskScheduler.Error) in try scheduler.submit(BGAppRefreshTaskRequest(identifier: "com.x.refresh")) }
             }
-            #expect(try await host.receive() == .request(id: id, request: .service(.bgSubmit(BGTaskRequestInfo(kind: .refresh, identifier: "com.x.refresh")))))
-            try host.send(.reply(id: id, reply: .service(reply)))
+            #expect(try await host.receive(replying: .reply(id: id, reply: .service(reply))) == .request(id: id, request: .service(.bgSubmit(BGTaskRequestInfo(kind: .refresh, identifier: "com.x.refresh")))))
             #expect(try await pending.value.failure == expected)
         }
         #expect(BGTaskScheduler.Error(.notPermitted, reason: "r").description == "notPermitted: r")
@@ -382,8 +367,7 @@ struct BackgroundWorkTests {
         #expect(try await submit.value.failure == nil)
 
         let cancel = StartedThread { scheduler.cancel(taskRequestWithIdentifier: "com.x.old") }
-        #expect(try await host.receive() == .request(id: 2, request: .service(.bgCancel(identifier: "com.x.old"))))
-        try host.send(.reply(id: 2, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.ok))) == .request(id: 2, request: .service(.bgCancel(identifier: "com.x.old"))))
         try await cancel.value
 
         let clean = BGTaskRequestInfo(kind: .processing, identifier: "com.x.clean", earliestBegin: 30, requiresExternalPower: true)
@@ -404,13 +388,11 @@ struct BackgroundWorkTests {
         }
 
         let cancelAll = StartedThread { scheduler.cancelAllTaskRequests() }
-        #expect(try await host.receive() == .request(id: 4, request: .service(.bgCancel(identifier: nil))))
-        try host.send(.reply(id: 4, reply: .service(.refused(reason: "no"))))
+        #expect(try await host.receive(replying: .reply(id: 4, reply: .service(.refused(reason: "no")))) == .request(id: 4, request: .service(.bgCancel(identifier: nil))))
         try await cancelAll.value
 
         let failed = StartedThread { scheduler.pendingTaskRequests().count }
-        #expect(try await host.receive() == .request(id: 5, request: .service(.bgPending)))
-        try host.send(.reply(id: 5, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 5, reply: .service(.ok))) == .request(id: 5, request: .service(.bgPending)))
         #expect(try await failed.value == 0)
         #expect(fixture.recorder.log.count == 2)
         #expect(fixture.recorder.log.first == "BGTaskScheduler.cancel: refused: no")
@@ -425,8 +407,7 @@ struct BackgroundWorkTests {
         let host = fixture.host, delegate = fixture.delegate
         await MainActor.run { hook(delegate) }
         try host.send(.callback(seq: 1, callback: .didFinishLaunching(options: launchOptions), state: .background))
-        #expect(try await host.receive() == .request(id: 1, request: .service(.bgRegister(identifier: identifier))))
-        try host.send(.reply(id: 1, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.ok))) == .request(id: 1, request: .service(.bgRegister(identifier: identifier))))
         #expect(try await host.receive() == .callbackReturned(seq: 1))
     }
 
@@ -448,8 +429,7 @@ struct BackgroundWorkTests {
         }
 
         try host.send(.callback(seq: 2, callback: .service(.bgTaskLaunch(identifier: "com.x.clean", kind: .processing)), state: .background))
-        #expect(try await host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.clean", success: true))))
-        try host.send(.reply(id: 2, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.ok))) == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.clean", success: true))))
         #expect(try await host.receive() == .callbackReturned(seq: 2))
         try await fixture.expectQuiet()
         #expect(await MainActor.run { log.lines } == ["launch com.x.clean BGProcessingTask main=true"])
@@ -484,8 +464,7 @@ struct BackgroundWorkTests {
         try await fixture.expectQuiet()
 
         try host.send(.callback(seq: 4, callback: .service(.bgTaskExpire(identifier: "com.x.refresh")), state: .background))
-        #expect(try await host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.refresh", success: false))))
-        try host.send(.reply(id: 2, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.ok))) == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.refresh", success: false))))
         #expect(try await host.receive() == .callbackReturned(seq: 4))
 
         // Completed: a second expiration finds no task.
@@ -522,8 +501,7 @@ struct BackgroundWorkTests {
         try host.send(.callback(seq: 3, callback: .service(.bgTaskExpire(identifier: "com.x.sync")), state: .background))
         #expect(try await host.receive() == .callbackReturned(seq: 3))
         let complete = StartedThread { task.setTaskCompleted(success: true) }
-        #expect(try await host.receive() == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.sync", success: true))))
-        try host.send(.reply(id: 2, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.ok))) == .request(id: 2, request: .service(.bgTaskCompleted(identifier: "com.x.sync", success: true))))
         try await complete.value
         // (A launch for an identifier nobody registered raises and aborts: ProgrammerErrorTests
         // try that with a real process.)

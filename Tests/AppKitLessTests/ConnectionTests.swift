@@ -177,8 +177,7 @@ struct ConnectionTests {
         #expect(try await first.value == .backgroundTimeRemaining(seconds: 29.5))
 
         let second = StartedThread { try connection.request(.backgroundTimeRemaining) }
-        #expect(try await host.receive() == .request(id: 2, request: .backgroundTimeRemaining))
-        try host.send(.reply(id: 2, reply: .failed(reason: "not now")))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .failed(reason: "not now"))) == .request(id: 2, request: .backgroundTimeRemaining))
         #expect(try await second.value == .failed(reason: "not now"))
 
         host.closeHostEnd()

@@ -191,9 +191,9 @@ struct ServicesTests {
             for refuse in [false, true] {
                 id += 1
                 let pending = OnMain(call)
-                #expect(try await host.receive() == .request(id: id, request: .service(expected)))
                 let reason = "refused \(expected.apiName)"
-                try host.send(.reply(id: id, reply: .service(refuse ? .refused(reason: reason) : .ok)))
+                #expect(try await host.receive(replying: .reply(id: id, reply: .service(refuse ? .refused(reason: reason) : .ok)))
+                        == .request(id: id, request: .service(expected)))
                 let failure = await pending.result.failure
                 #expect(failure == (refuse ? ServiceError.refused(reason) : nil), "\(expected.apiName)")
                 if let failure, refuse { #expect(failure.description == reason) }
@@ -205,12 +205,10 @@ struct ServicesTests {
 
         // A reply of the wrong shape, and the host failing to answer, are failures too.
         let wrong = OnMain { () throws(ServiceError) in try central.connect("P2") }
-        #expect(try await host.receive() == .request(id: id + 1, request: .service(.bleConnect(peripheral: "P2"))))
-        try host.send(.reply(id: id + 1, reply: .service(.token("beef"))))
+        #expect(try await host.receive(replying: .reply(id: id + 1, reply: .service(.token("beef")))) == .request(id: id + 1, request: .service(.bleConnect(peripheral: "P2"))))
         #expect(await wrong.result.failure?.kind == .failed)
         let unanswered = OnMain { () throws(ServiceError) in try central.connect("P3") }
-        #expect(try await host.receive() == .request(id: id + 2, request: .service(.bleConnect(peripheral: "P3"))))
-        try host.send(.reply(id: id + 2, reply: .failed(reason: "busy")))
+        #expect(try await host.receive(replying: .reply(id: id + 2, reply: .failed(reason: "busy"))) == .request(id: id + 2, request: .service(.bleConnect(peripheral: "P3"))))
         #expect(await unanswered.result.failure == ServiceError(.failed, reason: "busy"))
 
         let (active, updating, scanning, advertising) = await MainActor.run {
@@ -233,8 +231,7 @@ struct ServicesTests {
         }
 
         let register = OnMain { () throws(ServiceError) in try registry.register() }
-        #expect(try await host.receive() == .request(id: 1, request: .service(.voipRegister)))
-        try host.send(.reply(id: 1, reply: .service(.token("c0ffee"))))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.token("c0ffee")))) == .request(id: 1, request: .service(.voipRegister)))
         #expect(try await register.result.get() == "c0ffee")
         #expect(await MainActor.run { registry.pushToken } == "c0ffee")
 
@@ -244,8 +241,7 @@ struct ServicesTests {
             location.requestAlwaysAuthorization()
             return recorder.calls
         }
-        #expect(try await host.receive() == .request(id: 2, request: .service(.locationRequestAuthorization(always: true))))
-        try host.send(.reply(id: 2, reply: .service(.authorization(.always))))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.authorization(.always)))) == .request(id: 2, request: .service(.locationRequestAuthorization(always: true))))
         #expect(try await authorize.result.get() == [], "no delegate call before the request returned")
         #expect(await MainActor.run { location.authorizationStatus } == .always)
         var lines = recorder.lines.makeAsyncIterator()
@@ -253,17 +249,14 @@ struct ServicesTests {
 
         let printer = Accessory(id: 7, name: "Printer", protocols: ["com.example.printer"])
         let list = OnMain { () throws(ServiceError) in accessories.connectedAccessories }
-        #expect(try await host.receive() == .request(id: 3, request: .service(.accessoryList)))
-        try host.send(.reply(id: 3, reply: .service(.accessories([printer]))))
+        #expect(try await host.receive(replying: .reply(id: 3, reply: .service(.accessories([printer])))) == .request(id: 3, request: .service(.accessoryList)))
         #expect(try await list.result.get() == [printer])
 
         let samples = (0..<300_000).map { Int16(truncatingIfNeeded: $0) }
         let play = OnMain { () throws(ServiceError) in try audio.play(samples: samples, sampleRate: 8000) }
         let split = AudioSession.maximumSamplesPerRequest
-        #expect(try await host.receive() == .request(id: 4, request: .service(.audioPlay(samples: AudioSession.encode(samples[..<split]), sampleRate: 8000))))
-        try host.send(.reply(id: 4, reply: .service(.ok)))
-        #expect(try await host.receive() == .request(id: 5, request: .service(.audioPlay(samples: AudioSession.encode(samples[split...]), sampleRate: 8000))))
-        try host.send(.reply(id: 5, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 4, reply: .service(.ok))) == .request(id: 4, request: .service(.audioPlay(samples: AudioSession.encode(samples[..<split]), sampleRate: 8000))))
+        #expect(try await host.receive(replying: .reply(id: 5, reply: .service(.ok))) == .request(id: 5, request: .service(.audioPlay(samples: AudioSession.encode(samples[split...]), sampleRate: 8000))))
         #expect(await play.result.failure == nil)
         #expect(AudioSession.encode(samples[..<2]) == Data([0x00, 0x00, 0x01, 0x00]))
         #expect(fixture.recorder.log.isEmpty)
@@ -277,8 +270,7 @@ struct ServicesTests {
         let (location, central) = await MainActor.run { (LocationManager(router: router), CentralManager(delegate: nil, router: router)) }
 
         let stop = OnMain { () throws(ServiceError) in central.stopScan() }
-        #expect(try await host.receive() == .request(id: 1, request: .service(.bleStopScan)))
-        try host.send(.reply(id: 1, reply: .service(.refused(reason: "no plugin"))))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.refused(reason: "no plugin")))) == .request(id: 1, request: .service(.bleStopScan)))
         #expect(await stop.result.failure == nil)
 
         let allow = OnMain { () throws(ServiceError) -> Bool in
@@ -287,16 +279,14 @@ struct ServicesTests {
         }
         // (Without the mode the host answers `raise` and the app aborts: ProgrammerErrorTests
         // try that with a real process.)
-        #expect(try await host.receive() == .request(id: 2, request: .service(.locationAllowsBackgroundUpdates(true))))
-        try host.send(.reply(id: 2, reply: .service(.refused(reason: "the host is shutting down"))))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.refused(reason: "the host is shutting down")))) == .request(id: 2, request: .service(.locationAllowsBackgroundUpdates(true))))
         #expect(try await allow.result.get() == false)
 
         let oddAnswer = OnMain { () throws(ServiceError) -> LocationAuthorization in
             location.requestWhenInUseAuthorization()
             return location.authorizationStatus
         }
-        #expect(try await host.receive() == .request(id: 3, request: .service(.locationRequestAuthorization(always: false))))
-        try host.send(.reply(id: 3, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 3, reply: .service(.ok))) == .request(id: 3, request: .service(.locationRequestAuthorization(always: false))))
         #expect(try await oddAnswer.result.get() == .notDetermined)
 
         let log = fixture.recorder.log
@@ -345,8 +335,7 @@ struct ServicesTests {
         #expect(try await host.receive() == .callbackReturned(seq: 1))
 
         try host.send(.callback(seq: 2, callback: .service(.voipPush(payload: #"{"caller":"bob"}"#)), state: .background))
-        #expect(try await host.receive() == .request(id: 1, request: .service(.voipReportIncomingCall(uuid: uuid.uuidString, handle: "bob"))))
-        try host.send(.reply(id: 1, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.ok))) == .request(id: 1, request: .service(.voipReportIncomingCall(uuid: uuid.uuidString, handle: "bob"))))
         #expect(try await host.receive() == .callbackReturned(seq: 2))
 
         let events: [ServiceEvent] = [
@@ -442,8 +431,7 @@ struct ServicesTests {
             app.registerForRemoteNotifications()
             return delegate.count
         }
-        #expect(try await host.receive() == .request(id: 1, request: .service(.registerForRemoteNotifications)))
-        try host.send(.reply(id: 1, reply: .service(.token("00ff"))))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.token("00ff")))) == .request(id: 1, request: .service(.registerForRemoteNotifications)))
         #expect(try await first.result.get() == 0, "the delegate hears only after the call returned")
         #expect(await outcomes.next() == .token("00ff"))
 
@@ -451,8 +439,7 @@ struct ServicesTests {
             app.registerForRemoteNotifications()
             return delegate.count
         }
-        #expect(try await host.receive() == .request(id: 2, request: .service(.registerForRemoteNotifications)))
-        try host.send(.reply(id: 2, reply: .service(.refused(reason: "no valid \"aps-environment\" entitlement"))))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.refused(reason: "no valid \"aps-environment\" entitlement")))) == .request(id: 2, request: .service(.registerForRemoteNotifications)))
         #expect(try await second.result.get() == 1)
         #expect(await outcomes.next() == .failure(.refused("no valid \"aps-environment\" entitlement")))
         #expect(fixture.recorder.log.isEmpty)

@@ -60,6 +60,21 @@ final class TestHost: @unchecked Sendable {
         try await onThread { try self.receiveBlocking() }
     }
 
+    /// The next whole app message, with `reply` written the moment it is read, on the same
+    /// thread of its own. For a request the app blocks in (on the main queue, as a service
+    /// call does) until its reply: written after the test's task resumed, the reply waited
+    /// for a cooperative-pool thread, and the main queue, which every AppKitLess test
+    /// shares, stayed blocked that long on each call. In a loaded full run (1,111 tests,
+    /// two CPU hogs) three tests of 12 to 44 calls each went over their one-minute limits.
+    /// The message is returned for the test to check (a wrong one fails it all the same).
+    func receive(replying reply: HostMessage) async throws -> AppMessage {
+        try await onThread {
+            let message = try self.receiveBlocking()
+            try self.send(reply)
+            return message
+        }
+    }
+
     /// Blocks until one whole app message arrives; for code already on a thread of its own.
     func receiveBlocking() throws -> AppMessage {
         var chunk = [UInt8](repeating: 0, count: 4096)

@@ -105,8 +105,7 @@ private extension AppHarness where Extra == URLExtras {
         configure(&configuration)
         let made = configuration
         let call = MainQueueCall { BackgroundURLSession(configuration: made, delegate: delegate, router: router) }
-        #expect(try await host.receive() == .request(id: id, request: .service(.urlSessionCreate(made.protocolValue))), sourceLocation: sourceLocation)
-        try host.send(.reply(id: id, reply: .service(.transferTasks(tasks))))
+        #expect(try await host.receive(replying: .reply(id: id, reply: .service(.transferTasks(tasks)))) == .request(id: id, request: .service(.urlSessionCreate(made.protocolValue))), sourceLocation: sourceLocation)
         return await call.value
     }
 }
@@ -143,8 +142,7 @@ struct URLSessionTests {
         #expect(session.configuration.protocolValue == BackgroundSessionConfig(identifier: "com.x.bg", isDiscretionary: true, timeoutIntervalForResource: 60, allowsCellularAccess: false))
 
         let list = MainQueueCall { session.getAllTasks() }
-        #expect(try await host.receive() == .request(id: 2, request: .service(.urlSessionTasks(session: "com.x.bg"))))
-        try host.send(.reply(id: 2, reply: .service(.transferTasks([earlier[0]]))))
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.transferTasks([earlier[0]])))) == .request(id: 2, request: .service(.urlSessionTasks(session: "com.x.bg"))))
         let tasks = await list.value
         await MainActor.run {
             #expect(tasks.map(\.taskIdentifier) == [4])
@@ -152,8 +150,7 @@ struct URLSessionTests {
             #expect(tasks[0].countOfBytesExpectedToReceive == 100 && tasks[0].url.absoluteString == "https://example.com/a")
         }
         let again = MainQueueCall { session.getAllTasks() }
-        #expect(try await host.receive() == .request(id: 3, request: .service(.urlSessionTasks(session: "com.x.bg"))))
-        try host.send(.reply(id: 3, reply: .service(.transferTasks([earlier[0]]))))
+        #expect(try await host.receive(replying: .reply(id: 3, reply: .service(.transferTasks([earlier[0]])))) == .request(id: 3, request: .service(.urlSessionTasks(session: "com.x.bg"))))
         let second = await again.value
         #expect(await MainActor.run { second.first === tasks.first })
 
@@ -181,9 +178,9 @@ struct URLSessionTests {
         try await fixture.expectQuiet()
 
         let resume = MainQueueCall { download.resume() }
-        #expect(try await host.receive() == .request(id: 2, request: .service(.urlSessionStartTask(
+        #expect(try await host.receive(replying: .reply(id: 2, reply: .service(.transferTaskCreated(taskIdentifier: 7))))
+                == .request(id: 2, request: .service(.urlSessionStartTask(
             session: "s", kind: .download, url: "https://example.com/file.bin", method: "GET", headers: [:], uploadFile: nil))))
-        try host.send(.reply(id: 2, reply: .service(.transferTaskCreated(taskIdentifier: 7))))
         await resume.value
         #expect(await MainActor.run { download.state == .running && download.taskIdentifier == 7 })
 
@@ -194,23 +191,21 @@ struct URLSessionTests {
             return session.uploadTask(with: request, fromFile: URL(fileURLWithPath: "/c/Documents/up.txt"))
         }
         let resumeUpload = MainQueueCall { upload.resume() }
-        #expect(try await host.receive() == .request(id: 3, request: .service(.urlSessionStartTask(
+        #expect(try await host.receive(replying: .reply(id: 3, reply: .service(.transferTaskCreated(taskIdentifier: 8))))
+                == .request(id: 3, request: .service(.urlSessionStartTask(
             session: "s", kind: .upload, url: "https://example.com/up", method: "PUT",
             headers: ["Content-Type": "text/plain"], uploadFile: "/c/Documents/up.txt"))))
-        try host.send(.reply(id: 3, reply: .service(.transferTaskCreated(taskIdentifier: 8))))
         await resumeUpload.value
         #expect(await MainActor.run { upload.kind == .upload && upload.taskIdentifier == 8 })
 
         let cancel = MainQueueCall { download.cancel() }
-        #expect(try await host.receive() == .request(id: 4, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 7, produceResumeData: false))))
-        try host.send(.reply(id: 4, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 4, reply: .service(.ok))) == .request(id: 4, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 7, produceResumeData: false))))
         await cancel.value
         #expect(await MainActor.run { download.state == .canceling })
 
         let resumeData = Mutex<Data??>(nil)
         let cancelWithData = MainQueueCall { upload.cancel(byProducingResumeData: { data in resumeData.withLock { $0 = .some(data) } }) }
-        #expect(try await host.receive() == .request(id: 5, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 8, produceResumeData: true))))
-        try host.send(.reply(id: 5, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 5, reply: .service(.ok))) == .request(id: 5, request: .service(.urlSessionCancel(session: "s", taskIdentifier: 8, produceResumeData: true))))
         await cancelWithData.value
         try await fixture.expectQuiet()
         #expect(resumeData.withLock { $0 } == nil, "the resume data comes once the daemon has stopped the transfer")
@@ -250,8 +245,7 @@ struct URLSessionTests {
         let resumed = await MainActor.run { session.downloadTask(withResumeData: data) }
         #expect(await MainActor.run { resumed.url.absoluteString == "https://example.com/file.bin" && resumed.state == .suspended })
         let resumeResumed = MainQueueCall { resumed.resume() }
-        #expect(try await host.receive() == .request(id: 7, request: .service(.urlSessionResumeTask(session: "s", resumeData: data))))
-        try host.send(.reply(id: 7, reply: .service(.transferTaskCreated(taskIdentifier: 9))))
+        #expect(try await host.receive(replying: .reply(id: 7, reply: .service(.transferTaskCreated(taskIdentifier: 9)))) == .request(id: 7, request: .service(.urlSessionResumeTask(session: "s", resumeData: data))))
         await resumeResumed.value
         #expect(await MainActor.run { resumed.taskIdentifier == 9 && resumed.state == .running })
     }
@@ -321,8 +315,7 @@ struct URLSessionTests {
         defer { fixture.tearDown() }
         let host = fixture.host
         try host.send(.callback(seq: 1, callback: .service(.urlSessionHandleEvents(session: "s")), state: .background))
-        #expect(try await host.receive() == .request(id: 1, request: .service(.urlSessionEventsCompleted(session: "s"))))
-        try host.send(.reply(id: 1, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.ok))) == .request(id: 1, request: .service(.urlSessionEventsCompleted(session: "s"))))
         #expect(try await host.receive() == .callbackReturned(seq: 1))
         try await fixture.expectQuiet()
         #expect(fixture.recorder.log.isEmpty)

@@ -276,8 +276,7 @@ struct ViewTests {
             return
         }
         #expect(tree.views[1].content == .label(text: "$110.00", fontSize: 34, color: .black))
-        #expect(try await host.receive() == .request(id: 1, request: .service(.fetchCompleted(id: 3, result: .newData))))
-        try host.send(.reply(id: 1, reply: .service(.ok)))
+        #expect(try await host.receive(replying: .reply(id: 1, reply: .service(.ok))) == .request(id: 1, request: .service(.fetchCompleted(id: 3, result: .newData))))
         #expect(try await host.receive() == .callbackReturned(seq: 2))
         try await fixture.expectQuiet()
     }
