@@ -313,8 +313,10 @@ extension Supervisor {
         // Stops to be confirmed (and their lock checks) and killed apps to be reaped are
         // waited for, so that after `advance` the states a test reads are the final ones;
         // and spawns, so what a launch brings runs at this virtual time.
+        // In no particular order: the caller asks whether any is left, and the safety net
+        // sorts the names it gives.
         var views: [SettleView] = []
-        _ = processes.watched(for: .settle) { id, rt in
+        _ = processes.watched(for: .settle, inOrder: false) { id, rt in
             let view = settleView(rt, app: id)
             guard view.awaitsKernel || view.spawning else { return false }
             views.append(view)

@@ -237,11 +237,12 @@ struct ProcessTable {
     /// The apps watched for `watch` for which `still` holds of their runtime, in bundle-id
     /// order (so that what the caller does to each comes in one order, whatever the hash
     /// seed); the others leave the list: those with no runtime, and those `still` says
-    /// nothing more is to be seen of.
-    mutating func watched(for watch: Watch, where still: (BundleID, Supervisor.Runtime) -> Bool) -> [BundleID] {
+    /// nothing more is to be seen of. `inOrder` false skips the sort, for a caller that only
+    /// asks whether any is left (the settle asks after every step, of up to every app).
+    mutating func watched(for watch: Watch, inOrder: Bool = true, where still: (BundleID, Supervisor.Runtime) -> Bool) -> [BundleID] {
         guard let ids = watches[watch], !ids.isEmpty else { return [] }
         var kept: [BundleID] = []
-        for id in ids.sorted() {
+        for id in inOrder ? ids.sorted() : Array(ids) {
             if let rt = table[id], still(id, rt) {
                 kept.append(id)
             } else {
