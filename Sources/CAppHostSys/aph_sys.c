@@ -757,15 +757,8 @@ static void aph_child(const struct aph_child_args *a) {
         }
     }
 
-    // 3. Die with the parent (thread). If the parent already died, PDEATHSIG
-    //    will never fire: stop here.
-    if (s->death_signal > 0) {
-        rc = APH_RAW5(SYS_prctl, PR_SET_PDEATHSIG, (unsigned long)s->death_signal, 0UL, 0UL, 0UL);
-        if (rc < 0) aph_child_fail(report_fd, APH_STEP_DEATH_SIGNAL, (int)-rc, 0);
-        if (APH_RAW0(SYS_getppid) != a->parent) {
-            aph_child_fail(report_fd, APH_STEP_PARENT_EXITED, ESRCH, 0);
-        }
-    }
+    // 3. (The parent-death signal comes after the identity, step 8b: the
+    //    kernel clears it when the uid changes.)
 
     // 4. No privilege gain through execve (also required for seccomp and
     //    Landlock).
@@ -849,6 +842,23 @@ static void aph_child(const struct aph_child_args *a) {
     if (s->drop_capabilities) {
         e = aph_capabilities_finish(s->kept_capabilities, &rc);
         if (e != 0) aph_child_fail(report_fd, APH_STEP_CAPABILITIES, e, (int)rc);
+    }
+
+    // 8b. Die with the parent (thread). Only now: commit_creds() clears the
+    //     parent-death signal whenever the euid, egid, fsuid or fsgid change
+    //     (kernel/cred.c), so set before setresuid it was gone, and an app of
+    //     a root host outlived a host killed with SIGKILL (issue 32: 20 of 20
+    //     suspended apps survived, parent 1). Dropping capabilities keeps it
+    //     (the new set is a subset of the old), and so does the execve below
+    //     (no set-id bit or file capability gains anything under
+    //     NO_NEW_PRIVS). If the parent already died, PDEATHSIG will never
+    //     fire: stop here.
+    if (s->death_signal > 0) {
+        rc = APH_RAW5(SYS_prctl, PR_SET_PDEATHSIG, (unsigned long)s->death_signal, 0UL, 0UL, 0UL);
+        if (rc < 0) aph_child_fail(report_fd, APH_STEP_DEATH_SIGNAL, (int)-rc, 0);
+        if (APH_RAW0(SYS_getppid) != a->parent) {
+            aph_child_fail(report_fd, APH_STEP_PARENT_EXITED, ESRCH, 0);
+        }
     }
 
     // 9. Seccomp last: everything above may use any syscall.

@@ -1,5 +1,7 @@
 import AppHostManifest
 import AppHostProtocol
+import AppHostSystem
+import CAppHostSys
 import Foundation
 import TestSupport
 import Testing
@@ -354,8 +356,20 @@ struct RobustnessCLITests {
             }
             let launch = await s.run("launch", id)
             try #require(launch.status == 0, "launch: \(launch.stderr)")
+            let pid = try #require(launchedPID(launch.stdout, id: id), "\(launch.stdout)")
+            // Suspended: a running app would end by itself at its socket's end of file;
+            // a stopped one reads nothing, so only its parent-death signal ends it.
+            let follow = try s.start(["events", "--follow", id])
+            let home = await s.run("background", id)
+            try #require(home.status == 0, "background: \(home.stderr)")
+            _ = try #require(await follow.line(containing: "background → suspended"), "events --follow: \(follow.lines)")
+            #expect(kernelState(pid) == "T")
             first.send(SIGKILL)
             #expect(await first.waitForExit() == CLIExit(status: SIGKILL, signaled: true))
+            // The app dies with the host, whatever uid it runs as: its parent-death signal
+            // is set after its uid changes (before, the kernel cleared it, and the suspended
+            // apps of a root host outlived it).
+            #expect(await waitForProcessExit(pid, seconds: 20), "pid \(pid) outlived the host: \(kernelState(pid).map(String.init) ?? "?")")
 
             _ = try await s.startDaemon()
             let status = try #require(try jsonPayload(await s.run("status", "--json", id).stdout, "status") as? [[String: Any]])
@@ -366,12 +380,73 @@ struct RobustnessCLITests {
                 return (try? WireJSON.decoder().decode(Line.self, from: Data(line.utf8)))?.event
             }
             let ended = try #require(lines.last { $0.kind == .transition }, "\(events.stdout)")
-            #expect(ended.to == .notRunning && ended.from == .active)
+            #expect(ended.to == .notRunning && ended.from == .suspended)
             #expect(ended.cause == "ended with the host (the host stopped without shutting down)")
             let reports = try #require(try jsonPayload(await s.run("reports", "--json", id).stdout, "reports") as? [[String: Any]])
             #expect(reports.last?["terminationNamespace"] as? String == "APPHOST", "\(reports)")
             let none = await s.run("reports", "--json", idle)
             #expect((try jsonPayload(none.stdout, "reports") as? [Any])?.isEmpty == true, "an app that was not running gets nothing: \(none)")
         }
+    }
+
+    /// A process of an app left running by an earlier host (as an older host's apps, whose
+    /// parent-death signal the uid change cleared, were): the next host kills it before it
+    /// reports on the app, and says so. Needs root (per-app uids).
+    @Test(.timeLimit(.minutes(1)))
+    func aNewHostKillsWhatACrashedHostLeftRunningBeforeItReports() async throws {
+        guard geteuid() == 0 else {
+            print("skipped: a leftover process under an app's own uid needs a host running as root")
+            return
+        }
+        try await withCLISession("leftover") { s in
+            let first = try await s.startDaemon()
+            let id = "com.robust.leftover"
+            let install = await s.run("install", try makeProbeBundle(in: s.stateDir, id: id))
+            try #require(install.status == 0, "install: \(install.stderr)")
+            let launch = await s.run("launch", id)
+            try #require(launch.status == 0, "launch: \(launch.stderr)")
+            let pid = try #require(launchedPID(launch.stdout, id: id), "\(launch.stdout)")
+            let uid = try #require(try ProcStatus.read(pid: pid)["Uid"]?.split(separator: "\t").first.flatMap { UInt32($0) })
+            try #require(uid != 0, "per-app uids are on for a root host")
+            first.send(SIGKILL)
+            #expect(await first.waitForExit() == CLIExit(status: SIGKILL, signaled: true))
+            #expect(await waitForProcessExit(pid, seconds: 20))
+
+            // What an older host left: a process running as the app's uid, under another parent.
+            let (leftover, exits) = try await ProcessReaper.shared.spawn(SpawnSettings(
+                executablePath: "/bin/sleep", arguments: ["sleep", "600"],
+                identity: ProcessIdentity(uid: uid, gid: uid)))
+            #expect(kernelState(leftover.pid) != nil)
+
+            _ = try await s.startDaemon()
+            var ended: ChildEvent?
+            for await event in exits { ended = event }
+            #expect(ended == .exited(.signaled(signal: SIGKILL, coreDumped: false)), "\(String(describing: ended))")
+            let events = await s.run("events", id)
+            #expect(events.stdout.contains("left running by the previous host (pid \(leftover.pid))"), "\(events.stdout)")
+            let reports = try #require(try jsonPayload(await s.run("reports", "--json", id).stdout, "reports") as? [[String: Any]])
+            let reason = reports.last?["reason"] as? String ?? ""
+            #expect(reason.contains("was still there (pid \(leftover.pid)) and was killed by this host at its start"), "\(reports)")
+        }
+    }
+}
+
+/// Waits, at most `seconds` of real time (a bound, not a pause: it returns as soon as the
+/// kernel says so), until `pid` has exited; true when it has (or was gone already).
+func waitForProcessExit(_ pid: Int32, seconds: Int) async -> Bool {
+    await withCheckedContinuation { continuation in
+        let thread = Thread {
+            var fd: Int32 = -1
+            guard aph_pidfd_open(pid, &fd) == 0 else {
+                continuation.resume(returning: true)
+                return
+            }
+            defer { close(fd) }
+            var polled = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            var n: Int32
+            repeat { n = poll(&polled, 1, Int32(seconds * 1000)) } while n < 0 && errno == EINTR
+            continuation.resume(returning: n == 1)
+        }
+        thread.start()
     }
 }

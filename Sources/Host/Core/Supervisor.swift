@@ -131,7 +131,10 @@ public actor Supervisor {
             events.append(.warning, cause: "\(configuration.databasePath): \(row)", time: startDate)
             logger.warning("\(configuration.databasePath): \(row)")
         }
-        lastStateChange = reportWriter.recordEndedWithHost(apps: apps.keys.sorted(), events: events, time: startDate)
+        let killedAtStart = Self.killLeftoverProcesses(apps: apps.keys.sorted(), identities: identities, events: events,
+                                                       logger: logger, time: startDate)
+        lastStateChange = reportWriter.recordEndedWithHost(apps: apps.keys.sorted(), killedAtStart: killedAtStart,
+                                                           events: events, time: startDate)
         // Said once, at startup: what confines apps here and what does not.
         let summary = SandboxSummary(kernelABI: Landlock.abiVersion, limit: configuration.landlockABI,
                                      seccomp: configuration.seccomp, uid: geteuid(),
@@ -147,6 +150,30 @@ public actor Supervisor {
         let device = configuration.memory.device ?? configuration.profile.deviceMemory
         memory = MemoryState(device: device, cuesPerSecond: configuration.bounds.footprintCues)
         memory.watch = Self.startMemoryWatch(configuration, device: device, input: input, events: events, logger: logger, time: startDate)
+    }
+
+    /// At start, before reporting on the apps a crashed host left: kills every process
+    /// still running as an app's uid (a root host with per-app uids; without them the
+    /// apps run as the host's uid, which keeps their parent-death signal). Returns the
+    /// apps whose processes were killed, with their pids.
+    nonisolated static func killLeftoverProcesses(apps: [BundleID], identities: AppIdentities?, events: EventLog,
+                                                  logger: Logger, time: Date) -> [BundleID: [Int32]] {
+        guard let identities else { return [:] }
+        var killed: [BundleID: [Int32]] = [:]
+        for (app, outcome) in identities.killLeftovers(of: apps).sorted(by: { $0.key < $1.key }) {
+            if !outcome.killed.isEmpty {
+                killed[app] = outcome.killed
+                let cause = "killed \(outcome.killed.count) process(es) of \(app) left running by the previous host (pid \(outcome.killed.map(String.init).joined(separator: ", "))): it ended without shutting down"
+                events.append(.signal, app: app, cause: cause, fields: .init(signal: .kill), time: time)
+                logger.warning("\(cause)")
+            }
+            if !outcome.remaining.isEmpty {
+                let cause = "process(es) of \(app) left by the previous host did not die of SIGKILL within 2 s (pid \(outcome.remaining.map(String.init).joined(separator: ", ")))"
+                events.append(.warning, app: app, cause: cause, time: time)
+                logger.error("\(cause)")
+            }
+        }
+        return killed
     }
 
     // MARK: - Inputs

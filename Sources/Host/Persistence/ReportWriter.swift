@@ -65,7 +65,9 @@ struct ReportWriter {
     /// After a crash of the host (kill -9, a power cut) its apps died with it (PDEATHSIG)
     /// and nothing said how. For each app whose last recorded state is not notRunning,
     /// records the transition to notRunning and an APPHOST report. Returns when each changed.
-    func recordEndedWithHost(apps: [BundleID], events: EventLog, time: Date) -> [BundleID: Date] {
+    /// `killedAtStart` are the apps whose processes were still there, with their pids
+    /// (see ``Supervisor/killLeftoverProcesses(apps:identities:events:logger:time:)``).
+    func recordEndedWithHost(apps: [BundleID], killedAtStart: [BundleID: [Int32]] = [:], events: EventLog, time: Date) -> [BundleID: Date] {
         let cause = "ended with the host (the host stopped without shutting down)"
         var changed: [BundleID: Date] = [:]
         var rows: [Store.TransitionRow] = []
@@ -85,7 +87,8 @@ struct ReportWriter {
                 exceptionType: "HOST_ENDED",
                 exitStatus: nil, signal: nil, signalName: nil, terminationNamespace: "APPHOST", terminationCode: nil,
                 reason: "the app was \(last.state.rawValue) when the host ended without shutting down (killed, or the machine stopped); "
-                    + "the app ended with it (its parent-death signal)",
+                    + (killedAtStart[id].map { "its process was still there (pid \($0.map(String.init).joined(separator: ", "))) and was killed by this host at its start" }
+                        ?? "the app ended with it (its parent-death signal)"),
                 explanation: "Found by the next host at its start; how the app's process ended was not observed.",
                 lastStates: states + [StateRecord(state: .notRunning, time: time, cause: cause)])
             write(report, events: events)

@@ -278,3 +278,26 @@ enum AppOwnership {
         }
     }
 }
+
+extension AppIdentities {
+    /// Kills the processes still running as the uid of one of `apps`: left by a host that
+    /// ended without shutting down, whose apps outlived it (see ``LeftoverProcesses``).
+    /// A uid is the app's alone (claimed machine-wide), so whatever runs as it is the
+    /// app's. Returns, per app, the pids killed and those that would not die.
+    func killLeftovers(of apps: [BundleID]) -> [BundleID: (killed: [Int32], remaining: [Int32])] {
+        var owner: [UInt32: BundleID] = [:]
+        for app in apps {
+            if let uid = existingUID(app: app) { owner[uid] = app }
+        }
+        let found = LeftoverProcesses.find(uids: Set(owner.keys))
+        guard !found.isEmpty else { return [:] }
+        let (killed, remaining) = LeftoverProcesses.kill(found)
+        var result: [BundleID: (killed: [Int32], remaining: [Int32])] = [:]
+        for process in found {
+            guard let app = owner[process.uid] else { continue }
+            if killed.contains(process.pid) { result[app, default: ([], [])].killed.append(process.pid) }
+            if remaining.contains(process.pid) { result[app, default: ([], [])].remaining.append(process.pid) }
+        }
+        return result
+    }
+}
