@@ -106,9 +106,24 @@ struct ControlClient {
         return items
     }
 
+    /// Writes the request without SIGPIPE: a daemon that refuses a peer (another user, an
+    /// app) answers and closes before it reads, and its answer, read next, says why. So a
+    /// closed peer ends the write quietly; a daemon that said nothing is reported by the read.
     private func send(_ request: ControlRequest, on fd: FileDescriptor) throws {
         let bytes = try Frame.encode(request)
-        _ = try fd.writeAll(bytes)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd.rawValue, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            if n >= 0 {
+                offset += n
+                continue
+            }
+            switch errno {
+            case EINTR: continue
+            case EPIPE, ECONNRESET: return
+            default: throw Errno(rawValue: errno)
+            }
+        }
     }
 
     private func next<M: Decodable>(_ type: M.Type, from fd: FileDescriptor, decoder: inout FrameDecoder) throws -> M? {

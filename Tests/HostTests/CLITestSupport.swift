@@ -133,7 +133,8 @@ final class CLIProcess: Sendable {
     /// `XDG_STATE_HOME` and `APPHOST_PRODUCTS_DIR` are removed from its environment
     /// so that only the command line decides, unless `environment` sets them).
     /// `umask` is the process's umask (nil: the test runner's).
-    init(_ arguments: [String], environment overrides: [String: String] = [:], umask: mode_t? = nil) throws {
+    init(_ arguments: [String], environment overrides: [String: String] = [:], umask: mode_t? = nil,
+         identity: ProcessIdentity? = nil) throws {
         self.arguments = arguments
         let shared = CLIProcessState()
         var environment = ProcessInfo.processInfo.environment
@@ -144,7 +145,8 @@ final class CLIProcess: Sendable {
         let out = try makePipe(), err = try makePipe()
         let settings = SpawnSettings(
             executablePath: apphostPath, arguments: [apphostPath] + arguments, environment: environment,
-            standardOutput: out.write, standardError: err.write, seccomp: .none, dropsCapabilities: false, umask: umask)
+            standardOutput: out.write, standardError: err.write, seccomp: .none, dropsCapabilities: identity != nil,
+            identity: identity, umask: umask)
         let started = SpawnWait()
         ProcessReaper.shared.spawn(settings, onEvent: { event in
             guard case .exited(let status) = event else { return }
@@ -287,8 +289,8 @@ final class CLISession: Sendable {
     }
 
     /// Starts `apphost args...` (with this session's state dir) and tracks it.
-    func start(_ args: [String], umask: mode_t? = nil) throws -> CLIProcess {
-        let p = try CLIProcess(withStateDir(args), umask: umask)
+    func start(_ args: [String], umask: mode_t? = nil, identity: ProcessIdentity? = nil) throws -> CLIProcess {
+        let p = try CLIProcess(withStateDir(args), umask: umask, identity: identity)
         processes.withLock { $0.append(p) }
         return p
     }

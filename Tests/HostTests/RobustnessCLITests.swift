@@ -144,6 +144,40 @@ struct RobustnessCLITests {
 
     // MARK: 2. the control socket
 
+    /// Only the host's user and root drive a host, whatever the socket's mode: what an app
+    /// of an unprivileged host did (the state dir and the socket made 0777) let another
+    /// local user terminate its apps. Needs root (to be another user).
+    @Test(.timeLimit(.minutes(1)))
+    func anotherUserIsRefusedWhateverTheSocketsMode() async throws {
+        guard geteuid() == 0 else {
+            print("skipped: connecting as another user needs a test run as root")
+            return
+        }
+        try await withCLISession("peer") { s in
+            _ = try await s.startDaemon()
+            // Open to all: the socket, the state dir, and the way to it.
+            #expect(chmod(s.stateDir + "/control.sock", 0o777) == 0)
+            #expect(chmod(s.stateDir, 0o777) == 0)
+            var path = (s.stateDir as NSString).deletingLastPathComponent
+            while path != "/", !path.isEmpty {
+                var st = stat()
+                if stat(path, &st) == 0, st.st_mode & 0o001 == 0 { _ = chmod(path, (st.st_mode & 0o7777) | 0o001) }
+                path = (path as NSString).deletingLastPathComponent
+            }
+            let nobody = ProcessIdentity(uid: 65534, gid: 65534)
+            let other = try s.start(["status"], identity: nobody)
+            let exit = await other.waitForExit()
+            #expect(exit != .exited(0), "status as uid 65534: \(other.stdout)")
+            #expect(other.stderr.contains("serves only the host's user (uid 0) and root"), "\(exit) stderr: \(other.stderr)")
+            let terminate = try s.start(["terminate", "com.robust.none"], identity: nobody)
+            _ = await terminate.waitForExit()
+            #expect(terminate.stderr.contains("serves only the host's user (uid 0) and root"), "stderr: \(terminate.stderr)")
+            // The host's own user is still served.
+            let own = await s.run("status")
+            #expect(own.status == 0, "\(own.stderr)")
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func idleControlConnectionsAreClosedButFollowersAreNot() async throws {
         try await withCLISession("idle") { s in
@@ -448,5 +482,19 @@ func waitForProcessExit(_ pid: Int32, seconds: Int) async -> Bool {
             continuation.resume(returning: n == 1)
         }
         thread.start()
+    }
+}
+
+/// The control socket's peer rule alone (any machine, any user).
+@Suite struct ControlPeerPolicyTests {
+    @Test func theHostsUserAndRootAreServedNobodyElse() {
+        func peer(_ uid: UInt32) -> PeerCredentials { PeerCredentials(pid: 42, uid: uid, gid: uid) }
+        #expect(ControlPeerPolicy.refusal(peer: peer(1000), hostUID: 1000) == nil)
+        #expect(ControlPeerPolicy.refusal(peer: peer(0), hostUID: 1000) == nil)
+        #expect(ControlPeerPolicy.refusal(peer: peer(0), hostUID: 0) == nil)
+        #expect(ControlPeerPolicy.refusal(peer: peer(1001), hostUID: 1000)
+                == "the control socket serves only the host's user (uid 1000) and root; pid 42 runs as uid 1001")
+        #expect(ControlPeerPolicy.refusal(peer: peer(65534), hostUID: 0) != nil)
+        #expect(ControlPeerPolicy.refusal(peer: nil, hostUID: 1000) != nil, "unreadable credentials are refused")
     }
 }

@@ -35,6 +35,22 @@ struct PeerCredentials: Sendable {
     static let option: Int32 = 17
 }
 
+/// Who may drive a host through its control socket: its own user and root, nobody else
+/// (`SO_PEERCRED`, whatever the socket file's mode says).
+enum ControlPeerPolicy {
+    /// Why `peer` is refused by a host running as `hostUID`, or nil when it is served.
+    /// A peer whose credentials cannot be read is refused.
+    static func refusal(peer: PeerCredentials?, hostUID: uid_t) -> String? {
+        guard let peer else {
+            return "the control socket could not read its peer's credentials (SO_PEERCRED), so it serves nobody on this connection"
+        }
+        guard peer.uid == hostUID || peer.uid == 0 else {
+            return "the control socket serves only the host's user (uid \(hostUID)) and root; pid \(peer.pid) runs as uid \(peer.uid)"
+        }
+        return nil
+    }
+}
+
 /// The control socket: one request per connection, answered with one response or a
 /// stream (events; list and status, one frame per app; reports, one frame each), framed like
 /// the app IPC. A connection that has not sent its whole request within
@@ -94,12 +110,25 @@ public struct ControlServer: Sendable {
     }
 
     private func handle(_ connection: Connection) async throws {
-        // The socket lives in the state dir, which an app's Landlock rules do not grant;
-        // but Landlock does not check connect(2) on a named Unix socket. So the peer is
-        // asked who it is: an app process (or anything it started) is refused.
-        if let provider = connection.channel as? SocketOptionProvider,
-           let cred: PeerCredentials = try? await provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(PeerCredentials.option)).get(),
-           let app = await supervisor.appOwning(pid: cred.pid) {
+        // Who is at the other end, as the kernel saw it at connect(2). Refused: anyone
+        // who is not the host's own user or root, whatever the socket's mode (an app of
+        // an unprivileged host once made the state dir and the socket 0777, and another
+        // local user then terminated its apps); and any app process (or anything it
+        // started): the socket lives in the state dir, which an app's Landlock rules do
+        // not grant, but Landlock does not check connect(2) on a named Unix socket.
+        let cred: PeerCredentials? = if let provider = connection.channel as? SocketOptionProvider {
+            try? await provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(PeerCredentials.option)).get()
+        } else {
+            nil
+        }
+        if let refusal = ControlPeerPolicy.refusal(peer: cred, hostUID: geteuid()) {
+            logger.warning("refused a control connection: \(refusal)")
+            try await connection.executeThenClose { _, outbound in
+                try await write(.error(ControlError(.refused, refusal)), to: outbound)
+            }
+            return
+        }
+        if let cred, let app = await supervisor.appOwning(pid: cred.pid) {
             await supervisor.noteRefusedControlPeer(pid: cred.pid, app: app)
             try await connection.executeThenClose { _, outbound in
                 try await write(.error(ControlError(.refused, "the control socket does not serve apps (pid \(cred.pid) belongs to \(app))")), to: outbound)
