@@ -110,6 +110,12 @@ func allAttempts() -> [Attempt] {
         Attempt(name: "prlimit-transferd", run: { setOpenFilesLimit($0.targets.transferdPID, "transfer daemon") }),
         Attempt(name: "setpriority-host", run: { setNiceValue($0.targets.hostPID, "host") }),
         Attempt(name: "setpriority-transferd", run: { setNiceValue($0.targets.transferdPID, "transfer daemon") }),
+        // Another process's scheduling, CPUs and I/O priority: each set to what it has.
+        Attempt(name: "sched-setscheduler-host", run: { setSchedulingPolicy($0.targets.hostPID, "host") }),
+        Attempt(name: "sched-setaffinity-host", run: { setAffinity($0.targets.hostPID, "host") }),
+        Attempt(name: "ioprio-set-host", run: { setIOPriority($0.targets.hostPID, "host") }),
+        Attempt(name: "sched-setscheduler-victim", run: { setSchedulingPolicy($0.targets.victimPID, "victim app") }),
+        Attempt(name: "pidfd-open-host", run: { openPidfd($0.targets.hostPID, "host") }),
         // Sockets.
         Attempt(name: "transferd-connect", run: connectToTransferDaemon),
         Attempt(name: "control-socket", run: connectToControlSocket),
@@ -130,6 +136,9 @@ func allAttempts() -> [Attempt] {
         Attempt(name: "hold-capabilities", run: holdCapabilities),
         Attempt(name: "exec-setuid", run: execSetuid),
         Attempt(name: "exec-regain-caps", run: execSelf),
+        // New code in this process (iOS: code signing): exec replaces it, no fork needed.
+        Attempt(name: "exec-replace", run: execReplace),
+        Attempt(name: "execveat-memfd", run: execMemfd),
         Attempt(name: "sethostname", run: setHostname),
         Attempt(name: "chroot", run: changeRoot),
         Attempt(name: "mount", run: remount),
@@ -616,6 +625,97 @@ func setNiceValue(_ pid: Int32?, _ who: String) -> Outcome {
                  : "setpriority(\(pid), \(nice)): \(errnoName(set.error))")
     let detail = notes.joined(separator: "; ")
     return set.error == 0 ? .allowed(detail) : .denied(detail)
+}
+
+/// `sched_setscheduler(pid, policy, param)` with the policy and priority it has.
+func setSchedulingPolicy(_ pid: Int32?, _ who: String) -> Outcome {
+    guard let pid else { return .skipped("no \(who) pid") }
+    let policy = rawSyscall(SyscallNumber.schedGetscheduler, Int(pid))
+    if policy.error == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    guard policy.error == 0 else { return .skipped("sched_getscheduler(\(pid)): \(errnoName(policy.error))") }
+    var priority: Int32 = 0
+    let get = withUnsafeMutablePointer(to: &priority) { rawSyscall(SyscallNumber.schedGetparam, Int(pid), Int(bitPattern: $0)) }
+    guard get.error == 0 else { return .skipped("sched_getparam(\(pid)): \(errnoName(get.error))") }
+    let set = withUnsafeMutablePointer(to: &priority) { rawSyscall(SyscallNumber.schedSetscheduler, Int(pid), policy.value, Int(bitPattern: $0)) }
+    let detail = "sched_setscheduler(\(pid), policy \(policy.value), priority \(priority)) (what it has): "
+        + (set.error == 0 ? "succeeded" : errnoName(set.error))
+    return set.error == 0 ? .allowed(detail) : .denied(detail)
+}
+
+/// `sched_setaffinity(pid, mask)` with the mask it has.
+func setAffinity(_ pid: Int32?, _ who: String) -> Outcome {
+    guard let pid else { return .skipped("no \(who) pid") }
+    var mask = [UInt64](repeating: 0, count: 16)
+    let size = mask.count * 8
+    let get = mask.withUnsafeMutableBytes { rawSyscall(SyscallNumber.schedGetaffinity, Int(pid), size, Int(bitPattern: $0.baseAddress)) }
+    if get.error == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    guard get.error == 0 else { return .skipped("sched_getaffinity(\(pid)): \(errnoName(get.error))") }
+    let set = mask.withUnsafeMutableBytes { rawSyscall(SyscallNumber.schedSetaffinity, Int(pid), get.value, Int(bitPattern: $0.baseAddress)) }
+    let detail = "sched_setaffinity(\(pid), the CPUs it has): " + (set.error == 0 ? "succeeded" : errnoName(set.error))
+    return set.error == 0 ? .allowed(detail) : .denied(detail)
+}
+
+/// `ioprio_set(IOPRIO_WHO_PROCESS, pid, ioprio)` with the I/O priority it has.
+func setIOPriority(_ pid: Int32?, _ who: String) -> Outcome {
+    guard let pid else { return .skipped("no \(who) pid") }
+    let get = rawSyscall(SyscallNumber.ioprioGet, 1, Int(pid))
+    if get.error == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    guard get.error == 0 else { return .skipped("ioprio_get(\(pid)): \(errnoName(get.error))") }
+    let set = rawSyscall(SyscallNumber.ioprioSet, 1, Int(pid), get.value)
+    let detail = "ioprio_set(IOPRIO_WHO_PROCESS, \(pid), \(get.value)) (what it has): " + (set.error == 0 ? "succeeded" : errnoName(set.error))
+    return set.error == 0 ? .allowed(detail) : .denied(detail)
+}
+
+/// `pidfd_open(pid)`: a handle on another process (closed at once).
+func openPidfd(_ pid: Int32?, _ who: String) -> Outcome {
+    guard let pid else { return .skipped("no \(who) pid") }
+    let open = rawSyscall(SyscallNumber.pidfdOpen, Int(pid), 0)
+    if open.error == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    guard open.error == 0 else { return .denied("pidfd_open(\(pid)): \(errnoName(open.error))") }
+    close(Int32(open.value))
+    return .allowed("pidfd_open(\(pid)): descriptor \(open.value)")
+}
+
+// MARK: - New code
+
+/// `execve` of a path that does not exist: ENOENT means the call got past every check
+/// before the path walk (a real program would have replaced this one); EPERM, refused.
+func execReplace(_ c: AttackContext) -> Outcome {
+    let path = "/nonexistent-apphost-hostile/echo"
+    let e = path.withCString { p -> Int32 in
+        var argv: [UnsafePointer<CChar>?] = [p, nil]
+        var envp: [UnsafePointer<CChar>?] = [nil]
+        return argv.withUnsafeMutableBufferPointer { a in
+            envp.withUnsafeMutableBufferPointer { e in
+                rawSyscall(SyscallNumber.execve, Int(bitPattern: p), Int(bitPattern: a.baseAddress), Int(bitPattern: e.baseAddress)).error
+            }
+        }
+    }
+    let detail = "execve(\(path)): \(errnoName(e))"
+    return e == EPERM ? .denied(detail) : .allowed(detail + " (the call reached the path walk: an existing program would run)")
+}
+
+/// `execveat` of a memfd it wrote (here empty, so an exec that got through fails with
+/// ENOEXEC instead of replacing this process): the copy of `/usr/bin/echo` an attacker ran.
+func execMemfd(_ c: AttackContext) -> Outcome {
+    let name = "hostile"
+    let made = name.withCString { rawSyscall(SyscallNumber.memfdCreate, Int(bitPattern: $0), 0) }
+    guard made.error == 0 else { return .denied("memfd_create: \(errnoName(made.error))") }
+    let fd = Int32(made.value)
+    defer { close(fd) }
+    let e = "".withCString { empty -> Int32 in
+        var argv: [UnsafePointer<CChar>?] = [empty, nil]
+        var envp: [UnsafePointer<CChar>?] = [nil]
+        return argv.withUnsafeMutableBufferPointer { a in
+            envp.withUnsafeMutableBufferPointer { e in
+                // AT_EMPTY_PATH = 0x1000
+                rawSyscall(SyscallNumber.execveat, Int(fd), Int(bitPattern: empty), Int(bitPattern: a.baseAddress),
+                           Int(bitPattern: e.baseAddress), 0x1000).error
+            }
+        }
+    }
+    let detail = "execveat(memfd \(fd), AT_EMPTY_PATH): \(errnoName(e))"
+    return e == EPERM ? .denied(detail) : .allowed(detail + " (the call reached the loader: a memfd holding a program would run)")
 }
 
 // MARK: - Sockets

@@ -39,12 +39,18 @@ enum SyscallNumber {
     static let capget = 125, prctl = 157, unshare = 272, setns = 308
     static let setxattr = 188, removexattr = 197, getpriority = 140, setpriority = 141
     static let prlimit64 = 302, userfaultfd = 323
+    static let schedSetparam = 142, schedGetparam = 143, schedSetscheduler = 144, schedGetscheduler = 145
+    static let schedSetaffinity = 203, schedGetaffinity = 204, ioprioSet = 251, ioprioGet = 252
+    static let execve = 59, execveat = 322, memfdCreate = 319
     static let fork: Int? = 57
     #elseif arch(arm64)
     static let ptrace = 117, bpf = 280, perfEventOpen = 241, keyctl = 219, addKey = 217
     static let capget = 90, prctl = 167, unshare = 97, setns = 268
     static let setxattr = 5, removexattr = 14, getpriority = 141, setpriority = 140
     static let prlimit64 = 261, userfaultfd = 282
+    static let schedSetparam = 118, schedGetparam = 121, schedSetscheduler = 119, schedGetscheduler = 120
+    static let schedSetaffinity = 122, schedGetaffinity = 123, ioprioSet = 30, ioprioGet = 31
+    static let execve = 221, execveat = 281, memfdCreate = 279
     static let fork: Int? = nil  // clone only
     #else
     #error("HostileApp knows the syscall numbers of x86_64 and arm64 only")

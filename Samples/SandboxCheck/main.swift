@@ -38,6 +38,12 @@
 //                    once and is reaped -> `fork -: ok` or `fork -: EPERM`
 //   --fork-syscall - the fork syscall itself, where the architecture has one
 //                    -> `fork-syscall -: ok`, `... : EPERM` or `... : none here`
+//   --execve-missing -  execve of a path that does not exist -> `execve-missing -: ENOENT`
+//                    (it got past seccomp) or `... : EPERM`
+//   --execveat-memfd -  execveat of an empty memfd -> `execveat-memfd -: ENOEXEC` (got
+//                    past seccomp) or `... : EPERM`
+//   --setaffinity PID   sched_setaffinity(PID or `self`) to the CPUs it has -> `ok` or errno
+//   --pidfd-open PID    pidfd_open(PID or `self`) -> `ok` or errno
 //   --thread -       pthread_create and join           -> `thread -: ok` or `... : <ERRNAME>`
 //   --dispatch -     a block on a new Dispatch queue, waited for -> `dispatch -: ok`
 //   --foundation-thread -  a Foundation Thread, waited for -> `foundation-thread -: ok`
@@ -404,9 +410,72 @@ func checkFoundationThread() -> String {
     return "foundation-thread -: " + (done.wait(timeout: .now() + 10) == .success ? "ok" : "timed out")
 }
 
+/// A raw syscall by name: 0 or the errno.
+func rawCall(_ name: String, _ a: Int = 0, _ b: Int = 0, _ c: Int = 0, _ d: Int = 0, _ e: Int = 0) -> (Int32, Int) {
+    var number: Int32 = 0
+    guard aph_seccomp_resolve(name, &number) == 0, number >= 0 else { return (ENOSYS, 0) }
+    var result = 0
+    let error = aph_syscall6(Int(number), a, b, c, d, e, 0, &result)
+    return (error, result)
+}
+
+/// `self` or a pid.
+func pidArgument(_ value: String) -> Int32? { value == "self" ? getpid() : Int32(value) }
+
+/// execve of a path that does not exist: ENOENT means the call got past seccomp.
+func checkExecveMissing() -> String {
+    let path = "/nonexistent-aph-sandbox-check"
+    let error = path.withCString { p -> Int32 in
+        var argv: [UnsafePointer<CChar>?] = [p, nil]
+        var envp: [UnsafePointer<CChar>?] = [nil]
+        return argv.withUnsafeMutableBufferPointer { a in
+            envp.withUnsafeMutableBufferPointer { e in
+                rawCall("execve", Int(bitPattern: p), Int(bitPattern: a.baseAddress), Int(bitPattern: e.baseAddress)).0
+            }
+        }
+    }
+    return "execve-missing -: \(errnoName(error))"
+}
+
+/// execveat of an empty memfd: ENOEXEC means the call got past seccomp.
+func checkExecveatMemfd() -> String {
+    let (made, fd) = "aph".withCString { rawCall("memfd_create", Int(bitPattern: $0), 0) }
+    guard made == 0 else { return "execveat-memfd -: memfd_create \(errnoName(made))" }
+    defer { close(Int32(fd)) }
+    let error = "".withCString { empty -> Int32 in
+        var argv: [UnsafePointer<CChar>?] = [empty, nil]
+        var envp: [UnsafePointer<CChar>?] = [nil]
+        return argv.withUnsafeMutableBufferPointer { a in
+            envp.withUnsafeMutableBufferPointer { e in
+                rawCall("execveat", fd, Int(bitPattern: empty), Int(bitPattern: a.baseAddress), Int(bitPattern: e.baseAddress), 0x1000).0
+            }
+        }
+    }
+    return "execveat-memfd -: \(errnoName(error))"
+}
+
+/// sched_setaffinity(PID) to the CPUs it has.
+func checkSetAffinity(_ value: String) -> String {
+    guard let pid = pidArgument(value) else { return "setaffinity \(value): bad pid" }
+    var mask = [UInt64](repeating: 0, count: 16)
+    let (got, size) = mask.withUnsafeMutableBytes { rawCall("sched_getaffinity", Int(pid), $0.count, Int(bitPattern: $0.baseAddress)) }
+    guard got == 0 else { return "setaffinity \(value): sched_getaffinity \(errnoName(got))" }
+    let (set, _) = mask.withUnsafeMutableBytes { rawCall("sched_setaffinity", Int(pid), size, Int(bitPattern: $0.baseAddress)) }
+    return "setaffinity \(value): " + (set == 0 ? "ok" : errnoName(set))
+}
+
+/// pidfd_open(PID), closed at once.
+func checkPidfdOpen(_ value: String) -> String {
+    guard let pid = pidArgument(value) else { return "pidfd-open \(value): bad pid" }
+    let (error, fd) = rawCall("pidfd_open", Int(pid), 0)
+    if error == 0 { close(Int32(fd)) }
+    return "pidfd-open \(value): " + (error == 0 ? "ok" : errnoName(error))
+}
+
 let checkOptions: Set<String> = ["--socket", "--socketpair", "--socket-high", "--open", "--create", "--read", "--exec",
                                  "--kill", "--bind-tcp", "--listen-tcp", "--connect-unix", "--rename",
-                                 "--fork", "--fork-syscall", "--thread", "--dispatch", "--foundation-thread"]
+                                 "--fork", "--fork-syscall", "--thread", "--dispatch", "--foundation-thread",
+                                 "--execve-missing", "--execveat-memfd", "--setaffinity", "--pidfd-open"]
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.contains(where: { checkOptions.contains($0) || $0 == "--wait-stdin" }) {
     var index = 0
@@ -440,6 +509,10 @@ if arguments.contains(where: { checkOptions.contains($0) || $0 == "--wait-stdin"
         case "--thread": report(checkThread())
         case "--dispatch": report(checkDispatch())
         case "--foundation-thread": report(checkFoundationThread())
+        case "--execve-missing": report(checkExecveMissing())
+        case "--execveat-memfd": report(checkExecveatMemfd())
+        case "--setaffinity": report(checkSetAffinity(value))
+        case "--pidfd-open": report(checkPidfdOpen(value))
         default: report(checkCreate(value))
         }
     }

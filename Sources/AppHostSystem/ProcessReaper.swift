@@ -364,7 +364,8 @@ private final class ReaperLoop {
                                 group_count: groupBuffer.count,
                                 set_umask: settings.umask == nil ? 0 : 1,
                                 umask: UInt32(settings.umask ?? 0),
-                                kept_capabilities: kept)
+                                kept_capabilities: kept,
+                                app_lockdown: settings.appLockdown && program != nil ? 1 : 0)
                             // Locked across the spawn: the stop watcher must find
                             // the child if it stops right after execve.
                             return core.children.withLock { table -> (Int32, ChildProcess?) in

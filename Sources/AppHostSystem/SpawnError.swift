@@ -59,6 +59,9 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let joinCgroup = Code(rawValue: APH_STEP_CGROUP)
         /// Child: taking its uid, gid or groups failed (`detail` says which).
         public static let takeIdentity = Code(rawValue: APH_STEP_IDENTITY)
+        /// Making (host) or loading (child) the app's lockdown filter failed
+        /// (`SpawnSettings.appLockdown`).
+        public static let lockdown = Code(rawValue: APH_STEP_LOCKDOWN)
         /// Compiling the seccomp policy failed (unknown syscall name, libseccomp error).
         public static let seccompCompile = Code(rawValue: 100)
         /// The reaper could not start its threads or descriptors.
@@ -93,6 +96,7 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
             case .dropCapabilities: "dropping capabilities"
             case .joinCgroup: "joining the cgroup"
             case .takeIdentity: "taking the app's identity"
+            case .lockdown: "the app's lockdown filter (one execve, its own scheduling)"
             case .seccompCompile: "seccomp compile"
             case .reaperUnavailable: "reaper start"
             case .watchChild: "watching the pidfd"

@@ -61,6 +61,12 @@ public struct SpawnSettings: Sendable {
     /// With `dropsCapabilities`: capabilities kept through execve (as ambient
     /// ones), for a trusted helper; empty for none.
     public var keptCapabilities: Set<Capability>
+    /// An app's lockdown (with a seccomp policy; ignored without one): after its launch
+    /// it can exec nothing (`execve` only with the launch's own path and argv pointers,
+    /// kept at random addresses; `execveat` never), and the scheduling calls
+    /// (`sched_setscheduler`, `sched_setparam`, `sched_setaffinity`, `sched_setattr`,
+    /// `ioprio_set`) and `pidfd_open` reach only itself. See `aph_spawn_settings`.
+    public var appLockdown: Bool
 
     /// The descriptor number the IPC descriptor gets in the child.
     public static let childIPCDescriptor: Int32 = APH_IPC_FD
@@ -85,7 +91,8 @@ public struct SpawnSettings: Sendable {
         cgroupProcsFiles: [String] = [],
         identity: ProcessIdentity? = nil,
         umask: mode_t? = nil,
-        keptCapabilities: Set<Capability> = []
+        keptCapabilities: Set<Capability> = [],
+        appLockdown: Bool = false
     ) {
         self.executablePath = executablePath
         self.arguments = arguments ?? [executablePath]
@@ -104,6 +111,7 @@ public struct SpawnSettings: Sendable {
         self.identity = identity
         self.umask = umask
         self.keptCapabilities = keptCapabilities
+        self.appLockdown = appLockdown
     }
 }
 

@@ -454,6 +454,15 @@ struct aph_child_report {
 struct aph_child_args {
     const struct aph_spawn_settings *s;
     const struct sock_fprog *filter;
+    // The lockdown filter (app_lockdown), made by the parent; the child
+    // writes its own pid into `pid_slots` before it loads it. NULL: none.
+    struct sock_fprog *lockdown;
+    const unsigned short *pid_slots;
+    int pid_slot_count;
+    // What the child passes to execve: the settings' own, or with
+    // app_lockdown the copies at random addresses the lockdown allows.
+    const char *exec_path;
+    char *const *exec_argv;
     int report_fd;      // write end of the error pipe (CLOEXEC)
     int report_read_fd; // the parent's read end
     pid_t parent;
@@ -861,14 +870,23 @@ static void aph_child(const struct aph_child_args *a) {
         }
     }
 
-    // 9. Seccomp last: everything above may use any syscall.
+    // 9. Seccomp last: everything above may use any syscall. The lockdown
+    //    first, with this process's pid in it (the main filter may forbid
+    //    nothing a second load needs, but this way it cannot).
+    if (a->lockdown != NULL) {
+        long self = APH_RAW0(SYS_getpid);
+        for (int i = 0; i < a->pid_slot_count; i++) a->lockdown->filter[a->pid_slots[i]].k = (uint32_t)self;
+        rc = APH_RAW5(SYS_prctl, PR_SET_SECCOMP, (unsigned long)SECCOMP_MODE_FILTER,
+                      a->lockdown, 0UL, 0UL);
+        if (rc < 0) aph_child_fail(report_fd, APH_STEP_LOCKDOWN, (int)-rc, 0);
+    }
     if (a->filter != NULL) {
         rc = APH_RAW5(SYS_prctl, PR_SET_SECCOMP, (unsigned long)SECCOMP_MODE_FILTER,
                       a->filter, 0UL, 0UL);
         if (rc < 0) aph_child_fail(report_fd, APH_STEP_SECCOMP, (int)-rc, 0);
     }
 
-    rc = APH_RAW3(SYS_execve, s->path, s->argv, s->envp);
+    rc = APH_RAW3(SYS_execve, a->exec_path, a->exec_argv, s->envp);
     aph_child_fail(report_fd, APH_STEP_EXEC, (int)-rc, 0);
 }
 
@@ -899,6 +917,180 @@ static int aph_move_high(int *fd) {
 static void aph_reap_blocking(int pidfd) {
     siginfo_t info;
     while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &info, WEXITED) != 0 && errno == EINTR) {}
+}
+
+// MARK: - Spawn: the lockdown filter (app_lockdown)
+
+#include <linux/audit.h>
+#include <sys/random.h>
+
+#if defined(__x86_64__)
+#define APH_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define APH_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+#ifndef SYS_sched_setattr
+#define SYS_sched_setattr 314
+#endif
+
+// A region of `size` bytes at a random address (page-aligned, below 2^47)
+// with a random 8-byte-aligned start inside its first page: where the
+// launch's execve path and argv are copied, so that the lockdown's pointer
+// comparison is a secret of some 44 bits each. Falls back to an address of
+// the kernel's choosing (still randomised by ASLR) if eight random ones are
+// taken or the kernel ignores MAP_FIXED_NOREPLACE. `*map_out`/`*map_size_out`
+// are what to munmap.
+static char *aph_random_region(size_t size, size_t page, void **map_out, size_t *map_size_out) {
+    uint64_t r[2] = { 0, 0 };
+    size_t map_size = 0;
+    for (int attempt = 0; attempt < 9; attempt++) {
+        int have_random = getrandom(r, sizeof(r), GRND_NONBLOCK) == (ssize_t)sizeof(r);
+        size_t offset = have_random ? (size_t)(r[1] % (page / 8)) * 8 : 0;
+        if (offset + size < offset) return NULL;
+        map_size = (offset + size + page - 1) / page * page;
+        void *hint = NULL;
+        int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+        if (attempt < 8 && have_random) {
+            // Between 4 GiB and 2^47 - 4 GiB.
+            uint64_t span = (1ULL << 47) - (1ULL << 33);
+            hint = (void *)(uintptr_t)(((r[0] % span) + (1ULL << 32)) & ~(uint64_t)(page - 1));
+            flags |= MAP_FIXED_NOREPLACE;
+        }
+        void *map = mmap(hint, map_size, PROT_READ | PROT_WRITE, flags, -1, 0);
+        if (map == MAP_FAILED) continue;
+        if (hint != NULL && map != hint) {
+            (void)munmap(map, map_size);
+            continue;
+        }
+        *map_out = map;
+        *map_size_out = map_size;
+        return (char *)map + offset;
+    }
+    return NULL;
+}
+
+// The lockdown program. Jumps are to labels, resolved once the program is
+// laid out (classic BPF jumps are forward offsets below 256).
+enum { APH_L_NEXT = -1, APH_L_ALLOW, APH_L_DENY, APH_L_OWN_PID, APH_L_IOPRIO, APH_L_EXEC, APH_L_COUNT };
+#define APH_LOCKDOWN_MAX 64
+
+struct aph_lockdown {
+    struct sock_filter code[APH_LOCKDOWN_MAX];
+    int length;
+    int label_at[APH_L_COUNT];
+    struct { int at; int jt; int jf; } jumps[APH_LOCKDOWN_MAX];
+    int jump_count;
+    unsigned short pid_slots[4];
+    int pid_slot_count;
+};
+
+static void aph_ld_emit(struct aph_lockdown *p, struct sock_filter f) {
+    if (p->length < APH_LOCKDOWN_MAX) p->code[p->length] = f;
+    p->length++;
+}
+
+static void aph_ld_label(struct aph_lockdown *p, int label) { p->label_at[label] = p->length; }
+
+// A conditional jump (`op`: BPF_JEQ, BPF_JGE) on k, to labels (APH_L_NEXT: the
+// next instruction).
+static void aph_ld_jump(struct aph_lockdown *p, int op, uint32_t k, int jt, int jf) {
+    if (p->jump_count < APH_LOCKDOWN_MAX) {
+        p->jumps[p->jump_count].at = p->length;
+        p->jumps[p->jump_count].jt = jt;
+        p->jumps[p->jump_count].jf = jf;
+        p->jump_count++;
+    }
+    aph_ld_emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | op | BPF_K, k, 0, 0));
+}
+
+// A comparison with the child's pid, written by the child before it loads.
+static void aph_ld_jump_own_pid(struct aph_lockdown *p, int jt, int jf) {
+    if (p->pid_slot_count < 4) p->pid_slots[p->pid_slot_count++] = (unsigned short)p->length;
+    aph_ld_jump(p, BPF_JEQ, 0, jt, jf);
+}
+
+static void aph_ld_load(struct aph_lockdown *p, uint32_t offset) {
+    aph_ld_emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offset));
+}
+
+// Offsets in struct seccomp_data: the low and high 32 bits of argument i
+// (little-endian; AppHost runs on x86_64 and aarch64).
+#define APH_ARG_LO(i) ((uint32_t)(offsetof(struct seccomp_data, args) + 8 * (i)))
+#define APH_ARG_HI(i) ((uint32_t)(offsetof(struct seccomp_data, args) + 8 * (i) + 4))
+
+static int aph_lockdown_build(struct aph_lockdown *p, const void *path, const void *argv) {
+#ifndef APH_AUDIT_ARCH
+    (void)p; (void)path; (void)argv;
+    return ENOSYS;
+#else
+    memset(p, 0, sizeof(*p));
+    uint64_t path_bits = (uint64_t)(uintptr_t)path, argv_bits = (uint64_t)(uintptr_t)argv;
+    // Another architecture's calls (i386's int 0x80 on x86_64) name other
+    // numbers: refused whole (the main filter kills them anyway).
+    aph_ld_load(p, (uint32_t)offsetof(struct seccomp_data, arch));
+    aph_ld_jump(p, BPF_JEQ, APH_AUDIT_ARCH, APH_L_NEXT, APH_L_DENY);
+    aph_ld_load(p, (uint32_t)offsetof(struct seccomp_data, nr));
+#if defined(__x86_64__)
+    // x32 calls (the 0x40000000 bit) are other numbers for the same calls.
+    aph_ld_jump(p, BPF_JGE, 0x40000000U, APH_L_DENY, APH_L_NEXT);
+#endif
+    aph_ld_jump(p, BPF_JEQ, SYS_execve, APH_L_EXEC, APH_L_NEXT);
+    aph_ld_jump(p, BPF_JEQ, SYS_execveat, APH_L_DENY, APH_L_NEXT);
+    aph_ld_jump(p, BPF_JEQ, SYS_sched_setscheduler, APH_L_OWN_PID, APH_L_NEXT);
+    aph_ld_jump(p, BPF_JEQ, SYS_sched_setparam, APH_L_OWN_PID, APH_L_NEXT);
+    aph_ld_jump(p, BPF_JEQ, SYS_sched_setaffinity, APH_L_OWN_PID, APH_L_NEXT);
+    aph_ld_jump(p, BPF_JEQ, SYS_sched_setattr, APH_L_OWN_PID, APH_L_NEXT);
+    aph_ld_jump(p, BPF_JEQ, SYS_pidfd_open, APH_L_OWN_PID, APH_L_NEXT);
+    aph_ld_jump(p, BPF_JEQ, SYS_ioprio_set, APH_L_IOPRIO, APH_L_ALLOW);
+
+    // Argument 0 is a pid: 0 (itself) or its own. The kernel reads an int:
+    // the low 32 bits decide.
+    aph_ld_label(p, APH_L_OWN_PID);
+    aph_ld_load(p, APH_ARG_LO(0));
+    aph_ld_jump(p, BPF_JEQ, 0, APH_L_ALLOW, APH_L_NEXT);
+    aph_ld_jump_own_pid(p, APH_L_ALLOW, APH_L_DENY);
+
+    // ioprio_set(which, who, ioprio): IOPRIO_WHO_PROCESS (1) of itself only
+    // (not a process group, not every process of a user).
+    aph_ld_label(p, APH_L_IOPRIO);
+    aph_ld_load(p, APH_ARG_LO(0));
+    aph_ld_jump(p, BPF_JEQ, 1, APH_L_NEXT, APH_L_DENY);
+    aph_ld_load(p, APH_ARG_LO(1));
+    aph_ld_jump(p, BPF_JEQ, 0, APH_L_ALLOW, APH_L_NEXT);
+    aph_ld_jump_own_pid(p, APH_L_ALLOW, APH_L_DENY);
+
+    // execve(path, argv, envp): the launch's own pointers, all 64 bits.
+    aph_ld_label(p, APH_L_EXEC);
+    aph_ld_load(p, APH_ARG_LO(0));
+    aph_ld_jump(p, BPF_JEQ, (uint32_t)path_bits, APH_L_NEXT, APH_L_DENY);
+    aph_ld_load(p, APH_ARG_HI(0));
+    aph_ld_jump(p, BPF_JEQ, (uint32_t)(path_bits >> 32), APH_L_NEXT, APH_L_DENY);
+    aph_ld_load(p, APH_ARG_LO(1));
+    aph_ld_jump(p, BPF_JEQ, (uint32_t)argv_bits, APH_L_NEXT, APH_L_DENY);
+    aph_ld_load(p, APH_ARG_HI(1));
+    aph_ld_jump(p, BPF_JEQ, (uint32_t)(argv_bits >> 32), APH_L_ALLOW, APH_L_DENY);
+
+    aph_ld_label(p, APH_L_ALLOW);
+    aph_ld_emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    aph_ld_label(p, APH_L_DENY);
+    aph_ld_emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)));
+    if (p->length > APH_LOCKDOWN_MAX) return E2BIG;
+
+    for (int i = 0; i < p->jump_count; i++) {
+        int at = p->jumps[i].at;
+        int targets[2] = { p->jumps[i].jt, p->jumps[i].jf };
+        unsigned char offsets[2];
+        for (int j = 0; j < 2; j++) {
+            int to = targets[j] == APH_L_NEXT ? at + 1 : p->label_at[targets[j]];
+            int offset = to - at - 1;
+            if (offset < 0 || offset > 255) return EINVAL;
+            offsets[j] = (unsigned char)offset;
+        }
+        p->code[at].jt = offsets[0];
+        p->code[at].jf = offsets[1];
+    }
+    return 0;
+#endif
 }
 
 int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
@@ -965,7 +1157,46 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
         .report_fd = report[1],
         .report_read_fd = report[0],
         .parent = getpid(),
+        .lockdown = NULL,
+        .pid_slots = NULL,
+        .pid_slot_count = 0,
+        .exec_path = s->path,
+        .exec_argv = s->argv,
     };
+
+    // The lockdown: the launch's path and argv copied to random addresses,
+    // and the filter that allows execve with those two pointers only.
+    struct aph_lockdown lockdown;
+    struct sock_fprog lockdown_program;
+    void *path_map = NULL, *argv_map = NULL;
+    size_t path_map_size = 0, argv_map_size = 0;
+    if (s->app_lockdown) {
+        size_t path_size = strlen(s->path) + 1;
+        size_t argc = 0;
+        while (s->argv[argc] != NULL) argc++;
+        size_t argv_size = (argc + 1) * sizeof(char *);
+        char *path_copy = aph_random_region(path_size, page, &path_map, &path_map_size);
+        char *argv_copy = path_copy == NULL ? NULL : aph_random_region(argv_size, page, &argv_map, &argv_map_size);
+        int build = path_copy == NULL || argv_copy == NULL ? ENOMEM : aph_lockdown_build(&lockdown, path_copy, argv_copy);
+        if (build != 0) {
+            if (path_map != NULL) (void)munmap(path_map, path_map_size);
+            if (argv_map != NULL) (void)munmap(argv_map, argv_map_size);
+            (void)munmap(map, map_size);
+            (void)close(report[0]);
+            (void)close(report[1]);
+            r->step = APH_STEP_LOCKDOWN;
+            return build;
+        }
+        memcpy(path_copy, s->path, path_size);
+        memcpy(argv_copy, s->argv, argv_size);
+        lockdown_program.len = (unsigned short)lockdown.length;
+        lockdown_program.filter = lockdown.code;
+        child_args.lockdown = &lockdown_program;
+        child_args.pid_slots = lockdown.pid_slots;
+        child_args.pid_slot_count = lockdown.pid_slot_count;
+        child_args.exec_path = path_copy;
+        child_args.exec_argv = (char *const *)argv_copy;
+    }
 
     // No handler of ours may run in the child, on our memory, before it has
     // reset the dispositions: block everything around the clone, glibc's
@@ -997,8 +1228,11 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
         used_fallback = 1;
     }
     (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, APH_KERNEL_SIGSET_SIZE, 0, 0);
-    // The child has exec'd or exited: nothing runs on its stack any more.
+    // The child has exec'd or exited: nothing runs on its stack any more,
+    // nor reads the copies of its path and argv.
     (void)munmap(map, map_size);
+    if (path_map != NULL) (void)munmap(path_map, path_map_size);
+    if (argv_map != NULL) (void)munmap(argv_map, argv_map_size);
     (void)close(report[1]);
     if (pid < 0) {
         (void)close(report[0]);

@@ -78,12 +78,12 @@ func runToExit(_ settings: SpawnSettings) async throws -> (events: [ChildEvent],
 
 /// Runs `aph-sandbox-check` with check options under `seccomp`; returns label → verdict
 /// ("open /dev/null" → "ok", "fork -" → "EPERM") and expects a clean exit.
-func sandboxCheck(_ arguments: [String], seccomp: SeccompPolicy = .baseline,
+func sandboxCheck(_ arguments: [String], seccomp: SeccompPolicy = .baseline, appLockdown: Bool = false,
                   sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String: String] {
     let result = try await runToExit(SpawnSettings(
         executablePath: try #require(sandboxCheckPath(), sourceLocation: sourceLocation),
         arguments: ["aph-sandbox-check"] + arguments,
-        seccomp: seccomp))
+        seccomp: seccomp, appLockdown: appLockdown))
     #expect(result.events == [.exited(.exited(code: 0))], "stdout:\n\(result.stdout)",
             sourceLocation: sourceLocation)
     #expect(result.stdout.hasSuffix("done\n"), "stdout:\n\(result.stdout)", sourceLocation: sourceLocation)

@@ -105,6 +105,7 @@ void aph_bpf_program_free(struct aph_bpf_program *program);
 #define APH_STEP_CAPABILITIES 19    // child: dropping capabilities (`detail`: 0 securebits, 1 bounding set, 2 ambient, 3 capset)
 #define APH_STEP_CGROUP 20          // child: joining cgroup_procs_files[detail]
 #define APH_STEP_IDENTITY 21        // child: taking its identity (`detail`: 0 setgroups, 1 setresgid, 2 setresuid)
+#define APH_STEP_LOCKDOWN 22        // parent: making the lockdown filter; child: loading it
 
 /// One resource limit to set in the child (`RLIMIT_*`, soft, hard;
 /// UINT64_MAX means infinity).
@@ -178,6 +179,19 @@ struct aph_spawn_settings {
     /// a trusted helper that must reach files of apps running as other uids.
     /// Everything else is dropped as usual. 0: keep none.
     uint64_t kept_capabilities;
+    /// Non-zero (apps, with a seccomp program): a second filter, made per
+    /// child, holds it to itself after its launch. `execve` is allowed only
+    /// with the exact path and argv pointers of the launch itself, which are
+    /// copies at random page addresses of the host (some 88 bits to guess,
+    /// none of them readable by the app), and `execveat` never: no code the
+    /// app wrote or fetched (a memfd, a file in its container, /usr/bin/*)
+    /// runs after the launch, as iOS code signing forbids. And
+    /// `sched_setscheduler`, `sched_setparam`, `sched_setaffinity`,
+    /// `sched_setattr` and `pidfd_open` take only its own pid (or 0),
+    /// `ioprio_set` only `IOPRIO_WHO_PROCESS` of itself: another process's
+    /// scheduling, CPUs and I/O priority (the host's, another app's) are out
+    /// of reach whatever their uid.
+    int app_lockdown;
 };
 
 /// What `aph_spawn` reports. On success pid/pidfd are set; on failure step

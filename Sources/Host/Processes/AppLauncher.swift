@@ -104,7 +104,9 @@ struct AppLauncher {
             identity: identity,
             // Group-writable for App Group containers (setgid folders); the
             // app's own files are its uid's and its own gid's.
-            umask: identity == nil ? nil : 0o007)
+            umask: identity == nil ? nil : 0o007,
+            // No code after the launch, as iOS code signing; only its own scheduling.
+            appLockdown: true)
         let plan = Plan(settings: settings, container: container, groups: groups, identity: identity, cgroup: cgroup,
                         memoryLimit: limits.memory, logPath: config.logsDirectory + "/\(id).log")
         return (plan, notices)
