@@ -376,6 +376,53 @@ struct RobustnessCLITests {
         }
     }
 
+    /// Shutdown tells every app at once and runs their grace periods together (issue 32:
+    /// one after another, each hung app cost the grace period, or on the virtual clock a
+    /// spinning one the 60 s safety net). Two apps block in willTerminate (killed once the
+    /// host has settled, at once) and two spin in it (still at work: killed when the grace
+    /// period runs out in real time, once for both).
+    @Test(.timeLimit(.minutes(1)))
+    func shutdownRunsTheGracePeriodsTogether() async throws {
+        try await withCLISession("pshut") { s in
+            let daemon = try await s.startDaemon(["--clock", "virtual", "--grace-period", "2"])
+            let apps = ["com.robust.block1": "block:forever", "com.robust.block2": "block:forever",
+                        "com.robust.spin1": "spin:600", "com.robust.spin2": "spin:600"]
+            var pids: [Int32] = []
+            for (id, action) in apps.sorted(by: { $0.key < $1.key }) {
+                let install = await s.run("install", try makeProbeBundle(in: s.stateDir, id: id))
+                try #require(install.status == 0, "install: \(install.stderr)")
+                let launch = await s.run("launch", id, "--", "--on", "terminate", action)
+                try #require(launch.status == 0, "launch: \(launch.stderr)")
+                pids.append(try #require(launchedPID(launch.stdout, id: id)))
+            }
+            let clock = ContinuousClock()
+            let start = clock.now
+            daemon.send(SIGTERM)
+            let exit = await daemon.waitForExit()
+            let elapsed = clock.now - start
+            #expect(exit == .exited(0), "\(exit): \(daemon.stderr)")
+            // One grace period (2 s) for all four, with room for a loaded machine; one after
+            // the other, the spinning two alone took two safety nets (120 s).
+            #expect(elapsed < .seconds(20), "\(elapsed)")
+            for pid in pids { #expect(!processExists(pid)) }
+            let events = try eventLines(s.stateDir + "/events.jsonl")
+            let stopping = try #require(events.firstIndex { $0.kind == .hostStopping })
+            let tail = Array(events[stopping...])
+            let lines = tail.map { "\($0.kind) \($0.bundleIdentifier?.rawValue ?? "") \($0.cause)" }
+            // Every app was told (the three sent home first resumed for it) before any was
+            // killed, and all four were killed before any had gone: one grace period for all.
+            let resumed = tail.indices.filter { tail[$0].kind == .signal && tail[$0].cause.contains("resume to deliver willTerminate") }
+            let killed = tail.indices.filter { tail[$0].kind == .signal && tail[$0].cause.hasPrefix("SIGKILL") }
+            let exited = tail.indices.filter { tail[$0].kind == .exited }
+            #expect(resumed.count == 3, "\(lines)")
+            #expect(Set(killed.compactMap { tail[$0].bundleIdentifier?.rawValue }) == Set(apps.keys), "\(lines)")
+            #expect(killed.count == 4 && exited.count == 4, "\(lines)")
+            if let lastResumed = resumed.last, let firstKilled = killed.first, let lastKilled = killed.last, let firstExited = exited.first {
+                #expect(lastResumed < firstKilled && lastKilled < firstExited, "\(lines)")
+            }
+        }
+    }
+
     // MARK: 5. after a crash of the host
 
     @Test(.timeLimit(.minutes(1)))

@@ -88,41 +88,39 @@ extension Supervisor {
         shuttingDown = true
         let running = processes.entries.filter { $0.value.machine.isRunning }.map(\.key).sorted()
         events.append(.hostStopping, cause: "shutting down, terminating \(running.count) app(s)", time: now())
-        if configuration.clock == .virtual {
-            // One app after the other, so that the log's end is the same every run (apps
-            // ending together interleave their lines in whatever order they answer). Nobody
-            // moves host time now, so an app that has answered nothing once the host has
-            // settled (blocked in willTerminate) has its grace period end at once: the same
-            // kill, with the same report, however long the machine took to let it answer.
-            for id in running {
-                feed(id, .terminate(.shutdown))
-                guard processes[id]?.machine.isRunning == true else { continue }
-                await settle()
-                if let rt = processes[id], rt.machine.isRunning, !rt.machine.killSent {
-                    apply(scheduler.cancel(DeadlineKey(app: id, instance: rt.instance, timer: .lifecycle(.grace))))
-                    feed(id, .timerFired(.grace))
-                    if processes[id]?.machine.killSent != true, let child = processes[id]?.child {
-                        try? child.signal(SIGKILL)
-                    }
-                }
-                await waitForExit(id)
-            }
-        } else {
-            for id in running {
-                feed(id, .terminate(.shutdown))
-            }
-            // The grace timers run on the host clock, which on the virtual clock nobody moves
-            // now: after the grace period in real time the apps still there are killed, and
-            // after 5 s more (a process SIGKILL cannot end at once) no longer waited for.
-            if processes.entries.values.contains(where: { $0.machine.isRunning }) {
-                armShutdownTimer(final: false)
-            }
-            for id in running {
-                await waitForExit(id)
-            }
-            life.shutdownTimer?.cancel()
-            life.shutdownTimer = nil
+        // Every app is told at once, and their grace periods run together: 10 apps hung in
+        // willTerminate cost one grace period, not ten (issue 32).
+        for id in running {
+            feed(id, .terminate(.shutdown))
         }
+        // The grace timers run on the host clock, which on the virtual clock nobody moves
+        // now: after the grace period in real time the apps still there are killed, and
+        // after 5 s more (a process SIGKILL cannot end at once) no longer waited for.
+        if processes.entries.values.contains(where: { $0.machine.isRunning }) {
+            armShutdownTimer(final: false)
+        }
+        if configuration.clock == .virtual {
+            // Nobody moves host time now, so an app that has answered nothing once the host
+            // has settled (blocked in willTerminate) has its grace period end at once: the
+            // same kill, with the same report, however long the machine took to let it
+            // answer. The apps' answers are taken in turn order (the order they were told),
+            // so the log's end is the same every run. An app still at work (spinning) keeps
+            // the host from settling until the real-time grace period above kills it.
+            await settle()
+            for id in running {
+                guard let rt = processes[id], rt.machine.isRunning, !rt.machine.killSent else { continue }
+                apply(scheduler.cancel(DeadlineKey(app: id, instance: rt.instance, timer: .lifecycle(.grace))))
+                feed(id, .timerFired(.grace))
+                if processes[id]?.machine.killSent != true, let child = processes[id]?.child {
+                    try? child.signal(SIGKILL)
+                }
+            }
+        }
+        for id in running {
+            await waitForExit(id)
+        }
+        life.shutdownTimer?.cancel()
+        life.shutdownTimer = nil
         await stopTransferDaemon()
         launcher.madeCgroups?.remove()
     }
@@ -140,7 +138,7 @@ extension Supervisor {
     /// more time has passed, apps that are still not reaped are given up on.
     func shutdownGraceOver(final: Bool) {
         guard shuttingDown else { return }
-        // Only apps already told to terminate (on the virtual clock they are told one at a time).
+        // Only apps already told to terminate.
         let left = processes.entries.filter { $0.value.machine.isRunning && (final || $0.value.machine.terminating != nil) }.map(\.key).sorted()
         guard !left.isEmpty else { return }
         if !final {
