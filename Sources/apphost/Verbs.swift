@@ -189,7 +189,9 @@ extension AppHostCommand {
         @OptionGroup var output: JSONOption
         func run() throws {
             try reportingErrors {
-                    try state.client.stream(.events(follow: follow, bundleIdentifier: bundleIdentifier)) { r in
+                    // Ends with `.end`; a hangup before it (a follower the daemon dropped for
+                    // falling behind, when its notice was lost) is an error.
+                    try state.client.stream(.events(follow: follow, bundleIdentifier: bundleIdentifier), untilEnd: true) { r in
                     guard case .event(let e) = try r.checked() else { throw unexpected(r) }
                     if output.json {
                         print(try jsonLine(.event, e))

@@ -3,6 +3,7 @@ import AppHostProtocol
 import AppHostSystem
 import CAppHostSys
 import Foundation
+import Logging
 import TestSupport
 import Testing
 @testable import Host
@@ -545,3 +546,115 @@ func waitForProcessExit(_ pid: Int32, seconds: Int) async -> Bool {
         #expect(ControlPeerPolicy.refusal(peer: nil, hostUID: 1000) != nil, "unreadable credentials are refused")
     }
 }
+
+/// Reads until the peer hangs up, on a thread of its own; every byte read (the 30 s
+/// receive timeout of `connectUnix` is only a safety net).
+private func readAll(_ fd: Int32) async -> [UInt8] {
+    await withCheckedContinuation { c in
+        let thread = Thread {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            var all: [UInt8] = []
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                all += buffer[0..<n]
+            }
+            c.resume(returning: all)
+        }
+        thread.start()
+    }
+}
+
+/// The control socket's queues, each bounded (issue 32): a follower that stops reading,
+/// connections past the limit.
+@Suite(.tags(.process), .timeLimit(.minutes(1)))
+struct ControlQueueBoundTests {
+    /// Serves `host` on its state dir's control socket for the body.
+    func serving<T>(_ host: TestHost, _ body: (String) async throws -> T) async throws -> T {
+        var logger = Logger(label: "control")
+        logger.logLevel = .critical
+        let path = host.dir.path + "/" + ControlSocket.fileName
+        let server = try await ControlServer.bind(path: path, group: host.group, supervisor: host.supervisor, logger: logger)
+        let serving = Task { try? await server.serve() }
+        defer {
+            server.close()
+            serving.cancel()
+        }
+        return try await body(path)
+    }
+
+    @Test func aFollowerThatStopsReadingIsDroppedWithANotice() async throws {
+        try await withHost(label: "follow", configure: { $0.followerBacklog = 16 }) { host in
+            try await serving(host) { path in
+                let fd = try connectUnix(path)
+                defer { close(fd) }
+                let request = try Frame.encode(ControlRequest.events(follow: true, bundleIdentifier: nil))
+                #expect(request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == request.count)
+                // It reads nothing while the host records events: past the socket's buffer and
+                // the backlog of 16, the host drops it.
+                let id = try await host.installProbe("com.bounds.follower")
+                _ = try await host.supervisor.launch(id, background: false, arguments: [])
+                var cycles = 0
+                while cycles < 400 {
+                    try await host.supervisor.background(id)
+                    await host.supervisor.waitUntil(id, is: .suspended)
+                    try await host.supervisor.foreground(id)
+                    await host.supervisor.waitUntil(id, is: .active)
+                    cycles += 1
+                    if cycles % 25 == 0, try eventLines(host.dir.path + "/events.jsonl").contains(where: { $0.cause.contains("dropped an events follower") }) {
+                        break
+                    }
+                }
+                #expect(cycles < 400, "the follower was never dropped")
+                // Read now: what the socket held, then the notice, then the end of the connection.
+                var decoder = FrameDecoder()
+                decoder.append(await readAll(fd)[...])
+                var responses: [ControlResponse] = []
+                while let payload = try decoder.next() { responses.append(try Frame.decode(ControlResponse.self, from: payload)) }
+                guard case .error(let error) = responses.last else {
+                    Issue.record("the last answer is not the notice: \(String(describing: responses.last))")
+                    return
+                }
+                #expect(error.message.contains("fell more than 16 events behind"), "\(error)")
+                #expect(!responses.contains { if case .end = $0 { true } else { false } })
+            }
+        }
+    }
+
+    @Test func connectionsPastTheLimitAreToldAndClosed() async throws {
+        try await withHost(label: "conns", configure: { $0.controlConnectionLimit = 4 }) { host in
+            try await serving(host) { path in
+                // Four silent connections hold every place (each until the request timeout).
+                var held: [Int32] = []
+                defer { for fd in held { close(fd) } }
+                for _ in 0..<4 { held.append(try connectUnix(path)) }
+                // Accepted in the order they came: this one is the fifth.
+                let extra = try connectUnix(path)
+                defer { close(extra) }
+                var decoder = FrameDecoder()
+                decoder.append(await readAll(extra)[...])
+                let payload = try #require(try decoder.next(), "the fifth connection was closed without a word")
+                guard case .error(let error) = try Frame.decode(ControlResponse.self, from: payload) else {
+                    Issue.record("not an error")
+                    return
+                }
+                #expect(error.message.contains("serving 4 control connections, its limit"), "\(error)")
+                // A place freed is a place taken again.
+                close(held.removeLast())
+                var answered = false
+                for _ in 0..<200 where !answered {
+                    let fd = try connectUnix(path)
+                    defer { close(fd) }
+                    let ping = try Frame.encode(ControlRequest.ping(version: ControlSocket.version))
+                    _ = ping.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                    var d = FrameDecoder()
+                    d.append(await readAll(fd)[...])
+                    if let p = try d.next(), case .pong = try Frame.decode(ControlResponse.self, from: p) { answered = true }
+                }
+                #expect(answered)
+            }
+        }
+    }
+}
+

@@ -2,6 +2,7 @@ import AppHostProtocol
 import Foundation
 import Logging
 import NIOCore
+import Synchronization
 import NIOPosix
 
 /// Splits an inbound byte stream into frame payloads (see ``Frame``). Invalid
@@ -33,6 +34,31 @@ struct PeerCredentials: Sendable {
     var gid: UInt32 = 0
     /// SO_PEERCRED on Linux (every architecture but a few old ones, which AppHost does not run on).
     static let option: Int32 = 17
+}
+
+/// The control connections being served, against their limit.
+final class OpenConnections: Sendable {
+    private let state = Mutex((open: 0, refusing: false))
+
+    /// Takes a place if one is free.
+    func enter(limit: Int) -> Bool {
+        state.withLock { s in
+            guard s.open < limit else { return false }
+            s.open += 1
+            s.refusing = false
+            return true
+        }
+    }
+
+    func leave() { state.withLock { $0.open -= 1 } }
+
+    /// A connection was refused; true for the first of a run of refusals (logged once).
+    func noteRefused() -> Bool {
+        state.withLock { s in
+            defer { s.refusing = true }
+            return !s.refusing
+        }
+    }
 }
 
 /// Who may drive a host through its control socket: its own user and root, nobody else
@@ -67,7 +93,9 @@ public struct ControlServer: Sendable {
             throw ControlError(.badRequest, "control socket path is too long for a Unix socket (\(path.utf8.count) bytes, limit 107): use a shorter --state-dir")
         }
         let server = try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 128)
+            // Room for a burst of clients; what is accepted is bounded by
+            // `controlConnectionLimit` (see `serve`).
+            .serverChannelOption(.backlog, value: 1024)
             .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(FrameSplitter())
@@ -87,12 +115,27 @@ public struct ControlServer: Sendable {
         return ControlServer(server: server, supervisor: supervisor, logger: logger)
     }
 
-    /// Serves connections until ``close()``.
+    /// Serves connections until ``close()``. At most
+    /// ``HostConfiguration/controlConnectionLimit`` are served at once: one more is told so
+    /// and closed at once, holding no task and no memory.
     public func serve() async throws {
+        let open = OpenConnections()
+        let limit = max(1, supervisor.configuration.controlConnectionLimit)
+        let busy = (try? Frame.encode(ControlResponse.error(ControlError(.refused, "the daemon is serving \(limit) control connections, its limit: try again")))) ?? []
         try await withThrowingDiscardingTaskGroup { group in
             try await server.executeThenClose { inbound in
                 for try await connection in inbound {
+                    guard open.enter(limit: limit) else {
+                        if open.noteRefused() { logger.warning("refusing control connections: \(limit) are open (the limit)") }
+                        // In line, with no task of its own: one small frame into the empty
+                        // buffer of a new socket, then closed.
+                        try? await connection.executeThenClose { _, outbound in
+                            try await outbound.write(ByteBuffer(bytes: busy))
+                        }
+                        continue
+                    }
                     group.addTask {
+                        defer { open.leave() }
                         do {
                             try await handle(connection)
                         } catch {
@@ -263,7 +306,22 @@ public struct ControlServer: Sendable {
             try await write(.error(ControlError(.unknownBundle, "unknown bundle id \"\(app)\" (no such app installed, and no events recorded for it)")), to: outbound)
             return
         }
-        let (past, live, id) = await supervisor.subscribe(bundleIdentifier: app)
+        // A follower that falls too far behind is dropped: the notice goes after what is
+        // already queued for it, its side of the connection is shut once that is written
+        // (a client that reads again gets everything, then the notice, then the end), and
+        // the connection is closed after the request timeout whatever the client does.
+        let backlog = supervisor.configuration.followerBacklog
+        let notice = (try? Frame.encode(ControlResponse.error(ControlError(.refused, "dropped: this follower fell more than \(backlog) events behind (it read too slowly); events since then were not sent: follow again, or read `apphost events`")))) ?? []
+        let supervisor = self.supervisor
+        let linger = supervisor.configuration.controlRequestTimeout
+        let (past, live, id) = await supervisor.subscribeFollower(bundleIdentifier: app) {
+            channel.eventLoop.execute {
+                channel.writeAndFlush(ByteBuffer(bytes: notice), promise: nil)
+                channel.close(mode: .output, promise: nil)
+                _ = channel.eventLoop.scheduleTask(in: .nanoseconds(linger.clampedNanoseconds)) { channel.close(promise: nil) }
+            }
+            Task { await supervisor.noteDroppedFollower() }
+        }
         defer { Task { await supervisor.unsubscribe(id) } }
         // Read here, off the supervisor's actor, in bounded chunks; each write waits
         // for the client to take it, so a slow reader costs nothing but its socket.
@@ -284,6 +342,8 @@ public struct ControlServer: Sendable {
                 for await event in live {
                     try await write(.event(event), to: outbound)
                 }
+                // Dropped: the connection is closing (see above); no `.end`.
+                if live.endedBehind { return }
                 try await write(.end, to: outbound)
             }
             group.addTask {

@@ -424,6 +424,18 @@ extension Supervisor {
         events.subscribe(filter: bundleIdentifier)
     }
 
+    /// A follower of the control socket (`events --follow`): its live part holds at most
+    /// ``HostConfiguration/followerBacklog`` events; one that falls further behind is ended
+    /// (``HostEventStream/endedBehind``), its memory given back, and `dropped` called.
+    func subscribeFollower(bundleIdentifier: BundleID?, dropped: @escaping @Sendable () -> Void) -> (past: EventLogPast, live: HostEventStream, id: UInt64) {
+        events.subscribe(filter: bundleIdentifier, limit: configuration.followerBacklog, overflow: .end, onOverflow: dropped)
+    }
+
+    /// A follower was dropped for falling behind: said once in the event log.
+    func noteDroppedFollower() {
+        events.append(.warning, cause: "dropped an events follower that fell more than \(configuration.followerBacklog) events behind (it read too slowly)", time: now())
+    }
+
     /// Suspends until `id` is in `state` (returns at once if it already is).
     public func waitUntil(_ id: BundleID, is state: AppState) async {
         let current = processes[id]?.machine.state ?? .notRunning

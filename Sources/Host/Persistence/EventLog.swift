@@ -309,7 +309,11 @@ final class EventLog {
     /// Events recorded so far (the files as they are now, read later) and, atomically
     /// with that cut, a stream of every later event. The stream ends when `cancel` is
     /// called or the log closes.
-    func subscribe(filter: BundleID?) -> (past: EventLogPast, live: HostEventStream, id: UInt64) {
+    /// `limit` and `overflow`: the live part's bound and what passing it does (see
+    /// ``HostEventChannel/Overflow``).
+    func subscribe(filter: BundleID?, limit: Int = HostEventStream.defaultLimit,
+                   overflow: HostEventChannel.Overflow = .dropOldest,
+                   onOverflow: (@Sendable () -> Void)? = nil) -> (past: EventLogPast, live: HostEventStream, id: UInt64) {
         var files: [(FileDescriptor, Int64, EventLogIndex.Plan)] = []
         func plan(_ k: Int) -> EventLogIndex.Plan { filter.map { index.plan(app: $0, rotated: k) } ?? .whole }
         for k in stride(from: limits.keep, through: 1, by: -1) {
@@ -321,7 +325,7 @@ final class EventLog {
             files.append((fd, end, plan(0)))
         }
         let past = EventLogPast(files: files, filter: filter, lastSeq: lastSeq)
-        let stream = HostEventStream()
+        let stream = HostEventStream(limit: limit, overflow: overflow, onOverflow: onOverflow)
         nextSubscriber += 1
         subscribers[nextSubscriber] = (filter, stream.channel)
         return (past, stream, nextSubscriber)

@@ -24,9 +24,15 @@ public struct HostEventStream: AsyncSequence, Sendable {
 
     let channel: HostEventChannel
 
-    init(limit: Int = HostEventStream.defaultLimit) {
-        channel = HostEventChannel(limit: limit)
+    /// `overflow`: what happens when ``limit`` events wait (see ``HostEventChannel/Overflow``).
+    init(limit: Int = HostEventStream.defaultLimit, overflow: HostEventChannel.Overflow = .dropOldest,
+         onOverflow: (@Sendable () -> Void)? = nil) {
+        channel = HostEventChannel(limit: limit, overflow: overflow, onOverflow: onOverflow)
     }
+
+    /// The subscription was ended because its consumer fell ``HostEventChannel/limit``
+    /// events behind (with ``HostEventChannel/Overflow/end``).
+    public var endedBehind: Bool { channel.overflowed }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         let channel: HostEventChannel
@@ -47,37 +53,75 @@ public struct HostEventStream: AsyncSequence, Sendable {
 
 /// The buffer between the event log (producer, on the host's actor) and one consumer.
 final class HostEventChannel: Sendable {
+    /// What a full buffer does with the next event.
+    enum Overflow: Sendable {
+        /// The oldest waiting event is dropped (an in-process consumer that stalls).
+        case dropOldest
+        /// The subscription ends: the consumer gets nil at once and ``overflowed`` is set
+        /// (a client of the control socket that reads too slowly is dropped with a notice,
+        /// rather than silently missing events or holding the host's memory).
+        case end
+    }
+
     private struct State {
         var buffer = CircularBuffer<HostEvent>()
         var waiter: UnsafeContinuation<HostEvent?, Never>?
         var finished = false
         var dropped: UInt64 = 0
+        var overflowed = false
     }
 
     let limit: Int
+    let overflow: Overflow
+    /// Called once, outside the lock, when the subscription ends full (``Overflow/end``):
+    /// the consumer may be blocked writing to a client that does not read, so whoever owns
+    /// the connection is told here.
+    private let onOverflow: (@Sendable () -> Void)?
     private let state = Mutex(State())
 
-    init(limit: Int) {
+    init(limit: Int, overflow: Overflow = .dropOldest, onOverflow: (@Sendable () -> Void)? = nil) {
         self.limit = max(1, limit)
+        self.overflow = overflow
+        self.onOverflow = onOverflow
     }
+
+    /// Whether the subscription ended because the buffer was full (``Overflow/end``).
+    var overflowed: Bool { state.withLock { $0.overflowed } }
 
     /// Adds the events of `batch` that pass `filter` (nil: all; else the app's own), and
     /// wakes the consumer once if it waits.
     func yield(_ batch: [HostEvent], filter: BundleID?) {
-        let wake: (UnsafeContinuation<HostEvent?, Never>, HostEvent)? = state.withLock { s in
+        var overflowedNow = false
+        let wake: (UnsafeContinuation<HostEvent?, Never>, HostEvent?)? = state.withLock { s in
             guard !s.finished else { return nil }
             for event in batch where filter == nil || event.bundleIdentifier == filter {
                 if s.buffer.count >= limit {
+                    if overflow == .end {
+                        // Nothing more is kept for it: what waits is dropped and the memory
+                        // given back now.
+                        s.dropped += UInt64(s.buffer.count) + 1
+                        s.buffer = CircularBuffer()
+                        s.overflowed = true
+                        s.finished = true
+                        overflowedNow = true
+                        break
+                    }
                     s.buffer.removeFirst()
                     s.dropped += 1
                 }
                 s.buffer.append(event)
             }
-            guard let waiter = s.waiter, let first = s.buffer.popFirst() else { return nil }
+            guard let waiter = s.waiter else { return nil }
+            if s.overflowed {
+                s.waiter = nil
+                return (waiter, nil)
+            }
+            guard let first = s.buffer.popFirst() else { return nil }
             s.waiter = nil
             return (waiter, first)
         }
         if let (waiter, event) = wake { waiter.resume(returning: event) }
+        if overflowedNow { onOverflow?() }
     }
 
     /// Ends the sequence once the waiting events are taken.
