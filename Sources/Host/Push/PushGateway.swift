@@ -38,6 +38,8 @@ public final class PushGateway: Sendable {
     struct Connection: Sendable {
         let channel: any Channel
         let multiplexer: NIOHTTP2Handler.AsyncStreamMultiplexer<StreamChannel>
+        /// Closes the connection unless a stream opens first (``PushGatewaySettings/firstRequestTimeout``).
+        let firstRequestDeadline: Scheduled<Void>
     }
 
     /// The file in the state directory naming where the host's gateway listens (`host:port`).
@@ -79,6 +81,9 @@ public final class PushGateway: Sendable {
         /// Connections that a close() had to cut after ``shutdownGrace`` (a client that
         /// did not answer the GOAWAY's PING or kept streams open).
         public var cutAfterGrace = 0
+        /// Connections closed at once because ``PushGatewaySettings/maximumConnections``
+        /// were open.
+        public var refusedOverLimit = 0
 
         /// Counts, for comparisons in tests.
         public init(connections: Int = 0, streams: Int = 0, cutAfterGrace: Int = 0) {
@@ -141,10 +146,13 @@ public final class PushGateway: Sendable {
             ]
             return c
         }()
-        // Idle connections stay open (providers keep theirs), and no keep-alive
-        // timer wakes an idle host; only close() ends them, with a bounded grace.
+        // Providers keep their connections open between pushes; one with no stream for
+        // `idleTimeout` is shut down gracefully (GOAWAY), as APNs does. No keep-alive: a
+        // host with no connection has no timer to wake it.
         let management = NIOHTTP2ServerConnectionManagementHandler.Configuration(
-            maxIdleTime: nil, maxAge: nil, maxGraceTime: shutdownGrace, keepalive: nil)
+            maxIdleTime: settings.idleTimeout.map { TimeAmount.nanoseconds($0.clampedNanoseconds) },
+            maxAge: nil, maxGraceTime: shutdownGrace, keepalive: nil)
+        let firstRequest = TimeAmount.nanoseconds(settings.firstRequestTimeout.clampedNanoseconds)
         let server: NIOAsyncChannel<Connection, Never>
         do {
             server = try await ServerBootstrap(group: group)
@@ -163,7 +171,13 @@ public final class PushGateway: Sendable {
                             stream.eventLoop.makeCompletedFuture { try StreamChannel(wrappingChannelSynchronously: stream) }
                         }
                         try sync.addHandler(ConnectionErrorCloser())
-                        return Connection(channel: channel, multiplexer: multiplexer)
+                        // A connection that has not opened its first stream within the
+                        // timeout (it never completes TLS, sends only the HTTP/2 preface, or
+                        // nothing) holds a descriptor and memory for nothing: 20,000 such
+                        // once took every descriptor of the host. Cancelled by the first stream.
+                        let deadline = channel.eventLoop.scheduleTask(in: firstRequest) { channel.close(promise: nil) }
+                        channel.closeFuture.whenComplete { _ in deadline.cancel() }
+                        return Connection(channel: channel, multiplexer: multiplexer, firstRequestDeadline: deadline)
                     }
                 }
         } catch {
@@ -213,6 +227,9 @@ public final class PushGateway: Sendable {
         try await withThrowingDiscardingTaskGroup { group in
             try await server.executeThenClose { inbound in
                 for try await connection in inbound {
+                    // Counted here, in the order connections are accepted, not when their
+                    // tasks start.
+                    guard admit(connection) else { continue }
                     group.addTask { await self.serve(connection) }
                 }
             }
@@ -241,18 +258,38 @@ public final class PushGateway: Sendable {
         channel.closeFuture.whenComplete { _ in cut.cancel() }
     }
 
-    private func serve(_ connection: Connection) async {
+    /// Takes a newly accepted connection in, or closes it at once when
+    /// ``PushGatewaySettings/maximumConnections`` are open.
+    private func admit(_ connection: Connection) -> Bool {
         let key = ObjectIdentifier(connection.channel)
-        let closing = state.withLock { s -> Bool in
+        let limit = max(1, settings.maximumConnections)
+        let (closing, full) = state.withLock { s -> (Bool, Bool) in
             s.statistics.connections += 1
-            if !s.closing { s.connections[key] = connection.channel }
-            return s.closing
+            guard s.connections.count < limit else {
+                s.statistics.refusedOverLimit += 1
+                return (s.closing, true)
+            }
+            // Tracked even while closing, so that the limit holds; quiesced below.
+            s.connections[key] = connection.channel
+            return (s.closing, false)
+        }
+        if full {
+            logger.notice("push gateway: \(limit) connections open (the limit): closed a new one")
+            connection.firstRequestDeadline.cancel()
+            connection.channel.close(promise: nil)
+            return false
         }
         if closing { quiesce(connection.channel) }
+        return true
+    }
+
+    private func serve(_ connection: Connection) async {
+        let key = ObjectIdentifier(connection.channel)
         defer { _ = state.withLock { $0.connections.removeValue(forKey: key) } }
         await withDiscardingTaskGroup { streams in
             do {
                 for try await stream in connection.multiplexer.inbound {
+                    connection.firstRequestDeadline.cancel()
                     streams.addTask { await self.serve(stream) }
                 }
             } catch {

@@ -28,6 +28,14 @@ public struct PushGatewaySettings: Sendable, Equatable, CustomStringConvertible 
     public var tls: TLS?
     /// Provider authentication (off unless given keys or a client CA).
     public var authentication: Authentication
+    /// A connection must open its first stream (send its first request) within this: one
+    /// that never finishes TLS, sends only the HTTP/2 preface, or nothing, is closed.
+    public var firstRequestTimeout: Duration = .seconds(10)
+    /// A connection with no stream open for this long is shut down gracefully (GOAWAY),
+    /// as APNs closes idle connections; nil keeps idle connections for ever.
+    public var idleTimeout: Duration? = .seconds(600)
+    /// Connections open at once; one more is closed as soon as it is accepted.
+    public var maximumConnections: Int = 1_000
 
     /// Loopback and any free port, cleartext, no authentication, unless told otherwise.
     public init(host: String = "127.0.0.1", port: Int = 0, tls: TLS? = nil, authentication: Authentication = .init()) {
