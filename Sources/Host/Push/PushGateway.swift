@@ -165,18 +165,20 @@ public final class PushGateway: Sendable {
                         if let tls {
                             try sync.addHandler(NIOSSLServerHandler(context: tls))
                         }
-                        let multiplexer = try sync.configureAsyncHTTP2Pipeline(
-                            mode: .server, connectionManagerConfiguration: management, http2HandlerConfiguration: http2
-                        ) { stream in
-                            stream.eventLoop.makeCompletedFuture { try StreamChannel(wrappingChannelSynchronously: stream) }
-                        }
-                        try sync.addHandler(ConnectionErrorCloser())
                         // A connection that has not opened its first stream within the
                         // timeout (it never completes TLS, sends only the HTTP/2 preface, or
                         // nothing) holds a descriptor and memory for nothing: 20,000 such
-                        // once took every descriptor of the host. Cancelled by the first stream.
+                        // once took every descriptor of the host. Cancelled on the event loop
+                        // as the first stream is made (not when a task gets to it).
                         let deadline = channel.eventLoop.scheduleTask(in: firstRequest) { channel.close(promise: nil) }
                         channel.closeFuture.whenComplete { _ in deadline.cancel() }
+                        let multiplexer = try sync.configureAsyncHTTP2Pipeline(
+                            mode: .server, connectionManagerConfiguration: management, http2HandlerConfiguration: http2
+                        ) { stream in
+                            deadline.cancel()
+                            return stream.eventLoop.makeCompletedFuture { try StreamChannel(wrappingChannelSynchronously: stream) }
+                        }
+                        try sync.addHandler(ConnectionErrorCloser())
                         return Connection(channel: channel, multiplexer: multiplexer, firstRequestDeadline: deadline)
                     }
                 }
@@ -289,7 +291,6 @@ public final class PushGateway: Sendable {
         await withDiscardingTaskGroup { streams in
             do {
                 for try await stream in connection.multiplexer.inbound {
-                    connection.firstRequestDeadline.cancel()
                     streams.addTask { await self.serve(stream) }
                 }
             } catch {

@@ -30,7 +30,7 @@ public struct PushGatewaySettings: Sendable, Equatable, CustomStringConvertible 
     public var authentication: Authentication
     /// A connection must open its first stream (send its first request) within this: one
     /// that never finishes TLS, sends only the HTTP/2 preface, or nothing, is closed.
-    public var firstRequestTimeout: Duration = .seconds(10)
+    public var firstRequestTimeout: Duration = .seconds(30)
     /// A connection with no stream open for this long is shut down gracefully (GOAWAY),
     /// as APNs closes idle connections; nil keeps idle connections for ever.
     public var idleTimeout: Duration? = .seconds(600)
