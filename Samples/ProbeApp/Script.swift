@@ -120,6 +120,8 @@ enum Action: Equatable, Sendable {
     case blockForever
     /// Keep the main thread busy (running, never asleep) for `seconds` of real time.
     case spin(seconds: Double)
+    /// Writes this many MiB of `x` to stdout at once (its log's bounds).
+    case logFlood(mebibytes: Int)
     /// Once the current callback has returned, block the main thread forever.
     case hang
     /// Once the current callback has returned, block the main thread until one byte
@@ -378,6 +380,7 @@ struct Script: Equatable, Sendable {
                                    time, whatever the host's clock (what a watchdog sees)
           block:forever            block the main thread forever (asleep in pause(),
                                    no CPU); the callback never returns
+          log-flood:MIB            write MIB (1-4096) MiB of x to stdout at once (the log's bounds)
           spin:SECONDS             keep the main thread running (never asleep: a slow app,
                                    not a blocked one) for SECONDS (0-600) of real time
           allocate:MIB             allocate and touch MIB (1-65536) MiB and keep it ("[ProbeApp] allocated
@@ -670,6 +673,11 @@ struct Script: Equatable, Sendable {
                 throw ScriptError("block needs SECONDS or forever, got \"\(text)\"")
             }
             return .block(seconds: seconds)
+        case ("log-flood", let value?):
+            guard let n = Int(value), (1...4096).contains(n) else {
+                throw ScriptError("log-flood needs MiB (1-4096), got \"\(text)\"")
+            }
+            return .logFlood(mebibytes: n)
         case ("spin", let value?):
             guard let seconds = Double(value), seconds.isFinite, seconds >= 0, seconds <= 600 else {
                 throw ScriptError("spin needs SECONDS from 0 to 600, got \"\(text)\"")

@@ -430,6 +430,14 @@ final class ProbeDelegate: ApplicationDelegate {
         case .blockForever:
             say("[ProbeApp] blocking the main thread forever")
             blockForever()
+        case .logFlood(let mebibytes):
+            let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: 64 * 1024 - 1) + [0x0a]
+            var written = 0
+            for _ in 0..<(mebibytes * 16) {
+                let n = chunk.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+                if n > 0 { written += n }
+            }
+            say("[ProbeApp] wrote \(written) bytes to stdout")
         case .spin(let seconds):
             // A slow app, not a blocked one: the thread runs (or waits for a CPU) throughout.
             say("[ProbeApp] spinning the main thread for \(seconds)s")

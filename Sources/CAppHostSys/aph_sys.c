@@ -1362,6 +1362,14 @@ int aph_epoll_remove(int epfd, int fd) {
     return 0;
 }
 
+int aph_epoll_add_oneshot(int epfd, int fd, uint64_t key, int rearm) {
+    struct epoll_event event;
+    memset(&event, 0, sizeof(event));
+    event.events = EPOLLIN | EPOLLONESHOT;
+    event.data.u64 = key;
+    if (epoll_ctl(epfd, rearm ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &event) != 0) return errno;
+    return 0;
+}
 int aph_epoll_wait(int epfd, uint64_t *keys, int capacity, int *count_out) {
     if (keys == NULL || count_out == NULL || capacity <= 0) return EINVAL;
     struct epoll_event events[64];

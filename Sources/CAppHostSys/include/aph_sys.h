@@ -320,6 +320,10 @@ int aph_epoll_add(int epfd, int fd, uint64_t key);
 /// Stops watching `fd`.
 int aph_epoll_remove(int epfd, int fd);
 
+/// Watches `fd` for readability once (EPOLLIN | EPOLLONESHOT) with `key`; with `rearm`
+/// non-zero, arms an fd already added (EPOLL_CTL_MOD) for the next time. 0 or errno.
+int aph_epoll_add_oneshot(int epfd, int fd, uint64_t key, int rearm);
+
 /// Blocks until at least one watched fd is ready; writes up to `capacity`
 /// keys. EINTR is returned as 0 with `*count_out` = 0.
 int aph_epoll_wait(int epfd, uint64_t *keys, int capacity, int *count_out);

@@ -403,9 +403,11 @@ extension Supervisor {
               let channel = rt.channel, !rt.machine.stopPending, rt.heldForContinue == nil,
               let token = quiescence.beginProbe(process) else { return }
         let writer = rt.writer
+        let pump = rt.logPump
         let input = self.input
         let probe: @Sendable () -> Void = {
-            let asleep = QuietProbe.asleep(pid: pid, unread: { writer?.unreadInbound() ?? false })
+            // Unread output too: an app blocked writing to a full log pipe is not idle.
+            let asleep = QuietProbe.asleep(pid: pid, unread: { (writer?.unreadInbound() ?? false) || (pump?.hasUnread() ?? false) })
             input.yield(.quietProbe(app: process.app, instance: process.instance, token: token, asleep: asleep))
         }
         if delay <= .zero {
@@ -426,9 +428,10 @@ extension Supervisor {
                 return
             }
             let writer = rt.writer
+            let pump = rt.logPump
             let input = self.input
             _ = channel.eventLoop.scheduleTask(in: .nanoseconds(retry.clampedNanoseconds)) {
-                let asleep = QuietProbe.asleep(pid: pid, unread: { writer?.unreadInbound() ?? false })
+                let asleep = QuietProbe.asleep(pid: pid, unread: { (writer?.unreadInbound() ?? false) || (pump?.hasUnread() ?? false) })
                 input.yield(.quietProbe(app: process.app, instance: process.instance, token: next, asleep: asleep))
             }
         }

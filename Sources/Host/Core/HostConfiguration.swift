@@ -70,6 +70,8 @@ public struct HostConfiguration: Sendable {
     /// Control connections open at once; one more is answered with an error and closed
     /// (19,990 idle ones once held 8,403 descriptors and 296 MB).
     public var controlConnectionLimit: Int = 256
+    /// The bounds of the apps' logs: rotation, rate, the folder's budget (see ``AppLogLimits``).
+    public var appLogs: AppLogLimits = .standard
     /// The device's memory (nil: the profile's) and where pressure comes from.
     public var memory = MemorySettings()
     /// With `memory.source` `psi`: the pressure file and the triggers written to it, each

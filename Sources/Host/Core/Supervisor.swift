@@ -146,7 +146,7 @@ public actor Supervisor {
             logger.warning("\(warning)")
         }
         sandbox = summary
-        launcher = AppLauncher(configuration: configuration, sandbox: summary, identities: identities)
+        launcher = AppLauncher(configuration: configuration, sandbox: summary, identities: identities, logger: logger)
         let device = configuration.memory.device ?? configuration.profile.deviceMemory
         memory = MemoryState(device: device, cuesPerSecond: configuration.bounds.footprintCues)
         memory.watch = Self.startMemoryWatch(configuration, device: device, input: input, events: events, logger: logger, time: startDate)

@@ -21,9 +21,12 @@ final class AppConnectionHandler: ChannelInboundHandler {
     private var broken = false
     private let hello: HelloAnswer?
     private let callbacks: CallbacksSent?
+    /// The app's stdout and stderr, drained before its messages go on (see ``AppLogPump``).
+    private let logPump: AppLogPump?
 
     init(app: BundleID, instance: UInt64, input: AsyncStream<Supervisor.Input>.Continuation, bounds: AppBounds = .standard,
-         hello: HelloAnswer? = nil, callbacks: CallbacksSent? = nil) {
+         hello: HelloAnswer? = nil, callbacks: CallbacksSent? = nil, logPump: AppLogPump? = nil) {
+        self.logPump = logPump
         self.app = app
         self.instance = instance
         self.input = input
@@ -70,6 +73,9 @@ final class AppConnectionHandler: ChannelInboundHandler {
     }
 
     private func forward(_ messages: [AppMessage]) {
+        guard !messages.isEmpty else { return }
+        // What the app printed before these is in its log before the host acts on them.
+        logPump?.drain()
         switch messages.count {
         case 0: return
         case 1: input.yield(.message(app: app, instance: instance, messages[0]))

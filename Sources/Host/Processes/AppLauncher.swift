@@ -1,4 +1,5 @@
 import AppHostProtocol
+import Logging
 import AppHostSystem
 import Foundation
 import HostConfig
@@ -26,6 +27,10 @@ struct AppLauncher {
         var helloAnswer: HelloAnswer?
         /// The callbacks sent to this process (see ``CallbacksSent``), shared with its runtime.
         var callbacks = CallbacksSent()
+        /// Its stdout and stderr, read by the host into its log (see ``AppLogPump``), and the
+        /// pipe's end the child gets; nil: the child writes the log file itself.
+        var logPump: AppLogPump?
+        var logPipeChildEnd: Int32 = -1
     }
 
     /// Something the host says once about what it can enforce: an event (`service` or
@@ -46,10 +51,14 @@ struct AppLauncher {
     /// ``confinement(for:)`` per set of declared modes (at most 64 sets kept).
     private var confinements: [[BackgroundMode]: (SeccompPolicy, [String])] = [:]
 
-    init(configuration: HostConfiguration, sandbox: SandboxSummary, identities: AppIdentities?) {
+    /// What every app's log shares (see ``AppLogBudget``).
+    let logBudget: AppLogBudget
+
+    init(configuration: HostConfiguration, sandbox: SandboxSummary, identities: AppIdentities?, logger: Logger) {
         self.configuration = configuration
         self.sandbox = sandbox
         self.identities = identities
+        logBudget = AppLogBudget(directory: configuration.logsDirectory, limits: configuration.appLogs, logger: logger)
     }
 
     /// The cgroups made so far (to remove at shutdown).
@@ -216,25 +225,50 @@ struct AppLauncher {
             }
         } catch {
             plan.stampPage?.closeDescriptor()
+            if plan.logPipeChildEnd >= 0 { _ = Glibc.close(plan.logPipeChildEnd) }
+            if let pump = plan.logPump { pump.loop.execute { pump.finish() } }
             input.yield(.spawnFailed(app: id, instance: instance, error: "\(error)"))
             return
         }
         let answer = plan.helloAnswer ?? HelloAnswer(welcome: [])
+        let pump = plan.logPump
+        let childEnd = plan.logPipeChildEnd
         let callbacks = plan.callbacks
         // Events go straight to the input stream (one hop); any that beat `.spawned` there
         // are held by the supervisor until it arrives. Nothing is read before `.connected`
         // is in the stream.
+        // The IPC socket and the log pipe on one event loop: the pump drains the pipe before
+        // the socket's messages go on, and before the reaper's word of the exit does.
         ChildLauncher.start(
-            plan.settings, logPath: plan.logPath, group: group, autoRead: false,
+            plan.settings, logPath: plan.logPath, output: childEnd >= 0 ? childEnd : nil,
+            group: pump?.loop ?? group, autoRead: false,
             writeBufferWaterMark: .init(low: bounds.unreadBytes / 2, high: bounds.unreadBytes),
-            makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds, hello: answer, callbacks: callbacks) },
-            onEvent: { event in input.yield(.child(app: id, instance: instance, event, observed: .now)) },
+            makeHandler: { AppConnectionHandler(app: id, instance: instance, input: input, bounds: bounds, hello: answer,
+                                                callbacks: callbacks, logPump: pump) },
+            onEvent: { event in
+                let observed = ContinuousClock.now
+                if case .exited = event, let pump {
+                    pump.loop.execute {
+                        pump.finish()
+                        input.yield(.child(app: id, instance: instance, event, observed: observed))
+                    }
+                } else {
+                    input.yield(.child(app: id, instance: instance, event, observed: observed))
+                }
+            },
             spawned: { child in input.yield(.spawned(app: id, instance: instance, child: child)) },
             duplicateForWriting: true
         ) { result in
             // The child has its copy once the spawn is over (or there is none): the host
-            // keeps only its mapping.
+            // keeps only its mapping, and its end of the log pipe.
             plan.stampPage?.closeDescriptor()
+            if let pump {
+                if case .failure(.spawn) = result {
+                    pump.loop.execute { pump.finish() }
+                } else {
+                    pump.register()
+                }
+            }
             switch result {
             case .success(let (_, channel, writeDescriptor)):
                 let writer = writeDescriptor.map { SocketWriter(descriptor: $0) }
@@ -303,6 +337,16 @@ extension Supervisor {
         processes[id]?.oomKillsBefore = plan.cgroup?.oomKills ?? 0
         processes[id]?.oomKillsAtHostKill = nil
         processes[id]?.memoryLimit = plan.memoryLimit
+        // Its stdout and stderr through the host, within the logs' bounds; without a pipe
+        // (descriptors exhausted) the child writes its log file as before, unbounded.
+        if let (host, child) = try? AppLogPump.makePipe() {
+            let pump = AppLogPump(app: id, path: plan.logPath, readEnd: host, loop: group.next(), budget: launcher.logBudget)
+            plan.logPump = pump
+            plan.logPipeChildEnd = child
+            processes[id]?.logPump = pump
+        } else {
+            logger.warning("\(id): no pipe for its output; it writes its log file itself, unbounded")
+        }
         AppLauncher.start(plan, app: id, instance: instance, input: input, group: group,
                           containers: configuration.containersDirectory, groupsDirectory: configuration.groupsDirectory,
                           bounds: configuration.bounds)

@@ -62,7 +62,7 @@ enum ChildLauncher {
     /// ``ProcessReaper``), and `spawned` and `completion` run there or on the channel's
     /// event loop. For a launch's critical path (the actor → the reaper thread, one wake).
     static func start(
-        _ settings: SpawnSettings, logPath: String, group: any EventLoopGroup, autoRead: Bool = true,
+        _ settings: SpawnSettings, logPath: String, output: Int32? = nil, group: any EventLoopGroup, autoRead: Bool = true,
         writeBufferWaterMark: ChannelOptions.Types.WriteBufferWaterMark? = nil,
         makeHandler: @escaping @Sendable () -> any ChannelHandler,
         onEvent: @escaping @Sendable (ChildEvent) -> Void,
@@ -76,14 +76,18 @@ enum ChildLauncher {
         do {
             (hostEnd, childEnd) = try makeSocketPair()
             do {
-                log = try SystemPackage.FileDescriptor.open(FilePath(logPath), .writeOnly, options: [.append, .create, .closeOnExec],
-                                              permissions: [.ownerReadWrite])
+                // The caller's descriptor (an app's log pipe; closed here once the child
+                // has its copy), or the log file.
+                log = try output.map { SystemPackage.FileDescriptor(rawValue: $0) }
+                    ?? SystemPackage.FileDescriptor.open(FilePath(logPath), .writeOnly, options: [.append, .create, .closeOnExec],
+                                                         permissions: [.ownerReadWrite])
             } catch {
                 try? childEnd.close()
                 try? hostEnd.close()
                 throw error
             }
         } catch {
+            if let output { _ = Glibc.close(output) }
             completion(.failure(.spawn(error)))
             return
         }

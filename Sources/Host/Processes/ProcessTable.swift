@@ -74,6 +74,8 @@ extension Supervisor {
         /// what the hang watchdog has seen of it (see ``HangWatch``).
         var stampPage: RunLoopStampPage?
         var hangWatch = HangWatch()
+        /// Its stdout and stderr on their way to its log (nil: it writes the file itself).
+        var logPump: AppLogPump?
         /// The process's host-clock timers (AppKitLess `HostTimer`).
         var timers = AppTimers()
 
