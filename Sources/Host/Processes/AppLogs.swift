@@ -104,7 +104,8 @@ final class AppLogPump: @unchecked Sendable {
     private var refilled: NIODeadline
     private var droppedForRate: Int64 = 0
     private var droppedForBudget: Int64 = 0
-    private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    /// Whether `size` has been read from the file (at the first write, not at the launch).
+    private var sized = false
 
     /// The pipe's ends: the host's (kept) and the child's (given to the spawn, then closed
     /// by the caller).
@@ -125,8 +126,6 @@ final class AppLogPump: @unchecked Sendable {
         self.budget = budget
         tokens = Double(budget.limits.burstBytes)
         refilled = .now()
-        var st = stat()
-        if stat(path, &st) == 0 { size = Int64(st.st_size) }
     }
 
     /// The watcher's key for this pump's pipe (0: not watched).
@@ -162,17 +161,22 @@ final class AppLogPump: @unchecked Sendable {
     /// Reads what the pipe holds now and writes it within the limits.
     func drain() {
         loop.preconditionInEventLoop()
-        while readEnd >= 0 {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(readEnd, $0.baseAddress, $0.count) }
-            if n > 0 {
-                accept(n)
-                continue
+        guard readEnd >= 0 else { return }
+        // On the loop thread's stack: a pump holds no buffer between reads (200 suspended
+        // apps would hold 12.8 MiB of them).
+        withUnsafeTemporaryAllocation(byteCount: 64 * 1024, alignment: 16) { buffer in
+            while readEnd >= 0 {
+                let n = Glibc.read(readEnd, buffer.baseAddress, buffer.count)
+                if n > 0 {
+                    accept(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                    continue
+                }
+                if n < 0 && errno == EINTR { continue }
+                if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
+                // End of file (every writer gone) or an error: nothing more will come.
+                close()
+                return
             }
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
-            // End of file (every writer gone) or an error: nothing more will come.
-            close()
-            return
         }
     }
 
@@ -197,7 +201,8 @@ final class AppLogPump: @unchecked Sendable {
 
     // MARK: - The limits
 
-    private func accept(_ count: Int) {
+    private func accept(_ bytes: UnsafeRawBufferPointer) {
+        let count = bytes.count
         let limits = budget.limits
         let now = NIODeadline.now()
         let elapsed = Double((now - refilled).nanoseconds) / 1e9
@@ -212,7 +217,7 @@ final class AppLogPump: @unchecked Sendable {
         }
         tokens -= Double(count)
         sayDropped()
-        buffer.withUnsafeBytes { write(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        write(bytes)
     }
 
     /// Says, once output is written again (or at the end), how much was dropped.
@@ -238,6 +243,11 @@ final class AppLogPump: @unchecked Sendable {
 
     private func write(_ bytes: UnsafeRawBufferPointer, notice: Bool = false) {
         let count = Int64(bytes.count)
+        if !sized {
+            var st = stat()
+            if stat(path, &st) == 0 { size = Int64(st.st_size) }
+            sized = true
+        }
         if size + count > budget.limits.fileBytes, size > 0 { rotate() }
         guard budget.take(count) else {
             if !notice {
