@@ -42,6 +42,8 @@ public struct HostConfigFile: Sendable, Equatable {
     /// `"memory": {"device": "3 GiB", "source": "computed" | "psi"}`: the simulated device's
     /// memory (default: the profile's) and where memory pressure comes from.
     public var memory = MemorySettings()
+    /// The bounds of the apps' logs (default: the host's).
+    public var logs = LogSettings()
 
     /// Reads and checks a config file; errors name the file and key.
     public static func load(path: String) throws(BudgetError) -> HostConfigFile {
@@ -93,6 +95,8 @@ public struct HostConfigFile: Sendable, Equatable {
                 file.identities = try IdentityConfig.parse(value, path: path)
             case "memory":
                 file.memory = try MemorySettings.parse(value, path: path)
+            case "logs":
+                file.logs = try LogSettings.parse(value, path: path)
             case "budgets":
                 guard let budgets = value as? [String: Any] else { throw BudgetError(message: "\(path): budgets: expected an object") }
                 for (name, raw) in budgets {
@@ -112,7 +116,7 @@ public struct HostConfigFile: Sendable, Equatable {
                     }
                 }
             default:
-                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers, snapshots, limits, identities, memory)")
+                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers, snapshots, limits, identities, memory, logs)")
             }
         }
         return file

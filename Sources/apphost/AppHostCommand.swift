@@ -145,7 +145,7 @@ struct HostOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Budget profile: ios6 (600 s background tasks), ios7 (180 s), ios13 (30 s, default). `apphost profile show` prints the table.", valueName: "name"))
     var profile: String?
 
-    @Option(name: .long, help: ArgumentHelp("JSON config file: {\"profile\": \"ios7\", \"budgets\": {\"backgroundTask\": \"45s\"}, \"audioSink\": \"wav\" or \"null\", \"transfers\": {\"extraCA\": \"ca.pem\", \"perHost\": 4, \"maxConcurrent\": 16}, \"limits\": {\"openFiles\": 256, \"processes\": 512, \"fileSize\": \"2 GiB\", \"memory\": \"1 GiB\", \"apps\": {\"com.example.big\": {\"memory\": \"2 GiB\"}}}, \"identities\": {\"first\": 200000, \"count\": 100000} (a root host runs each app as a uid of its own from this range; false: as uid 0 without capabilities), \"memory\": {\"device\": \"3 GiB\" (default: the profile's; pressure is the apps' footprints against it), \"source\": \"computed\" or \"psi\" (also the kernel's /proc/pressure/memory triggers)}}.", valueName: "file"))
+    @Option(name: .long, help: ArgumentHelp("JSON config file: {\"profile\": \"ios7\", \"budgets\": {\"backgroundTask\": \"45s\"}, \"audioSink\": \"wav\" or \"null\", \"transfers\": {\"extraCA\": \"ca.pem\", \"perHost\": 4, \"maxConcurrent\": 16}, \"limits\": {\"openFiles\": 256, \"processes\": 512, \"fileSize\": \"2 GiB\", \"memory\": \"1 GiB\", \"apps\": {\"com.example.big\": {\"memory\": \"2 GiB\"}}}, \"identities\": {\"first\": 200000, \"count\": 100000} (a root host runs each app as a uid of its own from this range; false: as uid 0 without capabilities), \"memory\": {\"device\": \"3 GiB\" (default: the profile's; pressure is the apps' footprints against it), \"source\": \"computed\" or \"psi\" (also the kernel's /proc/pressure/memory triggers)}, \"logs\": {\"fileSize\": \"8 MiB\", \"rate\": \"1 MiB\", \"burst\": \"8 MiB\", \"total\": \"256 MiB\"} (each app's stdout and stderr: rotated at fileSize, rate a second after burst at once, total for all apps' logs)}.", valueName: "file"))
     var config: String?
 
     @Option(name: .long, help: ArgumentHelp("Virtual clock: the safety net, in real seconds, under each wait for apps to answer or block (a slow app is waited for, a blocked one is not; this only catches a machine too loaded to let an app do either, and then `clock advance` fails).", valueName: "seconds"))
@@ -223,6 +223,10 @@ struct HostOptions: ParsableArguments {
             if let screen = file.screen { config.screen = screen }
             config.limits = file.limits
             config.memory = file.memory
+            if let n = file.logs.fileSize { config.appLogs.fileBytes = Int64(clamping: n) }
+            if let n = file.logs.rate { config.appLogs.bytesPerSecond = Int64(clamping: n) }
+            if let n = file.logs.burst { config.appLogs.burstBytes = Int64(clamping: n) }
+            if let n = file.logs.total { config.appLogs.totalBytes = Int64(clamping: n) }
             if let ids = file.identities {
                 if ids.enabled {
                     let standard = IdentitySettings.standard
