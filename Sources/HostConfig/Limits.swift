@@ -61,15 +61,7 @@ public struct AppLimits: Sendable, Equatable, Codable {
             return n
         }
         func bytes(_ key: String, _ raw: Any) throws(BudgetError) -> UInt64 {
-            if let n = raw as? Int, n > 0 { return UInt64(n) }
-            guard let text = raw as? String else {
-                throw BudgetError(message: "\(path): \(context).\(key): expected bytes or a size like \"512 MiB\"")
-            }
-            do {
-                return try ByteCountText.bytes(text)
-            } catch {
-                throw BudgetError(message: "\(path): \(context).\(key): \(error.message)")
-            }
+            try ByteCountText.bytes(raw, key: "\(context).\(key)", path: path, example: "512 MiB")
         }
         for (key, raw) in dict {
             switch key {
@@ -136,6 +128,20 @@ public struct LimitSettings: Sendable, Equatable {
 
 /// Sizes written as `512 MiB`, `1GiB`, `64M`, `1.5 GB` or bare bytes.
 public enum ByteCountText {
+    /// A config file's size value: a positive whole number of bytes or a size text. Errors
+    /// say `<path>: <key>: …`, with `example` as the size to write.
+    static func bytes(_ raw: Any, key: String, path: String, example: String) throws(BudgetError) -> UInt64 {
+        if let n = raw as? Int, n > 0 { return UInt64(n) }
+        guard let text = raw as? String else {
+            throw BudgetError(message: "\(path): \(key): expected bytes or a size like \"\(example)\"")
+        }
+        do {
+            return try bytes(text)
+        } catch {
+            throw BudgetError(message: "\(path): \(key): \(error.message)")
+        }
+    }
+
     /// Parses to bytes. Binary and decimal units are both accepted (`MiB` = 2^20, `MB` = 10^6;
     /// a bare `M`/`G` is binary, as in `ulimit` and cgroups).
     public static func bytes(_ text: String) throws(BudgetError) -> UInt64 {

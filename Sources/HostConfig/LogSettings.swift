@@ -31,18 +31,7 @@ public struct LogSettings: Sendable, Equatable {
         guard let dict = value as? [String: Any] else { throw BudgetError(message: "\(path): logs: expected an object") }
         var settings = LogSettings()
         for (key, raw) in dict {
-            let bytes: UInt64
-            if let n = raw as? Int, n > 0 {
-                bytes = UInt64(n)
-            } else if let text = raw as? String {
-                do {
-                    bytes = try ByteCountText.bytes(text)
-                } catch {
-                    throw BudgetError(message: "\(path): logs.\(key): \(error.message)")
-                }
-            } else {
-                throw BudgetError(message: "\(path): logs.\(key): expected bytes or a size like \"8 MiB\"")
-            }
+            let bytes = try ByteCountText.bytes(raw, key: "logs.\(key)", path: path, example: "8 MiB")
             // At least a line's worth: a smaller bound would drop every line.
             guard bytes >= 4096 else { throw BudgetError(message: "\(path): logs.\(key): at least 4 KiB") }
             switch key {

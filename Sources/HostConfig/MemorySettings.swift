@@ -62,18 +62,7 @@ public struct MemorySettings: Sendable, Equatable {
 
     /// A device size: bytes or a size like "3 GiB", within the bounds.
     static func device(_ raw: Any, path: String) throws(BudgetError) -> UInt64 {
-        let bytes: UInt64
-        if let n = raw as? Int, n > 0 {
-            bytes = UInt64(n)
-        } else if let text = raw as? String {
-            do {
-                bytes = try ByteCountText.bytes(text)
-            } catch {
-                throw BudgetError(message: "\(path): memory.device: \(error.message)")
-            }
-        } else {
-            throw BudgetError(message: "\(path): memory.device: expected bytes or a size like \"3 GiB\"")
-        }
+        let bytes = try ByteCountText.bytes(raw, key: "memory.device", path: path, example: "3 GiB")
         guard bytes >= minimumDevice, bytes <= maximumDevice else {
             throw BudgetError(message: "\(path): memory.device: \(ByteCountText.format(bytes)) is out of range (\(ByteCountText.format(minimumDevice)) to \(ByteCountText.format(maximumDevice)))")
         }

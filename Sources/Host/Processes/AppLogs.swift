@@ -3,7 +3,6 @@ import CAppHostSys
 import Foundation
 import Logging
 import NIOCore
-import NIOPosix
 import Synchronization
 import SystemPackage
 
