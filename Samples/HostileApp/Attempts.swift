@@ -56,6 +56,17 @@ struct Outcome {
     static func skipped(_ detail: String) -> Outcome { Outcome(verdict: .skipped, detail: detail) }
 }
 
+/// Whether the harness vouches that every target it gave exists (`--targets-exist`).
+nonisolated(unsafe) var targetsExist = false
+
+/// A target the app cannot find. Where the harness vouches that every target it gave
+/// exists (`--targets-exist`), not finding it is the sandbox hiding it (a pid namespace
+/// of its own, the state directory under a tmpfs): denied. Otherwise the app cannot
+/// tell, and skips it.
+func outOfSight(_ detail: String) -> Outcome {
+    targetsExist ? .denied("\(detail) in its sight: hidden (the harness vouches it exists)") : .skipped(detail)
+}
+
 /// Everything an attempt may look at.
 struct AttackContext {
     var targets: Targets
@@ -198,7 +209,7 @@ func openEventLogForAppending(_ c: AttackContext) -> Outcome {
 
 /// Opens an existing file for writing and writes nothing.
 func openForWriting(_ path: String, flags: Int32) -> Outcome {
-    guard exists(path) else { return .skipped("no \(path)") }
+    guard exists(path) else { return outOfSight("no \(path)") }
     let (fd, e) = openFile(path, flags)
     guard fd >= 0 else { return .denied("open \(path) for writing: \(errnoName(e))") }
     close(fd)
@@ -209,7 +220,7 @@ func readEventLog(_ c: AttackContext) -> Outcome {
     guard let state = c.targets.stateDirectory else { return .skipped("no state directory found") }
     let path = state + "/events.jsonl"
     let (bytes, e) = readFile(path, limit: 64 * 1024)
-    guard e == 0 else { return e == ENOENT ? .skipped("no \(path)") : .denied("open \(path): \(errnoName(e))") }
+    guard e == 0 else { return e == ENOENT ? outOfSight("no \(path)") : .denied("open \(path): \(errnoName(e))") }
     let lines = bytes.split(separator: UInt8(ascii: "\n")).count
     return .allowed("read \(lines) events of the host (other apps' included)")
 }
@@ -292,7 +303,7 @@ func onEachTarget(_ targets: [FileTarget], leaveSetID: Bool = false,
         var st = stat()
         guard stat(path, &st) == 0 else {
             let e = errno
-            results.append(e == ENOENT ? .skipped("no \(what) \(path)") : .denied("stat \(what) \(path): \(errnoName(e))"))
+            results.append(e == ENOENT ? outOfSight("no \(what) \(path)") : .denied("stat \(what) \(path): \(errnoName(e))"))
             continue
         }
         if leaveSetID, st.st_mode & UInt32(S_ISUID | S_ISGID) != 0, (st.st_mode & S_IFMT) != S_IFDIR {
@@ -406,7 +417,7 @@ func statVictimFile(_ c: AttackContext) -> Outcome {
     var st = stat()
     guard stat(path, &st) == 0 else {
         let e = errno
-        return e == ENOENT ? .skipped("no \(path)") : .denied("stat \(path): \(errnoName(e))")
+        return e == ENOENT ? outOfSight("no \(path)") : .denied("stat \(path): \(errnoName(e))")
     }
     return .allowed("stat \(path): mode \(octal(st.st_mode)) uid \(st.st_uid) gid \(st.st_gid) size \(st.st_size) mtime \(st.st_mtim.tv_sec)")
 }
@@ -433,7 +444,7 @@ func signalProcess(_ pid: Int32?, _ who: String) -> Outcome {
     let probe = kill(pid, 0) == 0 ? 0 : errno
     let cont = kill(pid, SIGCONT) == 0 ? 0 : errno
     let detail = "kill(\(pid), 0): \(errnoName(probe)); kill(\(pid), SIGCONT): \(errnoName(cont))"
-    if probe == ESRCH && cont == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    if probe == ESRCH && cont == ESRCH { return outOfSight("no process \(pid) (\(who))") }
     return probe == 0 || cont == 0 ? .allowed(detail) : .denied(detail)
 }
 
@@ -442,7 +453,7 @@ func ptraceSeize(_ pid: Int32?, _ who: String) -> Outcome {
     // PTRACE_SEIZE = 0x4206: attaches without stopping the tracee.
     let r = rawSyscall(SyscallNumber.ptrace, 0x4206, Int(pid), 0, 0)
     guard r.error == 0 else {
-        return r.error == ESRCH ? .skipped("no process \(pid) (\(who))") : .denied("PTRACE_SEIZE \(pid): \(errnoName(r.error))")
+        return r.error == ESRCH ? outOfSight("no process \(pid) (\(who))") : .denied("PTRACE_SEIZE \(pid): \(errnoName(r.error))")
     }
     // Let go at once: PTRACE_INTERRUPT (0x4207), wait for the stop (__WALL), PTRACE_DETACH (17).
     _ = rawSyscall(SyscallNumber.ptrace, 0x4207, Int(pid), 0, 0)
@@ -514,7 +525,7 @@ func readVictimEnvironment(_ c: AttackContext) -> Outcome {
     guard let victim = c.targets.victimPID else { return .skipped("no victim pid") }
     let path = "/proc/\(victim)/environ"
     let (bytes, e) = readFile(path, limit: 64 * 1024)
-    guard e == 0 else { return e == ESRCH || e == ENOENT ? .skipped("no process \(victim)") : .denied("read \(path): \(errnoName(e))") }
+    guard e == 0 else { return e == ESRCH || e == ENOENT ? outOfSight("no process \(victim)") : .denied("read \(path): \(errnoName(e))") }
     let home = bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }.first { $0.hasPrefix("HOME=") }
     return .allowed("read \(bytes.count) bytes of \(path)" + (home.map { " (\($0))" } ?? ""))
 }
@@ -524,7 +535,7 @@ func stealDescriptor(_ pid: Int32?, _ who: String) -> Outcome {
     guard let pid else { return .skipped("no \(who) pid") }
     let open = rawSyscall(SyscallNumber.pidfdOpen, Int(pid), 0)
     guard open.error == 0 else {
-        return open.error == ESRCH ? .skipped("no process \(pid) (\(who))") : .denied("pidfd_open \(pid): \(errnoName(open.error))")
+        return open.error == ESRCH ? outOfSight("no process \(pid) (\(who))") : .denied("pidfd_open \(pid): \(errnoName(open.error))")
     }
     let pidfd = Int32(truncatingIfNeeded: open.value)
     defer { close(pidfd) }
@@ -567,7 +578,7 @@ func setOpenFilesLimit(_ pid: Int32?, _ who: String) -> Outcome {
     let read = old.withUnsafeMutableBytes {
         rawSyscall(SyscallNumber.prlimit64, Int(pid), nofile, 0, Int(bitPattern: $0.baseAddress))
     }
-    if read.error == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    if read.error == ESRCH { return outOfSight("no process \(pid) (\(who))") }
     var notes: [String] = []
     var value: (soft: UInt64, hard: UInt64)?
     if read.error == 0 {
@@ -606,7 +617,7 @@ func setNiceValue(_ pid: Int32?, _ who: String) -> Outcome {
     guard let pid else { return .skipped("no \(who) pid") }
     // PRIO_PROCESS (0). The raw getpriority returns 20 - nice.
     let get = rawSyscall(SyscallNumber.getpriority, 0, Int(pid))
-    if get.error == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    if get.error == ESRCH { return outOfSight("no process \(pid) (\(who))") }
     var notes: [String] = []
     let nice: Int?
     if get.error == 0 {
@@ -631,7 +642,7 @@ func setNiceValue(_ pid: Int32?, _ who: String) -> Outcome {
 func setSchedulingPolicy(_ pid: Int32?, _ who: String) -> Outcome {
     guard let pid else { return .skipped("no \(who) pid") }
     let policy = rawSyscall(SyscallNumber.schedGetscheduler, Int(pid))
-    if policy.error == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    if policy.error == ESRCH { return outOfSight("no process \(pid) (\(who))") }
     guard policy.error == 0 else { return .skipped("sched_getscheduler(\(pid)): \(errnoName(policy.error))") }
     var priority: Int32 = 0
     let get = withUnsafeMutablePointer(to: &priority) { rawSyscall(SyscallNumber.schedGetparam, Int(pid), Int(bitPattern: $0)) }
@@ -648,7 +659,7 @@ func setAffinity(_ pid: Int32?, _ who: String) -> Outcome {
     var mask = [UInt64](repeating: 0, count: 16)
     let size = mask.count * 8
     let get = mask.withUnsafeMutableBytes { rawSyscall(SyscallNumber.schedGetaffinity, Int(pid), size, Int(bitPattern: $0.baseAddress)) }
-    if get.error == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    if get.error == ESRCH { return outOfSight("no process \(pid) (\(who))") }
     guard get.error == 0 else { return .skipped("sched_getaffinity(\(pid)): \(errnoName(get.error))") }
     let set = mask.withUnsafeMutableBytes { rawSyscall(SyscallNumber.schedSetaffinity, Int(pid), get.value, Int(bitPattern: $0.baseAddress)) }
     let detail = "sched_setaffinity(\(pid), the CPUs it has): " + (set.error == 0 ? "succeeded" : errnoName(set.error))
@@ -659,7 +670,7 @@ func setAffinity(_ pid: Int32?, _ who: String) -> Outcome {
 func setIOPriority(_ pid: Int32?, _ who: String) -> Outcome {
     guard let pid else { return .skipped("no \(who) pid") }
     let get = rawSyscall(SyscallNumber.ioprioGet, 1, Int(pid))
-    if get.error == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    if get.error == ESRCH { return outOfSight("no process \(pid) (\(who))") }
     guard get.error == 0 else { return .skipped("ioprio_get(\(pid)): \(errnoName(get.error))") }
     let set = rawSyscall(SyscallNumber.ioprioSet, 1, Int(pid), get.value)
     let detail = "ioprio_set(IOPRIO_WHO_PROCESS, \(pid), \(get.value)) (what it has): " + (set.error == 0 ? "succeeded" : errnoName(set.error))
@@ -670,7 +681,7 @@ func setIOPriority(_ pid: Int32?, _ who: String) -> Outcome {
 func openPidfd(_ pid: Int32?, _ who: String) -> Outcome {
     guard let pid else { return .skipped("no \(who) pid") }
     let open = rawSyscall(SyscallNumber.pidfdOpen, Int(pid), 0)
-    if open.error == ESRCH { return .skipped("no process \(pid) (\(who))") }
+    if open.error == ESRCH { return outOfSight("no process \(pid) (\(who))") }
     guard open.error == 0 else { return .denied("pidfd_open(\(pid)): \(errnoName(open.error))") }
     close(Int32(open.value))
     return .allowed("pidfd_open(\(pid)): descriptor \(open.value)")
@@ -758,7 +769,7 @@ func connectToTransferDaemon(_ c: AttackContext) -> Outcome {
 
 func connectToControlSocket(_ c: AttackContext) -> Outcome {
     guard let path = c.targets.controlSocket else { return .skipped("no control socket path") }
-    guard exists(path) else { return .skipped("no \(path)") }
+    guard exists(path) else { return outOfSight("no \(path)") }
     let (fd, e, call) = connectUnix(.path(path))
     guard fd >= 0 else { return .denied("\(call == "connect" ? "connect \(path)" : "\(call) to reach \(path)"): \(errnoName(e))") }
     defer { close(fd) }

@@ -37,11 +37,15 @@ struct Targets {
     /// A setuid executable that prints `privileges ...` when run with
     /// `--report-privileges` (default: a setuid copy of this app it makes itself).
     var setuidHelper: String?
+    /// `--targets-exist`: the harness vouches that every target it gave exists, so one the
+    /// app cannot find was hidden from it (denied), not missing (skipped).
+    var vouched = false
 
     static let usage = """
         usage: HostileApp [--state-dir DIR] [--host-pid N] [--victim-container DIR] [--victim-file FILE]
                           [--victim-pid N] [--transferd-pid N] [--control-socket PATH] [--abstract-name NAME]
                           [--secret-file FILE] [--outside-file FILE] [--leaked-fd N] [--setuid-helper PATH]
+                          [--targets-exist]
                HostileApp --report-privileges
                HostileApp --help
 
@@ -54,6 +58,8 @@ struct Targets {
         the transfer daemon as the host's child named apphost-transferd,
         the outside file as the state directory's containers folder, an abstract socket as one
         the host or anyone else listens on.
+        --targets-exist says that every target given exists: one the app cannot find (ENOENT,
+        ESRCH) was hidden from it, and the attempt is denied rather than skipped.
         --report-privileges prints `privileges uid=.. euid=.. capeff=.. capprm=.. nnp=..` and exits
         (what the exec attempts run).
         """
@@ -73,6 +79,7 @@ struct Targets {
             switch option {
             case "--help", "-h": return .success(.help)
             case "--report-privileges": return .success(.reportPrivileges)
+            case "--targets-exist": t.vouched = true; continue
             default: break
             }
             guard let value = rest.popFirst() else { return .failure(ParseError("\(option) needs a value")) }

@@ -59,6 +59,7 @@ case .success(.reportPrivileges):
 case .success(.attack(var targets)):
     let home = getenv("HOME").map { String(cString: $0) }
     targets.discover(home: home, ownPID: getpid())
+    targetsExist = targets.vouched
     let ipc = getenv(IPCProtocol.descriptorEnvironmentKey).flatMap { Int32(String(cString: $0)) } ?? IPCProtocol.descriptor
 // A socket the host closes on it (the control socket refuses apps) must give EPIPE, not kill it.
 signal(SIGPIPE, SIG_IGN)

@@ -325,6 +325,16 @@ private final class ReaperLoop {
                              detail: "over 65536 supplementary groups, or a capability number outside 0...63")
         }
         let kept = settings.keptCapabilities.reduce(UInt64(0)) { $0 | (1 << UInt64($1.rawValue)) }
+        let namespaceDirectories = settings.namespaces.map { $0.directories }
+        if let namespaces = settings.namespaces, namespaceDirectories ?? nil == nil || settings.identity != nil {
+            throw SpawnError(code: .invalidSettings, errno: .invalidArgument, path: settings.executablePath,
+                             detail: "namespaces with an identity, over \(AppNamespaces.maximumWritable) writable folders, or one not beneath \(namespaces.hidden)")
+        }
+        let nsWritable = CStringArray(settings.namespaces?.writable ?? [])
+        let nsDirectories = CStringArray((namespaceDirectories ?? nil) ?? [])
+        guard nsWritable.isComplete, nsDirectories.isComplete else {
+            throw SpawnError(code: .invalidSettings, errno: .noMemory, path: settings.executablePath)
+        }
 
         var result = aph_spawn_result()
         let core = self.core
@@ -337,7 +347,15 @@ private final class ReaperLoop {
                         var bpf = aph_bpf_program(
                             instructions: UnsafeMutableRawPointer(mutating: seccompRaw.baseAddress),
                             length: UInt16(seccompRaw.count / 8))
-                        return withUnsafePointer(to: &bpf) { bpfPointer in
+                        return withOptionalCString(settings.namespaces?.hidden) { hiddenPointer in
+                        var namespaces = aph_namespaces(
+                            uid: settings.namespaces?.uid ?? 0, gid: settings.namespaces?.gid ?? 0, hidden: hiddenPointer,
+                            writable: UnsafeRawPointer(nsWritable.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),
+                            writable_count: nsWritable.count,
+                            directories: UnsafeRawPointer(nsDirectories.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),
+                            directory_count: nsDirectories.count)
+                        return withUnsafePointer(to: &namespaces) { namespacesPointer in
+                        withUnsafePointer(to: &bpf) { bpfPointer in
                             var spawnSettings = aph_spawn_settings(
                                 path: path,
                                 argv: UnsafePointer(argv.pointer),
@@ -365,7 +383,8 @@ private final class ReaperLoop {
                                 set_umask: settings.umask == nil ? 0 : 1,
                                 umask: UInt32(settings.umask ?? 0),
                                 kept_capabilities: kept,
-                                app_lockdown: settings.appLockdown && program != nil ? 1 : 0)
+                                app_lockdown: settings.appLockdown && program != nil ? 1 : 0,
+                                namespaces: settings.namespaces == nil ? nil : namespacesPointer)
                             // Locked across the spawn: the stop watcher must find
                             // the child if it stops right after execve.
                             return core.children.withLock { table -> (Int32, ChildProcess?) in
@@ -375,6 +394,8 @@ private final class ReaperLoop {
                                 table[result.pid] = child
                                 return (0, child)
                             }
+                        }
+                        }
                         }
                     }
                   }
@@ -458,6 +479,8 @@ private final class ReaperLoop {
             let stages = ["PR_SET_SECUREBITS", "PR_CAPBSET_DROP", "PR_CAP_AMBIENT", "capset"]
             let index = Int(result.detail)
             if stages.indices.contains(index) { error.detail = stages[index] }
+        case .namespaces:
+            error.detail = AppNamespaces.stageName(result.detail)
         case .takeIdentity:
             let stages = ["setgroups", "setresgid", "setresuid"]
             let index = Int(result.detail)
@@ -470,7 +493,7 @@ private final class ReaperLoop {
 }
 
 /// A NULL-terminated `char *[]` owned by Swift (strdup'ed, freed on deinit).
-private struct CStringArray: ~Copyable {
+struct CStringArray: ~Copyable {
     let pointer: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>
     let count: Int
     let isComplete: Bool

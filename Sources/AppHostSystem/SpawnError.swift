@@ -62,6 +62,9 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Making (host) or loading (child) the app's lockdown filter failed
         /// (`SpawnSettings.appLockdown`).
         public static let lockdown = Code(rawValue: APH_STEP_LOCKDOWN)
+        /// Child: entering its namespaces (`SpawnSettings.namespaces`) failed
+        /// (`detail` says at which step).
+        public static let namespaces = Code(rawValue: APH_STEP_NAMESPACES)
         /// Compiling the seccomp policy failed (unknown syscall name, libseccomp error).
         public static let seccompCompile = Code(rawValue: 100)
         /// The reaper could not start its threads or descriptors.
@@ -97,6 +100,7 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
             case .joinCgroup: "joining the cgroup"
             case .takeIdentity: "taking the app's identity"
             case .lockdown: "the app's lockdown filter (one execve, its own scheduling)"
+            case .namespaces: "entering the app's namespaces"
             case .seccompCompile: "seccomp compile"
             case .reaperUnavailable: "reaper start"
             case .watchChild: "watching the pidfd"

@@ -67,6 +67,9 @@ public struct SpawnSettings: Sendable {
     /// (`sched_setscheduler`, `sched_setparam`, `sched_setaffinity`, `sched_setattr`,
     /// `ioprio_set`) and `pidfd_open` reach only itself. See `aph_spawn_settings`.
     public var appLockdown: Bool
+    /// New user, mount, pid and IPC namespaces for the child (an app of an unprivileged
+    /// host, see ``AppNamespaces``); nil for none. Not with `identity`.
+    public var namespaces: AppNamespaces?
 
     /// The descriptor number the IPC descriptor gets in the child.
     public static let childIPCDescriptor: Int32 = APH_IPC_FD
@@ -92,7 +95,8 @@ public struct SpawnSettings: Sendable {
         identity: ProcessIdentity? = nil,
         umask: mode_t? = nil,
         keptCapabilities: Set<Capability> = [],
-        appLockdown: Bool = false
+        appLockdown: Bool = false,
+        namespaces: AppNamespaces? = nil
     ) {
         self.executablePath = executablePath
         self.arguments = arguments ?? [executablePath]
@@ -112,6 +116,7 @@ public struct SpawnSettings: Sendable {
         self.umask = umask
         self.keptCapabilities = keptCapabilities
         self.appLockdown = appLockdown
+        self.namespaces = namespaces
     }
 }
 

@@ -23,6 +23,7 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -60,6 +61,15 @@
 #endif
 #ifndef SYS_landlock_restrict_self
 #define SYS_landlock_restrict_self 446
+#endif
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
 #endif
 
 // MARK: - Seccomp
@@ -466,6 +476,10 @@ struct aph_child_args {
     int report_fd;      // write end of the error pipe (CLOEXEC)
     int report_read_fd; // the parent's read end
     pid_t parent;
+    // With namespaces: a pidfd of the parent process (CLOEXEC), which tells
+    // the child whether its parent is still there (getppid() is 0 in a pid
+    // namespace of its own); -1 otherwise.
+    int parent_pidfd;
 };
 
 __attribute__((noreturn))
@@ -708,6 +722,132 @@ static int aph_format_decimal(long value, char *buffer, int capacity) {
     return n;
 }
 
+// MARK: - Spawn: namespaces (child side)
+
+// The kernel's struct mount_attr (mount_setattr, Linux 5.12).
+struct aph_mount_attr {
+    uint64_t attr_set;
+    uint64_t attr_clr;
+    uint64_t propagation;
+    uint64_t userns_fd;
+};
+#define APH_MOUNT_ATTR_RDONLY 0x1
+#define APH_MOUNT_ATTR_NOSUID 0x2
+#define APH_MOUNT_ATTR_NODEV 0x4
+#define APH_MOUNT_ATTR_NOEXEC 0x8
+#define APH_OPEN_TREE_CLONE 1
+#define APH_MOVE_MOUNT_F_EMPTY_PATH 0x4
+#define APH_AT_RECURSIVE 0x8000
+
+// Writes `length` bytes to the file at `path` in one write. 0 or a positive errno.
+APH_CHILD_CODE
+static int aph_write_file(const char *path, const char *bytes, int length) {
+    long fd = APH_RAW4(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC, 0);
+    if (fd < 0) return (int)-fd;
+    long rc;
+    do {
+        rc = APH_RAW3(SYS_write, fd, bytes, length);
+    } while (rc == -EINTR);
+    (void)APH_RAW1(SYS_close, fd);
+    if (rc < 0) return (int)-rc;
+    return rc == length ? 0 : EIO;
+}
+
+// "ID ID 1": `id` mapped to itself, alone.
+APH_CHILD_CODE
+static int aph_identity_map_line(uint32_t id, char *buffer) {
+    int n = aph_format_decimal((long)id, buffer, 12);
+    buffer[n++] = ' ';
+    n += aph_format_decimal((long)id, buffer + n, 12);
+    buffer[n++] = ' ';
+    buffer[n++] = '1';
+    return n;
+}
+
+// An app of an unprivileged host, freshly cloned into new user, mount, pid
+// and IPC namespaces (with every capability of its new user namespace):
+// dies with its parent, maps the host's uid and gid to themselves, makes
+// every mount it sees read-only and nosuid, hides `hidden` under an empty
+// tmpfs (read-only once the writable folders are back in it, noexec), and
+// keeps its writable folders read-write but noexec at their own paths. Mount changes stay in its own namespace: the
+// host and other apps see nothing of them. Returns 0 or a positive errno
+// with `*stage_out` an APH_NS_STAGE_*.
+APH_CHILD_CODE
+static int aph_enter_namespaces(const struct aph_namespaces *ns, int death_signal, int parent_pidfd, long *stage_out) {
+    long rc;
+    // Its parent-death signal first (no credential change follows: no
+    // set_identity with namespaces, and dropping capabilities keeps it).
+    *stage_out = APH_NS_STAGE_DEATH_SIGNAL;
+    if (death_signal > 0) {
+        rc = APH_RAW5(SYS_prctl, PR_SET_PDEATHSIG, (unsigned long)death_signal, 0UL, 0UL, 0UL);
+        if (rc < 0) return (int)-rc;
+        if (parent_pidfd >= 0) {
+            struct pollfd poll_fd = { parent_pidfd, POLLIN, 0 };
+            struct timespec zero = { 0, 0 };
+            rc = APH_RAW5(SYS_ppoll, &poll_fd, 1, &zero, NULL, 0);
+            if (rc != 0) return rc < 0 ? (int)-rc : ESRCH;
+        }
+    }
+    char line[32];
+    *stage_out = APH_NS_STAGE_SETGROUPS;
+    int e = aph_write_file("/proc/self/setgroups", "deny", 4);
+    if (e != 0) return e;
+    *stage_out = APH_NS_STAGE_UID_MAP;
+    e = aph_write_file("/proc/self/uid_map", line, aph_identity_map_line(ns->uid, line));
+    if (e != 0) return e;
+    *stage_out = APH_NS_STAGE_GID_MAP;
+    e = aph_write_file("/proc/self/gid_map", line, aph_identity_map_line(ns->gid, line));
+    if (e != 0) return e;
+
+    *stage_out = APH_NS_STAGE_PRIVATE;
+    rc = APH_RAW5(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+    if (rc < 0) return (int)-rc;
+
+    // Detached copies of the writable folders, taken before the tmpfs hides them.
+    int trees[APH_NAMESPACES_MAX_WRITABLE];
+    for (size_t i = 0; i < ns->writable_count; i++) {
+        *stage_out = APH_NS_STAGE_OPEN_TREE;
+        rc = APH_RAW3(SYS_open_tree, AT_FDCWD, ns->writable[i], APH_OPEN_TREE_CLONE | O_CLOEXEC);
+        if (rc < 0) return (int)-rc;
+        trees[i] = (int)rc;
+        *stage_out = APH_NS_STAGE_WRITABLE_ATTR;
+        struct aph_mount_attr attr = { APH_MOUNT_ATTR_NOEXEC | APH_MOUNT_ATTR_NOSUID | APH_MOUNT_ATTR_NODEV, 0, 0, 0 };
+        rc = APH_RAW5(SYS_mount_setattr, trees[i], "", AT_EMPTY_PATH, &attr, sizeof(attr));
+        if (rc < 0) return (int)-rc;
+    }
+
+    *stage_out = APH_NS_STAGE_READ_ONLY;
+    struct aph_mount_attr read_only = { APH_MOUNT_ATTR_RDONLY | APH_MOUNT_ATTR_NOSUID, 0, 0, 0 };
+    rc = APH_RAW5(SYS_mount_setattr, AT_FDCWD, "/", APH_AT_RECURSIVE, &read_only, sizeof(read_only));
+    if (rc < 0) return (int)-rc;
+
+    *stage_out = APH_NS_STAGE_TMPFS;
+    rc = APH_RAW5(SYS_mount, "apphost", ns->hidden, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0711,size=64k,nr_inodes=1024");
+    if (rc < 0) return (int)-rc;
+    *stage_out = APH_NS_STAGE_MKDIR;
+    for (size_t i = 0; i < ns->directory_count; i++) {
+        rc = APH_RAW3(SYS_mkdirat, AT_FDCWD, ns->directories[i], 0711);
+        if (rc < 0 && rc != -EEXIST) return (int)-rc;
+    }
+    *stage_out = APH_NS_STAGE_MOVE;
+    for (size_t i = 0; i < ns->writable_count; i++) {
+        rc = APH_RAW5(SYS_move_mount, trees[i], "", AT_FDCWD, ns->writable[i], APH_MOVE_MOUNT_F_EMPTY_PATH);
+        if (rc < 0) return (int)-rc;
+        (void)APH_RAW1(SYS_close, trees[i]);
+    }
+    *stage_out = APH_NS_STAGE_TMPFS_RO;
+    struct aph_mount_attr tmpfs_ro = { APH_MOUNT_ATTR_RDONLY, 0, 0, 0 };
+    rc = APH_RAW5(SYS_mount_setattr, AT_FDCWD, ns->hidden, 0, &tmpfs_ro, sizeof(tmpfs_ro));
+    if (rc < 0) return (int)-rc;
+
+    // No /proc of its own: the host's Landlock rules name the host's /proc, and
+    // a new one would be out of them (no /proc/self/cmdline, so no arguments
+    // for Swift's CommandLine). The host's /proc, read-only, resolves self to
+    // it all the same; what it shows of other processes is what Landlock and
+    // ptrace's checks leave readable, and no pid there reaches anything.
+    return 0;
+}
+
 // The kernel's struct sigaction for rt_sigaction (not glibc's).
 struct aph_kernel_sigaction {
     void (*handler)(int);
@@ -725,6 +865,7 @@ static void aph_child(const struct aph_child_args *a) {
     const struct aph_spawn_settings *s = a->s;
     const int report_fd = a->report_fd;
     long rc;
+    int e;
 
     (void)APH_RAW1(SYS_close, a->report_read_fd);
 
@@ -764,6 +905,16 @@ static void aph_child(const struct aph_child_args *a) {
             if (rc < 0) aph_child_fail(report_fd, APH_STEP_CGROUP, (int)-rc, (int)i);
             if (rc != length) aph_child_fail(report_fd, APH_STEP_CGROUP, EIO, (int)i);
         }
+    }
+
+    // 2c. Its namespaces (an unprivileged host): after the cgroups (whose
+    //     files it could no longer reach once they are read-only), before
+    //     Landlock (which forbids changing mounts) and the capability drop
+    //     (which takes the power to make them). The parent-death signal is
+    //     set there, first.
+    if (s->namespaces != NULL) {
+        e = aph_enter_namespaces(s->namespaces, s->death_signal, a->parent_pidfd, &rc);
+        if (e != 0) aph_child_fail(report_fd, APH_STEP_NAMESPACES, e, (int)rc);
     }
 
     // 3. (The parent-death signal comes after the identity, step 8b: the
@@ -818,7 +969,7 @@ static void aph_child(const struct aph_child_args *a) {
     int first_closed = sources[APH_STAMP_FD] >= 0 ? APH_STAMP_FD + 1
                      : sources[APH_IPC_FD] >= 0 ? APH_IPC_FD + 1 : APH_IPC_FD;
     if (sources[APH_STAMP_FD] >= 0 && sources[APH_IPC_FD] < 0) (void)APH_RAW1(SYS_close, APH_IPC_FD);
-    int e = aph_close_from(first_closed, report_fd);
+    e = aph_close_from(first_closed, report_fd);
     if (e != 0) aph_child_fail(report_fd, APH_STEP_CLOSE_FDS, e, 0);
 
     // 6. Working directory (the child has its own: no CLONE_FS).
@@ -862,7 +1013,7 @@ static void aph_child(const struct aph_child_args *a) {
     //     (no set-id bit or file capability gains anything under
     //     NO_NEW_PRIVS). If the parent already died, PDEATHSIG will never
     //     fire: stop here.
-    if (s->death_signal > 0) {
+    if (s->death_signal > 0 && s->namespaces == NULL) {
         rc = APH_RAW5(SYS_prctl, PR_SET_PDEATHSIG, (unsigned long)s->death_signal, 0UL, 0UL, 0UL);
         if (rc < 0) aph_child_fail(report_fd, APH_STEP_DEATH_SIGNAL, (int)-rc, 0);
         if (APH_RAW0(SYS_getppid) != a->parent) {
@@ -1102,7 +1253,12 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
     if (s == NULL || s->path == NULL || s->argv == NULL || s->envp == NULL ||
         (s->rlimit_count > 0 && s->rlimits == NULL) ||
         (s->cgroup_procs_file_count > 0 && s->cgroup_procs_files == NULL) ||
-        (s->group_count > 0 && s->groups == NULL) || s->group_count > 65536) {
+        (s->group_count > 0 && s->groups == NULL) || s->group_count > 65536 ||
+        (s->namespaces != NULL && (s->set_identity || s->namespaces->hidden == NULL ||
+                                   s->namespaces->writable_count > APH_NAMESPACES_MAX_WRITABLE ||
+                                   (s->namespaces->writable_count > 0 && s->namespaces->writable == NULL) ||
+                                   s->namespaces->directory_count > 4 * APH_NAMESPACES_MAX_WRITABLE ||
+                                   (s->namespaces->directory_count > 0 && s->namespaces->directories == NULL)))) {
         r->step = APH_STEP_INVALID;
         return EINVAL;
     }
@@ -1162,6 +1318,7 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
         .pid_slot_count = 0,
         .exec_path = s->path,
         .exec_argv = s->argv,
+        .parent_pidfd = -1,
     };
 
     // The lockdown: the launch's path and argv copied to random addresses,
@@ -1211,6 +1368,15 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
     int pidfd = -1;
     int used_fallback = 0;
     int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+    if (s->namespaces != NULL) {
+        flags |= CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC;
+        // Without it the child could not tell that the host died before its
+        // parent-death signal was set (its getppid() is 0): it would run on.
+        if (s->death_signal > 0) {
+            long self = syscall(SYS_pidfd_open, getpid(), 0U);
+            child_args.parent_pidfd = self < 0 ? -1 : (int)self;
+        }
+    }
     pid_t pid = clone(aph_child_entry, stack_top, flags | CLONE_PIDFD, &child_args,
                       &pidfd, NULL, NULL);
     int clone_errno = pid < 0 ? errno : 0;
@@ -1228,6 +1394,7 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
         used_fallback = 1;
     }
     (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, APH_KERNEL_SIGSET_SIZE, 0, 0);
+    if (child_args.parent_pidfd >= 0) (void)close(child_args.parent_pidfd);
     // The child has exec'd or exited: nothing runs on its stack any more,
     // nor reads the copies of its path and argv.
     (void)munmap(map, map_size);
@@ -1291,6 +1458,52 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
     r->step = child_report.step;
     r->detail = child_report.detail;
     return child_report.error != 0 ? child_report.error : EIO;
+}
+
+// MARK: - Namespaces probe
+
+int aph_namespaces_probe(const struct aph_namespaces *namespaces, int *stage_out) {
+    if (stage_out == NULL) return EINVAL;
+    *stage_out = APH_NS_STAGE_CLONE;
+    if (namespaces == NULL || namespaces->hidden == NULL ||
+        namespaces->writable_count > APH_NAMESPACES_MAX_WRITABLE ||
+        namespaces->directory_count > 4 * APH_NAMESPACES_MAX_WRITABLE) return EINVAL;
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) return errno;
+    // fork-like (no CLONE_VM): the child has a copy of this memory and makes
+    // raw syscalls only, as the spawn's child does, then exits.
+    uint64_t all = ~(uint64_t)0, old = 0;
+    (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, APH_KERNEL_SIGSET_SIZE, 0, 0);
+    long pid = aph_raw6(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | SIGCHLD, 0, 0, 0, 0, 0);
+    if (pid == 0) {
+        long stage = 0;
+        int e = aph_enter_namespaces(namespaces, 0, -1, &stage);
+        struct aph_child_report r = { (int32_t)stage, e, 0 };
+        if (e != 0) (void)APH_RAW3(SYS_write, report[1], &r, sizeof(r));
+        aph_child_exit(e == 0 ? 0 : 1);
+    }
+    (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, APH_KERNEL_SIGSET_SIZE, 0, 0);
+    (void)close(report[1]);
+    if (pid < 0) {
+        (void)close(report[0]);
+        return (int)-pid;
+    }
+    struct aph_child_report r = { 0, 0, 0 };
+    size_t got = 0;
+    while (got < sizeof(r)) {
+        ssize_t n = read(report[0], (char *)&r + got, sizeof(r) - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    (void)close(report[0]);
+    int status = 0;
+    while (waitpid((pid_t)pid, &status, 0) < 0 && errno == EINTR) {}
+    if (got == sizeof(r) && r.error != 0) {
+        *stage_out = r.step;
+        return r.error;
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : EIO;
 }
 
 // MARK: - pidfd and wait

@@ -39,6 +39,10 @@ public struct HostConfigFile: Sendable, Equatable {
     /// (any key may be left out), or `false` to run every app of a root host as uid 0
     /// without capabilities. Nil when the file says nothing.
     public var identities: IdentityConfig?
+    /// `"namespaces": false` runs the apps of a host without per-app uids in the host's
+    /// namespaces (no isolation from the user's files and processes but Landlock's).
+    /// Nil when the file says nothing.
+    public var namespaces: Bool?
     /// `"memory": {"device": "3 GiB", "source": "computed" | "psi"}`: the simulated device's
     /// memory (default: the profile's) and where memory pressure comes from.
     public var memory = MemorySettings()
@@ -93,6 +97,11 @@ public struct HostConfigFile: Sendable, Equatable {
                 file.limits = try LimitSettings.parse(value, path: path)
             case "identities":
                 file.identities = try IdentityConfig.parse(value, path: path)
+            case "namespaces":
+                guard let flag = value as? Bool else {
+                    throw BudgetError(message: "\(path): namespaces: expected true or false")
+                }
+                file.namespaces = flag
             case "memory":
                 file.memory = try MemorySettings.parse(value, path: path)
             case "logs":
@@ -116,7 +125,7 @@ public struct HostConfigFile: Sendable, Equatable {
                     }
                 }
             default:
-                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers, snapshots, limits, identities, memory, logs)")
+                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers, snapshots, limits, identities, namespaces, memory, logs)")
             }
         }
         return file

@@ -227,6 +227,7 @@ struct HostOptions: ParsableArguments {
             if let n = file.logs.rate { config.appLogs.bytesPerSecond = Int64(clamping: n) }
             if let n = file.logs.burst { config.appLogs.burstBytes = Int64(clamping: n) }
             if let n = file.logs.total { config.appLogs.totalBytes = Int64(clamping: n) }
+            if let namespaces = file.namespaces { config.namespaces = namespaces }
             if let ids = file.identities {
                 if ids.enabled {
                     let standard = IdentitySettings.standard

@@ -304,7 +304,7 @@ final class CLISession: Sendable {
     /// daemon of a test that names no profile or config gets the watchdogs a loaded machine
     /// can trip on a healthy app (launch, didEnterBackground, the foreground hang, a wake's
     /// handler) at 10 minutes, as a test host does (``BudgetProfile/patient``).
-    func startDaemon(_ extra: [String] = [], umask: mode_t? = nil) async throws -> CLIProcess {
+    func startDaemon(_ extra: [String] = [], umask: mode_t? = nil, identity: ProcessIdentity? = nil) async throws -> CLIProcess {
         var extra = extra
         if !extra.contains("--config"), !extra.contains("--profile"), !extra.contains("virtual") {
             let config = dir.path + "/patient-budgets.json"
@@ -312,7 +312,7 @@ final class CLISession: Sendable {
             try Data(budgets.utf8).write(to: URL(fileURLWithPath: config))
             extra += ["--config", config]
         }
-        let daemon = try start(["daemon"] + extra, umask: umask)
+        let daemon = try start(["daemon"] + extra, umask: umask, identity: identity)
         guard let ready = await daemon.line(where: { $0.hasPrefix("apphost: daemon ready on") }) else {
             let exit = await daemon.waitForExit()
             throw CLITestFailure("the daemon never said it was ready (\(exit)); stderr:\n\(daemon.stderr)")

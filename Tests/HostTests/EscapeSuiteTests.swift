@@ -174,7 +174,11 @@ struct EscapeRow: Sendable {
 
     /// Judges the app's line for `expectation` on a kernel with `landlockABI`, under a
     /// host whose effective uid is `hostUID`.
-    init(_ expectation: EscapeExpectation, _ line: AttemptLine?, landlockABI: Int?, hostUID: uid_t = geteuid()) {
+    /// `isolated`: the host gives its apps a uid of their own (root) or namespaces of
+    /// their own (a user's host, where the kernel allows them), so the rows that need
+    /// more than Landlock and seccomp are judged there too.
+    init(_ expectation: EscapeExpectation, _ line: AttemptLine?, landlockABI: Int?, hostUID: uid_t = geteuid(),
+         isolated: Bool? = nil) {
         attempt = expectation.attempt
         expected = "denied (\(expectation.layer))"
         guard let line else {
@@ -196,8 +200,8 @@ struct EscapeRow: Sendable {
                 judgement = .skipped("needs Landlock ABI \(needed), this kernel has \(have)")
                 result = "skipped"
                 detail = "\(line.verdict), but \(have) here: cannot be judged (\(line.detail))"
-            } else if expectation.needsRootHost, hostUID != 0 {
-                judgement = .skipped("needs a root host (apps get a uid of their own only there); this host is uid \(hostUID)")
+            } else if expectation.needsRootHost, !(isolated ?? (hostUID == 0)) {
+                judgement = .skipped("needs a root host or apps in namespaces of their own; this host is uid \(hostUID) without them")
                 result = "skipped"
                 detail = "\(line.verdict), but the host is not root: cannot be judged (\(line.detail))"
             } else {
@@ -261,13 +265,18 @@ struct OutsideFile {
     let content: String
     let before: stat
 
-    init() throws {
+    /// `owner`: whose file it is (a user's host: the user's own, as `~/.ssh` is).
+    init(owner: ProcessIdentity? = nil) throws {
         dir = try TempDir("out")
         guard chmod(dir.path, 0o755) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         path = dir.path + "/outside-target"
         content = "outside the state dir \(UUID().uuidString)\n"
         guard FileManager.default.createFile(atPath: path, contents: Data(content.utf8), attributes: [.posixPermissions: 0o600]),
               chmod(path, 0o600) == 0 else {
+            dir.remove()
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+        if let owner, chown(dir.path, owner.uid, owner.gid) != 0 || chown(path, owner.uid, owner.gid) != 0 {
             dir.remove()
             throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
         }
@@ -441,6 +450,7 @@ struct EscapeSuiteTests {
         // (a SIGCONT that got through would change nothing).
         let hostile = try await host.supervisor.install(path: bundle.path, settings: [:]).bundleIdentifier
         var arguments = [
+            "--targets-exist",
             "--state-dir", state, "--host-pid", "\(getpid())",
             "--victim-container", victimContainer, "--victim-file", secretPath, "--victim-pid", "\(victimPID)",
             "--transferd-pid", "\(transferd)", "--control-socket", controlPath, "--secret-file", "/etc/shadow",
@@ -467,7 +477,9 @@ struct EscapeSuiteTests {
         let byName = Dictionary(lines.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let abi = Landlock.abiVersion
         let expectations = EscapeExpectation.all(setuidHelper: bundle.setuidHelper != nil)
-        var rows = expectations.map { EscapeRow($0, byName[$0.attempt], landlockABI: abi) }
+        let namespaces = await host.supervisor.sandbox.namespaces
+        let isolated = getuid() == 0 || namespaces == .used
+        var rows = expectations.map { EscapeRow($0, byName[$0.attempt], landlockABI: abi, isolated: isolated) }
         let known = Set(expectations.map(\.attempt))
         for line in lines where !known.contains(line.name) {
             rows.append(EscapeRow(EscapeExpectation(line.name, "not in the suite's list"), line, landlockABI: abi))
@@ -523,5 +535,127 @@ struct EscapeSuiteTests {
         // The host (this process): untraced, its database answers.
         #expect(tracerPID(getpid()) == 0, "nobody traces the host")
         #expect(await host.supervisor.list().contains { $0.bundleIdentifier == hostile })
+    }
+
+    /// The suite against a host run by a user (issue 32): `apphost daemon` as uid 65534,
+    /// its apps in namespaces of their own, HostileApp given every target (the host's and
+    /// the daemon's pids, the victim's container and pid, the control socket, and a file
+    /// of the host's own user outside the state directory, as `~/.ssh/authorized_keys`
+    /// is). Every attempt must be denied: what a root host stops with per-app uids, this
+    /// one stops with read-only mounts, a hidden state directory and a pid namespace.
+    @Test(.enabled(if: getuid() == 0, "needs root to start a host as another user (run as a user, the test above is that host)"))
+    func anUnprivilegedHostsAppIsDeniedEveryAttemptToo() async throws {
+        let user = ProcessIdentity(uid: 65534, gid: 65534)
+        let s = try CLISession("escu")
+        defer { Task { await s.close() } }
+        let state = s.stateDir
+        #expect(chown(state, user.uid, user.gid) == 0)
+        let daemon = try await s.startDaemon(identity: user)
+        guard daemon.stderr.contains("namespaces of their own") else {
+            withKnownIssue("this machine refuses unprivileged user namespaces") {
+                Issue.record("the unprivileged host could not isolate its apps: \(daemon.stderr)")
+            }
+            await s.close()
+            return
+        }
+        // The transfer daemon, started and ready.
+        let follow = try s.start(["events", "--follow"], identity: user)
+        let started = await follow.line(containing: "transfer daemon started (pid ")
+        _ = await follow.line(containing: "transfer daemon ready")
+        let transferd = started.flatMap { line -> Int32? in
+            guard let range = line.line.range(of: "transfer daemon started (pid ") else { return nil }
+            return Int32(line.line[range.upperBound...].prefix { $0.isNumber })
+        }
+        let transferdPID = try #require(transferd, "no transfer daemon: \(follow.stdout)")
+
+        func run(_ args: [String]) async throws -> String {
+            let p = try s.start(args, identity: user)
+            let exit = await p.waitForExit()
+            #expect(exit.status == 0 && !exit.signaled, "apphost \(args.joined(separator: " ")): \(exit) \(p.stderr)")
+            return p.stdout
+        }
+        _ = try await run(["install", packageRoot + "/manifests/Probe.app"])
+        let victim = "com.example.probe"
+        let launched = try await run(["launch", victim])
+        let victimPID = try #require(Int32(launched.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""),
+                                     "launch printed \(launched)")
+        let victimContainer = state + "/containers/" + victim
+        let secretPath = victimContainer + "/Documents/secret.txt"
+        let secret = "victim secret \(UUID().uuidString)\n"
+        try secret.write(toFile: secretPath, atomically: true, encoding: .utf8)
+        #expect(chown(secretPath, user.uid, user.gid) == 0)
+
+        // The user's own file outside the state directory; HostileApp from a bundle with a
+        // setuid-root helper beside it.
+        let outside = try OutsideFile(owner: user)
+        defer { outside.dir.remove() }
+        let bundleDir = try TempDir("hbu")
+        defer { bundleDir.remove() }
+        #expect(chmod(bundleDir.path, 0o755) == 0)
+        let bundle = try hostileBundle(in: bundleDir)
+        if let helper = bundle.setuidHelper {
+            #expect(chown(helper, 0, 0) == 0 && chmod(helper, 0o4755) == 0)
+        }
+        let listener = try? AbstractListener(name: "apphost-escape-\(UUID().uuidString.prefix(8))")
+        defer { listener?.close() }
+        _ = try await run(["install", bundle.path])
+        var arguments = [
+            "launch", "--background", "com.example.hostile", "--",
+            "--targets-exist",
+            "--state-dir", state, "--host-pid", "\(daemon.pid)",
+            "--victim-container", victimContainer, "--victim-file", secretPath, "--victim-pid", "\(victimPID)",
+            "--transferd-pid", "\(transferdPID)", "--control-socket", state + "/" + ControlSocket.fileName,
+            "--secret-file", "/etc/shadow", "--outside-file", outside.path,
+        ]
+        if let listener { arguments += ["--abstract-name", listener.name] }
+        if let helper = bundle.setuidHelper { arguments += ["--setuid-helper", helper] }
+        _ = try await run(arguments)
+        let log = (try? String(contentsOfFile: state + "/logs/com.example.hostile.log", encoding: .utf8)) ?? ""
+
+        let (lines, done) = AttemptLine.parse(log)
+        let byName = Dictionary(lines.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let abi = Landlock.abiVersion
+        let expectations = EscapeExpectation.all(setuidHelper: bundle.setuidHelper != nil)
+        var rows = expectations.map { EscapeRow($0, byName[$0.attempt], landlockABI: abi, hostUID: user.uid, isolated: true) }
+        let known = Set(expectations.map(\.attempt))
+        for line in lines where !known.contains(line.name) {
+            rows.append(EscapeRow(EscapeExpectation(line.name, "not in the suite's list"), line, landlockABI: abi,
+                                  hostUID: user.uid, isolated: true))
+        }
+        let failed = rows.filter { $0.judgement == .failed }
+        let skipped = rows.filter { if case .skipped = $0.judgement { return true } else { return false } }
+        print("""
+
+            Escape suite: HostileApp on an unprivileged host (uid \(user.uid), pid \(daemon.pid)), apps in namespaces of their own, Landlock \(abi.map { "ABI \($0)" } ?? "missing")
+            \(EscapeRow.table(rows))
+            \(rows.count - failed.count - skipped.count) denied, \(failed.count) not denied, \(skipped.count) skipped
+
+            """)
+        #expect(!lines.isEmpty && done == lines.count, "HostileApp's done line: \(done.map(String.init) ?? "none") after \(lines.count) attempts\n\(log)")
+        for row in failed {
+            Issue.record("escape (unprivileged host): \(row.attempt) was \(row.result), expected \(row.expected): \(row.detail)")
+        }
+        for row in skipped {
+            guard case .skipped(let why) = row.judgement else { continue }
+            withKnownIssue("escape (unprivileged host): \(row.attempt) was skipped, not judged") {
+                Issue.record("escape (unprivileged host): \(row.attempt) skipped: \(why)")
+            }
+        }
+
+        // Everyone is as they were.
+        let status = try s.start(["status"], identity: user)
+        let statusExit = await status.waitForExit()
+        #expect(statusExit.status == 0, "apphost status after the attack: \(status.stderr)")
+        #expect(status.stdout.contains(victim), "status lists the victim: \(status.stdout)")
+        #expect(processExists(victimPID))
+        #expect(kernelState(victimPID) != "T", "the victim is not stopped")
+        #expect(tracerPID(victimPID) == 0, "nobody traces the victim")
+        #expect((try? String(contentsOfFile: secretPath, encoding: .utf8)) == secret, "the victim's secret is unchanged")
+        #expect(!FileManager.default.fileExists(atPath: victimContainer + "/Documents/hostile-was-here"))
+        #expect(!FileManager.default.fileExists(atPath: state + "/hostile-was-here"))
+        #expect(outside.changes().isEmpty, "the user's file outside the state dir changed: \(outside.changes())")
+        #expect(processExists(transferdPID) && tracerPID(transferdPID) == 0, "the transfer daemon runs, untraced")
+        #expect(processExists(daemon.pid) && tracerPID(daemon.pid) == 0, "the host runs, untraced")
+        await s.close()
     }
 }

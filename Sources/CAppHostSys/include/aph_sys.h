@@ -106,6 +106,7 @@ void aph_bpf_program_free(struct aph_bpf_program *program);
 #define APH_STEP_CGROUP 20          // child: joining cgroup_procs_files[detail]
 #define APH_STEP_IDENTITY 21        // child: taking its identity (`detail`: 0 setgroups, 1 setresgid, 2 setresuid)
 #define APH_STEP_LOCKDOWN 22        // parent: making the lockdown filter; child: loading it
+#define APH_STEP_NAMESPACES 23      // child: its namespaces (`detail`: APH_NS_STAGE_*)
 
 /// One resource limit to set in the child (`RLIMIT_*`, soft, hard;
 /// UINT64_MAX means infinity).
@@ -192,7 +193,61 @@ struct aph_spawn_settings {
     /// scheduling, CPUs and I/O priority (the host's, another app's) are out
     /// of reach whatever their uid.
     int app_lockdown;
+    /// Non-zero: the child is cloned into new user, mount, pid and IPC
+    /// namespaces (an unprivileged host's isolation, see `aph_namespaces`).
+    /// It is pid 1 of its pid namespace (the host and every other process
+    /// are out of its sight and reach); its user namespace maps
+    /// `namespaces->uid`/`gid` (the host's own ids) to themselves; its mount
+    /// namespace has every mount read-only and nosuid, the folder `hidden`
+    /// under an empty read-only tmpfs but for `writable` (read-write, noexec,
+    /// nosuid, nodev, at their own paths). Not with
+    /// `set_identity`. NULL: none.
+    const struct aph_namespaces *namespaces;
 };
+
+/// The namespaces of an app of an unprivileged host (`aph_spawn_settings.namespaces`).
+struct aph_namespaces {
+    /// The host's effective uid and gid, mapped to themselves in the app's
+    /// user namespace (its only ids there).
+    uint32_t uid;
+    uint32_t gid;
+    /// An absolute, canonical folder (the state directory) put out of sight
+    /// under an empty tmpfs, read-only.
+    const char *hidden;
+    /// Absolute, canonical folders beneath `hidden` kept read-write (and
+    /// noexec, nosuid, nodev) at their own paths; at most
+    /// APH_NAMESPACES_MAX_WRITABLE.
+    const char *const *writable;
+    size_t writable_count;
+    /// The folders to make in the tmpfs, parents first, so that every
+    /// `writable` path exists there (e.g. hidden/containers,
+    /// hidden/containers/ID); at most APH_NAMESPACES_MAX_WRITABLE * 4.
+    const char *const *directories;
+    size_t directory_count;
+};
+
+/// Most `writable` folders of `aph_namespaces` (a container and its App Groups).
+#define APH_NAMESPACES_MAX_WRITABLE 64
+
+/// Whether this kernel and its policy let this process give a child the
+/// namespaces of `aph_spawn_settings.namespaces`, tried for real in a child
+/// that exits at once: 0 when they do, else the errno of the failed step with
+/// `*stage_out` saying which (APH_NS_STAGE_*).
+int aph_namespaces_probe(const struct aph_namespaces *namespaces, int *stage_out);
+
+#define APH_NS_STAGE_CLONE 0         // clone(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC)
+#define APH_NS_STAGE_SETGROUPS 1     // writing /proc/self/setgroups
+#define APH_NS_STAGE_UID_MAP 2       // writing /proc/self/uid_map
+#define APH_NS_STAGE_GID_MAP 3       // writing /proc/self/gid_map
+#define APH_NS_STAGE_PRIVATE 4       // making every mount private
+#define APH_NS_STAGE_OPEN_TREE 5     // open_tree(OPEN_TREE_CLONE) of a writable folder
+#define APH_NS_STAGE_WRITABLE_ATTR 6 // noexec, nosuid, nodev on it
+#define APH_NS_STAGE_READ_ONLY 7     // every mount read-only (mount_setattr, AT_RECURSIVE)
+#define APH_NS_STAGE_TMPFS 8         // the tmpfs over the hidden folder
+#define APH_NS_STAGE_MKDIR 9         // a folder in it
+#define APH_NS_STAGE_MOVE 10         // move_mount of a writable folder into place
+#define APH_NS_STAGE_TMPFS_RO 11     // the tmpfs read-only
+#define APH_NS_STAGE_DEATH_SIGNAL 13 // PR_SET_PDEATHSIG, and the parent still there
 
 /// What `aph_spawn` reports. On success pid/pidfd are set; on failure step
 /// says which step failed and detail which fd/rlimit index (when relevant).

@@ -56,6 +56,10 @@ public struct HostConfiguration: Sendable {
     /// Per-app uids and App Group gids, used when the host runs as root; nil runs every
     /// app as the host's uid (without capabilities), as a host run by a user always does.
     public var identities: IdentitySettings? = .standard
+    /// Whether apps of a host without per-app uids (a host run by a user) run in user,
+    /// mount, pid and IPC namespaces of their own (``AppNamespaces``), where the kernel
+    /// allows them. On by default; `"namespaces": false` in `--config` turns it off.
+    public var namespaces = true
     /// What one app can make the host keep or do (message rate, unread replies, tasks, names).
     public var bounds: AppBounds = .standard
     /// When `events.jsonl` is rotated and how many older files are kept.

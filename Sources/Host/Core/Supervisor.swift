@@ -136,9 +136,13 @@ public actor Supervisor {
         lastStateChange = reportWriter.recordEndedWithHost(apps: apps.keys.sorted(), killedAtStart: killedAtStart,
                                                            events: events, time: startDate)
         // Said once, at startup: what confines apps here and what does not.
+        let namespaces = NamespaceUse.decide(configured: configuration.namespaces, identities: identities != nil,
+                                             stateDirectory: configuration.stateDirectory,
+                                             writable: configuration.containersDirectory)
         let summary = SandboxSummary(kernelABI: Landlock.abiVersion, limit: configuration.landlockABI,
                                      seccomp: configuration.seccomp, uid: geteuid(),
-                                     identities: identities.map { ($0.settings.first, $0.settings.count) })
+                                     identities: identities.map { ($0.settings.first, $0.settings.count) },
+                                     namespaces: namespaces)
         events.append(.service, cause: summary.enforced, time: startDate)
         logger.info("\(summary.enforced)")
         if let warning = summary.warning {

@@ -161,6 +161,8 @@ struct SandboxSummary: Equatable {
     let kernelABI: Int?
     /// The ABI apps are confined with (nil: none).
     let abi: Int?
+    /// Whether apps get namespaces of their own (a host without per-app uids).
+    let namespaces: NamespaceUse
     /// One line: the ABI and what is enforced.
     let enforced: String
     /// Each protection missing at this ABI, as a sentence; empty when none is.
@@ -169,7 +171,10 @@ struct SandboxSummary: Equatable {
     /// The summary for a kernel offering `kernelABI`, used up to `limit`
     /// (0: Landlock off), with the seccomp policy `seccomp`, for a host whose
     /// effective uid is `uid`.
-    init(kernelABI: Int?, limit: Int?, seccomp: SeccompPolicy, uid: uid_t, identities: (first: UInt32, count: UInt32)? = nil) {
+    init(kernelABI: Int?, limit: Int?, seccomp: SeccompPolicy, uid: uid_t, identities: (first: UInt32, count: UInt32)? = nil,
+         namespaces: NamespaceUse = .notNeeded) {
+        self.namespaces = namespaces
+        let isolated = identities != nil || namespaces == .used
         self.kernelABI = kernelABI
         let used = kernelABI.map { min($0, limit ?? $0) }
         abi = used.flatMap { $0 >= 1 ? $0 : nil }
@@ -199,7 +204,7 @@ struct SandboxSummary: Equatable {
             if !Landlock.controlsTCP(abi: abi) {
                 lost.append("apps can bind TCP ports (from Landlock ABI 4); listening stays denied by seccomp")
             }
-            if !Landlock.scopesProcesses(abi: abi), identities == nil {
+            if !Landlock.scopesProcesses(abi: abi), !isolated {
                 lost.append("apps can signal (kill) the host and other apps running as the same user (signal scoping comes with Landlock ABI 6)")
             }
         } else {
@@ -221,12 +226,28 @@ struct SandboxSummary: Equatable {
             lost.append("seccomp is off: ptrace, mount, namespaces, bpf, Unix sockets (the control socket by its path) and fork are open to apps")
         }
         enforced.append("capabilities dropped")
+        if namespaces == .used {
+            enforced.append("apps in user, mount, pid and IPC namespaces of their own: every file outside their container read-only (no chmod, chown, xattrs or utimes), the state directory hidden but their container (noexec), no other process in sight (no signal, prlimit, setpriority or scheduling of the host or another app)")
+        }
         if let identities {
             enforced.append("each app runs as a uid of its own (\(identities.first)...\(identities.first + identities.count - 1)), its container 0700 and its own")
         } else if uid == 0 {
             lost.append("apps run as uid 0 without capabilities (per-app identities are off): they own every root-owned file, so chmod, chown, xattrs and utimes reach files outside their container that Landlock does not govern, and they share one uid with the host and each other")
-        } else {
-            lost.append("apps run as the host's own uid \(uid) (per-app uids need a host running as root; no user namespace is used): chmod, chown, xattrs and utimes reach the user's files that Landlock does not govern, and apps share one uid with the host and each other (prlimit64 and setpriority on another process are denied by seccomp)")
+        } else if namespaces != .used {
+            let why: String
+            let enable: String
+            switch namespaces {
+            case .off:
+                why = "namespaces are off (\"namespaces\": false in --config)"
+                enable = "remove \"namespaces\": false from the config"
+            case .unavailable(let reason, let command):
+                why = "this machine refused the apps' namespaces (\(reason))"
+                enable = command
+            case .used, .notNeeded:
+                why = "no namespaces"
+                enable = "run the host as root for per-app uids"
+            }
+            lost.append("apps run as the host's own uid \(uid) in the host's namespaces (\(why)): chmod, chown, xattrs and utimes reach the user's files that Landlock does not govern, the host and other apps are in sight for signals and prlimit where Landlock and seccomp do not stop them, and apps share one uid with the host and each other; to isolate them: \(enable)")
         }
         self.enforced = "sandbox: " + enforced.joined(separator: "; ")
         self.lost = lost
@@ -237,5 +258,45 @@ struct SandboxSummary: Equatable {
         guard !lost.isEmpty else { return nil }
         let what = abi.map { "Landlock ABI \($0)" } ?? "no Landlock"
         return "sandbox: with \(what), " + lost.joined(separator: "; ")
+    }
+}
+
+/// Whether a host's apps run in namespaces of their own (``AppNamespaces``).
+enum NamespaceUse: Equatable, Sendable {
+    /// Yes: a host without per-app uids, where the kernel allowed them.
+    case used
+    /// Not needed: a root host gives each app a uid of its own.
+    case notNeeded
+    /// Turned off in the config.
+    case off
+    /// Refused by this machine: why, and the command that would allow them.
+    case unavailable(reason: String, enable: String)
+
+    /// What a host with `configured` namespaces and per-app uids or not (`identities`)
+    /// uses here, after trying them for real in a child (``AppNamespaces/probe()``) on
+    /// `stateDirectory` with `writable` (its containers folder).
+    static func decide(configured: Bool, identities: Bool, stateDirectory: String, writable: String) -> NamespaceUse {
+        if identities { return .notNeeded }
+        if !configured { return .off }
+        let probe = AppNamespaces(hidden: AppConfinement.canonical(stateDirectory),
+                                  writable: [AppConfinement.canonical(writable)])
+        guard let refused = probe.probe() else { return .used }
+        return .unavailable(reason: refused.description, enable: enableCommand())
+    }
+
+    /// The command that would let an unprivileged user make user namespaces here, from
+    /// the sysctls that forbid it.
+    static func enableCommand(read: (String) -> String? = { try? String(contentsOfFile: $0, encoding: .utf8) }) -> String {
+        func value(_ path: String) -> Int? { read(path).flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } }
+        if value("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1 {
+            return "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 (or an AppArmor profile with \"userns,\" for apphost)"
+        }
+        if value("/proc/sys/kernel/unprivileged_userns_clone") == 0 {
+            return "sudo sysctl -w kernel.unprivileged_userns_clone=1"
+        }
+        if value("/proc/sys/user/max_user_namespaces") == 0 {
+            return "sudo sysctl -w user.max_user_namespaces=15000"
+        }
+        return "allow unprivileged user namespaces (a container's seccomp profile may forbid them: run it with --security-opt seccomp=unconfined), or run the host as root for per-app uids"
     }
 }
