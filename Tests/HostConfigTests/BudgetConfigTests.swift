@@ -63,6 +63,21 @@ struct BudgetConfigTests {
         }
     }
 
+    @Test func configFileTurnsTheAppsNamespacesOff() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ns-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("config.json")
+        func load(_ json: String) throws -> Bool? {
+            try Data(json.utf8).write(to: file)
+            return try HostConfigFile.load(path: file.path).namespaces
+        }
+        #expect(try load("{}") == nil)
+        #expect(try load(#"{"namespaces": false}"#) == false)
+        #expect(try load(#"{"namespaces": true}"#) == true)
+        #expect(throws: BudgetError.self) { try load(#"{"namespaces": "off"}"#) }
+    }
+
     @Test func configFileKeysAreBudgetKeys() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("budgetkey-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

@@ -198,6 +198,55 @@ struct ConfinementTests {
         #expect(off.warning?.contains("seccomp is off") == true)
     }
 
+    @Test func aUsersHostSaysWhetherItsAppsGetNamespacesAndHowToAllowThem() {
+        let used = SandboxSummary(kernelABI: 5, limit: nil, seccomp: .baseline, uid: 1000, namespaces: .used)
+        #expect(used.enforced.contains("apps in user, mount, pid and IPC namespaces of their own"))
+        #expect(used.warning == nil || !(used.warning ?? "").contains("signal"), "a pid namespace keeps signals in: \(used.warning ?? "")")
+        #expect(!(used.warning ?? "").contains("host's own uid"))
+        let refused = SandboxSummary(kernelABI: 7, limit: nil, seccomp: .baseline, uid: 1000,
+                                     namespaces: .unavailable(reason: "clone with new user, mount, pid and IPC namespaces: EPERM",
+                                                              enable: "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"))
+        let warning = refused.warning ?? ""
+        #expect(warning.contains("this machine refused the apps' namespaces (clone with new user, mount, pid and IPC namespaces: EPERM)"), "\(warning)")
+        #expect(warning.contains("to isolate them: sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"), "\(warning)")
+        let off = SandboxSummary(kernelABI: 7, limit: nil, seccomp: .baseline, uid: 1000, namespaces: .off)
+        #expect((off.warning ?? "").contains("\"namespaces\": false in --config"))
+        #expect((off.warning ?? "").contains("remove \"namespaces\": false from the config"))
+        // The command follows the sysctl that forbids them.
+        func command(_ files: [String: String]) -> String { NamespaceUse.enableCommand(read: { files[$0] }) }
+        #expect(command(["/proc/sys/kernel/apparmor_restrict_unprivileged_userns": "1\n"]).hasPrefix("sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"))
+        #expect(command(["/proc/sys/kernel/unprivileged_userns_clone": "0\n"]) == "sudo sysctl -w kernel.unprivileged_userns_clone=1")
+        #expect(command(["/proc/sys/user/max_user_namespaces": "0\n"]) == "sudo sysctl -w user.max_user_namespaces=15000")
+        #expect(command(["/proc/sys/user/max_user_namespaces": "15000\n"]).contains("seccomp profile"))
+    }
+
+    @Test func anAppsNamespacesMakeEveryFolderOnTheWayToItsWritableOnes() {
+        let ns = AppNamespaces(hidden: "/s", writable: ["/s/containers/com.a", "/s/groups/group.x", "/s/groups/group.y"])
+        #expect(ns.directories == ["/s/containers", "/s/containers/com.a", "/s/groups", "/s/groups/group.x", "/s/groups/group.y"])
+        #expect(AppNamespaces(hidden: "/s/", writable: ["/s/c/a"]).directories == ["/s/c", "/s/c/a"])
+        #expect(AppNamespaces(hidden: "/s", writable: ["/t/c"]).directories == nil, "outside the hidden folder")
+        #expect(AppNamespaces(hidden: "/s", writable: ["/s"]).directories == nil, "the hidden folder itself")
+        #expect(AppNamespaces(hidden: "/s", writable: ["/s/../etc"]).directories == nil)
+        #expect(AppNamespaces(hidden: "/s", writable: (0...AppNamespaces.maximumWritable).map { "/s/\($0)" }).directories == nil)
+    }
+
+    /// The probe tries the namespaces for real: here on a folder of the test's own.
+    @Test func theNamespacesProbeTriesThemForReal() throws {
+        let dir = try TempDir("nsp")
+        defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.path + "/containers", withIntermediateDirectories: true)
+        let hidden = AppConfinement.canonical(dir.path)
+        let refused = AppNamespaces(hidden: hidden, writable: [hidden + "/containers"]).probe()
+        if let refused {
+            withKnownIssue("this machine refuses user namespaces: \(refused)") { Issue.record("\(refused)") }
+        }
+        // A writable folder that does not exist fails at its step, with its errno.
+        if refused == nil {
+            let missing = AppNamespaces(hidden: hidden, writable: [hidden + "/nothing-here"]).probe()
+            #expect(missing?.errno == .noSuchFileOrDirectory && missing?.step == "open_tree of a writable folder", "\(String(describing: missing))")
+        }
+    }
+
     @Test func theHostSaysOnceWhatConfinesApps() async throws {
         try await withHost(label: "cs") { host in
             let id = try await host.installProbe("com.confine.said")

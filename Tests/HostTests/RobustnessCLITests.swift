@@ -511,6 +511,53 @@ struct RobustnessCLITests {
             #expect(reason.contains("was still there (pid \(leftover.pid)) and was killed by this host at its start"), "\(reports)")
         }
     }
+
+    /// A host run by a user (uid 65534 here): its app runs in namespaces of its own (pid 1
+    /// of its pid namespace, the host's uid mapped to itself), is stopped and continued
+    /// from outside like any app, and dies with the host when the host is killed with
+    /// SIGKILL while the app is suspended (its parent-death signal is set in the
+    /// namespaces; `getppid()` there is 0, so it checks the host through a pidfd).
+    @Test(.timeLimit(.minutes(1)), .enabled(if: getuid() == 0, "needs root to start a host as another user"))
+    func anUnprivilegedHostsAppRunsInItsOwnNamespacesAndDiesWithTheHost() async throws {
+        let user = ProcessIdentity(uid: 65534, gid: 65534)
+        try await withCLISession("userns") { s in
+            #expect(chown(s.stateDir, user.uid, user.gid) == 0)
+            let daemon = try await s.startDaemon(identity: user)
+            guard daemon.stderr.contains("namespaces of their own") else {
+                withKnownIssue("this machine refuses unprivileged user namespaces") {
+                    Issue.record("\(daemon.stderr)")
+                }
+                return
+            }
+            let id = "com.example.probe"
+            let install = try s.start(["install", packageRoot + "/manifests/Probe.app"], identity: user)
+            #expect(await install.waitForExit().status == 0, "install: \(install.stderr)")
+            let launch = try s.start(["launch", id], identity: user)
+            #expect(await launch.waitForExit().status == 0, "launch: \(launch.stderr)")
+            let pid = try #require(launchedPID(launch.stdout, id: id), "\(launch.stdout)")
+            let status = try ProcStatus.read(pid: pid)
+            #expect(status["NSpid"]?.split(separator: "\t").map(String.init) == ["\(pid)", "1"], "pid 1 of its own pid namespace: \(status)")
+            #expect(status["Uid"]?.split(separator: "\t").first == "65534")
+            let uidMap = (try? String(contentsOfFile: "/proc/\(pid)/uid_map", encoding: .utf8)) ?? ""
+            #expect(uidMap.split(whereSeparator: \.isWhitespace) == ["65534", "65534", "1"], "the host's uid alone, mapped to itself: \(uidMap)")
+            #expect(namespaceLink(pid, "mnt") != namespaceLink(daemon.pid, "mnt"), "a mount namespace of its own")
+            #expect(namespaceLink(pid, "user") != namespaceLink(daemon.pid, "user"), "a user namespace of its own")
+
+            let follow = try s.start(["events", "--follow", id], identity: user)
+            let home = try s.start(["background", id], identity: user)
+            #expect(await home.waitForExit().status == 0, "background: \(home.stderr)")
+            _ = try #require(await follow.line(containing: "background → suspended"), "events --follow: \(follow.lines)")
+            #expect(kernelState(pid) == "T", "SIGSTOP reaches the namespace's init from the host")
+            daemon.send(SIGKILL)
+            #expect(await daemon.waitForExit() == CLIExit(status: SIGKILL, signaled: true))
+            #expect(await waitForProcessExit(pid, seconds: 20), "pid \(pid) outlived the host: \(kernelState(pid).map(String.init) ?? "?")")
+        }
+    }
+}
+
+/// The target of `/proc/<pid>/ns/<kind>` ("mnt:[4026531841]"), or nil.
+func namespaceLink(_ pid: Int32, _ kind: String) -> String? {
+    try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/ns/\(kind)")
 }
 
 /// Waits, at most `seconds` of real time (a bound, not a pause: it returns as soon as the
