@@ -150,6 +150,7 @@ func allAttempts() -> [Attempt] {
         // New code in this process (iOS: code signing): exec replaces it, no fork needed.
         Attempt(name: "exec-replace", run: execReplace),
         Attempt(name: "execveat-memfd", run: execMemfd),
+        Attempt(name: "map-written-executable", run: mapWrittenExecutable),
         Attempt(name: "sethostname", run: setHostname),
         Attempt(name: "chroot", run: changeRoot),
         Attempt(name: "mount", run: remount),
@@ -704,6 +705,37 @@ func execReplace(_ c: AttackContext) -> Outcome {
     }
     let detail = "execve(\(path)): \(errnoName(e))"
     return e == EPERM ? .denied(detail) : .allowed(detail + " (the call reached the path walk: an existing program would run)")
+}
+
+/// A file it wrote in its container mapped executable (`mmap` with `PROT_EXEC`), the
+/// way a loader would run code it fetched: refused on a noexec mount (`EPERM`). The page
+/// holds a `ret` and is never called.
+func mapWrittenExecutable(_ c: AttackContext) -> Outcome {
+    guard let container = c.targets.container else { return .skipped("no container (HOME) to write in") }
+    let path = container + "/hostile-code"
+    let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o700)
+    guard fd >= 0 else { return .skipped("create \(path): \(lastError())") }
+    defer { close(fd); unlink(path) }
+    var page = [UInt8](repeating: 0xC3, count: 4096)
+    guard page.withUnsafeMutableBytes({ write(fd, $0.baseAddress, $0.count) }) == 4096 else {
+        return .skipped("write \(path): \(lastError())")
+    }
+    let mapped = mmap(nil, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0)
+    if mapped != MAP_FAILED {
+        munmap(mapped, 4096)
+        return .allowed("mapped \(path), which it wrote, executable")
+    }
+    let mapError = errno
+    // The other way to the same end: a readable mapping made executable afterwards.
+    guard let readable = mmap(nil, 4096, PROT_READ, MAP_PRIVATE, fd, 0), readable != MAP_FAILED else {
+        return .skipped("mmap(PROT_READ) of \(path): \(lastError())")
+    }
+    defer { munmap(readable, 4096) }
+    if mprotect(readable, 4096, PROT_READ | PROT_EXEC) == 0 {
+        return .allowed("mprotect(PROT_EXEC) of \(path), which it wrote, mapped readable")
+    }
+    let protectError = errno
+    return .denied("mmap(PROT_EXEC) of \(path): \(errnoName(mapError)); mprotect(PROT_EXEC): \(errnoName(protectError))")
 }
 
 /// `execveat` of a memfd it wrote (here empty, so an exec that got through fails with

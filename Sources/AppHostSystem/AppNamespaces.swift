@@ -23,6 +23,11 @@ import SystemPackage
 ///
 /// Changes stay inside its namespaces: the host and other apps see none of them.
 public struct AppNamespaces: Sendable, Hashable {
+    /// True: user and pid namespaces too (a host run by a user, whose apps share its uid).
+    /// False: mount and IPC namespaces only, for a root host whose apps have uids of their
+    /// own (``SpawnSettings/identity`` may go with it): the mounts alone, read-only files
+    /// and a noexec container, where the uid already keeps other processes out of reach.
+    public var isolatesUser: Bool
     /// The host's effective uid, mapped to itself.
     public var uid: uid_t
     /// The host's effective gid, mapped to itself.
@@ -35,7 +40,8 @@ public struct AppNamespaces: Sendable, Hashable {
     /// Most writable folders (a container and its App Groups).
     public static let maximumWritable = Int(APH_NAMESPACES_MAX_WRITABLE)
 
-    public init(uid: uid_t = geteuid(), gid: gid_t = getegid(), hidden: String, writable: [String]) {
+    public init(isolatesUser: Bool = true, uid: uid_t = geteuid(), gid: gid_t = getegid(), hidden: String, writable: [String]) {
+        self.isolatesUser = isolatesUser
         self.uid = uid
         self.gid = gid
         self.hidden = hidden
@@ -88,7 +94,7 @@ public struct AppNamespaces: Sendable, Hashable {
         var stage: Int32 = 0
         let rc: Int32 = hidden.withCString { hiddenPointer in
             var settings = aph_namespaces(
-                uid: uid, gid: gid, hidden: hiddenPointer,
+                isolate_user: isolatesUser ? 1 : 0, uid: uid, gid: gid, hidden: hiddenPointer,
                 writable: UnsafeRawPointer(writableArray.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),
                 writable_count: writableArray.count,
                 directories: UnsafeRawPointer(directoryArray.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),

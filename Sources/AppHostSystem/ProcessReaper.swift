@@ -326,7 +326,7 @@ private final class ReaperLoop {
         }
         let kept = settings.keptCapabilities.reduce(UInt64(0)) { $0 | (1 << UInt64($1.rawValue)) }
         let namespaceDirectories = settings.namespaces.map { $0.directories }
-        if let namespaces = settings.namespaces, namespaceDirectories ?? nil == nil || settings.identity != nil {
+        if let namespaces = settings.namespaces, namespaceDirectories ?? nil == nil || (settings.identity != nil && namespaces.isolatesUser) {
             throw SpawnError(code: .invalidSettings, errno: .invalidArgument, path: settings.executablePath,
                              detail: "namespaces with an identity, over \(AppNamespaces.maximumWritable) writable folders, or one not beneath \(namespaces.hidden)")
         }
@@ -349,7 +349,7 @@ private final class ReaperLoop {
                             length: UInt16(seccompRaw.count / 8))
                         return withOptionalCString(settings.namespaces?.hidden) { hiddenPointer in
                         var namespaces = aph_namespaces(
-                            uid: settings.namespaces?.uid ?? 0, gid: settings.namespaces?.gid ?? 0, hidden: hiddenPointer,
+                            isolate_user: (settings.namespaces?.isolatesUser ?? true) ? 1 : 0, uid: settings.namespaces?.uid ?? 0, gid: settings.namespaces?.gid ?? 0, hidden: hiddenPointer,
                             writable: UnsafeRawPointer(nsWritable.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),
                             writable_count: nsWritable.count,
                             directories: UnsafeRawPointer(nsDirectories.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),

@@ -68,7 +68,8 @@ public struct SpawnSettings: Sendable {
     /// `ioprio_set`) and `pidfd_open` reach only itself. See `aph_spawn_settings`.
     public var appLockdown: Bool
     /// New user, mount, pid and IPC namespaces for the child (an app of an unprivileged
-    /// host, see ``AppNamespaces``); nil for none. Not with `identity`.
+    /// host, see ``AppNamespaces``); nil for none. With `identity` only when it does not
+    /// isolate the user (a root host: mount and IPC namespaces).
     public var namespaces: AppNamespaces?
 
     /// The descriptor number the IPC descriptor gets in the child.

@@ -764,9 +764,11 @@ static int aph_identity_map_line(uint32_t id, char *buffer) {
     return n;
 }
 
-// An app of an unprivileged host, freshly cloned into new user, mount, pid
-// and IPC namespaces (with every capability of its new user namespace):
-// dies with its parent, maps the host's uid and gid to themselves, makes
+// An app freshly cloned into new mount and IPC namespaces, and for a host
+// run by a user (isolate_user) new user and pid namespaces too (with every
+// capability of its new user namespace; a root host's child has root's):
+// with isolate_user, dies with its parent and maps the host's uid and gid to
+// themselves; then makes
 // every mount it sees read-only and nosuid, hides `hidden` under an empty
 // tmpfs (read-only once the writable folders are back in it, noexec), and
 // keeps its writable folders read-write but noexec at their own paths. Mount changes stay in its own namespace: the
@@ -778,7 +780,7 @@ static int aph_enter_namespaces(const struct aph_namespaces *ns, int death_signa
     // Its parent-death signal first (no credential change follows: no
     // set_identity with namespaces, and dropping capabilities keeps it).
     *stage_out = APH_NS_STAGE_DEATH_SIGNAL;
-    if (death_signal > 0) {
+    if (ns->isolate_user && death_signal > 0) {
         rc = APH_RAW5(SYS_prctl, PR_SET_PDEATHSIG, (unsigned long)death_signal, 0UL, 0UL, 0UL);
         if (rc < 0) return (int)-rc;
         if (parent_pidfd >= 0) {
@@ -788,16 +790,18 @@ static int aph_enter_namespaces(const struct aph_namespaces *ns, int death_signa
             if (rc != 0) return rc < 0 ? (int)-rc : ESRCH;
         }
     }
-    char line[32];
-    *stage_out = APH_NS_STAGE_SETGROUPS;
-    int e = aph_write_file("/proc/self/setgroups", "deny", 4);
-    if (e != 0) return e;
-    *stage_out = APH_NS_STAGE_UID_MAP;
-    e = aph_write_file("/proc/self/uid_map", line, aph_identity_map_line(ns->uid, line));
-    if (e != 0) return e;
-    *stage_out = APH_NS_STAGE_GID_MAP;
-    e = aph_write_file("/proc/self/gid_map", line, aph_identity_map_line(ns->gid, line));
-    if (e != 0) return e;
+    if (ns->isolate_user) {
+        char line[32];
+        *stage_out = APH_NS_STAGE_SETGROUPS;
+        int e = aph_write_file("/proc/self/setgroups", "deny", 4);
+        if (e != 0) return e;
+        *stage_out = APH_NS_STAGE_UID_MAP;
+        e = aph_write_file("/proc/self/uid_map", line, aph_identity_map_line(ns->uid, line));
+        if (e != 0) return e;
+        *stage_out = APH_NS_STAGE_GID_MAP;
+        e = aph_write_file("/proc/self/gid_map", line, aph_identity_map_line(ns->gid, line));
+        if (e != 0) return e;
+    }
 
     *stage_out = APH_NS_STAGE_PRIVATE;
     rc = APH_RAW5(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
@@ -1013,7 +1017,7 @@ static void aph_child(const struct aph_child_args *a) {
     //     (no set-id bit or file capability gains anything under
     //     NO_NEW_PRIVS). If the parent already died, PDEATHSIG will never
     //     fire: stop here.
-    if (s->death_signal > 0 && s->namespaces == NULL) {
+    if (s->death_signal > 0 && (s->namespaces == NULL || !s->namespaces->isolate_user)) {
         rc = APH_RAW5(SYS_prctl, PR_SET_PDEATHSIG, (unsigned long)s->death_signal, 0UL, 0UL, 0UL);
         if (rc < 0) aph_child_fail(report_fd, APH_STEP_DEATH_SIGNAL, (int)-rc, 0);
         if (APH_RAW0(SYS_getppid) != a->parent) {
@@ -1254,7 +1258,7 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
         (s->rlimit_count > 0 && s->rlimits == NULL) ||
         (s->cgroup_procs_file_count > 0 && s->cgroup_procs_files == NULL) ||
         (s->group_count > 0 && s->groups == NULL) || s->group_count > 65536 ||
-        (s->namespaces != NULL && (s->set_identity || s->namespaces->hidden == NULL ||
+        (s->namespaces != NULL && ((s->set_identity && s->namespaces->isolate_user) || s->namespaces->hidden == NULL ||
                                    s->namespaces->writable_count > APH_NAMESPACES_MAX_WRITABLE ||
                                    (s->namespaces->writable_count > 0 && s->namespaces->writable == NULL) ||
                                    s->namespaces->directory_count > 4 * APH_NAMESPACES_MAX_WRITABLE ||
@@ -1368,7 +1372,9 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
     int pidfd = -1;
     int used_fallback = 0;
     int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
-    if (s->namespaces != NULL) {
+    if (s->namespaces != NULL && !s->namespaces->isolate_user) {
+        flags |= CLONE_NEWNS | CLONE_NEWIPC;
+    } else if (s->namespaces != NULL) {
         flags |= CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC;
         // Without it the child could not tell that the host died before its
         // parent-death signal was set (its getppid() is 0): it would run on.
@@ -1474,7 +1480,8 @@ int aph_namespaces_probe(const struct aph_namespaces *namespaces, int *stage_out
     // raw syscalls only, as the spawn's child does, then exits.
     uint64_t all = ~(uint64_t)0, old = 0;
     (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, APH_KERNEL_SIGSET_SIZE, 0, 0);
-    long pid = aph_raw6(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | SIGCHLD, 0, 0, 0, 0, 0);
+    long ns_flags = namespaces->isolate_user ? CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC : CLONE_NEWNS | CLONE_NEWIPC;
+    long pid = aph_raw6(SYS_clone, ns_flags | SIGCHLD, 0, 0, 0, 0, 0);
     if (pid == 0) {
         long stage = 0;
         int e = aph_enter_namespaces(namespaces, 0, -1, &stage);

@@ -120,6 +120,7 @@ struct EscapeExpectation: Sendable {
         .init("exec-regain-caps", "seccomp: no process creation (the spawn); behind it no_new_privs"),
         .init("exec-replace", "seccomp lockdown: execve only with the launch's own pointers"),
         .init("execveat-memfd", "seccomp lockdown: no execveat"),
+        .init("map-written-executable", "mount namespace: its container noexec"),
         .init("sethostname", "no CAP_SYS_ADMIN"),
         .init("chroot", "no CAP_SYS_CHROOT"),
         .init("mount", "seccomp"),

@@ -197,18 +197,24 @@ struct aph_spawn_settings {
     /// namespaces (an unprivileged host's isolation, see `aph_namespaces`).
     /// It is pid 1 of its pid namespace (the host and every other process
     /// are out of its sight and reach); its user namespace maps
-    /// `namespaces->uid`/`gid` (the host's own ids) to themselves; its mount
+    /// `namespaces->uid`/`gid` (the host's own ids) to themselves (those two
+    /// with `isolate_user` only); its mount
     /// namespace has every mount read-only and nosuid, the folder `hidden`
     /// under an empty read-only tmpfs but for `writable` (read-write, noexec,
-    /// nosuid, nodev, at their own paths). Not with
-    /// `set_identity`. NULL: none.
+    /// nosuid, nodev, at their own paths). `set_identity` only without
+    /// `isolate_user`. NULL: none.
     const struct aph_namespaces *namespaces;
 };
 
 /// The namespaces of an app of an unprivileged host (`aph_spawn_settings.namespaces`).
 struct aph_namespaces {
+    /// Non-zero: new user and pid namespaces too (a host run by a user, whose
+    /// apps share its uid). Zero: mount and IPC namespaces only, for a root
+    /// host whose apps have uids of their own (it has the privilege to mount,
+    /// and `set_identity` may go with it).
+    int isolate_user;
     /// The host's effective uid and gid, mapped to themselves in the app's
-    /// user namespace (its only ids there).
+    /// user namespace (its only ids there); with isolate_user.
     uint32_t uid;
     uint32_t gid;
     /// An absolute, canonical folder (the state directory) put out of sight

@@ -116,9 +116,9 @@ struct AppLauncher {
             umask: identity == nil ? nil : 0o007,
             // No code after the launch, as iOS code signing; only its own scheduling.
             appLockdown: true,
-            // A host without per-app uids: namespaces of its own (its container and App
-            // Groups the only writable folders, nothing of the host's in sight).
-            namespaces: identity == nil && sandbox.namespaces == .used ? namespaces(container: container, groups: groups.map(\.path)) : nil)
+            // Namespaces of its own: its container and App Groups the only writable
+            // folders (noexec); a host without per-app uids: nothing of the host's in sight.
+            namespaces: sandbox.namespaces == .used ? namespaces(container: container, groups: groups.map(\.path), isolatesUser: identity == nil) : nil)
         let plan = Plan(settings: settings, container: container, groups: groups, identity: identity, cgroup: cgroup,
                         memoryLimit: limits.memory, logPath: config.logsDirectory + "/\(id).log")
         return (plan, notices)
@@ -127,13 +127,13 @@ struct AppLauncher {
     /// The namespaces of an app of a host without per-app uids: the state directory
     /// hidden but `container` and `groups`, by their canonical paths (the mounts are made
     /// on what the kernel resolves).
-    private func namespaces(container: String, groups: [String]) -> AppNamespaces {
+    private func namespaces(container: String, groups: [String], isolatesUser: Bool) -> AppNamespaces {
         let state = AppConfinement.canonical(configuration.stateDirectory)
         let given = configuration.stateDirectory.hasSuffix("/") ? String(configuration.stateDirectory.dropLast()) : configuration.stateDirectory
         func beneath(_ path: String) -> String {
             path.hasPrefix(given + "/") ? state + path.dropFirst(given.count) : AppConfinement.canonical(path)
         }
-        return AppNamespaces(hidden: state, writable: ([container] + groups).map(beneath))
+        return AppNamespaces(isolatesUser: isolatesUser, hidden: state, writable: ([container] + groups).map(beneath))
     }
 
     /// The seccomp policy and the devices of an app declaring `modes`: a function of the

@@ -226,8 +226,19 @@ struct SandboxSummary: Equatable {
             lost.append("seccomp is off: ptrace, mount, namespaces, bpf, Unix sockets (the control socket by its path) and fork are open to apps")
         }
         enforced.append("capabilities dropped")
-        if namespaces == .used {
+        if namespaces == .used, identities != nil {
+            enforced.append("apps in mount and IPC namespaces of their own: every file outside their container read-only, the state directory hidden but their container (noexec: nothing they wrote runs or maps executable)")
+        } else if namespaces == .used {
             enforced.append("apps in user, mount, pid and IPC namespaces of their own: every file outside their container read-only (no chmod, chown, xattrs or utimes), the state directory hidden but their container (noexec), no other process in sight (no signal, prlimit, setpriority or scheduling of the host or another app)")
+        } else if identities != nil {
+            switch namespaces {
+            case .off:
+                lost.append("apps can map files they wrote in their container executable, and see the state directory's names (\"namespaces\": false in --config)")
+            case .unavailable(let reason, _):
+                lost.append("apps can map files they wrote in their container executable, and see the state directory's names (this machine refused a mount namespace: \(reason))")
+            case .used, .notNeeded:
+                break
+            }
         }
         if let identities {
             enforced.append("each app runs as a uid of its own (\(identities.first)...\(identities.first + identities.count - 1)), its container 0700 and its own")
@@ -263,9 +274,10 @@ struct SandboxSummary: Equatable {
 
 /// Whether a host's apps run in namespaces of their own (``AppNamespaces``).
 enum NamespaceUse: Equatable, Sendable {
-    /// Yes: a host without per-app uids, where the kernel allowed them.
+    /// Yes, where the kernel allowed them: user, mount, pid and IPC namespaces for a
+    /// host without per-app uids, mount and IPC namespaces for a root host with them.
     case used
-    /// Not needed: a root host gives each app a uid of its own.
+    /// Not tried (a summary made without asking).
     case notNeeded
     /// Turned off in the config.
     case off
@@ -276,9 +288,8 @@ enum NamespaceUse: Equatable, Sendable {
     /// uses here, after trying them for real in a child (``AppNamespaces/probe()``) on
     /// `stateDirectory` with `writable` (its containers folder).
     static func decide(configured: Bool, identities: Bool, stateDirectory: String, writable: String) -> NamespaceUse {
-        if identities { return .notNeeded }
         if !configured { return .off }
-        let probe = AppNamespaces(hidden: AppConfinement.canonical(stateDirectory),
+        let probe = AppNamespaces(isolatesUser: !identities, hidden: AppConfinement.canonical(stateDirectory),
                                   writable: [AppConfinement.canonical(writable)])
         guard let refused = probe.probe() else { return .used }
         return .unavailable(reason: refused.description, enable: enableCommand())
