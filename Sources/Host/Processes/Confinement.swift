@@ -210,7 +210,9 @@ struct SandboxSummary: Equatable {
         } else {
             enforced.append("no Landlock (\(source))")
             if identities != nil {
-                lost.append("apps can read every world-readable file of the machine and write world-writable ones (/tmp, /var/tmp): only their uid keeps them out of other apps' containers and the state directory")
+                lost.append("apps can read every world-readable file of the machine\(namespaces == .used ? "" : " and write world-writable ones (/tmp, /var/tmp)"): only their uid keeps them out of other apps' containers\(namespaces == .used ? "" : " and the state directory")")
+            } else if namespaces == .used {
+                lost.append("apps can read every file the host's user can outside the state directory (the home directory included); their namespaces keep every write in their container and every other process out of reach")
             } else {
                 lost.append("apps can read and write every file the host's user can: other apps' containers, the state directory (database, logs, reports), the home directory")
                 lost.append("apps can read /proc/<pid>/environ, maps, fd and mem of other apps running as the same user")
