@@ -263,12 +263,14 @@ extension AppHostBench {
         @OptionGroup var common: CommonOptions
         @Flag(help: "Run the app as the host's uid (no per-app uid), to measure what the uid costs a launch.")
         var noIdentities = false
+        @Flag(help: "Launch the app in the host's namespaces (\"namespaces\": false), to measure what its own mount (and, without per-app uids, user and pid) namespaces cost a launch.")
+        var noNamespaces = false
 
         func run() async throws {
             common.applyExecutor()
             var report = Report()
             report.sections = try await LaunchBench(iterations: common.iterations, warmup: common.warmup, executable: common.app,
-                                                    identities: !noIdentities).run()
+                                                    identities: !noIdentities, namespaces: !noNamespaces).run()
             try report.emit(json: common.json)
         }
     }

@@ -23,6 +23,8 @@ struct LaunchBench {
     let executable: String
     /// Per-app uids (a root host's default); false runs the app as the host's uid.
     var identities = true
+    /// Namespaces of its own (the default); false launches it in the host's.
+    var namespaces = true
 
     func run() async throws -> [Section] {
         let path = productsDirectory + "/" + executable
@@ -41,7 +43,10 @@ struct LaunchBench {
             environment[String(parts[0])] = String(parts[1])
         }
 
-        let host = try InProcessHost(label: "launch") { if !identities { $0.identities = nil } }
+        let host = try InProcessHost(label: "launch") {
+            if !identities { $0.identities = nil }
+            if !namespaces { $0.namespaces = false }
+        }
         let id = "com.bench.launch"
         // Row (c'): the confinement an installed app gets, around a state directory of its own.
         let stateForRules = try TempDir("rules")
