@@ -2,6 +2,7 @@ import AppHostProtocol
 import Foundation
 import TestSupport
 import Logging
+import Synchronization
 import Testing
 @testable import Host
 
@@ -324,24 +325,97 @@ func eventLines(_ path: String) throws -> [HostEvent] {
         #expect(log.failures == 1)
         let written = try eventLines(path)
         #expect(written.map(\.seq) == Array(1...UInt64(written.count)), "whole lines only, no gap")
-        #expect(log.lastSeq == UInt64(written.count), "a failed event takes no number")
+        #expect(log.lastSeq == UInt64(written.count) + 1, "a failed event keeps its number: it waits for space")
+        #expect(log.writtenSeq == UInt64(written.count) && log.hasUnwritten)
 
-        // A batch that cannot be written whole leaves nothing and takes no numbers.
+        // A batch that cannot be written whole leaves nothing on disk, and waits too.
         log.beginBatch()
         for i in 1...20 { _ = log.append(.service, cause: "batched \(i) " + String(repeating: "y", count: 300), time: t0) }
         log.endBatch()
         #expect(try eventLines(path) == written, "no line of the failed batch")
-        #expect(log.lastSeq == UInt64(written.count))
-        #expect(log.failures == 21)
+        #expect(log.lastSeq == UInt64(written.count) + 21)
+        #expect(log.writtenSeq == UInt64(written.count))
 
         fs.free()
+        log.retryUnwritten(force: true)
         let after = try log.append(.service, cause: "space again", time: t0).get()
-        #expect(after.seq == UInt64(written.count) + 1)
+        #expect(after.seq == UInt64(written.count) + 22)
+        let all = try eventLines(path)
+        #expect(all.map(\.seq) == Array(1...after.seq), "what waited is written first, in order: nothing lost")
+        #expect(all.filter { $0.cause.hasPrefix("batched ") }.count == 20)
+        #expect(!log.hasUnwritten && log.writtenSeq == after.seq)
         log.close()
         let reopened = try EventLog(path: path, logger: logger)
         #expect(reopened.lastSeq == after.seq)
         #expect(try eventLines(path).last == after)
         reopened.close()
+    }
+}
+
+extension EventLogTests {
+    /// What waits for a full disk is bounded (``EventLog/maximumUnwrittenBytes``): past it
+    /// the oldest events are dropped, and once the disk takes lines again the log says how
+    /// many, which numbers, and why, in a warning numbered after what was kept.
+    @Test(.enabled(if: SmallFileSystem.available, "needs root and tmpfs"))
+    func eventsWaitingForAFullDiskAreBoundedAndTheirLossIsSaid() throws {
+        // Room for what is kept once it is freed.
+        let fs = try SmallFileSystem("evbound", bytes: 24 << 20)
+        defer { fs.remove() }
+        let path = fs.path + "/events.jsonl"
+        let log = try EventLog(path: path, logger: logger)
+        _ = try log.append(.service, cause: "before", time: t0).get()
+        try fs.fill()
+        let big = String(repeating: "z", count: 8_000)
+        // 8 MiB of causes and more: the oldest waiting ones must go.
+        let count = EventLog.maximumUnwrittenBytes / 8_000 + 200
+        for i in 1...count { _ = log.append(.service, cause: "waiting \(i) " + big, time: t0) }
+        #expect(log.hasUnwritten)
+        fs.free()
+        log.retryUnwritten(force: true)
+        let after = try log.append(.service, cause: "space again", time: t0).get()
+        let lines = try eventLines(path)
+        let warning = try #require(lines.first { $0.kind == .warning && $0.cause.hasPrefix("event log: ") }, "no line said what was dropped")
+        #expect(warning.cause.contains("could not be written") && warning.cause.contains("were dropped"), "\(warning.cause)")
+        let kept = lines.filter { $0.cause.hasPrefix("waiting ") }
+        #expect(kept.count < count && kept.count > 0, "\(kept.count) of \(count) kept")
+        #expect(kept.last?.cause.hasPrefix("waiting \(count) ") == true, "the newest are kept")
+        // Every number is on disk or named in the warning.
+        let dropped = count - kept.count
+        #expect(warning.cause.hasPrefix("event log: \(dropped) event(s), seq 2–\(1 + dropped)"), "\(warning.cause)")
+        #expect(lines.last == after && after.seq == UInt64(count) + 3)
+        log.close()
+    }
+}
+
+extension EventLogTests {
+    /// A transaction of transitions that a full disk refuses loses nothing: its rows wait,
+    /// in order, and go with the next write once there is space; at most the store's bound
+    /// of them wait, the oldest dropped past it (the event log keeps them for the next start).
+    @Test(.enabled(if: SmallFileSystem.available, "needs root and tmpfs"))
+    func transitionsAFullDiskRefusedAreWrittenLaterAndBounded() async throws {
+        let fs = try SmallFileSystem("dbfull", bytes: 16 << 20)
+        defer { fs.remove() }
+        let store = try Store(path: fs.path + "/apphost.sqlite", unwrittenLimit: 3_000)
+        func rows(_ range: ClosedRange<Int>) -> [Store.TransitionRow] {
+            range.map { i in
+                Store.TransitionRow(bundleIdentifier: "com.db.full", pid: 1, from: .background, to: .suspended,
+                                    cause: "row \(i) " + String(repeating: "c", count: 1_000), time: t0, seq: UInt64(i))
+            }
+        }
+        try fs.fill()
+        let failures = Mutex(0)
+        for start in stride(from: 1, through: 4_001, by: 1_000) {
+            store.recordTransitions(rows(start...(start + 999))) { _ in failures.withLock { $0 += 1 } }
+            try await store.flushed()
+        }
+        #expect(failures.withLock { $0 } > 0, "the full disk refused the writes")
+        let (waiting, dropped) = store.unwrittenTransitions
+        #expect(waiting == 3_000 && dropped == 2_000, "bounded: \(waiting) waiting, \(dropped) dropped")
+        fs.free()
+        store.retryUnwritten { error in Issue.record("\(error)") }
+        try await store.flushed()
+        #expect(!store.hasUnwrittenTransitions)
+        #expect(try store.numberedTransitions().map(\.seq) == Array(2_001...5_000), "the newest, in order")
     }
 }
 

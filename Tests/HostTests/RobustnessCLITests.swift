@@ -141,6 +141,95 @@ struct RobustnessCLITests {
         #expect(after.map(\.seq) == Array(1...UInt64(after.count)))
         #expect(after.contains { $0.kind == .hostStopped })
         #expect(after.last?.kind != .hostStopped, "the new host wrote after the old one's last event")
+        // Nothing was lost: what the full disk held back reached the log once space came
+        // back (no gap above), and the database holds every transition the log does, with
+        // every report the log announced; the clean stop left nothing to report at the start.
+        try expectLogAndDatabaseAgree(s.stateDir)
+        let reports = try #require(try jsonPayload(await s.run("reports", "--json", id).stdout, "reports") as? [[String: Any]])
+        #expect(!reports.contains { $0["exceptionType"] as? String == "HOST_ENDED" }, "no false report after a clean stop: \(reports)")
+    }
+
+    /// The host is killed with SIGKILL at random points (a seeded choice of how many events
+    /// it gets to write) while three apps are launched and terminated, 100 launches in all;
+    /// each time the next host starts on the state it left. At the end the database holds
+    /// exactly the transitions events.jsonl holds, in the same order, and every report the
+    /// log announced: none lost (a transition's row goes to the database only after its
+    /// event is written, and a host at its start brings the table level with the log), none
+    /// made up (each `ended with the host` transition has its report, and no other).
+    @Test(.timeLimit(.minutes(6)))
+    func aHostKilledAtRandomPointsLeavesTheLogAndTheDatabaseAgreeing() async throws {
+        var random = SplitMix(seed: 32)
+        try await withCLISession("kill9") { s in
+            let ids = ["com.robust.kill.a", "com.robust.kill.b", "com.robust.kill.c"]
+            var launches = 0
+            var kills = 0
+            var first = true
+            while launches < 100 {
+                let daemon = try await s.startDaemon()
+                if first {
+                    for id in ids {
+                        let install = await s.run("install", try makeProbeBundle(in: s.stateDir, id: id))
+                        try #require(install.status == 0, "install: \(install.stderr)")
+                    }
+                    first = false
+                }
+                let follow = try s.start(["events", "--follow"])
+                guard let started = await follow.line(containing: "host started (pid \(daemon.pid)") else {
+                    Issue.record("events --follow: \(follow.lines)")
+                    return
+                }
+                // A random point: after 1 to 60 more events of this host.
+                let killAfter = Int.random(in: 1...60, using: &random)
+                let order = (0..<40).map { _ in (ids[Int.random(in: 0..<ids.count, using: &random)], Bool.random(using: &random)) }
+                let driver = Task { () -> Int in
+                    var issued = 0
+                    for (id, terminates) in order {
+                        issued += 1
+                        let launch = await s.run("launch", id)
+                        if launch.status != 0 { break }
+                        let end = await s.run(terminates ? "terminate" : "background", id)
+                        if end.status != 0 { break }
+                    }
+                    return issued
+                }
+                _ = await follow.line(from: started.index + killAfter) { _ in true }
+                daemon.send(SIGKILL)
+                _ = await daemon.waitForExit()
+                kills += 1
+                launches += await driver.value
+                await follow.stop()
+            }
+            // The next host brings the table level, reports on what was running, and stops cleanly.
+            let last = try await s.startDaemon()
+            await last.stop()
+            try expectLogAndDatabaseAgree(s.stateDir)
+            print("fault injection: \(kills) SIGKILLs over \(launches) launches")
+        }
+    }
+
+    /// The transitions of events.jsonl (every file kept) and of the database are the same, in
+    /// the same order, and the database holds one report for each `report` event of the log.
+    func expectLogAndDatabaseAgree(_ state: String) throws {
+        var files: [String] = []
+        for k in stride(from: 9, through: 1, by: -1) where FileManager.default.fileExists(atPath: state + "/events.\(k).jsonl") {
+            files.append(state + "/events.\(k).jsonl")
+        }
+        files.append(state + "/events.jsonl")
+        let events = try files.flatMap { try eventLines($0) }
+        let logged = events.filter { $0.kind == .transition }
+            .map { "\($0.seq) \($0.bundleIdentifier?.rawValue ?? "-") \($0.from?.rawValue ?? "-")→\($0.to?.rawValue ?? "-") \($0.cause)" }
+        let store = try Store(path: state + "/apphost.sqlite")
+        let stored = try store.numberedTransitions().map { "\($0.seq) \($0.app) \($0.from)→\($0.to) \($0.cause)" }
+        #expect(stored == logged, "database and events.jsonl differ: only in the database \(Set(stored).subtracting(logged).sorted().prefix(5)), only in the log \(Set(logged).subtracting(stored).sorted().prefix(5))")
+        let reportIDs = Set(try store.reports(bundleIdentifier: nil).map(\.id))
+        let announced = events.filter { $0.kind == .report }.compactMap { e -> String? in
+            guard let range = e.cause.range(of: "termination report ") else { return nil }
+            return String(e.cause[range.upperBound...].prefix { $0 != ":" })
+        }
+        #expect(Set(announced) == reportIDs, "reports: announced but not stored \(Set(announced).subtracting(reportIDs).sorted().prefix(5)), stored but not announced \(reportIDs.subtracting(announced).sorted().prefix(5))")
+        let endedWithHost = events.filter { $0.kind == .transition && $0.cause.hasPrefix("ended with the host") }.count
+        let hostEnded = try store.reports(bundleIdentifier: nil).filter { $0.exceptionType == "HOST_ENDED" }.count
+        #expect(endedWithHost == hostEnded, "each app that ended with a killed host has one report: \(endedWithHost) transitions, \(hostEnded) reports")
     }
 
     // MARK: 2. the control socket

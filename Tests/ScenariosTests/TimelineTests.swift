@@ -4,6 +4,7 @@ import Foundation
 import FoundationXML
 #endif
 @testable import Scenarios
+import TestSupport
 import Testing
 
 /// Events written by hand, as the host writes them: the timeline needs no host.
@@ -277,15 +278,3 @@ struct TimelineAxisTests {
     }
 }
 
-/// A seeded generator: the shuffle is the same on every run.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

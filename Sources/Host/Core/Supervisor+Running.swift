@@ -38,6 +38,9 @@ extension Supervisor {
         scope.endInput()
         armTimerIfChanged()
         events.endBatch()
+        // The step's events are on disk: its transitions may go to the database.
+        if !unloggedTransitions.isEmpty || events.hasUnwritten || store.hasUnwrittenTransitions { flushTransitions() }
+        if !reportWriter.unwritten.isEmpty { reportWriter.retryUnwritten() }
         if takesTurns {
             if settling.isWaiting { checkSettled() } else { probeAwake() }
         }
@@ -46,9 +49,21 @@ extension Supervisor {
     /// Ends ``run()`` and every event subscription.
     public func finish() {
         memory.watch?.close()
+        events.retryUnwritten(force: true)
+        reportWriter.retryUnwritten()
         flushTransitions()
+        if !unloggedTransitions.isEmpty {
+            // Their events could not be written (the log says they are lost): the
+            // database may still take them.
+            let logger = self.logger
+            store.recordTransitions(unloggedTransitions) { error in logger.error("could not record state transitions: \(error)") }
+            unloggedTransitions.removeAll()
+        }
         flushTransferDeletes()
         do { try store.flush() } catch { logger.error("could not flush the database: \(error)") }
+        if !reportWriter.unwritten.isEmpty {
+            logger.error("\(reportWriter.unwritten.reports.withLock { $0.count }) termination report(s) could not be written before the host stopped (the disk is full?): their events say how the apps ended")
+        }
         events.append(.hostStopped, cause: "host stopped", time: now())
         input.finish()
         deadlineTimer?.close()

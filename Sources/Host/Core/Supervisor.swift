@@ -52,6 +52,9 @@ public actor Supervisor {
     /// Each running app's process and runtime (see ``ProcessTable``).
     var processes = ProcessTable()
     var lastStateChange: [BundleID: Date] = [:]
+    /// Transitions whose events are not on disk yet (held in the step's batch, or waiting
+    /// for a full disk), in order: ``flushTransitions()`` hands them on once they are.
+    var unloggedTransitions: [Store.TransitionRow] = []
     var shuttingDown = false
     /// Asked to shut down, stopped, and who waits for each (Supervisor+Running.swift).
     var life = HostLife()
@@ -131,6 +134,7 @@ public actor Supervisor {
             events.append(.warning, cause: "\(configuration.databasePath): \(row)", time: startDate)
             logger.warning("\(configuration.databasePath): \(row)")
         }
+        Self.recoverTransitions(store: store, events: events, logger: logger, time: startDate)
         let killedAtStart = Self.killLeftoverProcesses(apps: apps.keys.sorted(), identities: identities, events: events,
                                                        logger: logger, time: startDate)
         lastStateChange = reportWriter.recordEndedWithHost(apps: apps.keys.sorted(), killedAtStart: killedAtStart,
@@ -154,6 +158,31 @@ public actor Supervisor {
         let device = configuration.memory.device ?? configuration.profile.deviceMemory
         memory = MemoryState(device: device, cuesPerSecond: configuration.bounds.footprintCues)
         memory.watch = Self.startMemoryWatch(configuration, device: device, input: input, events: events, logger: logger, time: startDate)
+    }
+
+    /// At start, before reporting on the apps a crashed host left: brings the database's
+    /// transitions level with the event log. A transition goes to the database only once
+    /// its event is on disk, on a queue of its own: a host killed in between (kill -9, a
+    /// crash) left events.jsonl ahead of the table, and without this the next host would
+    /// report on an app from a state it had already left. Also numbers new events above
+    /// any transition the table holds whose event a full disk dropped.
+    nonisolated static func recoverTransitions(store: Store, events: EventLog, logger: Logger, time: Date) {
+        do {
+            let last = try store.lastTransitionSeq()
+            if let last { events.advanceSeq(atLeast: last) }
+            guard let floor = try last ?? (store.hasTransitions() ? nil : 0) else { return }  // an older database's rows only
+            let missing = events.events(after: floor).compactMap { e -> Store.TransitionRow? in
+                guard e.kind == .transition, let app = e.bundleIdentifier, let from = e.from, let to = e.to else { return nil }
+                return Store.TransitionRow(bundleIdentifier: app, pid: e.pid, from: from, to: to, cause: e.cause, time: e.time, seq: e.seq)
+            }
+            guard !missing.isEmpty else { return }
+            try store.insertTransitions(missing)
+            let cause = "recovered \(missing.count) state transition(s) (seq \(missing.first?.seq ?? 0)–\(missing.last?.seq ?? 0)) from \(events.path) that the database had not committed when the previous host ended"
+            events.append(.warning, cause: cause, time: time)
+            logger.warning("\(cause)")
+        } catch {
+            logger.error("could not bring the database's transitions level with \(events.path): \(error)")
+        }
     }
 
     /// At start, before reporting on the apps a crashed host left: kills every process
@@ -392,6 +421,7 @@ public actor Supervisor {
             // Footprints that may have changed in the step are read, and the pressure judged.
             if !scope.feeding, memory.device.hasStale { evaluateMemoryAfterStep() }
             events.endBatch()
+            if !unloggedTransitions.isEmpty { flushTransitions() }
         }
         // In place: a copy of the runtime would make the machine's tables copy themselves.
         let now = hostNow()
@@ -447,17 +477,30 @@ public actor Supervisor {
         feed(id, event)
     }
 
-    /// Hands the step's transitions to the database's writer queue.
+    /// Hands the transitions whose events are on disk to the database's writer queue (a
+    /// transition's event is written at the end of its step, or later if the disk was
+    /// full: the table never holds a transition the log lacks, so after a crash the next
+    /// host brings the table level with the log, ``Supervisor/recoverTransitions``). Also
+    /// retries what a full disk held back, in the log and in the database.
     func flushTransitions() {
-        let transitions = scope.takeTransitions()
-        guard !transitions.isEmpty else { return }
+        if events.hasUnwritten { events.retryUnwritten() }
+        unloggedTransitions += scope.takeTransitions()
+        let written = events.writtenSeq
+        let ready = unloggedTransitions.prefix { row in row.seq.map { $0 <= written } ?? true }
         let logger = self.logger
         let failures = databaseFailures
         let path = configuration.databasePath
-        store.recordTransitions(transitions) { error in
+        let onError: @Sendable (any Error) -> Void = { error in
             logger.error("could not record state transitions in \(path): \(error)")
             failures.note("\(error)")
         }
+        guard !ready.isEmpty else {
+            store.retryUnwritten(onError: onError)
+            return
+        }
+        let rows = Array(ready)
+        unloggedTransitions.removeFirst(rows.count)
+        store.recordTransitions(rows, onError: onError)
     }
 
     /// Answers `launch`. It goes on once this step's events are written (the actor is
@@ -541,8 +584,11 @@ public actor Supervisor {
             processes[id]?.since = time
             processes[id]?.history.append(StateRecord(state: to, time: time, cause: cause))
             let pid = processes[id]?.pid
-            scope.record(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time))
-            events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time)
+            // The event first: the row carries its seq, and goes to the database only once
+            // the event is on disk (``flushTransitions()``), so the table never leads the log.
+            let event = try? events.append(.transition, app: id, pid: pid, from: from, to: to, cause: cause, time: time).get()
+            scope.record(Store.TransitionRow(bundleIdentifier: id, pid: pid, from: from, to: to, cause: cause, time: time,
+                                             seq: event?.seq))
             let machine = processes[id]?.machine
             // Before its hello: a first callback made for another state does not go out.
             if machine?.connected == false, let answer = processes[id]?.helloAnswer, answer.firstState != to {

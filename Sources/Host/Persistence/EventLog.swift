@@ -72,6 +72,21 @@ final class EventLog {
     /// Bytes of whole lines in the current file (where the next line begins).
     private var end: Int64 = 0
     private(set) var lastSeq: UInt64
+    /// The `seq` of the last event on disk: events above it are held in a batch or wait
+    /// in `unwritten`. (The database's transitions follow it, never lead it.)
+    private(set) var writtenSeq: UInt64
+    /// Numbered events a write could not take (a full disk), written first, in order, by
+    /// the next write; at most ``maximumUnwrittenBytes`` of them (past that the oldest are
+    /// dropped, counted in `dropped`, and the log says so once it writes again).
+    private var unwritten: [HostEvent] = []
+    private var unwrittenBytes = 0
+    private var dropped: (count: Int, first: UInt64, last: UInt64)?
+    /// When a write last failed (CLOCK_MONOTONIC ns): while events wait, a write is tried
+    /// again at most every ``retryInterval`` (each try encodes and writes all of them).
+    private var lastFailure: UInt64 = 0
+    static let retryInterval: UInt64 = 250_000_000
+    /// How much waits for a retry, at most.
+    static let maximumUnwrittenBytes = 8 << 20
     /// Appends that could not be written, and the last reason.
     private(set) var failures: UInt64 = 0
     private(set) var lastError: EventLogError?
@@ -127,6 +142,30 @@ final class EventLog {
             }
         }
         lastSeq = seq ?? 0
+        writtenSeq = lastSeq
+    }
+
+    /// Numbers the next event above `seq` at least (the database holds a transition whose
+    /// event was dropped from a full disk before a crash: its number is never given again).
+    func advanceSeq(atLeast seq: UInt64) {
+        lastSeq = max(lastSeq, seq)
+        writtenSeq = max(writtenSeq, seq)
+    }
+
+    /// Whether events wait for a retry.
+    var hasUnwritten: Bool { !unwritten.isEmpty }
+
+    /// Writes what waits for a retry (space may have come back), outside any batch.
+    func retryUnwritten(force: Bool = false) {
+        guard !unwritten.isEmpty, batchDepth == 0 else { return }
+        if !force, Self.now() &- lastFailure < Self.retryInterval { return }
+        flushHeld(force: true)
+    }
+
+    private static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
     deinit {
@@ -164,12 +203,27 @@ final class EventLog {
             lastSeq += 1
             return .success(event)
         }
+        lastSeq += 1
+        if !unwritten.isEmpty {
+            // Behind what waits: written after it, or waiting with it (tried again only
+            // every ``retryInterval`` while the disk refuses).
+            if Self.now() &- lastFailure < Self.retryInterval {
+                keepUnwritten([event])
+                failures += 1
+                return .failure(lastError ?? EventLogError(path: path, operation: "write to", code: EIO))
+            }
+            heldEvents.append(event)
+            flushHeld()
+            return unwritten.isEmpty ? .success(event) : .failure(lastError ?? EventLogError(path: path, operation: "write to", code: EIO))
+        }
         do throws(EventLogError) {
             index.add(app: app, at: try write(event.jsonBytes() + [0x0a]))
         } catch {
+            keepUnwritten([event])
+            lastFailure = Self.now()
             return .failure(failed(error, count: 1))
         }
-        lastSeq += 1
+        writtenSeq = event.seq
         written([event])
         return .success(event)
     }
@@ -197,8 +251,34 @@ final class EventLog {
         flushHeld()
     }
 
-    private func flushHeld() {
-        guard !heldEvents.isEmpty else { return }
+    private func flushHeld(force: Bool = false) {
+        guard !heldEvents.isEmpty || !unwritten.isEmpty else { return }
+        if !unwritten.isEmpty, !force, Self.now() &- lastFailure < Self.retryInterval {
+            // The disk refused a moment ago: this batch waits behind the others.
+            keepUnwritten(heldEvents)
+            failures += UInt64(heldEvents.count)
+            heldEvents.removeAll()
+            held.removeAll(keepingCapacity: true)
+            heldLengths.removeAll()
+            return
+        }
+        if !unwritten.isEmpty {
+            // What a full disk held back goes first, then (if some had to be dropped) a
+            // line saying so, numbered after them, then this batch.
+            var batch = unwritten
+            if let dropped {
+                lastSeq += 1
+                let time = (unwritten.last ?? heldEvents.last).map(\.time) ?? Date()
+                batch.append(HostEvent(seq: lastSeq, time: time, kind: .warning, bundleIdentifier: nil, pid: nil, from: nil, to: nil,
+                                       cause: "event log: \(dropped.count) event(s), seq \(dropped.first)–\(dropped.last), could not be written (\(lastError.map { "\($0)" } ?? "a write failed")) and were dropped after \(Self.maximumUnwrittenBytes >> 20) MiB waited",
+                                       mode: nil, fields: HostEvent.Fields()))
+                // Said once: from here it waits (or is dropped) as any other event.
+                self.dropped = nil
+            }
+            heldEvents = batch + heldEvents
+            unwritten.removeAll()
+            unwrittenBytes = 0
+        }
         // Written from the buffers themselves, then emptied in place. (Copying them out
         // first made `removeAll(keepingCapacity:)` allocate a fresh buffer of the old
         // capacity each step: above the allocator's mmap threshold, a mapping made and
@@ -223,11 +303,28 @@ final class EventLog {
                 offset += Int64(length)
             }
         } catch {
-            lastSeq -= UInt64(heldEvents.count)
+            // Kept, numbered, for the next write: nothing is lost while space may come back.
+            keepUnwritten(heldEvents)
+            lastFailure = Self.now()
             _ = failed(error, count: heldEvents.count)
             return
         }
+        if let last = heldEvents.last { writtenSeq = last.seq }
         written(heldEvents)
+    }
+
+    /// Keeps `events` for the next write, dropping the oldest past ``maximumUnwrittenBytes``.
+    private func keepUnwritten(_ events: [HostEvent]) {
+        unwritten += events
+        unwrittenBytes += events.reduce(0) { $0 + $1.cause.utf8.count + 256 }
+        while unwrittenBytes > Self.maximumUnwrittenBytes, let first = unwritten.first {
+            unwritten.removeFirst()
+            unwrittenBytes -= first.cause.utf8.count + 256
+            dropped = (count: (dropped?.count ?? 0) + 1, first: dropped?.first ?? first.seq, last: first.seq)
+            if dropped?.count == 1 {
+                logger.error("event log: more than \(Self.maximumUnwrittenBytes >> 20) MiB of events wait for the disk; the oldest are dropped (seq \(first.seq) on)")
+            }
+        }
     }
 
     private func failed(_ error: EventLogError, count: Int) -> EventLogError {
@@ -331,6 +428,37 @@ final class EventLog {
         return (past, stream, nextSubscriber)
     }
 
+    /// The events numbered above `seq`, oldest first, read from the end of the log files
+    /// back (the current file, then `events.1.jsonl`, ...) only as far as needed: what a
+    /// host at its start compares with the database. Lines that do not parse are skipped.
+    func events(after seq: UInt64) -> [HostEvent] {
+        guard lastSeq > seq else { return [] }
+        let decoder = WireJSON.decoder()
+        var newestFirst: [[HostEvent]] = []
+        for k in 0...limits.keep {
+            let file = k == 0 ? path : Self.rotatedPath(path, k)
+            guard let fd = try? FileDescriptor.open(FilePath(file), .readOnly, options: .closeOnExec) else { break }
+            defer { try? fd.close() }
+            guard let size = try? Self.size(fd, file), size > 0 else { continue }
+            var found: [HostEvent] = []
+            var reachedOlder = false
+            var window: Int64 = 256 << 10
+            while true {
+                let from = max(0, size - window)
+                let bytes = Self.read(fd, at: from, count: Int(size - from))
+                var lines = bytes.split(separator: 0x0a, omittingEmptySubsequences: true)
+                if from > 0, !lines.isEmpty { lines.removeFirst() }  // cut by the window
+                found = lines.compactMap { try? decoder.decode(HostEvent.self, from: Data($0)) }
+                reachedOlder = found.first.map { $0.seq <= seq + 1 } ?? false
+                if reachedOlder || from == 0 { break }
+                window *= 8
+            }
+            newestFirst.append(found.filter { $0.seq > seq })
+            if reachedOlder { break }
+        }
+        return newestFirst.reversed().flatMap { $0 }
+    }
+
     /// Ends one subscription.
     func unsubscribe(_ id: UInt64) {
         subscribers.removeValue(forKey: id)?.channel.finish()
@@ -338,7 +466,10 @@ final class EventLog {
 
     /// Ends every subscription and closes the file.
     func close() {
-        flushHeld()
+        flushHeld(force: true)
+        if !unwritten.isEmpty {
+            logger.error("event log: \(unwritten.count) event(s), seq \(unwritten.first?.seq ?? 0)–\(unwritten.last?.seq ?? 0), could not be written to \(path) before the host stopped (\(lastError.map { "\($0)" } ?? "a write failed")): they are lost")
+        }
         batchDepth = 0
         closed = true
         for (_, sub) in subscribers { sub.channel.finish() }

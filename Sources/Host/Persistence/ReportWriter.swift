@@ -3,6 +3,7 @@ import AppHostSystem
 import Foundation
 import Logging
 import SystemPackage
+import Synchronization
 
 /// Termination reports, written in one place: the `report` row of the database and
 /// `reports/<id>.json` (0600, whole or not at all), then a `report` event.
@@ -10,6 +11,18 @@ struct ReportWriter {
     let store: Store
     let directory: String
     let logger: Logger
+    /// Reports a full disk kept from the database or `reports/`, written again first by
+    /// the next ``write(_:events:)`` or ``retryUnwritten()`` (at most
+    /// ``maximumUnwritten``; past that the oldest are dropped and the log says so).
+    let unwritten = UnwrittenReports()
+
+    /// At most this many reports wait for the disk.
+    static let maximumUnwritten = 1_000
+
+    final class UnwrittenReports: Sendable {
+        let reports = Mutex<[TerminationReport]>([])
+        var isEmpty: Bool { reports.withLock { $0.isEmpty } }
+    }
 
     /// `<bundle id>-<ms since 1970>-<pid>`: unique per app and process, sorts by time, and
     /// fits a file name for any valid bundle id (155 characters at most).
@@ -45,21 +58,62 @@ struct ReportWriter {
     /// Stores `report` and writes its JSON file, then records the `report` event. A write
     /// that fails is logged: the event still says the app ended and why.
     func write(_ report: TerminationReport, events: EventLog) {
+        retryUnwritten()
         do {
-            try store.saveReport(report)
-            let data = try WireJSON.encoder(pretty: true).encode(report)
-            let path = directory + "/\(report.id).json"
-            let temp = path + ".tmp"
-            guard FileManager.default.createFile(atPath: temp, contents: data, attributes: [.posixPermissions: 0o600]),
-                  rename(temp, path) == 0 else {
-                unlink(temp)
-                throw ReportWriteError(path: path, code: errno)
-            }
+            try save(report)
         } catch {
-            logger.error("could not write the termination report of \(report.bundleIdentifier): \(error)")
+            logger.error("could not write the termination report of \(report.bundleIdentifier): \(error); it is written again when the disk takes it")
+            keep([report])
         }
         events.append(.report, app: report.bundleIdentifier, pid: report.pid == 0 ? nil : report.pid,
                       cause: "termination report \(report.id): \(report.reason)", time: report.time)
+    }
+
+    /// The report's row, then its file (whole or not at all).
+    private func save(_ report: TerminationReport) throws {
+        try store.saveReport(report)
+        let data = try WireJSON.encoder(pretty: true).encode(report)
+        let path = directory + "/\(report.id).json"
+        let temp = path + ".tmp"
+        guard FileManager.default.createFile(atPath: temp, contents: data, attributes: [.posixPermissions: 0o600]),
+              rename(temp, path) == 0 else {
+            let code = errno
+            unlink(temp)
+            throw ReportWriteError(path: path, code: code)
+        }
+    }
+
+    private func keep(_ reports: [TerminationReport]) {
+        let dropped = unwritten.reports.withLock { waiting -> [TerminationReport] in
+            waiting += reports
+            let over = waiting.count - Self.maximumUnwritten
+            guard over > 0 else { return [] }
+            defer { waiting.removeFirst(over) }
+            return Array(waiting.prefix(over))
+        }
+        for report in dropped {
+            logger.error("termination report \(report.id) dropped: more than \(Self.maximumUnwritten) reports waited for the disk")
+        }
+    }
+
+    /// Writes the reports a full disk held back, in order; those that still fail wait on.
+    func retryUnwritten() {
+        let waiting = unwritten.reports.withLock { waiting -> [TerminationReport] in
+            defer { waiting.removeAll() }
+            return waiting
+        }
+        guard !waiting.isEmpty else { return }
+        var failed: [TerminationReport] = []
+        for report in waiting {
+            if !failed.isEmpty { failed.append(report); continue }
+            do {
+                try save(report)
+                logger.notice("termination report \(report.id) written once the disk took it")
+            } catch {
+                failed.append(report)
+            }
+        }
+        if !failed.isEmpty { keep(failed) }
     }
 
     /// After a crash of the host (kill -9, a power cut) its apps died with it (PDEATHSIG)
@@ -80,8 +134,9 @@ struct ReportWriter {
                 continue
             }
             guard let last = states.last, last.state != .notRunning else { continue }
-            rows.append(Store.TransitionRow(bundleIdentifier: id, pid: nil, from: last.state, to: .notRunning, cause: cause, time: time))
-            events.append(.transition, app: id, from: last.state, to: .notRunning, cause: cause, time: time)
+            let event = try? events.append(.transition, app: id, from: last.state, to: .notRunning, cause: cause, time: time).get()
+            rows.append(Store.TransitionRow(bundleIdentifier: id, pid: nil, from: last.state, to: .notRunning, cause: cause, time: time,
+                                            seq: event?.seq))
             let report = TerminationReport(
                 id: ReportWriter.reportID(app: id, time: time, pid: nil), bundleIdentifier: id, pid: 0, time: time,
                 exceptionType: "HOST_ENDED",

@@ -1,15 +1,31 @@
 import AppHostProtocol
 import Foundation
 import GRDB
+import Synchronization
 
 /// The host's durable state in `apphost.sqlite` (WAL): installed apps, state
 /// history and termination reports. Every write is committed before the caller
 /// acknowledges anything to a client.
 public final class Store: Sendable {
     let pool: DatabasePool
+    /// Transitions whose transaction failed (a full disk), written again before the next
+    /// ones, in order; see ``recordTransitions(_:onError:)``.
+    private let unwritten = Mutex<UnwrittenTransitions>(UnwrittenTransitions())
+
+    /// At most this many transitions wait for a retry by default; past it the oldest are
+    /// dropped (the event log holds them, and the next host's start brings them back).
+    public static let maximumUnwrittenTransitions = 100_000
+    /// This store's bound (``maximumUnwrittenTransitions`` unless a test sets another).
+    let unwrittenLimit: Int
+
+    struct UnwrittenTransitions {
+        var rows: [TransitionRow] = []
+        var dropped = 0
+    }
 
     /// Opens (creating and migrating) the database at `path`.
-    public init(path: String) throws {
+    public init(path: String, unwrittenLimit: Int = Store.maximumUnwrittenTransitions) throws {
+        self.unwrittenLimit = unwrittenLimit
         // Made 0600 before SQLite opens it, whatever the umask: SQLite gives the -wal
         // and -shm files the database file's mode.
         let fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
@@ -107,6 +123,13 @@ public final class Store: Sendable {
         }
         registerCancelledTransfers(&m)
         registerDeviceTokens(&m)
+        m.registerMigration("v9: transition seq") { db in
+            // The `seq` of the transition's event in events.jsonl: what a host after a crash
+            // compares to bring the table level with the log (`Supervisor.recoverTransitions`).
+            try db.alter(table: "transition") { t in
+                t.add(column: "seq", .integer)
+            }
+        }
         return m
     }
 
@@ -395,8 +418,12 @@ public final class Store: Sendable {
         public var to: AppState
         public var cause: String
         public var time: Date
+        /// The `seq` of its event in events.jsonl (nil: none was numbered).
+        public var seq: UInt64?
 
-        public init(bundleIdentifier: BundleID, pid: Int32?, from: AppState, to: AppState, cause: String, time: Date) {
+        public init(bundleIdentifier: BundleID, pid: Int32?, from: AppState, to: AppState, cause: String, time: Date,
+                    seq: UInt64? = nil) {
+            self.seq = seq
             self.bundleIdentifier = bundleIdentifier
             self.pid = pid
             self.from = from
@@ -409,22 +436,82 @@ public final class Store: Sendable {
     /// Appends state transitions in one transaction, on GRDB's writer queue: the
     /// caller (the supervisor's actor) does not wait for the disk. History is not
     /// acknowledged to anyone; ``flush()`` waits for it when it must be on disk.
+    ///
+    /// A transaction that fails (a full disk) loses nothing: its rows are kept, in order,
+    /// and written first by the next call or ``retryUnwritten(onError:)`` (at most
+    /// ``maximumUnwrittenTransitions``; past that the oldest go, and the event log keeps
+    /// them for the next start). `onError` hears of each failure.
+    /// (Rows go in order; the writer queue is serial, so no later call overtakes a retry.)
     public func recordTransitions(_ rows: [TransitionRow], onError: @escaping @Sendable (any Error) -> Void) {
-        guard !rows.isEmpty else { return }
+        let batch = unwritten.withLock { state -> [TransitionRow] in
+            defer { state.rows.removeAll() }
+            return state.rows + rows
+        }
+        guard !batch.isEmpty else { return }
         pool.asyncWrite { db in
-            try Self.insert(rows, db)
-        } completion: { _, result in
-            if case .failure(let error) = result { onError(error) }
+            try Self.insert(batch, db)
+        } completion: { [self] _, result in
+            guard case .failure(let error) = result else { return }
+            unwritten.withLock { state in
+                // Before whatever a later call put back (none: the writer queue is serial).
+                state.rows = batch + state.rows
+                let over = state.rows.count - unwrittenLimit
+                if over > 0 {
+                    state.rows.removeFirst(over)
+                    state.dropped += over
+                }
+            }
+            onError(error)
         }
     }
+
+    /// Writes the transitions a failed transaction left, if any (when space may have
+    /// come back: the host tries at each step that records nothing new, and at shutdown).
+    public func retryUnwritten(onError: @escaping @Sendable (any Error) -> Void) {
+        guard hasUnwrittenTransitions else { return }
+        recordTransitions([], onError: onError)
+    }
+
+    /// Whether transitions wait for a retry.
+    public var hasUnwrittenTransitions: Bool { unwritten.withLock { !$0.rows.isEmpty } }
+
+    /// How many transitions wait for a retry, and how many were dropped past the bound.
+    public var unwrittenTransitions: (waiting: Int, dropped: Int) { unwritten.withLock { ($0.rows.count, $0.dropped) } }
 
     private static func insert(_ rows: [TransitionRow], _ db: Database) throws {
         // Prepared once per connection: compiling the INSERT was a third of the write.
         let insert = try db.cachedStatement(sql:
-            "INSERT INTO transition (time, bundleIdentifier, pid, fromState, toState, cause) VALUES (?, ?, ?, ?, ?, ?)")
+            "INSERT INTO transition (time, bundleIdentifier, pid, fromState, toState, cause, seq) VALUES (?, ?, ?, ?, ?, ?, ?)")
         for r in rows {
             try insert.execute(arguments: [r.time.timeIntervalSince1970, r.bundleIdentifier.rawValue, r.pid.map { Int($0) },
-                                           r.from.rawValue, r.to.rawValue, r.cause])
+                                           r.from.rawValue, r.to.rawValue, r.cause, r.seq.map { Int64(bitPattern: $0) }])
+        }
+    }
+
+    /// Writes `rows` now, in one transaction (a host's start, bringing the table level with
+    /// the event log).
+    public func insertTransitions(_ rows: [TransitionRow]) throws {
+        guard !rows.isEmpty else { return }
+        try pool.write { db in try Self.insert(rows, db) }
+    }
+
+    /// Whether the table holds any transition.
+    public func hasTransitions() throws -> Bool {
+        try pool.read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM transition)") ?? false }
+    }
+
+    /// The highest event `seq` the table holds (nil: none, an older database's rows only).
+    public func lastTransitionSeq() throws -> UInt64? {
+        try pool.read { db in
+            try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM transition").map { UInt64(bitPattern: $0) }
+        }
+    }
+
+    /// Every transition with an event `seq`, in order: (seq, app, from, to, cause).
+    public func numberedTransitions() throws -> [(seq: UInt64, app: String, from: String, to: String, cause: String)] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT seq, bundleIdentifier, fromState, toState, cause FROM transition WHERE seq IS NOT NULL ORDER BY seq")
+                .map { row in (UInt64(bitPattern: row["seq"] as Int64), row["bundleIdentifier"], row["fromState"], row["toState"], row["cause"]) }
         }
     }
 
