@@ -1810,3 +1810,7 @@ int aph_stamp_page_create(int *fd_out, void **map_out) {
 int aph_malloc_mmap_threshold(int bytes) {
     return mallopt(M_MMAP_THRESHOLD, bytes);
 }
+
+int aph_malloc_trim(void) {
+    return malloc_trim(0);
+}

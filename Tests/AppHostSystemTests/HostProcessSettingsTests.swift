@@ -21,3 +21,35 @@ struct HostProcessSettingsTests {
         #expect(raised == UInt64(limit.rlim_cur))
     }
 }
+
+/// Memory a burst of connections took goes back once the last one closes (issue 32:
+/// 19,000 idle push connections left the host 26 MB larger after they closed).
+@Suite struct BurstTrimTests {
+    @Test func aBurstIsTrimmedAfterOnceItsLastConnectionCloses() async {
+        let (trims, trimmed) = AsyncStream<Void>.makeStream()
+        let burst = BurstTrim(burst: 3, trim: { trimmed.yield() })
+        // Two open and closed: below the burst, nothing to give back.
+        burst.opened(); burst.opened(); burst.closed(); burst.closed()
+        // Three at once: the last one closing trims, once.
+        for _ in 0..<3 { burst.opened() }
+        burst.closed(); burst.closed()
+        burst.closed()
+        var iterator = trims.makeAsyncIterator()
+        await iterator.next()
+        // The next burst starts from nothing: one more open and closed is not one.
+        burst.opened(); burst.closed()
+        for _ in 0..<3 { burst.opened() }
+        for _ in 0..<3 { burst.closed() }
+        await iterator.next()
+        trimmed.finish()
+        #expect(await iterator.next() == nil, "two bursts, two trims, none between")
+    }
+
+    @Test func givingMemoryBackWorksHere() {
+        // Freed blocks, then a trim: glibc says whether it released any.
+        var blocks: [UnsafeMutableRawPointer] = []
+        for _ in 0..<2_000 { blocks.append(malloc(4_000)!) }
+        for b in blocks { free(b) }
+        #expect(Allocator.giveBack())
+    }
+}

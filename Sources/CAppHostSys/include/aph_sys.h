@@ -462,6 +462,10 @@ int aph_open_beneath(int dirfd, const char *path, int flags, unsigned int mode, 
 /// 1 if taken, 0 if not.
 int aph_malloc_mmap_threshold(int bytes);
 
+/// malloc_trim(0): gives the free memory of every glibc arena back to the kernel
+/// (MADV_DONTNEED on whole free pages, the heap's top trimmed). Returns 1 if any was.
+int aph_malloc_trim(void);
+
 #ifdef __cplusplus
 }
 #endif

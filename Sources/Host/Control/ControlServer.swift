@@ -1,4 +1,5 @@
 import AppHostProtocol
+import AppHostSystem
 import Foundation
 import Logging
 import NIOCore
@@ -39,6 +40,8 @@ struct PeerCredentials: Sendable {
 /// The control connections being served, against their limit.
 final class OpenConnections: Sendable {
     private let state = Mutex((open: 0, refusing: false))
+    /// The memory a burst of connections took goes back once the last one closes.
+    private let trim = BurstTrim()
 
     /// Takes a place if one is free.
     func enter(limit: Int) -> Bool {
@@ -46,11 +49,15 @@ final class OpenConnections: Sendable {
             guard s.open < limit else { return false }
             s.open += 1
             s.refusing = false
+            trim.opened()
             return true
         }
     }
 
-    func leave() { state.withLock { $0.open -= 1 } }
+    func leave() {
+        state.withLock { $0.open -= 1 }
+        trim.closed()
+    }
 
     /// A connection was refused; true for the first of a run of refusals (logged once).
     func noteRefused() -> Bool {

@@ -1,4 +1,5 @@
 import AppHostProtocol
+import AppHostSystem
 import Foundation
 import Logging
 import NIOCore
@@ -71,6 +72,8 @@ public final class PushGateway: Sendable {
         var statistics = Statistics()
     }
     private let state = Mutex(State())
+    /// The memory a burst of connections took goes back once the last one closes.
+    private let trim = BurstTrim()
 
     /// What the gateway has served so far.
     public struct Statistics: Sendable, Equatable {
@@ -273,6 +276,7 @@ public final class PushGateway: Sendable {
             }
             // Tracked even while closing, so that the limit holds; quiesced below.
             s.connections[key] = connection.channel
+            trim.opened()
             return (s.closing, false)
         }
         if full {
@@ -287,7 +291,10 @@ public final class PushGateway: Sendable {
 
     private func serve(_ connection: Connection) async {
         let key = ObjectIdentifier(connection.channel)
-        defer { _ = state.withLock { $0.connections.removeValue(forKey: key) } }
+        defer {
+            _ = state.withLock { $0.connections.removeValue(forKey: key) }
+            trim.closed()
+        }
         await withDiscardingTaskGroup { streams in
             do {
                 for try await stream in connection.multiplexer.inbound {
