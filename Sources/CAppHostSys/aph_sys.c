@@ -1468,47 +1468,56 @@ int aph_spawn(const struct aph_spawn_settings *s, struct aph_spawn_result *r) {
 
 // MARK: - Namespaces probe
 
+// What the probe's child reads and writes (in the parent's memory: CLONE_VM).
+struct aph_probe_args {
+    const struct aph_namespaces *namespaces;
+    long stage;
+    int error;
+};
+
+APH_CHILD_CODE
+static int aph_probe_entry(void *arg) {
+    struct aph_probe_args *p = (struct aph_probe_args *)arg;
+    p->error = aph_enter_namespaces(p->namespaces, 0, -1, &p->stage);
+    aph_child_exit(0);
+}
+
 int aph_namespaces_probe(const struct aph_namespaces *namespaces, int *stage_out) {
     if (stage_out == NULL) return EINVAL;
     *stage_out = APH_NS_STAGE_CLONE;
     if (namespaces == NULL || namespaces->hidden == NULL ||
         namespaces->writable_count > APH_NAMESPACES_MAX_WRITABLE ||
         namespaces->directory_count > 4 * APH_NAMESPACES_MAX_WRITABLE) return EINVAL;
-    int report[2];
-    if (pipe2(report, O_CLOEXEC) != 0) return errno;
-    // fork-like (no CLONE_VM): the child has a copy of this memory and makes
-    // raw syscalls only, as the spawn's child does, then exits.
+    // vfork-style, as the spawn: the child runs on a stack of its own in this
+    // memory, so no page table is copied (a fork of a large host stalled its
+    // other threads on the copy and the copy-on-write faults after it), and
+    // this thread sleeps until the child has exited. Raw syscalls only there.
+    long page_size = sysconf(_SC_PAGESIZE);
+    size_t page = page_size > 0 ? (size_t)page_size : 4096;
+    size_t stack_size = (APH_CHILD_STACK_SIZE + page - 1) / page * page;
+    size_t map_size = stack_size + page;
+    char *map = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (map == MAP_FAILED) return errno;
+    if (mprotect(map, page, PROT_NONE) != 0) {
+        int e = errno;
+        (void)munmap(map, map_size);
+        return e;
+    }
+    struct aph_probe_args args = { namespaces, APH_NS_STAGE_CLONE, 0 };
+    int flags = CLONE_VM | CLONE_VFORK | SIGCHLD |
+                (namespaces->isolate_user ? CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC : CLONE_NEWNS | CLONE_NEWIPC);
     uint64_t all = ~(uint64_t)0, old = 0;
     (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, APH_KERNEL_SIGSET_SIZE, 0, 0);
-    long ns_flags = namespaces->isolate_user ? CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC : CLONE_NEWNS | CLONE_NEWIPC;
-    long pid = aph_raw6(SYS_clone, ns_flags | SIGCHLD, 0, 0, 0, 0, 0);
-    if (pid == 0) {
-        long stage = 0;
-        int e = aph_enter_namespaces(namespaces, 0, -1, &stage);
-        struct aph_child_report r = { (int32_t)stage, e, 0 };
-        if (e != 0) (void)APH_RAW3(SYS_write, report[1], &r, sizeof(r));
-        aph_child_exit(e == 0 ? 0 : 1);
-    }
+    pid_t pid = clone(aph_probe_entry, map + map_size, flags, &args);
+    int clone_errno = pid < 0 ? errno : 0;
     (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, APH_KERNEL_SIGSET_SIZE, 0, 0);
-    (void)close(report[1]);
-    if (pid < 0) {
-        (void)close(report[0]);
-        return (int)-pid;
-    }
-    struct aph_child_report r = { 0, 0, 0 };
-    size_t got = 0;
-    while (got < sizeof(r)) {
-        ssize_t n = read(report[0], (char *)&r + got, sizeof(r) - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    (void)close(report[0]);
+    (void)munmap(map, map_size);
+    if (pid < 0) return clone_errno;
     int status = 0;
-    while (waitpid((pid_t)pid, &status, 0) < 0 && errno == EINTR) {}
-    if (got == sizeof(r) && r.error != 0) {
-        *stage_out = r.step;
-        return r.error;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (args.error != 0) {
+        *stage_out = (int)args.stage;
+        return args.error;
     }
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : EIO;
 }

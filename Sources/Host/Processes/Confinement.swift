@@ -1,6 +1,7 @@
 import AppHostProtocol
 import AppHostSystem
 import Foundation
+import Synchronization
 import Plugins
 
 #if canImport(Glibc)
@@ -291,11 +292,23 @@ enum NamespaceUse: Equatable, Sendable {
     /// `stateDirectory` with `writable` (its containers folder).
     static func decide(configured: Bool, identities: Bool, stateDirectory: String, writable: String) -> NamespaceUse {
         if !configured { return .off }
-        let probe = AppNamespaces(isolatesUser: !identities, hidden: AppConfinement.canonical(stateDirectory),
-                                  writable: [AppConfinement.canonical(writable)])
-        guard let refused = probe.probe() else { return .used }
+        // Once per process and kind: what the machine allows does not change while it
+        // runs (a process holding many hosts, as the tests do, tries once).
+        let refused = probes.withLock { known -> AppNamespaces.Unavailable?? in known[!identities] }
+            ?? {
+                let probe = AppNamespaces(isolatesUser: !identities, hidden: AppConfinement.canonical(stateDirectory),
+                                          writable: [AppConfinement.canonical(writable)])
+                let result = probe.probe()
+                probes.withLock { $0[!identities] = .some(result) }
+                return result
+            }()
+        guard let refused else { return .used }
         return .unavailable(reason: refused.description, enable: enableCommand())
     }
+
+    /// What ``decide(configured:identities:stateDirectory:writable:)`` found, per kind
+    /// (user and pid namespaces too, or not).
+    private static let probes = Mutex<[Bool: AppNamespaces.Unavailable?]>([:])
 
     /// The command that would let an unprivileged user make user namespaces here, from
     /// the sysctls that forbid it.
