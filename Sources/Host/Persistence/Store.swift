@@ -13,7 +13,7 @@ public final class Store: Sendable {
     private let unwritten = Mutex<UnwrittenTransitions>(UnwrittenTransitions())
 
     /// At most this many transitions wait for a retry by default; past it the oldest are
-    /// dropped (the event log holds them, and the next host's start brings them back).
+    /// dropped from the database (the event log keeps them: `apphost events` shows them).
     public static let maximumUnwrittenTransitions = 100_000
     /// This store's bound (``maximumUnwrittenTransitions`` unless a test sets another).
     let unwrittenLimit: Int
@@ -438,30 +438,40 @@ public final class Store: Sendable {
     /// acknowledged to anyone; ``flush()`` waits for it when it must be on disk.
     ///
     /// A transaction that fails (a full disk) loses nothing: its rows are kept, in order,
-    /// and written first by the next call or ``retryUnwritten(onError:)`` (at most
-    /// ``maximumUnwrittenTransitions``; past that the oldest go, and the event log keeps
-    /// them for the next start). `onError` hears of each failure.
+    /// and written first by the next transaction or ``retryUnwritten(onError:)`` (at most
+    /// ``maximumUnwrittenTransitions``; past that the oldest go from the database, the
+    /// event log keeping them). `onError` hears of each failure. A host killed while rows
+    /// wait loses them from memory, not from the log: the next start inserts what the log
+    /// holds above the table's last `seq`.
     /// (Rows go in order; the writer queue is serial, so no later call overtakes a retry.)
     public func recordTransitions(_ rows: [TransitionRow], onError: @escaping @Sendable (any Error) -> Void) {
-        let batch = unwritten.withLock { state -> [TransitionRow] in
-            defer { state.rows.removeAll() }
-            return state.rows + rows
-        }
-        guard !batch.isEmpty else { return }
-        pool.asyncWrite { db in
-            try Self.insert(batch, db)
-        } completion: { [self] _, result in
-            guard case .failure(let error) = result else { return }
-            unwritten.withLock { state in
-                // Before whatever a later call put back (none: the writer queue is serial).
-                state.rows = batch + state.rows
-                let over = state.rows.count - unwrittenLimit
-                if over > 0 {
-                    state.rows.removeFirst(over)
-                    state.dropped += over
-                }
+        guard !rows.isEmpty || hasUnwrittenTransitions else { return }
+        pool.asyncWriteWithoutTransaction { [self] db in
+            // Taken here, on the serial writer queue: what an earlier transaction could not
+            // write goes first, so no later row is committed before it.
+            let batch = unwritten.withLock { state -> [TransitionRow] in
+                defer { state.rows.removeAll() }
+                return state.rows + rows
             }
-            onError(error)
+            guard !batch.isEmpty else { return }
+            do {
+                // The commit inside the catch: a full disk often refuses the COMMIT, not the
+                // INSERTs.
+                try db.inTransaction {
+                    try Self.insert(batch, db)
+                    return .commit
+                }
+            } catch {
+                unwritten.withLock { state in
+                    state.rows = batch
+                    let over = state.rows.count - unwrittenLimit
+                    if over > 0 {
+                        state.rows.removeFirst(over)
+                        state.dropped += over
+                    }
+                }
+                onError(error)
+            }
         }
     }
 
