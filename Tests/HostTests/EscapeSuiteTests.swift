@@ -547,116 +547,114 @@ struct EscapeSuiteTests {
     @Test(.enabled(if: getuid() == 0, "needs root to start a host as another user (run as a user, the test above is that host)"))
     func anUnprivilegedHostsAppIsDeniedEveryAttemptToo() async throws {
         let user = ProcessIdentity(uid: 65534, gid: 65534)
-        let s = try CLISession("escu")
-        defer { Task { await s.close() } }
-        let state = s.stateDir
-        #expect(chown(state, user.uid, user.gid) == 0)
-        let daemon = try await s.startDaemon(identity: user)
-        guard daemon.stderr.contains("namespaces of their own") else {
-            withKnownIssue("this machine refuses unprivileged user namespaces") {
-                Issue.record("the unprivileged host could not isolate its apps: \(daemon.stderr)")
+        try await withCLISession("escu") { s in
+            let state = s.stateDir
+            #expect(chown(state, user.uid, user.gid) == 0)
+            let daemon = try await s.startDaemon(identity: user)
+            guard daemon.stderr.contains("namespaces of their own") else {
+                withKnownIssue("this machine refuses unprivileged user namespaces") {
+                    Issue.record("the unprivileged host could not isolate its apps: \(daemon.stderr)")
+                }
+                return
             }
-            await s.close()
-            return
-        }
-        // The transfer daemon, started and ready.
-        let follow = try s.start(["events", "--follow"], identity: user)
-        let started = await follow.line(containing: "transfer daemon started (pid ")
-        _ = await follow.line(containing: "transfer daemon ready")
-        let transferd = started.flatMap { line -> Int32? in
-            guard let range = line.line.range(of: "transfer daemon started (pid ") else { return nil }
-            return Int32(line.line[range.upperBound...].prefix { $0.isNumber })
-        }
-        let transferdPID = try #require(transferd, "no transfer daemon: \(follow.stdout)")
-
-        func run(_ args: [String]) async throws -> String {
-            let p = try s.start(args, identity: user)
-            let exit = await p.waitForExit()
-            #expect(exit.status == 0 && !exit.signaled, "apphost \(args.joined(separator: " ")): \(exit) \(p.stderr)")
-            return p.stdout
-        }
-        _ = try await run(["install", packageRoot + "/manifests/Probe.app"])
-        let victim = "com.example.probe"
-        let launched = try await run(["launch", victim])
-        let victimPID = try #require(Int32(launched.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""),
-                                     "launch printed \(launched)")
-        let victimContainer = state + "/containers/" + victim
-        let secretPath = victimContainer + "/Documents/secret.txt"
-        let secret = "victim secret \(UUID().uuidString)\n"
-        try secret.write(toFile: secretPath, atomically: true, encoding: .utf8)
-        #expect(chown(secretPath, user.uid, user.gid) == 0)
-
-        // The user's own file outside the state directory; HostileApp from a bundle with a
-        // setuid-root helper beside it.
-        let outside = try OutsideFile(owner: user)
-        defer { outside.dir.remove() }
-        let bundleDir = try TempDir("hbu")
-        defer { bundleDir.remove() }
-        #expect(chmod(bundleDir.path, 0o755) == 0)
-        let bundle = try hostileBundle(in: bundleDir)
-        if let helper = bundle.setuidHelper {
-            #expect(chown(helper, 0, 0) == 0 && chmod(helper, 0o4755) == 0)
-        }
-        let listener = try? AbstractListener(name: "apphost-escape-\(UUID().uuidString.prefix(8))")
-        defer { listener?.close() }
-        _ = try await run(["install", bundle.path])
-        var arguments = [
-            "launch", "--background", "com.example.hostile", "--",
-            "--targets-exist",
-            "--state-dir", state, "--host-pid", "\(daemon.pid)",
-            "--victim-container", victimContainer, "--victim-file", secretPath, "--victim-pid", "\(victimPID)",
-            "--transferd-pid", "\(transferdPID)", "--control-socket", state + "/" + ControlSocket.fileName,
-            "--secret-file", "/etc/shadow", "--outside-file", outside.path,
-        ]
-        if let listener { arguments += ["--abstract-name", listener.name] }
-        if let helper = bundle.setuidHelper { arguments += ["--setuid-helper", helper] }
-        _ = try await run(arguments)
-        let log = (try? String(contentsOfFile: state + "/logs/com.example.hostile.log", encoding: .utf8)) ?? ""
-
-        let (lines, done) = AttemptLine.parse(log)
-        let byName = Dictionary(lines.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        let abi = Landlock.abiVersion
-        let expectations = EscapeExpectation.all(setuidHelper: bundle.setuidHelper != nil)
-        var rows = expectations.map { EscapeRow($0, byName[$0.attempt], landlockABI: abi, hostUID: user.uid, isolated: true) }
-        let known = Set(expectations.map(\.attempt))
-        for line in lines where !known.contains(line.name) {
-            rows.append(EscapeRow(EscapeExpectation(line.name, "not in the suite's list"), line, landlockABI: abi,
-                                  hostUID: user.uid, isolated: true))
-        }
-        let failed = rows.filter { $0.judgement == .failed }
-        let skipped = rows.filter { if case .skipped = $0.judgement { return true } else { return false } }
-        print("""
-
-            Escape suite: HostileApp on an unprivileged host (uid \(user.uid), pid \(daemon.pid)), apps in namespaces of their own, Landlock \(abi.map { "ABI \($0)" } ?? "missing")
-            \(EscapeRow.table(rows))
-            \(rows.count - failed.count - skipped.count) denied, \(failed.count) not denied, \(skipped.count) skipped
-
-            """)
-        #expect(!lines.isEmpty && done == lines.count, "HostileApp's done line: \(done.map(String.init) ?? "none") after \(lines.count) attempts\n\(log)")
-        for row in failed {
-            Issue.record("escape (unprivileged host): \(row.attempt) was \(row.result), expected \(row.expected): \(row.detail)")
-        }
-        for row in skipped {
-            guard case .skipped(let why) = row.judgement else { continue }
-            withKnownIssue("escape (unprivileged host): \(row.attempt) was skipped, not judged") {
-                Issue.record("escape (unprivileged host): \(row.attempt) skipped: \(why)")
+            // The transfer daemon, started and ready.
+            let follow = try s.start(["events", "--follow"], identity: user)
+            let started = await follow.line(containing: "transfer daemon started (pid ")
+            _ = await follow.line(containing: "transfer daemon ready")
+            let transferd = started.flatMap { line -> Int32? in
+                guard let range = line.line.range(of: "transfer daemon started (pid ") else { return nil }
+                return Int32(line.line[range.upperBound...].prefix { $0.isNumber })
             }
-        }
+            let transferdPID = try #require(transferd, "no transfer daemon: \(follow.stdout)")
 
-        // Everyone is as they were.
-        let status = try s.start(["status"], identity: user)
-        let statusExit = await status.waitForExit()
-        #expect(statusExit.status == 0, "apphost status after the attack: \(status.stderr)")
-        #expect(status.stdout.contains(victim), "status lists the victim: \(status.stdout)")
-        #expect(processExists(victimPID))
-        #expect(kernelState(victimPID) != "T", "the victim is not stopped")
-        #expect(tracerPID(victimPID) == 0, "nobody traces the victim")
-        #expect((try? String(contentsOfFile: secretPath, encoding: .utf8)) == secret, "the victim's secret is unchanged")
-        #expect(!FileManager.default.fileExists(atPath: victimContainer + "/Documents/hostile-was-here"))
-        #expect(!FileManager.default.fileExists(atPath: state + "/hostile-was-here"))
-        #expect(outside.changes().isEmpty, "the user's file outside the state dir changed: \(outside.changes())")
-        #expect(processExists(transferdPID) && tracerPID(transferdPID) == 0, "the transfer daemon runs, untraced")
-        #expect(processExists(daemon.pid) && tracerPID(daemon.pid) == 0, "the host runs, untraced")
-        await s.close()
+            func run(_ args: [String]) async throws -> String {
+                let p = try s.start(args, identity: user)
+                let exit = await p.waitForExit()
+                #expect(exit.status == 0 && !exit.signaled, "apphost \(args.joined(separator: " ")): \(exit) \(p.stderr)")
+                return p.stdout
+            }
+            _ = try await run(["install", packageRoot + "/manifests/Probe.app"])
+            let victim = "com.example.probe"
+            let launched = try await run(["launch", victim])
+            let victimPID = try #require(Int32(launched.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""),
+                                         "launch printed \(launched)")
+            let victimContainer = state + "/containers/" + victim
+            let secretPath = victimContainer + "/Documents/secret.txt"
+            let secret = "victim secret \(UUID().uuidString)\n"
+            try secret.write(toFile: secretPath, atomically: true, encoding: .utf8)
+            #expect(chown(secretPath, user.uid, user.gid) == 0)
+
+            // The user's own file outside the state directory; HostileApp from a bundle with a
+            // setuid-root helper beside it.
+            let outside = try OutsideFile(owner: user)
+            defer { outside.dir.remove() }
+            let bundleDir = try TempDir("hbu")
+            defer { bundleDir.remove() }
+            #expect(chmod(bundleDir.path, 0o755) == 0)
+            let bundle = try hostileBundle(in: bundleDir)
+            if let helper = bundle.setuidHelper {
+                #expect(chown(helper, 0, 0) == 0 && chmod(helper, 0o4755) == 0)
+            }
+            let listener = try? AbstractListener(name: "apphost-escape-\(UUID().uuidString.prefix(8))")
+            defer { listener?.close() }
+            _ = try await run(["install", bundle.path])
+            var arguments = [
+                "launch", "--background", "com.example.hostile", "--",
+                "--targets-exist",
+                "--state-dir", state, "--host-pid", "\(daemon.pid)",
+                "--victim-container", victimContainer, "--victim-file", secretPath, "--victim-pid", "\(victimPID)",
+                "--transferd-pid", "\(transferdPID)", "--control-socket", state + "/" + ControlSocket.fileName,
+                "--secret-file", "/etc/shadow", "--outside-file", outside.path,
+            ]
+            if let listener { arguments += ["--abstract-name", listener.name] }
+            if let helper = bundle.setuidHelper { arguments += ["--setuid-helper", helper] }
+            _ = try await run(arguments)
+            let log = (try? String(contentsOfFile: state + "/logs/com.example.hostile.log", encoding: .utf8)) ?? ""
+
+            let (lines, done) = AttemptLine.parse(log)
+            let byName = Dictionary(lines.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+            let abi = Landlock.abiVersion
+            let expectations = EscapeExpectation.all(setuidHelper: bundle.setuidHelper != nil)
+            var rows = expectations.map { EscapeRow($0, byName[$0.attempt], landlockABI: abi, hostUID: user.uid, isolated: true) }
+            let known = Set(expectations.map(\.attempt))
+            for line in lines where !known.contains(line.name) {
+                rows.append(EscapeRow(EscapeExpectation(line.name, "not in the suite's list"), line, landlockABI: abi,
+                                      hostUID: user.uid, isolated: true))
+            }
+            let failed = rows.filter { $0.judgement == .failed }
+            let skipped = rows.filter { if case .skipped = $0.judgement { return true } else { return false } }
+            print("""
+
+                Escape suite: HostileApp on an unprivileged host (uid \(user.uid), pid \(daemon.pid)), apps in namespaces of their own, Landlock \(abi.map { "ABI \($0)" } ?? "missing")
+                \(EscapeRow.table(rows))
+                \(rows.count - failed.count - skipped.count) denied, \(failed.count) not denied, \(skipped.count) skipped
+
+                """)
+            #expect(!lines.isEmpty && done == lines.count, "HostileApp's done line: \(done.map(String.init) ?? "none") after \(lines.count) attempts\n\(log)")
+            for row in failed {
+                Issue.record("escape (unprivileged host): \(row.attempt) was \(row.result), expected \(row.expected): \(row.detail)")
+            }
+            for row in skipped {
+                guard case .skipped(let why) = row.judgement else { continue }
+                withKnownIssue("escape (unprivileged host): \(row.attempt) was skipped, not judged") {
+                    Issue.record("escape (unprivileged host): \(row.attempt) skipped: \(why)")
+                }
+            }
+
+            // Everyone is as they were.
+            let status = try s.start(["status"], identity: user)
+            let statusExit = await status.waitForExit()
+            #expect(statusExit.status == 0, "apphost status after the attack: \(status.stderr)")
+            #expect(status.stdout.contains(victim), "status lists the victim: \(status.stdout)")
+            #expect(processExists(victimPID))
+            #expect(kernelState(victimPID) != "T", "the victim is not stopped")
+            #expect(tracerPID(victimPID) == 0, "nobody traces the victim")
+            #expect((try? String(contentsOfFile: secretPath, encoding: .utf8)) == secret, "the victim's secret is unchanged")
+            #expect(!FileManager.default.fileExists(atPath: victimContainer + "/Documents/hostile-was-here"))
+            #expect(!FileManager.default.fileExists(atPath: state + "/hostile-was-here"))
+            #expect(outside.changes().isEmpty, "the user's file outside the state dir changed: \(outside.changes())")
+            #expect(processExists(transferdPID) && tracerPID(transferdPID) == 0, "the transfer daemon runs, untraced")
+            #expect(processExists(daemon.pid) && tracerPID(daemon.pid) == 0, "the host runs, untraced")
+        }
     }
 }
