@@ -270,8 +270,11 @@ public enum Timestamp {
             let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
             let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
             let days = era * 146_097 + dayOfEra - 719_468
-            let seconds = days * 86_400 + hour * 3600 + minute * 60 + second
-            return Date(timeIntervalSinceReferenceDate: Double(seconds - 978_307_200) + Double(ms) / 1000)
+            // As Foundation sums it: the midnight, then the time of day with its fraction.
+            // Summed the other way (whole seconds, then the fraction) the two differed in
+            // the last bit for about 3 % of times within a few weeks of 2001-01-01.
+            let secondOfDay = Double(hour * 3600 + minute * 60 + second) + Double(ms) / 1000
+            return Date(timeIntervalSinceReferenceDate: Double(days * 86_400 - 978_307_200) + secondOfDay)
         }
     }
 }

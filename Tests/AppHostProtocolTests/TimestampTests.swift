@@ -1,12 +1,13 @@
 @testable import AppHostProtocol
 import Foundation
 import Testing
+import TestSupport
 
 /// `Timestamp.format` writes years 1583-9999 from the day count; it must write what
 /// Foundation's ISO 8601 style wrote, to the millisecond, and round-trip through `parse`.
 @Suite("Timestamps: the civil format") struct CivilTimestampTests {
     @Test func theCivilFormatIsFoundationsForYears1583To9999() {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SplitMix(seed: 31)
         // The edges, leap days, the epoch, before it, and 20,000 seconds drawn from the range.
         var samples: [Int64] = [
             -12_212_553_600, -12_212_553_600 + 86_399, 253_402_300_799, 0, -1, 86_400 - 1, 951_782_400, // 2000-02-29
@@ -15,6 +16,9 @@ import Testing
             1_795_000_000,
         ]
         for _ in 0..<20_000 { samples.append(Int64.random(in: -12_212_553_600...253_402_300_799, using: &generator)) }
+        // Within weeks of the reference date (2001-01-01) a sum's last bit depends on its
+        // order: a whole-seconds-first sum differed from Foundation's for about 3 % of these.
+        for _ in 0..<20_000 { samples.append(978_307_200 + Int64.random(in: -5_000_000...5_000_000, using: &generator)) }
         for seconds in samples {
             let ms = Int64.random(in: 0...999, using: &generator)
             let civil = Timestamp.civil(seconds: seconds, milliseconds: ms)
@@ -34,9 +38,12 @@ import Testing
     /// `parse` reads the civil shape itself; it must give Foundation's `Date`, bit for bit,
     /// and leave to Foundation everything that is not a real date of 1583-9999 in that shape.
     @Test func theCivilParseIsFoundationsForYears1583To9999() throws {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SplitMix(seed: 31)
         var samples: [Int64] = [-12_212_553_600, 253_402_300_799, 0, -1, 951_782_400, -2_203_891_200, 4_107_456_000]
         for _ in 0..<20_000 { samples.append(Int64.random(in: -12_212_553_600...253_402_300_799, using: &generator)) }
+        // Within weeks of the reference date (2001-01-01) a sum's last bit depends on its
+        // order: a whole-seconds-first sum differed from Foundation's for about 3 % of these.
+        for _ in 0..<20_000 { samples.append(978_307_200 + Int64.random(in: -5_000_000...5_000_000, using: &generator)) }
         for seconds in samples {
             let ms = Int64.random(in: 0...999, using: &generator)
             let text = try #require(Timestamp.civil(seconds: seconds, milliseconds: ms))
