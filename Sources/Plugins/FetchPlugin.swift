@@ -234,14 +234,24 @@ public struct FetchPlugin: BackgroundModePlugin {
         state.apps.compactMap { $0.value.interval == .never ? nil : $0.key }
     }
 
-    /// Arms the one world timer for the earliest due fetch.
+    /// When the next batch runs: the earliest due fetch, delayed to the latest one due
+    /// within the coalescing window after it, so the batch runs each fetch at or after its
+    /// own time, never before (coalescing only delays; iOS never runs a fetch before the
+    /// minimum interval). Nil when nothing is scheduled.
     private func earliestDue(_ ctx: ModeContext) -> Duration? {
         let state = ctx.state(State.self), device = ctx.state(DeviceState.self)
-        var earliest: Duration?
+        var dues: [Duration] = []
         for app in Self.candidates(state) {
-            if case .success(let due) = Self.next(app, ctx, state: state, device: device) { earliest = min(earliest ?? due, due) }
+            if case .success(let due) = Self.next(app, ctx, state: state, device: device) { dues.append(due) }
         }
-        return earliest
+        return Self.batchTime(dues, window: ctx.profile.duration(.fetchCoalescing))
+    }
+
+    /// The time a batch of work due at `dues` runs: the latest due time within `window` of
+    /// the earliest. Every item in the batch is due by then; none runs early.
+    static func batchTime(_ dues: [Duration], window: Duration) -> Duration? {
+        guard let earliest = dues.min() else { return nil }
+        return dues.filter { $0 <= earliest + window }.max()
     }
 
     private func reschedule(_ ctx: ModeContext) {
@@ -256,13 +266,13 @@ public struct FetchPlugin: BackgroundModePlugin {
         }
     }
 
-    /// Runs every fetch due now or within the coalescing window.
+    /// Runs every fetch due now (the tick waited for the latest of a batch: see
+    /// ``earliestDue(_:)``); none before its time.
     private func runDue(_ ctx: ModeContext) {
-        let window = ctx.profile.duration(.fetchCoalescing)
         var due: [BundleID] = []
         let state = ctx.state(State.self), device = ctx.state(DeviceState.self)
         for app in Self.candidates(state).sorted() {
-            if case .success(let at) = Self.next(app, ctx, state: state, device: device), at <= ctx.now + window { due.append(app) }
+            if case .success(let at) = Self.next(app, ctx, state: state, device: device), at <= ctx.now { due.append(app) }
         }
         guard !due.isEmpty else { return }
         if due.count > 1 { ctx.emit(.note(app: nil, "background fetch: \(due.count) apps run together (coalesced): \(due.map(\.rawValue).joined(separator: ", "))")) }
@@ -288,8 +298,10 @@ public struct FetchPlugin: BackgroundModePlugin {
             s.apps[app] = a
             return s.nextID
         }
-        ctx.emit(.beginActivity(app: app, name: Self.activity))
+        // Delivered first, then held: an app the delivery launches has a process only after
+        // it, and the hold must reach a cold launch as it does a resumed app.
         ctx.emit(.deliver(app: app, .performFetch(id: id), wake: .launch(.backgroundFetch), because: "background fetch (\(why))"))
+        ctx.emit(.beginActivity(app: app, name: Self.activity))
         ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "budget"), after: ctx.profile.duration(.fetch)))
         ctx.emit(.typedUse(app: app, mode: mode, "background fetch \(id) (\(why))", .init(fetch: id)))
         return id
@@ -365,7 +377,7 @@ extension FetchSchedule {
             lines.append(line)
         }
         if lines.isEmpty { return "no app fetches in the background (none declares \"fetch\" and sets an interval)" }
-        lines.append("fetches due within \(DurationText.format(coalescingSeconds)) of the earliest run together")
+        lines.append("fetches due within \(DurationText.format(coalescingSeconds)) of the earliest run together, when the last of them is due (never early)")
         return lines.joined(separator: "\n")
     }
 }

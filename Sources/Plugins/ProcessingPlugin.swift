@@ -11,7 +11,7 @@ import HostConfig
 /// - A request runs once its `earliestBeginDate` has passed, Background App Refresh is
 ///   available, the user has not terminated the app, and — for processing — the
 ///   device is plugged in / online when the request requires it. Requests due within
-///   `fetchCoalescing` of each other run together. A request submitted in front waits
+///   `fetchCoalescing` of each other run together, when the last of them is due (coalescing only delays). A request submitted in front waits
 ///   until the app leaves the foreground. Background App Refresh turned off cancels the
 ///   pending requests of the apps it covers.
 /// - A running task has the `fetch` budget (refresh) or the `processing` budget; its
@@ -279,15 +279,18 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         return nil
     }
 
-    /// When the first request that could run now (nothing it waits for) is due.
+    /// When the next batch of requests that could run (nothing they wait for) runs: the
+    /// first one's `earliestBeginDate`, delayed to the latest one within the coalescing
+    /// window after it. Coalescing only delays: no task runs before its
+    /// `earliestBeginDate` ("the earliest date and time at which to run the task").
     private func earliestRunnable(_ ctx: ModeContext) -> Duration? {
-        var earliest: Duration?
+        var dues: [Duration] = []
         for (app, a) in ctx.state(State.self).apps {
             for p in a.pending.values where Self.waiting(app, p, ctx) == nil && a.running[p.info.identifier] == nil {
-                earliest = min(earliest ?? p.earliest, p.earliest)
+                dues.append(p.earliest)
             }
         }
-        return earliest
+        return FetchPlugin.batchTime(dues, window: ctx.profile.duration(.fetchCoalescing))
     }
 
     /// A device change (plugged in, online, refresh back on) that makes a request
@@ -310,7 +313,8 @@ public struct ProcessingPlugin: BackgroundModePlugin {
     }
 
     private func runDue(_ ctx: ModeContext) {
-        let horizon = ctx.now + ctx.profile.duration(.fetchCoalescing)
+        // Only what is due: the tick waited for the latest of the batch (`earliestRunnable`).
+        let horizon = ctx.now
         var due: [(BundleID, String)] = []
         for (app, a) in ctx.state(State.self).apps.sorted(by: { $0.key < $1.key }) {
             for p in a.pending.values.sorted(by: { $0.info.identifier < $1.info.identifier })
@@ -332,9 +336,10 @@ public struct ProcessingPlugin: BackgroundModePlugin {
         }
         let budget = ctx.profile.duration(p.info.kind == .refresh ? .fetch : .processing)
         let lead = ctx.profile.duration(.expirationWarning)
-        ctx.emit(.beginActivity(app: app, name: Self.activity(identifier)))
+        // Delivered first, then held (as a fetch): a cold launch keeps the assertion too.
         ctx.emit(.deliver(app: app, .bgTaskLaunch(identifier: identifier, kind: p.info.kind), wake: .launch(.backgroundTask),
                           because: "BGTaskScheduler \(p.info.kind.rawValue) task (\(why))"))
+        ctx.emit(.beginActivity(app: app, name: Self.activity(identifier)))
         ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "warn/\(identifier)"), after: budget > lead ? budget - lead : .zero))
         ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "end/\(identifier)"), after: budget))
         ctx.emit(.typedUse(app: app, mode: p.info.kind == .refresh ? .fetch : .processing, "BGTask \(identifier) launched (\(why))", .init(bgTask: identifier)))

@@ -236,9 +236,10 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
     private func deliver(_ request: PushRequest, _ payload: APNsPayload, _ app: BundleID, _ ctx: ModeContext, why: String) {
         let id = nextID(ctx)
         ctx.update(State.self) { $0.apps[app, default: App()].outstanding[id] = ctx.now }
-        ctx.emit(.beginActivity(app: app, name: Self.activity(id)))
+        // Delivered first, then held (as a fetch): a cold launch keeps the assertion too.
         ctx.emit(.deliver(app: app, .remoteNotification(id: id, userInfo: payload.json, silent: true), wake: .launch(.remoteNotification),
                           because: why))
+        ctx.emit(.beginActivity(app: app, name: Self.activity(id)))
         ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, "budget/\(id)"), after: ctx.profile.duration(.silentPush)))
         ctx.emit(.typedUse(app: app, mode: mode, "silent push \(id) (\(request.source))\(Self.idText(request))", .init(push: id, apnsID: request.apnsID)))
     }
