@@ -50,7 +50,7 @@ public enum BudgetKey: String, CaseIterable, Codable, Sendable {
         case .audioIdle: "AppHost's own: an audio app that stopped playing is suspended after this"
         case .voipReport: "callservicesd checks ~7 s after a VoIP push (Apple DTS, forum 817976)"
         case .fetchMinimum: "iOS decides; AppHost's own: 15 min between fetches at the minimum interval"
-        case .fetchCoalescing: "AppHost's own: due fetches and tasks within 5 min run together"
+        case .fetchCoalescing: "AppHost's own: due fetches and tasks within 5 min run together, when the last of them is due (only delays: never before the interval or earliestBeginDate)"
         case .silentPushesPerHour: "\"two or three per hour\" (Apple, Pushing background updates) — UNCONFIRMED"
         case .processing: "BGProcessingTask: \"several minutes\" — UNCONFIRMED"
         }

@@ -66,14 +66,26 @@ struct BackgroundWorkRulesTests {
         #expect(kills(fx) == [.backgroundFetchTimeout])
     }
 
-    @Test func fetchesDueWithinTheWindowRunTogether() {
+    @Test func fetchesDueWithinTheWindowRunTogetherWhenTheLastOfThemIsDue() {
         let h = hub(app("a", modes: [.fetch]), app("b", modes: [.fetch]), app("c", modes: [.fetch]))
         _ = h.request(.fetchSetMinimumInterval(.minimum), from: "a", at: .zero)
-        _ = h.request(.fetchSetMinimumInterval(.seconds(1000)), from: "b", at: .zero)
+        let (_, armed) = h.request(.fetchSetMinimumInterval(.seconds(1000)), from: "b", at: .zero)
         _ = h.request(.fetchSetMinimumInterval(.seconds(1300)), from: "c", at: .zero)
-        let run = h.timerFired(PluginTimer(.fetch, "tick"), app: nil, at: .seconds(900))
-        #expect(delivered(run) == ["a performFetch", "b performFetch"], "b (due at 1000) is inside the 300 s window; c (1300) is not")
+        // a is due at 900, b at 1000 (inside a's 300 s window), c at 1300 (outside it): the
+        // tick waits for b, so a runs 100 s late and b not 100 s early.
+        #expect(timers(armed)["fetch/tick"] == .seconds(1000))
+        let run = h.timerFired(PluginTimer(.fetch, "tick"), app: nil, at: .seconds(1000))
+        #expect(delivered(run) == ["a performFetch", "b performFetch"], "c (due at 1300) is not run early")
         #expect(notes(run).contains { $0.contains("coalesced") })
+    }
+
+    @Test func aTickBeforeABatchIsDueRunsOnlyWhatIsDue() {
+        let h = hub(app("a", modes: [.fetch]), app("b", modes: [.fetch]))
+        _ = h.request(.fetchSetMinimumInterval(.minimum), from: "a", at: .zero)
+        _ = h.request(.fetchSetMinimumInterval(.seconds(1000)), from: "b", at: .zero)
+        // A tick at a's time (armed before b set its interval): a alone; b is never early.
+        let run = h.timerFired(PluginTimer(.fetch, "tick"), app: nil, at: .seconds(900))
+        #expect(delivered(run) == ["a performFetch"])
     }
 
     @Test func noFetchWithoutRefreshOrAfterAUserTerminate() throws {
