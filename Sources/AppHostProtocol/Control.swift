@@ -427,6 +427,9 @@ public enum TransferNote: String, Codable, Sendable, CaseIterable {
     /// Finished while the app is not running and its session does not send launch
     /// events: its events wait for the app's next launch.
     case heldForNextLaunch
+    /// Finished while the app is suspended and its session does not send launch events:
+    /// the app is not resumed for them; they reach it when it next runs.
+    case heldUntilResumed
     /// The user terminated the app: its transfers were cancelled.
     case cancelledByUser
     /// The app was uninstalled: its transfers were cancelled.

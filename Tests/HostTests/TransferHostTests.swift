@@ -139,6 +139,36 @@ struct TransferHostTests {
         try await server.stop()
     }
 
+    /// `sessionSendsLaunchEvents = false` and the app suspended: it is not resumed for
+    /// the events ("whether the app should be resumed or launched in the background when
+    /// transfers finish": neither); they reach it when it runs again, without
+    /// handleEventsForBackgroundURLSession.
+    @Test func withoutLaunchEventsASuspendedAppIsNotResumedForTheEvents() async throws {
+        let (server, resource) = try await startServer(size: 128 << 10, faults: [.holdAfter(bytes: 32 << 10)])
+        try await withHost(label: "tx", configure: patientLaunch) { host in
+            let id = try await host.installProbe("com.tx.nolaunch.suspended")
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:s:no-launch-events", "--on", "launch", "download:s:\(server.url("/file"))",
+            ])
+            _ = await host.waitForEvent(id) { $0.transfer == .queued }
+            try await host.supervisor.background(id)
+            try await host.waitUntil(id, is: .suspended)
+            server.release("/file")
+            let held = await host.waitForEvent(id) { $0.transfer == .heldUntilResumed }
+            #expect(held != nil)
+            #expect(try await host.supervisor.status(id).first?.state == .suspended, "not resumed for the events")
+            #expect(await host.events(id).filter { $0.kind == .signal && $0.cause.hasPrefix("SIGCONT") }.isEmpty)
+            // The user brings it to the front: the delegate hears the download, with no
+            // handleEventsForBackgroundURLSession (the app was not woken for them).
+            try await host.supervisor.foreground(id)
+            await returned(host, id, "didCompleteWithError(task 1, nil)")
+            let moved = try Data(contentsOf: URL(fileURLWithPath: container(host, id) + "/Documents/downloads/1"))
+            #expect(moved == resource.bytes(in: 0..<(128 << 10)))
+            #expect(await host.events(id).filter { $0.kind == .callback && ($0.callback ?? "").hasPrefix("handleEventsForBackgroundURLSession") }.isEmpty)
+        }
+        try await server.stop()
+    }
+
     /// The host supervises the daemon: killed with SIGKILL mid-download, it is started
     /// again (after its backoff) and the download resumes and reaches the app whole.
     @Test func aKilledDaemonIsRestartedAndTheDownloadStillArrives() async throws {

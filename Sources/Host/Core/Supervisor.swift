@@ -605,6 +605,7 @@ public actor Supervisor {
                 transfersAppExited(id, byUser: machine?.lastTermination == .user)
                 performMode(modes.appExited(id, byUser: machine?.lastTermination == .user, at: hostNow()))
             } else {
+                if from == .suspended { transfersAppRunsAgain(id) }
                 performMode(modes.appMoved(id, from: from, to: to, runningCode: machine?.isRunningCode ?? false, at: hostNow()))
             }
             for waiter in waiters.entered(to, by: id) { waiter.resume() }

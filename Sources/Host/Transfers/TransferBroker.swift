@@ -6,7 +6,10 @@ import Plugins
 struct TransferRecord: Equatable {
     /// `pending`: finished, its events wait for the app to recreate the session;
     /// `nextRound`: finished while its session's round was closing, it opens the next one.
-    enum Stage: Equatable { case inFlight, pending, nextRound, delivering }
+    /// `pending`: its events wait for the app to make its session again (a new process);
+    /// `heldWhileSuspended`: for the suspended process to run again (sessionSendsLaunchEvents
+    /// false: neither a launch nor a resume for them).
+    enum Stage: Equatable { case inFlight, pending, heldWhileSuspended, nextRound, delivering }
     var job: TransferJob
     /// Written to the host's database (the daemon hears of a job only once it is).
     var durable = true
@@ -323,7 +326,7 @@ struct TransferBroker {
         cancelledUnsent(app: app)
         guard byUser else {
             // Events that did not get through wait for the app to recreate its session.
-            for (id, r) in records where r.job.bundleIdentifier == app && (r.stage == .delivering || r.stage == .nextRound) {
+            for (id, r) in records where r.job.bundleIdentifier == app && (r.stage == .delivering || r.stage == .nextRound || r.stage == .heldWhileSuspended) {
                 records[id]?.stage = .pending
             }
             return []
@@ -511,6 +514,22 @@ struct TransferBroker {
             }
             effects.append(.reply(app: job.bundleIdentifier, request: request,
                                   .failed(code: "cannotWriteToFile", reason: "the host could not record the task: \(reason)")))
+        }
+        return effects
+    }
+
+    /// The suspended app runs code again (brought to the front, or woken for something
+    /// else): the events held while it was suspended (sessionSendsLaunchEvents false) go to
+    /// the process that has their sessions, as iOS delivers them to a running app.
+    mutating func appRunsAgain(_ app: BundleID) -> [Effect] {
+        var effects: [Effect] = []
+        let held = records.filter { $0.value.job.bundleIdentifier == app && $0.value.stage == .heldWhileSuspended }
+        for (id, r) in held.sorted(by: { $0.key < $1.key }) {
+            records[id]?.stage = .delivering
+            if let outcome = r.outcome {
+                let (handOver, events) = finishedEvents(r, outcome)
+                effects += handOver + events.map { .mode(.deliver(app: app, $0, wake: .ifRunning, because: "transfer events kept while the app was suspended")) }
+            }
         }
         return effects
     }

@@ -38,11 +38,19 @@ extension TransferBroker {
             return handOver + sessionEvents.map { .mode(.deliver(app: app, $0, wake: .ifRunning, because: "background transfer finished")) }
         }
         let config = sessions[app]?[session]
+        // sessionSendsLaunchEvents false: "whether the app should be resumed or launched in
+        // the background when transfers finish" — neither: the events wait until it runs.
         if state == .notRunning && !(config?.sessionSendsLaunchEvents ?? true) {
             r.stage = .pending
             records[id] = r
             return [.note(app: app, "transfer \(id) finished; sessionSendsLaunchEvents is false: its events wait for the next launch",
                           .init(transfer: .heldForNextLaunch, session: session, transferTask: r.job.taskIdentifier))]
+        }
+        if state == .suspended && !(config?.sessionSendsLaunchEvents ?? true) {
+            r.stage = .heldWhileSuspended
+            records[id] = r
+            return [.note(app: app, "transfer \(id) finished; sessionSendsLaunchEvents is false: its events wait until the app runs again (it is not resumed for them)",
+                          .init(transfer: .heldUntilResumed, session: session, transferTask: r.job.taskIdentifier))]
         }
         rounds[key] = EventRound(awaiting: [id])
         r.stage = .delivering

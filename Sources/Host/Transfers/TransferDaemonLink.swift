@@ -199,6 +199,11 @@ extension Supervisor {
                                                        timeout: DurationText.format(configuration.profile.backgroundTask)))
     }
 
+    /// The suspended app runs again: transfer events held while it was suspended reach it.
+    func transfersAppRunsAgain(_ app: BundleID) {
+        performTransfer(transfers.broker.appRunsAgain(app))
+    }
+
     /// The app's process is gone; a user terminate cancels its transfers, as on iOS.
     func transfersAppExited(_ app: BundleID, byUser: Bool) {
         saveTransferBatch(ordered: true)
