@@ -290,13 +290,13 @@ public actor Supervisor {
                 processes[id]?.stopConfirmed = true
                 // Stopped, so alive: no OOM kill counted so far was of the app itself.
                 if let cgroup = processes[id]?.cgroup { processes[id]?.oomKillsBefore = cgroup.oomKills }
-                feedObserved(id, .stopConfirmed, at: observed)
-                // Quiet without a probe only if the stop stands: a report taken late (kept for
-                // the app's turn) may come after the host continued the process again.
-                if takesTurns, processes[id]?.machine.state == .suspended, processes[id]?.heldForContinue == nil {
-                    quiescence.stopped(.init(app: id, instance: instance))
+                if processes[id]?.lockCheck == .awaitingStop {
+                    // The host's own suspension: the app becomes suspended once no lock
+                    // outside its container is found (`.lockVerdict`), or is killed instead.
+                    startLockCheck(id, stoppedAt: observed)
+                } else {
+                    stopStands(id, instance: instance, observed: observed)
                 }
-                if processes[id]?.lockCheck == .awaitingStop { startLockCheck(id) }
             case .continued:
                 events.append(.signal, app: id, pid: processes[id]?.pid, cause: "running again (kernel confirmed SIGCONT)",
                               fields: .init(signal: .cont, confirmed: true), time: scheduler.date(observed: observed))
@@ -346,10 +346,15 @@ public actor Supervisor {
             processExit(id, status)
 
         case .lockVerdict(let id, let instance, let what, let observed):
-            guard processes[id]?.instance == instance, processes[id]?.lockCheck == .checking else { return }
-            // Nil when the app was resumed (or killed) meanwhile: the check is moot.
+            // Not `.checking` when the app was resumed (or killed) meanwhile: the check is moot.
+            guard processes[id]?.instance == instance, case .checking(let stoppedAt) = processes[id]?.lockCheck else { return }
             processes[id]?.lockCheck = nil
-            if let what { feedObserved(id, .lockHeldAtSuspension(what), at: observed) }
+            if let what {
+                // Killed at the moment of suspension, without being suspended first.
+                feedObserved(id, .lockHeldAtSuspension(what), at: observed)
+            } else {
+                stopStands(id, instance: instance, observed: stoppedAt)
+            }
 
         case .deadlinesDue:
             fireDue()
@@ -460,14 +465,25 @@ public actor Supervisor {
     /// 0xdead10cc, as iOS does with an app "suspended with locked files". Settling waits for
     /// the verdict (see ``settleViews``), so on the virtual clock the kill comes at the time
     /// of the stop.
-    func startLockCheck(_ id: BundleID) {
+    func startLockCheck(_ id: BundleID, stoppedAt: ContinuousClock.Instant) {
         guard let instance = processes[id]?.instance, let pid = processes[id]?.child?.pid else { return }
-        processes[id]?.lockCheck = .checking
+        processes[id]?.lockCheck = .checking(stoppedAt: stoppedAt)
         processes.watch(id, for: .settle)
         let (container, input) = (configuration.containersDirectory + "/" + id.rawValue + "/", self.input)
         Task.detached {
             let verdict = ProcLocks.firstOutside(container, heldBy: pid)
             input.yield(.lockVerdict(app: id, instance: instance, verdict, observed: .now))
+        }
+    }
+
+    /// The kernel's confirmation of a stop, handed to the app's lifecycle (it becomes
+    /// `suspended` as of `observed`).
+    private func stopStands(_ id: BundleID, instance: UInt64, observed: ContinuousClock.Instant) {
+        feedObserved(id, .stopConfirmed, at: observed)
+        // Quiet without a probe only if the stop stands: a report taken late (kept for
+        // the app's turn) may come after the host continued the process again.
+        if takesTurns, processes[id]?.machine.state == .suspended, processes[id]?.heldForContinue == nil {
+            quiescence.stopped(.init(app: id, instance: instance))
         }
     }
 

@@ -66,7 +66,8 @@ extension Supervisor {
         /// The memory limit it runs under (for its report).
         var memoryLimit: UInt64?
         /// The check for file locks outside its container, which runs off the actor once
-        /// the kernel has confirmed a stop; a lock found kills the suspended app (0xdead10cc).
+        /// the kernel has confirmed a stop; a lock found kills the app instead of
+        /// suspending it (0xdead10cc).
         var lockCheck: LockCheck?
         /// The bound on waiting for its socket's EOF after its exit (see `.drainExpired`).
         var drainTimer: Scheduled<Void>?
@@ -129,8 +130,11 @@ extension Supervisor.Runtime {
 enum LockCheck: Equatable {
     /// SIGSTOP is sent; the kernel has not confirmed the stop yet.
     case awaitingStop
-    /// The stop is confirmed (the app is suspended) and /proc/locks is being read.
-    case checking
+    /// The kernel confirmed the stop at `stoppedAt` and /proc/locks is being read. The
+    /// app is not `suspended` yet: with a lock outside its container it is killed at the
+    /// moment of suspension, never suspended first (iOS: 0xdead10cc); without one it is
+    /// suspended as of `stoppedAt`.
+    case checking(stoppedAt: ContinuousClock.Instant)
 }
 
 /// The processes part: the runtime of each running (or starting) app, the index from pid
