@@ -236,6 +236,12 @@ extension Supervisor {
         if shuttingDown { throw ControlError(.shuttingDown, "the host is shutting down") }
         // Device memory is the host's, not a plugin's.
         if case .deviceMemory(let level) = command { return deviceMemoryCommand(level) }
+        // Locking sends the app in front to the background first (willResignActive, then
+        // didEnterBackground, then suspended as usual); it hears of its protected data while
+        // it resigns. Unlocking brings it back before the apps hear of their data.
+        if case .deviceLock(let lock) = command, lock != modes.deviceState.locked {
+            if lock { leaveForegroundForLock() } else { returnToForegroundAfterUnlock() }
+        }
         let (result, effects) = modes.command(command, at: hostNow())
         performMode(effects)
         switch command {
@@ -488,13 +494,37 @@ extension Supervisor {
     }
 
     func sendOthersHome(except id: BundleID) {
+        sendFrontHome(except: id, cause: "\(id) came to the front")
+    }
+
+    /// Sends the apps in front (but `id`) to the background, saying why.
+    private func sendFrontHome(except id: BundleID?, cause: String) {
         // In bundle-id order: two apps in front (a launch racing a foreground) go home in
         // the same order in every run.
         for other in processes.watched(for: .front, where: { _, rt in rt.machine.isRunning && rt.machine.placement == .foreground })
         where other != id {
-            feed(other, .home)
+            feed(other, .leaveForeground(cause: cause))
             if processes[other]?.machine.placement != .foreground { processes.unwatch(other, for: .front) }
         }
+    }
+
+    /// The device locks: the app in front leaves the foreground as it does for the home
+    /// button, and is remembered to come back at the unlock (IOS-MODEL §1.14).
+    private func leaveForegroundForLock() {
+        let front = processes.watched(for: .front, where: { _, rt in rt.machine.isRunning && rt.machine.placement == .foreground })
+        frontAtLock = front.first
+        sendFrontHome(except: nil, cause: "device locked")
+    }
+
+    /// The device unlocks: the app that was in front at the lock comes back, if it still
+    /// runs and no other app was brought to the front meanwhile.
+    private func returnToForegroundAfterUnlock() {
+        defer { frontAtLock = nil }
+        guard let id = frontAtLock, processes[id]?.machine.isRunning == true,
+              processes.watched(for: .front, where: { _, rt in rt.machine.isRunning && rt.machine.placement == .foreground }).isEmpty
+        else { return }
+        processes.watch(id, for: .front)
+        feed(id, .foreground)
     }
 
     // MARK: - Who a process is

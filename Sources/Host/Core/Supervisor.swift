@@ -56,6 +56,8 @@ public actor Supervisor {
     /// for a full disk), in order: ``flushTransitions()`` hands them on once they are.
     var unloggedTransitions: [Store.TransitionRow] = []
     var shuttingDown = false
+    /// The app that was in front when the device locked: it comes back at the unlock.
+    var frontAtLock: BundleID?
     /// Asked to shut down, stopped, and who waits for each (Supervisor+Running.swift).
     var life = HostLife()
     /// Transition writes the database refused (counted on GRDB's queue).

@@ -32,7 +32,7 @@ extension Lifecycle {
             return fx
         }
         if exitsOnSuspend { return exitOnSuspend() }
-        var fx = move(to: .background, cause: "home button")
+        var fx = move(to: .background, cause: leavingCause)
         fx += startBackgroundBudget()
         fx += sendDidEnterBackground()
         return fx

@@ -59,6 +59,8 @@ public struct Lifecycle: Sendable, Equatable {
     public internal(set) var terminating: TerminationCause? = nil
     /// Why the host killed the app, for the report written on exit.
     public private(set) var pendingRecord: TerminationRecord? = nil
+    /// Why the app last left the foreground (the home button, another app, the lock).
+    var leavingCause = "home button"
     /// Whether the app must terminate instead of suspending.
     public let exitsOnSuspend: Bool
 
@@ -156,7 +158,7 @@ public struct Lifecycle: Sendable, Equatable {
                     fx += exitOnSuspend()
                 } else if state == .inactive {
                     // Sent home while launching.
-                    fx += move(to: .background, cause: "home button during launch")
+                    fx += move(to: .background, cause: "\(leavingCause) during launch")
                     fx += startBackgroundBudget()
                     fx += sendDidEnterBackground()
                 } else {
@@ -171,14 +173,16 @@ public struct Lifecycle: Sendable, Equatable {
             }
 
         // MARK: home
-        case (.active, .home):
+        case (.active, .leaveForeground(let cause)):
             placement = .background
-            fx += goHome(cause: "home button")
-        case (.inactive, .home):
+            leavingCause = cause
+            fx += goHome(cause: cause)
+        case (.inactive, .leaveForeground(let cause)):
+            leavingCause = cause
             // Still launching (didFinishLaunching not returned): go home once it has. Still
             // in willResignActive: go on to the background once it has returned.
             placement = .background
-        case (.background, .home), (.suspended, .home):
+        case (.background, .leaveForeground), (.suspended, .leaveForeground):
             break
 
         case (.inactive, .callbackReturned(.willResignActive)) where resigning:

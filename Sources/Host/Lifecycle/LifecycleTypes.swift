@@ -35,7 +35,11 @@ extension Lifecycle {
         /// The delegate method of a callback returned.
         case callbackReturned(LifecycleCallback)
         case foreground
-        case home
+        /// Out of the foreground: the home button, another app brought to the front, or
+        /// the device locked (`cause` is what the transitions say).
+        case leaveForeground(cause: String)
+        /// The home button.
+        public static let home = Event.leaveForeground(cause: "home button")
         case taskBegan(id: BackgroundTaskID, name: String?)
         case taskEnded(id: BackgroundTaskID)
         /// The kernel reports the process stopped / continued.
