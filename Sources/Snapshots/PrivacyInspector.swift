@@ -38,15 +38,21 @@ public enum PrivacyInspector {
     /// text field, and every string (label, field text, placeholder) in a privacy-sensitive
     /// view or its subviews, hidden or not. A `text` leak: one of them (non-empty) occurs in
     /// a text-layer item (one shorter than ``shortestFoundInside`` characters only as the
-    /// whole item, or any label with its letter would leak a one-character password). A `pixels` leak: the frame of a visible privacy-sensitive view or
-    /// secure field (outermost only; in pixels, clipped to the screen) is not one colour in
-    /// the picture. The redaction colour and an opaque cover drawn on top both pass. A
-    /// `launchImage` snapshot shows none of the tree, so only its text layer is checked.
+    /// whole item, or any label with its letter would leak a one-character password); a
+    /// secure field's own bullets are not its text, even for a secret made of bullets. A
+    /// `pixels` leak: the frame of a visible privacy-sensitive view or secure field
+    /// (outermost only; in pixels, clipped to the screen) is not one colour in the picture,
+    /// and drawing the tree again with that view's content taken out (same policy, same
+    /// screen) changes those pixels. The redaction colour and an opaque cover drawn on top
+    /// both pass. A secure field's content is its text, not its bullets: drawn again with
+    /// as many bullets in place of its text, a field that shows one bullet per character
+    /// (what iOS shows, and what the `default` policy draws) comes out the same and passes;
+    /// one whose characters show does not. A `launchImage` snapshot shows none of the tree,
+    /// so only its text layer is checked.
     ///
-    /// With `bundlePath` (where the app's images are), a frame that is not one colour is
-    /// drawn again with that view's content taken out (same policy, same screen): if its
-    /// pixels come out the same, the content does not show (a cover with a logo on top
-    /// passes); only a difference is a leak.
+    /// The tree is drawn again with `bundlePath` (where the app's images are); without it,
+    /// only a tree that reads nothing from a bundle is, and a frame that is not one colour
+    /// in any other is a leak (a cover with a logo on top passes only with the bundle).
     public static func inspect(tree: ViewTree, snapshot: RenderedSnapshot, screen: ScreenSize, bundlePath: String? = nil) -> [Leak] {
         var walker = Walker(scale: screen.scale.isFinite && screen.scale > 0 ? screen.scale : 1)
         for (i, view) in tree.views.enumerated() {
@@ -54,7 +60,7 @@ public enum PrivacyInspector {
         }
         var leaks: [Leak] = []
         for secret in walker.strings where !secret.text.isEmpty {
-            let hits = snapshot.textLayer.filter { shows($0.text, secret.text) }
+            let hits = snapshot.textLayer.filter { !isBullets($0) && shows($0.text, secret.text) }
             guard let first = hits.first else { continue }
             let what = secret.isSecureText ? "the secure field's text" : "\"\(secret.text)\""
             var shown = "\(first.kind) at \(describe(first.frame))"
@@ -64,14 +70,16 @@ public enum PrivacyInspector {
         }
         let image = snapshot.image
         let bounds = PixelRect(x0: 0, y0: 0, x1: Swift.min(image.width, screen.width), y1: Swift.min(image.height, screen.height))
+        // Where the tree is drawn again from: no images read, no bundle needed.
+        let redrawFrom = bundlePath ?? (tree.views.contains { readsBundle($0) } ? nil : "")
         if image.isConsistent && snapshot.policy != .launchImage {
             for region in walker.regions {
                 let area = region.frame.intersection(bounds)
                 guard !area.isEmpty else { continue }
                 let (differing, reference) = nonUniform(image, area)
                 guard differing > 0 else { continue }
-                if let bundlePath, let again = try? SnapshotRenderer.render(
-                    emptied(tree, region.indices), screen: screen, policy: snapshot.policy, bundlePath: bundlePath, launchImage: nil),
+                if let redrawFrom, let again = try? SnapshotRenderer.render(
+                    emptied(tree, region.indices), screen: screen, policy: snapshot.policy, bundlePath: redrawFrom, launchImage: nil),
                    sameRegion(image, again.image, area) {
                     continue
                 }
@@ -94,14 +102,29 @@ public enum PrivacyInspector {
         secret.count >= shortestFoundInside ? text.contains(secret) : text == secret
     }
 
+    /// Whether a text-layer item is a secure field's bullets: what stands for its text, not
+    /// the text (a secret made of bullets is not shown by them).
+    static func isBullets(_ item: TextItem) -> Bool {
+        item.kind == "secureTextField" && item.text.allSatisfy { $0 == SnapshotRenderer.bullet }
+    }
+
+    /// Whether drawing the view (or a visible subview) reads an image from the bundle.
+    static func readsBundle(_ view: ViewNode) -> Bool {
+        if view.isHidden { return false }
+        if case .image = view.content { return true }
+        return view.subviews.contains { readsBundle($0) }
+    }
+
     /// `tree` with the view at `indices` (top-level index first) drawing no content: no
-    /// text (a secure field stays secure, with no characters), no image, no subviews.
+    /// text, no image, no subviews. A secure field keeps one bullet per character in place
+    /// of its text: its length shows on iOS too, and only its characters are its content.
     static func emptied(_ tree: ViewTree, _ indices: [Int]) -> ViewTree {
         func empty(_ node: ViewNode, _ rest: ArraySlice<Int>) -> ViewNode {
             var node = node
             guard let i = rest.first else {
-                if case .secureTextField(_, let size, let color) = node.content {
-                    node.content = .secureTextField(text: "", fontSize: size, color: color)
+                if case .secureTextField(let text, let size, let color) = node.content {
+                    let stand = String(repeating: SnapshotRenderer.bullet, count: text.count)
+                    node.content = .secureTextField(text: stand, fontSize: size, color: color)
                 } else {
                     node.content = .none
                 }

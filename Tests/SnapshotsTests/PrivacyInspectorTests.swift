@@ -12,7 +12,9 @@ import Testing
         ViewNode(content: .secureTextField(text: "pa55word", fontSize: 14, color: .black), frame: Rect(x: 10, y: 80, width: 150, height: 30)),
     ])
 
-    @Test func defaultPolicyLeaksTextAndPixels() throws {
+    /// Under `default` the balance leaks (its text and its pixels); the password field is
+    /// drawn as bullets, which stand for its text and are not it (issue 33, point 7).
+    @Test func defaultPolicyLeaksTheSensitiveViewButNotTheSecureFieldsBullets() throws {
         let snapshot = try render(Self.bank)
         let leaks = PrivacyInspector.inspect(tree: Self.bank, snapshot: snapshot, screen: smallScreen)
         let text = leaks.filter { $0.kind == .text }
@@ -20,7 +22,7 @@ import Testing
         #expect(text.first?.view == "label \"Balance: $9,876.54\" at window/1/0")
         #expect(text.first?.detail.contains("\"Balance: $9,876.54\"") == true)
         let pixels = leaks.filter { $0.kind == .pixels }
-        #expect(pixels.map(\.view) == ["view (privacy-sensitive) at window/1", "secureTextField (8 characters) at window/2"])
+        #expect(pixels.map(\.view) == ["view (privacy-sensitive) at window/1"])
         // A report never spells out a secure field's text.
         #expect(!leaks.contains { $0.view.contains("pa55word") || $0.detail.contains("pa55word") })
     }
@@ -63,10 +65,10 @@ import Testing
         #expect(PrivacyInspector.inspect(tree: covered, snapshot: snapshot, screen: smallScreen).map(\.kind) == [.pixels, .pixels])
         // Drawn again without each sensitive view's content, the frames come out the same: nothing shows.
         #expect(PrivacyInspector.inspect(tree: covered, snapshot: snapshot, screen: smallScreen, bundlePath: bundle.path) == [])
-        // Uncovered, the redraw differs: still two pixel leaks.
+        // Uncovered, the balance's redraw differs: a pixel leak; the field's bullets are not one.
         let bare = try render(Self.bank, bundle: bundle.path)
         let leaks = PrivacyInspector.inspect(tree: Self.bank, snapshot: bare, screen: smallScreen, bundlePath: bundle.path)
-        #expect(leaks.filter { $0.kind == .pixels }.count == 2, "\(leaks)")
+        #expect(leaks.filter { $0.kind == .pixels }.map(\.view) == ["view (privacy-sensitive) at window/1"], "\(leaks)")
     }
 
     @Test func aSecureFieldsTextShownElsewhereIsATextLeak() throws {
@@ -108,5 +110,56 @@ import Testing
         #expect(!PrivacyInspector.shows("PIN 123 saved", "123"))
         #expect(PrivacyInspector.shows("123", "123"))
         #expect(!PrivacyInspector.shows("Total: 12", "1"))
+    }
+
+    // MARK: secure fields (issue 33, point 7)
+
+    /// A field of bullets alone, under `default`: what iOS shows, and no leak, with or
+    /// without the bundle (the tree reads no image, so the inspector draws it again).
+    @Test func aSecureFieldDrawnAsBulletsIsNotALeak() throws {
+        let tree = ViewTree(views: [
+            label("Sign in", Rect(x: 10, y: 10, width: 150, height: 20)),
+            ViewNode(content: .secureTextField(text: "correct horse", fontSize: 14, color: .black), frame: Rect(x: 10, y: 40, width: 180, height: 30),
+                     backgroundColor: .white),
+        ])
+        let snapshot = try render(tree)
+        #expect(snapshot.textLayer.contains { $0.kind == "secureTextField" && $0.text == String(repeating: "•", count: 13) })
+        #expect(PrivacyInspector.inspect(tree: tree, snapshot: snapshot, screen: smallScreen) == [])
+        let bundle = try TempBundle()
+        defer { bundle.remove() }
+        #expect(PrivacyInspector.inspect(tree: tree, snapshot: snapshot, screen: smallScreen, bundlePath: bundle.path) == [])
+    }
+
+    /// A field whose characters show (drawn as a label in its frame, as a broken renderer
+    /// would) leaks in the text layer and in its pixels: it is the text that counts.
+    @Test func aSecureFieldWhoseCharactersShowLeaksTextAndPixels() throws {
+        let frame = Rect(x: 10, y: 40, width: 180, height: 30)
+        let tree = ViewTree(views: [ViewNode(content: .secureTextField(text: "pa55word", fontSize: 14, color: .black), frame: frame)])
+        let shown = ViewTree(views: [ViewNode(content: .label(text: "pa55word", fontSize: 14, color: .black), frame: frame)])
+        let leaks = PrivacyInspector.inspect(tree: tree, snapshot: try render(shown), screen: smallScreen)
+        #expect(leaks.map(\.kind) == [.text, .pixels], "\(leaks)")
+        #expect(leaks.allSatisfy { $0.view == "secureTextField (8 characters) at window/0" && !$0.detail.contains("pa55word") })
+    }
+
+    /// A secret made of bullets is not shown by the field's own bullets (they stand for
+    /// any text of that length), but it is by a label that spells it.
+    @Test func aSecretOfBulletsIsShownOnlyByAnotherView() throws {
+        let secret = String(repeating: "•", count: 6)
+        let tree = ViewTree(views: [ViewNode(content: .secureTextField(text: secret, fontSize: 14, color: .black),
+                                             frame: Rect(x: 10, y: 40, width: 180, height: 30))])
+        #expect(PrivacyInspector.inspect(tree: tree, snapshot: try render(tree), screen: smallScreen) == [])
+        var echoed = tree
+        echoed.views.append(label(secret, Rect(x: 10, y: 80, width: 150, height: 20)))
+        let leaks = PrivacyInspector.inspect(tree: echoed, snapshot: try render(echoed), screen: smallScreen)
+        #expect(leaks.map(\.kind) == [.text], "\(leaks)")
+    }
+
+    /// Drawn again for a secure field, the field keeps as many bullets as it has characters.
+    @Test func emptyingASecureFieldKeepsItsLengthInBullets() {
+        let tree = ViewTree(views: [ViewNode(content: .secureTextField(text: "abc", fontSize: 14, color: .black),
+                                             frame: Rect(x: 0, y: 0, width: 10, height: 10), subviews: [label("x", Rect(x: 0, y: 0, width: 5, height: 5))])])
+        let emptied = PrivacyInspector.emptied(tree, [0])
+        #expect(emptied.views[0].content == .secureTextField(text: "•••", fontSize: 14, color: .black))
+        #expect(emptied.views[0].subviews.isEmpty)
     }
 }
