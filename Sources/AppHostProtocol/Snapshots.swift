@@ -127,11 +127,16 @@ public struct ScreenSize: Codable, Sendable, Equatable {
     }
 }
 
-/// A snapshot the host keeps: `snapshots/<bundle-id>/<n>.png` and `<n>.json` beside it.
+/// A snapshot the host keeps: the app's one switcher snapshot,
+/// `snapshots/<bundle-id>/switcher.png` and `switcher.json` beside it (each new one
+/// replaces both). `apphost snapshot` of an app in front answers with a screenshot in
+/// this shape: number 0, reason `screenshot`, no text layer.
 public struct SnapshotInfo: Codable, Sendable, Equatable {
     public var bundleIdentifier: BundleID
+    /// The n-th picture taken of the app (1, 2, ...); 0 for a screenshot.
     public var number: Int
-    /// Why it was taken: `didEnterBackground`, `background fetch`, `silent push`, `requested`.
+    /// Why it was taken: `didEnterBackground`, `background fetch`, `silent push` (with
+    /// `; ignoreSnapshotOnNextApplicationLaunch` when that applied), or `screenshot`.
     public var reason: String
     /// The policy applied (the stricter of the app's and the host's).
     public var policy: SnapshotPolicy
@@ -157,7 +162,7 @@ public struct SwitcherEntry: Codable, Sendable, Equatable {
     public var bundleIdentifier: BundleID
     public var name: String
     public var state: AppState
-    /// Its latest snapshot, if one is kept.
+    /// Its switcher snapshot, if one is kept (never a screenshot).
     public var snapshot: SnapshotInfo?
 
     public init(bundleIdentifier: BundleID, name: String, state: AppState, snapshot: SnapshotInfo?) {

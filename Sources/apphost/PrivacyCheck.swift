@@ -107,7 +107,7 @@ extension AppHostCommand {
             let errors = results.filter { $0.error != nil }.count
             print("\(results.count) app(s), \(results.reduce(0) { $0 + $1.snapshots.count }) snapshot(s): \(leaks) leaking, \(errors) not checked")
             if keep {
-                print("kept: \(dir) (snapshots/<bundle-id>/<n>.png and .json, events.jsonl)")
+                print("kept: \(dir) (snapshots/<bundle-id>/switcher.png and .json: the last picture; events.jsonl)")
             } else if leaks > 0 {
                 print("run with --keep to look at the leaking pictures")
             }
@@ -199,6 +199,9 @@ struct PrivacyRun {
         // Only this run's pictures: the same bundle (or another with its identifier) may
         // have been checked before on this host.
         let mark = await supervisor.snapshotMark()
+        // Each step's pictures are checked when it ends: the host keeps one picture per
+        // app, and the next step's replaces it.
+        var seen: Set<UInt64> = []
         do {
             _ = try await supervisor.launch(id, background: false, arguments: [])
             await supervisor.waitUntil(id, is: .active)
@@ -206,8 +209,10 @@ struct PrivacyRun {
                 try await supervisor.background(id)
                 return nil
             }
+            await inspect(id, since: mark, bundlePath: app.bundlePath, into: &check, seen: &seen)
             if app.backgroundModes.contains(.fetch) {
                 try await step(id, "a background fetch") { try await supervisor.modeCommand(.fetchNow(bundleIdentifier: id)) }
+                await inspect(id, since: mark, bundlePath: app.bundlePath, into: &check, seen: &seen)
             }
             if app.backgroundModes.contains(.remoteNotification) {
                 try await step(id, "a silent push") {
@@ -223,15 +228,32 @@ struct PrivacyRun {
             check.error = "\(error)"
         }
         await supervisor.waitForSnapshots()
-        let screen = await supervisor.configuration.screen
-        for taken in await supervisor.takenSnapshots(id, since: mark) {
-            let sensitive = Self.sensitiveViews(taken.tree.views)
-            let leaks = taken.rendered.map { PrivacyInspector.inspect(tree: taken.tree, snapshot: $0, screen: screen, bundlePath: app.bundlePath) } ?? []
-            check.snapshots.append(SnapshotCheck(info: taken.info, leaks: leaks, sensitiveViews: sensitive))
-        }
+        await inspect(id, since: mark, bundlePath: app.bundlePath, into: &check, seen: &seen)
         // Gone before the next app starts (and before the host shuts down).
         await supervisor.terminateMovingClock(id)
         return check
+    }
+
+    /// Checks the snapshots of `id` taken since `mark` and not yet in `seen`, in the order
+    /// taken. A drawn picture whose file already holds a newer one cannot be checked: the
+    /// app is reported as not checked, never as passing.
+    private func inspect(_ id: BundleID, since mark: UInt64, bundlePath: String, into check: inout AppCheck, seen: inout Set<UInt64>) async {
+        await supervisor.waitForSnapshots()
+        let screen = await supervisor.configuration.screen
+        for taken in await supervisor.takenSnapshots(id, since: mark) where seen.insert(taken.serial).inserted {
+            let sensitive = Self.sensitiveViews(taken.tree.views)
+            var leaks: [Leak] = []
+            if taken.drawing != nil {
+                guard let rendered = taken.rendered else {
+                    if check.error == nil {
+                        check.error = "snapshot \(taken.info.number) (\(taken.info.reason)) was replaced by a newer one before it could be checked"
+                    }
+                    continue
+                }
+                leaks = PrivacyInspector.inspect(tree: taken.tree, snapshot: rendered, screen: screen, bundlePath: bundlePath)
+            }
+            check.snapshots.append(SnapshotCheck(info: taken.info, leaks: leaks, sensitiveViews: sensitive))
+        }
     }
 
     /// Privacy-sensitive views and secure fields in a window (a sensitive view's subviews count with it).

@@ -8,13 +8,19 @@ extension AppHostCommand {
     struct SnapshotCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "snapshot",
-            abstract: "Print an app's app-switcher snapshot: an app running code is pictured now, else its latest.",
+            abstract: "Print an app's picture: a screenshot of an app in front, else its app-switcher snapshot.",
             discussion: """
-                The snapshot is drawn from the app's window under its policy (the app's \
+                An app in the foreground with a window is a screenshot: drawn now as the screen \
+                shows it (no snapshot policy; secure fields as bullets) into the state \
+                directory's screenshots/ (the latest few are kept), with number 0 and reason \
+                "screenshot". As on iOS, a screenshot never becomes or replaces the app's \
+                switcher snapshot. Any other app prints its switcher snapshot: the one picture \
+                kept per app, taken after didEnterBackground returns (and again when a \
+                background fetch or silent push completes), drawn under the app's policy (its \
                 AppHost.SnapshotPolicy in Info.plist, or the host's "snapshots": {"policy": ...} \
-                when stricter) and kept as snapshots/<bundle-id>/<n>.png, with <n>.json beside \
-                it (every visible string with its frame). Prints the PNG's path. A suspended or \
-                terminated app is not drawn again: its latest snapshot is the one the switcher shows.
+                when stricter) and kept as snapshots/<bundle-id>/switcher.png, with \
+                switcher.json beside it (every visible string with its frame); each new one \
+                replaces both. Prints the PNG's path.
 
                 -o writes a copy of the PNG to a file (replaced whole if it exists; a directory \
                 is refused).
@@ -63,8 +69,9 @@ extension AppHostCommand {
             abstract: "List the apps in the app switcher, most recent first, with their snapshots.",
             discussion: """
                 An app joins the switcher when it first becomes active and leaves it when the \
-                user terminates it (apphost terminate) or it is uninstalled. --sheet draws their \
-                latest snapshots side by side into one PNG file (replaced whole if it exists; a \
+                user terminates it (apphost terminate) or it is uninstalled. Each shows its one \
+                switcher snapshot, taken on its way to the background (never a screenshot \
+                taken with apphost snapshot or io screenshot). --sheet draws those snapshots side by side into one PNG file (replaced whole if it exists; a \
                 directory is refused).
 
                 Example:

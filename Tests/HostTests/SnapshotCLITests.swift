@@ -60,3 +60,44 @@ struct SnapshotCLITests {
         }
     }
 }
+
+extension SnapshotCLITests {
+    /// Issue 33: `apphost snapshot` of an app in front is a screenshot (written where the
+    /// user asks, reason "screenshot"); `switcher` shows only the picture taken on the way
+    /// home, in the one file the app keeps.
+    @Test func aSnapshotOfAnAppInFrontIsAScreenshotAndTheSwitcherKeepsItsOwn() async throws {
+        try await withCLISession("snapshot") { s in
+            _ = try await s.startDaemon()
+            let id = "com.cli.shot"
+            let bundle = try makeProbeBundle(in: s.stateDir, id: id)
+            try #require(await s.run("install", bundle).status == 0)
+            let follow = try s.start(["events", "--follow", id])
+            try #require(await s.run("launch", id, "--", "--on", "launch", "window:hello", "--on", "background", "window:Covered").status == 0)
+            try #require(await follow.line(containing: "→ active") != nil, "events: \(follow.lines)")
+
+            let file = s.stateDir + "/shot.png"
+            let shot = await s.run("snapshot", id, "--json", "-o", file)
+            try #require(shot.status == 0, "snapshot: \(shot.stderr)")
+            let answer = try #require(try JSONSerialization.jsonObject(with: Data(shot.stdout.utf8)) as? [String: Any])
+            let picture = try #require(answer["snapshot"] as? [String: Any])
+            #expect(picture["reason"] as? String == "screenshot" && picture["number"] as? Int == 0, "\(shot.stdout)")
+            #expect((picture["png"] as? String)?.hasPrefix(s.stateDir + "/screenshots/") == true, "\(shot.stdout)")
+            #expect(picture["textLayer"] == nil)
+            _ = try PNGCodec.decode(try Data(contentsOf: URL(fileURLWithPath: file)))
+            let before = await s.run("switcher")
+            #expect(before.stdout.contains("\(id)") && before.stdout.contains("no snapshot yet"), "\(before.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: s.stateDir + "/snapshots/" + id))
+
+            try #require(await s.run("background", id).status == 0)
+            try #require(await follow.line(containing: "background → suspended") != nil, "events: \(follow.lines)")
+            let after = await s.run("switcher", "--json")
+            try #require(after.status == 0, "switcher: \(after.stderr)")
+            let listed = try #require(try JSONSerialization.jsonObject(with: Data(after.stdout.utf8)) as? [String: Any])
+            let entry = try #require((listed["apps"] as? [[String: Any]])?.first?["snapshot"] as? [String: Any], "\(after.stdout)")
+            #expect(entry["reason"] as? String == "didEnterBackground" && entry["number"] as? Int == 1, "\(after.stdout)")
+            #expect(entry["png"] as? String == s.stateDir + "/snapshots/\(id)/switcher.png", "\(after.stdout)")
+            let layer = try String(contentsOfFile: try #require(entry["textLayer"] as? String), encoding: .utf8)
+            #expect(layer.contains("Covered") && !layer.contains("hello"), "\(layer)")
+        }
+    }
+}

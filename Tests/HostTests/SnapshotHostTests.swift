@@ -29,6 +29,16 @@ struct SnapshotHostTests {
         return await host.supervisor.takenSnapshots(id).last
     }
 
+    /// An app already running (suspended) to the front and home again: its new snapshot.
+    func homeAgain(_ host: TestHost, _ id: BundleID) async throws -> TakenSnapshot? {
+        try await host.supervisor.foreground(id)
+        try await host.waitUntil(id, is: .active)
+        try await host.supervisor.background(id)
+        try await host.waitUntil(id, is: .suspended)
+        await host.supervisor.waitForSnapshots()
+        return await host.supervisor.takenSnapshots(id).last
+    }
+
     func texts(_ info: SnapshotInfo) throws -> [String] {
         let data = try Data(contentsOf: URL(fileURLWithPath: try #require(info.textLayer)))
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
@@ -41,7 +51,7 @@ struct SnapshotHostTests {
             let taken = try #require(try await leaveForeground(host, id))
             #expect(taken.info.reason == "didEnterBackground")
             #expect(taken.info.policy == .redact)
-            #expect(taken.info.png == host.dir.path + "/snapshots/\(id)/1.png")
+            #expect(taken.info.png == host.dir.path + "/snapshots/\(id)/switcher.png")
             let image = try PNGCodec.decode(try Data(contentsOf: URL(fileURLWithPath: try #require(taken.info.png))))
             #expect(image.width == 1170 && image.height == 2532)
             let shown = try texts(taken.info)
@@ -106,11 +116,12 @@ struct SnapshotHostTests {
             var entries = await host.supervisor.switcher()
             #expect(entries.map(\.bundleIdentifier) == [cover, bank])
             #expect(entries.allSatisfy { $0.snapshot?.png != nil })
-            // A snapshot on request of a running app is taken now.
+            // On request, an app in front is a screenshot: not numbered, not the switcher's.
             try await host.supervisor.foreground(bank)
             try await host.waitUntil(bank, is: .active)
             let now = try await host.supervisor.snapshot(bank)
-            #expect(now.reason == "requested" && now.number == 2)
+            #expect(now.reason == Supervisor.screenshotReason && now.number == 0 && now.textLayer == nil)
+            #expect(await host.supervisor.switcher().first { $0.bundleIdentifier == bank }?.snapshot?.number == 1)
             try await host.supervisor.terminate(bank)
             entries = await host.supervisor.switcher()
             #expect(entries.map(\.bundleIdentifier) == [cover])
@@ -172,6 +183,8 @@ struct PrivacyCheckCLITests {
         #expect(r.stdout.contains("FAIL com.example.bank.leaky"), "\(r.stdout)")
         #expect(r.stdout.contains("PASS com.example.bank.cover"), "\(r.stdout)")
         #expect(r.stdout.contains("$12,345.67"), "the leak is named: \(r.stdout)")
+        // Issue 33: the password field is drawn as bullets under default, and they are not its text.
+        #expect(!r.stdout.contains("secureTextField"), "the password's bullets are not a leak: \(r.stdout)")
         #expect(r.stdout.contains("after background fetch"), "fetch-capable apps are checked after a fetch too: \(r.stdout)")
         let xml = try String(contentsOfFile: junit, encoding: .utf8)
         #expect(xml.contains(#"<testsuite name="com.example.bank.leaky""#))
@@ -186,56 +199,95 @@ struct PrivacyCheckCLITests {
 }
 
 extension SnapshotHostTests {
-    /// On disk an app keeps its last `snapshotsKept` pictures: what an earlier host left
-    /// goes at the first prune, then each picture that falls out of the window.
-    @Test func theLastTenPicturesAreKeptOnDisk() async throws {
+    /// Issue 33: `apphost snapshot` of an app in front is a screenshot. BankCover covers
+    /// itself only when it resigns, so a picture of it active shows its balance: that
+    /// picture is written under screenshots/ and the switcher keeps the covered one taken
+    /// on the way home (iOS: a screenshot the user takes is not a switcher snapshot).
+    @Test func aScreenshotOfAnActiveAppNeverBecomesItsSwitcherSnapshot() async throws {
+        try await withHost(label: "snap") { host in
+            let cover = try await install(host, "BankCover")
+            let home = try #require(try await leaveForeground(host, cover))
+            try await host.supervisor.foreground(cover)
+            try await host.waitUntil(cover, is: .active)
+            let events = await host.events(cover).count { $0.kind == .snapshot }
+            let shot = try await host.supervisor.snapshot(cover)
+            let png = try #require(shot.png)
+            #expect(png.hasPrefix(host.dir.path + "/screenshots/"), "\(png)")
+            #expect(shot.reason == "screenshot" && shot.number == 0 && shot.policy == .default)
+            // Drawn uncovered, as the screen shows it: not the switcher's picture.
+            let pixels = try Data(contentsOf: URL(fileURLWithPath: png))
+            #expect(pixels != (try Data(contentsOf: URL(fileURLWithPath: try #require(home.info.png)))))
+            await host.supervisor.waitForSnapshots()
+            #expect(await host.supervisor.takenSnapshots(cover).map(\.info.number) == [1], "no snapshot taken")
+            #expect(await host.events(cover).count { $0.kind == .snapshot } == events)
+            let entry = try #require(await host.supervisor.switcher().first)
+            #expect(entry.bundleIdentifier == cover && entry.snapshot == home.info)
+            #expect(!(try texts(home.info)).contains(balance))
+            // Home again: the one switcher snapshot is replaced, still covered.
+            try await host.supervisor.background(cover)
+            try await host.waitUntil(cover, is: .suspended)
+            let again = try await host.supervisor.snapshot(cover)
+            #expect(again.number == 2 && again.reason == "didEnterBackground" && again.png == home.info.png)
+            #expect(!(try texts(again)).contains(balance))
+            let names = try FileManager.default.contentsOfDirectory(atPath: host.dir.path + "/snapshots/" + cover.rawValue).sorted()
+            #expect(names == ["switcher.json", "switcher.png"])
+        }
+    }
+
+    /// An earlier version numbered every picture (`1.png` ... and a spare text layer), the
+    /// ones taken on request of an app in front among them. The newest taken on the way
+    /// home becomes the switcher snapshot; every numbered file goes; later trips home
+    /// replace that one picture.
+    @Test func numberedPicturesOfAnEarlierVersionLeaveOneSwitcherSnapshot() async throws {
         try await withHost(label: "snap") { host in
             let bank = try await install(host, "Bank")
             let dir = host.dir.path + "/snapshots/" + bank.rawValue
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            for leftover in ["0.png", "0.json", "-3.png"] {
+            func leave(_ n: Int, _ reason: String) throws {
+                let layer = SnapshotTextLayerFile(bundleIdentifier: bank, number: n, reason: reason, policy: .redact,
+                                                  time: Date(timeIntervalSince1970: Double(n)), screen: .default, texts: [], warnings: [])
+                try WireJSON.encoder(pretty: true).encode(layer).write(to: URL(fileURLWithPath: dir + "/\(n).json"))
+                try Data([UInt8(n)]).write(to: URL(fileURLWithPath: dir + "/\(n).png"))
+            }
+            try leave(6, "didEnterBackground")
+            try leave(7, "background fetch")
+            try leave(8, "requested")
+            for leftover in [".spare.json", "9.png.tmp", "-3.png"] {
                 FileManager.default.createFile(atPath: dir + "/" + leftover, contents: Data([1]))
             }
-            _ = try await host.supervisor.launch(bank, background: false, arguments: [])
-            try await host.waitUntil(bank, is: .active)
-            var numbers: [Int] = []
-            for _ in 0..<(SnapshotKeeper.snapshotsKept + 3) {
-                numbers.append(try await host.supervisor.snapshot(bank).number)
+            // Read before the app runs: the fetch's picture, not the one taken on request.
+            let adopted = try await host.supervisor.snapshot(bank)
+            #expect(adopted.number == 7 && adopted.reason == "background fetch" && adopted.png == dir + "/switcher.png")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/switcher.png")) == Data([7]))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == ["switcher.json", "switcher.png"])
+            // Numbers go on after it; each trip home replaces the one picture.
+            for expected in 8...10 {
+                let taken = try #require(try await (expected == 8 ? leaveForeground(host, bank) : homeAgain(host, bank)))
+                #expect(taken.info.number == expected && taken.info.png == dir + "/switcher.png")
             }
-            await host.supervisor.waitForSnapshots()
-            let kept = Array(numbers.suffix(SnapshotKeeper.snapshotsKept))
-            let names = Set(try FileManager.default.contentsOfDirectory(atPath: dir)).subtracting([Supervisor.spareTextLayer])
-            #expect(names == Set(kept.flatMap { ["\($0).png", "\($0).json"] }), "\(names.sorted())")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == ["switcher.json", "switcher.png"])
+            // An older snapshot's pixels are no longer on disk: it reads as none, not as the newer picture.
+            let taken = await host.supervisor.takenSnapshots(bank)
+            #expect(taken.map { $0.rendered != nil } == [false, false, true])
         }
     }
 
-    /// A pruned text layer's file is used again for the next snapshot's (renamed in, written
-    /// over), not unlinked while a new one is made: no inode is allocated per trip home.
-    @Test func aPrunedTextLayerIsTheNextOnesFile() async throws {
+    /// The text layer is one file written over on every trip home: no inode per picture
+    /// (decision 0041), and it always reads as the newest, whole.
+    @Test func theTextLayerIsOneFileWrittenOver() async throws {
         try await withHost(label: "snap") { host in
             let bank = try await install(host, "Bank")
-            let dir = host.dir.path + "/snapshots/" + bank.rawValue
-            _ = try await host.supervisor.launch(bank, background: false, arguments: [])
-            try await host.waitUntil(bank, is: .active)
-            let first = try await host.supervisor.snapshot(bank).number
-            // Held open: unlinked, its inode could not be handed to a new file while we hold it.
-            let held = open(dir + "/\(first).json", O_RDONLY | O_CLOEXEC)
-            #expect(held >= 0)
-            defer { close(held) }
-            var heldStat = stat()
-            #expect(fstat(held, &heldStat) == 0)
+            let json = host.dir.path + "/snapshots/" + bank.rawValue + "/switcher.json"
+            let first = try #require(try await leaveForeground(host, bank))
+            var before = stat()
+            #expect(stat(json, &before) == 0)
             var last = first
-            for _ in 0..<(SnapshotKeeper.snapshotsKept + 1) {
-                last = try await host.supervisor.snapshot(bank).number
-            }
-            await host.supervisor.waitForSnapshots()
-            #expect(!FileManager.default.fileExists(atPath: dir + "/\(first).json"), "snapshot \(first) was pruned")
-            var lastStat = stat()
-            #expect(stat(dir + "/\(last).json", &lastStat) == 0)
-            #expect(lastStat.st_ino == heldStat.st_ino, "snapshot \(last)'s text layer is snapshot \(first)'s file, written over")
-            // And it reads as the new one, whole.
-            let layer = try WireJSON.decoder().decode(SnapshotTextLayerFile.self, from: Data(contentsOf: URL(fileURLWithPath: dir + "/\(last).json")))
-            #expect(layer.number == last)
+            for _ in 0..<3 { last = try #require(try await homeAgain(host, bank)) }
+            var after = stat()
+            #expect(stat(json, &after) == 0)
+            #expect(after.st_ino == before.st_ino, "written over, not made again")
+            let layer = try WireJSON.decoder().decode(SnapshotTextLayerFile.self, from: Data(contentsOf: URL(fileURLWithPath: json)))
+            #expect(layer.number == last.info.number && layer.number == first.info.number + 3)
         }
     }
 }

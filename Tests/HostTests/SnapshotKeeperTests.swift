@@ -24,9 +24,10 @@ struct SnapshotKeeperTests {
         effects.compactMap { if case .log(_, _, let cause, _) = $0 { return cause } else { return nil } }
     }
 
+    /// Written over the app's one switcher snapshot, as the supervisor writes it.
     func written(_ job: SnapshotKeeper.Job) -> SnapshotKeeper.RenderOutcome {
         .written(SnapshotDrawing(RenderedSnapshot(image: RGBAImage(width: 1, height: 1), textLayer: [], warnings: [], policy: job.policy)),
-                 png: "/s/\(job.app)/\(job.number).png", textLayer: "/s/\(job.app)/\(job.number).json")
+                 png: "/s/\(job.app)/switcher.png", textLayer: "/s/\(job.app)/switcher.json")
     }
 
     func finish(_ k: inout SnapshotKeeper, _ job: SnapshotKeeper.Job) -> [SnapshotKeeper.Effect] {
@@ -41,10 +42,9 @@ struct SnapshotKeeperTests {
         #expect(job.number == 1 && job.serial == 1 && job.reason == "didEnterBackground" && job.policy == .default)
         #expect(!k.isIdle)
         let done = finish(&k, job)
-        #expect(done.contains(.prune("com.a", keepingFrom: 1 - SnapshotKeeper.snapshotsKept + 1)))
-        #expect(done.last == .idle)
-        #expect(logs(done) == ["snapshot 1 taken (didEnterBackground), policy default: /s/com.a/1.png"])
-        #expect(k.latest["com.a"]?.png == "/s/com.a/1.png")
+        #expect(done == [.log(.snapshot, app: "com.a", cause: "snapshot 1 taken (didEnterBackground), policy default: /s/com.a/switcher.png", time: t0), .idle],
+                "nothing to prune: the picture replaced the last")
+        #expect(k.latest["com.a"]?.png == "/s/com.a/switcher.png")
         #expect(k.taken["com.a"]?.map(\.serial) == [1])
         #expect(k.isIdle)
     }
@@ -64,12 +64,12 @@ struct SnapshotKeeperTests {
     @Test func numberingGoesOnAfterWhatIsOnDisk() throws {
         var k = SnapshotKeeper()
         #expect(!k.numbers("com.a"))
-        let first = try #require(jobs(k.handle(.requested(subject(onDisk: 7), reason: "requested", waiter: nil))).first)
+        let first = try #require(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(onDisk: 7)))).first)
         #expect(first.number == 8)
         #expect(k.numbers("com.a"))
         _ = finish(&k, first)
         // Once numbered, what the disk says is not read again.
-        let second = try #require(jobs(k.handle(.requested(subject(onDisk: 100), reason: "requested", waiter: nil))).first)
+        let second = try #require(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(onDisk: 100)))).first)
         #expect(second.number == 9 && second.serial == 2)
     }
 
@@ -87,12 +87,10 @@ struct SnapshotKeeperTests {
         var k = SnapshotKeeper()
         let job = jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0]
         _ = finish(&k, job)
-        let fx = k.handle(.requested(subject(policy: .none), reason: "requested", waiter: 4))
+        let fx = k.handle(.callbackReturned(.didEnterBackground, subject(policy: .none)))
         #expect(jobs(fx).isEmpty)
         #expect(fx.contains(.deleteAll("com.a")))
-        #expect(logs(fx) == ["snapshot 2 not kept (requested): policy none; earlier snapshots deleted"])
-        let info = SnapshotInfo(bundleIdentifier: "com.a", number: 2, reason: "requested", policy: .none, png: nil, textLayer: nil, time: t0)
-        #expect(fx.contains(.resolve([4], info)))
+        #expect(logs(fx) == ["snapshot 2 not kept (didEnterBackground): policy none; the earlier one deleted"])
         #expect(k.latest["com.a"] == nil)
         #expect(k.taken["com.a"]?.last?.drawing == nil && k.taken["com.a"]?.count == 2)
         #expect(k.isIdle)
@@ -103,19 +101,18 @@ struct SnapshotKeeperTests {
         let first = try #require(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(label: "1")))).first)
         // While it is drawn, two more: the second is superseded by the third.
         #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(label: "2", at: 1)))).isEmpty)
-        let fx = k.handle(.requested(subject(label: "3", at: 2), reason: "requested", waiter: 9))
+        let fx = k.handle(.callbackReturned(.didEnterBackground, subject(label: "3", at: 2)))
         #expect(jobs(fx).isEmpty)
-        #expect(logs(fx) == ["snapshot 2 not drawn (didEnterBackground): superseded by snapshot 3 (requested) before its turn"])
+        #expect(logs(fx) == ["snapshot 2 not drawn (didEnterBackground): superseded by snapshot 3 (didEnterBackground) before its turn"])
         #expect(k.rendering("com.a").inFlight?.number == 1 && k.rendering("com.a").pending?.number == 3)
         // Another app is not held up.
         #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject("com.b")))).count == 1)
         // The first ends: the newest starts; not idle yet.
         let after = finish(&k, first)
         let third = try #require(jobs(after).first)
-        #expect(third.number == 3 && third.reason == "requested")
+        #expect(third.number == 3 && third.tree == subject(label: "3").tree)
         #expect(!after.contains(.idle))
-        let last = finish(&k, third)
-        #expect(last.contains { if case .resolve([9], let info?) = $0 { return info.number == 3 } else { return false } })
+        _ = finish(&k, third)
         // Every snapshot taken is recorded with its tree, in order; the superseded one drew nothing.
         let taken = try #require(k.taken["com.a"])
         #expect(taken.map(\.info.number) == [1, 2, 3])
@@ -128,21 +125,11 @@ struct SnapshotKeeperTests {
         #expect(finish(&k, b).last == .idle)
     }
 
-    @Test func aSupersededRequestersWaitPassesToTheNewerPicture() throws {
+    @Test func aFailedRenderWarnsAndKeepsNothing() {
         var k = SnapshotKeeper()
-        let first = jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0]
-        _ = k.handle(.requested(subject(), reason: "requested", waiter: 1))
-        _ = k.handle(.requested(subject(), reason: "requested", waiter: 2))
-        let next = try #require(jobs(finish(&k, first)).first)
-        let fx = finish(&k, next)
-        #expect(fx.contains { if case .resolve([1, 2], let info?) = $0 { return info.number == next.number } else { return false } })
-    }
-
-    @Test func aFailedRenderWarnsAndResolvesNothing() {
-        var k = SnapshotKeeper()
-        let job = jobs(k.handle(.requested(subject(), reason: "requested", waiter: 3)))[0]
+        let job = jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0]
         let fx = k.handle(.renderFinished(app: "com.a", number: 1, .failed("disk full"), time: t0 + 5))
-        #expect(fx == [.log(.warning, app: "com.a", cause: "snapshot 1 failed (requested): disk full", time: t0 + 5), .resolve([3], nil), .idle])
+        #expect(fx == [.log(.warning, app: "com.a", cause: "snapshot 1 failed (didEnterBackground): disk full", time: t0 + 5), .idle])
         #expect(k.taken["com.a"] == nil && k.latest["com.a"] == nil)
         #expect(job.number == 1)
     }
@@ -151,11 +138,11 @@ struct SnapshotKeeperTests {
         // A `none` request while a picture is drawn: the picture lands, then everything goes.
         var k = SnapshotKeeper()
         let job = jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0]
-        #expect(!k.handle(.requested(subject(policy: .none), reason: "requested", waiter: nil)).contains(.deleteAll("com.a")))
+        #expect(!k.handle(.callbackReturned(.didEnterBackground, subject(policy: .none))).contains(.deleteAll("com.a")))
         let fx = finish(&k, job)
-        let prune = try #require(fx.firstIndex(of: .prune("com.a", keepingFrom: -8)))
+        let landed = try #require(fx.firstIndex { if case .log(.snapshot, _, let cause, _) = $0 { cause.contains("taken") } else { false } })
         let delete = try #require(fx.firstIndex(of: .deleteAll("com.a")))
-        #expect(prune < delete)
+        #expect(landed < delete)
         #expect(k.latest["com.a"] == nil)
         #expect(fx.last == .idle)
     }
@@ -163,24 +150,24 @@ struct SnapshotKeeperTests {
     @Test func uninstallMidRenderDeletesWhatTheRenderWrites() throws {
         var k = SnapshotKeeper()
         _ = k.handle(.activated("com.a"))
-        let job = jobs(k.handle(.requested(subject(), reason: "requested", waiter: 1)))[0]
-        _ = k.handle(.requested(subject(), reason: "requested", waiter: 2))
+        let job = jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0]
+        _ = k.handle(.callbackReturned(.didEnterBackground, subject()))
         let fx = k.handle(.removed("com.a", uninstalled: true))
-        #expect(fx == [.deleteAll("com.a"), .resolve([2], nil)])
+        #expect(fx == [.deleteAll("com.a")])
         #expect(k.switcher.isEmpty && k.taken["com.a"] == nil && !k.numbers("com.a"))
         let done = finish(&k, job)
-        #expect(done == [.deleteAll("com.a"), .resolve([1], nil), .idle])
+        #expect(done == [.deleteAll("com.a"), .idle])
         #expect(k.latest["com.a"] == nil)
     }
 
-    @Test func reinstalledMidRenderOnlyTheOldPictureGoes() throws {
+    @Test func reinstalledMidRenderTheOldPictureGoesBeforeTheNewIsDrawn() throws {
         var k = SnapshotKeeper()
-        let old = jobs(k.handle(.requested(subject(onDisk: 4), reason: "requested", waiter: nil)))[0]
+        let old = jobs(k.handle(.callbackReturned(.didEnterBackground, subject(onDisk: 4))))[0]
         _ = k.handle(.removed("com.a", uninstalled: true))
         // Back, and pictured again before the old render ends: it waits behind it.
         #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(onDisk: 0)))).isEmpty)
         let fx = finish(&k, old)
-        #expect(fx.first == .deleteFiles("com.a", number: 5))
+        #expect(fx.first == .deleteAll("com.a"))
         let fresh = try #require(jobs(fx).first)
         #expect(fresh.number == 1)
         _ = finish(&k, fresh)
@@ -204,7 +191,7 @@ struct SnapshotKeeperTests {
     @Test func takenIsBoundedPerApp() {
         var k = SnapshotKeeper()
         for i in 0..<(SnapshotKeeper.takenKept + 5) {
-            _ = k.handle(.requested(subject(policy: .none, at: Double(i)), reason: "requested", waiter: nil))
+            _ = k.handle(.callbackReturned(.didEnterBackground, subject(policy: .none, at: Double(i))))
         }
         #expect(k.taken["com.a"]?.count == SnapshotKeeper.takenKept)
         #expect(k.taken["com.a"]?.first?.serial == 6)
@@ -217,14 +204,14 @@ struct SnapshotKeeperTests {
         #expect(first.copy == nil)
         _ = finish(&k, first)
         let again = try #require(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(at: 1)))).first)
-        #expect(again.copy?.png == "/s/com.a/1.png")
+        #expect(again.copy?.png == "/s/com.a/switcher.png", "the file in place is the picture")
         _ = k.handle(.renderFinished(app: "com.a", number: again.number,
-                                     .written(try #require(again.copy).drawing, png: "/s/com.a/2.png", textLayer: "/s/com.a/2.json"), time: t0))
+                                     .written(try #require(again.copy).drawing, png: "/s/com.a/switcher.png", textLayer: "/s/com.a/switcher.json"), time: t0))
         // A changed window, or another policy, is drawn.
         let changed = jobs(k.handle(.callbackReturned(.didEnterBackground, subject(label: "new"))))[0]
         #expect(changed.copy == nil)
         _ = finish(&k, changed)
-        #expect(jobs(k.handle(.requested(subject(label: "new", policy: .redact), reason: "requested", waiter: nil)))[0].copy == nil)
+        #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject(label: "new", policy: .redact))))[0].copy == nil)
     }
 
     @Test func picturesThatReadTheBundleAreAlwaysDrawn() throws {
@@ -232,13 +219,13 @@ struct SnapshotKeeperTests {
         var k = SnapshotKeeper()
         var s = subject()
         s.tree.views.append(ViewNode(content: .image(name: "hero.png"), frame: Rect(x: 0, y: 0, width: 5, height: 5)))
-        _ = finish(&k, jobs(k.handle(.requested(s, reason: "requested", waiter: nil)))[0])
-        #expect(jobs(k.handle(.requested(s, reason: "requested", waiter: nil)))[0].copy == nil)
+        _ = finish(&k, jobs(k.handle(.callbackReturned(.didEnterBackground, s)))[0])
+        #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, s)))[0].copy == nil)
         var launch = subject(policy: .launchImage)
         launch.launchImage = "Launch.png"
         var l = SnapshotKeeper()
-        _ = finish(&l, jobs(l.handle(.requested(launch, reason: "requested", waiter: nil)))[0])
-        #expect(jobs(l.handle(.requested(launch, reason: "requested", waiter: nil)))[0].copy == nil)
+        _ = finish(&l, jobs(l.handle(.callbackReturned(.didEnterBackground, launch)))[0])
+        #expect(jobs(l.handle(.callbackReturned(.didEnterBackground, launch)))[0].copy == nil)
     }
 
     @Test func anotherAppWithTheSameWindowCopiesThePictureAndSharesItsPixels() throws {
@@ -246,7 +233,7 @@ struct SnapshotKeeperTests {
         let first = jobs(k.handle(.callbackReturned(.didEnterBackground, subject("com.a"))))[0]
         _ = finish(&k, first)
         let other = try #require(jobs(k.handle(.callbackReturned(.didEnterBackground, subject("com.b")))).first)
-        #expect(other.copy?.png == "/s/com.a/1.png", "drawn once for both")
+        #expect(other.copy?.png == "/s/com.a/switcher.png", "drawn once for both")
         // Not when the picture may read its own bundle, or under another policy.
         var imaged = subject("com.c")
         imaged.tree.views.append(ViewNode(content: .image(name: "hero.png"), frame: Rect(x: 0, y: 0, width: 5, height: 5)))
@@ -260,8 +247,8 @@ struct SnapshotKeeperTests {
 
     @Test func nothingIsCopiedAfterTheFilesWentAway() throws {
         var k = SnapshotKeeper()
-        _ = finish(&k, jobs(k.handle(.requested(subject(), reason: "requested", waiter: nil)))[0])
-        _ = k.handle(.requested(subject(policy: .none), reason: "requested", waiter: nil))
-        #expect(jobs(k.handle(.requested(subject(), reason: "requested", waiter: nil)))[0].copy == nil)
+        _ = finish(&k, jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0])
+        _ = k.handle(.callbackReturned(.didEnterBackground, subject(policy: .none)))
+        #expect(jobs(k.handle(.callbackReturned(.didEnterBackground, subject())))[0].copy == nil)
     }
 }

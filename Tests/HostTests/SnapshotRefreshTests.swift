@@ -123,12 +123,15 @@ struct SnapshotRefreshTests {
             #expect(fetched.info.reason == "background fetch; ignoreSnapshotOnNextApplicationLaunch")
             #expect(await host.supervisor.switcher().first?.snapshot?.policy == .launchImage)
 
-            // Active again: the window is pictured again.
+            // Active again: a screenshot shows the window as it is, and the switcher keeps
+            // the launch image (a screenshot is not a switcher snapshot).
             try await host.supervisor.foreground(id)
             try await host.waitUntil(id, is: .active)
             let now = try await host.supervisor.snapshot(id)
-            #expect(now.reason == "requested" && now.policy == .default)
-            #expect(try texts(now).contains("balance 42"))
+            #expect(now.reason == Supervisor.screenshotReason && now.policy == .default)
+            let shot = try Data(contentsOf: URL(fileURLWithPath: try #require(now.png)))
+            #expect(shot != (try Data(contentsOf: URL(fileURLWithPath: try #require(fetched.info.png)))), "the window, not the launch screen")
+            #expect(await host.supervisor.switcher().first?.snapshot == fetched.info)
         }
     }
 
@@ -154,9 +157,9 @@ struct SnapshotRefreshTests {
             #expect(first.info.number == 1 && second.info.number == 2)
             let firstPNG = try Data(contentsOf: URL(fileURLWithPath: try #require(first.info.png)))
             #expect(try Data(contentsOf: URL(fileURLWithPath: try #require(second.info.png))) == firstPNG)
-            #expect(second.rendered == first.rendered)
+            #expect(second.rendered != nil && first.rendered == nil, "one picture per app: the first's file is the second's")
             #expect(try texts(second.info) == ["same"])
-            #expect(second.info.textLayer?.hasSuffix("/2.json") == true)
+            #expect(second.info.textLayer?.hasSuffix("/switcher.json") == true)
 
             try FileManager.default.removeItem(atPath: try #require(second.info.png))
             let third = try await homeAgain()

@@ -5,19 +5,19 @@ import Snapshots
 /// The app switcher and the snapshots of its apps, as a pure value: `handle(event) -> [Effect]`.
 ///
 /// It owns which apps are in the switcher (most recent first), the numbering of each
-/// app's snapshots, the latest kept snapshot of each, and every snapshot taken in this
-/// host's life with the tree it was drawn from. It decides when a picture is taken (after
-/// `didEnterBackground`, after a background fetch's or silent push's completion, on
-/// request) and under which policy, and it coalesces renders: at most one render in flight
-/// per app, and behind it only the newest request (an older one waiting is superseded: it
-/// is recorded, with its tree, as taken but not drawn). A picture whose inputs are those of
-/// the app's last drawn one (same tree, policy and bundle, and nothing read from the bundle)
-/// is a copy of that file, not a render. The ``Supervisor`` feeds events and
-/// performs the effects: it renders and writes files off the actor, deletes files, logs
-/// events and resumes whoever waits.
+/// app's snapshots, the one switcher snapshot of each (iOS keeps one per app and scene:
+/// each new picture replaces the last, on disk as in memory), and every snapshot taken in
+/// this host's life with the tree it was drawn from. It decides when a picture is taken
+/// (after `didEnterBackground`, after a background fetch's or silent push's completion:
+/// only on the way to or in the background; a picture the user asks for is a screenshot,
+/// drawn by the supervisor and never seen here) and under which policy, and it coalesces
+/// renders: at most one render in flight per app, and behind it only the newest request
+/// (an older one waiting is superseded: it is recorded, with its tree, as taken but not
+/// drawn). A picture whose inputs are those of the app's last drawn one (same tree, policy
+/// and bundle, and nothing read from the bundle) is that file, not a render. The
+/// ``Supervisor`` feeds events and performs the effects: it renders and writes files off
+/// the actor, deletes files and logs events.
 struct SnapshotKeeper: Sendable {
-    /// Snapshot files kept on disk per app (older numbers are pruned).
-    static let snapshotsKept = 10
     /// Taken snapshots remembered per app (with their trees), newest last.
     static let takenKept = 50
 
@@ -34,8 +34,8 @@ struct SnapshotKeeper: Sendable {
         var time: Date
         var bundlePath: String
         var launchImage: String?
-        /// The highest snapshot number an earlier host left on disk (read only while the
-        /// keeper has not numbered this app yet; see ``SnapshotKeeper/numbers(_:)``).
+        /// The number of the switcher snapshot an earlier host left on disk (read only
+        /// while the keeper has not numbered this app yet; see ``SnapshotKeeper/numbers(_:)``).
         var highestOnDisk: Int? = nil
     }
 
@@ -51,8 +51,9 @@ struct SnapshotKeeper: Sendable {
         var time: Date
         var bundlePath: String
         var launchImage: String?
-        /// The app's last drawn picture had the same inputs: copy its PNG (falling back
-        /// to a render if it is gone) and take its rendering as this one's.
+        /// The app's last drawn picture (or another app's, see ``Inputs/sharedKey``) had
+        /// the same inputs: keep or link its PNG (falling back to a render if it is gone)
+        /// and take its rendering as this one's.
         var copy: Copy? = nil
 
         /// Everything the picture depends on besides the host's screen and font.
@@ -94,7 +95,7 @@ struct SnapshotKeeper: Sendable {
 
     /// How a render ended.
     enum RenderOutcome: Sendable {
-        /// Drawn and on disk.
+        /// Drawn and on disk, replacing the app's switcher snapshot.
         case written(SnapshotDrawing, png: String, textLayer: String)
         case failed(String)
     }
@@ -112,26 +113,19 @@ struct SnapshotKeeper: Sendable {
         /// The host answered a service request in `state`: an accepted background fetch
         /// or silent push completion in the background pictures the app.
         case completionReturned(ServiceRequest, reply: ServiceReply, state: AppState, Subject)
-        /// Picture the app now (`apphost snapshot`); `waiter` is resolved with the result.
-        case requested(Subject, reason: String, waiter: Int?)
         /// A ``Effect/render(_:)`` ended, at `time`.
         case renderFinished(app: BundleID, number: Int, RenderOutcome, time: Date)
     }
 
     enum Effect: Sendable, Equatable {
-        /// Draw `job.tree` under `job.policy`, write it as number `job.number`, then feed
-        /// ``Event/renderFinished(app:number:_:time:)``.
+        /// Draw `job.tree` under `job.policy`, write it over the app's switcher snapshot
+        /// (number `job.number`), then feed ``Event/renderFinished(app:number:_:time:)``.
         case render(Job)
-        /// Delete every snapshot file of the app.
+        /// Delete the app's switcher snapshot (under `none`, on uninstall, and a render
+        /// that finished after its app was uninstalled).
         case deleteAll(BundleID)
-        /// Delete the files of one snapshot (a render that finished after its app was uninstalled).
-        case deleteFiles(BundleID, number: Int)
-        /// Delete the app's snapshot files numbered below `keepingFrom`.
-        case prune(BundleID, keepingFrom: Int)
         /// Record a host event (`.snapshot` or `.warning`).
         case log(HostEvent.Kind, app: BundleID, cause: String, time: Date)
-        /// Resume these requesters with the snapshot (nil: none was written).
-        case resolve([Int], SnapshotInfo?)
         /// Nothing is being drawn or waiting to be: resume `waitForSnapshots`.
         case idle
     }
@@ -142,7 +136,7 @@ struct SnapshotKeeper: Sendable {
     private(set) var seeded = false
     /// The next snapshot number of each app.
     private var counters: [BundleID: Int] = [:]
-    /// The latest kept snapshot of each app (in this host's life).
+    /// The switcher snapshot of each app (in this host's life): the last one written.
     private(set) var latest: [BundleID: SnapshotInfo] = [:]
     /// How many snapshots this host has taken (of any app).
     private(set) var serial: UInt64 = 0
@@ -150,23 +144,21 @@ struct SnapshotKeeper: Sendable {
     private(set) var taken: [BundleID: [TakenSnapshot]] = [:]
     /// Per app: the render in flight and the newest request waiting behind it.
     private var work: [BundleID: AppWork] = [:]
-    /// Per app: the last picture drawn and written, with its inputs (while its file is kept).
+    /// Per app: the last picture drawn and written, with its inputs (its switcher snapshot).
     private var lastDrawn: [BundleID: (inputs: Inputs, copy: Copy)] = [:]
     /// The last pictures drawn that depend on nothing of their app's (see
     /// ``Inputs/sharedKey``), newest last, at most ``sharedKept``: another app whose
     /// picture has the same inputs gets a copy of the file and shares the rendering (and
     /// its pixels) instead of drawing it again. A copy whose source file is gone meanwhile
-    /// (pruned, its app uninstalled) falls back to a render.
+    /// (replaced, its app uninstalled) falls back to a render.
     private var sharedDrawn: [(key: Inputs, app: BundleID, copy: Copy)] = []
     static let sharedKept = 8
 
     private struct AppWork: Sendable {
         var inFlight: Job?
-        var inFlightWaiters: [Int] = []
         /// The app was uninstalled while this render ran: its files go when it ends.
         var orphaned = false
         var pending: Job?
-        var pendingWaiters: [Int] = []
     }
 
     /// Nothing drawn or waiting to be.
@@ -199,19 +191,17 @@ struct SnapshotKeeper: Sendable {
             return forget(app)
         case .callbackReturned(let callback, let subject):
             guard callback == .didEnterBackground else { return [] }
-            return request(subject, reason: "didEnterBackground", waiter: nil)
+            return request(subject, reason: "didEnterBackground")
         case .completionReturned(let request, let reply, let state, let subject):
             guard state == .background, case .ok = reply else { return [] }
             switch request {
             case .fetchCompleted:
-                return self.request(subject, reason: "background fetch", waiter: nil)
+                return self.request(subject, reason: "background fetch")
             case .remoteNotificationCompleted:
-                return self.request(subject, reason: "silent push", waiter: nil)
+                return self.request(subject, reason: "silent push")
             default:
                 return []
             }
-        case .requested(let subject, let reason, let waiter):
-            return request(subject, reason: reason, waiter: waiter)
         case .renderFinished(let app, let number, let outcome, let time):
             return finished(app, number: number, outcome, time: time)
         }
@@ -220,7 +210,7 @@ struct SnapshotKeeper: Sendable {
     // MARK: requests
 
     /// A picture of the app is wanted: numbered now, drawn now or after the one in flight.
-    private mutating func request(_ subject: Subject, reason: String, waiter: Int?) -> [Effect] {
+    private mutating func request(_ subject: Subject, reason: String) -> [Effect] {
         var policy = subject.policy
         var why = reason
         // Every snapshot until the app is next active, so a fetch or push refresh after it
@@ -232,9 +222,8 @@ struct SnapshotKeeper: Sendable {
         serial += 1
         let job = Job(app: subject.app, number: nextNumber(subject), serial: serial, tree: subject.tree, policy: policy,
                       reason: why, time: subject.time, bundlePath: subject.bundlePath, launchImage: subject.launchImage)
-        let waiters = waiter.map { [$0] } ?? []
         guard var w = work[subject.app] else {
-            return start(job, waiters: waiters)
+            return start(job)
         }
         var effects: [Effect] = []
         if let older = w.pending {
@@ -242,21 +231,20 @@ struct SnapshotKeeper: Sendable {
             effects += supersede(older, by: job)
         }
         w.pending = job
-        w.pendingWaiters += waiters
         work[subject.app] = w
         return effects
     }
 
     private mutating func nextNumber(_ subject: Subject) -> Int {
-        // Go on after what an earlier host left.
+        // Go on after the picture an earlier host left.
         let n = counters[subject.app] ?? (subject.highestOnDisk ?? 0) + 1
         counters[subject.app] = n + 1
         return n
     }
 
     /// Starts `job` (nothing is in flight for its app): a render, or under `none` the
-    /// deletion of every picture of the app, done at once.
-    private mutating func start(_ job: Job, waiters: [Int]) -> [Effect] {
+    /// deletion of the app's picture, done at once.
+    private mutating func start(_ job: Job) -> [Effect] {
         guard job.policy == .none else {
             var job = job
             if let last = lastDrawn[job.app], last.inputs == job.inputs, job.inputs.isSelfContained {
@@ -264,7 +252,7 @@ struct SnapshotKeeper: Sendable {
             } else if let key = job.inputs.sharedKey, let shared = sharedDrawn.last(where: { $0.key == key }) {
                 job.copy = shared.copy
             }
-            work[job.app] = AppWork(inFlight: job, inFlightWaiters: waiters)
+            work[job.app] = AppWork(inFlight: job)
             return [.render(job)]
         }
         // Nothing kept, and nothing kept from before either.
@@ -274,16 +262,14 @@ struct SnapshotKeeper: Sendable {
                                 png: nil, textLayer: nil, time: job.time)
         latest.removeValue(forKey: job.app)
         record(TakenSnapshot(info: info, tree: job.tree, drawing: nil, serial: job.serial))
-        var effects: [Effect] = [
+        return [
             .deleteAll(job.app),
-            .log(.snapshot, app: job.app, cause: "snapshot \(job.number) not kept (\(job.reason)): policy none; earlier snapshots deleted", time: job.time),
+            .log(.snapshot, app: job.app, cause: "snapshot \(job.number) not kept (\(job.reason)): policy none; the earlier one deleted", time: job.time),
         ]
-        if !waiters.isEmpty { effects.append(.resolve(waiters, info)) }
-        return effects
     }
 
     /// `older` waited behind a render and a newer request came: it is taken (its tree
-    /// recorded) but never drawn; whoever waited for it gets the newer picture.
+    /// recorded) but never drawn.
     private mutating func supersede(_ older: Job, by newer: Job) -> [Effect] {
         let info = SnapshotInfo(bundleIdentifier: older.app, number: older.number, reason: older.reason, policy: older.policy,
                                 png: nil, textLayer: nil, time: older.time)
@@ -299,12 +285,9 @@ struct SnapshotKeeper: Sendable {
         guard let w = work[app], let job = w.inFlight, job.number == number else { return [] }
         var effects: [Effect] = []
         if w.orphaned {
-            // Uninstalled while drawn: nothing of it stays (unless the app is back and
-            // pictured again, only this picture's files go).
-            if case .written = outcome {
-                effects.append(counters[app] == nil && w.pending == nil ? .deleteAll(app) : .deleteFiles(app, number: number))
-            }
-            if !w.inFlightWaiters.isEmpty { effects.append(.resolve(w.inFlightWaiters, nil)) }
+            // Uninstalled while drawn: nothing of it stays (if the app is back and pictured
+            // again, that picture is drawn after this deletion).
+            if case .written = outcome { effects.append(.deleteAll(app)) }
         } else {
             switch outcome {
             case .written(let drawing, let png, let textLayer):
@@ -318,18 +301,15 @@ struct SnapshotKeeper: Sendable {
                     if sharedDrawn.count > Self.sharedKept { sharedDrawn.removeFirst(sharedDrawn.count - Self.sharedKept) }
                 }
                 record(TakenSnapshot(info: info, tree: job.tree, drawing: drawing, serial: job.serial))
-                effects.append(.prune(app, keepingFrom: number - Self.snapshotsKept + 1))
                 effects.append(.log(.snapshot, app: app,
                                     cause: "snapshot \(number) taken (\(job.reason)), policy \(job.policy.rawValue): \(png)", time: job.time))
-                if !w.inFlightWaiters.isEmpty { effects.append(.resolve(w.inFlightWaiters, info)) }
             case .failed(let message):
                 effects.append(.log(.warning, app: app, cause: "snapshot \(number) failed (\(job.reason)): \(message)", time: time))
-                if !w.inFlightWaiters.isEmpty { effects.append(.resolve(w.inFlightWaiters, nil)) }
             }
         }
         work[app] = nil
         if let next = w.pending {
-            effects += start(next, waiters: w.pendingWaiters)
+            effects += start(next)
         }
         if work.isEmpty { effects.append(.idle) }
         return effects
@@ -343,15 +323,12 @@ struct SnapshotKeeper: Sendable {
         sharedDrawn.removeAll { $0.app == app }
         taken.removeValue(forKey: app)
         counters.removeValue(forKey: app)
-        var effects: [Effect] = [.deleteAll(app)]
         if var w = work[app] {
-            if !w.pendingWaiters.isEmpty { effects.append(.resolve(w.pendingWaiters, nil)) }
             w.pending = nil
-            w.pendingWaiters = []
             w.orphaned = true
             work[app] = w
         }
-        return effects
+        return [.deleteAll(app)]
     }
 
     // MARK: helpers
@@ -411,12 +388,19 @@ public struct TakenSnapshot: Sendable {
     }
 
     /// The picture with its pixels, read back from its PNG file: nil when nothing was
-    /// drawn, or the file is gone (the host keeps an app's last
-    /// ``SnapshotKeeper/snapshotsKept``) or cannot be read. Each call reads the file.
+    /// drawn, or the file no longer holds this snapshot (the host keeps one picture per
+    /// app, and a newer one replaces it), or it cannot be read. Each call reads the file.
+    ///
+    /// The PNG is read first and the text layer beside it after: a new picture's text
+    /// layer is written before its PNG is renamed into place, so a PNG read before the
+    /// text layer still names this snapshot is this snapshot's.
     public var rendered: RenderedSnapshot? {
-        guard let drawing, let png = info.png,
+        guard let drawing, let png = info.png, let textLayer = info.textLayer,
               let data = FileManager.default.contents(atPath: png),
-              let image = try? PNGCodec.decode(data) else { return nil }
+              let image = try? PNGCodec.decode(data),
+              let layerData = FileManager.default.contents(atPath: textLayer),
+              let layer = try? WireJSON.decoder().decode(SnapshotTextLayerFile.self, from: layerData),
+              layer.bundleIdentifier == info.bundleIdentifier, layer.number == info.number else { return nil }
         return RenderedSnapshot(image: image, textLayer: drawing.textLayer, warnings: drawing.warnings, policy: drawing.policy)
     }
 }

@@ -2,10 +2,11 @@ import AppHostProtocol
 import Foundation
 import Snapshots
 
-/// `apphost io screenshot` (simctl's `io <device> screenshot`): the screen as the user sees
-/// it now, that is the app in front drawn from its current window. Unlike an app-switcher
-/// snapshot no snapshot policy applies (the screen shows secure fields as the user sees
-/// them: dots) and nothing joins the switcher or the snapshot folders.
+/// `apphost io screenshot` (simctl's `io <device> screenshot`) and `apphost snapshot` of an
+/// app in front: the screen as the user sees it now, that is the app drawn from its
+/// current window. Unlike an app-switcher snapshot no snapshot policy applies (the screen
+/// shows secure fields as the user sees them: bullets) and nothing joins the switcher or
+/// the snapshot folders: on iOS a screenshot the user takes is not a switcher snapshot.
 extension Supervisor {
     /// Screenshots kept in `screenshots/`: the CLI copies its own out at once, so a few
     /// suffice for concurrent callers; older ones are deleted.
@@ -16,17 +17,29 @@ extension Supervisor {
     /// The app in front: active, or inactive in the foreground (launching, or a
     /// system alert over it).
     func frontmostApp() -> BundleID? {
-        processes.ids.sorted().first { id in
-            guard let machine = processes[id]?.machine else { return false }
-            return machine.state == .active || (machine.state == .inactive && machine.placement == .foreground)
-        }
+        processes.ids.sorted().first { isInForeground($0) }
+    }
+
+    /// Whether the app is on the screen: active, or inactive in the foreground.
+    func isInForeground(_ id: BundleID) -> Bool {
+        guard let machine = processes[id]?.machine else { return false }
+        return machine.state == .active || (machine.state == .inactive && machine.placement == .foreground)
     }
 
     /// Draws the app in front and writes the PNG under `screenshots/`.
     public func screenshot() async throws(ControlError) -> ScreenshotInfo {
-        guard let id = frontmostApp(), let row = apps[id], let rt = processes[id] else {
+        guard let id = frontmostApp() else {
             throw ControlError(.notRunning, "no app is in the foreground: the home screen has no picture here "
                 + "(bring one forward with `apphost launch <bundle-id>` or `apphost foreground <bundle-id>`)")
+        }
+        return try await screenshot(of: id)
+    }
+
+    /// Draws `id`'s window as it is now, with no policy, and writes the PNG under
+    /// `screenshots/`; the switcher and its snapshots are not touched.
+    func screenshot(of id: BundleID) async throws(ControlError) -> ScreenshotInfo {
+        guard let row = apps[id], let rt = processes[id] else {
+            throw ControlError(.notRunning, "\(id) is not running: it has no window to picture")
         }
         let tree = rt.viewTree ?? ViewTree()
         let screen = configuration.screen

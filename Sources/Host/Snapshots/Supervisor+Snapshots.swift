@@ -7,18 +7,14 @@ import SystemPackage
 /// (renders off the actor, files, events) and keeps whoever waits.
 struct SnapshotKeeperState {
     var keeper = SnapshotKeeper()
-    /// `snapshot()` callers waiting for their picture, by the token given to the keeper.
-    var requesters: [Int: CheckedContinuation<SnapshotInfo?, Never>] = [:]
-    var nextRequester = 0
     /// `waitForSnapshots` callers.
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
-    /// Per app, the number below which its snapshot folder holds no picture: pruned
-    /// whole at the first prune in this host's life (what an earlier host left); after
-    /// that, a prune deletes only the numbers that fell out since.
-    var prunedBelow: [BundleID: Int] = [:]
+    /// Apps whose snapshot folder has been looked at in this host's life for what an
+    /// earlier version left (numbered pictures, see ``Supervisor/adoptEarlierSnapshots(_:)``).
+    var adopted: Set<BundleID> = []
 }
 
-/// The JSON written beside each PNG.
+/// The JSON written beside the switcher snapshot's PNG.
 struct SnapshotTextLayerFile: Codable {
     var bundleIdentifier: BundleID
     var number: Int
@@ -35,9 +31,12 @@ struct SnapshotWriteError: Error {
 }
 
 extension Supervisor {
-    static var snapshotsKept: Int { SnapshotKeeper.snapshotsKept }
-
     var snapshotsDirectory: String { configuration.stateDirectory + "/snapshots" }
+
+    /// An app's one switcher snapshot: `snapshots/<bundle-id>/switcher.png`, with its text
+    /// layer `switcher.json` beside it. Each new picture replaces both.
+    nonisolated static let switcherPNG = "switcher.png"
+    nonisolated static let switcherTextLayer = "switcher.json"
 
     /// The policy in force for an app: its own, or the host's when stricter.
     func snapshotPolicy(_ id: BundleID) -> SnapshotPolicy {
@@ -81,6 +80,7 @@ extension Supervisor {
     /// and running.
     private func snapshotSubject(_ id: BundleID) -> SnapshotKeeper.Subject? {
         guard let row = apps[id], let rt = processes[id] else { return nil }
+        adoptEarlierSnapshots(id)
         return SnapshotKeeper.Subject(
             app: id, tree: rt.viewTree ?? ViewTree(), policy: snapshotPolicy(id), ignoreUntilActive: rt.ignoreSnapshotsUntilActive,
             time: now(), bundlePath: row.app.bundlePath, launchImage: row.app.manifest.launchImageFile,
@@ -88,8 +88,42 @@ extension Supervisor {
     }
 
     private func highestSnapshotNumberOnDisk(_ id: BundleID) -> Int {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: snapshotsDirectory + "/" + id.rawValue)) ?? []
-        return names.compactMap { Int(($0 as NSString).deletingPathExtension) }.max() ?? 0
+        readTextLayer(snapshotsDirectory + "/" + id.rawValue + "/" + Self.switcherTextLayer)?.number ?? 0
+    }
+
+    private func readTextLayer(_ path: String) -> SnapshotTextLayerFile? {
+        FileManager.default.contents(atPath: path).flatMap { try? WireJSON.decoder().decode(SnapshotTextLayerFile.self, from: $0) }
+    }
+
+    /// Once per app in this host's life, before its folder is read or written: what an
+    /// earlier version of AppHost left there. It numbered every picture (`1.png`, `1.json`,
+    /// ... and a `.spare.json`), the ones `apphost snapshot` took of an active app among
+    /// them. The newest that was taken on the way to the background (any reason but
+    /// `requested`) becomes the switcher snapshot, unless there is one already; every
+    /// numbered file goes. A picture taken on request is never adopted: it was a
+    /// screenshot of the app in front, not what the switcher may show.
+    func adoptEarlierSnapshots(_ id: BundleID) {
+        guard snapshots.adopted.insert(id).inserted else { return }
+        let dir = snapshotsDirectory + "/" + id.rawValue
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        let numbered = names.filter { name in
+            name == ".spare.json" || Int(name.prefix { $0 != "." }) != nil && (name.hasSuffix(".png") || name.hasSuffix(".json") || name.hasSuffix(".png.tmp"))
+        }
+        guard !numbered.isEmpty else { return }
+        if !names.contains(Self.switcherPNG) {
+            let numbers = Set(numbered.compactMap { $0.hasSuffix(".png") ? Int($0.dropLast(4)) : nil }).sorted(by: >)
+            for n in numbers {
+                guard var layer = readTextLayer(dir + "/\(n).json"), !layer.reason.hasPrefix("requested"),
+                      rename(dir + "/\(n).png", dir + "/" + Self.switcherPNG) == 0 else { continue }
+                layer.number = n
+                // Written whole: a failure leaves a PNG without a layer, which reads as an earlier picture.
+                if let data = try? WireJSON.encoder(pretty: true).encode(layer) {
+                    try? Self.writeUnsynced(data, to: dir + "/" + Self.switcherTextLayer)
+                }
+                break
+            }
+        }
+        for name in numbered { _ = unlink(dir + "/" + name) }
     }
 
     /// Performs what the keeper asked for.
@@ -110,17 +144,9 @@ extension Supervisor {
             case .render(let job):
                 startRender(job)
             case .deleteAll(let id):
-                snapshots.prunedBelow.removeValue(forKey: id)
                 try? FileManager.default.removeItem(atPath: snapshotsDirectory + "/" + id.rawValue)
-            case .deleteFiles(let id, let number):
-                let base = snapshotsDirectory + "/" + id.rawValue + "/\(number)"
-                for path in [base + ".png", base + ".png.tmp", base + ".json"] { try? FileManager.default.removeItem(atPath: path) }
-            case .prune(let id, let first):
-                pruneSnapshots(id, keepingFrom: first)
             case .log(let kind, let id, let cause, let time):
                 events.append(kind, app: id, pid: processes[id]?.pid, cause: cause, time: time)
-            case .resolve(let tokens, let info):
-                for token in tokens { snapshots.requesters.removeValue(forKey: token)?.resume(returning: info) }
             case .idle:
                 for w in snapshots.idleWaiters { w.resume() }
                 snapshots.idleWaiters.removeAll()
@@ -142,10 +168,15 @@ extension Supervisor {
         performSnapshots(snapshots.keeper.handle(.renderFinished(app: job.app, number: job.number, outcome, time: now())))
     }
 
-    /// Renders `job`, writes its PNG (complete or not at all) and its text layer.
+    /// Renders `job` and writes it over the app's switcher snapshot: the text layer first,
+    /// then the PNG, which appears complete or not at all (written as `.tmp`, renamed over
+    /// the last one). A reader of an older snapshot that reads the PNG and then finds the
+    /// text layer still naming its number has read its own picture (see
+    /// ``TakenSnapshot/rendered``).
     private nonisolated static func renderAndWrite(_ job: SnapshotKeeper.Job, screen: ScreenSize, directory dir: String) -> SnapshotKeeper.RenderOutcome {
-        let png = dir + "/\(job.number).png"
-        let json = dir + "/\(job.number).json"
+        let png = dir + "/" + switcherPNG
+        let json = dir + "/" + switcherTextLayer
+        let tmp = png + ".tmp"
         do {
             // The app's folder is there after its first picture: one mkdir(2), not
             // FileManager's walk of the path, and the walk only when a parent is missing.
@@ -153,44 +184,53 @@ extension Supervisor {
                 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             }
             let drawing: SnapshotDrawing
-            if let copy = job.copy, linkOrCopy(copy.png, to: png + ".tmp") {
-                // The same inputs as the last picture: the same file, without drawing it.
+            var staged = true
+            if let copy = job.copy, copy.png == png, access(png, F_OK) == 0 {
+                // The same inputs as the app's last picture, which is in place: nothing to write.
+                drawing = copy.drawing
+                staged = false
+            } else if let copy = job.copy, linkOrCopy(copy.png, to: tmp) {
+                // The same inputs as another app's picture: the same file, without drawing it.
                 drawing = copy.drawing
             } else {
                 guard let drawn = try SnapshotRenderer.render(job.tree, screen: screen, policy: job.policy, bundlePath: job.bundlePath,
                                                               launchImage: job.launchImage) else {
                     return .failed("the renderer kept nothing")
                 }
-                try writeUnsynced(PNGCodec.encode(drawn.image), to: png + ".tmp")
+                try writeUnsynced(PNGCodec.encode(drawn.image), to: tmp)
                 // The pixels go with this scope: only the file keeps them.
                 drawing = SnapshotDrawing(drawn)
             }
             let layer = SnapshotTextLayerFile(bundleIdentifier: job.app, number: job.number, reason: job.reason, policy: job.policy,
                                               time: job.time, screen: screen, texts: drawing.textLayer, warnings: drawing.warnings)
-            // WireJSON: the time with its milliseconds, as every other AppHost file.
-            // Into the spare a prune left, where there is one (see `pruneSnapshots`).
-            _ = rename(dir + "/" + Self.spareTextLayer, json)
+            // WireJSON: the time with its milliseconds, as every other AppHost file. The one
+            // file written over each time: no inode per trip home (decision 0041).
             try writeUnsynced(WireJSON.encoder(pretty: true).encode(layer), to: json)
-            // The PNG appears complete or not at all.
-            guard rename(png + ".tmp", png) == 0 else { throw SnapshotWriteError(message: "rename \(png): \(String(cString: strerror(errno)))") }
+            if staged {
+                guard rename(tmp, png) == 0 else {
+                    let reason = String(cString: strerror(errno))
+                    _ = unlink(tmp)
+                    throw SnapshotWriteError(message: "rename \(png): \(reason)")
+                }
+                // A link to the file already in place renames as nothing and stays behind.
+                _ = unlink(tmp)
+            }
             return .written(drawing, png: png, textLayer: json)
         } catch let error as SnapshotWriteError {
             return .failed(error.message)
         } catch {
+            _ = unlink(tmp)
             return .failed("\(error)")
         }
     }
 
-    /// Links (or, across file systems, copies) a kept PNG: a PNG is never written again
-    /// once renamed into place, so its pictures can share the file. False if it cannot
-    /// (it was deleted), and then nothing is left at `to`.
     /// Writes a snapshot file without `fsync`: a snapshot is a cache of what the app
     /// showed (iOS redraws it at the next trip home), and `Data.write` synced every file,
     /// which held the supervisor for an fsync per snapshot on the virtual clock, where
     /// snapshots are drawn in line ([decision 0041](docs/decisions/0041-snapshot-files-unsynced.md)).
     /// The PNG still appears complete or not at all (written as `.tmp`, then renamed).
     ///
-    /// A file written over (the spare text layer) is cut to its new length after the
+    /// A file written over (the text layer) is cut to its new length after the
     /// write, not truncated to nothing at the open: ext4 allocates the blocks of a file
     /// truncated to zero and written again when it is closed (`auto_da_alloc`), which made
     /// that `close` a tenth of the snapshot's cost.
@@ -203,6 +243,9 @@ extension Supervisor {
         }
     }
 
+    /// Links (or, across file systems, copies) a kept PNG: a PNG is never written again
+    /// once renamed into place, so its pictures can share the file. False if it cannot
+    /// (it was deleted), and then nothing is left at `to`.
     private nonisolated static func linkOrCopy(_ from: String, to: String) -> Bool {
         _ = unlink(to)
         if link(from, to) == 0 { return true }
@@ -213,47 +256,6 @@ extension Supervisor {
         } catch {
             try? FileManager.default.removeItem(atPath: to)
             return false
-        }
-    }
-
-    /// The file name a pruned text layer is kept under, for the next snapshot's to be
-    /// written into (no number: every reader of the folder skips it).
-    ///
-    /// On an ext4 file system without a journal (as /tmp here), allocating an inode skips
-    /// every inode freed in the last seconds, reading each one's block: with a snapshot
-    /// made and one pruned per trip home, a new text layer's `open` took about 150 µs, 15 %
-    /// of the supervisor's CPU on the virtual clock. Renamed in and out, the one inode is
-    /// used again. (PNGs are mostly hard links to the last one, which allocate nothing.)
-    nonisolated static let spareTextLayer = ".spare.json"
-
-    private func pruneSnapshots(_ id: BundleID, keepingFrom first: Int) {
-        let dir = snapshotsDirectory + "/" + id.rawValue
-        if let below = snapshots.prunedBelow[id] {
-            for n in below..<max(below, first) {
-                _ = unlink(dir + "/\(n).png")
-                // Kept as the spare (one that was there goes: it was not taken since).
-                if rename(dir + "/\(n).json", dir + "/" + Self.spareTextLayer) != 0 { _ = unlink(dir + "/\(n).json") }
-            }
-            snapshots.prunedBelow[id] = max(below, first)
-            return
-        }
-        snapshots.prunedBelow[id] = first
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] {
-            if let n = Int((name as NSString).deletingPathExtension.components(separatedBy: ".").first ?? ""), n < first {
-                try? FileManager.default.removeItem(atPath: dir + "/" + name)
-            }
-        }
-    }
-
-    /// Pictures the app now; the snapshot once written (or the newer one that replaced
-    /// the request while it waited behind another render), nil if none was.
-    private func requestSnapshot(_ id: BundleID, reason: String) async -> SnapshotInfo? {
-        guard let subject = snapshotSubject(id) else { return nil }
-        let token = snapshots.nextRequester
-        snapshots.nextRequester += 1
-        return await withCheckedContinuation { continuation in
-            snapshots.requesters[token] = continuation
-            performSnapshots(snapshots.keeper.handle(.requested(subject, reason: reason, waiter: token)))
         }
     }
 
@@ -282,13 +284,18 @@ extension Supervisor {
         snapshots.keeper.serial
     }
 
-    /// `apphost snapshot`: an app running code with a window is pictured now; otherwise (a
-    /// suspended app is what the switcher shows) its latest kept snapshot.
+    /// `apphost snapshot`: an app in the foreground with a window is a screenshot, drawn
+    /// now as the screen shows it (``screenshot(of:)``: no policy, written under
+    /// `screenshots/`, number 0, reason `screenshot`); it never becomes or replaces the
+    /// switcher snapshot, as a screenshot the user takes on iOS does not. Any other app
+    /// (on its way home, in the background, suspended, not running) is what the switcher
+    /// shows: its switcher snapshot, with a picture still being drawn finished first.
     public func snapshot(_ id: BundleID) async throws(ControlError) -> SnapshotInfo {
         _ = try installed(id)
-        if processes[id]?.machine.isRunningCode == true, processes[id]?.viewTree != nil {
-            if let info = await requestSnapshot(id, reason: "requested") { return info }
-            throw ControlError(.internalError, "the snapshot of \(id) could not be written (see `apphost events \(id)`)")
+        if isInForeground(id), processes[id]?.viewTree != nil {
+            let shot = try await screenshot(of: id)
+            return SnapshotInfo(bundleIdentifier: id, number: 0, reason: Self.screenshotReason, policy: .default, png: shot.png,
+                                textLayer: nil, time: shot.time)
         }
         // A picture still being drawn (the app just went home) is the one the switcher shows.
         await waitForSnapshots()
@@ -296,18 +303,21 @@ extension Supervisor {
         throw ControlError(.notRunning, "\(id) has no snapshot yet: it has not drawn a window and left the foreground (or its policy is none)")
     }
 
-    /// The latest kept snapshot, from memory or from what an earlier host left on disk.
+    /// The ``SnapshotInfo/reason`` of a picture `apphost snapshot` drew of an app in front.
+    public nonisolated static let screenshotReason = "screenshot"
+
+    /// The app's switcher snapshot, from memory or from what an earlier host left on disk.
     func latestSnapshot(_ id: BundleID) -> SnapshotInfo? {
         if let info = snapshots.keeper.latest[id] { return info }
+        adoptEarlierSnapshots(id)
         let dir = snapshotsDirectory + "/" + id.rawValue
-        let numbers = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [])
-            .filter { $0.hasSuffix(".png") }.compactMap { Int(($0 as NSString).deletingPathExtension) }
-        guard let n = numbers.max() else { return nil }
-        let json = dir + "/\(n).json"
-        let decoder = WireJSON.decoder()
-        let layer = FileManager.default.contents(atPath: json).flatMap { try? decoder.decode(SnapshotTextLayerFile.self, from: $0) }
-        return SnapshotInfo(bundleIdentifier: id, number: n, reason: layer?.reason ?? "earlier", policy: layer?.policy ?? snapshotPolicy(id),
-                            png: dir + "/\(n).png", textLayer: json, time: layer?.time ?? Date(timeIntervalSince1970: 0))
+        let png = dir + "/" + Self.switcherPNG
+        guard access(png, F_OK) == 0 else { return nil }
+        let json = dir + "/" + Self.switcherTextLayer
+        let layer = readTextLayer(json)
+        return SnapshotInfo(bundleIdentifier: id, number: layer?.number ?? 0, reason: layer?.reason ?? "earlier",
+                            policy: layer?.policy ?? snapshotPolicy(id), png: png, textLayer: json,
+                            time: layer?.time ?? Date(timeIntervalSince1970: 0))
     }
 
     /// Takes in, once, the installed apps an earlier host on this state directory left
