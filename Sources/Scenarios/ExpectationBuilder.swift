@@ -81,9 +81,10 @@ struct ExpectationBuilder {
                     a.printed.append(try text(value, "printed"))
                 }
             case "snapshot":
-                let k = try step.keyed(value, "snapshot", known: ["shows", "hides"])
+                let k = try step.keyed(value, "snapshot", known: ["shows", "hides", "leaks"])
                 a.snapshotShows = try k["shows"]?.strings("snapshot.shows") ?? []
                 a.snapshotHides = try k["hides"]?.strings("snapshot.hides") ?? []
+                a.snapshotLeaks = try k["leaks"]?.int("snapshot.leaks", in: 0...10_000)
             case "backgroundRefreshStatus":
                 let s = try value.string(key)
                 guard Self.refreshStatuses.contains(s) else { throw value.error(unknown("status", s, known: Self.refreshStatuses)) }

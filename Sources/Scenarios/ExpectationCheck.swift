@@ -1,6 +1,7 @@
 import AppHostProtocol
 import Foundation
 import Host
+import Snapshots
 
 /// Checks an expectation at the host's present time; with `within`, moves the virtual
 /// clock on in small steps until it holds or the time is up.
@@ -78,7 +79,7 @@ struct ExpectationCheck {
                 return .init(expected: "\(a.alias) printed a line \(match)", seen: log.isEmpty ? "it printed nothing" : "its last lines: \(last)")
             }
         }
-        if !a.snapshotShows.isEmpty || !a.snapshotHides.isEmpty {
+        if !a.snapshotShows.isEmpty || !a.snapshotHides.isEmpty || a.snapshotLeaks != nil {
             await supervisor.waitForSnapshots()
             guard let taken = await supervisor.takenSnapshots(id).last else {
                 return .init(expected: "a snapshot of \(a.alias)", seen: "none taken")
@@ -93,6 +94,19 @@ struct ExpectationCheck {
             }
             for s in a.snapshotHides where texts.contains(where: { $0.contains(s) }) {
                 return .init(expected: "snapshot \(taken.info.number) of \(a.alias) hides \"\(s)\"", seen: "it shows it: \(all)")
+            }
+            if let count = a.snapshotLeaks {
+                let expected = "snapshot \(taken.info.number) of \(a.alias) with \(count) leak(s)"
+                guard let rendered = taken.rendered else {
+                    return .init(expected: expected, seen: "its picture cannot be read back (replaced by a newer one, or gone)")
+                }
+                let bundle = await supervisor.list().first { $0.bundleIdentifier == id }?.bundlePath
+                let screen = await supervisor.configuration.screen
+                let leaks = PrivacyInspector.inspect(tree: taken.tree, snapshot: rendered, screen: screen, bundlePath: bundle)
+                if leaks.count != count {
+                    let seen = leaks.map { "\($0.kind) of \($0.view)" }.joined(separator: "; ")
+                    return .init(expected: expected, seen: "\(leaks.count)\(leaks.isEmpty ? "" : ": " + seen)")
+                }
             }
         }
         if let refresh = a.backgroundRefreshStatus {

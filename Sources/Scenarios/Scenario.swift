@@ -127,6 +127,9 @@ public struct Expectation: Sendable, Equatable {
         /// The app's last snapshot's text layer shows each of `shows` and none of `hides`.
         public var snapshotShows: [String] = []
         public var snapshotHides: [String] = []
+        /// How many leaks `apphost privacy-check`'s inspector finds in the app's last
+        /// snapshot (text or pixels of a privacy-sensitive view or a secure field).
+        public var snapshotLeaks: Int?
         public var backgroundRefreshStatus: String?
     }
 
