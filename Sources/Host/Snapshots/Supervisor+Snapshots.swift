@@ -197,6 +197,9 @@ extension Supervisor {
                                                               launchImage: job.launchImage) else {
                     return .failed("the renderer kept nothing")
                 }
+                // A new file: a `.tmp` a crash left between a link and its rename may be
+                // another app's picture, which a write into it would change.
+                _ = unlink(tmp)
                 try writeUnsynced(PNGCodec.encode(drawn.image), to: tmp)
                 // The pixels go with this scope: only the file keeps them.
                 drawing = SnapshotDrawing(drawn)
