@@ -101,6 +101,18 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
     /// Apple does not publish RAM sizes). Memory pressure is the apps' footprints against
     /// it; `"memory": {"device": ...}` in the host config overrides it.
     public var deviceMemory: UInt64
+    /// Whether region and significant-change events relaunch an app the user force-quit
+    /// (before the user opens it again). The sources differ by release (IOS-MODEL §1.13):
+    /// iOS 26 does not (Apple developer forums thread 826964: "user-terminated apps do not
+    /// receive SLC until reopened/rebooted"; regions likewise); earlier releases did
+    /// (Apple, `startMonitoringSignificantLocationChanges()`: "if your app is subsequently
+    /// terminated, the system automatically relaunches the app"). `ios13` (iOS 13 and
+    /// later, the default) follows the newest; `ios6` and `ios7` relaunch.
+    /// `"rules": {"locationRelaunchAfterUserTerminate": true}` in --config overrides.
+    public var locationRelaunchAfterUserTerminate: Bool
+
+    /// Where ``locationRelaunchAfterUserTerminate`` comes from, as `profile show` prints it.
+    public static let locationRelaunchNote = "region and significant-change events relaunch an app the user force-quit: earlier releases did (Apple, startMonitoringSignificantLocationChanges); iOS 26 does not until the user opens it (Apple forums 826964)"
 
     /// Every budget key, in table order.
     public static var keys: [BudgetKey] { BudgetKey.allCases }
@@ -110,8 +122,9 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
                 expirationWarning: Double = 5, heartbeatInterval: Double = 5,
                 wake: Double = 10, audioIdle: Double = 10, voipReport: Double = 7,
                 fetchMinimum: Double = 900, fetchCoalescing: Double = 300, silentPushesPerHour: Double = 3,
-                processing: Double = 300, deviceMemory: UInt64 = 3 << 30) {
+                processing: Double = 300, deviceMemory: UInt64 = 3 << 30, locationRelaunchAfterUserTerminate: Bool = false) {
         self.deviceMemory = deviceMemory
+        self.locationRelaunchAfterUserTerminate = locationRelaunchAfterUserTerminate
         self.fetchMinimum = fetchMinimum
         self.fetchCoalescing = fetchCoalescing
         self.silentPushesPerHour = silentPushesPerHour
@@ -131,9 +144,9 @@ public struct BudgetProfile: Codable, Sendable, Equatable {
     }
 
     /// iOS 6 and earlier: about 600 s of background time; 1 GiB, an iPhone 5.
-    public static let ios6 = BudgetProfile(name: "ios6", backgroundTask: 600, deviceMemory: 1 << 30)
+    public static let ios6 = BudgetProfile(name: "ios6", backgroundTask: 600, deviceMemory: 1 << 30, locationRelaunchAfterUserTerminate: true)
     /// iOS 7 to 12: 180 s; 2 GiB, an iPhone 6s.
-    public static let ios7 = BudgetProfile(name: "ios7", backgroundTask: 180, deviceMemory: 2 << 30)
+    public static let ios7 = BudgetProfile(name: "ios7", backgroundTask: 180, deviceMemory: 2 << 30, locationRelaunchAfterUserTerminate: true)
     /// iOS 13 and later: about 30 s (the default); 3 GiB, an iPhone XR.
     public static let ios13 = BudgetProfile(name: "ios13", backgroundTask: 30, deviceMemory: 3 << 30)
 

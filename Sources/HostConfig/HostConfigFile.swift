@@ -48,6 +48,9 @@ public struct HostConfigFile: Sendable, Equatable {
     public var memory = MemorySettings()
     /// The bounds of the apps' logs (default: the host's).
     public var logs = LogSettings()
+    /// `"rules": {"locationRelaunchAfterUserTerminate": true}`: rules whose sources differ
+    /// by iOS release (``BudgetProfile/locationRelaunchAfterUserTerminate``). Nil: the profile's.
+    public var locationRelaunchAfterUserTerminate: Bool?
 
     /// Reads and checks a config file; errors name the file and key.
     public static func load(path: String) throws(BudgetError) -> HostConfigFile {
@@ -104,6 +107,19 @@ public struct HostConfigFile: Sendable, Equatable {
                 file.namespaces = flag
             case "memory":
                 file.memory = try MemorySettings.parse(value, path: path)
+            case "rules":
+                guard let rules = value as? [String: Any] else { throw BudgetError(message: "\(path): rules: expected an object") }
+                for (k, v) in rules {
+                    switch k {
+                    case "locationRelaunchAfterUserTerminate":
+                        guard let flag = v as? Bool else {
+                            throw BudgetError(message: "\(path): rules.locationRelaunchAfterUserTerminate: expected true or false")
+                        }
+                        file.locationRelaunchAfterUserTerminate = flag
+                    default:
+                        throw BudgetError(message: "\(path): rules.\(k): unknown rule (known: locationRelaunchAfterUserTerminate)")
+                    }
+                }
             case "logs":
                 file.logs = try LogSettings.parse(value, path: path)
             case "budgets":
@@ -125,7 +141,7 @@ public struct HostConfigFile: Sendable, Equatable {
                     }
                 }
             default:
-                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, audioSink, backgroundRefresh, transfers, snapshots, limits, identities, namespaces, memory, logs)")
+                throw BudgetError(message: "\(path): unknown key \"\(key)\" (known: profile, budgets, rules, audioSink, backgroundRefresh, transfers, snapshots, limits, identities, namespaces, memory, logs)")
             }
         }
         return file
@@ -139,6 +155,10 @@ public struct HostConfigFile: Sendable, Equatable {
         }
         if let overrides = file?.budgets, !overrides.isEmpty {
             for (k, v) in overrides { p[k] = v }
+            p.name = "\(name)+config"
+        }
+        if let relaunch = file?.locationRelaunchAfterUserTerminate, relaunch != p.locationRelaunchAfterUserTerminate {
+            p.locationRelaunchAfterUserTerminate = relaunch
             p.name = "\(name)+config"
         }
         try p.validate()

@@ -185,8 +185,8 @@ extension LocationPlugin {
         case .always:
             if info.state != .notRunning {
                 ctx.emit(.deliver(app: app, event, wake: .wake, because: "region or significant-change monitoring (always-authorized)"))
-            } else if ctx.state(MonitoringState.self).apps[app]?.userTerminated == true {
-                ctx.emit(.note(app: app, "\(event.name) not delivered: the user terminated the app; location events relaunch it only after the user opens it again"))
+            } else if ctx.state(MonitoringState.self).apps[app]?.userTerminated == true, !ctx.profile.locationRelaunchAfterUserTerminate {
+                ctx.emit(.note(app: app, "\(event.name) not delivered: the user terminated the app; location events relaunch it only after the user opens it again (profile \(ctx.profile.name))"))
             } else {
                 ctx.emit(.deliver(app: app, event, wake: .launch(.location), because: "region or significant-change monitoring (always-authorized)"))
             }

@@ -110,6 +110,8 @@ extension AppHostCommand {
                 print(table(header, rows))
                 print("device memory: " + profiles.map { "\($0.name) \(ByteCountText.format($0.deviceMemory))" }.joined(separator: ", ")
                       + " (AppHost's own figures, iPhones of each era; `\"memory\": {\"device\": ...}` in --config overrides)")
+                print("location relaunch after a user force-quit: " + profiles.map { "\($0.name) \($0.locationRelaunchAfterUserTerminate ? "yes" : "no")" }.joined(separator: ", ")
+                      + " (\(BudgetProfile.locationRelaunchNote); `\"rules\": {\"locationRelaunchAfterUserTerminate\": true}` in --config overrides)")
             }
         }
     }

@@ -78,6 +78,26 @@ struct BudgetConfigTests {
         #expect(throws: BudgetError.self) { try load(#"{"namespaces": "off"}"#) }
     }
 
+    @Test func theLocationRelaunchRuleIsTheProfilesAndAConfigOverridesIt() throws {
+        #expect(BudgetProfile.ios13.locationRelaunchAfterUserTerminate == false, "iOS 26 does not relaunch")
+        #expect(BudgetProfile.ios7.locationRelaunchAfterUserTerminate && BudgetProfile.ios6.locationRelaunchAfterUserTerminate)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rules-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("config.json")
+        func load(_ json: String) throws -> HostConfigFile {
+            try Data(json.utf8).write(to: file)
+            return try HostConfigFile.load(path: file.path)
+        }
+        let on = try load(#"{"rules": {"locationRelaunchAfterUserTerminate": true}}"#)
+        let resolved = try HostConfigFile.resolve(profile: nil, file: on)
+        #expect(resolved.locationRelaunchAfterUserTerminate && resolved.name == "ios13+config")
+        #expect(try HostConfigFile.resolve(profile: "ios7", file: try load("{}")).locationRelaunchAfterUserTerminate)
+        #expect(throws: BudgetError.self) { try load(#"{"rules": {"locationRelaunchAfterUserTerminate": "yes"}}"#) }
+        #expect(throws: BudgetError.self) { try load(#"{"rules": {"relaunch": true}}"#) }
+        #expect(throws: BudgetError.self) { try load(#"{"rules": true}"#) }
+    }
+
     @Test func configFileKeysAreBudgetKeys() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("budgetkey-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
