@@ -79,7 +79,7 @@ extension AppHostCommand {
                 """)
         @Flag(name: .long, help: "Launch into the background (notRunning → background) instead of the foreground.")
         var background = false
-        @Flag(name: .long, help: "Terminate the app first if it is running (otherwise a running app is only brought to the foreground and keeps its arguments).")
+        @Flag(name: .long, help: "Terminate the app first if it is running (otherwise a running app is only brought to the foreground; other arguments for it are refused).")
         var terminateRunningProcess = false
         @Flag(name: [.customLong("console"), .customLong("console-pty")],
               help: "Print the app's output as it writes it and return when it exits.")
@@ -110,8 +110,8 @@ extension AppHostCommand {
                                                          arguments: arguments, terminateRunning: terminateRunningProcess)).checked()
                 guard case .launched(let id, let pid, let wasRunning) = r else { throw unexpected(r) }
                 if wasRunning {
-                    let note = arguments.isEmpty ? "" : "; arguments ignored (use --terminate-running-process to relaunch with them)"
-                    FileHandle.standardError.write(Data("apphost: \(id) was already running\(note)\n".utf8))
+                    // The host refuses other arguments for a running app: these are its own.
+                    FileHandle.standardError.write(Data("apphost: \(id) was already running\n".utf8))
                 }
                 print("\(id): \(pid)")
                 fflush(nil)

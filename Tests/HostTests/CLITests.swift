@@ -253,11 +253,15 @@ struct CLITests {
                 #expect(r.stderr.contains("com.cli.nope"), "\(verb): \(r.stderr)")
             }
 
-            // launch of a running app keeps its process and says arguments are ignored;
-            // --terminate-running-process relaunches with them.
+            // launch of a running app with other arguments is refused (exit 1), naming
+            // --terminate-running-process, which relaunches with them; the process stays.
             let again = await s.run("launch", id, "--", "--on", "active", "print:relaunched")
-            #expect(launchedPID(again.stdout, id: id) == pid, "same process: \(again.stdout)")
+            #expect(again.status == 1, "exit \(again.status): \(again.stderr)")
             #expect(again.stderr.contains("already running") && again.stderr.contains("--terminate-running-process"), "\(again.stderr)")
+            #expect(processExists(pid), "the running process is left as it was")
+            // Without arguments: brought to the front, the same process.
+            let toFront = await s.run("launch", id)
+            #expect(launchedPID(toFront.stdout, id: id) == pid, "same process: \(toFront.stdout) \(toFront.stderr)")
             let relaunch = await s.run("launch", "--terminate-running-process", id, "--", "--on", "active", "print:relaunched")
             let newPID = try #require(launchedPID(relaunch.stdout, id: id), "relaunch printed: \(relaunch.stdout) \(relaunch.stderr)")
             #expect(newPID != pid)

@@ -391,8 +391,13 @@ public struct ControlServer: Sendable {
                                                       terminateRunning: terminateRunning)
                 return .launched(bundleIdentifier: id, pid: pid, wasRunning: wasRunning)
             case .foreground(let id):
-                try await supervisor.foreground(id)
-                return .ok(message: "\(id) is coming to the foreground")
+                switch try await supervisor.foreground(id) {
+                case .resumed:
+                    return .ok(message: "\(id) is coming to the foreground")
+                case .launchedFromSwitcher(let pid):
+                    return .ok(message: "\(id) was not running (the system ended it; its card is in the app switcher): "
+                               + "launched it cold with the arguments of its last launch, as tapping its card does: \(id): \(pid)")
+                }
             case .background(let id):
                 try await supervisor.background(id)
                 return .ok(message: "\(id) is going home")

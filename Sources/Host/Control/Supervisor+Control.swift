@@ -134,6 +134,16 @@ extension Supervisor {
             await waitForExit(id)
         }
         if let rt = processes[id], rt.machine.isRunning {
+            // A running app keeps its process and the arguments it was started with (a tap on
+            // its icon brings it to the front). Other arguments would be silently lost:
+            // refused, naming the way to relaunch with them.
+            let running = rt.machine.launchOptions.arguments
+            if !arguments.isEmpty, arguments != running {
+                throw ControlError(.alreadyRunning, "\(id) is already running (pid \(rt.pid.map(String.init) ?? "?")) "
+                    + "with \(running.isEmpty ? "no arguments" : "other arguments (\(running.joined(separator: " ")))"); "
+                    + "its arguments cannot change: add --terminate-running-process to relaunch it with these, "
+                    + "or `apphost foreground \(id)` to bring it to the front as it is")
+            }
             if !background { try await foreground(id) }
             guard let pid = rt.pid else { throw ControlError(.alreadyRunning, "\(id) is already launching") }
             return .running(pid)
@@ -304,23 +314,34 @@ extension Supervisor {
         return .success(messageID)
     }
 
+    /// What ``foreground(_:)`` did.
+    public enum Foregrounded: Sendable, Equatable {
+        /// The running app came to the front.
+        case resumed
+        /// It was not running but had a card in the app switcher (the system ended it):
+        /// launched cold with the arguments of its last launch, as tapping the card does.
+        case launchedFromSwitcher(pid: Int32)
+    }
+
     /// Makes `id` the active app, sending the previously active app home.
-    public func foreground(_ id: BundleID) async throws(ControlError) {
+    @discardableResult
+    public func foreground(_ id: BundleID) async throws(ControlError) -> Foregrounded {
         _ = try installed(id)
         guard let rt = processes[id], rt.machine.isRunning else {
             // In the app switcher (jetsam or a crash ended it, not the user): tapping it
             // launches it cold, with the arguments of its last launch, as iOS does.
             if snapshots.keeper.switcher.contains(id) {
-                _ = try await launch(id, background: false, arguments: memory.device.coldLaunchArguments(id))
-                return
+                let pid = try await launch(id, background: false, arguments: memory.device.coldLaunchArguments(id))
+                return .launchedFromSwitcher(pid: pid)
             }
-            throw ControlError(.notRunning, "\(id) is not running (start it with `apphost launch \(id)`)")
+            throw ControlError(.notRunning, "\(id) is not running and has no card in the app switcher (start it with `apphost launch \(id)`)")
         }
         let mark = recordingMark()
         sendOthersHome(except: id)
         processes.watch(id, for: .front)
         feed(id, .foreground)
         try await checkRecorded(since: mark, "came to the foreground", id)
+        return .resumed
     }
 
     /// Home button for `id`.
