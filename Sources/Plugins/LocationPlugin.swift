@@ -256,8 +256,8 @@ public struct LocationPlugin: BackgroundModePlugin {
         for app in ctx.sortedApps.map(\.bundleIdentifier) where ctx.state(State.self).managers[app]?.updating == true {
             if deliver(fix, to: app, ctx) { updated.insert(app) }
         }
-        monitoringMoved(to: fix, updated: updated, in: ctx)
-        return updated.count
+        // Apps woken or launched for a region crossing or a significant change count too.
+        return updated.union(monitoringMoved(to: fix, updated: updated, in: ctx)).count
     }
 
     /// Delivers a fix to an updating, authorized app if the rules allow; true if sent.

@@ -130,7 +130,11 @@ extension LocationPlugin {
 
     /// A new position: region crossings and significant changes for every monitoring app.
     /// `updated` holds the apps the fix already reached as a standard update.
-    func monitoringMoved(to fix: LocationFix, updated: Set<BundleID>, in ctx: ModeContext) {
+    /// Returns the apps a region or significant-change event was sent to (woken or
+    /// launched for it, or running).
+    @discardableResult
+    func monitoringMoved(to fix: LocationFix, updated: Set<BundleID>, in ctx: ModeContext) -> Set<BundleID> {
+        var reached: Set<BundleID> = []
         for (app, m) in ctx.state(MonitoringState.self).apps.sorted(by: { $0.key < $1.key }) where ctx.apps[app] != nil {
             for watched in m.regions.values.sorted(by: { $0.region.identifier < $1.region.identifier }) {
                 let inside = watched.region.contains(fix)
@@ -139,25 +143,28 @@ extension LocationPlugin {
                 // A first position only tells the side: iOS reports crossings, not where the device is.
                 guard watched.inside != nil else { continue }
                 guard inside ? watched.region.notifyOnEntry : watched.region.notifyOnExit else { continue }
-                deliverMonitored(.locationRegionCrossed(watched.region, entered: inside), to: app, ctx)
+                if deliverMonitored(.locationRegionCrossed(watched.region, entered: inside), to: app, ctx) { reached.insert(app) }
             }
-            if m.significant { significantMove(fix, app, alreadyDelivered: updated.contains(app), ctx) }
+            if m.significant, significantMove(fix, app, alreadyDelivered: updated.contains(app), ctx) { reached.insert(app) }
         }
+        return reached
     }
 
-    private func significantMove(_ fix: LocationFix, _ app: BundleID, alreadyDelivered: Bool, _ ctx: ModeContext) {
-        guard let m = ctx.state(MonitoringState.self).apps[app] else { return }
-        if let last = m.lastSignificant, LocationMonitoringBounds.distance(last, fix) < LocationMonitoringBounds.significantDistance { return }
+    /// True if the fix was sent for a significant change.
+    @discardableResult
+    private func significantMove(_ fix: LocationFix, _ app: BundleID, alreadyDelivered: Bool, _ ctx: ModeContext) -> Bool {
+        guard let m = ctx.state(MonitoringState.self).apps[app] else { return false }
+        if let last = m.lastSignificant, LocationMonitoringBounds.distance(last, fix) < LocationMonitoringBounds.significantDistance { return false }
         if let at = m.lastSignificantAt, ctx.now - at < LocationMonitoringBounds.significantInterval {
-            guard !m.significantTimer else { return }
+            guard !m.significantTimer else { return false }
             ctx.update(MonitoringState.self) { $0.apps[app]?.significantTimer = true }
             ctx.emit(.startTimer(app: app, timer: PluginTimer(mode, Self.significantTimer),
                                  after: LocationMonitoringBounds.significantInterval - (ctx.now - at)))
-            return
+            return false
         }
         recordSignificant(fix, app, ctx)
-        if alreadyDelivered { return }
-        deliverMonitored(.locationUpdate([fix]), to: app, ctx)
+        if alreadyDelivered { return false }
+        return deliverMonitored(.locationUpdate([fix]), to: app, ctx)
     }
 
     /// The interval since the last significant-change update has passed: the fix now, if
@@ -178,22 +185,29 @@ extension LocationPlugin {
     /// Delivers a monitoring event under iOS's conditions: always authorization wakes a
     /// suspended app and relaunches a terminated one (not one the user force-quit);
     /// when-in-use reaches it only in the foreground.
-    private func deliverMonitored(_ event: ServiceEvent, to app: BundleID, _ ctx: ModeContext) {
-        guard let info = ctx.apps[app] else { return }
+    /// True if the event was sent (to a running app, or one woken or launched for it).
+    @discardableResult
+    private func deliverMonitored(_ event: ServiceEvent, to app: BundleID, _ ctx: ModeContext) -> Bool {
+        guard let info = ctx.apps[app] else { return false }
         let auth = Self.authorization(app, ctx)
         switch auth {
         case .always:
             if info.state != .notRunning {
                 ctx.emit(.deliver(app: app, event, wake: .wake, because: "region or significant-change monitoring (always-authorized)"))
+                return true
             } else if ctx.state(MonitoringState.self).apps[app]?.userTerminated == true, !ctx.profile.locationRelaunchAfterUserTerminate {
                 ctx.emit(.note(app: app, "\(event.name) not delivered: the user terminated the app; location events relaunch it only after the user opens it again (profile \(ctx.profile.name))"))
+                return false
             } else {
                 ctx.emit(.deliver(app: app, event, wake: .launch(.location), because: "region or significant-change monitoring (always-authorized)"))
+                return true
             }
         case .whenInUse where info.isForeground:
             ctx.emit(.deliver(app: app, event, wake: .ifRunning, because: "in the foreground (when-in-use)"))
+            return true
         default:
             ctx.emit(.note(app: app, "\(event.name) not delivered: \(auth == .whenInUse ? "when-in-use authorization reaches the app only while it is in use" : "no location authorization (\(auth.rawValue))")"))
+            return false
         }
     }
 

@@ -48,6 +48,16 @@ struct LocationMonitoringTests {
         #expect(delivered(exit).map(\.0) == ["didExitRegion(office)"])
     }
 
+    @Test func theAnswerCountsAnAppWokenForARegionCrossing() throws {
+        let h = hub()
+        _ = h.command(.locationSet(home), at: .zero)
+        _ = h.request(.locationMonitorRegion(region()), from: "a", at: .zero)
+        _ = h.appMoved("a", from: .active, to: .suspended, runningCode: false, at: .seconds(1))
+        let (answer, fx) = h.command(.locationSet(near), at: .seconds(2))
+        #expect(delivered(fx).map(\.0) == ["didEnterRegion(office)"])
+        #expect(try answer.get().contains("delivered to 1 app(s)"), "the woken app is counted: \(answer)")
+    }
+
     @Test func registeringInsideARegionSendsNoEntry() {
         let h = hub()
         _ = h.command(.locationSet(near), at: .zero)
