@@ -40,3 +40,24 @@ struct StoreBundleIDTests {
         }
     }
 }
+
+/// `reports` of every app lists them by time, and reports of one instant in the order
+/// they were written (jetsam's kills at one virtual time), never by their ids.
+@Suite("Store: report order")
+struct StoreReportOrderTests {
+    @Test func reportsOfOneInstantComeInTheOrderTheyWereWritten() throws {
+        let dir = try TempDir("reportorder")
+        defer { dir.remove() }
+        let store = try Store(path: dir.path + "/apphost.sqlite")
+        let instant = Date(timeIntervalSince1970: 1_735_689_602)
+        func report(_ app: String, _ time: Date) -> TerminationReport {
+            TerminationReport(id: "\(app)-\(Int(time.timeIntervalSince1970 * 1000))-1", bundleIdentifier: BundleID(stringLiteral: app), pid: 1,
+                              time: time, exceptionType: "EXC_RESOURCE", exitStatus: nil, signal: 9, signalName: "SIGKILL",
+                              terminationNamespace: "JETSAM", terminationCode: nil, reason: "jetsam", backgroundTasks: [], lastStates: [])
+        }
+        // Killed in this order at one instant; the ids sort the other way.
+        for app in ["com.z.news", "com.m.maps", "com.a.mail"] { try store.saveReport(report(app, instant)) }
+        try store.saveReport(report("com.a.first", instant.addingTimeInterval(-1)))
+        #expect(try store.reports(bundleIdentifier: nil).map(\.bundleIdentifier.rawValue) == ["com.a.first", "com.z.news", "com.m.maps", "com.a.mail"])
+    }
+}

@@ -571,13 +571,16 @@ public final class Store: Sendable {
     }
 
     /// Termination reports, oldest first, optionally for one app.
+    /// Termination reports, oldest first; reports of one instant (jetsam's kills at one
+    /// virtual time) in the order they were written, not by their ids (which begin with
+    /// the bundle id: that listed them by app).
     public func reports(bundleIdentifier: BundleID?) throws -> [TerminationReport] {
         try pool.read { db in
             let rows: [Row]
             if let id = bundleIdentifier {
-                rows = try Row.fetchAll(db, sql: "SELECT json FROM report WHERE bundleIdentifier = ? ORDER BY time, id", arguments: [id.rawValue])
+                rows = try Row.fetchAll(db, sql: "SELECT json FROM report WHERE bundleIdentifier = ? ORDER BY time, rowid", arguments: [id.rawValue])
             } else {
-                rows = try Row.fetchAll(db, sql: "SELECT json FROM report ORDER BY time, id")
+                rows = try Row.fetchAll(db, sql: "SELECT json FROM report ORDER BY time, rowid")
             }
             return try rows.map { row in
                 let text: String = row["json"]
