@@ -432,6 +432,18 @@ extension EventLogTests {
         #expect(try Frame.encode(ControlResponse.appStatus(status)).count < 64 << 10)
     }
 
+    @Test func anEventLinesTimeIsTheMillisecondOtherOutputsShow() throws {
+        // Times read back from the log: every millisecond of a second, parsed as the
+        // reader parses them, print as `status` prints them (rounded, never a ms early).
+        for ms in 0..<1000 {
+            let text = String(format: "2026-11-29T21:35:06.%03dZ", ms)
+            let time = try #require(Timestamp.parse(text))
+            let line = EventFormatter.line(HostEvent(seq: 1, time: time, kind: .service, cause: "x"))
+            #expect(line.hasPrefix(String(format: "21:35:06.%03d  ", ms)), "\(text): \(line)")
+            #expect(Timestamp.format(time) == text)
+        }
+    }
+
     @Test func aReportTooLargeForAFrameIsCut() throws {
         let tasks = (1...300).map { HeldTaskRecord(id: BackgroundTaskID($0), name: String(repeating: "t", count: 4000), age: 1) }
         let report = TerminationReport(id: "r", bundleIdentifier: "com.a", pid: 1, time: Date(), exceptionType: "EXIT",

@@ -14,6 +14,13 @@ extension Supervisor {
         }
     }
 
+    /// The pid of `app`'s process while it has one: an event about an app that is not
+    /// running (a refused push, a note) names no pid, not that of its dead process.
+    func livePID(_ app: BundleID) -> Int32? {
+        guard let rt = processes[app], rt.machine.isRunning else { return nil }
+        return rt.pid
+    }
+
     func performMode(_ effect: ModeEffect) {
         switch effect {
         case .deliver(let app, let event, let wake, let because):
@@ -31,37 +38,37 @@ extension Supervisor {
                 feed(app, .deliver(event, wake: true, launch: launch))
                 return
             }
-            events.append(.service, app: app, pid: processes[app]?.pid, cause: "\(event.name) (\(because))", time: now())
+            events.append(.service, app: app, pid: livePID(app), cause: "\(event.name) (\(because))", time: now())
             feed(app, .deliver(event, wake: wake != .ifRunning, launch: launch))
         case .beginActivity(let app, let name):
             guard processes[app]?.machine.isRunning == true, processes[app]?.machine.activities.contains(name) == false else { return }
-            events.append(.service, app: app, pid: processes[app]?.pid, cause: "activity began: \(name) (keeps the app running in the background)", time: now())
+            events.append(.service, app: app, pid: livePID(app), cause: "activity began: \(name) (keeps the app running in the background)", time: now())
             feed(app, .activityBegan(name))
         case .endActivity(let app, let name):
             guard processes[app]?.machine.activities.contains(name) == true else { return }
-            events.append(.service, app: app, pid: processes[app]?.pid, cause: "activity ended: \(name)", time: now())
+            events.append(.service, app: app, pid: livePID(app), cause: "activity ended: \(name)", time: now())
             feed(app, .activityEnded(name))
         case .kill(let app, let namespace, let code, let reason):
             guard processes[app]?.machine.isRunning == true else { return }
-            events.append(.warning, app: app, pid: processes[app]?.pid, cause: "killing: \(reason)", time: now())
+            events.append(.warning, app: app, pid: livePID(app), cause: "killing: \(reason)", time: now())
             feed(app, .modeViolation(Lifecycle.TerminationRecord(namespace: namespace, code: code, reason: reason)))
         case .startTimer(let app, let timer, let after):
             startHostTimer(.plugin(timer), app: app, after: after)
         case .cancelTimer(let app, let timer):
             cancelHostTimer(.plugin(timer), app: app)
         case .used(let app, let mode, let what):
-            events.append(.modeUsed, app: app, pid: processes[app]?.pid, cause: what, mode: mode, time: now())
+            events.append(.modeUsed, app: app, pid: livePID(app), cause: what, mode: mode, time: now())
         case .refused(let app, let mode, let what):
-            events.append(.modeRefused, app: app, pid: processes[app]?.pid,
+            events.append(.modeRefused, app: app, pid: livePID(app),
                           cause: "\(what): needs \"\(mode.rawValue)\" in UIBackgroundModes", mode: mode, time: now())
         case .refusedBecause(let app, let mode, let what, let because):
-            events.append(.modeRefused, app: app, pid: processes[app]?.pid, cause: "\(what): \(because)", mode: mode, time: now())
+            events.append(.modeRefused, app: app, pid: livePID(app), cause: "\(what): \(because)", mode: mode, time: now())
         case .note(let app, let text):
-            events.append(.service, app: app, pid: app.flatMap { processes[$0]?.pid }, cause: text, time: now())
+            events.append(.service, app: app, pid: app.flatMap { livePID($0) }, cause: text, time: now())
         case .typedNote(let app, let text, let fields):
-            events.append(.service, app: app, pid: app.flatMap { processes[$0]?.pid }, cause: text, fields: fields, time: now())
+            events.append(.service, app: app, pid: app.flatMap { livePID($0) }, cause: text, fields: fields, time: now())
         case .typedUse(let app, let mode, let what, let fields):
-            events.append(.modeUsed, app: app, pid: processes[app]?.pid, cause: what, mode: mode, fields: fields, time: now())
+            events.append(.modeUsed, app: app, pid: livePID(app), cause: what, mode: mode, fields: fields, time: now())
         case .audio(let app, let output):
             guard configuration.audioSink == .wav else { return }
             do {

@@ -691,7 +691,10 @@ public final class EventLogPast: Sequence, Sendable {
 public enum EventFormatter {
     /// `21:35:06.123  com.example.plain  inactive → background  (home button)`.
     public static func line(_ e: HostEvent) -> String {
-        let time = e.time.formatted(.iso8601.time(includingFractionalSeconds: true).timeSeparator(.colon))
+        // The time of day of `Timestamp.format`, which rounds to the millisecond as every
+        // other AppHost output does (`status`'s since): Foundation's style truncates, and a
+        // time read back from the log (.123 as 0.12299…) printed a millisecond early.
+        let time = String(Timestamp.format(e.time).dropFirst(11).prefix(12))
         let app = e.bundleIdentifier?.rawValue ?? "host"
         let pid = e.pid.map { "[\($0)]" } ?? ""
         switch e.kind {
