@@ -14,7 +14,8 @@ public enum TerminationCode: UInt32, Codable, Sendable, CaseIterable {
     case backgroundTaskTimeout = 0x2182bad2
     /// A background URL session did not complete in time.
     case backgroundURLSessionTimeout = 0x2182bad3
-    /// A background fetch did not complete in time.
+    /// A background fetch (or a background notification's fetch completion) did not
+    /// complete in time.
     case backgroundFetchTimeout = 0x2182bad4
     /// Thermal event.
     case coolOff = 0xc00010ff
@@ -31,7 +32,7 @@ public enum TerminationCode: UInt32, Codable, Sendable, CaseIterable {
         case .userForceQuit: "the user terminated an app that did not respond to willTerminate"
         case .backgroundTaskTimeout: "a background task did not complete in time"
         case .backgroundURLSessionTimeout: "background URL session events were not completed in time"
-        case .backgroundFetchTimeout: "a background fetch did not call its completion in time"
+        case .backgroundFetchTimeout: "a background fetch or a background notification did not call its completion in time"
         case .coolOff: "thermal event"
         }
     }
@@ -45,7 +46,7 @@ public enum TerminationCode: UInt32, Codable, Sendable, CaseIterable {
         case .userForceQuit: "return from willTerminate promptly"
         case .backgroundTaskTimeout: "end background tasks before their time runs out"
         case .backgroundURLSessionTimeout: "call the stored completion handler after urlSessionDidFinishEvents"
-        case .backgroundFetchTimeout: "call the fetch completion handler within the fetch budget"
+        case .backgroundFetchTimeout: "call the fetch completion handler (performFetch's, or didReceiveRemoteNotification's) within its budget"
         case .coolOff: "reduce work under thermal pressure"
         }
     }

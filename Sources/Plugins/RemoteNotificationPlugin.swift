@@ -251,7 +251,14 @@ public struct RemoteNotificationPlugin: BackgroundModePlugin {
               ctx.state(State.self).apps[app]?.outstanding[id] != nil else { return }
         ctx.update(State.self) { _ = $0.apps[app]?.outstanding.removeValue(forKey: id) }
         Self.remember(id, .budgetExpired, app: app, ctx)
-        ctx.emit(.kill(app: app, namespace: "RUNNINGBOARD", code: .watchdog,
+        // The same code as a fetch's: a background notification's handler runs under the
+        // same "Background Content Fetching" assertion (reason backgroundContentFetching,
+        // permittedBackgroundDuration 30 s, in an iOS 7 crash log: gist d108/7841283), and
+        // Apple's "EXC_CRASH (SIGKILL)" names 0x2182bad4 for "a background fetch failing to
+        // complete in time". (iOS 7 logged that assertion's end as 0x8badf00d, "active
+        // assertions beyond permitted time".) Apple's handler doc: call the block "or your
+        // app will be terminated".
+        ctx.emit(.kill(app: app, namespace: "RUNNINGBOARD", code: .backgroundFetchTimeout,
                        reason: "didReceiveRemoteNotification did not call its completion handler within the push budget of \(DurationText.format(ctx.profile.silentPush))"))
     }
 
