@@ -15,10 +15,21 @@ struct BLEWorld: PluginState {
         /// Stopped by going to the background without `bluetooth-peripheral`.
         var paused: Bool
     }
+    /// One app's scan: its service filter and what it has discovered since it started.
+    struct Scan: Sendable, Equatable {
+        /// The service UUIDs it scans for (nil: everything).
+        var filter: [String]?
+        /// Peripherals already reported to it in this scan. Without
+        /// `CBCentralManagerScanOptionAllowDuplicatesKey` (not modelled: its default,
+        /// false) "the central coalesces multiple discoveries of the same peripheral into a
+        /// single discovery event" (Apple, CBCentralManagerScanOptionAllowDuplicatesKey),
+        /// and in the background the key is ignored anyway: once per peripheral per scan.
+        var discovered: Set<String> = []
+    }
     /// Simulated peripherals by id.
     var peripherals: [String: BLEPeripheral] = [:]
-    /// Scanning apps and their service filter (nil: everything).
-    var scanners: [BundleID: [String]?] = [:]
+    /// Scanning apps and their scans.
+    var scanners: [BundleID: Scan] = [:]
     /// Connections: app → peripheral ids.
     var connections: [BundleID: Set<String>] = [:]
     /// Apps advertising as peripherals.
@@ -42,7 +53,7 @@ struct BLEWorld: PluginState {
         BLEWorldListing(
             peripherals: visible(excluding: nil),
             pausedAdvertisers: advertisers.filter(\.value.paused).keys.sorted(),
-            scanners: scanners.sorted { $0.key < $1.key }.map { .init(bundleIdentifier: $0.key, services: $0.value) },
+            scanners: scanners.sorted { $0.key < $1.key }.map { .init(bundleIdentifier: $0.key, services: $0.value.filter) },
             connections: connections.sorted { $0.key < $1.key }.filter { !$0.value.isEmpty }
                 .map { .init(bundleIdentifier: $0.key, peripherals: $0.value.sorted()) })
     }
@@ -54,21 +65,34 @@ enum BLE {
     @discardableResult
     static func announce(_ peripheral: BLEPeripheral, _ ctx: ModeContext, excluding: BundleID? = nil) -> Int {
         var n = 0
-        for (app, filter) in ctx.state(BLEWorld.self).scanners.sorted(by: { $0.key < $1.key }) where app != excluding {
-            if discover(peripheral, app: app, filter: filter, ctx) { n += 1 }
+        for app in ctx.state(BLEWorld.self).scanners.keys.sorted() where app != excluding {
+            if discover(peripheral, app: app, ctx) { n += 1 }
         }
         return n
     }
 
-    /// Applies the central rules to one discovery: in the foreground any match of the
-    /// filter (nil matches all); in the background only with `bluetooth-central` and a
-    /// non-nil filter that matches (as iOS), delivered even to a suspended app.
+    /// Offers every peripheral in range to `app`'s scan (those it has discovered in this
+    /// scan already are not reported again); returns how many it discovered.
     @discardableResult
-    static func discover(_ p: BLEPeripheral, app: BundleID, filter: [String]?, _ ctx: ModeContext) -> Bool {
-        guard let info = ctx.apps[app], info.state != .notRunning else { return false }
+    static func discoverInRange(app: BundleID, _ ctx: ModeContext) -> Int {
+        ctx.state(BLEWorld.self).visible(excluding: app).reduce(0) { $0 + (discover($1, app: app, ctx) ? 1 : 0) }
+    }
+
+    /// Applies the central rules to one discovery for `app`'s scan: in the foreground
+    /// any match of the filter (nil matches all); in the background only with
+    /// `bluetooth-central` and a non-nil filter that matches (as iOS), delivered even to
+    /// a suspended app. A peripheral the scan has reported already is not reported again
+    /// (``BLEWorld/Scan/discovered``); one it could not hear stays undiscovered, so it is
+    /// found once the app can hear again (``BluetoothCentralPlugin/appMoved(_:from:to:in:)``).
+    @discardableResult
+    static func discover(_ p: BLEPeripheral, app: BundleID, _ ctx: ModeContext) -> Bool {
+        guard let info = ctx.apps[app], info.state != .notRunning,
+              let scan = ctx.state(BLEWorld.self).scanners[app], !scan.discovered.contains(p.id) else { return false }
+        let filter = scan.filter
         let matches = filter.map { f in p.services.contains { s in f.contains(BLEWorld.normalize(s)) } } ?? true
         guard matches else { return false }
         if info.isForeground {
+            ctx.update(BLEWorld.self) { _ = $0.scanners[app]?.discovered.insert(p.id) }
             ctx.emit(.deliver(app: app, .bleDiscovered(p), wake: .ifRunning, because: "scanning in the foreground"))
             return true
         }
@@ -80,6 +104,7 @@ enum BLE {
             ctx.emit(.note(app: app, "BLE discovery of \(p.id) not delivered: a scan without a service filter finds nothing in the background"))
             return false
         }
+        ctx.update(BLEWorld.self) { _ = $0.scanners[app]?.discovered.insert(p.id) }
         ctx.emit(.used(app: app, mode: .bluetoothCentral, "BLE discovery of \(p.id) in the background"))
         ctx.emit(.deliver(app: app, .bleDiscovered(p), wake: .wake, because: "bluetooth-central: matching service in the background"))
         return true
@@ -125,14 +150,14 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
         guard let info = ctx.apps[app] else { return nil }
         switch request {
         case .bleScan(let services):
+            // A new scan (as a second scanForPeripherals call replaces the first): what is
+            // in range is discovered again.
             let filter = services.map { $0.map(BLEWorld.normalize) }
-            ctx.update(BLEWorld.self) { $0.scanners[app] = .some(filter) }
+            ctx.update(BLEWorld.self) { $0.scanners[app] = BLEWorld.Scan(filter: filter) }
             if !info.isForeground && !info.declares(.bluetoothCentral) {
                 ctx.emit(.refused(app: app, mode: mode, "BLE scan in the background"))
             }
-            for p in ctx.state(BLEWorld.self).visible(excluding: app) {
-                BLE.discover(p, app: app, filter: filter, ctx)
-            }
+            BLE.discoverInRange(app: app, ctx)
             return .ok
         case .bleStopScan:
             ctx.update(BLEWorld.self) { _ = $0.scanners.removeValue(forKey: app) }
@@ -217,9 +242,21 @@ public struct BluetoothCentralPlugin: BackgroundModePlugin {
         }
     }
 
+    /// Going home: said what the scan will not hear. Coming to the front: the scan
+    /// hears everything again, so every peripheral in range that matches it and that it
+    /// has not discovered yet is discovered now, those that came into range while it
+    /// could not hear them included (Apple, "Core Bluetooth Background Processing for iOS
+    /// Apps": a foreground-only app "is unable to perform Bluetooth-related tasks, nor is
+    /// it aware of any Bluetooth-related events until it resumes to the foreground").
     public func appMoved(_ app: BundleID, from: AppState, to: AppState, in ctx: ModeContext) {
-        guard to == .background, from == .inactive || from == .active,
-              let filter = ctx.state(BLEWorld.self).scanners[app] else { return }
+        let front: Set<AppState> = [.active, .inactive]
+        guard let scan = ctx.state(BLEWorld.self).scanners[app] else { return }
+        if front.contains(to), !front.contains(from) {
+            BLE.discoverInRange(app: app, ctx)
+            return
+        }
+        guard to == .background, front.contains(from) else { return }
+        let filter = scan.filter
         if ctx.apps[app]?.declares(.bluetoothCentral) != true {
             ctx.emit(.refused(app: app, mode: mode, "BLE scan continued into the background"))
         } else if filter == nil {

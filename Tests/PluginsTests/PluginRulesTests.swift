@@ -157,6 +157,65 @@ struct PluginRulesTests {
         #expect(refused(fx) == ["nomode:bluetooth-central"])
     }
 
+    func discoveries(_ fx: [ModeEffect]) -> [String] {
+        fx.compactMap { effect -> String? in
+            guard case .deliver(let app, .bleDiscovered(let p), let wake, _) = effect else { return nil }
+            return "\(app) \(p.id) \(wake)"
+        }
+    }
+
+    func goHome(_ h: ModeHub, _ id: BundleID, at t: Duration = .zero) {
+        _ = h.appMoved(id, from: .active, to: .inactive, runningCode: true, at: t)
+        _ = h.appMoved(id, from: .inactive, to: .background, runningCode: true, at: t)
+        _ = h.appMoved(id, from: .background, to: .suspended, runningCode: false, at: t)
+    }
+
+    func comeToFront(_ h: ModeHub, _ id: BundleID, at t: Duration) -> [ModeEffect] {
+        h.appMoved(id, from: .suspended, to: .background, runningCode: true, at: t)
+            + h.appMoved(id, from: .background, to: .inactive, runningCode: true, at: t)
+            + h.appMoved(id, from: .inactive, to: .active, runningCode: true, at: t)
+    }
+
+    /// Issue 33, point 8: a foreground scan finds what is in range, peripherals that came
+    /// while the app could not hear them included, and nothing it already found.
+    @Test func peripheralsAddedWhileAtHomeAreDiscoveredOnComingToTheFront() {
+        let h = hub(app("nomode"), app("nilfilter", modes: [.bluetoothCentral]), app("filtered", modes: [.bluetoothCentral]))
+        _ = h.command(.bleAdd(BLEPeripheral(id: "early", services: ["180D"])), at: .zero)
+        _ = h.request(.bleScan(services: ["180D"]), from: "nomode", at: .zero)
+        _ = h.request(.bleScan(services: nil), from: "nilfilter", at: .zero)
+        _ = h.request(.bleScan(services: ["180D"]), from: "filtered", at: .zero)
+        for id: BundleID in ["nomode", "nilfilter", "filtered"] { goHome(h, id) }
+        let (_, added) = h.command(.bleAdd(BLEPeripheral(id: "hrm", services: ["180D"])), at: .seconds(1))
+        #expect(discoveries(added) == ["filtered hrm wake"], "only a filtered scan with the mode hears it at home")
+        _ = h.command(.bleAdd(BLEPeripheral(id: "thermo", services: ["1809"])), at: .seconds(2))
+        // Back in front: what is in range and matches, once; never "early" again.
+        #expect(discoveries(comeToFront(h, "nomode", at: .seconds(3))) == ["nomode hrm ifRunning"])
+        #expect(discoveries(comeToFront(h, "nilfilter", at: .seconds(3))) == ["nilfilter hrm ifRunning", "nilfilter thermo ifRunning"])
+        #expect(discoveries(comeToFront(h, "filtered", at: .seconds(3))).isEmpty, "it discovered hrm at home already")
+        // Added in front: discovered at once, once, even when announced again.
+        let (_, later) = h.command(.bleAdd(BLEPeripheral(id: "late", services: ["180D"], rssi: -70)), at: .seconds(4))
+        #expect(discoveries(later) == ["filtered late ifRunning", "nilfilter late ifRunning", "nomode late ifRunning"])
+        let (_, again) = h.command(.bleAdd(BLEPeripheral(id: "late", services: ["180D"], rssi: -40)), at: .seconds(5))
+        #expect(discoveries(again).isEmpty, "no duplicate discovery in the same scan")
+        #expect(discoveries(h.command(.bleLoad([BLEPeripheral(id: "late", services: ["180D"])]), at: .seconds(6)).1).isEmpty)
+    }
+
+    @Test func aScanReportsAPeripheralOnceUntilANewScanStarts() {
+        let h = hub(app("c"))
+        _ = h.command(.bleAdd(BLEPeripheral(id: "hrm", services: ["180D"])), at: .zero)
+        #expect(discoveries(h.request(.bleScan(services: nil), from: "c", at: .zero).1) == ["c hrm ifRunning"])
+        let (reply, again) = h.command(.bleAdd(BLEPeripheral(id: "hrm", services: ["180D"], rssi: -45)), at: .milliseconds(500))
+        #expect(discoveries(again).isEmpty, "announced again: coalesced into the discovery it had")
+        #expect((try? reply.get())?.hasSuffix("discovered by 0 scanning app(s)") == true)
+        goHome(h, "c")
+        #expect(discoveries(comeToFront(h, "c", at: .seconds(1))).isEmpty, "nothing new came")
+        #expect(discoveries(h.request(.bleScan(services: ["180d"]), from: "c", at: .seconds(2)).1) == ["c hrm ifRunning"], "a new scan starts afresh")
+        _ = h.request(.bleStopScan, from: "c", at: .seconds(3))
+        goHome(h, "c", at: .seconds(3))
+        _ = h.command(.bleAdd(BLEPeripheral(id: "thermo", services: ["1809"])), at: .seconds(4))
+        #expect(discoveries(comeToFront(h, "c", at: .seconds(5))).isEmpty, "a stopped scan finds nothing")
+    }
+
     @Test func notificationsWakeASuspendedCentralOnlyWithTheMode() {
         let h = hub(app("c", modes: [.bluetoothCentral]), app("n"))
         _ = h.command(.bleAdd(BLEPeripheral(id: "hr", services: ["180D"])), at: .zero)
