@@ -85,29 +85,114 @@ struct TransferBrokerTests {
         #expect(b.snapshots(Self.app, Self.session).map(\.taskIdentifier) == [1])
     }
 
-    @Test func aSuspendedAppGetsOneRoundOfEventsForTheTransfersThatFinishMeanwhile() {
+    static func download(_ n: Int) -> ServiceRequest {
+        .urlSessionStartTask(session: session, kind: .download, url: "http://h/f/\(n)", method: "GET", headers: [:], uploadFile: nil)
+    }
+
+    static let ok = TransferOutcome.completed(status: 200, bytes: 10)
+
+    /// Issue 33, point 4: iOS resumes (or relaunches) the app for a background session
+    /// "when all of the tasks associated with a session are complete" (Apple, "Downloading
+    /// files in the background"; Quinn, developer.apple.com/forums/thread/14854: "Eventually
+    /// all the tasks complete and nsurlsessiond resumes your app"), not per transfer.
+    @Test func aSuspendedAppIsWokenOnceWhenTheSessionsTasksAreAllComplete() {
         var (b, ids) = Self.broker(tasks: 3)
         let suspended = Self.world(.suspended)
-        var fx = b.handle(.finished(id: ids[0], outcome: .completed(status: 200, bytes: 10)), world: suspended)
+        var fx = b.handle(.finished(id: ids[0], outcome: Self.ok), world: suspended)
+        #expect(Self.delivered(fx).isEmpty, "two tasks still run: no wake")
+        #expect(!fx.contains { if case .handOver = $0 { true } else { false } })
+        fx = b.handle(.finished(id: ids[1], outcome: .failed(code: "timedOut", reason: "slow")), world: suspended)
+        #expect(Self.delivered(fx).isEmpty)
+        #expect(b.records[ids[0]]?.stage == .waitingForSession && b.rounds.isEmpty)
+        fx = b.handle(.finished(id: ids[2], outcome: Self.ok), world: suspended)
         #expect(fx.contains(.handOver(path: b.records[ids[0]]!.job.destination, app: Self.app)))
         #expect(Self.delivered(fx) == ["handleEventsForBackgroundURLSession/launch(urlSessionEvents)",
-                                       "didFinishDownloadingTo/wake", "didCompleteWithError/wake"])
+                                       "didFinishDownloadingTo/wake", "didCompleteWithError/wake", "didCompleteWithError/wake",
+                                       "didFinishDownloadingTo/wake", "didCompleteWithError/wake"], "one wake, every transfer's events, in task order")
         #expect(fx.contains(.mode(.beginActivity(app: Self.app, name: "URLSession events s"))))
-        // Woken, running for the round: the second transfer joins it, no second wake.
-        fx = b.handle(.finished(id: ids[1], outcome: .failed(code: "timedOut", reason: "slow")), world: Self.world(.background))
-        #expect(Self.delivered(fx) == ["didCompleteWithError/wake"])
-        fx = b.callbackReturned(Self.finished(1), app: Self.app, world: Self.world(.background))
-        #expect(fx == [.deleteTransfers([ids[0]]), .daemon(.acknowledge(id: ids[0]))], "the round still waits for task 2")
-        fx = b.callbackReturned(.urlSessionDidComplete(session: Self.session, taskIdentifier: 2, errorCode: "timedOut", errorReason: "slow"),
-                                app: Self.app, world: Self.world(.background))
+        let background = Self.world(.background)
+        fx = b.callbackReturned(Self.finished(1), app: Self.app, world: background)
+        #expect(fx == [.deleteTransfers([ids[0]]), .daemon(.acknowledge(id: ids[0]))], "the round still waits for tasks 2 and 3")
+        _ = b.callbackReturned(.urlSessionDidComplete(session: Self.session, taskIdentifier: 2, errorCode: "timedOut", errorReason: "slow"),
+                               app: Self.app, world: background)
+        fx = b.callbackReturned(Self.finished(3), app: Self.app, world: background)
         #expect(Self.delivered(fx) == ["urlSessionDidFinishEvents/wake"])
         #expect(fx.last == .startRoundTimer(app: Self.app, session: Self.session))
-        // Finished after urlSessionDidFinishEvents: waits for the completion, then opens the next round.
-        fx = b.handle(.finished(id: ids[2], outcome: .completed(status: 200, bytes: 10)), world: Self.world(.background))
+        // A task made during the wake, finished after urlSessionDidFinishEvents: it waits for
+        // the completion, then (its session's tasks all complete) opens the next round.
+        _ = Self.settle(&b, b.request(Self.download(4), id: 60, from: Self.app, world: background))
+        let fourth = b.id(app: Self.app, session: Self.session, task: 4)!
+        fx = b.handle(.finished(id: fourth, outcome: Self.ok), world: background)
         #expect(Self.delivered(fx).isEmpty)
-        fx = b.request(.urlSessionEventsCompleted(session: Self.session), id: 50, from: Self.app, world: Self.world(.background))
+        fx = b.request(.urlSessionEventsCompleted(session: Self.session), id: 50, from: Self.app, world: Self.world(.suspended))
         #expect(fx.prefix(3) == [.reply(app: Self.app, request: 50, .ok), .cancelRoundTimer(app: Self.app, session: Self.session),
                                  .mode(.endActivity(app: Self.app, name: "URLSession events s"))])
+        #expect(Self.delivered(fx) == ["handleEventsForBackgroundURLSession/launch(urlSessionEvents)", "didFinishDownloadingTo/wake", "didCompleteWithError/wake"])
+    }
+
+    /// A round of many transfers puts at most ``TransferBroker/roundWindow`` transfers'
+    /// events in the app's hands, and sends the next as each is returned.
+    @Test func aLargeRoundIsSentAWindowAtATime() {
+        let count = TransferBroker.roundWindow + 44
+        var (b, ids) = Self.broker(tasks: count)
+        var wakes = 0
+        var sent = 0
+        for id in ids {
+            let fx = b.handle(.finished(id: id, outcome: .failed(code: "timedOut", reason: "slow")), world: Self.world(.suspended))
+            wakes += Self.delivered(fx).filter { $0.hasPrefix("handleEvents") }.count
+            sent += Self.delivered(fx).filter { $0.hasPrefix("didComplete") }.count
+        }
+        #expect(wakes == 1 && sent == TransferBroker.roundWindow)
+        var finishEvents = 0
+        for n in 1...count {
+            let fx = b.callbackReturned(.urlSessionDidComplete(session: Self.session, taskIdentifier: TransferTaskID(n), errorCode: "timedOut", errorReason: "slow"),
+                                        app: Self.app, world: Self.world(.background))
+            sent += Self.delivered(fx).filter { $0.hasPrefix("didComplete") }.count
+            finishEvents += Self.delivered(fx).filter { $0.hasPrefix("urlSessionDidFinishEvents") }.count
+            #expect(sent - n <= TransferBroker.roundWindow)
+            #expect(!Self.delivered(fx).contains { $0.hasPrefix("handleEvents") })
+        }
+        #expect(sent == count && finishEvents == 1)
+    }
+
+    /// Events that waited while the app was away reach it when it comes to the front,
+    /// with no wake and no handleEvents…; those not sent yet when it leaves again wait for
+    /// the session's tasks to be complete.
+    @Test func eventsThatWaitedGoToTheAppInFrontAndWaitAgainWhenItLeaves() {
+        let count = TransferBroker.roundWindow + 10
+        var (b, ids) = Self.broker(tasks: count + 1)
+        for id in ids.prefix(count) { _ = b.handle(.finished(id: id, outcome: Self.ok), world: Self.world(.suspended)) }
+        var fx = b.appCameToFront(Self.app, world: Self.world(.active))
+        #expect(Self.delivered(fx).count == 2 * TransferBroker.roundWindow)
+        #expect(Set(Self.delivered(fx).map { $0.split(separator: "/").last! }) == ["ifRunning"])
+        #expect(b.callbackReturned(Self.finished(1), app: Self.app, world: Self.world(.active)).filter { if case .mode = $0 { true } else { false } }.count == 2,
+                "one returned, the next sent")
+        fx = b.appLeftFront(Self.app, world: Self.world(.background))
+        #expect(fx.isEmpty && b.rounds.isEmpty, "task \(count + 1) still runs")
+        #expect(b.records.values.filter { $0.stage == .waitingForSession }.count == count - TransferBroker.roundWindow - 1)
+        fx = b.handle(.finished(id: ids[count], outcome: Self.ok), world: Self.world(.suspended))
+        #expect(Self.delivered(fx).first == "handleEventsForBackgroundURLSession/launch(urlSessionEvents)")
+        #expect(Self.delivered(fx).count == 1 + 2 * (count - TransferBroker.roundWindow))
+    }
+
+    /// A system kill with tasks still running: the finished ones wait on, and the
+    /// session's end launches the app for all of them.
+    @Test func anAppEndedBySystemIsLaunchedOnceTheSessionsTasksAreComplete() {
+        var (b, ids) = Self.broker(tasks: 2)
+        _ = b.handle(.finished(id: ids[0], outcome: Self.ok), world: Self.world(.suspended))
+        #expect(b.appExited(Self.app, byUser: false).isEmpty)
+        #expect(b.records[ids[0]]?.stage == .waitingForSession)
+        let fx = b.handle(.finished(id: ids[1], outcome: Self.ok), world: Self.world(.notRunning))
+        #expect(Self.delivered(fx) == ["handleEventsForBackgroundURLSession/launch(urlSessionEvents)"]
+                + Array(repeating: ["didFinishDownloadingTo/wake", "didCompleteWithError/wake"], count: 2).flatMap { $0 })
+    }
+
+    /// Background App Refresh turned off cancels the last running (discretionary) task:
+    /// the session's tasks are complete, and the app is woken for those that finished.
+    @Test func aSystemCancelOfTheLastRunningTaskReleasesTheOthers() {
+        var (b, ids) = Self.broker(tasks: 2)
+        _ = b.handle(.finished(id: ids[0], outcome: Self.ok), world: Self.world(.suspended))
+        let fx = b.systemCancelled(Self.app, reason: .backgroundUpdatesDisabled, only: { $0.id == ids[1] }, world: Self.world(.suspended))
         #expect(Self.delivered(fx).first == "handleEventsForBackgroundURLSession/launch(urlSessionEvents)")
     }
 
@@ -189,8 +274,9 @@ struct TransferBrokerTests {
         // The new daemon says ready: the conditions, then every job it has not accepted.
         #expect(b.handle(.ready(pid: 10, unfinished: 2), world: Self.world(.notRunning)).dropFirst()
             == [.sendConditions] + jobs.map { .daemon(.enqueue($0)) })
-        // A transfer that finished while no app ran: a background launch.
-        let fx = b.handle(.finished(id: ids[0], outcome: .completed(status: 200, bytes: 10)), world: Self.world(.notRunning))
+        // Transfers that finished while no app ran: a background launch once both have.
+        #expect(Self.delivered(b.handle(.finished(id: ids[0], outcome: .completed(status: 200, bytes: 10)), world: Self.world(.notRunning))).isEmpty)
+        let fx = b.handle(.finished(id: ids[1], outcome: .completed(status: 200, bytes: 10)), world: Self.world(.notRunning))
         #expect(Self.delivered(fx).first == "handleEventsForBackgroundURLSession/launch(urlSessionEvents)")
         // Numbers go on from the restored counter, ids above the restored ones.
         _ = Self.settle(&b, b.request(.urlSessionStartTask(session: Self.session, kind: .download, url: "http://h/3", method: "GET", headers: [:], uploadFile: nil),

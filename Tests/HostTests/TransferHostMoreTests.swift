@@ -197,6 +197,52 @@ struct TransferHostMoreTests {
         try await server.stop()
     }
 
+    /// Issue 33, point 4: iOS resumes the app for a background session "when all of the
+    /// tasks associated with a session are complete" (Apple, "Downloading files in the
+    /// background"; Quinn, developer.apple.com/forums/thread/14854: "Eventually all the
+    /// tasks complete and nsurlsessiond resumes your app"), once, not per finished batch.
+    @Test(.tags(.virtualClock)) func manyDownloadsWakeTheSuspendedAppOnce() async throws {
+        let count = 12
+        let server = try await startServer()
+        for n in 1...count { server.serve("/f/\(n)", resource: .generated(size: 16 << 10, seed: UInt64(n))) }
+        // The last download is held mid-body until the test lets it go: the others all
+        // finish while it runs, whatever the machine's speed.
+        server.serve("/f/\(count)", resource: .generated(size: 64 << 10, seed: 99))
+        server.inject("/f/\(count)", [.holdAfter(bytes: 16 << 10)])
+        try await withHost(label: "txw", clock: .virtual, configure: patientLaunch) { host in
+            let id = try await host.installProbe("com.txm.once")
+            await daemonReady(host)
+            try await device(host, network: DeviceNetwork.none)
+            _ = try await host.supervisor.launch(id, background: false, arguments: [
+                "--on", "launch", "url-session:s", "--on", "launch", "downloads:s:\(count):\(server.url("/f/{n}"))",
+            ])
+            await waiting(host, id, ["no network"], nth: count)
+            try await host.supervisor.background(id)
+            await returned(host, id, "didEnterBackground")
+            _ = try await host.supervisor.advanceClock(by: .zero)
+            #expect(try await host.supervisor.status(id).first?.state == .suspended)
+            try await device(host, network: .wifi)
+            await event(host, id, "the finished transfers but the held one", nth: count - 1) { $0.transfer == .finished }
+            await server.waitUntilHeld("/f/\(count)")
+            // A wake would have been decided in the same step as the last finished note.
+            let early = await host.events(id)
+            #expect(!early.contains { $0.kind == .signal && $0.cause.hasPrefix("SIGCONT") }, "woken while a task still ran")
+            #expect(!early.contains { $0.kind == .callback && $0.callback?.hasPrefix("handleEvents") == true })
+            #expect(try await host.supervisor.status(id).first?.state == .suspended)
+            server.release("/f/\(count)")
+            await returned(host, id, "urlSessionDidFinishEvents(s)")
+            let all = await host.events(id)
+            #expect(all.filter { $0.kind == .signal && $0.cause.hasPrefix("SIGCONT") }.count == 1, "one wake")
+            #expect(all.filter { $0.kind == .callback && $0.callback == "handleEventsForBackgroundURLSession(s)" }.count == 1)
+            let completed = all.filter { $0.kind == .callback && $0.success != nil }
+            #expect(Set(completed.compactMap(\.transferTask?.rawValue)) == Set(1...count))
+            #expect(completed.allSatisfy { $0.success == true })
+            for task in 1..<count { #expect(try download(host, id, task: task).count == 16 << 10) }
+            #expect(try download(host, id, task: count).count == 64 << 10)
+        }
+        try await server.stop()
+    }
+
     /// Scripts the app's next launches: the host relaunches an app in the background with
     /// no arguments, so the probe reads them from its container.
     func saveProbeArguments(_ host: TestHost, _ id: BundleID, _ arguments: [String]) throws {

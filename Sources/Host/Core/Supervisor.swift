@@ -624,6 +624,12 @@ public actor Supervisor {
                 performMode(modes.appExited(id, byUser: machine?.lastTermination == .user, at: hostNow()))
             } else {
                 if from == .suspended { transfersAppRunsAgain(id) }
+                let inFront: (AppState) -> Bool = { $0 == .active || $0 == .inactive }
+                if inFront(to) && !inFront(from) {
+                    transfersAppCameToFront(id)
+                } else if inFront(from) && !inFront(to) {
+                    transfersAppLeftFront(id)
+                }
                 performMode(modes.appMoved(id, from: from, to: to, runningCode: machine?.isRunningCode ?? false, at: hostNow()))
             }
             for waiter in waiters.entered(to, by: id) { waiter.resume() }

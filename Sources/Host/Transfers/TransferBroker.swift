@@ -4,12 +4,16 @@ import Plugins
 
 /// A transfer the host mediates: what the app asked for and how far it got.
 struct TransferRecord: Equatable {
-    /// `pending`: finished, its events wait for the app to recreate the session;
-    /// `nextRound`: finished while its session's round was closing, it opens the next one.
+    /// `inFlight`: not finished; `waitingForSession`: finished while the app was not in
+    /// front, its events wait for the session's other tasks (iOS wakes the app once they
+    /// are all complete, see ``TransferBroker/releaseWaiting(_:world:)``) or for the app
+    /// to come to the front; `inRound`: in a round, its events not sent yet (a round sends
+    /// ``TransferBroker/roundWindow`` transfers' at a time); `delivering`: sent;
+    /// `nextRound`: finished while its session's round was closing, it goes to the next one;
     /// `pending`: its events wait for the app to make its session again (a new process);
     /// `heldWhileSuspended`: for the suspended process to run again (sessionSendsLaunchEvents
     /// false: neither a launch nor a resume for them).
-    enum Stage: Equatable { case inFlight, pending, heldWhileSuspended, nextRound, delivering }
+    enum Stage: Equatable { case inFlight, waitingForSession, inRound, pending, heldWhileSuspended, nextRound, delivering }
     var job: TransferJob
     /// Written to the host's database (the daemon hears of a job only once it is).
     var durable = true
@@ -27,12 +31,24 @@ struct TransferRecord: Equatable {
     var cancelWhenReady: Bool?
 }
 
-/// One wake (or background launch) of an app for a session's events, as iOS batches
-/// them: `handleEventsForBackgroundURLSession`, the events of every transfer of the
-/// session that finishes meanwhile, then `urlSessionDidFinishEvents` once the app has
-/// returned them all; transfers finishing after that wait for the app's completion
-/// and open the next round.
+/// One wake (or background launch) of an app for a session's events, once the
+/// session's tasks are all complete (as iOS: see ``TransferBroker/releaseWaiting(_:world:)``):
+/// `handleEventsForBackgroundURLSession`, the events of every finished transfer of the
+/// session (and of any that finishes meanwhile), then `urlSessionDidFinishEvents` once the
+/// app has returned them all; transfers finishing after that wait for the app's completion
+/// and go to the next round. A foreground round (`background` false) is the delivery of
+/// the events that waited to an app that came to the front: no `handleEvents…`, no
+/// `urlSessionDidFinishEvents`; it ends when the app leaves the front.
+///
+/// Either sends the events of at most ``TransferBroker/roundWindow`` transfers at a time
+/// and the next as the app returns their `didCompleteWithError`: a round of 10,000
+/// transfers never puts more than the window's events in the app's socket (whose unread
+/// bytes are bounded, ``AppBounds/unreadBytes``).
 struct EventRound: Equatable {
+    var background = true
+    /// Members whose events are not sent yet: `queue[head...]`, oldest first.
+    var queue: [TransferID] = []
+    var head = 0
     /// Transfers whose events were sent and whose `didCompleteWithError` has not returned.
     var awaiting: Set<TransferID> = []
     var finishSent = false
@@ -41,6 +57,8 @@ struct EventRound: Equatable {
     var completed = false
     /// Finished after `urlSessionDidFinishEvents` was sent, oldest first.
     var next: [TransferID] = []
+
+    var unsent: ArraySlice<TransferID> { queue[head...] }
 }
 
 /// The host's side of background URLSession, as a value in the manner of
@@ -132,6 +150,9 @@ struct TransferBroker {
     /// "app|session" → the round of that session's events being delivered to an app in
     /// the background (see `finishedDelivery`).
     var rounds: [SessionKey: EventRound] = [:]
+    /// "app|session" → its tasks not finished yet (whatever their state: queued, running,
+    /// waiting, not yet written): iOS wakes an app for a session only once it has none.
+    var unfinished: [SessionKey: Set<TransferID>] = [:]
     private(set) var unsaved = Unsaved()
     /// app → transfers the system cancelled that the app has not heard of, oldest first
     /// (see ``systemCancelled(_:reason:only:world:)``); at most ``cancelledLimit`` each.
@@ -170,6 +191,7 @@ struct TransferBroker {
             guard installed.contains(job.bundleIdentifier) else { orphans.append(job.id); continue }
             broker.records[job.id] = TransferRecord(job: job)
             broker.index(job)
+            broker.unfinished[counterKey(job.bundleIdentifier, job.session), default: []].insert(job.id)
             broker.nextID = max(broker.nextID, job.id.rawValue)
             let key = counterKey(job.bundleIdentifier, job.session)
             broker.taskCounters[key] = broker.taskCounters[key].map { max($0, job.taskIdentifier) } ?? job.taskIdentifier
@@ -197,6 +219,22 @@ struct TransferBroker {
 
     private mutating func index(_ job: TransferJob) {
         taskIndex[Self.taskKey(job.bundleIdentifier, job.session, job.taskIdentifier)] = job.id
+    }
+
+    /// `job`'s task has its outcome: no longer one its session waits for.
+    mutating func finishedTask(_ id: TransferID, _ job: TransferJob) {
+        let key = Self.counterKey(job.bundleIdentifier, job.session)
+        guard unfinished[key]?.remove(id) != nil else { return }
+        if unfinished[key]?.isEmpty == true { unfinished.removeValue(forKey: key) }
+    }
+
+    /// Forgets transfer `id` everywhere in memory (its record, its task's name, its progress).
+    mutating func dropRecord(_ id: TransferID) {
+        guard let job = records.removeValue(forKey: id)?.job else { return }
+        taskIndex.removeValue(forKey: Self.taskKey(job.bundleIdentifier, job.session, job.taskIdentifier))
+        finishedTask(id, job)
+        progressInFlight.remove(id)
+        progressPending.removeValue(forKey: id)
     }
 
     /// The transfer an app names `task` of `session`.
@@ -276,6 +314,7 @@ struct TransferBroker {
             r.cancelWhenReady = nil
             r.state = .completed
             records[id] = r
+            finishedTask(id, r.job)
             return [.note(app: r.job.bundleIdentifier, "transfer \(id) (task \(r.job.taskIdentifier) of \(r.job.session)) finished: \(Self.text(of: outcome))",
                           .init(transfer: .finished, session: r.job.session, transferTask: r.job.taskIdentifier,
                                 success: { if case .completed = outcome { true } else { false } }()))]
@@ -325,9 +364,19 @@ struct TransferBroker {
         rounds = rounds.filter { $0.key.app != app }
         cancelledUnsent(app: app)
         guard byUser else {
-            // Events that did not get through wait for the app to recreate its session.
-            for (id, r) in records where r.job.bundleIdentifier == app && (r.stage == .delivering || r.stage == .nextRound || r.stage == .heldWhileSuspended) {
-                records[id]?.stage = .pending
+            // Events that did not get through wait for the app to recreate its session;
+            // so do those that waited for a session whose tasks are all complete (its round
+            // was open, or the app was in front). Those of a session with tasks still
+            // running wait on: the session's end launches the app for them.
+            for (id, r) in records where r.job.bundleIdentifier == app {
+                switch r.stage {
+                case .delivering, .inRound, .nextRound, .heldWhileSuspended:
+                    records[id]?.stage = .pending
+                case .waitingForSession where unfinished[Self.counterKey(app, r.job.session)] == nil:
+                    records[id]?.stage = .pending
+                default:
+                    break
+                }
             }
             return []
         }
@@ -337,13 +386,7 @@ struct TransferBroker {
     /// The app is uninstalled: its transfers are cancelled and its sessions forgotten.
     mutating func appUninstalled(_ app: BundleID) -> [Effect] {
         let ids = records.filter { $0.value.job.bundleIdentifier == app }.map(\.key)
-        for id in ids {
-            if let job = records.removeValue(forKey: id)?.job {
-                taskIndex.removeValue(forKey: Self.taskKey(app, job.session, job.taskIdentifier))
-            }
-            progressInFlight.remove(id)
-            progressPending.removeValue(forKey: id)
-        }
+        for id in ids { dropRecord(id) }
         rounds = rounds.filter { $0.key.app != app }
         cancelled.removeValue(forKey: app)
         sessions.removeValue(forKey: app)
@@ -367,13 +410,7 @@ struct TransferBroker {
     /// daemon forget them: a host that stops in between finds no record and acknowledges
     /// the daemon's repeated report then.
     mutating func forget(_ ids: [TransferID], acknowledge: Bool = true) -> [Effect] {
-        for id in ids {
-            if let job = records.removeValue(forKey: id)?.job {
-                taskIndex.removeValue(forKey: Self.taskKey(job.bundleIdentifier, job.session, job.taskIdentifier))
-            }
-            progressInFlight.remove(id)
-            progressPending.removeValue(forKey: id)
-        }
+        for id in ids { dropRecord(id) }
         return [.deleteTransfers(ids)] + (acknowledge ? ids.map { .daemon(.acknowledge(id: $0)) } : [])
     }
 
@@ -467,6 +504,7 @@ struct TransferBroker {
                               created: world.wallClock(), resume: resume)
         records[id] = TransferRecord(job: job, durable: false)
         index(job)
+        unfinished[key, default: []].insert(id)
         let wasEmpty = unsaved.isEmpty
         unsaved.jobs.append((job, request))
         // The folder before the job: the first of an app's batch makes it.
@@ -503,18 +541,20 @@ struct TransferBroker {
 
     /// `batch` could not be written: its requests fail, its tasks are dropped (their
     /// numbers stay used, as a counter only grows).
-    mutating func saveFailed(_ batch: Unsaved, reason: String) -> [Effect] {
+    mutating func saveFailed(_ batch: Unsaved, reason: String, world: World = World()) -> [Effect] {
         var effects: [Effect] = []
         for s in batch.sessions {
             effects.append(.reply(app: s.app, request: s.request, .failed(code: "cannotWriteToFile", reason: "the host could not record the session: \(reason)")))
         }
+        var sessionsTouched = Set<SessionKey>()
         for (job, request) in batch.jobs {
-            if records.removeValue(forKey: job.id) != nil {
-                taskIndex.removeValue(forKey: Self.taskKey(job.bundleIdentifier, job.session, job.taskIdentifier))
-            }
+            dropRecord(job.id)
+            sessionsTouched.insert(Self.counterKey(job.bundleIdentifier, job.session))
             effects.append(.reply(app: job.bundleIdentifier, request: request,
                                   .failed(code: "cannotWriteToFile", reason: "the host could not record the task: \(reason)")))
         }
+        // A dropped task may have been the last unfinished one of its session.
+        for key in sessionsTouched.sorted(by: { ($0.app, $0.session) < ($1.app, $1.session) }) { effects += releaseWaiting(key, world: world) }
         return effects
     }
 

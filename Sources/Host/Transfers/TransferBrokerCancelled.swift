@@ -72,10 +72,7 @@ extension TransferBroker {
         var entries: [CancelledTransfer] = []
         var finished: [TransferID] = []
         for (id, r) in picked {
-            records.removeValue(forKey: id)
-            taskIndex.removeValue(forKey: Self.taskKey(app, r.job.session, r.job.taskIdentifier))
-            progressInFlight.remove(id)
-            progressPending.removeValue(forKey: id)
+            dropRecord(id)
             entries.append(CancelledTransfer(r.job, reason: reason))
             switch r.outcome {
             case nil:
@@ -110,6 +107,12 @@ extension TransferBroker {
                                  .init(transfer: .cancelledForgotten)))
         }
         if world.isRunningCode(app) { effects += sendCancelled(app: app, session: nil) }
+        // Cancelled, the picked tasks are complete: a session may have none left now.
+        if include != nil {
+            for session in Set(picked.map(\.value.job.session)).sorted() {
+                effects += releaseWaiting(Self.counterKey(app, session), world: world)
+            }
+        }
         return effects
     }
 

@@ -204,6 +204,18 @@ extension Supervisor {
         performTransfer(transfers.broker.appRunsAgain(app))
     }
 
+    /// The app came to the front: the events of its transfers that finished while it was
+    /// away (waiting for their sessions' other tasks) reach it now.
+    func transfersAppCameToFront(_ app: BundleID) {
+        performTransfer(transfers.broker.appCameToFront(app, world: transferWorld))
+    }
+
+    /// The app left the front: events not yet sent to it wait for their sessions' tasks
+    /// to be complete (iOS's rule for waking an app for a background session).
+    func transfersAppLeftFront(_ app: BundleID) {
+        performTransfer(transfers.broker.appLeftFront(app, world: transferWorld))
+    }
+
     /// The app's process is gone; a user terminate cancels its transfers, as on iOS.
     func transfersAppExited(_ app: BundleID, byUser: Bool) {
         saveTransferBatch(ordered: true)
@@ -414,7 +426,7 @@ extension Supervisor {
                 try store.saveTransferBatch(sessions: sessions, jobs: jobs)
                 performTransfer(transfers.broker.saved(batch))
             } catch {
-                performTransfer(transfers.broker.saveFailed(batch, reason: "\(error)"))
+                performTransfer(transfers.broker.saveFailed(batch, reason: "\(error)", world: transferWorld))
             }
             return
         }
@@ -433,7 +445,7 @@ extension Supervisor {
         while let first = transfers.batchesInFlight.first, let outcome = transfers.batchOutcomes.take(first.number) {
             transfers.batchesInFlight.removeFirst()
             if let failure = outcome {
-                performTransfer(transfers.broker.saveFailed(first.batch, reason: failure))
+                performTransfer(transfers.broker.saveFailed(first.batch, reason: failure, world: transferWorld))
             } else {
                 performTransfer(transfers.broker.saved(first.batch))
             }
