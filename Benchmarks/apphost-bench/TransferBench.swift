@@ -1008,6 +1008,11 @@ func printTransfers(_ r: TransfersReport) {
         let sig = t.signals.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         let tr = t.transitions.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         print("    signals: \(sig.isEmpty ? "none" : sig) (SIGSTOP before the last delivery: \(t.stopsBeforeDone)); transitions: \(tr)")
+        // iOS wakes (or relaunches) the app once the session's tasks are all complete:
+        // one SIGCONT at most and one handleEvents… for a session's batch (decision 0048).
+        let wakes = t.signals["SIGCONT"] ?? 0
+        let handleEvents = t.callbacks.filter { $0.key.hasPrefix("handleEventsForBackgroundURLSession") }.values.reduce(0, +)
+        print("    wakes: \(wakes) SIGCONT, \(handleEvents) handleEventsForBackgroundURLSession (iOS: at most one of each, once the session's tasks are all complete)")
         print("    app log: \(h.appLogLines) lines, \(formatBytes(Int64(h.appLogBytes))); \(h.appSummaryLine ?? "no summary line")")
         if t.missedEvents > 0 { print("    WARNING: \(t.missedEvents) host events were not seen by the bench's subscription (its buffer overflowed)") }
         if !t.warnings.isEmpty { print("    host warnings: " + t.warnings.joined(separator: " | ")) }
