@@ -153,3 +153,16 @@ struct VerbCoverageTests {
         }
     }
 }
+
+/// The count docs/scenarios.md gives for the shipped suite is the count of its files.
+@Suite("Docs: the shipped suite's count")
+struct ShippedSuiteCountTests {
+    @Test func docsScenariosGivesTheNumberOfFilesInScenariosIOS() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: packageRoot + "/scenarios/ios").filter { $0.hasSuffix(".yaml") }
+        let doc = try String(contentsOfFile: packageRoot + "/docs/scenarios.md", encoding: .utf8)
+        let marker = "holds one scenario per iOS rule AppHost enforces ("
+        let start = try #require(doc.range(of: marker), "docs/scenarios.md no longer says how many scenarios it holds")
+        let number = doc[start.upperBound...].prefix { $0.isNumber }
+        #expect(Int(number) == files.count, "docs/scenarios.md says \(number); scenarios/ios has \(files.count) files")
+    }
+}
