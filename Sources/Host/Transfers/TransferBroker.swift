@@ -562,28 +562,25 @@ struct TransferBroker {
     /// else): the events held while it was suspended (sessionSendsLaunchEvents false) go to
     /// the process that has their sessions, as iOS delivers them to a running app.
     mutating func appRunsAgain(_ app: BundleID) -> [Effect] {
-        var effects: [Effect] = []
-        let held = records.filter { $0.value.job.bundleIdentifier == app && $0.value.stage == .heldWhileSuspended }
-        for (id, r) in held.sorted(by: { $0.key < $1.key }) {
-            records[id]?.stage = .delivering
-            if let outcome = r.outcome {
-                let (handOver, events) = finishedEvents(r, outcome)
-                effects += handOver + events.map { .mode(.deliver(app: app, $0, wake: .ifRunning, because: "transfer events kept while the app was suspended")) }
-            }
-        }
-        return effects
+        deliverKept(app, because: "transfer events kept while the app was suspended") { $0.stage == .heldWhileSuspended }
     }
 
     /// Events that waited for the app to come back (sessionSendsLaunchEvents false, or a
     /// launch that did not deliver them) are delivered now.
     private mutating func deliverPending(app: BundleID, session: SessionIdentifier) -> [Effect] {
+        deliverKept(app, because: "transfer events kept for the next launch") { $0.job.session == session && $0.stage == .pending }
+    }
+
+    /// Delivers, in transfer order, the kept events of `app`'s records that `kept` picks,
+    /// to the app only if it runs (`.ifRunning`).
+    private mutating func deliverKept(_ app: BundleID, because: String, _ kept: (TransferRecord) -> Bool) -> [Effect] {
         var effects: [Effect] = []
-        let pending = records.filter { $0.value.job.bundleIdentifier == app && $0.value.job.session == session && $0.value.stage == .pending }
-        for (id, r) in pending.sorted(by: { $0.key < $1.key }) {
+        let chosen = records.filter { $0.value.job.bundleIdentifier == app && kept($0.value) }
+        for (id, r) in chosen.sorted(by: { $0.key < $1.key }) {
             records[id]?.stage = .delivering
             if let outcome = r.outcome {
                 let (handOver, events) = finishedEvents(r, outcome)
-                effects += handOver + events.map { .mode(.deliver(app: app, $0, wake: .ifRunning, because: "transfer events kept for the next launch")) }
+                effects += handOver + events.map { .mode(.deliver(app: app, $0, wake: .ifRunning, because: because)) }
             }
         }
         return effects
