@@ -36,9 +36,16 @@ public struct AppNamespaces: Sendable, Hashable {
     public var hidden: String
     /// Absolute, canonical folders beneath `hidden` kept read-write (noexec) at their paths.
     public var writable: [String]
+    /// Files beneath `writable` covered, before the app runs, by an empty file it cannot
+    /// open (a locked device's protected files; see ``cover(in:files:uncover:)``).
+    public var covered: [String] = []
 
     /// Most writable folders (a container and its App Groups).
     public static let maximumWritable = Int(APH_NAMESPACES_MAX_WRITABLE)
+    /// Most covered files in one app's namespace (each is a mount).
+    public static let maximumCovered = Int(APH_NAMESPACES_MAX_COVERED)
+    /// The mount source of a cover, as `/proc/PID/mountinfo` shows it.
+    public static let coverSource = APH_PROTECTED_SOURCE
 
     public init(isolatesUser: Bool = true, uid: uid_t = geteuid(), gid: gid_t = getegid(), hidden: String, writable: [String]) {
         self.isolatesUser = isolatesUser
@@ -98,7 +105,7 @@ public struct AppNamespaces: Sendable, Hashable {
                 writable: UnsafeRawPointer(writableArray.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),
                 writable_count: writableArray.count,
                 directories: UnsafeRawPointer(directoryArray.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),
-                directory_count: directoryArray.count)
+                directory_count: directoryArray.count, covered: nil, covered_count: 0)
             return aph_namespaces_probe(&settings, &stage)
         }
         guard rc != 0 else { return nil }
@@ -120,8 +127,93 @@ public struct AppNamespaces: Sendable, Hashable {
         case APH_NS_STAGE_MKDIR: "making a folder in that tmpfs"
         case APH_NS_STAGE_MOVE: "moving a writable folder into place"
         case APH_NS_STAGE_TMPFS_RO: "making the tmpfs read-only"
+        case APH_NS_STAGE_COVER: "covering a protected file"
         case APH_NS_STAGE_DEATH_SIGNAL: "PR_SET_PDEATHSIG (or the host was gone)"
         default: "step \(stage)"
         }
+    }
+}
+
+extension AppNamespaces {
+    /// What a ``cover(in:files:uncover:)`` did, per path (0 or the errno).
+    public struct CoverOutcome: Sendable, Equatable {
+        public var covered: [(path: String, errno: Errno?)]
+        public var uncovered: [(path: String, errno: Errno?)]
+
+        public static func == (a: CoverOutcome, b: CoverOutcome) -> Bool {
+            a.covered.map(\.path) == b.covered.map(\.path) && a.covered.map(\.errno) == b.covered.map(\.errno)
+                && a.uncovered.map(\.path) == b.uncovered.map(\.path) && a.uncovered.map(\.errno) == b.uncovered.map(\.errno)
+        }
+    }
+
+    /// Covers `files` and uncovers `uncover` in the mount namespace of `child` (an app
+    /// spawned with ``isolatesUser``, so its user namespace is this process's): a forked,
+    /// single-threaded helper joins its user and mount namespaces, mounts an empty,
+    /// mode-000, read-only file over each of `files` and detaches the mount on each of
+    /// `uncover`. Nothing changes for the host or other apps. Throws when the helper
+    /// could not join (the app has exited: `ESRCH`) or the lists are too long.
+    public static func cover(in child: ChildProcess, files: [String], uncover: [String]) throws(Errno) -> CoverOutcome {
+        guard files.count <= maximumCovered, uncover.count <= maximumCovered else { throw .argListTooLong }
+        guard let pidfd = child.duplicatePidfd() else { throw .noSuchProcess }
+        defer { _ = Glibc.close(pidfd) }
+        let coverArray = CStringArray(files)
+        let uncoverArray = CStringArray(uncover)
+        guard coverArray.isComplete, uncoverArray.isComplete else { throw .noMemory }
+        var results = [Int32](repeating: 0, count: files.count + uncover.count)
+        let rc = results.withUnsafeMutableBufferPointer { buffer in
+            aph_namespace_cover(pidfd,
+                                UnsafeRawPointer(coverArray.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self), coverArray.count,
+                                UnsafeRawPointer(uncoverArray.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self), uncoverArray.count,
+                                buffer.baseAddress)
+        }
+        guard rc == 0 else { throw Errno(rawValue: rc) }
+        func outcome(_ code: Int32) -> Errno? { code == 0 ? nil : Errno(rawValue: code) }
+        return CoverOutcome(covered: files.indices.map { (files[$0], outcome(results[$0])) },
+                            uncovered: uncover.indices.map { (uncover[$0], outcome(results[files.count + $0])) })
+    }
+
+    /// The files covered in the mount namespace of process `pid` (their mount points
+    /// whose source is ``coverSource``), from `/proc/PID/mountinfo`; nil when it cannot
+    /// be read.
+    public static func coveredFiles(pid: Int32) -> [String]? {
+        // Its mounts are the host's and the covers: an app has no capability to mount.
+        guard let text = try? readProcFile("/proc/\(pid)/mountinfo") else { return nil }
+        return MountInfo.mountPoints(in: text, source: coverSource)
+    }
+}
+
+/// `/proc/PID/mountinfo` (proc(5)): one mount per line, the mount point the fifth field
+/// (octal escapes for space, tab, newline and backslash), the source after the " - "
+/// separator and the file system type.
+public enum MountInfo {
+    /// The mount points of the mounts whose source is `source`, in the file's order.
+    public static func mountPoints(in text: String, source: String) -> [String] {
+        var points: [String] = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard fields.count > 5, let dash = fields.firstIndex(of: "-"), dash >= 6, fields.count > dash + 2,
+                  fields[dash + 2] == source[...] else { continue }
+            points.append(unescape(fields[4]))
+        }
+        return points
+    }
+
+    /// The kernel's `\ooo` escapes undone.
+    static func unescape(_ field: Substring) -> String {
+        guard field.contains("\\") else { return String(field) }
+        var bytes: [UInt8] = []
+        let utf8 = Array(field.utf8)
+        var i = 0
+        while i < utf8.count {
+            if utf8[i] == UInt8(ascii: "\\"), i + 3 < utf8.count,
+               let value = UInt8(String(decoding: utf8[(i + 1)...(i + 3)], as: UTF8.self), radix: 8) {
+                bytes.append(value)
+                i += 4
+            } else {
+                bytes.append(utf8[i])
+                i += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

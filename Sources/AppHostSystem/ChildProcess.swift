@@ -110,6 +110,17 @@ public final class ChildProcess: Sendable, CustomStringConvertible {
 
     // MARK: Reaper side
 
+    /// A duplicate of the pidfd (close-on-exec), the caller's to close; nil once the child
+    /// has been reaped. Taken under the same lock as ``signal(_:)``, so it never
+    /// duplicates a reused descriptor.
+    public func duplicatePidfd() -> Int32? {
+        handle.withLock { h -> Int32? in
+            guard h.pidfd >= 0 else { return nil }
+            let fd = fcntl(h.pidfd, F_DUPFD_CLOEXEC, 0)
+            return fd >= 0 ? fd : nil
+        }
+    }
+
     /// The pidfd number; read only on the reaper thread while it is open.
     var pidfdForReaper: Int32 { handle.withLock { $0.pidfd } }
 

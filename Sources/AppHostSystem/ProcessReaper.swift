@@ -332,7 +332,12 @@ private final class ReaperLoop {
         }
         let nsWritable = CStringArray(settings.namespaces?.writable ?? [])
         let nsDirectories = CStringArray((namespaceDirectories ?? nil) ?? [])
-        guard nsWritable.isComplete, nsDirectories.isComplete else {
+        let nsCovered = CStringArray(settings.namespaces?.covered ?? [])
+        if let namespaces = settings.namespaces, namespaces.covered.count > AppNamespaces.maximumCovered {
+            throw SpawnError(code: .invalidSettings, errno: .argListTooLong, path: settings.executablePath,
+                             detail: "over \(AppNamespaces.maximumCovered) protected files to cover")
+        }
+        guard nsWritable.isComplete, nsDirectories.isComplete, nsCovered.isComplete else {
             throw SpawnError(code: .invalidSettings, errno: .noMemory, path: settings.executablePath)
         }
 
@@ -353,7 +358,9 @@ private final class ReaperLoop {
                             writable: UnsafeRawPointer(nsWritable.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),
                             writable_count: nsWritable.count,
                             directories: UnsafeRawPointer(nsDirectories.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),
-                            directory_count: nsDirectories.count)
+                            directory_count: nsDirectories.count,
+                            covered: UnsafeRawPointer(nsCovered.pointer).assumingMemoryBound(to: UnsafePointer<CChar>?.self),
+                            covered_count: nsCovered.count)
                         return withUnsafePointer(to: &namespaces) { namespacesPointer in
                         withUnsafePointer(to: &bpf) { bpfPointer in
                             var spawnSettings = aph_spawn_settings(

@@ -71,6 +71,15 @@
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
 #endif
+#ifndef SYS_fsopen
+#define SYS_fsopen 430
+#endif
+#ifndef SYS_fsconfig
+#define SYS_fsconfig 431
+#endif
+#ifndef SYS_fsmount
+#define SYS_fsmount 432
+#endif
 
 // MARK: - Seccomp
 
@@ -764,6 +773,61 @@ static int aph_identity_map_line(uint32_t id, char *buffer) {
     return n;
 }
 
+// The new mount API's constants (linux/mount.h, 5.2).
+#define APH_FSOPEN_CLOEXEC 0x1
+#define APH_FSCONFIG_SET_STRING 1
+#define APH_FSCONFIG_CMD_CREATE 6
+#define APH_FSMOUNT_CLOEXEC 0x1
+#define APH_MNT_DETACH 2
+#define APH_UMOUNT_NOFOLLOW 8
+
+// Covers each of `paths` (files, absolute) with an empty, mode-000 file of a
+// fresh, detached tmpfs (source APH_PROTECTED_SOURCE), bound read-only,
+// nosuid, nodev and noexec: in this mount namespace the path then opens as
+// that file, which an app without capabilities cannot open (EACCES), nor
+// change, nor unmount. A descriptor opened before is untouched. `results[i]`
+// gets 0 or a positive errno (ENOENT: the file is gone). Returns 0, or a
+// positive errno when the tmpfs could not be made (no result set then).
+// Raw syscalls only: it runs in the spawn's child and in a forked helper.
+APH_CHILD_CODE
+static int aph_cover_files(const char *const *paths, size_t count, int *results) {
+    if (count == 0) return 0;
+    long fs = APH_RAW2(SYS_fsopen, "tmpfs", APH_FSOPEN_CLOEXEC);
+    if (fs < 0) return (int)-fs;
+    long rc = APH_RAW5(SYS_fsconfig, fs, APH_FSCONFIG_SET_STRING, "source", APH_PROTECTED_SOURCE, 0);
+    if (rc >= 0) rc = APH_RAW5(SYS_fsconfig, fs, APH_FSCONFIG_SET_STRING, "size", "4k", 0);
+    if (rc >= 0) rc = APH_RAW5(SYS_fsconfig, fs, APH_FSCONFIG_SET_STRING, "nr_inodes", "4", 0);
+    if (rc >= 0) rc = APH_RAW5(SYS_fsconfig, fs, APH_FSCONFIG_CMD_CREATE, 0, 0, 0);
+    if (rc < 0) {
+        (void)APH_RAW1(SYS_close, fs);
+        return (int)-rc;
+    }
+    long mnt = APH_RAW3(SYS_fsmount, fs, APH_FSMOUNT_CLOEXEC, APH_MOUNT_ATTR_NOSUID | APH_MOUNT_ATTR_NODEV | APH_MOUNT_ATTR_NOEXEC);
+    (void)APH_RAW1(SYS_close, fs);
+    if (mnt < 0) return (int)-mnt;
+    long file = APH_RAW4(SYS_openat, mnt, "protected", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
+    if (file < 0) {
+        (void)APH_RAW1(SYS_close, mnt);
+        return (int)-file;
+    }
+    (void)APH_RAW1(SYS_close, file);
+    for (size_t i = 0; i < count; i++) {
+        long tree = APH_RAW3(SYS_open_tree, mnt, "protected", APH_OPEN_TREE_CLONE | O_CLOEXEC);
+        if (tree < 0) {
+            results[i] = (int)-tree;
+            continue;
+        }
+        struct aph_mount_attr attr = { APH_MOUNT_ATTR_RDONLY | APH_MOUNT_ATTR_NOSUID | APH_MOUNT_ATTR_NODEV | APH_MOUNT_ATTR_NOEXEC, 0, 0, 0 };
+        rc = APH_RAW5(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr));
+        // Not following a last symbolic link: the cover goes on the path itself.
+        if (rc >= 0) rc = APH_RAW5(SYS_move_mount, tree, "", AT_FDCWD, paths[i], APH_MOVE_MOUNT_F_EMPTY_PATH);
+        results[i] = rc < 0 ? (int)-rc : 0;
+        (void)APH_RAW1(SYS_close, tree);
+    }
+    (void)APH_RAW1(SYS_close, mnt);
+    return 0;
+}
+
 // An app freshly cloned into new mount and IPC namespaces, and for a host
 // run by a user (isolate_user) new user and pid namespaces too (with every
 // capability of its new user namespace; a root host's child has root's):
@@ -843,6 +907,17 @@ static int aph_enter_namespaces(const struct aph_namespaces *ns, int death_signa
     struct aph_mount_attr tmpfs_ro = { APH_MOUNT_ATTR_RDONLY, 0, 0, 0 };
     rc = APH_RAW5(SYS_mount_setattr, AT_FDCWD, ns->hidden, 0, &tmpfs_ro, sizeof(tmpfs_ro));
     if (rc < 0) return (int)-rc;
+
+    // A locked device's protected files, covered before the app runs a line.
+    if (ns->covered_count > 0) {
+        *stage_out = APH_NS_STAGE_COVER;
+        int results[APH_NAMESPACES_MAX_COVERED];
+        int e = aph_cover_files(ns->covered, ns->covered_count, results);
+        if (e != 0) return e;
+        for (size_t i = 0; i < ns->covered_count; i++) {
+            if (results[i] != 0 && results[i] != ENOENT) return results[i];
+        }
+    }
 
     // No /proc of its own: the host's Landlock rules name the host's /proc, and
     // a new one would be out of them (no /proc/self/cmdline, so no arguments
@@ -1520,6 +1595,58 @@ int aph_namespaces_probe(const struct aph_namespaces *namespaces, int *stage_out
         return args.error;
     }
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : EIO;
+}
+
+// MARK: - Covers in a running app's namespaces
+
+int aph_namespace_cover(int pidfd, const char *const *cover, size_t cover_count,
+                        const char *const *uncover, size_t uncover_count, int *results) {
+    if (pidfd < 0 || results == NULL || cover_count > APH_NAMESPACES_MAX_COVERED ||
+        uncover_count > APH_NAMESPACES_MAX_COVERED) return EINVAL;
+    size_t n = cover_count + uncover_count;
+    // The helper's answers: one int per path, then its own error.
+    size_t bytes = (n + 1) * sizeof(int);
+    int *shared = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) return errno;
+    shared[n] = 0;
+    // A fork, not the spawn's vfork-style clone: setns into a user namespace
+    // asks for a caller that shares its memory with no one. Every signal
+    // blocked around it; the child makes raw syscalls only, then exits.
+    uint64_t all = ~(uint64_t)0, old = 0;
+    (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, APH_KERNEL_SIGSET_SIZE, 0, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        long rc = APH_RAW2(SYS_setns, pidfd, CLONE_NEWUSER | CLONE_NEWNS);
+        if (rc < 0) {
+            shared[n] = (int)-rc;
+            (void)APH_RAW1(SYS_exit_group, 1);
+        }
+        int e = aph_cover_files(cover, cover_count, shared);
+        if (e != 0) {
+            shared[n] = e;
+            (void)APH_RAW1(SYS_exit_group, 1);
+        }
+        for (size_t i = 0; i < uncover_count; i++) {
+            rc = APH_RAW2(SYS_umount2, uncover[i], APH_MNT_DETACH | APH_UMOUNT_NOFOLLOW);
+            shared[cover_count + i] = rc < 0 ? (int)-rc : 0;
+        }
+        (void)APH_RAW1(SYS_exit_group, 0);
+    }
+    int fork_errno = pid < 0 ? errno : 0;
+    (void)aph_raw6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, APH_KERNEL_SIGSET_SIZE, 0, 0);
+    if (pid < 0) {
+        (void)munmap(shared, bytes);
+        return fork_errno;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    int error = shared[n];
+    if (error == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) error = EIO;
+    if (error == 0) {
+        for (size_t i = 0; i < n; i++) results[i] = shared[i];
+    }
+    (void)munmap(shared, bytes);
+    return error;
 }
 
 // MARK: - pidfd and wait

@@ -28,11 +28,17 @@ public struct Scenario: Sendable, Equatable {
         /// The host runs as root: apps get uids of their own, so the kernel can refuse
         /// an app a file (data protection) or a signal.
         case root
+        /// The host closes protected files while the device is locked: a root host by
+        /// per-app uids, a user's host by covers in each app's mount namespace (which
+        /// needs the user namespaces the machine may refuse). Known once the host runs.
+        case dataProtection = "data-protection"
 
-        /// Why a host running as `uid` does not meet it, or nil.
+        /// Why a host running as `uid` does not meet it, or nil (a requirement known only
+        /// once the host has started: nil here).
         public func unmet(uid: uid_t = geteuid()) -> String? {
             switch self {
             case .root: uid == 0 ? nil : "needs root (the host must give apps uids of their own); running as uid \(uid)"
+            case .dataProtection: nil
             }
         }
     }

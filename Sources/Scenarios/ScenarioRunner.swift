@@ -85,7 +85,12 @@ public struct ScenarioRunner: Sendable {
         }
         let loop = Task { await supervisor.run() }
         var run = ScenarioRun(scenario: scenario, supervisor: supervisor)
-        await run.perform(into: &result)
+        if scenario.requires.contains(.dataProtection), let why = await supervisor.dataProtectionUnenforced {
+            result.status = .skipped
+            result.error = "needs data protection: \(why)"
+        } else {
+            await run.perform(into: &result)
+        }
         result.end = await supervisor.clockReading().date
         // Stopped however the steps ended: every app terminated and reaped.
         await supervisor.shutdown()

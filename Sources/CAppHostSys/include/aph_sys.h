@@ -230,10 +230,32 @@ struct aph_namespaces {
     /// hidden/containers/ID); at most APH_NAMESPACES_MAX_WRITABLE * 4.
     const char *const *directories;
     size_t directory_count;
+    /// Absolute paths of files beneath `writable` to cover, once the folders
+    /// are in place, with an empty, mode-000, read-only file (source
+    /// APH_PROTECTED_SOURCE): a locked device's protected files, out of the
+    /// app's reach from its first instruction. A path gone since is skipped.
+    /// At most APH_NAMESPACES_MAX_COVERED.
+    const char *const *covered;
+    size_t covered_count;
 };
 
 /// Most `writable` folders of `aph_namespaces` (a container and its App Groups).
 #define APH_NAMESPACES_MAX_WRITABLE 64
+/// Most files covered in one app's mount namespace (each cover is a mount).
+#define APH_NAMESPACES_MAX_COVERED 4096
+/// The mount source of a cover, as /proc/PID/mountinfo shows it.
+#define APH_PROTECTED_SOURCE "apphost-protected"
+
+/// Covers and uncovers files in the mount namespace of the process `pidfd`
+/// names (an app of an unprivileged host, whose user namespace this process
+/// owns): a forked, single-threaded helper joins its user and mount
+/// namespaces (setns), covers each of `cover` as `aph_namespaces.covered`
+/// does and detaches the mount on each of `uncover` (umount2, MNT_DETACH).
+/// `results` (cover_count + uncover_count) gets 0 or a positive errno per
+/// path, in that order. Returns 0, or a positive errno when the helper could
+/// not be made or could not join the namespaces (then no result is set).
+int aph_namespace_cover(int pidfd, const char *const *cover, size_t cover_count,
+                        const char *const *uncover, size_t uncover_count, int *results);
 
 /// Whether this kernel and its policy let this process give a child the
 /// namespaces of `aph_spawn_settings.namespaces`, tried for real in a child
@@ -253,6 +275,7 @@ int aph_namespaces_probe(const struct aph_namespaces *namespaces, int *stage_out
 #define APH_NS_STAGE_MKDIR 9         // a folder in it
 #define APH_NS_STAGE_MOVE 10         // move_mount of a writable folder into place
 #define APH_NS_STAGE_TMPFS_RO 11     // the tmpfs read-only
+#define APH_NS_STAGE_COVER 12        // covering a protected file (aph_namespaces.covered)
 #define APH_NS_STAGE_DEATH_SIGNAL 13 // PR_SET_PDEATHSIG, and the parent still there
 
 /// What `aph_spawn` reports. On success pid/pidfd are set; on failure step

@@ -93,6 +93,9 @@ public actor Supervisor {
     let identities: AppIdentities?
     /// The host said that it cannot enforce data protection (apps run as its uid).
     var dataProtectionWarned = false
+    /// A user's host (``coversProtectedFiles``): the files closed to each app while the
+    /// device is locked, by the paths its namespace shows (Supervisor+DataProtection).
+    var protectedCovers: [BundleID: Set<String>] = [:]
     /// Where termination reports go (database and `reports/`).
     let reportWriter: ReportWriter
 

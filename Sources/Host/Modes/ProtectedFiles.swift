@@ -41,16 +41,55 @@ enum ProtectedFiles {
     /// file there is reopened whether its saved group is the group's or the app's own).
     static func apply(_ level: DataProtectionLevel, root: String, uid: uid_t, gid: gid_t) -> Outcome {
         var outcome = Outcome()
-        let top = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard top >= 0 else { return outcome }
-        var entries = 0
-        walk(top, path: "", depth: 0, level: level, uid: uid, gid: gid, entries: &entries, outcome: &outcome)
+        outcome.cut = !eachFile(under: root) { fd, st, relative in
+            change(fd, st, relative, level: level, uid: uid, gid: gid, outcome: &outcome)
+        }
         return outcome
     }
 
+    /// The files under `roots` that `level` closes, by their class, as absolute paths
+    /// (each root's path and the name beneath it), with every other name under `roots`
+    /// of the same files (hard links): what a host whose apps share its uid covers in
+    /// the app's mount namespace (``AppNamespaces/cover(in:files:uncover:)``), where a
+    /// cover hides a path, not an inode. `cut`: a walk stopped at a bound.
+    static func closedFiles(_ level: DataProtectionLevel, roots: [String]) -> (paths: [String], cut: Bool) {
+        struct Found {
+            var path: String
+            var device: UInt64
+            var inode: UInt64
+        }
+        var found: [Found] = []
+        var closedInodes: Set<[UInt64]> = []
+        var cut = false
+        for root in roots {
+            let base = root.hasSuffix("/") ? String(root.dropLast()) : root
+            cut = !eachFile(under: base) { fd, st, relative in
+                let key = [UInt64(st.st_dev), UInt64(st.st_ino)]
+                found.append(Found(path: base + "/" + relative, device: key[0], inode: key[1]))
+                let protection = attribute("/proc/self/fd/\(fd)", FileProtectionClass.attribute).flatMap(FileProtectionClass.init(rawValue:))
+                    ?? .completeUntilFirstUserAuthentication
+                if level.closes(protection) { closedInodes.insert(key) }
+            } || cut
+        }
+        let paths = found.filter { closedInodes.contains([$0.device, $0.inode]) }.map(\.path)
+        return (paths, cut)
+    }
+
+    /// Calls `body` with every regular file under `root` (an `O_PATH` descriptor, its
+    /// `stat` and its path beneath `root`), in name order, never following a symbolic
+    /// link. False when the walk stopped at ``maximumEntries`` or ``maximumDepth``.
+    private static func eachFile(under root: String, _ body: (Int32, stat, String) -> Void) -> Bool {
+        let top = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard top >= 0 else { return true }
+        var entries = 0
+        var cut = false
+        walk(top, path: "", depth: 0, entries: &entries, cut: &cut, body)
+        return !cut
+    }
+
     /// Walks the folder open as `dirfd` (and closes it).
-    private static func walk(_ dirfd: Int32, path: String, depth: Int, level: DataProtectionLevel, uid: uid_t, gid: gid_t,
-                             entries: inout Int, outcome: inout Outcome) {
+    private static func walk(_ dirfd: Int32, path: String, depth: Int, entries: inout Int, cut: inout Bool,
+                             _ body: (Int32, stat, String) -> Void) {
         guard let dir = fdopendir(dirfd) else {
             close(dirfd)
             return
@@ -64,7 +103,7 @@ enum ProtectedFiles {
             if name == "." || name == ".." { continue }
             entries += 1
             if entries > maximumEntries {
-                outcome.cut = true
+                cut = true
                 return
             }
             names.append(name)
@@ -79,13 +118,13 @@ enum ProtectedFiles {
             switch st.st_mode & S_IFMT {
             case S_IFDIR:
                 close(fd)
-                guard depth + 1 < maximumDepth else { outcome.cut = true; continue }
+                guard depth + 1 < maximumDepth else { cut = true; continue }
                 let sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 if sub >= 0 {
-                    walk(sub, path: relative, depth: depth + 1, level: level, uid: uid, gid: gid, entries: &entries, outcome: &outcome)
+                    walk(sub, path: relative, depth: depth + 1, entries: &entries, cut: &cut, body)
                 }
             case S_IFREG:
-                change(fd, st, relative, level: level, uid: uid, gid: gid, outcome: &outcome)
+                body(fd, st, relative)
                 close(fd)
             default:
                 close(fd)

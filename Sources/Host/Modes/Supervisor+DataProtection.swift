@@ -1,4 +1,6 @@
 import AppHostProtocol
+import AppHostSystem
+import Foundation
 import Plugins
 #if canImport(Glibc)
 import Glibc
@@ -7,14 +9,19 @@ import Glibc
 extension Supervisor {
     /// Closes or opens every installed app's protected files for `level` (the device
     /// locked or unlocked; see ``ProtectedFiles``), in bundle-id order, one `service`
-    /// event per app whose files changed. Only a host that runs apps as uids of their own
-    /// can: an app running as the host's uid owns whatever the host could give it, so
-    /// the host says once that data protection is not enforced.
+    /// event per app whose files changed. A root host with per-app uids gives a closed
+    /// file to root; a host whose apps share its uid covers the file in the app's own
+    /// mount namespace (``coversProtectedFiles``); a host with neither says once that
+    /// data protection is not enforced.
     func applyDataProtection(_ level: DataProtectionLevel) {
         guard let identities else {
+            if coversProtectedFiles {
+                applyDataProtectionByCovers(level)
+                return
+            }
             guard !dataProtectionWarned else { return }
             dataProtectionWarned = true
-            events.append(.warning, cause: "data protection is not enforced: apps run as the host's own uid (a root host with \"identities\" gives each app its own), so a locked device leaves their protected files readable", time: now())
+            events.append(.warning, cause: "data protection is not enforced: apps run as the host's own uid without namespaces of their own (a root host with \"identities\" gives each app its own uid; a user's host needs the user namespaces this machine refused or the config turned off), so a locked device leaves their protected files readable", time: now())
             return
         }
         for id in apps.keys.sorted() {
@@ -49,5 +56,108 @@ extension Supervisor {
         let level = modes.deviceState.protectionLevel
         guard level != .open else { return }
         applyDataProtection(level)
+    }
+
+
+    /// Why this host leaves protected files readable on a locked device, or nil when it
+    /// closes them (per-app uids, or covers in its apps' namespaces).
+    public var dataProtectionUnenforced: String? {
+        if identities != nil || coversProtectedFiles { return nil }
+        return sandbox.namespaces == .off
+            ? "its apps share its uid and \"namespaces\": false turned their namespaces off"
+            : "its apps share its uid and this machine refused them user namespaces"
+    }
+
+    /// True when this host closes protected files by covering them in each app's mount
+    /// namespace: its apps share its uid and run in user and mount namespaces of their
+    /// own (decision 0050).
+    var coversProtectedFiles: Bool {
+        identities == nil && sandbox.namespaces == .used
+    }
+
+    /// The folders whose protected files `id` loses while locked, by the paths its mount
+    /// namespace shows: its container, then its App Group containers (canonical, as the
+    /// namespace's writable folders are mounted).
+    func protectedRoots(of id: BundleID) -> (container: String, groups: [String]) {
+        (AppConfinement.canonical(configuration.containersDirectory + "/" + id.rawValue),
+         (apps[id]?.app.applicationGroups ?? []).sorted().map { AppConfinement.canonical(configuration.groupsDirectory + "/" + $0) })
+    }
+
+    /// What a launch of `id` covers before the app runs while `level` closes files, or
+    /// nil when nothing is to cover (said as a warning when the files are too many).
+    func protectedCoversAtLaunch(of id: BundleID) -> [String]? {
+        let level = modes.deviceState.protectionLevel
+        guard coversProtectedFiles, level != .open else { return nil }
+        let roots = protectedRoots(of: id)
+        var (paths, cut) = ProtectedFiles.closedFiles(level, roots: [roots.container] + roots.groups)
+        if paths.count > AppNamespaces.maximumCovered || cut {
+            events.append(.warning, app: id, cause: "data protection (\(level.rawValue)): more than \(min(paths.count, AppNamespaces.maximumCovered)) protected files or a container over \(ProtectedFiles.maximumEntries) entries: the rest stay readable to the app", time: now())
+            paths = Array(paths.prefix(AppNamespaces.maximumCovered))
+        }
+        return paths.isEmpty ? nil : paths
+    }
+
+    /// Closes the files `level` closes, and opens those it opens, for every installed
+    /// app, and covers or uncovers them in the mount namespace of every running app (a
+    /// forked helper per app joins its user and mount namespaces); an app not running
+    /// gets its covers at its next launch (``protectedCoversAtLaunch(of:)``). The events
+    /// count what closed and opened for the app as a root host's do (the ledger
+    /// ``protectedCovers`` is the host's record, as a closed file's owner is a root
+    /// host's); what a running app's namespace holds is read back from its
+    /// `/proc/PID/mountinfo`, so a failed or missing cover is found and said.
+    private func applyDataProtectionByCovers(_ level: DataProtectionLevel) {
+        protectedCovers = protectedCovers.filter { apps[$0.key] != nil }
+        for id in apps.keys.sorted() {
+            let roots = protectedRoots(of: id)
+            var (wanted, cut) = ProtectedFiles.closedFiles(level, roots: [roots.container] + roots.groups)
+            let over = wanted.count > AppNamespaces.maximumCovered
+            if over { wanted = Array(wanted.prefix(AppNamespaces.maximumCovered)) }
+            let wantedSet = Set(wanted)
+            let before = protectedCovers[id] ?? []
+            let closed = wanted.filter { !before.contains($0) }
+            let opened = before.filter { !wantedSet.contains($0) }.sorted()
+            protectedCovers[id] = wantedSet.isEmpty ? nil : wantedSet
+            var failures: [String] = []
+            if let rt = processes[id], rt.machine.isRunning, let child = rt.child, let pid = rt.pid {
+                let covered = AppNamespaces.coveredFiles(pid: pid) ?? []
+                let present = Set(covered)
+                let add = wanted.filter { !present.contains($0) }
+                let remove = covered.filter { !wantedSet.contains($0) }
+                if !add.isEmpty || !remove.isEmpty {
+                    do {
+                        let outcome = try AppNamespaces.cover(in: child, files: add, uncover: remove)
+                        // A file removed since the walk has nothing left to cover.
+                        failures = (outcome.covered + outcome.uncovered).compactMap { item -> String? in
+                            guard let errno = item.errno, errno != .noSuchFileOrDirectory else { return nil }
+                            return "\(relative(item.path, roots)): \(errno)"
+                        }
+                    } catch .noSuchProcess {
+                        // Gone since: its next launch covers.
+                    } catch {
+                        failures = ["the app's namespaces (\(error))"]
+                    }
+                }
+            }
+            let inContainer = { (path: String) in path.hasPrefix(roots.container + "/") }
+            let closedHere = closed.filter(inContainer).count, openedHere = opened.filter(inContainer).count
+            var parts: [String] = []
+            if closedHere > 0 { parts.append("\(closedHere) protected file(s) closed to the app") }
+            if openedHere > 0 { parts.append("\(openedHere) protected file(s) open again") }
+            if closed.count > closedHere { parts.append("\(closed.count - closedHere) in its App Group containers closed") }
+            if opened.count > openedHere { parts.append("\(opened.count - openedHere) in its App Group containers open again") }
+            if !failures.isEmpty { parts.append("could not change \(failures.prefix(8).joined(separator: ", "))") }
+            if cut || over { parts.append("the container has more than \(ProtectedFiles.maximumEntries) entries, \(ProtectedFiles.maximumDepth) levels or \(AppNamespaces.maximumCovered) protected files: the rest was not looked at") }
+            guard !parts.isEmpty else { continue }
+            events.append(.service, app: id, cause: "data protection (\(level.rawValue)): " + parts.joined(separator: "; "), time: now())
+        }
+    }
+
+    /// `path` beneath the container, or as `group/path` beneath an App Group container.
+    private func relative(_ path: String, _ roots: (container: String, groups: [String])) -> String {
+        if path.hasPrefix(roots.container + "/") { return String(path.dropFirst(roots.container.count + 1)) }
+        for group in roots.groups where path.hasPrefix(group + "/") {
+            return (group as NSString).lastPathComponent + "/" + path.dropFirst(group.count + 1)
+        }
+        return path
     }
 }

@@ -310,6 +310,10 @@ extension Supervisor {
         do {
             let notices: [AppLauncher.Notice]
             (plan, notices) = try launcher.plan(row.app, options: options)
+            // A locked device: its protected files covered before its first instruction.
+            if plan.settings.namespaces != nil, let covers = protectedCoversAtLaunch(of: id) {
+                plan.settings.namespaces?.covered = covers
+            }
             for notice in notices {
                 switch notice.kind {
                 case .service: events.append(.service, cause: notice.text, time: now())
