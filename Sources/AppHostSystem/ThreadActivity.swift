@@ -25,18 +25,23 @@ public struct ThreadActivity: Sendable, Equatable {
         /// How many times it was scheduled on a CPU (`schedstat`'s third number, or the
         /// sum of `status`'s context switches where the kernel keeps no schedstat).
         public var runs: UInt64
+        /// The kernel is ending it (`PF_EXITING` in `stat`'s flags): it may read `S` while
+        /// it waits inside the exit (a pid namespace's init waits there for the others of
+        /// its namespace, its own threads among them), but it is on its way out, not asleep.
+        public var exiting: Bool
 
-        public init(tid: Int32, state: Character, runs: UInt64) {
+        public init(tid: Int32, state: Character, runs: UInt64, exiting: Bool = false) {
             self.tid = tid
             self.state = state
             self.runs = runs
+            self.exiting = exiting
         }
 
         /// Asleep until something wakes it: interruptible sleep, or stopped by a signal
         /// or a tracer (it runs no code). Running, runnable, in disk sleep (I/O that
         /// completes by itself), exiting or dead is not.
         public var isAsleep: Bool {
-            state == "S" || state == "T" || state == "t" || state == "I"
+            !exiting && (state == "S" || state == "T" || state == "t" || state == "I")
         }
     }
 
@@ -106,10 +111,11 @@ public struct ThreadActivity: Sendable, Equatable {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2048) { buffer in
             for tid in tids {
                 // A thread that ended meanwhile is left out.
-                guard let state = readAt(fd, "\(tid)/stat", into: buffer).flatMap(stateLetter) else { continue }
+                guard let stat = readAt(fd, "\(tid)/stat", into: buffer), let state = stateLetter(stat) else { continue }
+                let exiting = isExiting(stat)
                 guard let runs = readAt(fd, "\(tid)/schedstat", into: buffer).flatMap({ number(at: 2, in: $0) })
                         ?? readAt(fd, "\(tid)/status", into: buffer).flatMap(contextSwitches) else { continue }
-                threads.append(Thread(tid: tid, state: state, runs: runs))
+                threads.append(Thread(tid: tid, state: state, runs: runs, exiting: exiting))
             }
         }
         guard !threads.isEmpty else {
@@ -130,6 +136,14 @@ public struct ThreadActivity: Sendable, Equatable {
             count += n
         }
         return count > 0 ? UnsafeBufferPointer(rebasing: buffer[0..<count]) : nil
+    }
+
+    /// `PF_EXITING` (include/linux/sched.h) in a `stat` line's flags, the seventh field
+    /// after the last `)` (state, ppid, pgrp, session, tty_nr, tpgid, flags).
+    static func isExiting(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let close = bytes.lastIndex(of: UInt8(ascii: ")")), close + 2 < bytes.count,
+              let flags = number(at: 6, in: UnsafeBufferPointer(rebasing: bytes[(close + 2)...])) else { return false }
+        return flags & 0x4 != 0
     }
 
     /// The state letter of a `stat` line: the first field after the last `)`.
@@ -164,6 +178,12 @@ public struct ThreadActivity: Sendable, Equatable {
         guard let voluntary = status["voluntary_ctxt_switches"].flatMap({ UInt64($0) }),
               let involuntary = status["nonvoluntary_ctxt_switches"].flatMap({ UInt64($0) }) else { return nil }
         return voluntary + involuntary
+    }
+
+    /// Whether a `stat` line says the kernel is ending the thread (``Thread/exiting``).
+    public static func parseExiting(_ text: String) -> Bool {
+        var bytes = Array(text.utf8)
+        return bytes.withUnsafeMutableBufferPointer { isExiting(UnsafeBufferPointer($0)) }
     }
 
     /// The third number of a `schedstat` line ("run ns, wait ns, timeslices").

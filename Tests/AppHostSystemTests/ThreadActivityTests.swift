@@ -27,6 +27,18 @@ struct ThreadActivityTests {
         #expect(!ThreadActivity(threads: []).allAsleep)
     }
 
+    /// A pid namespace's init that exits waits, in `S`, for the rest of its namespace (its
+    /// own threads included) inside the exit: `PF_EXITING` says it is not asleep.
+    @Test func aThreadTheKernelIsEndingIsNotAsleepWhateverItsState() {
+        #expect(!ThreadActivity(threads: [T(tid: 1, state: "S", runs: 3, exiting: true)]).allAsleep)
+        #expect(ThreadActivity(threads: [T(tid: 1, state: "S", runs: 3, exiting: false)]).allAsleep)
+        // stat's flags, the seventh field after the command (which may hold spaces and ")").
+        #expect(ThreadActivity.parseExiting("4242 (Probe) App) S 1 4242 4242 0 -1 4194628 220 0 0 0 1 0 0 0 20 0 3 0 1 2 3\n"))
+        #expect(!ThreadActivity.parseExiting("4242 (ProbeApp) S 1 4242 4242 0 -1 4194560 220 0 0 0 1 0 0 0 20 0 3 0 1 2 3\n"))
+        #expect(!ThreadActivity.parseExiting("4242 (ProbeApp) S 1\n"))
+        #expect(!ThreadActivity.parseExiting("garbage"))
+    }
+
     @Test func readsTheScheduleCountOfASchedstatLine() throws {
         #expect(try ThreadActivity.parseScheduleCount("359131058 213436 118\n") == 118)
         #expect(throws: ProcFileError.self) { try ThreadActivity.parseScheduleCount("12 34\n") }

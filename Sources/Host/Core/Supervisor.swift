@@ -382,6 +382,24 @@ public actor Supervisor {
         }
     }
 
+    /// What ended the process, with an abort seen as the abort it was: an app in a pid
+    /// namespace of its own (a user's host) is that namespace's init, whose own `SIGABRT`
+    /// the kernel discards (pid_namespaces(7)), so glibc's `abort()` ends it with its last
+    /// resort instead (a `hlt`, hence `SIGSEGV`, else `_exit(127)`). An app that announced
+    /// an uncaught exception, which it does only right before `abort()`, and then died so,
+    /// died of that abort: `SIGABRT`, as on iOS and on a root host (decision 0051).
+    func abortStatus(_ id: BundleID, _ status: ExitStatus) -> ExitStatus {
+        guard identities == nil, sandbox.namespaces == .used, processes[id]?.machine.raisedException != nil else { return status }
+        switch status {
+        case .signaled(let signal, let core) where [SIGSEGV, SIGILL, SIGTRAP, SIGBUS].contains(signal):
+            return .signaled(signal: SIGABRT, coreDumped: core)
+        case .exited(code: 127):
+            return .signaled(signal: SIGABRT, coreDumped: false)
+        default:
+            return status
+        }
+    }
+
     /// The process is gone: its connection and its run-loop stamp page are freed on
     /// an event loop, not on the actor at the app's next launch (where they were: 16 µs
     /// for the channel's pipeline, handlers and buffers, 40-60 µs for the page's munmap,
@@ -395,7 +413,8 @@ public actor Supervisor {
         (channel?.eventLoop ?? group.any()).execute { withExtendedLifetime((channel, page)) {} }
     }
 
-    func processExit(_ id: BundleID, _ status: ExitStatus) {
+    func processExit(_ id: BundleID, _ reaped: ExitStatus) {
+        let status = abortStatus(id, reaped)
         processes.processGone(id)
         memory.device.processGone(id)
         processes[id]?.pendingExit = nil
