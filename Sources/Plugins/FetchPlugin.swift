@@ -210,9 +210,9 @@ public struct FetchPlugin: BackgroundModePlugin {
     /// state read is a table lookup and a dynamic cast: per app, it was most of a
     /// reschedule's cost).
     static func next(_ app: BundleID, _ ctx: ModeContext, state: State, device: DeviceState) -> Result<Duration, Blocked> {
-        guard let info = ctx.apps[app] else { return .failure(.notInstalled) }
+        guard let declares = ctx.declares(app, .fetch) else { return .failure(.notInstalled) }
         let a = state.apps[app] ?? App()
-        guard info.declares(.fetch) else { return .failure(.noMode) }
+        guard declares else { return .failure(.noMode) }
         guard let interval = interval(a, ctx) else { return .failure(.never) }
         if let why = device.refreshBlocked(app) { return .failure(.refresh(why)) }
         if a.userTerminated { return .failure(.userTerminated) }

@@ -170,6 +170,14 @@ public final class ModeContext {
     /// Effects asked for so far; the host takes them after each call.
     public private(set) var effects: [ModeEffect] = []
 
+    /// Whether `app` lists `mode` in `UIBackgroundModes` (nil: not installed), read in
+    /// place: a copy of its ``ModeApp`` retains and releases every string and array of
+    /// its manifest, and a fetch reschedule asks this of every app that fetches.
+    public func declares(_ app: BundleID, _ mode: BackgroundMode) -> Bool? {
+        guard let index = apps.index(forKey: app) else { return nil }
+        return apps.values[index].manifest.backgroundModes.contains(mode)
+    }
+
     private var shared: [ObjectIdentifier: any Sendable] = [:]
 
     /// Makes a new device token (random; tests may pass their own).
