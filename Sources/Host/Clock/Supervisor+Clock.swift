@@ -347,7 +347,11 @@ extension Supervisor {
     /// Nothing is waited for: no kernel confirmation or spawn, every live app process quiet,
     /// nobody in line for a turn (see ``TurnOrder``).
     func isSettled() -> Bool {
-        guard settleViews().isEmpty else { return false }
+        let waiting = processes.anyWatched(for: .settle) { id, rt in
+            let view = settleView(rt, app: id)
+            return view.awaitsKernel || view.spawning
+        }
+        guard !waiting else { return false }
         for process in quiescence.awake {
             if isLive(process) { return false }
             quiescence.exited(process)

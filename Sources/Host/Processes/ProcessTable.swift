@@ -258,6 +258,17 @@ struct ProcessTable {
         return kept
     }
 
+    /// Whether an app watched for `watch` still is (`still`), pruning those that are not
+    /// until it finds one: the question after every input, answered without a list.
+    mutating func anyWatched(for watch: Watch, where still: (BundleID, Supervisor.Runtime) -> Bool) -> Bool {
+        guard let ids = watches[watch], !ids.isEmpty else { return false }
+        for id in ids {
+            if let rt = table[id], still(id, rt) { return true }
+            watches[watch]?.remove(id)
+        }
+        return false
+    }
+
     /// The apps watched for `watch` now, in bundle-id order, without pruning.
     func watchList(_ watch: Watch) -> [BundleID] {
         (watches[watch] ?? []).sorted()
