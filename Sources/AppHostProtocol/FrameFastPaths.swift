@@ -3,7 +3,8 @@
 /// `resume()` (`transferTaskCreated`) — of the launch's frames (`hello`, `welcome`,
 /// `didFinishLaunching`), of a background download's (the `resume()` request of a
 /// download without headers, its `didFinishDownloadingTo` and successful
-/// `didCompleteWithError` callbacks), and of a host timer's fire (`timerFired`), byte
+/// `didCompleteWithError` callbacks), of a host timer's fire (`timerFired`), and of a
+/// background fetch's (`performFetch`, its `fetchCompleted` request and the `ok` reply), byte
 /// for byte what the generic JSON coder writes, and an
 /// exact-shape reader for them that leaves anything else to the generic decoder.
 /// The generic coder (a new encoder or decoder per frame, reflection through Codable)
@@ -84,6 +85,10 @@ extension Frame {
             payload += "}}}}}}".utf8
             return framed(payload)
         }
+        if case .reply(let id, .service(.ok)) = message {
+            // {"reply":{"id":N,"reply":{"service":{"_0":{"ok":{}}}}}}
+            return framed(Array(#"{"reply":{"id":"#.utf8) + Array(String(id).utf8) + Array(#","reply":{"service":{"_0":{"ok":{}}}}}}"#.utf8))
+        }
         return try genericEncode(message)
     }
 
@@ -108,6 +113,17 @@ extension Frame {
             payload += #""}}}}}}"#.utf8
             return framed(payload)
         }
+        if case .request(let id, .service(.fetchCompleted(let fetch, let result))) = message {
+            // {"request":{"id":I,"request":{"service":{"_0":{"fetchCompleted":{"id":F,"result":"R"}}}}}}
+            var payload = Array(#"{"request":{"id":"#.utf8)
+            payload += String(id).utf8
+            payload += #","request":{"service":{"_0":{"fetchCompleted":{"id":"#.utf8
+            payload += String(fetch).utf8
+            payload += #","result":""#.utf8
+            payload += result.rawValue.utf8
+            payload += #""}}}}}}"#.utf8
+            return framed(payload)
+        }
         if case .hello(let version, let pid) = message {
             // {"hello":{"pid":P,"version":V}}
             return framed(Array(#"{"hello":{"pid":"#.utf8) + Array(String(pid).utf8) + Array(#","version":"#.utf8)
@@ -125,6 +141,8 @@ extension Frame {
         if let hello = reader.hello() { return hello }
         reader = FastReader(payload)
         if let start = reader.startTask() { return start }
+        reader = FastReader(payload)
+        if let completed = reader.fetchCompleted() { return completed }
         return try genericDecode(AppMessage.self, from: payload)
     }
 
@@ -135,6 +153,8 @@ extension Frame {
         if let message = reader.callback() { return message }
         reader = FastReader(payload)
         if let message = reader.taskCreated() { return message }
+        reader = FastReader(payload)
+        if let message = reader.okReply() { return message }
         reader = FastReader(payload)
         if let message = reader.transferCallback() { return message }
         reader = FastReader(payload)
@@ -200,6 +220,10 @@ private enum FastTransfer {
             // ..."timerFired":{"id":I}}}}},"seq":N,"state":"ST"}}
             payload += #""timerFired":{"id":"#.utf8
             payload += String(id.rawValue).utf8
+        case .performFetch(let id):
+            // ..."performFetch":{"id":I}}}}},"seq":N,"state":"ST"}}
+            payload += #""performFetch":{"id":"#.utf8
+            payload += String(id).utf8
         default:
             return nil
         }
@@ -393,6 +417,9 @@ struct FastReader {
         } else if literal(#"timerFired":{"id":"#) {
             guard let id = int() else { return nil }
             event = .timerFired(id: HostTimerID(id))
+        } else if literal(#"performFetch":{"id":"#) {
+            guard let id = integer(), !id.negative else { return nil }
+            event = .performFetch(id: id.magnitude)
         } else {
             return nil
         }
@@ -400,6 +427,20 @@ struct FastReader {
               let rawState = plainString(), let state = AppState(rawValue: rawState),
               literal("}}"), at == bytes.count else { return nil }
         return .callback(seq: seq.magnitude, callback: .service(event), state: state)
+    }
+
+    mutating func fetchCompleted() -> AppMessage? {
+        guard literal(#"{"request":{"id":"#), let id = integer(), !id.negative,
+              literal(#","request":{"service":{"_0":{"fetchCompleted":{"id":"#), let fetch = integer(), !fetch.negative,
+              literal(#","result":"#), let raw = plainString(), let result = FetchResult(rawValue: raw),
+              literal("}}}}}}"), at == bytes.count else { return nil }
+        return .request(id: id.magnitude, request: .service(.fetchCompleted(id: fetch.magnitude, result: result)))
+    }
+
+    mutating func okReply() -> HostMessage? {
+        guard literal(#"{"reply":{"id":"#), let id = integer(), !id.negative,
+              literal(#","reply":{"service":{"_0":{"ok":{}}}}}}"#), at == bytes.count else { return nil }
+        return .reply(id: id.magnitude, reply: .service(.ok))
     }
 
     mutating func hello() -> AppMessage? {

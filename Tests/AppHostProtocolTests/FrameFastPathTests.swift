@@ -129,6 +129,56 @@ struct FrameFastPathTests {
         }
     }
 
+    /// A background fetch's three frames: `performFetch`, its `fetchCompleted` request and
+    /// the `ok` reply (every fetch of every app, most of `apphost-bench fetch-week`).
+    @Test func fetchFramesAreTheGenericBytesAndReadBack() throws {
+        for seq: UInt64 in [0, 1, 77, .max] {
+            for id: UInt64 in [0, 1, 10, 12345, .max] {
+                for state in AppState.allCases {
+                    let message = HostMessage.callback(seq: seq, callback: .service(.performFetch(id: id)), state: state)
+                    let direct = try Frame.encode(message)
+                    #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(message), as: UTF8.self))
+                    #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(4))) == message)
+                }
+                for result in FetchResult.allCases {
+                    let message = AppMessage.request(id: seq, request: .service(.fetchCompleted(id: id, result: result)))
+                    let direct = try Frame.encode(message)
+                    #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(message), as: UTF8.self))
+                    #expect(try Frame.decode(AppMessage.self, from: Array(direct.dropFirst(4))) == message)
+                }
+            }
+            let ok = HostMessage.reply(id: seq, reply: .service(.ok))
+            let direct = try Frame.encode(ok)
+            #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(ok), as: UTF8.self))
+            #expect(try Frame.decode(HostMessage.self, from: Array(direct.dropFirst(4))) == ok)
+        }
+        let app = [
+            #"{"request":{"id":1,"request":{"service":{"_0":{"fetchCompleted":{"id":1,"result":"someData"}}}}}}"#,
+            #"{"request":{"id":1,"request":{"service":{"_0":{"fetchCompleted":{"id":-1,"result":"newData"}}}}}}"#,
+            #"{"request":{"id":1,"request":{"service":{"_0":{"fetchCompleted":{"id":18446744073709551616,"result":"newData"}}}}}}"#,
+            #"{"request":{"id":1,"request":{"service":{"_0":{"fetchCompleted":{"result":"newData","id":1}}}}}}"#,
+            #"{"request":{"id":1,"request":{"service":{"_0":{"fetchCompleted":{"id":1,"result":"newData"}}}}}"#,
+            #"{"request":{"id":1,"request":{"service":{"_0":{"fetchCompleted":{"id":1,"result":"newData","x":0}}}}}}"#,
+            #"{"request":{"id":01,"request":{"service":{"_0":{"fetchCompleted":{"id":1,"result":"newData"}}}}}}"#,
+        ]
+        for text in app {
+            let bytes = Array(text.utf8)
+            #expect(Result { try Frame.decode(AppMessage.self, from: bytes) }.success == Result { try Frame.genericDecode(AppMessage.self, from: bytes) }.success, "\(text)")
+        }
+        let host = [
+            #"{"reply":{"id":1,"reply":{"service":{"_0":{"ok":{"x":1}}}}}}"#,
+            #"{"reply":{"id":-1,"reply":{"service":{"_0":{"ok":{}}}}}}"#,
+            #"{"reply":{"id":1,"reply":{"service":{"_0":{"ok":{}}}}}} "#,
+            #"{"callback":{"callback":{"service":{"_0":{"performFetch":{"id":-1}}}},"seq":1,"state":"background"}}"#,
+            #"{"callback":{"callback":{"service":{"_0":{"performFetch":{"id":1}}}},"seq":1,"state":"asleep"}}"#,
+            #"{"callback":{"callback":{"service":{"_0":{"performFetch":{}}}},"seq":1,"state":"background"}}"#,
+        ]
+        for text in host {
+            let bytes = Array(text.utf8)
+            #expect(Result { try Frame.decode(HostMessage.self, from: bytes) }.success == Result { try Frame.genericDecode(HostMessage.self, from: bytes) }.success, "\(text)")
+        }
+    }
+
     /// Headers, an upload file, an error, or a string that needs escaping: the generic coder.
     @Test func transferFramesOutsideTheCommonShapeGoTheGenericWay() throws {
         let host: [HostMessage] = [
