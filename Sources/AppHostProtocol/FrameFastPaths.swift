@@ -4,7 +4,8 @@
 /// `didFinishLaunching`), of a background download's (the `resume()` request of a
 /// download without headers, its `didFinishDownloadingTo` and successful
 /// `didCompleteWithError` callbacks), of a host timer's fire (`timerFired`), and of a
-/// background fetch's (`performFetch`, its `fetchCompleted` request and the `ok` reply), byte
+/// background fetch's (`performFetch`, its `fetchCompleted` request and the `ok` reply)
+/// and of a background task's begin and end, byte
 /// for byte what the generic JSON coder writes, and an
 /// exact-shape reader for them that leaves anything else to the generic decoder.
 /// The generic coder (a new encoder or decoder per frame, reflection through Codable)
@@ -124,6 +125,22 @@ extension Frame {
             payload += #""}}}}}}"#.utf8
             return framed(payload)
         }
+        if case .beginBackgroundTask(let id, let name) = message, name.map(FastString.isPlain) ?? true {
+            // {"beginBackgroundTask":{"id":I,"name":"N"}} (no "name" without one)
+            var payload = Array(#"{"beginBackgroundTask":{"id":"#.utf8)
+            payload += String(id.rawValue).utf8
+            if let name {
+                payload += #","name":""#.utf8
+                payload += name.utf8
+                payload.append(UInt8(ascii: "\""))
+            }
+            payload += "}}".utf8
+            return framed(payload)
+        }
+        if case .endBackgroundTask(let id) = message {
+            // {"endBackgroundTask":{"id":I}}
+            return framed(Array(#"{"endBackgroundTask":{"id":"#.utf8) + Array(String(id.rawValue).utf8) + Array("}}".utf8))
+        }
         if case .hello(let version, let pid) = message {
             // {"hello":{"pid":P,"version":V}}
             return framed(Array(#"{"hello":{"pid":"#.utf8) + Array(String(pid).utf8) + Array(#","version":"#.utf8)
@@ -143,6 +160,8 @@ extension Frame {
         if let start = reader.startTask() { return start }
         reader = FastReader(payload)
         if let completed = reader.fetchCompleted() { return completed }
+        reader = FastReader(payload)
+        if let task = reader.backgroundTask() { return task }
         return try genericDecode(AppMessage.self, from: payload)
     }
 
@@ -435,6 +454,21 @@ struct FastReader {
               literal(#","result":"#), let raw = plainString(), let result = FetchResult(rawValue: raw),
               literal("}}}}}}"), at == bytes.count else { return nil }
         return .request(id: id.magnitude, request: .service(.fetchCompleted(id: fetch.magnitude, result: result)))
+    }
+
+    mutating func backgroundTask() -> AppMessage? {
+        if literal(#"{"endBackgroundTask":{"id":"#) {
+            guard let id = int(), literal("}}"), at == bytes.count else { return nil }
+            return .endBackgroundTask(id: BackgroundTaskID(id))
+        }
+        guard literal(#"{"beginBackgroundTask":{"id":"#), let id = int() else { return nil }
+        var name: String?
+        if literal(#","name":"#) {
+            guard let plain = plainString() else { return nil }
+            name = plain
+        }
+        guard literal("}}"), at == bytes.count else { return nil }
+        return .beginBackgroundTask(id: BackgroundTaskID(id), name: name)
     }
 
     mutating func okReply() -> HostMessage? {

@@ -205,10 +205,35 @@ struct FrameFastPathTests {
         }
     }
 
+    /// A background task's begin (with a name, without, or one that needs escaping) and end.
+    @Test func backgroundTaskFramesAreTheGenericBytesAndReadBack() throws {
+        for id in [0, 1, 42, -7, Int.max, Int.min] {
+            for name: String? in [nil, "upload", "", "lock work", "a\"b", "ü", "tab\there"] {
+                let begin = AppMessage.beginBackgroundTask(id: BackgroundTaskID(id), name: name)
+                let direct = try Frame.encode(begin)
+                #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(begin), as: UTF8.self))
+                #expect(try Frame.decode(AppMessage.self, from: Array(direct.dropFirst(4))) == begin)
+            }
+            let end = AppMessage.endBackgroundTask(id: BackgroundTaskID(id))
+            let direct = try Frame.encode(end)
+            #expect(String(decoding: direct, as: UTF8.self) == String(decoding: try Frame.genericEncode(end), as: UTF8.self))
+            #expect(try Frame.decode(AppMessage.self, from: Array(direct.dropFirst(4))) == end)
+        }
+        let nearMisses = [
+            #"{"beginBackgroundTask":{"id":1,"name":null}}"#, #"{"beginBackgroundTask":{"name":"a","id":1}}"#,
+            #"{"beginBackgroundTask":{"id":1,"name":"a"}} "#, #"{"beginBackgroundTask":{"id":9223372036854775808}}"#,
+            #"{"endBackgroundTask":{"id":1,"x":2}}"#, #"{"endBackgroundTask":{"id":01}}"#, #"{"endBackgroundTask":{}}"#,
+        ]
+        for text in nearMisses {
+            let bytes = Array(text.utf8)
+            #expect(Result { try Frame.decode(AppMessage.self, from: bytes) }.success == Result { try Frame.genericDecode(AppMessage.self, from: bytes) }.success, "\(text)")
+        }
+    }
+
     @Test func otherMessagesGoTheGenericWay() throws {
-        let begin = AppMessage.beginBackgroundTask(id: 3, name: "upload")
-        #expect(try Frame.encode(begin) == (try Frame.genericEncode(begin)))
-        #expect(try Frame.decode(AppMessage.self, from: Array(try Frame.encode(begin).dropFirst(4))) == begin)
+        let ignore = AppMessage.ignoreSnapshotOnNextApplicationLaunch
+        #expect(try Frame.encode(ignore) == (try Frame.genericEncode(ignore)))
+        #expect(try Frame.decode(AppMessage.self, from: Array(try Frame.encode(ignore).dropFirst(4))) == ignore)
         let rejected = HostMessage.rejected(reason: "no")
         #expect(try Frame.encode(rejected) == (try Frame.genericEncode(rejected)))
     }
