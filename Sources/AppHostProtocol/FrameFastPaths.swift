@@ -112,6 +112,7 @@ extension Frame {
             payload += #"","url":""#.utf8
             payload += url.utf8
             payload += #""}}}}}}"#.utf8
+            guard payload.count <= maximumPayload else { return try genericEncode(message) }
             return framed(payload)
         }
         if case .request(let id, .service(.fetchCompleted(let fetch, let result))) = message {
@@ -135,6 +136,8 @@ extension Frame {
                 payload.append(UInt8(ascii: "\""))
             }
             payload += "}}".utf8
+            // A name past the bound: the generic way refuses it, saying so.
+            guard payload.count <= maximumPayload else { return try genericEncode(message) }
             return framed(payload)
         }
         if case .endBackgroundTask(let id) = message {

@@ -86,6 +86,11 @@ struct FrameDecoderTests {
     @Test func encodingRefusesOversizedMessages() {
         let big = String(repeating: "x", count: Frame.maximumPayload)
         #expect(throws: FrameError.self) { try Frame.encode(AppMessage.beginBackgroundTask(id: 1, name: big)) }
+        // The direct encodings of app messages whose strings the app chooses check the bound too.
+        #expect(throws: FrameError.self) {
+            try Frame.encode(AppMessage.request(id: 1, request: .service(.urlSessionStartTask(
+                session: "s", kind: .download, url: "http://x/" + big, method: "GET", headers: [:], uploadFile: nil))))
+        }
     }
 
     @Test func compactsItsBufferOverLongStreams() throws {
