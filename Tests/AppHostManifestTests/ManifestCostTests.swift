@@ -7,7 +7,7 @@ import AppHostProtocol
 /// the fixes, a 20 KB `CFBundleIdentifier` of nested references took minutes and over a
 /// gigabyte in `apphost install`, and `apphost lint` of 2,000 unresolved task ids took
 /// seconds (quadratic). The inputs are kept in Fuzz/regressions/manifest-xml.
-@Suite("Manifest reading cost", .timeLimit(.minutes(1)))
+@Suite("Manifest reading cost", .timeLimit(.minutes(3)))
 struct ManifestCostTests {
     /// Seconds `body` takes.
     func seconds(_ body: () -> Void) -> Double {

@@ -12,7 +12,7 @@ import Glibc
 /// wrote or fetched), and the scheduling calls and `pidfd_open` reach only the process
 /// itself. Each test spawns `aph-sandbox-check` with the same seccomp policy with and
 /// without the lockdown, so what changes is the lockdown's doing.
-@Suite("SpawnSettings app lockdown", .tags(.process), .timeLimit(.minutes(1)))
+@Suite("SpawnSettings app lockdown", .tags(.process), .timeLimit(.minutes(3)))
 struct AppLockdownTests {
     /// The host's pid stands for "another process": the test runner, this process.
     static var arguments: [String] {

@@ -10,7 +10,7 @@ import Glibc
 
 /// `SpawnSettings.dropsCapabilities`: a child keeps no capability, even when
 /// this process (the host) runs as root.
-@Suite("Capabilities", .tags(.process), .timeLimit(.minutes(1)))
+@Suite("Capabilities", .tags(.process), .timeLimit(.minutes(3)))
 struct CapabilitiesTests {
     static let none = "0000000000000000"
 

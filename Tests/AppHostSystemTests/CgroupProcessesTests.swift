@@ -58,7 +58,7 @@ let testCgroupsPossible: Bool = {
 
 /// `SpawnSettings.cgroupProcsFiles` and `CgroupProcesses`: a child is in its cgroup
 /// before `execve`, and a cgroup's processes are signalled and killed as one set.
-@Suite("Cgroup processes", .tags(.process), .timeLimit(.minutes(1)))
+@Suite("Cgroup processes", .tags(.process), .timeLimit(.minutes(3)))
 struct CgroupProcessesTests {
     @Test(.enabled(if: testCgroupsPossible, "cannot make a cgroup here (not root, or a read-only cgroupfs)"))
     func aChildIsInItsCgroupFromItsFirstInstruction() async throws {

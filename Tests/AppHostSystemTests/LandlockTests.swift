@@ -13,7 +13,7 @@ let landlockABI = Landlock.abiVersion ?? 0
 /// `LandlockPolicy` seen from inside a real child: `aph-sandbox-check` runs its
 /// checks under a policy and prints one verdict a line. Every child is reaped
 /// before its test ends; every directory is the test's own.
-@Suite("Landlock", .tags(.process), .serialized, .timeLimit(.minutes(1)),
+@Suite("Landlock", .tags(.process), .serialized, .timeLimit(.minutes(3)),
        .enabled(if: Landlock.abiVersion != nil, "Landlock is not available in this kernel (landlock_create_ruleset: ENOSYS or EOPNOTSUPP)"))
 struct LandlockTests {
     /// What any child needs to start: programs and libraries, the runtime this

@@ -8,7 +8,7 @@ import Testing
 /// families denied by argument, Unix sockets limited to connected pairs. Each
 /// test spawns `aph-sandbox-check` with check options and reads its one-line
 /// verdicts. (The Landlock side is in `LandlockTests`.)
-@Suite("ModeRules", .tags(.process), .timeLimit(.minutes(1)))
+@Suite("ModeRules", .tags(.process), .timeLimit(.minutes(3)))
 struct ModeRulesTests {
     /// AF_BLUETOOTH.
     static let bluetooth: Int32 = 31

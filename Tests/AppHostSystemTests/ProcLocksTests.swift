@@ -4,7 +4,7 @@ import SystemPackage
 import TestSupport
 import Testing
 
-@Suite("ProcLocks", .tags(.process), .timeLimit(.minutes(1)))
+@Suite("ProcLocks", .tags(.process), .timeLimit(.minutes(3)))
 struct ProcLocksTests {
     // MARK: Parsing
 

@@ -7,7 +7,7 @@ import Testing
 /// `SeccompPolicy.deniesProcessCreation`, the rule apps run under: as on iOS, an
 /// app makes threads but no process. Each test spawns `aph-sandbox-check` with
 /// check options and reads its one-line verdicts.
-@Suite("SeccompPolicy process creation", .tags(.process), .timeLimit(.minutes(1)))
+@Suite("SeccompPolicy process creation", .tags(.process), .timeLimit(.minutes(3)))
 struct ProcessCreationTests {
     /// fork(3), the fork syscall, posix_spawn, then the three ways a Swift app makes threads.
     static let arguments = [

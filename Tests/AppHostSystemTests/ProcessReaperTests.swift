@@ -4,7 +4,7 @@ import SystemPackage
 import TestSupport
 import Testing
 
-@Suite("ProcessReaper", .tags(.process), .timeLimit(.minutes(1)))
+@Suite("ProcessReaper", .tags(.process), .timeLimit(.minutes(3)))
 struct ProcessReaperTests {
     @Test func sandboxCheckSeesTheBaselineSandbox() async throws {
         guard let checker = sandboxCheckPath() else { return }
@@ -199,7 +199,7 @@ struct ProcessReaperTests {
     }
 }
 
-@Suite("aph_spawn death signal", .tags(.process), .timeLimit(.minutes(1)))
+@Suite("aph_spawn death signal", .tags(.process), .timeLimit(.minutes(3)))
 struct DeathSignalTests {
     /// The sandbox checker spawns a grandchild from a thread that then exits;
     /// PR_SET_PDEATHSIG must kill the grandchild. Inside the baseline filter

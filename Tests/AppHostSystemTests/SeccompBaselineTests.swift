@@ -7,7 +7,7 @@ import Testing
 /// userfaultfd: `aph-sandbox-check`'s syscall probes under the baseline, and
 /// without a filter (where the same probes must reach the kernel and fail
 /// there, harmlessly, so a pass under the filter means the filter refused).
-@Suite("Seccomp baseline: other processes, userfaultfd", .tags(.process), .timeLimit(.minutes(1)))
+@Suite("Seccomp baseline: other processes, userfaultfd", .tags(.process), .timeLimit(.minutes(3)))
 struct SeccompBaselineTests {
     @Test func otherProcessesLimitsAndNiceValuesAndUserfaultfdAreDenied() async throws {
         guard sandboxCheckPath() != nil else { return }

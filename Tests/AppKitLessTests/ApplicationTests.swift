@@ -51,7 +51,7 @@ private extension AppHarness where Delegate == RecordingDelegate, Extra == NoExt
     }
 }
 
-@Suite("Application", .serialized, .timeLimit(.minutes(1)))
+@Suite("Application", .serialized, .timeLimit(.minutes(3)))
 struct ApplicationTests {
     @Test("callbacks run on the main queue in order, with the host's state, and are acknowledged in order")
     func callbacksInOrder() async throws {

@@ -120,7 +120,7 @@ private struct PendingSummary: Sendable, Equatable {
     }
 }
 
-@Suite("Background work", .serialized, .timeLimit(.minutes(1)))
+@Suite("Background work", .serialized, .timeLimit(.minutes(3)))
 struct BackgroundWorkTests {
     // MARK: Background fetch
 

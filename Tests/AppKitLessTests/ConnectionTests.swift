@@ -31,7 +31,7 @@ private final class ReaderEvents: Sendable {
     }
 }
 
-@Suite("Connection", .serialized, .timeLimit(.minutes(1)))
+@Suite("Connection", .serialized, .timeLimit(.minutes(3)))
 struct ConnectionTests {
     @Test("hello is the first message and welcome yields the bundle identifier")
     func handshake() throws {

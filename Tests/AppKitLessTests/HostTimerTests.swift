@@ -70,7 +70,7 @@ private final class Fires: Sendable {
     var allValid: Bool { runs.withLock { $0.allSatisfy(\.valid) } }
 }
 
-@Suite("HostTimer", .serialized, .timeLimit(.minutes(1)))
+@Suite("HostTimer", .serialized, .timeLimit(.minutes(3)))
 struct HostTimerTests {
     @Test("a timer is a timerSchedule request; each fire runs its block on the main queue before the callback returns")
     func scheduleAndFire() async throws {

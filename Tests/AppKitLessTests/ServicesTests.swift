@@ -158,7 +158,7 @@ private final class ServiceRecorder: LocationManagerDelegate, PushRegistryDelega
     }
 }
 
-@Suite("Services", .serialized, .timeLimit(.minutes(1)))
+@Suite("Services", .serialized, .timeLimit(.minutes(3)))
 struct ServicesTests {
     @Test("each service call sends its ServiceRequest and blocks for the reply: .ok returns, a refusal throws its reason")
     func requestsAndReplies() async throws {

@@ -117,7 +117,7 @@ private func temporaryFile(_ contents: String) throws -> URL {
     return url
 }
 
-@Suite("Background URLSession", .serialized, .timeLimit(.minutes(1)))
+@Suite("Background URLSession", .serialized, .timeLimit(.minutes(3)))
 struct URLSessionTests {
     @Test("the configuration defaults are iOS's; making a session sends urlSessionCreate and adopts the host's tasks; getAllTasks keeps task identity")
     func create() async throws {

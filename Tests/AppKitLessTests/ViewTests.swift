@@ -70,7 +70,7 @@ private final class ScreenBox {
     var screen: Screen?
 }
 
-@Suite("Views", .serialized, .timeLimit(.minutes(1)))
+@Suite("Views", .serialized, .timeLimit(.minutes(3)))
 struct ViewTests {
     // MARK: Conversion
 

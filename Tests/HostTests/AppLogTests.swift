@@ -8,7 +8,7 @@ import Testing
 /// rotated at its size, output past the app's rate or the logs' budget is dropped, and
 /// the log says how much. Waits on the app's exit, which the host records only once the
 /// pipe is read to its end.
-@Suite(.tags(.process), .timeLimit(.minutes(1)))
+@Suite(.tags(.process), .timeLimit(.minutes(3)))
 struct AppLogTests {
     func size(_ path: String) -> Int64 {
         ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.int64Value ?? 0

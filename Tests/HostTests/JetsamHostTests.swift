@@ -181,7 +181,7 @@ struct JetsamHostTests {
 }
 
 /// Bad device-memory input at the command line: the daemon refuses to start, naming the key.
-@Suite("device memory (CLI)", .tags(.process), .timeLimit(.minutes(1)),
+@Suite("device memory (CLI)", .tags(.process), .timeLimit(.minutes(3)),
        .enabled(if: productBuilt("apphost"), "apphost not built: run `swift build` first"))
 struct DeviceMemoryCLITests {
     @Test func aDeviceSizeThatDoesNotParseStopsTheDaemonAtStartNamingTheKey() async throws {

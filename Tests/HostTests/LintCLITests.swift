@@ -5,7 +5,7 @@ import Testing
 
 /// `apphost lint` as a user runs it: the built binary, no daemon, exit statuses and
 /// compiler-style output.
-@Suite("CLI lint", .tags(.process), .timeLimit(.minutes(1)),
+@Suite("CLI lint", .tags(.process), .timeLimit(.minutes(3)),
        .enabled(if: productBuilt("apphost"), "apphost not built: run `swift build` first"))
 struct LintCLITests {
     /// Writes `dir/Name.app/Info.plist` with `body` as its dictionary; returns the bundle.

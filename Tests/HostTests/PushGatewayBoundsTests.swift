@@ -12,7 +12,7 @@ import Glibc
 /// The push gateway's bounds (issue 32): a connection that opens no stream is closed, an
 /// idle one is shut down as APNs does, and past the limit of connections a new one is
 /// closed at once. Raw TCP clients speaking as much HTTP/2 as each case needs.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PushGatewayBoundsTests {
     /// The client connection preface and an empty SETTINGS frame (RFC 9113 §3.4).
     static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 0x4, 0, 0, 0, 0, 0]

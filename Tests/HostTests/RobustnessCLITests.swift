@@ -237,7 +237,7 @@ struct RobustnessCLITests {
     /// Only the host's user and root drive a host, whatever the socket's mode: what an app
     /// of an unprivileged host did (the state dir and the socket made 0777) let another
     /// local user terminate its apps. Needs root (to be another user).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func anotherUserIsRefusedWhateverTheSocketsMode() async throws {
         guard geteuid() == 0 else {
             print("skipped: connecting as another user needs a test run as root")
@@ -268,7 +268,7 @@ struct RobustnessCLITests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func idleControlConnectionsAreClosedButFollowersAreNot() async throws {
         try await withCLISession("idle") { s in
             _ = try await s.startDaemon(["--control-timeout", "1"])
@@ -413,7 +413,7 @@ struct RobustnessCLITests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aBundleIdentifierOf155CharactersInstallsRunsAndGetsItsReport() async throws {
         try await withHost(label: "id155") { host in
             let id = BundleID(stringLiteral: "com.example." + String(repeating: "x", count: 155 - 12))
@@ -436,7 +436,7 @@ struct RobustnessCLITests {
     /// On the virtual clock nobody moves host time at SIGTERM: once the host has settled and
     /// the app has answered nothing (blocked in willTerminate), its grace period ends at
     /// once, with the kill and report the grace timer gives; real time decides nothing.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func shutdownKillsAHungAppOnTheVirtualClockOnceItIsFoundBlocked() async throws {
         try await withCLISession("vshut") { s in
             let daemon = try await s.startDaemon(["--clock", "virtual", "--grace-period", "1"])
@@ -471,7 +471,7 @@ struct RobustnessCLITests {
     /// spinning one the 60 s safety net). Two apps block in willTerminate (killed once the
     /// host has settled, at once) and two spin in it (still at work: killed when the grace
     /// period runs out in real time, once for both).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func shutdownRunsTheGracePeriodsTogether() async throws {
         try await withCLISession("pshut") { s in
             let daemon = try await s.startDaemon(["--clock", "virtual", "--grace-period", "2"])
@@ -515,7 +515,7 @@ struct RobustnessCLITests {
 
     // MARK: 5. after a crash of the host
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func appsThatEndedWithACrashedHostAreRecordedAtTheNextStart() async throws {
         try await withCLISession("crash") { s in
             let first = try await s.startDaemon()
@@ -563,7 +563,7 @@ struct RobustnessCLITests {
     /// A process of an app left running by an earlier host (as an older host's apps, whose
     /// parent-death signal the uid change cleared, were): the next host kills it before it
     /// reports on the app, and says so. Needs root (per-app uids).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aNewHostKillsWhatACrashedHostLeftRunningBeforeItReports() async throws {
         guard geteuid() == 0 else {
             print("skipped: a leftover process under an app's own uid needs a host running as root")
@@ -606,7 +606,7 @@ struct RobustnessCLITests {
     /// from outside like any app, and dies with the host when the host is killed with
     /// SIGKILL while the app is suspended (its parent-death signal is set in the
     /// namespaces; `getppid()` there is 0, so it checks the host through a pidfd).
-    @Test(.timeLimit(.minutes(1)), .enabled(if: getuid() == 0, "needs root to start a host as another user"))
+    @Test(.timeLimit(.minutes(3)), .enabled(if: getuid() == 0, "needs root to start a host as another user"))
     func anUnprivilegedHostsAppRunsInItsOwnNamespacesAndDiesWithTheHost() async throws {
         let user = ProcessIdentity(uid: 65534, gid: 65534)
         try await withCLISession("userns") { s in
@@ -704,7 +704,7 @@ private func readAll(_ fd: Int32) async -> [UInt8] {
 
 /// The control socket's queues, each bounded (issue 32): a follower that stops reading,
 /// connections past the limit.
-@Suite(.tags(.process), .timeLimit(.minutes(1)))
+@Suite(.tags(.process), .timeLimit(.minutes(3)))
 struct ControlQueueBoundTests {
     /// Serves `host` on its state dir's control socket for the body.
     func serving<T>(_ host: TestHost, _ body: (String) async throws -> T) async throws -> T {

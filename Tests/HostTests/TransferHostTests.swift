@@ -369,7 +369,7 @@ struct TransferHostTests {
 
 /// Apps reach the daemon only through the host: it listens on nothing (no path, no
 /// port); its one socket is the host's end of a socketpair made at spawn.
-@Suite("Transfer daemon isolation", .tags(.process), .timeLimit(.minutes(1)), .enabled(if: transferDaemonBuilt, "apphost-transferd not built: run `swift build` first"))
+@Suite("Transfer daemon isolation", .tags(.process), .timeLimit(.minutes(3)), .enabled(if: transferDaemonBuilt, "apphost-transferd not built: run `swift build` first"))
 struct TransferDaemonIsolationTests {
     @Test func theDaemonHasNoListeningSocketAnAppCouldConnectTo() async throws {
         try await withHost(label: "txi", configure: patientLaunch) { host in

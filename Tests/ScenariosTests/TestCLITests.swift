@@ -102,7 +102,7 @@ struct TestCLITests {
 /// Every verb of the CLI that acts on a host is a step of scenario files (the steps are
 /// the CLI's verbs as data). A verb added to the CLI fails this test until it gets its
 /// step, or is listed here with why it is not one.
-@Suite("every CLI verb has its step", .tags(.process), .timeLimit(.minutes(1)),
+@Suite("every CLI verb has its step", .tags(.process), .timeLimit(.minutes(3)),
        .enabled(if: TimelineCLITests.built, "apphost is not built beside the tests"))
 struct VerbCoverageTests {
     /// Verbs that are not steps, and why.
