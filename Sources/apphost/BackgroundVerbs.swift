@@ -138,14 +138,17 @@ extension AppHostCommand {
                 commandName: "lock",
                 abstract: "Lock the device: files written with complete data protection close to their apps.",
                 discussion: """
-                    Every file an app wrote with .completeFileProtection (Data.writeProtected) is \
-                    taken from the app's uid until `apphost device unlock`, so opening it fails with \
-                    EACCES, as reading a protected file fails on a locked iPhone; then apps running \
-                    code get protectedDataWillBecomeUnavailable (with no grace, unlike iOS). isProtectedDataAvailable reads false. \
-                    Needs a root host with per-app uids (the default for root); otherwise the host \
-                    says it cannot enforce it. A host stopped while locked starts locked, as a device \
-                    that booted locked: files of the default class (completeUntilFirstUserAuthentication) \
-                    stay closed too until the first unlock.
+                    The app in front goes to the background (willResignActive, \
+                    didEnterBackground); apps running code get protectedDataWillBecomeUnavailable; \
+                    10 s later, as iOS discards the class key, every file an app wrote with \
+                    .completeFileProtection (Data.writeProtected) closes to it until \
+                    `apphost device unlock`: opening it fails with EACCES, as on a locked iPhone, \
+                    and isProtectedDataAvailable reads false. A root host gives the file to root \
+                    (apps have uids of their own); a host run by a user covers it in each app's \
+                    own mount namespace, also for apps launched while locked. A host with neither \
+                    says it cannot enforce it. A host stopped while locked starts locked, as a \
+                    device that booted locked: files of the default class \
+                    (completeUntilFirstUserAuthentication) stay closed too until the first unlock.
 
                     Example: apphost device lock
                     """)
