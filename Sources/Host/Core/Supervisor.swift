@@ -382,6 +382,11 @@ public actor Supervisor {
         }
     }
 
+    /// True when apps share the host's uid and run in user, mount and pid namespaces of
+    /// their own (a host run by a user whose machine allows them): each is its pid
+    /// namespace's init, and its mounts are the host's to cover (decisions 0050, 0051).
+    var appsIsolateUser: Bool { identities == nil && sandbox.namespaces == .used }
+
     /// What ended the process, with an abort seen as the abort it was: an app in a pid
     /// namespace of its own (a user's host) is that namespace's init, whose own `SIGABRT`
     /// the kernel discards (pid_namespaces(7)), so glibc's `abort()` ends it with its last
@@ -389,7 +394,7 @@ public actor Supervisor {
     /// an uncaught exception, which it does only right before `abort()`, and then died so,
     /// died of that abort: `SIGABRT`, as on iOS and on a root host (decision 0051).
     func abortStatus(_ id: BundleID, _ status: ExitStatus) -> ExitStatus {
-        guard identities == nil, sandbox.namespaces == .used, processes[id]?.machine.raisedException != nil else { return status }
+        guard appsIsolateUser, processes[id]?.machine.raisedException != nil else { return status }
         switch status {
         case .signaled(let signal, let core) where [SIGSEGV, SIGILL, SIGTRAP, SIGBUS].contains(signal):
             return .signaled(signal: SIGABRT, coreDumped: core)

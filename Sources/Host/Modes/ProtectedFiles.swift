@@ -66,9 +66,7 @@ enum ProtectedFiles {
             cut = !eachFile(under: base) { fd, st, relative in
                 let key = [UInt64(st.st_dev), UInt64(st.st_ino)]
                 found.append(Found(path: base + "/" + relative, device: key[0], inode: key[1]))
-                let protection = attribute("/proc/self/fd/\(fd)", FileProtectionClass.attribute).flatMap(FileProtectionClass.init(rawValue:))
-                    ?? .completeUntilFirstUserAuthentication
-                if level.closes(protection) { closedInodes.insert(key) }
+                if level.closes(protectionClass("/proc/self/fd/\(fd)")) { closedInodes.insert(key) }
             } || cut
         }
         let paths = found.filter { closedInodes.contains([$0.device, $0.inode]) }.map(\.path)
@@ -136,9 +134,7 @@ enum ProtectedFiles {
     private static func change(_ fd: Int32, _ st: stat, _ relative: String, level: DataProtectionLevel, uid: uid_t, gid: gid_t,
                                outcome: inout Outcome) {
         let proc = "/proc/self/fd/\(fd)"
-        let protection = attribute(proc, FileProtectionClass.attribute).flatMap(FileProtectionClass.init(rawValue:))
-            ?? .completeUntilFirstUserAuthentication
-        let closes = level.closes(protection)
+        let closes = level.closes(protectionClass(proc))
         if closes, st.st_uid == uid {
             let saved = "\(st.st_uid):\(st.st_gid):\(String(st.st_mode & 0o7777, radix: 8))"
             let code = aph_xattr_set(proc, ownerAttribute, saved, saved.utf8.count)
@@ -165,6 +161,12 @@ enum ProtectedFiles {
             _ = aph_xattr_remove(proc, ownerAttribute)
             outcome.opened += 1
         }
+    }
+
+    /// The class AppKitLess recorded on the file at `path` (none: iOS's default,
+    /// `completeUntilFirstUserAuthentication`).
+    private static func protectionClass(_ path: String) -> FileProtectionClass {
+        attribute(path, FileProtectionClass.attribute).flatMap(FileProtectionClass.init(rawValue:)) ?? .completeUntilFirstUserAuthentication
     }
 
     /// An extended attribute's value as text (at most 64 bytes: the host's own values are shorter).

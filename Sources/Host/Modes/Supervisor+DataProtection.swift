@@ -38,16 +38,27 @@ extension Supervisor {
                 outcome.failures += done.failures.map { "\(group)/\($0)" }
                 outcome.cut = outcome.cut || done.cut
             }
-            var parts: [String] = []
-            if outcome.closed > 0 { parts.append("\(outcome.closed) protected file(s) closed to the app") }
-            if outcome.opened > 0 { parts.append("\(outcome.opened) protected file(s) open again") }
-            if inGroups.closed > 0 { parts.append("\(inGroups.closed) in its App Group containers closed") }
-            if inGroups.opened > 0 { parts.append("\(inGroups.opened) in its App Group containers open again") }
-            if !outcome.failures.isEmpty { parts.append("could not change \(outcome.failures.prefix(8).joined(separator: ", "))") }
-            if outcome.cut { parts.append("the container has more than \(ProtectedFiles.maximumEntries) entries or \(ProtectedFiles.maximumDepth) levels: the rest was not looked at") }
+            let parts = Self.dataProtectionParts(closed: outcome.closed, opened: outcome.opened, closedInGroups: inGroups.closed,
+                                                 openedInGroups: inGroups.opened, failures: outcome.failures,
+                                                 cut: outcome.cut ? "the container has more than \(ProtectedFiles.maximumEntries) entries or \(ProtectedFiles.maximumDepth) levels" : nil)
             guard !parts.isEmpty else { continue }
             events.append(.service, app: id, cause: "data protection (\(level.rawValue)): " + parts.joined(separator: "; "), time: now())
         }
+    }
+
+    /// The words of a `data protection (...)` event, the same for both hosts: what closed
+    /// and opened in the container and in the App Group containers, what could not be
+    /// changed, and the bound a walk stopped at.
+    static func dataProtectionParts(closed: Int, opened: Int, closedInGroups: Int, openedInGroups: Int,
+                                    failures: [String], cut: String?) -> [String] {
+        var parts: [String] = []
+        if closed > 0 { parts.append("\(closed) protected file(s) closed to the app") }
+        if opened > 0 { parts.append("\(opened) protected file(s) open again") }
+        if closedInGroups > 0 { parts.append("\(closedInGroups) in its App Group containers closed") }
+        if openedInGroups > 0 { parts.append("\(openedInGroups) in its App Group containers open again") }
+        if !failures.isEmpty { parts.append("could not change \(failures.prefix(8).joined(separator: ", "))") }
+        if let cut { parts.append(cut + ": the rest was not looked at") }
+        return parts
     }
 
     /// At start: a host stopped while the device was locked starts locked, not unlocked
@@ -71,9 +82,7 @@ extension Supervisor {
     /// True when this host closes protected files by covering them in each app's mount
     /// namespace: its apps share its uid and run in user and mount namespaces of their
     /// own (decision 0050).
-    var coversProtectedFiles: Bool {
-        identities == nil && sandbox.namespaces == .used
-    }
+    var coversProtectedFiles: Bool { appsIsolateUser }
 
     /// The folders whose protected files `id` loses while locked, by the paths its mount
     /// namespace shows: its container, then its App Group containers (canonical, as the
@@ -140,13 +149,9 @@ extension Supervisor {
             }
             let inContainer = { (path: String) in path.hasPrefix(roots.container + "/") }
             let closedHere = closed.filter(inContainer).count, openedHere = opened.filter(inContainer).count
-            var parts: [String] = []
-            if closedHere > 0 { parts.append("\(closedHere) protected file(s) closed to the app") }
-            if openedHere > 0 { parts.append("\(openedHere) protected file(s) open again") }
-            if closed.count > closedHere { parts.append("\(closed.count - closedHere) in its App Group containers closed") }
-            if opened.count > openedHere { parts.append("\(opened.count - openedHere) in its App Group containers open again") }
-            if !failures.isEmpty { parts.append("could not change \(failures.prefix(8).joined(separator: ", "))") }
-            if cut || over { parts.append("the container has more than \(ProtectedFiles.maximumEntries) entries, \(ProtectedFiles.maximumDepth) levels or \(AppNamespaces.maximumCovered) protected files: the rest was not looked at") }
+            let parts = Self.dataProtectionParts(closed: closedHere, opened: openedHere, closedInGroups: closed.count - closedHere,
+                                                 openedInGroups: opened.count - openedHere, failures: failures,
+                                                 cut: cut || over ? "the container has more than \(ProtectedFiles.maximumEntries) entries, \(ProtectedFiles.maximumDepth) levels or \(AppNamespaces.maximumCovered) protected files" : nil)
             guard !parts.isEmpty else { continue }
             events.append(.service, app: id, cause: "data protection (\(level.rawValue)): " + parts.joined(separator: "; "), time: now())
         }
